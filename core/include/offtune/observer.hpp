@@ -1,0 +1,102 @@
+// Typed events the engine emits while it packs, copies, stashes and unpacks saved tensors. The profiler
+// implements Observer; with no observer attached the engine does nothing but test one pointer.
+//
+// Threads: events arrive on the forward thread, on autograd's backward threads and (for completions on
+// host-sim) on the copy thread. An observer must be thread-safe. Times are steady_clock nanoseconds.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "offtune/ids.hpp"
+
+namespace offtune {
+
+enum class PackDecision : uint8_t {
+  Offloaded,     // a copy to host was issued
+  Deduplicated,  // shares the host copy of a tensor packed earlier (same live storage and version)
+  Kept,          // stays on the device; see KeepReason
+};
+
+enum class KeepReason : uint8_t {
+  None,               // (offloaded or deduplicated)
+  BelowThreshold,     // smaller than min_offload_size
+  Parameter,          // a parameter (leaf requiring grad) or a view of one
+  RegisteredStorage,  // storage of a registered parameter or buffer
+  NotOnDevice,        // not a device tensor (a CPU tensor under backend cuda, a host-pool tensor, ...)
+  Unsupported,  // no elements, or a kind offtune does not move (sparse, nested, quantized, conj/neg bit)
+};
+
+enum class CopyDirection : uint8_t { DeviceToHost, HostToDevice };
+
+enum class UnpackSource : uint8_t {
+  Kept,          // was never offloaded
+  ForwardStash,  // still on the device: its offload copy was in flight when backward began
+  Reloaded,      // brought back when autograd asked for it
+  Prefetched,    // brought back ahead of use
+};
+
+enum class WaitKind : uint8_t {
+  ForwardWindow,  // forward waited for the oldest offload copy (window full)
+  Reload,         // compute waited for a reload before the tensor was used
+  Drain,          // end of backward / scope: waited for outstanding copies
+};
+
+std::string_view to_string(PackDecision);
+std::string_view to_string(KeepReason);
+std::string_view to_string(CopyDirection);
+std::string_view to_string(UnpackSource);
+std::string_view to_string(WaitKind);
+
+struct PackEvent {
+  TensorId id;
+  int64_t bytes = 0;  // bytes the tensor occupies in its storage
+  PackDecision decision = PackDecision::Kept;
+  KeepReason reason = KeepReason::None;
+  int64_t time_ns = 0;
+};
+
+struct CopyEvent {
+  TensorId id;
+  CopyDirection direction = CopyDirection::DeviceToHost;
+  int64_t bytes = 0;
+  bool pinned = true;
+  bool on_side_stream = true;  // false in single-stream mode
+  bool prefetch = false;       // a reload issued ahead of use
+  int64_t time_ns = 0;         // issue time, or completion time in on_copy_completed
+};
+
+struct UnpackEvent {
+  TensorId id;
+  UnpackSource source = UnpackSource::Kept;
+  int64_t bytes = 0;
+  int64_t time_ns = 0;
+};
+
+struct WaitEvent {
+  WaitKind kind = WaitKind::ForwardWindow;
+  TensorId id;           // the tensor waited for (invalid for Drain)
+  int64_t begin_ns = 0;  // host time spent blocked (host-sim) or at which the wait was enqueued (cuda)
+  int64_t end_ns = 0;
+};
+
+struct StashEvent {
+  int64_t fwd_count = 0;  // offloads in flight whose device memory the forward window holds
+  int64_t fwd_bytes = 0;
+  int64_t bwd_count = 0;  // reloaded (or prefetched) tensors held on the device in backward
+  int64_t bwd_bytes = 0;
+  int64_t time_ns = 0;
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void on_pack(const PackEvent&) {}
+  virtual void on_copy_issued(const CopyEvent&) {}
+  virtual void on_copy_completed(const CopyEvent&) {}
+  virtual void on_unpack(const UnpackEvent&) {}
+  virtual void on_wait(const WaitEvent&) {}
+  virtual void on_stash(const StashEvent&) {}
+};
+
+}  // namespace offtune

@@ -1,0 +1,155 @@
+// The offload engine's public API: an ActivationOffloader (the C++ `OffloadActivations`), the RAII
+// OffloadScope under which saved tensors are offloaded, and regions that opt code out of it.
+//
+//   offtune::ActivationOffloader offloader(opts);       // once, reused every step
+//   { auto scope = offloader.scope(); loss = model(x); } // forward: big saved tensors go to host
+//   loss.backward();                                     // backward: they come back, prefetched
+//
+// Scopes nest per thread; the innermost wins, as with Python's saved_tensors_hooks. Saved tensors
+// keep a handle on their offloader, so backward (on any autograd thread) needs no active scope.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "offtune/observer.hpp"
+#include "offtune/options.hpp"
+
+namespace at {
+class Tensor;
+}
+
+namespace offtune {
+
+namespace detail {
+class Context;
+}
+
+// Device memory as the backend sees it: the caching allocator's stats on cuda, the accounting
+// allocator's on host-sim.
+struct DeviceMemory {
+  int64_t allocated = 0;       // bytes in live tensors now
+  int64_t peak_allocated = 0;  // since the last reset_peak()
+  int64_t reserved = 0;        // held by the allocator (cuda); equals allocated on host-sim
+  int64_t peak_reserved = 0;
+};
+
+// Counters since construction (monotonic).
+struct OffloadStats {
+  int64_t packed = 0;           // saved tensors seen
+  int64_t offloaded = 0;        // copies to host issued
+  int64_t deduplicated = 0;     // saved tensors that shared an earlier host copy
+  int64_t kept = 0;             // saved tensors left on the device
+  int64_t offloaded_bytes = 0;  // bytes copied to host
+  int64_t reloaded = 0;         // copies back to the device (prefetched ones included)
+  int64_t reloaded_bytes = 0;
+  int64_t prefetched = 0;        // reloads issued ahead of use
+  int64_t from_fwd_stash = 0;    // unpacks served from the forward window (no copy back needed)
+  int64_t window_waits = 0;      // times forward waited for an offload copy
+  int64_t record_streams = 0;    // reloaded buffers whose storage gained users (record_stream)
+  int64_t pageable_fallbacks = 0;  // host blocks that could not be pinned
+};
+
+// What the engine holds right now. After a step (backward done, graph freed) every field but
+// host_pool_reserved_bytes is back to zero: that is the engine's resting state.
+struct ResidentState {
+  int64_t tracked = 0;             // saved-tensor entries alive (graphs not yet backwarded or freed)
+  int64_t host_bytes = 0;          // bytes of host copies alive
+  int64_t fwd_stash_count = 0;     // forward window
+  int64_t fwd_stash_bytes = 0;
+  int64_t bwd_stash_count = 0;     // reloaded/prefetched buffers held on the device
+  int64_t bwd_stash_bytes = 0;
+  int64_t pending_host_frees = 0;  // host blocks waiting for their reload copy to finish
+  int64_t host_pool_in_use_bytes = 0;
+  int64_t host_pool_reserved_bytes = 0;  // kept for reuse by the pool; see release_cached_memory()
+  bool resting() const {
+    return tracked == 0 && host_bytes == 0 && fwd_stash_count == 0 && bwd_stash_count == 0 &&
+           pending_host_frees == 0 && host_pool_in_use_bytes == 0;
+  }
+};
+
+class OffloadScope;
+
+class ActivationOffloader {
+ public:
+  // Validates the options (OptionsError) and resolves the backend (EngineError when cuda is asked
+  // for and no GPU is usable, or when another autograd engine, e.g. Python's, is installed).
+  explicit ActivationOffloader(OffloadOptions options = {});
+  ~ActivationOffloader();
+  ActivationOffloader(const ActivationOffloader&) = delete;
+  ActivationOffloader& operator=(const ActivationOffloader&) = delete;
+
+  // Saved tensors created while the returned scope lives (on this thread) are managed by this
+  // offloader.
+  [[nodiscard]] OffloadScope scope();
+
+  // The tensor's storage is never offloaded (parameters, buffers, caches). Held weakly.
+  void never_offload(const at::Tensor& tensor);
+  // Module-level exclusion (see ModuleRegion): calls under ModuleRegion(m) for a registered m save
+  // tensors normally. The pointer is an identity only; it is never dereferenced.
+  void exclude_module(const void* module);
+  bool is_excluded(const void* module) const;
+
+  // Attach (or, with nullptr, detach) an observer. Not while a scope or backward is running.
+  void set_observer(std::shared_ptr<Observer> observer);
+
+  const OffloadOptions& options() const;
+  BackendKind backend() const;  // resolved: Cuda or HostSim
+  OffloadStats stats() const;
+  ResidentState resident() const;
+  DeviceMemory device_memory() const;
+  void reset_peak_device_memory();
+  // Block until every copy this offloader issued has finished.
+  void synchronize();
+  // Return unused host-pool slabs to the system.
+  void release_cached_memory();
+
+ private:
+  friend class OffloadScope;
+  std::shared_ptr<detail::Context> ctx_;
+};
+
+// While alive, saved tensors on this thread go through `offloader` (innermost scope wins).
+class OffloadScope {
+ public:
+  OffloadScope(OffloadScope&& other) noexcept;
+  OffloadScope& operator=(OffloadScope&&) = delete;
+  OffloadScope(const OffloadScope&) = delete;
+  OffloadScope& operator=(const OffloadScope&) = delete;
+  ~OffloadScope();
+
+ private:
+  friend class ActivationOffloader;
+  explicit OffloadScope(std::shared_ptr<detail::Context> ctx);
+  std::shared_ptr<detail::Context> ctx_;
+  bool active_ = false;
+};
+
+// The C++ `NoOpManager`: inside it, saved tensors are saved normally even under an OffloadScope.
+class NoOffloadRegion {
+ public:
+  NoOffloadRegion();
+  ~NoOffloadRegion();
+  NoOffloadRegion(const NoOffloadRegion&) = delete;
+  NoOffloadRegion& operator=(const NoOffloadRegion&) = delete;
+};
+
+// Marks the forward of one module. If the innermost active offloader excludes `module` (an output head
+// found by make_offloader_for()), the region behaves as a NoOffloadRegion; otherwise it costs a
+// thread-local read. Model code wraps submodule calls in it: the C++ stand-in for the forward pre-hooks
+// the Python factory registers.
+class ModuleRegion {
+ public:
+  explicit ModuleRegion(const void* module);
+  ~ModuleRegion();
+  ModuleRegion(const ModuleRegion&) = delete;
+  ModuleRegion& operator=(const ModuleRegion&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+// True when an offload scope is active on this thread (and no no-offload region is innermost).
+bool offloading_active();
+
+}  // namespace offtune

@@ -1,0 +1,133 @@
+#include "host_pool.hpp"
+
+#include <ATen/ops/from_blob.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+
+#include "sysmem.hpp"
+
+namespace offtune::detail {
+namespace {
+constexpr int64_t kAlign = 512;             // enough for any dtype and for DMA engines
+constexpr int64_t kBigSlabRound = 2 << 20;  // granularity of dedicated slabs
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+}  // namespace
+
+HostPool::HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison)
+    : source_(source), slab_bytes_(slab_bytes), poison_(poison) {}
+
+HostPool::~HostPool() {
+  // Blocks still referenced hold a shared_ptr to the pool, so only free slabs remain here.
+  for (auto& slab : slabs_) source_.release(slab->base, slab->size, slab->pinned);
+}
+
+at::Tensor HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
+  const int64_t length = round_up(std::max<int64_t>(bytes, 1), kAlign);
+  Slab* chosen = nullptr;
+  int64_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& slab : slabs_) {
+      if (slab->pinned != want_pinned && !(want_pinned && fallbacks_ > 0)) continue;
+      for (auto it = slab->free.begin(); it != slab->free.end(); ++it) {
+        if (it->second >= length) {
+          chosen = slab.get();
+          offset = it->first;
+          const int64_t rest = it->second - length;
+          slab->free.erase(it);
+          if (rest > 0) chosen->free.emplace(offset + length, rest);
+          break;
+        }
+      }
+      if (chosen) break;
+    }
+    if (!chosen) {
+      const int64_t size = length > slab_bytes_ ? round_up(length, kBigSlabRound) : slab_bytes_;
+      check_host_ram(size);
+      void* base = source_.allocate(size, want_pinned);
+      bool got_pinned = want_pinned;
+      if (!base && want_pinned) {
+        base = source_.allocate(size, false);
+        got_pinned = false;
+        ++fallbacks_;
+        if (!warned_) {
+          warned_ = true;
+          TORCH_WARN("offtune: could not pin ", size,
+                     " bytes of host memory; offloading to pageable memory instead (slower copies)");
+        }
+      }
+      if (!base) {
+        TORCH_CHECK(false, "offtune: out of host memory: could not reserve ", size,
+                    " bytes for offloaded activations");
+      }
+      auto slab = std::make_unique<Slab>();
+      slab->base = static_cast<char*>(base);
+      slab->size = size;
+      slab->pinned = got_pinned;
+      if (size > length) slab->free.emplace(length, size - length);
+      chosen = slab.get();
+      offset = 0;
+      reserved_ += size;
+      slabs_.push_back(std::move(slab));
+    }
+    chosen->used += length;
+    in_use_ += length;
+    pinned = chosen->pinned;
+  }
+  auto self = shared_from_this();
+  Slab* slab = chosen;
+  return at::from_blob(
+      slab->base + offset, {bytes},
+      [self, slab, offset, length](void*) { self->release(slab, offset, length); },
+      at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+}
+
+void HostPool::release(Slab* slab, int64_t offset, int64_t length) {
+  if (poison_) std::memset(slab->base + offset, 0xFF, static_cast<size_t>(length));
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, inserted] = slab->free.emplace(offset, length);
+  // Coalesce with the following and the preceding free ranges.
+  auto next = std::next(it);
+  if (next != slab->free.end() && it->first + it->second == next->first) {
+    it->second += next->second;
+    slab->free.erase(next);
+  }
+  if (it != slab->free.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second == it->first) {
+      prev->second += it->second;
+      slab->free.erase(it);
+    }
+  }
+  slab->used -= length;
+  in_use_ -= length;
+}
+
+void HostPool::trim() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = slabs_.begin(); it != slabs_.end();) {
+    if ((*it)->used == 0) {
+      source_.release((*it)->base, (*it)->size, (*it)->pinned);
+      reserved_ -= (*it)->size;
+      it = slabs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+int64_t HostPool::in_use_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_use_;
+}
+int64_t HostPool::reserved_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reserved_;
+}
+int64_t HostPool::pageable_fallbacks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fallbacks_;
+}
+
+}  // namespace offtune::detail

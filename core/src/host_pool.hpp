@@ -1,0 +1,56 @@
+// Host memory pool for offloaded copies. Reserves memory in slabs (options.host_pool_slab_bytes; a
+// larger request gets a slab of its own rounded to 2 MiB, never to a power of two) and sub-allocates
+// 512-byte-aligned blocks with first-fit and coalescing. Avoids one cudaHostAlloc per tensor (slow,
+// and it serialises with the GPU) and the power-of-two rounding of torch's caching host allocator.
+// When pinning fails, the pool falls back to pageable memory once, warns once, and counts it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend.hpp"
+
+namespace offtune::detail {
+
+class HostPool : public std::enable_shared_from_this<HostPool> {
+ public:
+  HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison);
+
+  // A 1-D uint8 CPU tensor of `bytes`; freeing the tensor returns the block. `pinned` reports what was
+  // obtained (false after a pinning failure).
+  at::Tensor allocate(int64_t bytes, bool want_pinned, bool& pinned);
+
+  int64_t in_use_bytes() const;
+  int64_t reserved_bytes() const;
+  int64_t pageable_fallbacks() const;
+  // Returns every fully free slab to the source.
+  void trim();
+  ~HostPool();
+
+ private:
+  struct Slab {
+    char* base = nullptr;
+    int64_t size = 0;
+    bool pinned = false;
+    std::map<int64_t, int64_t> free;  // offset -> length, coalesced
+    int64_t used = 0;
+  };
+  void release(Slab* slab, int64_t offset, int64_t length);
+
+  HostMemorySource& source_;
+  const int64_t slab_bytes_;
+  const bool poison_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Slab>> slabs_;
+  int64_t in_use_ = 0;
+  int64_t reserved_ = 0;
+  int64_t fallbacks_ = 0;
+  bool warned_ = false;
+};
+
+}  // namespace offtune::detail

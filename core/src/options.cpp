@@ -1,0 +1,103 @@
+#include "offtune/options.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "offtune/observer.hpp"
+
+namespace offtune {
+
+std::string_view to_string(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::Auto: return "auto";
+    case BackendKind::Cuda: return "cuda";
+    case BackendKind::HostSim: return "host-sim";
+  }
+  return "?";
+}
+
+BackendKind parse_backend(std::string_view text) {
+  if (text == "auto") return BackendKind::Auto;
+  if (text == "cuda") return BackendKind::Cuda;
+  if (text == "host-sim" || text == "hostsim" || text == "host_sim") return BackendKind::HostSim;
+  throw OptionsError("unknown backend '" + std::string(text) +
+                     "' (valid: auto, cuda, host-sim)");
+}
+
+int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
+  if (!enabled()) return 0;
+  double gbps = pinned ? pinned_gbps : (pageable_gbps > 0.0 ? pageable_gbps : pinned_gbps / 2.0);
+  const double transfer = gbps > 0.0 ? static_cast<double>(bytes) / gbps : 0.0;  // bytes/(GB/s) = ns
+  return latency_ns + static_cast<int64_t>(std::llround(transfer));
+}
+
+LinkModel LinkModel::pcie4() { return LinkModel{24.0, 10.0, 10'000}; }
+
+void OffloadOptions::validate() const {
+  auto fail = [](const std::string& msg) { throw OptionsError(msg); };
+  if (min_offload_size < 0) {
+    fail("min_offload_size must be >= 0 bytes, got " + std::to_string(min_offload_size));
+  }
+  if (max_fwd_stash_size < 1) {
+    fail("max_fwd_stash_size must be at least 1, got " + std::to_string(max_fwd_stash_size));
+  }
+  if (max_fwd_stash_bytes < 0) {
+    fail("max_fwd_stash_bytes must be >= 0 (0 = no byte bound), got " +
+         std::to_string(max_fwd_stash_bytes));
+  }
+  if (prefetch < 0) fail("prefetch must be >= 0, got " + std::to_string(prefetch));
+  if (device_index < 0) fail("device_index must be >= 0, got " + std::to_string(device_index));
+  if (!(host_ram_warn_percent > 0.0 && host_ram_warn_percent <= 100.0)) {
+    fail("host_ram_warn_percent must be in (0, 100], got " + std::to_string(host_ram_warn_percent));
+  }
+  if (host_pool_slab_bytes < (int64_t{1} << 20)) {
+    fail("host_pool_slab_bytes must be at least 1 MiB, got " +
+         std::to_string(host_pool_slab_bytes));
+  }
+  if (!(link.pinned_gbps >= 0.0) || !std::isfinite(link.pinned_gbps) ||
+      !(link.pageable_gbps >= 0.0) || !std::isfinite(link.pageable_gbps) || link.latency_ns < 0) {
+    fail("link model values must be finite and >= 0");
+  }
+}
+
+std::string_view to_string(PackDecision d) {
+  switch (d) {
+    case PackDecision::Offloaded: return "offloaded";
+    case PackDecision::Deduplicated: return "deduplicated";
+    case PackDecision::Kept: return "kept";
+  }
+  return "?";
+}
+std::string_view to_string(KeepReason r) {
+  switch (r) {
+    case KeepReason::None: return "none";
+    case KeepReason::BelowThreshold: return "below-threshold";
+    case KeepReason::Parameter: return "parameter";
+    case KeepReason::RegisteredStorage: return "registered-storage";
+    case KeepReason::NotOnDevice: return "not-on-device";
+    case KeepReason::Unsupported: return "unsupported";
+  }
+  return "?";
+}
+std::string_view to_string(CopyDirection d) {
+  return d == CopyDirection::DeviceToHost ? "d2h" : "h2d";
+}
+std::string_view to_string(UnpackSource s) {
+  switch (s) {
+    case UnpackSource::Kept: return "kept";
+    case UnpackSource::ForwardStash: return "forward-stash";
+    case UnpackSource::Reloaded: return "reloaded";
+    case UnpackSource::Prefetched: return "prefetched";
+  }
+  return "?";
+}
+std::string_view to_string(WaitKind k) {
+  switch (k) {
+    case WaitKind::ForwardWindow: return "forward-window";
+    case WaitKind::Reload: return "reload";
+    case WaitKind::Drain: return "drain";
+  }
+  return "?";
+}
+
+}  // namespace offtune

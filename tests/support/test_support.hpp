@@ -1,0 +1,47 @@
+// Helpers shared by the engine tests: run a step with and without offloading, compare gradients bit
+// for bit, and a recording observer.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "offtune/core.hpp"
+
+namespace offtune::test {
+
+// Options for host-sim with a small threshold so that test-sized tensors are offloaded.
+OffloadOptions host_sim_options(int64_t min_offload_size = 0, int64_t window = 2);
+
+// Bitwise equality of two tensors (dtype, shape and every byte); NaNs compare by bit pattern.
+bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
+
+// Runs forward (under `offloader`'s scope if given), backward on the returned scalar, and returns the
+// loss followed by the gradients of `params` (cloned), zeroing them afterwards.
+std::vector<at::Tensor> step(const std::function<at::Tensor()>& forward,
+                             const std::vector<at::Tensor>& params,
+                             ActivationOffloader* offloader);
+
+// Expects loss and gradients of one step to be bit-identical with and without offloading.
+void expect_identical_step(const std::function<at::Tensor()>& forward,
+                           const std::vector<at::Tensor>& params, ActivationOffloader& offloader);
+
+struct RecordingObserver : Observer {
+  std::mutex mutex;
+  std::vector<PackEvent> packs;
+  std::vector<CopyEvent> issued, completed;
+  std::vector<UnpackEvent> unpacks;
+  std::vector<WaitEvent> waits;
+  std::vector<StashEvent> stashes;
+  void on_pack(const PackEvent& e) override;
+  void on_copy_issued(const CopyEvent& e) override;
+  void on_copy_completed(const CopyEvent& e) override;
+  void on_unpack(const UnpackEvent& e) override;
+  void on_wait(const WaitEvent& e) override;
+  void on_stash(const StashEvent& e) override;
+  int64_t count(PackDecision d);
+};
+
+}  // namespace offtune::test

@@ -1,0 +1,63 @@
+// The seam into libtorch's autograd engine: installed, answering saved-tensor hooks, and giving the
+// same gradients as plain autograd.
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace offtune::test {
+namespace {
+
+TEST(Seam, HooksSeeSavedTensorsOnlyInsideScope) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  auto x = torch::randn({4, 8});
+  auto outside = (x.matmul(w)).sin().sum();  // no scope: nothing packed
+  EXPECT_EQ(obs->packs.size(), 0u);
+  {
+    auto scope = off.scope();
+    EXPECT_TRUE(offloading_active());
+    auto y = x.matmul(w).sin().sum();
+    EXPECT_GT(obs->packs.size(), 0u);
+    {
+      NoOffloadRegion none;
+      EXPECT_FALSE(offloading_active());
+      const auto before = obs->packs.size();
+      auto z = x.matmul(w).cos().sum();
+      EXPECT_EQ(obs->packs.size(), before);
+    }
+    EXPECT_TRUE(offloading_active());
+  }
+  EXPECT_FALSE(offloading_active());
+}
+
+TEST(Seam, GradientsIdenticalOnSmallGraph) {
+  ActivationOffloader off(host_sim_options());
+  torch::manual_seed(0);
+  auto w1 = torch::randn({16, 32}, torch::requires_grad());
+  auto w2 = torch::randn({32, 4}, torch::requires_grad());
+  auto x = torch::randn({8, 16});
+  expect_identical_step([&] { return torch::tanh(x.matmul(w1)).matmul(w2).pow(2).mean(); },
+                        {w1, w2}, off);
+  EXPECT_GT(off.stats().offloaded, 0);
+}
+
+TEST(Seam, InnermostScopeWins) {
+  ActivationOffloader a(host_sim_options()), b(host_sim_options());
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  auto x = torch::randn({4, 8});
+  {
+    auto sa = a.scope();
+    {
+      auto sb = b.scope();
+      auto y = x.matmul(w).sin().sum();
+      y.backward();
+    }
+  }
+  EXPECT_EQ(a.stats().packed, 0);
+  EXPECT_GT(b.stats().packed, 0);
+}
+
+}  // namespace
+}  // namespace offtune::test
