@@ -1,1 +1,103 @@
+// Option validation: every bad value gets its own clear error.
+#include <gtest/gtest.h>
 
+#include "offtune/core.hpp"
+
+namespace offtune {
+namespace {
+
+void expect_error(OffloadOptions o, const std::string& needle) {
+  try {
+    o.validate();
+    FAIL() << "expected OptionsError mentioning " << needle;
+  } catch (const OptionsError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Options, DefaultsMatchTheReference) {
+  OffloadOptions o;
+  EXPECT_TRUE(o.use_pin_memory);
+  EXPECT_TRUE(o.use_streams);
+  EXPECT_EQ(o.min_offload_size, 1024);
+  EXPECT_EQ(o.max_fwd_stash_size, 5);
+  EXPECT_NO_THROW(o.validate());
+}
+
+TEST(Options, RejectsBadValues) {
+  OffloadOptions o;
+  o.max_fwd_stash_size = 0;
+  expect_error(o, "max_fwd_stash_size must be at least 1");
+  o = {};
+  o.min_offload_size = -1;
+  expect_error(o, "min_offload_size");
+  o = {};
+  o.max_fwd_stash_bytes = -5;
+  expect_error(o, "max_fwd_stash_bytes");
+  o = {};
+  o.prefetch = -1;
+  expect_error(o, "prefetch");
+  o = {};
+  o.host_ram_warn_percent = 150;
+  expect_error(o, "host_ram_warn_percent");
+  o = {};
+  o.host_pool_slab_bytes = 1000;
+  expect_error(o, "host_pool_slab_bytes");
+  o = {};
+  o.link.pinned_gbps = -1;
+  expect_error(o, "link model");
+  o = {};
+  o.device_index = -2;
+  expect_error(o, "device_index");
+}
+
+TEST(Options, ConstructorValidates) {
+  OffloadOptions o;
+  o.max_fwd_stash_size = 0;
+  EXPECT_THROW(ActivationOffloader{o}, OptionsError);
+}
+
+TEST(Options, ParsesBackends) {
+  EXPECT_EQ(parse_backend("auto"), BackendKind::Auto);
+  EXPECT_EQ(parse_backend("cuda"), BackendKind::Cuda);
+  EXPECT_EQ(parse_backend("host-sim"), BackendKind::HostSim);
+  EXPECT_EQ(parse_backend("host_sim"), BackendKind::HostSim);
+  try {
+    parse_backend("tpu");
+    FAIL();
+  } catch (const OptionsError& e) {
+    EXPECT_STREQ(e.what(), "unknown backend 'tpu' (valid: auto, cuda, host-sim)");
+  }
+  EXPECT_EQ(to_string(BackendKind::HostSim), "host-sim");
+}
+
+TEST(Options, CudaWithoutGpuIsAClearError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is available";
+  OffloadOptions o;
+  o.backend = BackendKind::Cuda;
+  try {
+    ActivationOffloader off(o);
+    FAIL();
+  } catch (const EngineError& e) {
+    EXPECT_NE(std::string(e.what()).find("host-sim"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Options, AutoPicksHostSimWithoutGpu) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is available";
+  ActivationOffloader off;
+  EXPECT_EQ(off.backend(), BackendKind::HostSim);
+}
+
+TEST(LinkModel, CopyCost) {
+  LinkModel none;
+  EXPECT_FALSE(none.enabled());
+  EXPECT_EQ(none.copy_ns(1 << 20, true), 0);
+  LinkModel l{10.0, 0.0, 1000};  // 10 GB/s pinned, pageable defaults to half
+  EXPECT_EQ(l.copy_ns(10'000, true), 1000 + 1000);
+  EXPECT_EQ(l.copy_ns(10'000, false), 1000 + 2000);
+  EXPECT_TRUE(LinkModel::pcie4().enabled());
+}
+
+}  // namespace
+}  // namespace offtune

@@ -1,1 +1,274 @@
+// What the engine offloads and how tensors come back: parameters and buffers never, small tensors
+// kept, duplicates once, views/strides/offsets/broadcasts restored exactly, every dtype, every mode.
+#include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
+namespace offtune::test {
+namespace {
+
+std::shared_ptr<RecordingObserver> observe(ActivationOffloader& off) {
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  return obs;
+}
+
+int64_t count_reason(RecordingObserver& obs, KeepReason r) {
+  int64_t n = 0;
+  for (auto& p : obs.packs) n += p.reason == r;
+  return n;
+}
+
+TEST(Semantics, ParametersAndTheirViewsAreNeverOffloaded) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  auto w = torch::randn({32, 32}, torch::requires_grad());
+  auto a = torch::randn({16, 32}, torch::requires_grad());
+  expect_identical_step([&] { return a.mul(2).matmul(w.t()).sum(); }, {a, w}, off);
+  EXPECT_GE(count_reason(*obs, KeepReason::Parameter), 1);  // w.t() is a view of a parameter
+  EXPECT_EQ(obs->count(PackDecision::Offloaded), 1);        // only a*2
+  EXPECT_EQ(off.stats().offloaded_bytes, 16 * 32 * 4);
+}
+
+TEST(Semantics, RegisteredBuffersAreNeverOffloaded) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  auto scale = torch::randn({64, 64});  // a buffer: no grad, but not an activation
+  off.never_offload(scale);
+  auto a = torch::randn({64, 64}, torch::requires_grad());
+  expect_identical_step([&] { return a.sin().mul(scale).sum(); }, {a}, off);
+  EXPECT_EQ(count_reason(*obs, KeepReason::RegisteredStorage), 1);
+}
+
+TEST(Semantics, ThresholdKeepsSmallTensors) {
+  OffloadOptions o = host_sim_options(/*min_offload_size=*/4096);
+  ActivationOffloader off(o);
+  auto obs = observe(off);
+  auto small = torch::randn({8, 8}, torch::requires_grad());    // 256 bytes
+  auto large = torch::randn({64, 64}, torch::requires_grad());  // 16 KiB
+  expect_identical_step(
+      [&] {
+        auto a = small.mul(1).sin().sum();  // mul(1): an activation, not the leaf itself
+        return a + large.mul(1).sin().sum();
+      },
+      {small, large}, off);
+  EXPECT_EQ(count_reason(*obs, KeepReason::BelowThreshold), 1);
+  EXPECT_EQ(obs->count(PackDecision::Offloaded), 1);
+  EXPECT_EQ(off.stats().offloaded_bytes, 64 * 64 * 4);
+}
+
+TEST(Semantics, OneStorageSavedTwiceMovesOnce) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  auto x = torch::randn({128, 64}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto h = x.mul(3);
+        auto a = (h * h).sum();  // one statement each: + does not order its operands
+        auto b = h.sin().sum();
+        auto c = h.narrow(1, 8, 16).cos().sum();
+        return a + b + c;
+      },
+      {x}, off);
+  // h saved by mul (twice), sin and the narrow view's cos: one copy, three shares.
+  EXPECT_EQ(obs->count(PackDecision::Offloaded), 1);
+  EXPECT_EQ(obs->count(PackDecision::Deduplicated), 3);
+  EXPECT_EQ(off.stats().offloaded_bytes, 128 * 64 * 4);
+}
+
+TEST(Semantics, InPlaceWriteBetweenSavesIsNotDeduplicated) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto h = x.mul(2);
+        auto r = h.relu_();  // saves its output: h at version 1
+        return r.exp().sum();  // exp saves its output, a new storage
+      },
+      {x}, off);
+  EXPECT_EQ(obs->count(PackDecision::Deduplicated), 0);
+}
+
+TEST(Semantics, ViewsStridesOffsetsAndBroadcastsRestoredExactly) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  auto x = torch::randn({32, 48}, torch::requires_grad());
+  auto v = torch::randn({48}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto h = x.mul(1.5);
+        auto t = h.t().sin();                       // transposed view saved by sin
+        auto s = h.narrow(1, 5, 20).tanh();         // offset view (tanh saves output)
+        auto strided = h.slice(0, 1, 32, 3).exp();  // step-3 rows, offset 1 row
+        auto b = v.mul(2).expand({32, 48});         // stride-0 broadcast
+        auto m = (h * b).sum();                     // mul saves h and b
+        return t.sum() + s.sum() + strided.sum() + m;
+      },
+      {x, v}, off);
+  // The broadcast moved only its storage: 48 floats, not 32*48.
+  bool saw_broadcast = false;
+  for (auto& p : obs->packs) saw_broadcast |= p.bytes == 48 * 4;
+  EXPECT_TRUE(saw_broadcast);
+  for (auto& p : obs->packs) EXPECT_LE(p.bytes, 32 * 48 * 4);
+}
+
+TEST(Semantics, UnpackedGeometryMatchesTheSavedTensor) {
+  // Checked directly on the engine's output through a custom function that inspects its saved input.
+  ActivationOffloader off(host_sim_options());
+  auto x = torch::randn({16, 40}, torch::requires_grad());
+  struct Capture : torch::autograd::Function<Capture> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor in) {
+      ctx->save_for_backward({in});
+      return in.sum();
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grad) {
+      auto saved = ctx->get_saved_variables()[0];
+      // Encode geometry in the gradient: d0 = stride(0), d1 = stride(1), value = first element.
+      auto g = torch::zeros(saved.sizes(), saved.options());
+      g.select(0, 0).select(0, 0).fill_(static_cast<double>(saved.stride(0)));
+      g.select(0, 0).select(0, 1).fill_(static_cast<double>(saved.stride(1)));
+      g.select(0, 1).copy_(saved.select(0, 1));
+      return {g * grad[0]};
+    }
+  };
+  auto run = [&](ActivationOffloader* o) {
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (o) scope.emplace(o->scope());
+      auto h = x.mul(2).t().narrow(0, 3, 30);  // non-contiguous, offset
+      loss = Capture::apply(h);
+    }
+    loss.backward();
+    auto g = x.grad().clone();
+    x.mutable_grad().reset();
+    return g;
+  };
+  EXPECT_TRUE(bitwise_equal(run(nullptr), run(&off)));
+}
+
+class ModeGrid : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, int64_t>> {};
+
+TEST_P(ModeGrid, MlpGradientsIdentical) {
+  const auto [window, streams, pinned, threshold] = GetParam();
+  OffloadOptions o = host_sim_options(threshold, window);
+  o.use_streams = streams;
+  o.use_pin_memory = pinned;
+  ActivationOffloader off(o);
+  torch::manual_seed(7);
+  auto w1 = torch::randn({64, 128}, torch::requires_grad());
+  auto w2 = torch::randn({128, 128}, torch::requires_grad());
+  auto w3 = torch::randn({128, 10}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  expect_identical_step(
+      [&] {
+        auto h = torch::gelu(x.matmul(w1));
+        h = torch::layer_norm(torch::relu(h.matmul(w2)), {128});
+        return torch::log_softmax(h.matmul(w3), 1).mean();
+      },
+      {w1, w2, w3}, off);
+  EXPECT_GT(off.stats().packed, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ModeGrid,
+                         ::testing::Combine(::testing::Values(1, 2, 5, 8), ::testing::Bool(),
+                                            ::testing::Bool(),
+                                            ::testing::Values(int64_t{0}, int64_t{16384})));
+
+class Dtypes : public ::testing::TestWithParam<at::ScalarType> {};
+
+TEST_P(Dtypes, GradientsIdentical) {
+  ActivationOffloader off(host_sim_options());
+  torch::manual_seed(3);
+  const auto opts = torch::TensorOptions().dtype(GetParam()).requires_grad(true);
+  auto w1 = torch::randn({32, 64}, opts);
+  auto w2 = torch::randn({64, 8}, opts);
+  auto x = torch::randn({16, 32}, torch::TensorOptions().dtype(GetParam()));
+  expect_identical_step([&] { return torch::silu(x.matmul(w1)).matmul(w2).to(at::kFloat).pow(2).mean(); },
+                        {w1, w2}, off);
+  EXPECT_GT(off.stats().offloaded, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Dtypes, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf));
+
+TEST(Semantics, LinkModelWindowMakesForwardWait) {
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.link = LinkModel{1.0, 0.0, 200'000};  // 1 GB/s, 200 us per copy: copies outlast compute
+  ActivationOffloader off(o);
+  auto obs = observe(off);
+  auto x = torch::randn({64, 256}, torch::requires_grad());
+  expect_identical_step([&] { return x.sin().cos().tanh().exp().sum(); }, {x}, off);
+  EXPECT_GT(off.stats().window_waits, 0);
+  EXPECT_EQ(obs->waits.empty(), false);
+}
+
+TEST(Semantics, ByteWindowBoundsInFlightBytes) {
+  OffloadOptions o = host_sim_options(0, /*window=*/100);
+  o.max_fwd_stash_bytes = 64 * 256 * 4;  // one tensor's worth
+  o.link = LinkModel{1.0, 0.0, 200'000};
+  ActivationOffloader off(o);
+  auto obs = observe(off);
+  auto x = torch::randn({64, 256}, torch::requires_grad());
+  expect_identical_step([&] { return x.sin().cos().tanh().exp().sum(); }, {x}, off);
+  for (auto& s : obs->stashes) EXPECT_LE(s.fwd_bytes, 64 * 256 * 4);
+  EXPECT_GT(off.stats().window_waits, 0);
+}
+
+TEST(Semantics, BackwardUsesForwardStashWhenCopiesAreStillInFlight) {
+  OffloadOptions o = host_sim_options(0, /*window=*/8);
+  o.link = LinkModel{0.5, 0.0, 5'000'000};  // 5 ms per copy
+  ActivationOffloader off(o);
+  auto x = torch::randn({32, 32}, torch::requires_grad());
+  expect_identical_step([&] { return x.sin().cos().sum(); }, {x}, off);
+  EXPECT_GT(off.stats().from_fwd_stash, 0);
+}
+
+TEST(Semantics, PrefetchReloadsAheadOfUse) {
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.prefetch = 2;
+  ActivationOffloader off(o);
+  auto obs = observe(off);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto h = x;
+        for (int i = 0; i < 6; ++i) h = h.sin();
+        return h.sum();
+      },
+      {x}, off);
+  EXPECT_GT(off.stats().prefetched, 0);
+  int64_t prefetched_unpacks = 0;
+  for (auto& u : obs->unpacks) prefetched_unpacks += u.source == UnpackSource::Prefetched;
+  EXPECT_GT(prefetched_unpacks, 0);
+}
+
+TEST(Semantics, ObserverEventsAreConsistent) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  expect_identical_step([&] { return x.sin().cos().exp().sum(); }, {x}, off);
+  off.synchronize();
+  const auto st = off.stats();
+  int64_t d2h = 0, h2d = 0, d2h_done = 0;
+  for (auto& c : obs->issued) (c.direction == CopyDirection::DeviceToHost ? d2h : h2d)++;
+  for (auto& c : obs->completed) d2h_done += c.direction == CopyDirection::DeviceToHost;
+  EXPECT_EQ(d2h, st.offloaded);
+  EXPECT_EQ(h2d, st.reloaded);
+  EXPECT_EQ(d2h_done, st.offloaded);
+  EXPECT_EQ(static_cast<int64_t>(obs->packs.size()), st.packed);
+  for (auto& c : obs->issued) EXPECT_GT(c.time_ns, 0);
+}
+
+TEST(Semantics, NoObserverNoEvents) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = observe(off);
+  off.set_observer(nullptr);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  expect_identical_step([&] { return x.sin().sum(); }, {x}, off);
+  EXPECT_TRUE(obs->packs.empty());
+}
+
+}  // namespace
+}  // namespace offtune::test

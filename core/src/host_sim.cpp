@@ -4,6 +4,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
 #include <cstring>
@@ -18,10 +19,9 @@ std::atomic<int64_t> g_allocations{0};
 std::atomic<bool> g_poison{false};
 std::atomic<bool> g_installed{false};
 
-struct Allocation {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
+// c10 requires a CPU DataPtr's context to equal its data pointer (raw_allocate asserts it), so the
+// size lives in a header just before the data; 64 bytes keep c10's 64-byte alignment.
+constexpr size_t kHeader = 64;
 
 void raise_peak(int64_t now) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
@@ -29,35 +29,33 @@ void raise_peak(int64_t now) {
   }
 }
 
-void free_allocation(void* ctx) {
-  auto* a = static_cast<Allocation*>(ctx);
-  if (g_poison.load(std::memory_order_relaxed) && a->inner.get() != nullptr) {
-    std::memset(a->inner.get(), 0xFF, static_cast<size_t>(a->bytes));
+void free_allocation(void* data) {
+  if (data == nullptr) return;
+  char* base = static_cast<char*>(data) - kHeader;
+  int64_t bytes = 0;
+  std::memcpy(&bytes, base, sizeof(bytes));
+  if (g_poison.load(std::memory_order_relaxed)) {
+    std::memset(data, 0xFF, static_cast<size_t>(bytes));
   }
-  g_allocated.fetch_sub(a->bytes, std::memory_order_relaxed);
-  delete a;  // frees through the wrapped allocator's deleter
+  g_allocated.fetch_sub(bytes, std::memory_order_relaxed);
+  c10::free_cpu(base);
 }
 
 class AccountingAllocator final : public c10::Allocator {
  public:
-  explicit AccountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr inner = inner_->allocate(n);
-    void* data = inner.get();
+    auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     const auto bytes = static_cast<int64_t>(n);
-    auto* ctx = new Allocation{std::move(inner), bytes};
+    std::memcpy(base, &bytes, sizeof(bytes));
+    void* data = base + kHeader;
     raise_peak(g_allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     g_allocations.fetch_add(1, std::memory_order_relaxed);
-    return {data, ctx, &free_allocation, c10::Device(c10::DeviceType::CPU)};
+    return {data, data, &free_allocation, c10::Device(c10::DeviceType::CPU)};
   }
-
+  c10::DeleterFnPtr raw_deleter() const override { return &free_allocation; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
-
- private:
-  c10::Allocator* inner_;
 };
 
 }  // namespace
@@ -66,7 +64,7 @@ void install() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Leaked: CPU tensors may be freed during static destruction.
-    static auto* allocator = new AccountingAllocator(c10::GetCPUAllocator());
+    static auto* allocator = new AccountingAllocator();
     // Priority above the default (0) so that a later default registration does not displace us.
     c10::SetCPUAllocator(allocator, /*priority=*/1);
     g_installed = true;
