@@ -33,28 +33,56 @@ struct Graph {
     size_t next_param = 0;
     for (int op : ops) {
       switch (op) {
-        case 0: h = h.matmul(params[next_param++ % params.size()]); break;
-        case 1: h = h.sin(); break;
-        case 2: h = h.tanh(); break;
-        case 3: h = h * h.sigmoid(); break;
-        case 4: h = h.mul(1.0); h.relu_(); break;  // in place on a fresh activation
-        case 5: h = (h.t() * 1.5).t(); break;       // non-contiguous result saved downstream
-        case 6: h = h * h.narrow(1, 0, 1).expand_as(h); break;  // stride-0 broadcast saved by mul
-        case 7: h = torch::layer_norm(h, {dim}); break;
-        case 8: h = torch::softmax(h, 1); break;
-        case 9: h = h.clamp(-3, 3).exp(); break;
+        case 0:
+          h = h.matmul(params[next_param++ % params.size()]);
+          break;
+        case 1:
+          h = h.sin();
+          break;
+        case 2:
+          h = h.tanh();
+          break;
+        case 3:
+          h = h * h.sigmoid();
+          break;
+        case 4:
+          h = h.mul(1.0);
+          h.relu_();
+          break;  // in place on a fresh activation
+        case 5:
+          h = (h.t() * 1.5).t();
+          break;  // non-contiguous result saved downstream
+        case 6:
+          h = h * h.narrow(1, 0, 1).expand_as(h);
+          break;  // stride-0 broadcast saved by mul
+        case 7:
+          h = torch::layer_norm(h, {dim});
+          break;
+        case 8:
+          h = torch::softmax(h, 1);
+          break;
+        case 9:
+          h = h.clamp(-3, 3).exp();
+          break;
         case 10:
           h = torch::cat({h.narrow(1, 0, dim / 2).sin(), h.narrow(1, dim / 2, dim - dim / 2).cos()},
                          1);
           break;  // offset views
-        case 11: h = h.pow(2) * 0.5; break;
-        case 12: h = torch::gelu(h); break;
+        case 11:
+          h = h.pow(2) * 0.5;
+          break;
+        case 12:
+          h = torch::gelu(h);
+          break;
         case 13:
           if (skip.defined()) h = h + skip.tanh();
           skip = h;
           break;
-        case 14: h = h.slice(0, 0, h.size(0), 2).repeat({2, 1}).narrow(0, 0, h.size(0)); break;
-        default: break;
+        case 14:
+          h = h.slice(0, 0, h.size(0), 2).repeat({2, 1}).narrow(0, 0, h.size(0));
+          break;
+        default:
+          break;
       }
     }
     return h.to(at::kFloat).pow(2).mean();
@@ -100,8 +128,7 @@ OffloadOptions make_options(std::mt19937_64& rng, std::string& desc) {
   std::ostringstream s;
   s << "min_offload_size=" << o.min_offload_size << " window=" << o.max_fwd_stash_size
     << " window_bytes=" << o.max_fwd_stash_bytes << " streams=" << o.use_streams
-    << " pinned=" << o.use_pin_memory << " prefetch=" << o.prefetch
-    << " link=" << o.link.enabled();
+    << " pinned=" << o.use_pin_memory << " prefetch=" << o.prefetch << " link=" << o.link.enabled();
   desc = s.str();
   return o;
 }
@@ -118,9 +145,8 @@ TEST(Property, RandomGraphsRandomConfigsIdenticalGradients) {
     ActivationOffloader off(make_options(rng, desc));
     std::ostringstream ops;
     for (int op : g.ops) ops << op << ' ';
-    SCOPED_TRACE("seed=" + std::to_string(seed) + " dim=" + std::to_string(g.dim) +
-                 " dtype=" + std::string(c10::toString(g.dtype)) + " ops=[" + ops.str() + "] " +
-                 desc);
+    SCOPED_TRACE("seed=" + std::to_string(seed) + " dim=" + std::to_string(g.dim) + " dtype=" +
+                 std::string(c10::toString(g.dtype)) + " ops=[" + ops.str() + "] " + desc);
     expect_identical_step([&] { return g.forward(); }, g.params, off);
     offloaded_cases += off.stats().offloaded > 0;
     if (HasFailure()) break;  // one reproducible failure is enough

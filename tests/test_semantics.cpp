@@ -1,5 +1,6 @@
 // What the engine offloads and how tensors come back: parameters and buffers never, small tensors
-// kept, duplicates once, views/strides/offsets/broadcasts restored exactly, every dtype, every mode.
+// kept, duplicates once, views/strides/offsets/broadcasts restored exactly, every dtype, every
+// mode.
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"
@@ -83,7 +84,7 @@ TEST(Semantics, InPlaceWriteBetweenSavesIsNotDeduplicated) {
   expect_identical_step(
       [&] {
         auto h = x.mul(2);
-        auto r = h.relu_();  // saves its output: h at version 1
+        auto r = h.relu_();    // saves its output: h at version 1
         return r.exp().sum();  // exp saves its output, a new storage
       },
       {x}, off);
@@ -114,7 +115,8 @@ TEST(Semantics, ViewsStridesOffsetsAndBroadcastsRestoredExactly) {
 }
 
 TEST(Semantics, UnpackedGeometryMatchesTheSavedTensor) {
-  // Checked directly on the engine's output through a custom function that inspects its saved input.
+  // Checked directly on the engine's output through a custom function that inspects its saved
+  // input.
   ActivationOffloader off(host_sim_options());
   auto x = torch::randn({16, 40}, torch::requires_grad());
   struct Capture : torch::autograd::Function<Capture> {
@@ -186,8 +188,9 @@ TEST_P(Dtypes, GradientsIdentical) {
   auto w1 = torch::randn({32, 64}, opts);
   auto w2 = torch::randn({64, 8}, opts);
   auto x = torch::randn({16, 32}, torch::TensorOptions().dtype(GetParam()));
-  expect_identical_step([&] { return torch::silu(x.matmul(w1)).matmul(w2).to(at::kFloat).pow(2).mean(); },
-                        {w1, w2}, off);
+  expect_identical_step(
+      [&] { return torch::silu(x.matmul(w1)).matmul(w2).to(at::kFloat).pow(2).mean(); }, {w1, w2},
+      off);
   EXPECT_GT(off.stats().offloaded, 0);
 }
 

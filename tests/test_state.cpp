@@ -127,8 +127,8 @@ TEST(State, RetainGraphTwoBackwards) {
     loss.backward({}, /*retain_graph=*/true);
     if (o2) {
       const auto r = o2->resident();
-      EXPECT_GT(r.tracked, 0);           // the graph is retained, so are its host copies
-      EXPECT_EQ(r.bwd_stash_count, 0);   // but no device buffer outlives the backward
+      EXPECT_GT(r.tracked, 0);          // the graph is retained, so are its host copies
+      EXPECT_EQ(r.bwd_stash_count, 0);  // but no device buffer outlives the backward
     }
     loss.backward();  // unpack runs a second time
     std::vector<at::Tensor> g;

@@ -1,5 +1,5 @@
-// The small interface the engine logic is written against once; implemented by the cuda and host-sim
-// backends. All tensors passed here are 1-D uint8 views of storage spans.
+// The small interface the engine logic is written against once; implemented by the cuda and
+// host-sim backends. All tensors passed here are 1-D uint8 views of storage spans.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,7 +17,7 @@ namespace offtune::detail {
 class Fence {
  public:
   virtual ~Fence() = default;
-  virtual bool query() = 0;       // done?
+  virtual bool query() = 0;        // done?
   virtual void synchronize() = 0;  // block the calling thread until done
 };
 using FencePtr = std::shared_ptr<Fence>;
@@ -38,10 +38,10 @@ class Backend {
   virtual BackendKind kind() const = 0;
   virtual bool is_device_tensor(const at::Tensor& t) const = 0;
 
-  // Copies src into dst (same byte size). side_stream: on the copy stream (which first waits for the
-  // compute stream's work so far when after_compute is set); else on the compute stream. on_done, when
-  // set and the backend can time completions (host-sim), is called with the completion time from the
-  // copy thread; returns false in that case if it never will (cuda).
+  // Copies src into dst (same byte size). side_stream: on the copy stream (which first waits for
+  // the compute stream's work so far when after_compute is set); else on the compute stream.
+  // on_done, when set and the backend can time completions (host-sim), is called with the
+  // completion time from the copy thread; returns false in that case if it never will (cuda).
   virtual FencePtr copy(const at::Tensor& dst, const at::Tensor& src, bool side_stream,
                         bool after_compute, bool pinned,
                         const std::function<void(int64_t)>& on_done) = 0;

@@ -1,7 +1,7 @@
-// cuda backend: the compute stream is whatever stream is current when the engine needs it (resolved at
-// each use: autograd sets a per-node current stream in backward, and users switch streams); the copy
-// stream is one side stream from c10's pool per offloader. Pinned host slabs come from cudaHostAlloc
-// directly: torch's caching host allocator rounds every block up to a power of two.
+// cuda backend: the compute stream is whatever stream is current when the engine needs it (resolved
+// at each use: autograd sets a per-node current stream in backward, and users switch streams); the
+// copy stream is one side stream from c10's pool per offloader. Pinned host slabs come from
+// cudaHostAlloc directly: torch's caching host allocator rounds every block up to a power of two.
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/Device.h>
@@ -137,8 +137,9 @@ class CudaBackend final : public Backend {
 std::unique_ptr<Backend> make_cuda_backend(const OffloadOptions& options) {
   const int count = c10::cuda::device_count();
   if (count <= 0) {
-    throw EngineError("offtune: backend cuda needs a CUDA GPU, and none is usable here; use "
-                      "--backend host-sim (or auto)");
+    throw EngineError(
+        "offtune: backend cuda needs a CUDA GPU, and none is usable here; use "
+        "--backend host-sim (or auto)");
   }
   if (options.device_index >= count) {
     throw EngineError("offtune: CUDA device " + std::to_string(options.device_index) +

@@ -1,7 +1,7 @@
-// host-sim backend: the copy "stream" is one worker thread that runs copies in issue order; fences are
-// tickets it completes. Compute runs synchronously on the calling thread, so a compute-stream wait is a
-// host block and compute-stream events are complete when recorded. The link model makes each copy take
-// at least latency + bytes / bandwidth.
+// host-sim backend: the copy "stream" is one worker thread that runs copies in issue order; fences
+// are tickets it completes. Compute runs synchronously on the calling thread, so a compute-stream
+// wait is a host block and compute-stream events are complete when recorded. The link model makes
+// each copy take at least latency + bytes / bandwidth.
 #include <ATen/ops/empty.h>
 
 #include <chrono>
@@ -55,15 +55,16 @@ void run_copy(const at::Tensor& dst, const at::Tensor& src, const LinkModel& lin
   std::memcpy(dst.data_ptr(), src.data_ptr(), static_cast<size_t>(src.numel()));
   const int64_t cost = link.copy_ns(src.numel(), pinned);
   if (cost > 0) {
-    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
-        std::chrono::nanoseconds(start + cost)));
+    std::this_thread::sleep_until(
+        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start + cost)));
   }
 }
 
 class AlignedHostMemory final : public HostMemorySource {
  public:
   void* allocate(int64_t bytes, bool /*pinned*/) override {
-    // Page-aligned like real pinned memory; not through c10's CPU allocator (that is "device" here).
+    // Page-aligned like real pinned memory; not through c10's CPU allocator (that is "device"
+    // here).
     const auto size = static_cast<size_t>((bytes + 4095) / 4096 * 4096);
     return std::aligned_alloc(4096, size);
   }
@@ -89,8 +90,8 @@ class HostSimBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::HostSim; }
   bool is_device_tensor(const at::Tensor& t) const override { return t.device().is_cpu(); }
 
-  FencePtr copy(const at::Tensor& dst, const at::Tensor& src, bool side_stream, bool,
-                bool pinned, const std::function<void(int64_t)>& on_done) override {
+  FencePtr copy(const at::Tensor& dst, const at::Tensor& src, bool side_stream, bool, bool pinned,
+                const std::function<void(int64_t)>& on_done) override {
     auto ticket = std::make_shared<Ticket>();
     if (!side_stream) {
       run_copy(dst, src, link_, pinned);

@@ -11,16 +11,16 @@ namespace offtune::detail {
 void warn_cuda_error(const char* call, cudaError_t err, const char* file, int line);
 }  // namespace offtune::detail
 
-#define OFFTUNE_CUDA_CHECK(call)                                                        \
-  do {                                                                                  \
-    const cudaError_t offtune_err_ = (call);                                            \
-    if (offtune_err_ != cudaSuccess)                                                    \
-      ::offtune::detail::throw_cuda_error(#call, offtune_err_, __FILE__, __LINE__);     \
+#define OFFTUNE_CUDA_CHECK(call)                                                    \
+  do {                                                                              \
+    const cudaError_t offtune_err_ = (call);                                        \
+    if (offtune_err_ != cudaSuccess)                                                \
+      ::offtune::detail::throw_cuda_error(#call, offtune_err_, __FILE__, __LINE__); \
   } while (0)
 
-#define OFFTUNE_CUDA_WARN(call)                                                         \
-  do {                                                                                  \
-    const cudaError_t offtune_err_ = (call);                                            \
-    if (offtune_err_ != cudaSuccess)                                                    \
-      ::offtune::detail::warn_cuda_error(#call, offtune_err_, __FILE__, __LINE__);      \
+#define OFFTUNE_CUDA_WARN(call)                                                    \
+  do {                                                                             \
+    const cudaError_t offtune_err_ = (call);                                       \
+    if (offtune_err_ != cudaSuccess)                                               \
+      ::offtune::detail::warn_cuda_error(#call, offtune_err_, __FILE__, __LINE__); \
   } while (0)

@@ -53,8 +53,9 @@ at::Tensor HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
         ++fallbacks_;
         if (!warned_) {
           warned_ = true;
-          TORCH_WARN("offtune: could not pin ", size,
-                     " bytes of host memory; offloading to pageable memory instead (slower copies)");
+          TORCH_WARN(
+              "offtune: could not pin ", size,
+              " bytes of host memory; offloading to pageable memory instead (slower copies)");
         }
       }
       if (!base) {

@@ -1,8 +1,9 @@
 // Host memory pool for offloaded copies. Reserves memory in slabs (options.host_pool_slab_bytes; a
-// larger request gets a slab of its own rounded to 2 MiB, never to a power of two) and sub-allocates
-// 512-byte-aligned blocks with first-fit and coalescing. Avoids one cudaHostAlloc per tensor (slow,
-// and it serialises with the GPU) and the power-of-two rounding of torch's caching host allocator.
-// When pinning fails, the pool falls back to pageable memory once, warns once, and counts it.
+// larger request gets a slab of its own rounded to 2 MiB, never to a power of two) and
+// sub-allocates 512-byte-aligned blocks with first-fit and coalescing. Avoids one cudaHostAlloc per
+// tensor (slow, and it serialises with the GPU) and the power-of-two rounding of torch's caching
+// host allocator. When pinning fails, the pool falls back to pageable memory once, warns once, and
+// counts it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,8 +22,8 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
  public:
   HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison);
 
-  // A 1-D uint8 CPU tensor of `bytes`; freeing the tensor returns the block. `pinned` reports what was
-  // obtained (false after a pinning failure).
+  // A 1-D uint8 CPU tensor of `bytes`; freeing the tensor returns the block. `pinned` reports what
+  // was obtained (false after a pinning failure).
   at::Tensor allocate(int64_t bytes, bool want_pinned, bool& pinned);
 
   int64_t in_use_bytes() const;

@@ -1,5 +1,5 @@
-// Accounting allocator behind host-sim's "device" memory: wraps c10's CPU allocator, counts live bytes
-// and their peak, and optionally poisons memory as it is freed.
+// Accounting allocator behind host-sim's "device" memory: wraps c10's CPU allocator, counts live
+// bytes and their peak, and optionally poisons memory as it is freed.
 #include "offtune/host_sim.hpp"
 
 #include <c10/core/Allocator.h>
@@ -73,9 +73,7 @@ void install() {
 
 bool installed() { return g_installed.load(); }
 
-Counters counters() {
-  return {g_allocated.load(), g_peak.load(), g_allocations.load()};
-}
+Counters counters() { return {g_allocated.load(), g_peak.load(), g_allocations.load()}; }
 
 void reset_peak() { g_peak.store(g_allocated.load()); }
 

@@ -60,10 +60,11 @@ ModelOffloadSetup make_offloader_for(torch::nn::Module& model, OffloadOptions op
     setup.excluded.push_back(head.name);
     setup.head_found = true;
   } else if (warn_if_no_head) {
-    TORCH_WARN("offtune: no output head found (looked for output, lm_head, decoder.output, "
-               "decoder.lm_head, final_layer_norm, ln_f, head); its input will be offloaded and "
-               "immediately reloaded, which is slow for large vocabularies. Name the head one of "
-               "these, or pass warn_if_no_head=false.");
+    TORCH_WARN(
+        "offtune: no output head found (looked for output, lm_head, decoder.output, "
+        "decoder.lm_head, final_layer_norm, ln_f, head); its input will be offloaded and "
+        "immediately reloaded, which is slow for large vocabularies. Name the head one of "
+        "these, or pass warn_if_no_head=false.");
   }
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     std::string lower = item.key();

@@ -1,20 +1,24 @@
 // The engine logic, written once against Backend. Lifetime rules, in one place:
 //
-// - Every saved tensor gets a Slot (seam.hpp). A slot that offloads owns a share of an Entry: the host
-//   copy of one storage span. Slots of tensors on the same live storage at the same version share one
-//   entry (de-duplication), so a tensor saved twice, or a view saved beside its base, moves once.
-// - Forward window: after an offload copy is issued, the entry holds the device span (fwd_hold) until
+// - Every saved tensor gets a Slot (seam.hpp). A slot that offloads owns a share of an Entry: the
+// host
+//   copy of one storage span. Slots of tensors on the same live storage at the same version share
+//   one entry (de-duplication), so a tensor saved twice, or a view saved beside its base, moves
+//   once.
+// - Forward window: after an offload copy is issued, the entry holds the device span (fwd_hold)
+// until
 //   the copy is known complete; at most max_fwd_stash_size (and max_fwd_stash_bytes) are in flight,
 //   else forward makes compute wait for the oldest. Completed copies release their hold at once.
-// - Backward: unpack serves the entry from its forward hold, a prefetched buffer, or a new reload, and
-//   prefetches the entries packed just before it in the same forward. The device buffer stays with the
-//   entry until the entry's last slot is destroyed (its node ran, or the graph was freed), or until the
-//   end of the backward (retain_graph, unconsumed prefetches). Releasing a reloaded buffer makes the copy
-//   stream wait for compute; if its storage gained users (a backward output is a view of it),
-//   record_stream keeps it from reuse until compute is done.
+// - Backward: unpack serves the entry from its forward hold, a prefetched buffer, or a new reload,
+// and
+//   prefetches the entries packed just before it in the same forward. The device buffer stays with
+//   the entry until the entry's last slot is destroyed (its node ran, or the graph was freed), or
+//   until the end of the backward (retain_graph, unconsumed prefetches). Releasing a reloaded
+//   buffer makes the copy stream wait for compute; if its storage gained users (a backward output
+//   is a view of it), record_stream keeps it from reuse until compute is done.
 // - Host blocks go back to the pool only after every copy that touches them has completed.
-// None of this depends on "first forward" or "first backward" flags: state lives in entries, which die
-// with their slots, so forward-only passes, several forwards per backward, several backwards,
+// None of this depends on "first forward" or "first backward" flags: state lives in entries, which
+// die with their slots, so forward-only passes, several forwards per backward, several backwards,
 // exceptions and dropped graphs all return the engine to rest.
 #include "offtune/offloader.hpp"
 
@@ -272,7 +276,8 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
 
   if (Entry* dup = find_duplicate(t, lo, hi)) {
     slot.entry_ = dup;
-    slot.offset_in_span_ = t.storage_offset() * static_cast<int64_t>(t.element_size()) - dup->span_lo;
+    slot.offset_in_span_ =
+        t.storage_offset() * static_cast<int64_t>(t.element_size()) - dup->span_lo;
     ++dup->slots;
     ++stats_.deduplicated;
     if (observer_) {
@@ -315,7 +320,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
   if (observer_) {
     ev.decision = PackDecision::Offloaded;
     observer_->on_pack(ev);
-    CopyEvent ce{e.id, CopyDirection::DeviceToHost, bytes, e.pinned, options_.use_streams, false,
+    CopyEvent ce{e.id,    CopyDirection::DeviceToHost, bytes, e.pinned, options_.use_streams, false,
                  now_ns()};
     observer_->on_copy_issued(ce);
     emit_stash();
@@ -345,10 +350,9 @@ void Context::make_room(int64_t incoming_bytes) {
     }
   }
   const auto count_limit = static_cast<size_t>(options_.max_fwd_stash_size);
-  while (!fwd_stash_.empty() &&
-         (fwd_stash_.size() >= count_limit ||
-          (options_.max_fwd_stash_bytes > 0 &&
-           fwd_bytes_ + incoming_bytes > options_.max_fwd_stash_bytes))) {
+  while (!fwd_stash_.empty() && (fwd_stash_.size() >= count_limit ||
+                                 (options_.max_fwd_stash_bytes > 0 &&
+                                  fwd_bytes_ + incoming_bytes > options_.max_fwd_stash_bytes))) {
     Entry* e = fwd_stash_.front();
     fwd_stash_.pop_front();
     const int64_t begin = now_ns();
@@ -422,8 +426,9 @@ at::Tensor Context::unpack(Slot& slot) {
   Entry& e = *slot.entry_;
   UnpackSource source;
   if (e.device.defined()) {
-    source = e.prefetched ? UnpackSource::Prefetched
-                          : (e.device_reloaded ? UnpackSource::Reloaded : UnpackSource::ForwardStash);
+    source = e.prefetched
+                 ? UnpackSource::Prefetched
+                 : (e.device_reloaded ? UnpackSource::Reloaded : UnpackSource::ForwardStash);
   } else if (e.in_fwd_stash) {
     // Backward began before this offload copy was known complete: use the device bytes as they are.
     for (auto it = fwd_stash_.begin(); it != fwd_stash_.end(); ++it) {
@@ -564,8 +569,8 @@ void Context::end_of_backward(int task) {
 }
 
 void Context::emit_stash() {
-  observer_->on_stash({static_cast<int64_t>(fwd_stash_.size()), fwd_bytes_, bwd_count_, bwd_bytes_,
-                       now_ns()});
+  observer_->on_stash(
+      {static_cast<int64_t>(fwd_stash_.size()), fwd_bytes_, bwd_count_, bwd_bytes_, now_ns()});
 }
 
 void Context::never_offload(const at::Tensor& t) {

@@ -9,9 +9,12 @@ namespace offtune {
 
 std::string_view to_string(BackendKind kind) {
   switch (kind) {
-    case BackendKind::Auto: return "auto";
-    case BackendKind::Cuda: return "cuda";
-    case BackendKind::HostSim: return "host-sim";
+    case BackendKind::Auto:
+      return "auto";
+    case BackendKind::Cuda:
+      return "cuda";
+    case BackendKind::HostSim:
+      return "host-sim";
   }
   return "?";
 }
@@ -20,14 +23,14 @@ BackendKind parse_backend(std::string_view text) {
   if (text == "auto") return BackendKind::Auto;
   if (text == "cuda") return BackendKind::Cuda;
   if (text == "host-sim" || text == "hostsim" || text == "host_sim") return BackendKind::HostSim;
-  throw OptionsError("unknown backend '" + std::string(text) +
-                     "' (valid: auto, cuda, host-sim)");
+  throw OptionsError("unknown backend '" + std::string(text) + "' (valid: auto, cuda, host-sim)");
 }
 
 int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
   if (!enabled()) return 0;
   double gbps = pinned ? pinned_gbps : (pageable_gbps > 0.0 ? pageable_gbps : pinned_gbps / 2.0);
-  const double transfer = gbps > 0.0 ? static_cast<double>(bytes) / gbps : 0.0;  // bytes/(GB/s) = ns
+  const double transfer =
+      gbps > 0.0 ? static_cast<double>(bytes) / gbps : 0.0;  // bytes/(GB/s) = ns
   return latency_ns + static_cast<int64_t>(std::llround(transfer));
 }
 
@@ -62,20 +65,29 @@ void OffloadOptions::validate() const {
 
 std::string_view to_string(PackDecision d) {
   switch (d) {
-    case PackDecision::Offloaded: return "offloaded";
-    case PackDecision::Deduplicated: return "deduplicated";
-    case PackDecision::Kept: return "kept";
+    case PackDecision::Offloaded:
+      return "offloaded";
+    case PackDecision::Deduplicated:
+      return "deduplicated";
+    case PackDecision::Kept:
+      return "kept";
   }
   return "?";
 }
 std::string_view to_string(KeepReason r) {
   switch (r) {
-    case KeepReason::None: return "none";
-    case KeepReason::BelowThreshold: return "below-threshold";
-    case KeepReason::Parameter: return "parameter";
-    case KeepReason::RegisteredStorage: return "registered-storage";
-    case KeepReason::NotOnDevice: return "not-on-device";
-    case KeepReason::Unsupported: return "unsupported";
+    case KeepReason::None:
+      return "none";
+    case KeepReason::BelowThreshold:
+      return "below-threshold";
+    case KeepReason::Parameter:
+      return "parameter";
+    case KeepReason::RegisteredStorage:
+      return "registered-storage";
+    case KeepReason::NotOnDevice:
+      return "not-on-device";
+    case KeepReason::Unsupported:
+      return "unsupported";
   }
   return "?";
 }
@@ -84,18 +96,25 @@ std::string_view to_string(CopyDirection d) {
 }
 std::string_view to_string(UnpackSource s) {
   switch (s) {
-    case UnpackSource::Kept: return "kept";
-    case UnpackSource::ForwardStash: return "forward-stash";
-    case UnpackSource::Reloaded: return "reloaded";
-    case UnpackSource::Prefetched: return "prefetched";
+    case UnpackSource::Kept:
+      return "kept";
+    case UnpackSource::ForwardStash:
+      return "forward-stash";
+    case UnpackSource::Reloaded:
+      return "reloaded";
+    case UnpackSource::Prefetched:
+      return "prefetched";
   }
   return "?";
 }
 std::string_view to_string(WaitKind k) {
   switch (k) {
-    case WaitKind::ForwardWindow: return "forward-window";
-    case WaitKind::Reload: return "reload";
-    case WaitKind::Drain: return "drain";
+    case WaitKind::ForwardWindow:
+      return "forward-window";
+    case WaitKind::Reload:
+      return "reload";
+    case WaitKind::Drain:
+      return "drain";
   }
   return "?";
 }

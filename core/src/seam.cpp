@@ -1,10 +1,10 @@
 // Why this seam exists: libtorch has no public C++ API for default saved-tensor hooks. Python's
 // `torch.autograd.graph.saved_tensors_hooks` works because every SavedVariable asks
-// `Engine::get_default_engine().get_default_saved_variable_hooks()` for a hooks object, and the Python
-// engine (a subclass) answers from its hook stack. We do the same from C++: subclass
-// torch::autograd::Engine, answer that virtual from offtune's per-thread frame stack, and install the
-// subclass with set_default_engine_stub. These are internal APIs, so they are confined to this file and
-// checked against the pinned torch (tests/test_seam.cpp; static_asserts below).
+// `Engine::get_default_engine().get_default_saved_variable_hooks()` for a hooks object, and the
+// Python engine (a subclass) answers from its hook stack. We do the same from C++: subclass
+// torch::autograd::Engine, answer that virtual from offtune's per-thread frame stack, and install
+// the subclass with set_default_engine_stub. These are internal APIs, so they are confined to this
+// file and checked against the pinned torch (tests/test_seam.cpp; static_asserts below).
 //
 // Verified on torch 2.15.0 (the pinned version) and written to compile on torch >= 2.4.
 #include "seam.hpp"
@@ -78,7 +78,8 @@ void ensure_engine_installed() {
   });
   if (foreign) {
     throw EngineError(
-        "offtune: another autograd engine is the default (torch loaded from Python?); offtune's C++ "
+        "offtune: another autograd engine is the default (torch loaded from Python?); offtune's "
+        "C++ "
         "hooks cannot be installed there. Use torch's saved_tensors_hooks from Python instead.");
   }
 }

@@ -1,5 +1,5 @@
-// The one seam between offtune and libtorch's internal autograd API (see seam.cpp for why it exists).
-// Nothing else in offtune includes torch/csrc/autograd internals.
+// The one seam between offtune and libtorch's internal autograd API (see seam.cpp for why it
+// exists). Nothing else in offtune includes torch/csrc/autograd internals.
 #pragma once
 
 #include <functional>
@@ -14,9 +14,9 @@ namespace offtune::detail {
 class Context;
 
 // One saved tensor's pack/unpack pair. The seam makes one per tensor that autograd saves under an
-// active offload scope and destroys it when autograd drops the saved tensor: after its node's backward
-// ran (graph not retained), or when the graph is freed. That destruction is the "node finished" signal.
-// pack() may never be called (autograd skips hooks for wrapped numbers).
+// active offload scope and destroys it when autograd drops the saved tensor: after its node's
+// backward ran (graph not retained), or when the graph is freed. That destruction is the "node
+// finished" signal. pack() may never be called (autograd skips hooks for wrapped numbers).
 class SavedTensorSlot {
  public:
   virtual ~SavedTensorSlot() = default;
@@ -24,9 +24,9 @@ class SavedTensorSlot {
   virtual at::Tensor unpack() = 0;
 };
 
-// Installs offtune's autograd Engine as libtorch's default engine, once per process. Throws EngineError
-// when another engine (Python's, when torch is loaded from Python) is already the default: replacing it
-// would break Python's own saved-tensor hooks.
+// Installs offtune's autograd Engine as libtorch's default engine, once per process. Throws
+// EngineError when another engine (Python's, when torch is loaded from Python) is already the
+// default: replacing it would break Python's own saved-tensor hooks.
 void ensure_engine_installed();
 
 // Per-thread stack of frames: an offloader's context, or nullptr for a no-offload region.

@@ -5,6 +5,7 @@
 //
 // Exit status: 0 done; 1 an error (printed as `error: ...`); 2 bad command line.
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -43,6 +44,7 @@ struct Args {
   int64_t min_offload_size = 1024;
   int64_t max_fwd_stash_size = 5;
   uint64_t seed = 42;
+  int64_t threads = -1;  // intra-op threads; -1: samples::default_threads()
 };
 
 struct RunResult {
@@ -165,6 +167,9 @@ int run(const Args& args) {
     options.backend = probe.backend();
   }
   const bool cuda = options.backend == offtune::BackendKind::Cuda;
+  if (const int64_t threads = samples::default_threads(args.threads, !cuda); threads > 0) {
+    at::set_num_threads(static_cast<int>(threads));
+  }
   const c10::Device device =
       cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(options.device_index))
            : c10::Device(c10::kCPU);
@@ -248,6 +253,10 @@ int main(int argc, char** argv) {
                  "offload copies in flight before forward waits")
       ->check(at_least(1))
       ->capture_default_str();
+  app.add_option("--threads", args.threads,
+                 "intra-op compute threads (default: all cores but one on host-sim, which leaves "
+                 "one to the copy thread; torch's default on cuda)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   app.add_option("--seed", args.seed, "seed of the model's parameters and of the batches")
       ->capture_default_str();
 

@@ -18,11 +18,10 @@ OffloadOptions host_sim_options(int64_t min_offload_size = 0, int64_t window = 2
 // Bitwise equality of two tensors (dtype, shape and every byte); NaNs compare by bit pattern.
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 
-// Runs forward (under `offloader`'s scope if given), backward on the returned scalar, and returns the
-// loss followed by the gradients of `params` (cloned), zeroing them afterwards.
+// Runs forward (under `offloader`'s scope if given), backward on the returned scalar, and returns
+// the loss followed by the gradients of `params` (cloned), zeroing them afterwards.
 std::vector<at::Tensor> step(const std::function<at::Tensor()>& forward,
-                             const std::vector<at::Tensor>& params,
-                             ActivationOffloader* offloader);
+                             const std::vector<at::Tensor>& params, ActivationOffloader* offloader);
 
 // Expects loss and gradients of one step to be bit-identical with and without offloading.
 void expect_identical_step(const std::function<at::Tensor()>& forward,

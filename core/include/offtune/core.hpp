@@ -1,6 +1,6 @@
 // offtune core: activation offloading for libtorch training loops. During forward, tensors that
-// autograd saves for backward are copied to pinned host memory on a side stream; during backward they
-// come back ahead of use. Works on CUDA and on host-sim, an emulated device on the CPU.
+// autograd saves for backward are copied to pinned host memory on a side stream; during backward
+// they come back ahead of use. Works on CUDA and on host-sim, an emulated device on the CPU.
 #pragma once
 
 #include "offtune/ids.hpp"

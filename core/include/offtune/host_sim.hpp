@@ -1,10 +1,11 @@
 // The host-sim device: an emulated accelerator on the CPU, a documented mode of offtune, not a test
 // double. "Device" tensors are ordinary CPU tensors; offtune replaces c10's CPU allocator with an
-// accounting allocator that counts their bytes (current and peak). Offloaded copies live in offtune's
-// host pool, which that counter does not see, so the device figures behave as a GPU's would.
+// accounting allocator that counts their bytes (current and peak). Offloaded copies live in
+// offtune's host pool, which that counter does not see, so the device figures behave as a GPU's
+// would.
 //
-// install() is idempotent and process-wide; the first host-sim ActivationOffloader calls it. Call it
-// yourself before building the model if parameter bytes should count from the start.
+// install() is idempotent and process-wide; the first host-sim ActivationOffloader calls it. Call
+// it yourself before building the model if parameter bytes should count from the start.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
-// The factory that wraps a torch::nn model the way get_act_offloading_ctx_manager does in Python: it
-// finds the output head (`output`, `output.linear`, `lm_head`, `decoder.output`, `decoder.lm_head`,
-// `final_layer_norm`/`ln_f`, `head`, in that order) and excludes it (offloading its input and getting
-// it straight back costs more than it saves), excludes modules whose name contains "liger", and
-// registers every parameter and buffer storage of the model so that none is ever offloaded.
+// The factory that wraps a torch::nn model the way get_act_offloading_ctx_manager does in Python:
+// it finds the output head (`output`, `output.linear`, `lm_head`, `decoder.output`,
+// `decoder.lm_head`, `final_layer_norm`/`ln_f`, `head`, in that order) and excludes it (offloading
+// its input and getting it straight back costs more than it saves), excludes modules whose name
+// contains "liger", and registers every parameter and buffer storage of the model so that none is
+// ever offloaded.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,10 @@
-// Typed events the engine emits while it packs, copies, stashes and unpacks saved tensors. The profiler
-// implements Observer; with no observer attached the engine does nothing but test one pointer.
+// Typed events the engine emits while it packs, copies, stashes and unpacks saved tensors. The
+// profiler implements Observer; with no observer attached the engine does nothing but test one
+// pointer.
 //
-// Threads: events arrive on the forward thread, on autograd's backward threads and (for completions on
-// host-sim) on the copy thread. An observer must be thread-safe. Times are steady_clock nanoseconds.
+// Threads: events arrive on the forward thread, on autograd's backward threads and (for completions
+// on host-sim) on the copy thread. An observer must be thread-safe. Times are steady_clock
+// nanoseconds.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +25,9 @@ enum class KeepReason : uint8_t {
   BelowThreshold,     // smaller than min_offload_size
   Parameter,          // a parameter (leaf requiring grad) or a view of one
   RegisteredStorage,  // storage of a registered parameter or buffer
-  NotOnDevice,        // not a device tensor (a CPU tensor under backend cuda, a host-pool tensor, ...)
-  Unsupported,  // no elements, or a kind offtune does not move (sparse, nested, quantized, conj/neg bit)
+  NotOnDevice,  // not a device tensor (a CPU tensor under backend cuda, a host-pool tensor, ...)
+  Unsupported,  // no elements, or a kind offtune does not move (sparse, nested, quantized, conj/neg
+                // bit)
 };
 
 enum class CopyDirection : uint8_t { DeviceToHost, HostToDevice };
@@ -75,8 +78,9 @@ struct UnpackEvent {
 
 struct WaitEvent {
   WaitKind kind = WaitKind::ForwardWindow;
-  TensorId id;           // the tensor waited for (invalid for Drain)
-  int64_t begin_ns = 0;  // host time spent blocked (host-sim) or at which the wait was enqueued (cuda)
+  TensorId id;  // the tensor waited for (invalid for Drain)
+  int64_t begin_ns =
+      0;  // host time spent blocked (host-sim) or at which the wait was enqueued (cuda)
   int64_t end_ns = 0;
 };
 

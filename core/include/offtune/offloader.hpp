@@ -43,21 +43,21 @@ struct OffloadStats {
   int64_t offloaded_bytes = 0;  // bytes copied to host
   int64_t reloaded = 0;         // copies back to the device (prefetched ones included)
   int64_t reloaded_bytes = 0;
-  int64_t prefetched = 0;        // reloads issued ahead of use
-  int64_t from_fwd_stash = 0;    // unpacks served from the forward window (no copy back needed)
-  int64_t window_waits = 0;      // times forward waited for an offload copy
-  int64_t record_streams = 0;    // reloaded buffers whose storage gained users (record_stream)
+  int64_t prefetched = 0;          // reloads issued ahead of use
+  int64_t from_fwd_stash = 0;      // unpacks served from the forward window (no copy back needed)
+  int64_t window_waits = 0;        // times forward waited for an offload copy
+  int64_t record_streams = 0;      // reloaded buffers whose storage gained users (record_stream)
   int64_t pageable_fallbacks = 0;  // host blocks that could not be pinned
 };
 
 // What the engine holds right now. After a step (backward done, graph freed) every field but
 // host_pool_reserved_bytes is back to zero: that is the engine's resting state.
 struct ResidentState {
-  int64_t tracked = 0;             // saved-tensor entries alive (graphs not yet backwarded or freed)
-  int64_t host_bytes = 0;          // bytes of host copies alive
-  int64_t fwd_stash_count = 0;     // forward window
+  int64_t tracked = 0;          // saved-tensor entries alive (graphs not yet backwarded or freed)
+  int64_t host_bytes = 0;       // bytes of host copies alive
+  int64_t fwd_stash_count = 0;  // forward window
   int64_t fwd_stash_bytes = 0;
-  int64_t bwd_stash_count = 0;     // reloaded/prefetched buffers held on the device
+  int64_t bwd_stash_count = 0;  // reloaded/prefetched buffers held on the device
   int64_t bwd_stash_bytes = 0;
   int64_t pending_host_frees = 0;  // host blocks waiting for their reload copy to finish
   int64_t host_pool_in_use_bytes = 0;
@@ -134,10 +134,10 @@ class NoOffloadRegion {
   NoOffloadRegion& operator=(const NoOffloadRegion&) = delete;
 };
 
-// Marks the forward of one module. If the innermost active offloader excludes `module` (an output head
-// found by make_offloader_for()), the region behaves as a NoOffloadRegion; otherwise it costs a
-// thread-local read. Model code wraps submodule calls in it: the C++ stand-in for the forward pre-hooks
-// the Python factory registers.
+// Marks the forward of one module. If the innermost active offloader excludes `module` (an output
+// head found by make_offloader_for()), the region behaves as a NoOffloadRegion; otherwise it costs
+// a thread-local read. Model code wraps submodule calls in it: the C++ stand-in for the forward
+// pre-hooks the Python factory registers.
 class ModuleRegion {
  public:
   explicit ModuleRegion(const void* module);

@@ -1,6 +1,6 @@
-// Options of the offload engine: the knobs of the reference `OffloadActivations` plus the ones offtune
-// adds (a byte bound on the forward window, backward prefetch, the backend and its link model).
-// Validated once, with one clear error per bad value.
+// Options of the offload engine: the knobs of the reference `OffloadActivations` plus the ones
+// offtune adds (a byte bound on the forward window, backward prefetch, the backend and its link
+// model). Validated once, with one clear error per bad value.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,8 @@ class OptionsError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Thrown when the engine cannot run as asked (no GPU for backend cuda, a foreign autograd engine, ...).
+// Thrown when the engine cannot run as asked (no GPU for backend cuda, a foreign autograd engine,
+// ...).
 class EngineError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -26,7 +27,8 @@ class EngineError : public std::runtime_error {
 enum class BackendKind {
   Auto,     // cuda when a GPU is available, else host-sim (the choice is logged once)
   Cuda,     // c10 CUDA streams and events, pinned host memory, the caching allocator's stats
-  HostSim,  // emulated accelerator on the CPU: accounted "device" memory, a copy thread, a link model
+  HostSim,  // emulated accelerator on the CPU: accounted "device" memory, a copy thread, a link
+            // model
 };
 
 std::string_view to_string(BackendKind kind);
@@ -48,34 +50,36 @@ struct LinkModel {
 };
 
 struct OffloadOptions {
-  // Offloaded copies go to page-locked host memory (from offtune's pool) rather than pageable memory.
+  // Offloaded copies go to page-locked host memory (from offtune's pool) rather than pageable
+  // memory.
   bool use_pin_memory = true;
   // Copies run on a side stream, overlapped with compute; false is the reference's single-stream
   // ("legacy") mode, where copies run on the compute stream.
   bool use_streams = true;
-  // Tensors smaller than this many bytes stay on the device (bytes of the storage span they occupy).
+  // Tensors smaller than this many bytes stay on the device (bytes of the storage span they
+  // occupy).
   int64_t min_offload_size = 1024;
-  // Forward window: how many offloaded tensors may still be in flight (their device memory held until
-  // their copy completes) before forward waits for the oldest. Must be >= 1.
+  // Forward window: how many offloaded tensors may still be in flight (their device memory held
+  // until their copy completes) before forward waits for the oldest. Must be >= 1.
   int64_t max_fwd_stash_size = 5;
-  // Optional byte bound on the same window; 0 = count only. (The reference counts tensors only, so a
-  // window of 5 can hold 5 GiB.)
+  // Optional byte bound on the same window; 0 = count only. (The reference counts tensors only, so
+  // a window of 5 can hold 5 GiB.)
   int64_t max_fwd_stash_bytes = 0;
-  // Backward prefetch: how many offloaded tensors to start bringing back ahead of their use. 0 is the
-  // reference's behaviour (each tensor is reloaded when autograd asks for it).
+  // Backward prefetch: how many offloaded tensors to start bringing back ahead of their use. 0 is
+  // the reference's behaviour (each tensor is reloaded when autograd asks for it).
   int64_t prefetch = 1;
   BackendKind backend = BackendKind::Auto;
   // CUDA device for backend cuda.
   int device_index = 0;
   // Warn (once per crossing) when system RAM use goes above this percentage while offloading.
   double host_ram_warn_percent = 60.0;
-  // Host pool granularity: pinned memory is reserved in slabs of this size (larger tensors get a slab
-  // of their own, rounded to 2 MiB, never to a power of two).
+  // Host pool granularity: pinned memory is reserved in slabs of this size (larger tensors get a
+  // slab of their own, rounded to 2 MiB, never to a power of two).
   int64_t host_pool_slab_bytes = int64_t{64} << 20;
   // host-sim only: the link's cost.
   LinkModel link{};
-  // host-sim only (debug): fill freed device and host-pool memory with 0xFF, so that a buffer freed or
-  // reused too early shows up as NaNs instead of passing by luck.
+  // host-sim only (debug): fill freed device and host-pool memory with 0xFF, so that a buffer freed
+  // or reused too early shows up as NaNs instead of passing by luck.
   bool poison_freed = false;
 
   // Throws OptionsError naming the first bad field.

@@ -42,4 +42,11 @@ std::string_view dtype_name(c10::ScalarType dtype);
 // Number of parameter elements of `module` and its submodules.
 int64_t count_parameters(const torch::nn::Module& module);
 
+// Intra-op threads for a training program. On host-sim, compute and the copy thread share the CPU,
+// whereas on a GPU the copy engine takes nothing from compute: by default leave one core to the
+// copy thread (with every core given to OpenMP, its spinning barriers also starve the copy thread;
+// on a 2-core VM that made steps 30-60x slower). requested >= 0 wins; 0 means torch's default.
+// Returns the count to pass to at::set_num_threads, or 0 to leave torch's default.
+int64_t default_threads(int64_t requested, bool host_sim);
+
 }  // namespace offtune::samples

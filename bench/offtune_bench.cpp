@@ -1,0 +1,733 @@
+// offtune-bench: what activation offloading costs and what it saves, in figures.
+//
+//   1. Hook overhead: a forward+backward of a chain of cheap elementwise ops (each saves its
+//   input),
+//      without an offload scope, under a scope that offloads nothing (the saved-tensor hooks alone)
+//      and under one that offloads every tensor (the engine's per-tensor cost). Reported as ns per
+//      saved tensor over the plain-autograd baseline.
+//   2. Decoder step: forward, loss, backward and zeroing grads of the sample Llama at two sizes,
+//      without offloading and with it (on host-sim also with a PCIe 4.0 link model): step time,
+//      peak device memory, bytes offloaded and forward-window waits per step.
+//
+// It runs on host-sim by default (no GPU needed); --backend cuda|auto runs it on a GPU. It prints
+// aligned tables, or one JSON object with --json. It measures; it asserts nothing about speed.
+//
+// Exit status: 0 done; 1 an error (printed as `error: ...`); 2 bad command line.
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/randn.h>
+#include <c10/core/Device.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "offtune/model_support.hpp"
+#include "offtune/offloader.hpp"
+#include "offtune/options.hpp"
+#include "offtune/samples/llama.hpp"
+#include "offtune/samples/workload.hpp"
+
+namespace {
+
+namespace samples = offtune::samples;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::ordered_json;  // keys in the order written
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---- command line ------------------------------------------------------------------------------
+
+struct SizeSpec {
+  std::string preset;
+  int64_t batch = 0;
+  int64_t seq = 0;
+  std::string label() const {
+    return preset + " " + std::to_string(batch) + "x" + std::to_string(seq);
+  }
+};
+
+struct Args {
+  std::string backend = "host-sim";
+  std::string section = "all";
+  bool quick = false;
+  bool json = false;
+  int64_t threads = -1;  // intra-op threads; -1: see resolve_threads(), 0: torch's default
+  // Section 1.
+  int64_t chain = 2000;
+  int64_t tensor_bytes = 4096;
+  int64_t repetitions = 15;
+  // Section 2.
+  std::vector<std::string> sizes = {"tiny:4:128", "small:2:256"};
+  std::string dtype = "fp32";
+  int64_t steps = 5;
+  int64_t warmup = 1;
+  uint64_t seed = 42;
+  // Engine options (engine defaults).
+  int64_t min_offload_size = 1024;
+  int64_t max_fwd_stash_size = 5;
+  int64_t prefetch = 1;
+};
+
+// Integer lower bound with a message that says what is wrong (CLI11's PositiveNumber reports a
+// range up to DBL_MAX).
+CLI::Validator at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        int64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (ec != std::errc{} || ptr != end) return {};  // not an integer: conversion reports it
+        if (value >= min) return {};
+        return "must be >= " + std::to_string(min) + ", got " + text;
+      },
+      ">=" + std::to_string(min));
+}
+
+int64_t parse_positive(std::string_view text, std::string_view what, std::string_view spec) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || ptr != end || value < 1) {
+    throw std::invalid_argument("--size '" + std::string(spec) + "': " + std::string(what) +
+                                " must be a positive integer, got '" + std::string(text) + "'");
+  }
+  return value;
+}
+
+// "preset:batch:seq", e.g. "small:2:256".
+SizeSpec parse_size(const std::string& spec) {
+  const size_t a = spec.find(':');
+  const size_t b = a == std::string::npos ? std::string::npos : spec.find(':', a + 1);
+  if (a == std::string::npos || b == std::string::npos ||
+      spec.find(':', b + 1) != std::string::npos) {
+    throw std::invalid_argument("--size '" + spec +
+                                "': expected PRESET:BATCH:SEQ (e.g. small:2:256)");
+  }
+  SizeSpec size;
+  size.preset = spec.substr(0, a);
+  const std::string_view view(spec);
+  size.batch = parse_positive(view.substr(a + 1, b - a - 1), "batch", spec);
+  size.seq = parse_positive(view.substr(b + 1), "seq", spec);
+  const samples::LlamaConfig config =
+      samples::LlamaConfig::preset(size.preset);  // names valid ones
+  if (size.seq > config.max_seq_len) {
+    throw std::invalid_argument("--size '" + spec + "': seq exceeds the max_seq_len " +
+                                std::to_string(config.max_seq_len) + " of preset " + size.preset);
+  }
+  return size;
+}
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+double median(std::vector<double> values) {
+  if (values.empty()) return kNaN;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// JSON has no NaN: "not applicable" values become null.
+json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+struct Env {
+  offtune::BackendKind backend = offtune::BackendKind::HostSim;
+  c10::Device device{c10::kCPU};
+  offtune::OffloadOptions options;  // the engine options every offloader here starts from
+
+  bool cuda() const { return device.is_cuda(); }
+  // Waits for compute (cuda) and for the offloader's copies, so that a timing covers both.
+  void sync(offtune::ActivationOffloader* offloader) const {
+    if (cuda()) torch::cuda::synchronize();
+    if (offloader != nullptr) offloader->synchronize();
+  }
+};
+
+// A text table: the first `text_columns` columns left-aligned, the others (numbers) right-aligned,
+// widths from the contents.
+class Table {
+ public:
+  Table(std::vector<std::string> header, size_t text_columns)
+      : header_(std::move(header)), text_columns_(text_columns) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print() const {
+    std::vector<size_t> width(header_.size(), 0);
+    const auto measure = [&](const std::vector<std::string>& row) {
+      for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+        width[i] = std::max(width[i], row[i].size());
+      }
+    };
+    measure(header_);
+    for (const auto& row : rows_) measure(row);
+    const auto line = [&](const std::vector<std::string>& row) {
+      std::string out;
+      for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+        if (i > 0) out += "  ";
+        out += i < text_columns_ ? fmt::format("{:<{}}", row[i], width[i])
+                                 : fmt::format("{:>{}}", row[i], width[i]);
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      fmt::print("{}\n", out);
+    };
+    line(header_);
+    size_t total = 0;
+    for (size_t w : width) total += w;
+    fmt::print("{}\n", std::string(total + 2 * (width.size() - 1), '-'));
+    for (const auto& row : rows_) line(row);
+  }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+  size_t text_columns_ = 1;
+};
+
+std::string fixed(double value, int digits) {
+  return std::isfinite(value) ? fmt::format("{:.{}f}", value, digits) : std::string("-");
+}
+
+// ---- section 1: hook overhead ------------------------------------------------------------------
+
+struct HookMode {
+  std::string name;
+  double median_pass_ms = kNaN;
+  double saved_per_pass = kNaN;  // from the offloader's stats (no offloader: not counted)
+  double offloaded_per_pass = kNaN;
+  double window_waits_per_pass = kNaN;
+  double ns_per_saved_tensor = kNaN;  // median over repetitions of (pass - baseline pass) / saved
+  bool resting = true;                // engine back at rest after every pass
+};
+
+struct HookResult {
+  int64_t chain = 0;
+  int64_t tensor_bytes = 0;
+  int64_t repetitions = 0;
+  std::vector<HookMode> modes;  // baseline, hooks only, all offloaded
+};
+
+// One forward+backward of `chain` x sin on x, under the offloader's scope when one is given.
+// Returns milliseconds, copies and compute included.
+double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* offloader,
+                  const Env& env) {
+  env.sync(offloader);
+  const auto start = Clock::now();
+  {
+    at::Tensor y = x;
+    {
+      std::optional<offtune::OffloadScope> scope;
+      if (offloader != nullptr) scope.emplace(offloader->scope());
+      for (int64_t i = 0; i < chain; ++i) y = y.sin();  // each sin saves its input
+    }
+    y.sum().backward();
+  }
+  env.sync(offloader);
+  const double ms = ms_since(start);
+  x.mutable_grad() = at::Tensor();  // no accumulation across passes
+  return ms;
+}
+
+HookResult bench_hooks(const Args& args, const Env& env) {
+  HookResult result;
+  const int64_t numel = std::max<int64_t>(1, args.tensor_bytes / 4);  // float32
+  result.chain = args.chain;
+  result.tensor_bytes = numel * 4;
+  result.repetitions = args.repetitions;
+
+  at::Tensor x = at::randn({numel}, at::TensorOptions().dtype(c10::kFloat).device(env.device))
+                     .requires_grad_();
+
+  offtune::OffloadOptions hook_only = env.options;
+  hook_only.min_offload_size = std::numeric_limits<int64_t>::max();
+  offtune::OffloadOptions offload_all = env.options;
+  offload_all.min_offload_size = 0;
+  offtune::ActivationOffloader hook_offloader(hook_only);
+  offtune::ActivationOffloader all_offloader(offload_all);
+
+  struct Mode {
+    std::string name;
+    offtune::ActivationOffloader* offloader;
+    std::vector<double> ms;
+    std::vector<double> saved, offloaded, waits;
+    bool resting = true;
+  };
+  std::vector<Mode> modes;
+  modes.push_back({"no scope (baseline)", nullptr, {}, {}, {}, {}, true});
+  modes.push_back({"scope, nothing offloaded", &hook_offloader, {}, {}, {}, {}, true});
+  modes.push_back({"scope, all offloaded", &all_offloader, {}, {}, {}, {}, true});
+
+  // One unmeasured pass each (allocator, thread pools, host pool slabs), then interleaved
+  // repetitions, so that drift in machine speed hits every mode alike.
+  for (Mode& mode : modes) chain_pass(x, args.chain, mode.offloader, env);
+  for (int64_t rep = 0; rep < args.repetitions; ++rep) {
+    for (Mode& mode : modes) {
+      offtune::OffloadStats before;
+      if (mode.offloader != nullptr) before = mode.offloader->stats();
+      mode.ms.push_back(chain_pass(x, args.chain, mode.offloader, env));
+      if (mode.offloader != nullptr) {
+        const offtune::OffloadStats after = mode.offloader->stats();
+        mode.saved.push_back(static_cast<double>(after.packed - before.packed));
+        mode.offloaded.push_back(static_cast<double>(after.offloaded - before.offloaded));
+        mode.waits.push_back(static_cast<double>(after.window_waits - before.window_waits));
+        mode.resting = mode.resting && mode.offloader->resident().resting();
+      }
+    }
+  }
+
+  const Mode& base = modes.front();
+  for (const Mode& mode : modes) {
+    HookMode out;
+    out.name = mode.name;
+    out.median_pass_ms = median(mode.ms);
+    out.resting = mode.resting;
+    if (mode.offloader != nullptr) {
+      out.saved_per_pass = median(mode.saved);
+      out.offloaded_per_pass = median(mode.offloaded);
+      out.window_waits_per_pass = median(mode.waits);
+      std::vector<double> per_tensor;
+      for (size_t i = 0; i < mode.ms.size(); ++i) {
+        if (mode.saved[i] > 0)
+          per_tensor.push_back((mode.ms[i] - base.ms[i]) * 1e6 / mode.saved[i]);
+      }
+      out.ns_per_saved_tensor = median(per_tensor);
+    }
+    result.modes.push_back(out);
+  }
+  return result;
+}
+
+void print_hooks(const HookResult& r) {
+  fmt::print("== Hook overhead per saved tensor ==\n");
+  fmt::print(
+      "chain of {} x sin on {} B float32 tensors ({} elements), forward+backward, "
+      "{} repetitions (median), link model: none\n",
+      r.chain, r.tensor_bytes, r.tensor_bytes / 4, r.repetitions);
+  Table table({"mode", "pass ms", "saved/pass", "offloaded/pass", "window waits/pass",
+               "ns/saved tensor vs baseline"},
+              1);
+  for (const HookMode& m : r.modes) {
+    table.add({m.name, fixed(m.median_pass_ms, 3), fixed(m.saved_per_pass, 0),
+               fixed(m.offloaded_per_pass, 0), fixed(m.window_waits_per_pass, 0),
+               std::isfinite(m.ns_per_saved_tensor) ? fmt::format("{:+.0f}", m.ns_per_saved_tensor)
+                                                    : std::string("-")});
+  }
+  table.print();
+  for (const HookMode& m : r.modes) {
+    if (!m.resting) fmt::print("note: '{}': engine not at rest after a pass\n", m.name);
+  }
+  fmt::print("\n");
+}
+
+json hooks_json(const HookResult& r) {
+  json modes = json::array();
+  for (const HookMode& m : r.modes) {
+    modes.push_back({{"mode", m.name},
+                     {"median_pass_ms", number_or_null(m.median_pass_ms)},
+                     {"saved_per_pass", number_or_null(m.saved_per_pass)},
+                     {"offloaded_per_pass", number_or_null(m.offloaded_per_pass)},
+                     {"window_waits_per_pass", number_or_null(m.window_waits_per_pass)},
+                     {"ns_per_saved_tensor", number_or_null(m.ns_per_saved_tensor)},
+                     {"resting", m.resting}});
+  }
+  return {{"chain", r.chain},
+          {"tensor_bytes", r.tensor_bytes},
+          {"repetitions", r.repetitions},
+          {"modes", modes}};
+}
+
+// ---- section 2: decoder step -------------------------------------------------------------------
+
+struct StepRow {
+  std::string variant;
+  std::string link;  // "-" (no offloading), "none", "pcie4"
+  bool offload = false;
+  double median_ms = kNaN;
+  int64_t peak_bytes = 0;  // largest per-step peak over the measured steps
+  double offloaded_bytes_per_step = 0.0;
+  double offloaded_tensors_per_step = 0.0;
+  double window_waits_per_step = 0.0;
+  double peak_reduction_pct = kNaN;  // vs the no-offload row
+  double time_ratio = kNaN;          // step time / no-offload step time
+  double final_loss = kNaN;
+  bool resting = true;
+};
+
+struct SizeResult {
+  SizeSpec size;
+  int64_t parameters = 0;
+  std::vector<std::string> excluded;
+  std::vector<StepRow> rows;
+};
+
+// One measured unit: forward (under the offloader's scope when `offload`), loss, backward, zeroing
+// grads; returns milliseconds, copies included.
+struct StepOutcome {
+  double ms = 0.0;
+  double loss = 0.0;
+};
+
+StepOutcome run_step(samples::Llama& model, const samples::Batch& batch,
+                     offtune::ActivationOffloader& offloader, bool offload, const Env& env) {
+  env.sync(&offloader);
+  offloader.reset_peak_device_memory();
+  const auto start = Clock::now();
+  at::Tensor loss;
+  {
+    // The logits go before backward: the loss graph keeps what it needs.
+    at::Tensor logits;
+    if (offload) {
+      auto scope = offloader.scope();
+      logits = model(batch.tokens);
+    } else {
+      logits = model(batch.tokens);
+    }
+    loss = samples::lm_loss(logits, batch.targets);
+  }
+  loss.backward();
+  model->zero_grad();
+  env.sync(&offloader);
+  const double ms = ms_since(start);
+  return {ms, loss.item<double>()};
+}
+
+SizeResult bench_size(const Args& args, const SizeSpec& size, const Env& env) {
+  samples::LlamaConfig config = samples::LlamaConfig::preset(size.preset);
+  config.dtype = samples::parse_dtype(args.dtype);
+  samples::Llama model(config, args.seed);
+  model->to(env.device);
+
+  SizeResult result;
+  result.size = size;
+  result.parameters = samples::count_parameters(*model);
+
+  struct Variant {
+    StepRow row;
+    offtune::ModelOffloadSetup setup;
+    std::vector<double> ms;
+    offtune::OffloadStats before;
+  };
+  std::vector<Variant> variants;
+  const auto add = [&](std::string name, std::string link, bool offload,
+                       offtune::LinkModel model_link) {
+    offtune::OffloadOptions options = env.options;
+    options.link = model_link;
+    Variant v;
+    v.row.variant = std::move(name);
+    v.row.link = std::move(link);
+    v.row.offload = offload;
+    // After the move to the device: the factory registers the parameters' storages. The no-offload
+    // variant has an offloader too, only to read device memory the same way.
+    v.setup = offtune::make_offloader_for(*model, options);
+    variants.push_back(std::move(v));
+  };
+  add("no offload", "-", false, {});
+  if (env.cuda()) {
+    add("offload", "real", true, {});  // the link model is a host-sim knob
+  } else {
+    add("offload", "none", true, {});
+    add("offload", "pcie4", true, offtune::LinkModel::pcie4());
+  }
+  result.excluded = variants.back().setup.excluded;
+
+  // Variants take turns step by step, so that drift in machine speed hits them alike; every variant
+  // sees the same batches (the seed depends on the step only).
+  const int64_t total = args.warmup + args.steps;
+  for (int64_t step = 0; step < total; ++step) {
+    const bool measured = step >= args.warmup;
+    const samples::Batch batch =
+        samples::make_token_batch(size.batch, size.seq, config.vocab_size,
+                                  args.seed + static_cast<uint64_t>(step), env.device);
+    for (Variant& v : variants) {
+      offtune::ActivationOffloader& offloader = *v.setup.offloader;
+      if (step == args.warmup) v.before = offloader.stats();
+      const StepOutcome outcome = run_step(model, batch, offloader, v.row.offload, env);
+      v.row.final_loss = outcome.loss;
+      if (measured) {
+        v.ms.push_back(outcome.ms);
+        v.row.peak_bytes = std::max(v.row.peak_bytes, offloader.device_memory().peak_allocated);
+        v.row.resting = v.row.resting && offloader.resident().resting();
+      }
+    }
+  }
+
+  const auto steps = static_cast<double>(args.steps);
+  for (Variant& v : variants) {
+    const offtune::OffloadStats after = v.setup.offloader->stats();
+    StepRow& row = v.row;
+    row.median_ms = median(v.ms);
+    row.offloaded_bytes_per_step =
+        static_cast<double>(after.offloaded_bytes - v.before.offloaded_bytes) / steps;
+    row.offloaded_tensors_per_step =
+        static_cast<double>(after.offloaded - v.before.offloaded) / steps;
+    row.window_waits_per_step =
+        static_cast<double>(after.window_waits - v.before.window_waits) / steps;
+    result.rows.push_back(row);
+  }
+
+  const StepRow& base = result.rows.front();
+  for (StepRow& row : result.rows) {
+    if (base.peak_bytes > 0) {
+      row.peak_reduction_pct = 100.0 * static_cast<double>(base.peak_bytes - row.peak_bytes) /
+                               static_cast<double>(base.peak_bytes);
+    }
+    if (base.median_ms > 0.0) row.time_ratio = row.median_ms / base.median_ms;
+  }
+  return result;
+}
+
+void print_decoder(const std::vector<SizeResult>& results, const Args& args, const Env& env) {
+  fmt::print("== Decoder step (sample Llama, {}) ==\n", offtune::to_string(env.backend));
+  fmt::print(
+      "forward + lm_loss + backward + zero_grad; {} measured steps after {} warmup (median); "
+      "dtype {}; min_offload_size {} B, max_fwd_stash_size {}, prefetch {}\n",
+      args.steps, args.warmup, args.dtype, env.options.min_offload_size,
+      env.options.max_fwd_stash_size, env.options.prefetch);
+  Table table({"model", "variant", "link", "step ms", "x base", "peak MiB", "peak cut %",
+               "offloaded MiB/step", "offloaded/step", "window waits/step"},
+              3);
+  for (const SizeResult& r : results) {
+    for (const StepRow& row : r.rows) {
+      table.add({r.size.label(), row.variant, row.link, fixed(row.median_ms, 2),
+                 fixed(row.time_ratio, 2), fixed(static_cast<double>(row.peak_bytes) / kMiB, 2),
+                 row.offload ? fixed(row.peak_reduction_pct, 1) : std::string("-"),
+                 row.offload ? fixed(row.offloaded_bytes_per_step / kMiB, 2) : std::string("-"),
+                 row.offload ? fixed(row.offloaded_tensors_per_step, 0) : std::string("-"),
+                 row.offload ? fixed(row.window_waits_per_step, 1) : std::string("-")});
+    }
+  }
+  table.print();
+  for (const SizeResult& r : results) {
+    std::string excluded;
+    for (const std::string& name : r.excluded) excluded += (excluded.empty() ? "" : ", ") + name;
+    bool same_loss = true;
+    for (const StepRow& row : r.rows) {
+      same_loss = same_loss && row.final_loss == r.rows.front().final_loss;
+    }
+    fmt::print("{}: {:.2f}M parameters, excluded from offloading: {}, last losses {}\n",
+               r.size.label(), static_cast<double>(r.parameters) / 1e6,
+               excluded.empty() ? "none" : excluded,
+               same_loss ? fmt::format("equal ({:.6f})", r.rows.front().final_loss)
+                         : std::string("DIFFER"));
+    for (const StepRow& row : r.rows) {
+      if (!same_loss) fmt::print("  {} / {}: loss {:.9g}\n", row.variant, row.link, row.final_loss);
+      if (!row.resting) {
+        fmt::print("  note: {} / {}: engine not at rest after a step\n", row.variant, row.link);
+      }
+    }
+  }
+  fmt::print("\n");
+}
+
+json decoder_json(const std::vector<SizeResult>& results) {
+  json sizes = json::array();
+  for (const SizeResult& r : results) {
+    json rows = json::array();
+    for (const StepRow& row : r.rows) {
+      rows.push_back({{"variant", row.variant},
+                      {"link", row.link},
+                      {"offload", row.offload},
+                      {"median_step_ms", number_or_null(row.median_ms)},
+                      {"time_ratio_vs_baseline", number_or_null(row.time_ratio)},
+                      {"peak_device_bytes", row.peak_bytes},
+                      {"peak_device_mib", static_cast<double>(row.peak_bytes) / kMiB},
+                      {"peak_reduction_pct", number_or_null(row.peak_reduction_pct)},
+                      {"offloaded_bytes_per_step", row.offloaded_bytes_per_step},
+                      {"offloaded_tensors_per_step", row.offloaded_tensors_per_step},
+                      {"window_waits_per_step", row.window_waits_per_step},
+                      {"final_loss", number_or_null(row.final_loss)},
+                      {"resting", row.resting}});
+    }
+    sizes.push_back({{"preset", r.size.preset},
+                     {"batch", r.size.batch},
+                     {"seq", r.size.seq},
+                     {"parameters", r.parameters},
+                     {"excluded", r.excluded},
+                     {"rows", rows}});
+  }
+  return sizes;
+}
+
+// ---- main --------------------------------------------------------------------------------------
+
+int run(const Args& args, const std::vector<SizeSpec>& sizes) {
+  Env env;
+  env.options.backend = offtune::parse_backend(args.backend);
+  env.options.min_offload_size = args.min_offload_size;
+  env.options.max_fwd_stash_size = args.max_fwd_stash_size;
+  env.options.prefetch = args.prefetch;
+  {
+    // Resolve the backend and validate the options before anything is built; on host-sim this also
+    // installs the accounting allocator, so that parameter bytes count from the start.
+    offtune::ActivationOffloader probe(env.options);
+    env.backend = probe.backend();
+  }
+  env.options.backend = env.backend;
+  const int64_t threads =
+      offtune::samples::default_threads(args.threads, env.backend == offtune::BackendKind::HostSim);
+  if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+  if (env.backend == offtune::BackendKind::Cuda) {
+    env.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.options.device_index));
+  }
+
+  const bool do_hooks = args.section == "all" || args.section == "hooks";
+  const bool do_decoder = args.section == "all" || args.section == "decoder";
+  const auto start = Clock::now();
+
+  if (!args.json) {
+    fmt::print("offtune-bench: backend {}, intra-op threads {}{}\n\n",
+               offtune::to_string(env.backend), at::get_num_threads(),
+               args.quick ? ", quick run" : "");
+    std::fflush(stdout);
+  }
+
+  std::optional<HookResult> hooks;
+  if (do_hooks) {
+    hooks = bench_hooks(args, env);
+    if (!args.json) {
+      print_hooks(*hooks);
+      std::fflush(stdout);
+    }
+  }
+  std::vector<SizeResult> decoder;
+  if (do_decoder) {
+    for (const SizeSpec& size : sizes) decoder.push_back(bench_size(args, size, env));
+    if (!args.json) print_decoder(decoder, args, env);
+  }
+  const double total_s = ms_since(start) / 1e3;
+
+  if (args.json) {
+    json out = {{"program", "offtune-bench"},
+                {"backend", std::string(offtune::to_string(env.backend))},
+                {"intra_op_threads", at::get_num_threads()},
+                {"quick", args.quick},
+                {"options",
+                 {{"min_offload_size", env.options.min_offload_size},
+                  {"max_fwd_stash_size", env.options.max_fwd_stash_size},
+                  {"prefetch", env.options.prefetch}}},
+                {"total_seconds", total_s}};
+    if (hooks) out["hook_overhead"] = hooks_json(*hooks);
+    if (do_decoder) {
+      out["decoder_step"] = {{"dtype", args.dtype},
+                             {"steps", args.steps},
+                             {"warmup", args.warmup},
+                             {"sizes", decoder_json(decoder)}};
+    }
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("total: {:.1f} s\n", total_s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  CLI::App app{
+      "Measure activation offloading: saved-tensor hook overhead, and step time / peak device "
+      "memory of the sample Llama with and without offloading.",
+      "offtune-bench"};
+  app.add_option("--backend", args.backend,
+                 "where tensors live; auto picks cuda when a GPU is usable")
+      ->check(CLI::IsMember({"auto", "cuda", "host-sim"}))
+      ->capture_default_str();
+  app.add_option("--section", args.section, "which sections to run")
+      ->check(CLI::IsMember({"all", "hooks", "decoder"}))
+      ->capture_default_str();
+  app.add_flag(
+      "--quick", args.quick,
+      "smoke run: few repetitions and steps (explicit --repetitions/--steps/--warmup win)");
+  app.add_flag("--json", args.json, "print one JSON object instead of tables");
+  app.add_option("--threads", args.threads,
+                 "intra-op (compute) threads; 0 keeps torch's default; by default host-sim leaves "
+                 "one core to its copy thread (cores - 1, at least 1), cuda keeps torch's default")
+      ->check(at_least(0));
+  app.add_option("--chain", args.chain, "hook section: sin ops in the chain")
+      ->check(at_least(1))
+      ->capture_default_str();
+  app.add_option("--tensor-bytes", args.tensor_bytes, "hook section: bytes of each saved tensor")
+      ->check(at_least(4))
+      ->capture_default_str();
+  auto* reps =
+      app.add_option("--repetitions", args.repetitions, "hook section: measured passes per mode")
+          ->check(at_least(1))
+          ->capture_default_str();
+  app.add_option("--size", args.sizes,
+                 "decoder section: PRESET:BATCH:SEQ, repeatable (presets: tiny, small, 1b)")
+      ->capture_default_str();
+  app.add_option("--dtype", args.dtype, "decoder section: parameter and activation dtype")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  auto* steps = app.add_option("--steps", args.steps, "decoder section: measured steps")
+                    ->check(at_least(1))
+                    ->capture_default_str();
+  auto* warmup =
+      app.add_option("--warmup", args.warmup, "decoder section: unmeasured steps before them")
+          ->check(at_least(0))
+          ->capture_default_str();
+  app.add_option("--seed", args.seed, "seed of the model's parameters and of the batches")
+      ->capture_default_str();
+  app.add_option("--min-offload-size", args.min_offload_size,
+                 "decoder section: saved tensors smaller than this many bytes stay on the device")
+      ->check(at_least(0))
+      ->capture_default_str();
+  app.add_option("--max-fwd-stash-size", args.max_fwd_stash_size,
+                 "offload copies in flight before forward waits")
+      ->check(at_least(1))
+      ->capture_default_str();
+  app.add_option("--prefetch", args.prefetch, "offloaded tensors brought back ahead of use")
+      ->check(at_least(0))
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help (stdout) or the error (stderr)
+    return e.get_exit_code() == 0 ? code : 2;
+  }
+  if (args.quick) {
+    if (reps->count() == 0) args.repetitions = 3;
+    if (steps->count() == 0) args.steps = 2;
+    if (warmup->count() == 0) args.warmup = 1;
+  }
+
+  std::vector<SizeSpec> sizes;
+  try {
+    for (const std::string& spec : args.sizes) sizes.push_back(parse_size(spec));
+  } catch (const std::exception& e) {  // a bad --size is a command-line error
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    return run(args, sizes);
+  } catch (const c10::Error& e) {
+    // c10's what() carries a C++ backtrace; the message alone is what a user can act on.
+    std::fprintf(stderr, "error: %s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  return 1;
+}

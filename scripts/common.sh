@@ -1,0 +1,16 @@
+# Shared by scripts/*.sh: run setup quietly once, then configure and build a preset.
+# Usage (sourced): build_preset PRESET [cmake -D args...]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/offtune/ccache}"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+
+build_preset() {
+  local preset="$1"; shift
+  cd "$ROOT"
+  bash scripts/setup.sh
+  cmake --preset "$preset" "$@" >"build-$preset.configure.log" 2>&1 || {
+    cat "build-$preset.configure.log" >&2; echo "error: cmake configure failed (preset $preset)" >&2; exit 1; }
+  rm -f "build-$preset.configure.log"
+  cmake --build --preset "$preset" -- -k 0 || { echo "error: build failed (preset $preset)" >&2; exit 1; }
+}
