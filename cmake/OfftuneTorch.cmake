@@ -3,7 +3,8 @@
 #
 # Why the wheel and not Debian's libtorch: Debian ships 1.13, CPU-only; the engine's CUDA backend must
 # compile and link on every build. Why one CUDA runtime: libtorch_cuda loads the wheel's libcudart.so.13;
-# anything of ours that calls the runtime links that same file (OFFTUNE_CUDART below), never a second copy.
+# anything of ours that calls the runtime links that same file (CUDA::cudart is pointed at it below),
+# never a second copy.
 
 set(_offtune_default_python "$ENV{HOME}/.cache/offtune/venv/bin/python")
 if(DEFINED ENV{OFFTUNE_CACHE})
@@ -44,14 +45,39 @@ list(APPEND CMAKE_PREFIX_PATH "${_offtune_torch_prefix}")
 if(NOT DEFINED CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT} AND EXISTS /usr/local/cuda)
   set(CUDAToolkit_ROOT /usr/local/cuda)
 endif()
-find_package(CUDAToolkit REQUIRED)
+# One CUDA runtime (and NVRTC, CUPTI) per process: the wheel's. Point the toolkit's imported targets
+# at the wheel's copies of the shared libraries (same sonames), so that neither libtorch's CMake
+# config nor ours links the toolkit's second copy. Headers still come from the toolkit.
+get_filename_component(_offtune_site "${OFFTUNE_TORCH_DIR}" DIRECTORY)
 string(REGEX MATCH "^[0-9]+" _offtune_wheel_cuda_major "${OFFTUNE_TORCH_CUDA_VERSION}")
+foreach(_lib cudart nvrtc cupti)
+  file(GLOB _offtune_wheel_lib "${_offtune_site}/nvidia/cu${_offtune_wheel_cuda_major}/lib/lib${_lib}.so.*"
+                               "${_offtune_site}/nvidia/cuda_runtime/lib/lib${_lib}.so.*"
+                               "${_offtune_site}/nvidia/cuda_nvrtc/lib/lib${_lib}.so.*"
+                               "${_offtune_site}/nvidia/cuda_cupti/lib/lib${_lib}.so.*")
+  list(FILTER _offtune_wheel_lib INCLUDE REGEX "lib${_lib}\\.so\\.[0-9]+$")
+  if(_offtune_wheel_lib AND NOT DEFINED CACHE{CUDA_${_lib}_LIBRARY})
+    list(GET _offtune_wheel_lib 0 _offtune_wheel_lib)
+    set(CUDA_${_lib}_LIBRARY "${_offtune_wheel_lib}" CACHE FILEPATH "${_lib} from the torch wheel")
+  endif()
+endforeach()
+find_package(CUDAToolkit REQUIRED)
 if(NOT CUDAToolkit_VERSION_MAJOR STREQUAL _offtune_wheel_cuda_major)
   message(FATAL_ERROR "offtune: torch is built for CUDA ${OFFTUNE_TORCH_CUDA_VERSION} but the toolkit at "
                       "${CUDAToolkit_LIBRARY_ROOT} is ${CUDAToolkit_VERSION}. Pin a torch built for CUDA "
                       "${CUDAToolkit_VERSION_MAJOR} or set CUDAToolkit_ROOT to a CUDA "
                       "${_offtune_wheel_cuda_major} toolkit.")
 endif()
+
+# The CUDA parts the project builds with: runtime headers (core's cuda backend), CUPTI and NVTX3 (the
+# profiler). Fail here, naming the fix, rather than in the middle of a build.
+foreach(_offtune_cuda_target CUDA::toolkit CUDA::cupti CUDA::nvtx3)
+  if(NOT TARGET ${_offtune_cuda_target})
+    message(FATAL_ERROR "offtune: the CUDA toolkit at ${CUDAToolkit_LIBRARY_ROOT} lacks "
+                        "${_offtune_cuda_target}. Install its runtime, CUPTI and NVTX components "
+                        "(e.g. cuda-cudart-dev, cuda-cupti-dev, cuda-nvtx) or set CUDAToolkit_ROOT.")
+  endif()
+endforeach()
 
 # libtorch's config probes the GPU (a try_run with nvcc) to pick -gencode flags for CUDA extensions.
 # We compile no CUDA kernels and this machine may have no GPU: name the architectures instead.
@@ -60,17 +86,15 @@ if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
 endif()
 find_package(Torch REQUIRED)
 message(STATUS "offtune: torch ${OFFTUNE_TORCH_VERSION} (CUDA ${OFFTUNE_TORCH_CUDA_VERSION}) at ${OFFTUNE_TORCH_DIR}")
-
-# The wheel's CUDA runtime: the one libtorch_cuda loads. Prefer it over the toolkit's copy so that a
-# process never maps two different libcudart.so.13 builds.
-get_filename_component(_offtune_site "${OFFTUNE_TORCH_DIR}" DIRECTORY)
-find_library(OFFTUNE_CUDART NAMES libcudart.so.${_offtune_wheel_cuda_major} cudart
-             HINTS "${_offtune_site}/nvidia/cu${_offtune_wheel_cuda_major}/lib"
-                   "${_offtune_site}/nvidia/cuda_runtime/lib"
-             NO_DEFAULT_PATH)
-if(NOT OFFTUNE_CUDART)
-  set(OFFTUNE_CUDART CUDA::cudart)
+# core/src/seam.cpp uses internal autograd APIs; it is verified (tests/test_seam.cpp) on this version.
+set(OFFTUNE_TORCH_PINNED "2.15.0")
+if(NOT OFFTUNE_TORCH_VERSION MATCHES "^${OFFTUNE_TORCH_PINNED}")
+  message(WARNING "offtune: verified on torch ${OFFTUNE_TORCH_PINNED}; building against "
+                  "${OFFTUNE_TORCH_VERSION}. The engine seam compiles on torch >= 2.4; run the test "
+                  "suite before relying on it.")
 endif()
+
+set(OFFTUNE_CUDART CUDA::cudart)  # the wheel's runtime (see above)
 
 # One imported target for everything in the project that needs libtorch: torch's own flags (C++ ABI,
 # include dirs) without leaking its whole variable soup into every target.

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# All tests: set up, build with warnings as errors, run the GoogleTest suites through ctest.
-#   scripts/test.sh          the CI suite (preset ci)
-#   scripts/test.sh --asan   the same suite under AddressSanitizer + UBSan (preset dev-asan)
-# OFFTUNE_PROPERTY_CASES=N sets the number of random graphs in the property test (CI: 1000).
+# All tests: set up, build with warnings as errors and run the GoogleTest suites through ctest (preset
+# ci), then build and run the same suites under AddressSanitizer + UBSan (preset dev-asan).
+#   scripts/test.sh           both (what CI runs)
+#   scripts/test.sh --fast    the ci preset only
+#   scripts/test.sh --asan    the sanitizer run only
+# OFFTUNE_PROPERTY_CASES=N sets the number of random graphs in the property test (here: 1000).
 source "$(dirname "$0")/common.sh"
-preset=ci
-[[ "${1:-}" == "--asan" ]] && preset=dev-asan
 export OFFTUNE_PROPERTY_CASES="${OFFTUNE_PROPERTY_CASES:-1000}"
-build_preset "$preset"
-ctest --preset "$preset" -j2
+presets=(ci dev-asan)
+case "${1:-}" in
+  "") ;;
+  --fast) presets=(ci) ;;
+  --asan) presets=(dev-asan) ;;
+  *) echo "error: unknown argument '$1' (valid: --fast, --asan)" >&2; exit 2 ;;
+esac
+for preset in "${presets[@]}"; do
+  echo "== tests: preset $preset"
+  build_preset "$preset"
+  ctest --preset "$preset" -j2
+done

@@ -175,7 +175,7 @@ TEST_P(ModeGrid, MlpGradientsIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, ModeGrid,
-                         ::testing::Combine(::testing::Values(1, 2, 5, 8), ::testing::Bool(),
+                         ::testing::Combine(::testing::Range(int64_t{1}, int64_t{9}), ::testing::Bool(),
                                             ::testing::Bool(),
                                             ::testing::Values(int64_t{0}, int64_t{16384})));
 
@@ -198,7 +198,8 @@ INSTANTIATE_TEST_SUITE_P(All, Dtypes, ::testing::Values(at::kFloat, at::kBFloat1
 
 TEST(Semantics, LinkModelWindowMakesForwardWait) {
   OffloadOptions o = host_sim_options(0, /*window=*/1);
-  o.link = LinkModel{1.0, 0.0, 200'000};  // 1 GB/s, 200 us per copy: copies outlast compute
+  // 20 ms per copy: copies outlast the next op even on a loaded machine.
+  o.link = LinkModel{1.0, 0.0, 20'000'000};
   ActivationOffloader off(o);
   auto obs = observe(off);
   auto x = torch::randn({64, 256}, torch::requires_grad());
@@ -210,7 +211,7 @@ TEST(Semantics, LinkModelWindowMakesForwardWait) {
 TEST(Semantics, ByteWindowBoundsInFlightBytes) {
   OffloadOptions o = host_sim_options(0, /*window=*/100);
   o.max_fwd_stash_bytes = 64 * 256 * 4;  // one tensor's worth
-  o.link = LinkModel{1.0, 0.0, 200'000};
+  o.link = LinkModel{1.0, 0.0, 20'000'000};
   ActivationOffloader off(o);
   auto obs = observe(off);
   auto x = torch::randn({64, 256}, torch::requires_grad());
@@ -221,7 +222,7 @@ TEST(Semantics, ByteWindowBoundsInFlightBytes) {
 
 TEST(Semantics, BackwardUsesForwardStashWhenCopiesAreStillInFlight) {
   OffloadOptions o = host_sim_options(0, /*window=*/8);
-  o.link = LinkModel{0.5, 0.0, 5'000'000};  // 5 ms per copy
+  o.link = LinkModel{0.5, 0.0, 100'000'000};  // 100 ms per copy: still in flight at backward
   ActivationOffloader off(o);
   auto x = torch::randn({32, 32}, torch::requires_grad());
   expect_identical_step([&] { return x.sin().cos().sum(); }, {x}, off);

@@ -50,7 +50,7 @@ struct Entry {
   int64_t span_lo = 0;     // span start, in bytes, in the source storage
   c10::StorageImpl* source_key = nullptr;
   c10::weak_intrusive_ptr<c10::StorageImpl> source{c10::intrusive_ptr<c10::StorageImpl>()};
-  uint32_t version = 0;
+  int64_t version = 0;
   at::Tensor host;  // uint8 host copy from the pool
   bool pinned = true;
   FencePtr offload_fence;
@@ -61,6 +61,7 @@ struct Entry {
   bool prefetched = false;       // reload issued ahead of use, not yet consumed
   FencePtr reload_fence;
   bool reload_waited = true;
+  int task = -1;  // autograd graph task that brought `device` in (end-of-backward releases it)
   int slots = 0;
 };
 
@@ -379,13 +380,17 @@ void Context::drop_fwd_hold(Entry& e) {
 }
 
 void Context::issue_reload(Entry& e, bool prefetch) {
-  e.device = backend_->empty_device_bytes(e.bytes, options_.use_streams);
-  e.reload_fence =
-      backend_->copy(e.device, e.host, options_.use_streams, /*after_compute=*/false, e.pinned,
+  // Both steps may throw (device out of memory): commit to the entry only once the copy is issued.
+  at::Tensor device = backend_->empty_device_bytes(e.bytes, options_.use_streams);
+  FencePtr fence =
+      backend_->copy(device, e.host, options_.use_streams, /*after_compute=*/false, e.pinned,
                      completion_callback(e, CopyDirection::HostToDevice, prefetch));
+  e.device = std::move(device);
+  e.reload_fence = std::move(fence);
   e.reload_waited = false;
   e.device_reloaded = true;
   e.prefetched = prefetch;
+  e.task = current_graph_task_id();
   ++bwd_count_;
   bwd_bytes_ += e.bytes;
   ++stats_.reloaded;
@@ -441,6 +446,7 @@ at::Tensor Context::unpack(Slot& slot) {
     fwd_bytes_ -= e.bytes;
     e.device = std::move(e.fwd_hold);
     e.device_reloaded = false;
+    e.task = current_graph_task_id();
     ++bwd_count_;
     bwd_bytes_ += e.bytes;
     ++stats_.from_fwd_stash;
@@ -487,6 +493,7 @@ void Context::release_device(Entry& e) {
   e.device.reset();
   e.device_reloaded = false;
   e.prefetched = false;
+  e.task = -1;
   --bwd_count_;
   bwd_bytes_ -= e.bytes;
   if (observer_) emit_stash();
@@ -562,9 +569,12 @@ void Context::maybe_queue_end_of_backward() {
 void Context::end_of_backward(int task) {
   std::lock_guard<std::mutex> lock(mutex_);
   queued_tasks_.erase(task);
-  // Buffers still on the device now are unconsumed prefetches, or belong to a retained graph (the
-  // next backward reloads them from the host copy): give their memory back.
-  for (auto& [id, e] : entries_) release_device(*e);
+  // Buffers this backward brought in and that are still on the device are unconsumed prefetches, or
+  // belong to a retained graph (the next backward reloads them from the host copy): give their memory
+  // back. Buffers of a backward running concurrently on another thread are left alone.
+  for (auto& [id, e] : entries_) {
+    if (e->task == task) release_device(*e);
+  }
   collect_pending();
 }
 
