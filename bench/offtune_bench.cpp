@@ -393,19 +393,7 @@ StepOutcome run_step(samples::Llama& model, const samples::Batch& batch,
   env.sync(&offloader);
   offloader.reset_peak_device_memory();
   const auto start = Clock::now();
-  at::Tensor loss;
-  {
-    // The logits go before backward: the loss graph keeps what it needs.
-    at::Tensor logits;
-    if (offload) {
-      auto scope = offloader.scope();
-      logits = model(batch.tokens);
-    } else {
-      logits = model(batch.tokens);
-    }
-    loss = samples::lm_loss(logits, batch.targets);
-  }
-  loss.backward();
+  const at::Tensor loss = samples::forward_backward(model, batch, offload ? &offloader : nullptr);
   model->zero_grad();
   env.sync(&offloader);
   const double ms = ms_since(start);

@@ -175,8 +175,8 @@ TEST_P(ModeGrid, MlpGradientsIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, ModeGrid,
-                         ::testing::Combine(::testing::Range(int64_t{1}, int64_t{9}), ::testing::Bool(),
-                                            ::testing::Bool(),
+                         ::testing::Combine(::testing::Range(int64_t{1}, int64_t{9}),
+                                            ::testing::Bool(), ::testing::Bool(),
                                             ::testing::Values(int64_t{0}, int64_t{16384})));
 
 class Dtypes : public ::testing::TestWithParam<at::ScalarType> {};

@@ -83,12 +83,7 @@ TEST(State, GradientAccumulationBackwardPerMicroBatch) {
       }
       l.backward();  // accumulates into .grad
     }
-    std::vector<at::Tensor> g;
-    for (auto& p : net.params()) {
-      g.push_back(p.grad().clone());
-      p.mutable_grad().reset();
-    }
-    return g;
+    return take_grads(net.params());
   };
   auto ref = run(nullptr);
   auto got = run(&off);
@@ -131,12 +126,7 @@ TEST(State, RetainGraphTwoBackwards) {
       EXPECT_EQ(r.bwd_stash_count, 0);  // but no device buffer outlives the backward
     }
     loss.backward();  // unpack runs a second time
-    std::vector<at::Tensor> g;
-    for (auto& p : net.params()) {
-      g.push_back(p.grad().clone());
-      p.mutable_grad().reset();
-    }
-    return g;
+    return take_grads(net.params());
   };
   auto ref = run(nullptr);
   auto got = run(&off);

@@ -570,8 +570,8 @@ void Context::end_of_backward(int task) {
   std::lock_guard<std::mutex> lock(mutex_);
   queued_tasks_.erase(task);
   // Buffers this backward brought in and that are still on the device are unconsumed prefetches, or
-  // belong to a retained graph (the next backward reloads them from the host copy): give their memory
-  // back. Buffers of a backward running concurrently on another thread are left alone.
+  // belong to a retained graph (the next backward reloads them from the host copy): give their
+  // memory back. Buffers of a backward running concurrently on another thread are left alone.
   for (auto& [id, e] : entries_) {
     if (e->task == task) release_device(*e);
   }

@@ -114,20 +114,7 @@ RunResult train(const Args& args, const samples::LlamaConfig& config,
     const auto start = std::chrono::steady_clock::now();
 
     optimizer.zero_grad();
-    at::Tensor loss;
-    {
-      // The logits leave scope before backward: the loss graph keeps what it needs, and holding
-      // [batch, seq, vocab] through backward would distort the peak.
-      at::Tensor logits;
-      if (offload) {
-        auto scope = offloader.scope();
-        logits = model(batch.tokens);
-      } else {
-        logits = model(batch.tokens);
-      }
-      loss = samples::lm_loss(logits, batch.targets);
-    }
-    loss.backward();
+    const at::Tensor loss = samples::forward_backward(model, batch, offload ? &offloader : nullptr);
     optimizer.step();
     sync();
 

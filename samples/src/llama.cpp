@@ -1,4 +1,5 @@
 #include "offtune/samples/llama.hpp"
+#include "offtune/samples/workload.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/arange.h>
@@ -312,6 +313,22 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   }
   ModuleRegion region(lm_head.get());
   return lm_head(h);
+}
+
+at::Tensor forward_backward(Llama& model, const Batch& batch, ActivationOffloader* offloader) {
+  at::Tensor loss;
+  {
+    at::Tensor logits;
+    if (offloader != nullptr) {
+      auto scope = offloader->scope();
+      logits = model(batch.tokens);
+    } else {
+      logits = model(batch.tokens);
+    }
+    loss = lm_loss(logits, batch.targets);
+  }
+  loss.backward();
+  return loss.detach();
 }
 
 }  // namespace offtune::samples

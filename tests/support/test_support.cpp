@@ -35,6 +35,12 @@ std::vector<at::Tensor> step(const std::function<at::Tensor()>& forward,
   }
   loss.backward();
   std::vector<at::Tensor> out{loss.detach().clone()};
+  for (auto& g : take_grads(params)) out.push_back(std::move(g));
+  return out;
+}
+
+std::vector<at::Tensor> take_grads(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
   for (const auto& p : params) {
     at::Tensor g = p.grad();
     out.push_back(g.defined() ? g.clone() : at::Tensor());

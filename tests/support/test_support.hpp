@@ -23,6 +23,9 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 std::vector<at::Tensor> step(const std::function<at::Tensor()>& forward,
                              const std::vector<at::Tensor>& params, ActivationOffloader* offloader);
 
+// Clones and clears the gradients of `params` (undefined where a parameter got none).
+std::vector<at::Tensor> take_grads(const std::vector<at::Tensor>& params);
+
 // Expects loss and gradients of one step to be bit-identical with and without offloading.
 void expect_identical_step(const std::function<at::Tensor()>& forward,
                            const std::vector<at::Tensor>& params, ActivationOffloader& offloader);

@@ -22,6 +22,10 @@
 #include <string_view>
 #include <vector>
 
+namespace offtune {
+class ActivationOffloader;
+}
+
 namespace offtune::samples {
 
 struct LlamaConfig {
@@ -120,5 +124,13 @@ class LlamaImpl : public torch::nn::Module {
   at::Tensor rope_cos_, rope_sin_;
 };
 TORCH_MODULE(Llama);
+
+struct Batch;
+
+// One training step's autograd part: forward (under `offloader`'s scope when one is given, so that
+// saved tensors are offloaded), lm_loss, backward. The logits leave scope before backward: the loss
+// graph keeps what it needs, and holding [batch, seq, vocab] through backward would distort the
+// peak. Returns the (detached) loss; gradients accumulate into the parameters.
+at::Tensor forward_backward(Llama& model, const Batch& batch, ActivationOffloader* offloader);
 
 }  // namespace offtune::samples
