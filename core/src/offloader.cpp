@@ -28,6 +28,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <algorithm>
 #include <deque>
 #include <iostream>
 #include <map>
@@ -436,12 +437,7 @@ at::Tensor Context::unpack(Slot& slot) {
                  : (e.device_reloaded ? UnpackSource::Reloaded : UnpackSource::ForwardStash);
   } else if (e.in_fwd_stash) {
     // Backward began before this offload copy was known complete: use the device bytes as they are.
-    for (auto it = fwd_stash_.begin(); it != fwd_stash_.end(); ++it) {
-      if (*it == &e) {
-        fwd_stash_.erase(it);
-        break;
-      }
-    }
+    fwd_stash_.erase(std::find(fwd_stash_.begin(), fwd_stash_.end(), &e));
     e.in_fwd_stash = false;
     fwd_bytes_ -= e.bytes;
     e.device = std::move(e.fwd_hold);
@@ -522,12 +518,7 @@ void Context::collect_pending() {
 
 void Context::destroy_entry(Entry& e) {
   if (e.in_fwd_stash) {
-    for (auto it = fwd_stash_.begin(); it != fwd_stash_.end(); ++it) {
-      if (*it == &e) {
-        fwd_stash_.erase(it);
-        break;
-      }
-    }
+    fwd_stash_.erase(std::find(fwd_stash_.begin(), fwd_stash_.end(), &e));
     if (!e.offload_fence->query()) backend_->compute_wait(e.offload_fence);
     drop_fwd_hold(e);
   }
