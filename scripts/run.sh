@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The main job: set up, build (release), and train the built-in Llama-like model for a few steps with
-# and without activation offloading, printing step time and peak device memory for each. On a machine
-# without a GPU the engine runs on host-sim with a PCIe 4.0 link model. Extra arguments go to
-# offtune-demo (see `offtune-demo --help`).
+# The main job: set up, build (release), then sweep min_offload_size x max_fwd_stash_size on the
+# built-in tiny Llama-like model (host-sim with a PCIe 4.0 link model when there is no GPU) and print
+# the measured grid, the recommendation and the path of the store. Arguments replace the defaults
+# below (see `offtune sweep --help`); OFFTUNE_DB sets the store (default: offtune.db here).
 source "$(dirname "$0")/common.sh"
+db="${OFFTUNE_DB:-$PWD/offtune.db}"
 build_preset release
-exec "$ROOT/build/release/samples/offtune-demo" "$@"
+if (($#)); then
+  exec "$ROOT/build/release/cli/offtune" sweep --db "$db" "$@"
+fi
+exec "$ROOT/build/release/cli/offtune" sweep --db "$db" --model tiny --batch 8 --seq 128 \
+  --steps 5 --warmup 1 --min-offload-size 1KiB:16MiB:x16 --max-fwd-stash-size 1,2,5

@@ -1,7 +1,10 @@
 // Option validation: every bad value gets its own clear error.
 #include <gtest/gtest.h>
 
+#include <torch/torch.h>
+
 #include "offtune/core.hpp"
+#include "offtune/host_sim.hpp"
 
 namespace offtune {
 namespace {
@@ -97,6 +100,34 @@ TEST(LinkModel, CopyCost) {
   EXPECT_EQ(l.copy_ns(10'000, true), 1000 + 1000);
   EXPECT_EQ(l.copy_ns(10'000, false), 1000 + 2000);
   EXPECT_TRUE(LinkModel::pcie4().enabled());
+}
+
+}  // namespace
+}  // namespace offtune
+
+namespace offtune {
+namespace {
+
+TEST(HostSim, CapacityRaisesOutOfMemoryLikeCuda) {
+  host_sim::install();
+  const auto before = host_sim::counters().allocated;
+  host_sim::set_capacity(before + (1 << 20));
+  EXPECT_THROW(torch::empty({1 << 20}, torch::kFloat), c10::OutOfMemoryError);  // 4 MiB
+  EXPECT_NO_THROW(torch::empty({1024}, torch::kFloat));
+  host_sim::set_capacity(0);
+  EXPECT_NO_THROW(torch::empty({1 << 20}, torch::kFloat));
+}
+
+TEST(HostSim, CountsLiveBytesAndPeak) {
+  host_sim::install();
+  const auto base = host_sim::counters();
+  host_sim::reset_peak();
+  {
+    auto t = torch::empty({1000}, torch::kFloat);
+    EXPECT_EQ(host_sim::counters().allocated, base.allocated + 4000);
+  }
+  EXPECT_EQ(host_sim::counters().allocated, base.allocated);
+  EXPECT_GE(host_sim::counters().peak, base.allocated + 4000);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
 #include <cstring>
@@ -18,6 +19,7 @@ std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_allocations{0};
 std::atomic<bool> g_poison{false};
 std::atomic<bool> g_installed{false};
+std::atomic<int64_t> g_capacity{0};
 
 // c10 requires a CPU DataPtr's context to equal its data pointer (raw_allocate asserts it), so the
 // size lives in a header just before the data; 64 bytes keep c10's 64-byte alignment.
@@ -44,6 +46,15 @@ void free_allocation(void* data) {
 class AccountingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
+    const auto requested = static_cast<int64_t>(n);
+    if (const int64_t cap = g_capacity.load(std::memory_order_relaxed); cap > 0) {
+      const int64_t now = g_allocated.load(std::memory_order_relaxed);
+      // Like the CUDA caching allocator, report an out-of-memory error that callers can catch as
+      // c10::OutOfMemoryError (a sweep records such a point as "oom" and goes on).
+      TORCH_CHECK_WITH(OutOfMemoryError, now + requested <= cap,
+                       "host-sim device out of memory: tried to allocate ", requested,
+                       " bytes with ", now, " of ", cap, " bytes in use");
+    }
     auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     const auto bytes = static_cast<int64_t>(n);
     std::memcpy(base, &bytes, sizeof(bytes));
@@ -76,6 +87,9 @@ bool installed() { return g_installed.load(); }
 Counters counters() { return {g_allocated.load(), g_peak.load(), g_allocations.load()}; }
 
 void reset_peak() { g_peak.store(g_allocated.load()); }
+
+void set_capacity(int64_t bytes) { g_capacity.store(bytes > 0 ? bytes : 0); }
+int64_t capacity() { return g_capacity.load(); }
 
 void set_poison(bool on) { g_poison.store(on); }
 bool poison() { return g_poison.load(); }

@@ -333,8 +333,8 @@ std::function<void(int64_t)> Context::completion_callback(const Entry& e, CopyDi
                                                           bool prefetch) {
   if (!observer_ || !backend_->times_completions()) return {};
   // Runs on the copy thread: capture values, never the entry.
-  return [obs = observer_, ce = CopyEvent{e.id, dir, e.bytes, e.pinned, options_.use_streams,
-                                          prefetch, 0}](int64_t t) mutable {
+  CopyEvent ce{e.id, dir, e.bytes, e.pinned, options_.use_streams, prefetch, 0, now_ns()};
+  return [obs = observer_, ce](int64_t t) mutable {
     ce.time_ns = t;
     obs->on_copy_completed(ce);
   };

@@ -23,7 +23,13 @@ struct Counters {
 Counters counters();
 void reset_peak();
 
-// Debug: fill freed device memory with 0xFF (NaN for floating types) before it is returned.
+// Device capacity in bytes (0 = unlimited). Allocations beyond it throw c10::OutOfMemoryError, as
+// the CUDA allocator does, so that memory budgets and out-of-memory handling can be exercised.
+void set_capacity(int64_t bytes);
+int64_t capacity();
+
+// Debug (process-wide, stays on once set): fill freed device memory with 0xFF (NaN for floating
+// types) before it is returned.
 void set_poison(bool on);
 bool poison();
 

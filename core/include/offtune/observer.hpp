@@ -67,6 +67,7 @@ struct CopyEvent {
   bool on_side_stream = true;  // false in single-stream mode
   bool prefetch = false;       // a reload issued ahead of use
   int64_t time_ns = 0;         // issue time, or completion time in on_copy_completed
+  int64_t issued_ns = 0;       // in on_copy_completed: when it was issued (0 if unknown)
 };
 
 struct UnpackEvent {

@@ -1,0 +1,91 @@
+// Exporters: what turns recorded runs and sweeps into files other tools open. A Chrome Trace Event
+// JSON file for Perfetto (ui.perfetto.dev) and chrome://tracing; an SQLite file laid out like
+// Nsight Systems' SQLite export, so that queries and scripts written for `nsys export --type
+// sqlite` run on offtune's timelines; and a CSV of a sweep's points for spreadsheets and plotting.
+// docs/export.md describes the formats, how to open them, and where they differ from the originals.
+//
+// Every export is all or nothing: it writes a temporary file next to the target and renames it into
+// place only once complete, so a failure (a bad run id, a full disk) never leaves a half-written
+// output and never clobbers an earlier good one. Errors throw ExportError with a one-line message.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "offtune/profiler/records.hpp"
+#include "offtune/profiler/store.hpp"
+
+namespace offtune::profiler {
+
+// Thrown for an unknown run or sweep id, an empty run list, an unreadable store or an output that
+// cannot be written; what() is one line, ready for the user.
+class ExportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Chrome Trace Event JSON (object form). One process per run, named by run_title(); one track per
+// stream ("compute", "copy (side stream)", "stream N") plus a "phases" track for steps, forward and
+// backward; copies and compute as complete events, packs and unpacks as instants, waits on the
+// compute track, stash occupancy and device bytes as counters. Times are microseconds from the
+// run's first event, with nanosecond digits. Runs are exported in the order given; a repeated id
+// once. Events are written as they are read, one run at a time, so a large run is never held twice.
+void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std::string& path);
+
+// An SQLite file shaped like Nsight Systems' export: StringIds, CUPTI_ACTIVITY_KIND_MEMCPY (offload
+// and reload copies), CUPTI_ACTIVITY_KIND_KERNEL (compute spans), NVTX_EVENTS (steps, phases and
+// waits as push/pop ranges, packs and unpacks as marks), the ENUM_* tables with Nsight's numbering,
+// PROCESSES, TARGET_INFO_GPU and META_DATA_EXPORT. One globalPid per run; times are nanoseconds
+// from the run's first event. The target is replaced if it exists.
+void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std::string& path);
+
+// The points of a sweep as CSV (RFC 4180: comma-separated, CRLF line ends, fields with a comma,
+// quote or line break quoted with quotes doubled), one row per point in index order, under the
+// header kPointsCsvHeader. Measurements are empty for points that have none (pending, failed).
+void export_points_csv(Store& store, SweepId sweep, const std::string& path);
+
+inline constexpr const char* kPointsCsvHeader =
+    "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,prefetch,"
+    "use_streams,use_pin_memory,step_ms_median,step_ms_stddev,peak_allocated,peak_reserved,"
+    "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,error";
+
+// The engine settings in a few words, for titles and legends: "no offload", or e.g.
+// "offload min=1MiB stash=5 prefetch=1" followed by what differs from the usual setup
+// ("stash_bytes=64MiB", "single-stream", "pageable", "link=pcie4").
+std::string describe_config(const EngineConfig& config);
+
+// "run <id>: <model> <describe_config>", the name a run's process gets in both trace formats.
+std::string run_title(const RunRecord& run);
+
+namespace detail {
+
+// The file an export writes before it is complete: a uniquely named temporary in the target's
+// directory (so that the final rename stays on one file system and is atomic), removed on
+// destruction unless commit() renamed it into place.
+class PendingFile {
+ public:
+  explicit PendingFile(std::string target);
+  ~PendingFile();
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+
+  const std::string& path() const { return temp_; }
+  const std::string& target() const { return target_; }
+  // Renames the temporary onto the target. Throws ExportError (and removes the temporary) on
+  // failure.
+  void commit();
+
+ private:
+  std::string target_;
+  std::string temp_;
+  bool committed_ = false;
+};
+
+// The records of `runs` in order, without repeats. Throws ExportError for an empty list, an unknown
+// id, or a store error.
+std::vector<RunRecord> load_runs(Store& store, const std::vector<RunId>& runs);
+
+}  // namespace detail
+
+}  // namespace offtune::profiler

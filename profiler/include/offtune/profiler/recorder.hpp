@@ -1,0 +1,59 @@
+// The recorder: an Observer of the engine that turns its events into a timeline (copies as
+// intervals on the copy stream, packs/unpacks as instants, waits as intervals), stash occupancy
+// samples, and step/forward/backward spans marked by the runner. On host-sim the copy thread
+// reports completion times, so copy intervals are exact; compute is the forward/backward time the
+// compute thread did not spend blocked in a wait. On cuda the CUPTI collector supplies copy and
+// kernel intervals instead.
+//
+// Thread-safe: events arrive on the forward thread, autograd threads and the copy thread.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "offtune/observer.hpp"
+#include "offtune/profiler/records.hpp"
+
+namespace offtune::profiler {
+
+class Recorder : public Observer {
+ public:
+  // host_sim_compute: derive compute intervals from forward/backward spans minus waits (host-sim).
+  explicit Recorder(bool host_sim_compute = true);
+
+  void on_pack(const PackEvent& e) override;
+  void on_copy_issued(const CopyEvent& e) override;
+  void on_copy_completed(const CopyEvent& e) override;
+  void on_unpack(const UnpackEvent& e) override;
+  void on_wait(const WaitEvent& e) override;
+  void on_stash(const StashEvent& e) override;
+
+  // Phase marks from the runner (steady_clock ns, offtune::detail::now_ns's clock).
+  void mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std::string& name = {});
+  // Device bytes now, attached to the next occupancy sample and recorded as one on its own.
+  void sample_device_bytes(int64_t time_ns, int64_t bytes);
+
+  // Everything recorded so far, cleared. Events are sorted by start time; copies appear once
+  // completed.
+  struct Snapshot {
+    std::vector<TimelineEvent> events;
+    std::vector<OccupancySample> occupancy;
+  };
+  Snapshot take();
+
+  // Events between [begin, end) of the current buffer, without clearing (for per-step metrics).
+  std::vector<TimelineEvent> events_between(int64_t begin_ns, int64_t end_ns);
+
+ private:
+  void derive_compute_locked(std::vector<TimelineEvent>& out) const;
+
+  const bool host_sim_compute_;
+  std::mutex mutex_;
+  std::vector<TimelineEvent> events_;
+  std::vector<OccupancySample> occupancy_;
+  int64_t copy_stream_free_at_ = 0;  // host-sim copies run one after another
+  int64_t last_device_bytes_ = -1;
+};
+
+}  // namespace offtune::profiler

@@ -1,0 +1,179 @@
+// What the profiler records, as plain structs shared by the store, the exporters, the sweep runner
+// and the front ends (CLI, GUI). Times are nanoseconds on one monotonic clock per run (time_ns
+// fields) or Unix epoch nanoseconds (wall-clock fields, named *_unix_ns). Sizes are bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "offtune/ids.hpp"
+
+namespace offtune::profiler {
+
+struct RunIdTag {};
+struct SweepIdTag {};
+struct PointIdTag {};
+using RunId = Id<RunIdTag>;
+using SweepId = Id<SweepIdTag>;
+using PointId = Id<PointIdTag>;
+
+// Where a run happened.
+struct Environment {
+  std::string offtune_version;
+  std::string torch_version;
+  std::string backend;  // "cuda" | "host-sim"
+  std::string device;   // GPU name, or "host-sim (<cpu>)"
+  std::string git_revision;
+  std::string host;
+};
+
+// What was run: the model and the batches.
+struct Workload {
+  std::string model;  // built-in preset ("tiny", "small", "1b", "gpt-tiny", "mlp") or a .pt path
+  int64_t batch = 0;
+  int64_t seq = 0;
+  std::string dtype;  // "fp32" | "bf16" | "fp16"
+  uint64_t seed = 0;
+  int64_t steps = 0;   // measured steps
+  int64_t warmup = 0;  // unmeasured steps before them
+  bool optimizer = false;
+};
+
+// The engine settings of one run or sweep point. offload=false is the no-offload baseline.
+struct EngineConfig {
+  bool offload = true;
+  int64_t min_offload_size = 1024;
+  int64_t max_fwd_stash_size = 5;
+  int64_t max_fwd_stash_bytes = 0;
+  int64_t prefetch = 1;
+  bool use_streams = true;
+  bool use_pin_memory = true;
+  std::string link;  // host-sim link model: "none" | "pcie4" | "<gbps>:<latency_us>"
+  friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
+};
+
+enum class RunStatus { Running, Ok, Failed, OutOfMemory, Interrupted };
+const char* to_string(RunStatus s);
+RunStatus parse_run_status(const std::string& s);  // throws std::invalid_argument
+
+// Summary figures of a run (medians over measured steps unless said otherwise).
+struct RunSummary {
+  double step_ms_median = 0.0;
+  double step_ms_min = 0.0;
+  double step_ms_max = 0.0;
+  double step_ms_stddev = 0.0;
+  int64_t peak_allocated = 0;  // max over measured steps, backward included
+  int64_t peak_reserved = 0;
+  int64_t host_bytes_peak = 0;   // host copies alive at most
+  int64_t pinned_bytes = 0;      // pinned host memory reserved by the pool
+  int64_t offloaded_bytes = 0;   // per measured step
+  int64_t reloaded_bytes = 0;    // per measured step
+  double hidden_copy_pct = 0.0;  // share of copy time under compute, D2H and H2D together
+  double hidden_d2h_pct = 0.0;
+  double hidden_h2d_pct = 0.0;
+  int64_t exposed_copy_ns = 0;  // per measured step
+  int64_t pageable_copies = 0;  // per measured step
+  double final_loss = 0.0;
+};
+
+struct RunRecord {
+  RunId id;
+  RunStatus status = RunStatus::Running;
+  std::string error;  // one line, for Failed / OutOfMemory
+  std::string label;  // free text
+  Environment env;
+  Workload workload;
+  EngineConfig config;
+  int64_t started_unix_ns = 0;
+  int64_t finished_unix_ns = 0;
+  RunSummary summary;
+};
+
+struct StepRecord {
+  RunId run;
+  int64_t step = 0;  // 0-based among measured steps
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
+  int64_t offloaded_bytes = 0;
+  int64_t reloaded_bytes = 0;
+  double hidden_copy_pct = 0.0;
+  int64_t exposed_copy_ns = 0;
+  double loss = 0.0;
+};
+
+// Timeline: one row per interval or instant on a stream.
+enum class EventKind {
+  Step,      // a measured step (stream 0)
+  Forward,   // forward pass (stream 0)
+  Backward,  // backward pass (stream 0)
+  Compute,   // a kernel or a host-sim compute span (stream 0 or a CUDA stream id)
+  CopyD2H,   // offload copy (copy stream)
+  CopyH2D,   // reload copy (copy stream)
+  Pack,      // instant: a pack decision (bytes, tensor id, name = decision/reason)
+  Unpack,    // instant: an unpack (name = source)
+  Wait,      // a wait (name = kind)
+};
+const char* to_string(EventKind k);
+EventKind parse_event_kind(const std::string& s);  // throws std::invalid_argument
+
+struct TimelineEvent {
+  RunId run;
+  EventKind kind = EventKind::Compute;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;  // == start_ns for instants
+  int64_t stream = 0;  // 0 = compute, 1 = copy (host-sim); CUDA stream ids on cuda
+  int64_t bytes = 0;
+  int64_t tensor = -1;  // engine tensor id, -1 when none
+  bool pinned = true;
+  bool prefetch = false;
+  std::string name;
+};
+
+struct OccupancySample {
+  RunId run;
+  int64_t time_ns = 0;
+  int64_t fwd_count = 0;
+  int64_t fwd_bytes = 0;
+  int64_t bwd_count = 0;
+  int64_t bwd_bytes = 0;
+  int64_t device_bytes = -1;  // allocated device bytes at that time, -1 when unknown
+};
+
+struct SweepRecord {
+  SweepId id;
+  std::string name;
+  std::string key;  // identity of (workload, grid): re-running the same sweep resumes it
+  Workload workload;
+  std::string grid;  // the grid as given (JSON text)
+  int64_t created_unix_ns = 0;
+};
+
+enum class PointStatus { Pending, Ok, Failed, OutOfMemory };
+const char* to_string(PointStatus s);
+PointStatus parse_point_status(const std::string& s);  // throws std::invalid_argument
+
+struct PointRecord {
+  PointId id;
+  SweepId sweep;
+  int64_t index = 0;  // position in the grid (stable across shards and resumes)
+  EngineConfig config;
+  PointStatus status = PointStatus::Pending;
+  std::string error;
+  RunId run;  // the run that measured it (invalid while pending)
+  RunSummary summary;
+};
+
+struct RecommendationRecord {
+  SweepId sweep;
+  std::string constraint;    // e.g. "memory-budget=8GiB", "max-slowdown=1.2", "none"
+  int64_t point_index = -1;  // chosen point, -1 when nothing satisfies the constraint
+  std::string rationale;
+  std::string snippets_json;  // {"cpp": ..., "trl": ..., "axolotl": ...}
+  int64_t created_unix_ns = 0;
+};
+
+}  // namespace offtune::profiler

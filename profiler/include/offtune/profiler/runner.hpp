@@ -1,0 +1,81 @@
+// Runs one measured configuration of a workload under the engine and the recorder, and writes what
+// happened to a store: warm-up steps, measured steps (time, peak device memory, bytes moved,
+// overlap), the timeline and stash occupancy, and a summary. An out-of-memory error or any other
+// failure is a result (status oom / failed with its message), never a crash.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "offtune/offloader.hpp"
+#include "offtune/profiler/records.hpp"
+#include "offtune/profiler/store.hpp"
+
+namespace offtune::profiler {
+
+// Phase times a step reports back (steady_clock ns, the engine's clock).
+struct StepPhases {
+  int64_t forward_begin = 0;
+  int64_t forward_end = 0;  // == backward begin
+  int64_t backward_end = 0;
+  double loss = 0.0;
+};
+
+// A workload bound to its model: what the runner needs and nothing about which model it is.
+class WorkloadInstance {
+ public:
+  virtual ~WorkloadInstance() = default;
+  // An offloader set up for this model (head excluded, parameters registered).
+  virtual std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) = 0;
+  // One training step: forward (under `offloader`'s scope when not null), loss, backward, and the
+  // optimizer step if the workload has one. Fills the phase times.
+  virtual void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) = 0;
+  // Waits for the device (cuda) so that host timestamps bracket the work.
+  virtual void synchronize() {}
+};
+
+struct RunSpec {
+  Workload workload;
+  EngineConfig config;
+  OffloadOptions base;  // backend, device, link model: the fields EngineConfig does not carry
+  Environment env;
+  std::string label;
+  bool record_timeline = true;
+  // Device-activity source on cuda: "auto" (CUPTI when it can be had, else NVTX only), "cupti"
+  // (fail the run if CUPTI is unavailable), "nvtx-only" (for runs under nsys/ncu). host-sim always
+  // uses the recorder's host timestamps. NVTX ranges and counters are emitted in every mode.
+  std::string collector = "auto";
+};
+
+// Engine options for a config (base's backend/device/link, the config's knobs).
+OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base);
+
+struct RunOutcome {
+  RunRecord record;  // status, error, summary; id assigned by the store
+  std::vector<StepRecord> steps;
+  std::string collector_status;  // what recorded device activity, or why CUPTI stepped aside
+  int64_t dropped_records = 0;   // CUPTI records lost (buffers full)
+};
+
+// Fans engine events out to several observers (the recorder and NVTX).
+class TeeObserver : public Observer {
+ public:
+  explicit TeeObserver(std::vector<std::shared_ptr<Observer>> targets)
+      : targets_(std::move(targets)) {}
+  void on_pack(const PackEvent& e) override;
+  void on_copy_issued(const CopyEvent& e) override;
+  void on_copy_completed(const CopyEvent& e) override;
+  void on_unpack(const UnpackEvent& e) override;
+  void on_wait(const WaitEvent& e) override;
+  void on_stash(const StashEvent& e) override;
+
+ private:
+  std::vector<std::shared_ptr<Observer>> targets_;
+};
+
+// Measures `spec` on `workload`, writing the run to `store` as it goes (the run row first, status
+// running; steps, events and occupancy in batches; the final status last).
+RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& store);
+
+}  // namespace offtune::profiler

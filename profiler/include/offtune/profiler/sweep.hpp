@@ -1,0 +1,70 @@
+// Sweeps: a grid of engine configs run on one workload, one isolated measured run per point. The
+// no-offload baseline is always point 0. A point that fails or runs out of memory is recorded with
+// its error and the sweep goes on. Re-running the same sweep (same workload, grid and backend)
+// against the same store resumes it: finished points are skipped, so an interrupted sweep loses
+// nothing. Shards (i/n) split the points for a CI matrix or a cluster; merge_stores() joins their
+// stores.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "offtune/profiler/records.hpp"
+#include "offtune/profiler/runner.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/units.hpp"
+
+namespace offtune::profiler {
+
+struct Grid {
+  std::vector<int64_t> min_offload_sizes;
+  std::vector<int64_t> max_fwd_stash_sizes;
+  EngineConfig base;  // every other knob, shared by all points
+};
+
+// Point 0 is the baseline (offload = false); then every (min_offload_size, max_fwd_stash_size)
+// pair, sizes outer, windows inner.
+std::vector<EngineConfig> expand_grid(const Grid& grid);
+// The grid as JSON text (stored with the sweep).
+std::string grid_json(const Grid& grid);
+// Identity of a sweep: workload, grid and the backend/link it runs on.
+std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base);
+
+struct SweepSpec {
+  std::string name;
+  Workload workload;
+  Grid grid;
+  OffloadOptions base;
+  Environment env;
+  Shard shard{1, 1};
+  std::string collector = "auto";  // see RunSpec::collector
+};
+
+struct SweepProgress {
+  int64_t done = 0;                   // points finished in this invocation or earlier (this shard)
+  int64_t total = 0;                  // points in this shard
+  const PointRecord* last = nullptr;  // the point just finished, null for skipped ones
+};
+
+struct SweepOutcome {
+  SweepId sweep;
+  int64_t ran = 0;
+  int64_t skipped = 0;  // already finished (resume)
+  int64_t ok = 0, failed = 0, oom = 0;
+  bool interrupted = false;
+};
+
+// Runs the points of `spec.shard` not yet finished in `store`. Stops between points when *cancel
+// becomes true (the point in progress completes first), with outcome.interrupted set.
+SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
+                       const std::function<void(const SweepProgress&)>& progress = {},
+                       const std::atomic<bool>* cancel = nullptr);
+
+// Copies every sweep, point and run (with steps, events, occupancy) of `src` into `dst`. Sweeps are
+// matched by key; a point already finished in dst is kept, a pending one is replaced. Returns the
+// number of points copied.
+int64_t merge_stores(Store& dst, Store& src);
+
+}  // namespace offtune::profiler

@@ -1,0 +1,65 @@
+// Parsing and printing of what users type at the command line: byte sizes ("64MiB", "1.5GB"),
+// lists and ranges of sizes and integers for sweep grids ("1MiB:1GiB:x4", "1:8:+2"), and shard
+// selectors ("2/3"). Every parse error is a ParseError whose one-line message quotes the bad text
+// and says what would be valid, so front ends can print it as is. docs/metrics.md has the syntax.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace offtune::profiler {
+
+// Thrown for malformed input; what() is one line, ready for the user.
+class ParseError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Bytes from a size: a non-negative decimal number (fractions allowed) and an optional unit,
+// case-insensitive, optionally separated by spaces:
+//   none or B: bytes;  K, KiB, M, MiB, G, GiB, T, TiB: powers of 1024;  KB, MB, GB, TB: powers of
+//   1000. A fractional result is rounded to the nearest byte (halves up): "1.5MiB" -> 1572864.
+// Throws ParseError for empty text, a sign, junk, an unknown unit, or more than INT64_MAX bytes.
+int64_t parse_size(std::string_view text);
+
+// A short human-readable size in binary units: "0 B", "512 B", "1 KiB", "1.5 MiB", "2 GiB". Exact
+// multiples of the unit print without decimals (and parse back to the same value); others print
+// one or two decimals ("1.25 MiB", and "1.0 MiB" for a value just above 1 MiB).
+std::string format_size(int64_t bytes);
+
+// Sizes from a comma-separated list whose items are sizes or ranges:
+//   LO:HI:xF     LO, LO*F, LO*F*F, ... while <= HI (F an integer >= 2, LO > 0)
+//   LO:HI:+STEP  LO, LO+STEP, ... while <= HI (STEP a size > 0)
+// LO and HI are sizes with LO <= HI. Returns the values sorted ascending without duplicates.
+// Throws ParseError for a malformed item, a range without a step, or more than 10000 values.
+std::vector<int64_t> parse_size_list(std::string_view text);
+
+// Integers from a comma-separated list whose items are integers (a leading '-' allowed) or ranges:
+//   LO:HI        LO, LO+1, ..., HI
+//   LO:HI:+STEP  LO, LO+STEP, ... while <= HI (STEP >= 1)
+//   LO:HI:xF     LO, LO*F, ... while <= HI (F >= 2, LO >= 1)
+// Returns the values sorted ascending without duplicates; same errors as parse_size_list.
+std::vector<int64_t> parse_int_list(std::string_view text);
+
+// The most values one list may expand to, so that a typo ("1:1000000000") fails fast instead of
+// queueing a sweep that never ends.
+inline constexpr size_t kMaxListValues = 10000;
+
+// One of `count` disjoint parts of a sweep grid; `index` is 1-based as users write it ("1/3").
+struct Shard {
+  int index = 1;
+  int count = 1;
+};
+
+// A shard from "I/N" with 1 <= I <= N. Throws ParseError otherwise.
+Shard parse_shard(std::string_view text);
+
+// Whether grid point `point_index` (0-based) belongs to `shard`: point_index % count == index - 1.
+// Throws std::invalid_argument for a shard with count < 1.
+bool in_shard(int64_t point_index, Shard shard);
+
+}  // namespace offtune::profiler

@@ -1,0 +1,337 @@
+// The Chrome Trace Event exporter. The JSON is written by hand, event by event, rather than built
+// as one document and dumped: a long run has millions of events and a DOM would hold them all a
+// second time. nlohmann-json still escapes every string and serializes the small per-event args
+// objects.
+#include "offtune/profiler/export.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+namespace offtune::profiler {
+
+namespace {
+
+using nlohmann::json;
+
+// A track id that no stream is likely to have, so that phases never share a track with a stream.
+constexpr int64_t kPhasesTidBase = 1000000;
+
+// A JSON string literal. Invalid UTF-8 (a name from a .pt file, say) is replaced, never thrown on.
+std::string quoted(std::string_view s) {
+  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string dumped(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Nanoseconds as microseconds with all nanosecond digits and no rounding: 1234 -> "1.234",
+// 600 -> "0.6", 5000 -> "5". Exact where a double division and a printf would not be.
+std::string micros(int64_t ns) {
+  std::string s;
+  if (ns < 0) {
+    s += '-';
+    ns = -ns;
+  }
+  s += std::to_string(ns / 1000);
+  int64_t frac = ns % 1000;
+  if (frac != 0) {
+    char digits[4] = {static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                      static_cast<char>('0' + frac % 10), '\0'};
+    std::string_view d(digits, 3);
+    while (d.back() == '0') d.remove_suffix(1);
+    s += '.';
+    s += d;
+  }
+  return s;
+}
+
+const char* phase_fallback_name(EventKind k) {
+  switch (k) {
+    case EventKind::Step:
+      return "step";
+    case EventKind::Forward:
+      return "forward";
+    case EventKind::Backward:
+      return "backward";
+    default:
+      return "phase";
+  }
+}
+
+bool is_phase(EventKind k) {
+  return k == EventKind::Step || k == EventKind::Forward || k == EventKind::Backward;
+}
+
+// The track an event is drawn on: its stream, except that waits block the compute thread and
+// phases get their own track.
+int64_t track_of(const TimelineEvent& e, int64_t phases_tid) {
+  if (is_phase(e.kind)) return phases_tid;
+  if (e.kind == EventKind::Wait) return 0;
+  return e.stream;
+}
+
+std::string stream_track_name(int64_t stream) {
+  if (stream == 0) return "compute";
+  if (stream == 1) return "copy (side stream)";
+  return "stream " + std::to_string(stream);
+}
+
+// Writes the traceEvents array one event at a time.
+class EventWriter {
+ public:
+  explicit EventWriter(std::ostream& out) : out_(out) {}
+
+  // Opens one event: the separator and the fields every event has.
+  void open(std::string_view ph, std::string_view name, int64_t pid, int64_t tid) {
+    out_ << (first_ ? "\n" : ",\n") << R"({"ph":")" << ph << R"(","name":)" << quoted(name)
+         << R"(,"pid":)" << pid << R"(,"tid":)" << tid;
+    first_ = false;
+  }
+  void field(std::string_view key, std::string_view raw_value) {
+    out_ << ",\"" << key << "\":" << raw_value;
+  }
+  void close() { out_ << '}'; }
+
+  void metadata(std::string_view name, int64_t pid, int64_t tid, const json& args) {
+    open("M", name, pid, tid);
+    field("args", dumped(args));
+    close();
+  }
+
+ private:
+  std::ostream& out_;
+  bool first_ = true;
+};
+
+json step_args(const StepRecord& s) {
+  return {{"step", s.step},
+          {"loss", s.loss},
+          {"peak_allocated", s.peak_allocated},
+          {"peak_reserved", s.peak_reserved},
+          {"offloaded_bytes", s.offloaded_bytes},
+          {"reloaded_bytes", s.reloaded_bytes},
+          {"hidden_copy_pct", s.hidden_copy_pct},
+          {"exposed_copy_ns", s.exposed_copy_ns}};
+}
+
+json config_json(const EngineConfig& c) {
+  return {{"offload", c.offload},
+          {"min_offload_size", c.min_offload_size},
+          {"max_fwd_stash_size", c.max_fwd_stash_size},
+          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
+          {"prefetch", c.prefetch},
+          {"use_streams", c.use_streams},
+          {"use_pin_memory", c.use_pin_memory},
+          {"link", c.link}};
+}
+
+json run_json(const RunRecord& r, int64_t origin_ns) {
+  const Workload& w = r.workload;
+  return {{"id", r.id.value},
+          {"pid", r.id.value},
+          {"title", run_title(r)},
+          {"status", to_string(r.status)},
+          {"error", r.error},
+          {"label", r.label},
+          {"started_unix_ns", r.started_unix_ns},
+          {"finished_unix_ns", r.finished_unix_ns},
+          {"time_origin_ns", origin_ns},
+          {"workload",
+           {{"model", w.model},
+            {"batch", w.batch},
+            {"seq", w.seq},
+            {"dtype", w.dtype},
+            {"seed", w.seed},
+            {"steps", w.steps},
+            {"warmup", w.warmup},
+            {"optimizer", w.optimizer}}},
+          {"config", config_json(r.config)},
+          {"environment",
+           {{"offtune_version", r.env.offtune_version},
+            {"torch_version", r.env.torch_version},
+            {"backend", r.env.backend},
+            {"device", r.env.device},
+            {"git_revision", r.env.git_revision},
+            {"host", r.env.host}}}};
+}
+
+// Writes one run's metadata, events and counters; returns its time origin (the first event).
+int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWriter& w) {
+  const int64_t pid = run.id.value;
+  std::vector<TimelineEvent> events;
+  std::vector<OccupancySample> occupancy;
+  std::vector<StepRecord> steps;
+  try {
+    events = store.events(run.id);
+    occupancy = store.occupancy(run.id);
+    steps = store.steps(run.id);
+  } catch (const StoreError& e) {
+    throw ExportError("cannot read run " + std::to_string(pid) + ": " + e.what());
+  }
+
+  int64_t origin = 0;
+  bool have_origin = false;
+  auto consider = [&](int64_t t) {
+    origin = have_origin ? std::min(origin, t) : t;
+    have_origin = true;
+  };
+  // Events come ordered by start, but a store is not trusted to sort: scanning is cheap.
+  for (const auto& e : events) consider(e.start_ns);
+  for (const auto& s : occupancy) consider(s.time_ns);
+
+  std::set<int64_t> streams;
+  bool have_phases = false;
+  for (const auto& e : events) {
+    if (is_phase(e.kind)) {
+      have_phases = true;
+    } else {
+      streams.insert(e.kind == EventKind::Wait ? 0 : e.stream);
+    }
+  }
+  const int64_t phases_tid =
+      std::max(kPhasesTidBase, streams.empty() ? int64_t{0} : *streams.rbegin() + 1);
+
+  w.metadata("process_name", pid, 0, {{"name", run_title(run)}});
+  w.metadata("process_sort_index", pid, 0, {{"sort_index", sort_index}});
+  if (!run.label.empty()) w.metadata("process_labels", pid, 0, {{"labels", run.label}});
+  int thread_index = 0;
+  if (have_phases) {
+    w.metadata("thread_name", pid, phases_tid, {{"name", "phases"}});
+    w.metadata("thread_sort_index", pid, phases_tid, {{"sort_index", thread_index++}});
+  }
+  for (int64_t s : streams) {  // ascending: compute, copy, then other streams
+    w.metadata("thread_name", pid, s, {{"name", stream_track_name(s)}});
+    w.metadata("thread_sort_index", pid, s, {{"sort_index", thread_index++}});
+  }
+
+  std::unordered_map<int64_t, const StepRecord*> step_at;
+  for (const auto& s : steps) step_at.emplace(s.begin_ns, &s);
+
+  for (const auto& e : events) {
+    const int64_t tid = track_of(e, phases_tid);
+    const std::string ts = micros(e.start_ns - origin);
+    const std::string dur = micros(std::max<int64_t>(0, e.end_ns - e.start_ns));
+    switch (e.kind) {
+      case EventKind::Step:
+      case EventKind::Forward:
+      case EventKind::Backward: {
+        w.open("X", e.name.empty() ? phase_fallback_name(e.kind) : e.name, pid, tid);
+        w.field("cat", R"("phase")");
+        w.field("ts", ts);
+        w.field("dur", dur);
+        if (e.kind == EventKind::Step) {
+          auto it = step_at.find(e.start_ns);
+          if (it != step_at.end()) w.field("args", dumped(step_args(*it->second)));
+        }
+        break;
+      }
+      case EventKind::Compute: {
+        w.open("X", e.name.empty() ? "compute" : e.name, pid, tid);
+        w.field("cat", R"("compute")");
+        w.field("ts", ts);
+        w.field("dur", dur);
+        json args = json::object();
+        if (e.bytes > 0) args["bytes"] = e.bytes;
+        if (e.tensor >= 0) args["tensor"] = e.tensor;
+        if (!args.empty()) w.field("args", dumped(args));
+        break;
+      }
+      case EventKind::CopyD2H:
+      case EventKind::CopyH2D: {
+        w.open("X", e.kind == EventKind::CopyD2H ? "D2H" : "H2D", pid, tid);
+        w.field("cat", R"("copy")");
+        w.field("ts", ts);
+        w.field("dur", dur);
+        json args = {{"bytes", e.bytes},
+                     {"tensor", e.tensor},
+                     {"pinned", e.pinned},
+                     {"prefetch", e.prefetch}};
+        if (!e.name.empty()) args["name"] = e.name;
+        w.field("args", dumped(args));
+        break;
+      }
+      case EventKind::Wait: {
+        w.open("X", e.name.empty() ? "wait" : "wait: " + e.name, pid, tid);
+        w.field("cat", R"("wait")");
+        w.field("ts", ts);
+        w.field("dur", dur);
+        json args = {{"tensor", e.tensor}};
+        if (!e.name.empty()) args["kind"] = e.name;
+        w.field("args", dumped(args));
+        break;
+      }
+      case EventKind::Pack:
+      case EventKind::Unpack: {
+        const bool pack = e.kind == EventKind::Pack;
+        const std::string base = pack ? "pack" : "unpack";
+        w.open("i", e.name.empty() ? base : base + ": " + e.name, pid, tid);
+        w.field("cat", pack ? R"("pack")" : R"("unpack")");
+        w.field("ts", ts);
+        w.field("s", R"("t")");
+        json args = {{"bytes", e.bytes}, {"tensor", e.tensor}};
+        args[pack ? "decision" : "source"] = e.name;
+        w.field("args", dumped(args));
+        break;
+      }
+    }
+    w.close();
+  }
+
+  for (const auto& s : occupancy) {
+    const std::string ts = micros(s.time_ns - origin);
+    w.open("C", "stash bytes", pid, 0);
+    w.field("ts", ts);
+    w.field("args", dumped({{"fwd_bytes", s.fwd_bytes}, {"bwd_bytes", s.bwd_bytes}}));
+    w.close();
+    w.open("C", "stash count", pid, 0);
+    w.field("ts", ts);
+    w.field("args", dumped({{"fwd_count", s.fwd_count}, {"bwd_count", s.bwd_count}}));
+    w.close();
+    if (s.device_bytes >= 0) {
+      w.open("C", "device bytes", pid, 0);
+      w.field("ts", ts);
+      w.field("args", dumped({{"bytes", s.device_bytes}}));
+      w.close();
+    }
+  }
+  return origin;
+}
+
+}  // namespace
+
+void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std::string& path) {
+  const std::vector<RunRecord> records = detail::load_runs(store, runs);
+
+  detail::PendingFile file(path);
+  {
+    std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
+    if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));
+    out << R"({"traceEvents":[)";
+    EventWriter writer(out);
+    json run_meta = json::array();
+    int index = 0;
+    for (const RunRecord& r : records) {
+      const int64_t origin = write_run(store, r, index++, writer);
+      run_meta.push_back(run_json(r, origin));
+      if (!out) break;
+    }
+    // The metadata comes last because each run's time origin is known only once it is written.
+    const json meta = {{"exporter", "offtune"},
+                       {"format", "chrome-trace-event"},
+                       {"time_unit", "ts and dur in microseconds from each run's time_origin_ns"},
+                       {"runs", run_meta}};
+    out << "\n],\"displayTimeUnit\":\"ns\",\"metadata\":" << dumped(meta) << "}\n";
+    out.flush();
+    if (!out) throw ExportError("cannot write " + path + ": write failed (disk full?)");
+  }
+  file.commit();
+}
+
+}  // namespace offtune::profiler

@@ -1,0 +1,558 @@
+// The Nsight-Systems-shaped SQLite exporter. Table and column names, column order, enum numbering
+// and the GlobalId encoding follow Nsight Systems' documented SQLite export schema, so that queries
+// and scripts written against `nsys export --type sqlite` output run unchanged; what offtune cannot
+// know (grid sizes, correlation with CUDA API calls) is NULL or 0, and docs/export.md lists every
+// such deviation. Rows are inserted as each run's events are read, inside one transaction.
+#include "offtune/profiler/export.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+namespace offtune::profiler {
+
+namespace {
+
+using nlohmann::json;
+
+// The value Nsight writes in META_DATA_EXPORT for the schema whose layout this file follows.
+constexpr const char* kSchemaVersion = "3.16.1";
+
+// Nsight's ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND values.
+constexpr int64_t kCopyHtoD = 1;
+constexpr int64_t kCopyDtoH = 2;
+constexpr int64_t kMemPageable = 0;
+constexpr int64_t kMemPinned = 1;
+constexpr int64_t kMemDevice = 2;
+// ENUM_NSYS_EVENT_TYPE values of the NVTX rows.
+constexpr int64_t kNvtxMark = 34;
+constexpr int64_t kNvtxPushPopRange = 59;
+
+struct EnumRow {
+  int64_t id;
+  const char* name;
+  const char* label;
+};
+
+constexpr EnumRow kMemcpyOper[] = {
+    {0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"},
+    {1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"},
+    {2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"},
+    {3, "CUDA_MEMCPY_KIND_HTOA", "Host-to-Array"},
+    {4, "CUDA_MEMCPY_KIND_ATOH", "Array-to-Host"},
+    {5, "CUDA_MEMCPY_KIND_ATOA", "Array-to-Array"},
+    {6, "CUDA_MEMCPY_KIND_ATOD", "Array-to-Device"},
+    {7, "CUDA_MEMCPY_KIND_DTOA", "Device-to-Array"},
+    {8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"},
+    {9, "CUDA_MEMCPY_KIND_HTOH", "Host-to-Host"},
+    {10, "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer"},
+    {11, "CUDA_MEMCPY_KIND_UVM_HTOD", "Unified Host-to-Device"},
+    {12, "CUDA_MEMCPY_KIND_UVM_DTOH", "Unified Device-to-Host"},
+    {13, "CUDA_MEMCPY_KIND_UVM_DTOD", "Unified Device-to-Device"},
+};
+
+constexpr EnumRow kMemKind[] = {
+    {0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"},
+    {1, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"},
+    {2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"},
+    {3, "CUDA_MEMOPR_MEMORY_KIND_ARRAY", "Array"},
+    {4, "CUDA_MEMOPR_MEMORY_KIND_MANAGED", "Managed"},
+    {5, "CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC", "Device Static"},
+    {6, "CUDA_MEMOPR_MEMORY_KIND_MANAGED_STATIC", "Managed Static"},
+    {7, "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown"},
+};
+
+constexpr EnumRow kEventType[] = {
+    {34, "NvtxMark", "NvtxMark"},
+    {59, "NvtxPushPopRange", "NvtxPushPopRange"},
+    {60, "NvtxStartEndRange", "NvtxStartEndRange"},
+};
+
+// The layout: Nsight's tables (columns in Nsight's order, so that SELECT * lines up too), then
+// offtune's own OFFTUNE_* tables for what Nsight has no place for.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE StringIds (
+  id INTEGER NOT NULL PRIMARY KEY,
+  value TEXT NOT NULL);
+CREATE TABLE ThreadNames (
+  nameId INTEGER NOT NULL,
+  priority INTEGER,
+  globalTid INTEGER);
+CREATE TABLE PROCESSES (
+  globalPid INTEGER,
+  pid INTEGER,
+  name TEXT);
+CREATE TABLE ANALYSIS_DETAILS (
+  globalVid INTEGER NOT NULL,
+  duration INTEGER NOT NULL,
+  startTime INTEGER NOT NULL,
+  stopTime INTEGER NOT NULL);
+CREATE TABLE TARGET_INFO_SESSION_START_TIME (
+  utcEpochNs INTEGER,
+  utcTime TEXT,
+  localTime TEXT);
+CREATE TABLE TARGET_INFO_GPU (
+  vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER,
+  l2CacheSize INTEGER, totalMemory INTEGER, memoryBandwidth INTEGER, clockRate INTEGER,
+  smCount INTEGER, pwGpuId INTEGER, uuid TEXT, luid INTEGER, chipName TEXT, cuDevice INTEGER,
+  ctxswDevPath TEXT, ctrlDevPath TEXT, revision INTEGER, nodeMask INTEGER, constantMemory INTEGER,
+  maxIPC INTEGER, maxRegistersPerBlock INTEGER, maxShmemPerBlock INTEGER,
+  maxShmemPerBlockOptin INTEGER, maxShmemPerSm INTEGER, maxRegistersPerSm INTEGER,
+  threadsPerWarp INTEGER, asyncEngines INTEGER, maxWarpsPerSm INTEGER, maxBlocksPerSm INTEGER,
+  maxThreadsPerBlock INTEGER, maxBlockDimX INTEGER, maxBlockDimY INTEGER, maxBlockDimZ INTEGER,
+  maxGridDimX INTEGER, maxGridDimY INTEGER, maxGridDimZ INTEGER, computeMajor INTEGER,
+  computeMinor INTEGER, smMajor INTEGER, smMinor INTEGER);
+CREATE TABLE META_DATA_EXPORT (
+  name TEXT NOT NULL,
+  value TEXT);
+CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
+  start INTEGER NOT NULL,
+  end INTEGER NOT NULL,
+  deviceId INTEGER NOT NULL,
+  contextId INTEGER NOT NULL,
+  greenContextId INTEGER,
+  streamId INTEGER NOT NULL,
+  correlationId INTEGER,
+  globalPid INTEGER,
+  bytes INTEGER NOT NULL,
+  copyKind INTEGER NOT NULL,
+  deprecatedSrcId INTEGER,
+  srcKind INTEGER,
+  dstKind INTEGER,
+  srcDeviceId INTEGER,
+  srcContextId INTEGER,
+  dstDeviceId INTEGER,
+  dstContextId INTEGER,
+  migrationCause INTEGER,
+  graphNodeId INTEGER,
+  virtualAddress INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
+  start INTEGER NOT NULL,
+  end INTEGER NOT NULL,
+  deviceId INTEGER NOT NULL,
+  contextId INTEGER NOT NULL,
+  greenContextId INTEGER,
+  streamId INTEGER NOT NULL,
+  correlationId INTEGER,
+  globalPid INTEGER,
+  demangledName INTEGER NOT NULL,
+  shortName INTEGER NOT NULL,
+  mangledName INTEGER,
+  launchType INTEGER,
+  cacheConfig INTEGER,
+  registersPerThread INTEGER NOT NULL,
+  gridX INTEGER NOT NULL,
+  gridY INTEGER NOT NULL,
+  gridZ INTEGER NOT NULL,
+  blockX INTEGER NOT NULL,
+  blockY INTEGER NOT NULL,
+  blockZ INTEGER NOT NULL,
+  staticSharedMemory INTEGER NOT NULL,
+  dynamicSharedMemory INTEGER NOT NULL,
+  localMemoryPerThread INTEGER NOT NULL,
+  localMemoryTotal INTEGER NOT NULL,
+  gridId INTEGER NOT NULL,
+  sharedMemoryExecuted INTEGER,
+  graphNodeId INTEGER,
+  sharedMemoryLimitConfig INTEGER);
+CREATE TABLE NVTX_EVENTS (
+  start INTEGER NOT NULL,
+  end INTEGER,
+  eventType INTEGER NOT NULL,
+  rangeId INTEGER,
+  category INTEGER,
+  color INTEGER,
+  text TEXT,
+  globalTid INTEGER,
+  endGlobalTid INTEGER,
+  textId INTEGER,
+  domainId INTEGER,
+  uint64Value INTEGER,
+  int64Value INTEGER,
+  doubleValue REAL,
+  uint32Value INTEGER,
+  int32Value INTEGER,
+  floatValue REAL,
+  jsonTextId INTEGER,
+  jsonText TEXT,
+  binaryData TEXT);
+CREATE TABLE OFFTUNE_RUNS (
+  globalPid INTEGER NOT NULL PRIMARY KEY,
+  runId INTEGER NOT NULL,
+  title TEXT NOT NULL,
+  model TEXT,
+  config TEXT,
+  status TEXT,
+  error TEXT,
+  label TEXT,
+  deviceId INTEGER,
+  startedUnixNs INTEGER,
+  finishedUnixNs INTEGER,
+  timeOriginNs INTEGER);
+CREATE TABLE OFFTUNE_COPY_INFO (
+  correlationId INTEGER NOT NULL PRIMARY KEY,
+  tensor INTEGER,
+  pinned INTEGER,
+  prefetch INTEGER,
+  name TEXT);
+CREATE TABLE OFFTUNE_STASH_OCCUPANCY (
+  start INTEGER NOT NULL,
+  globalPid INTEGER NOT NULL,
+  fwdCount INTEGER,
+  fwdBytes INTEGER,
+  bwdCount INTEGER,
+  bwdBytes INTEGER,
+  deviceBytes INTEGER);
+)sql";
+
+// A value bound to a statement parameter; monostate binds NULL.
+using Value = std::variant<std::monostate, int64_t, double, std::string>;
+
+Value opt(bool present, int64_t v) { return present ? Value(v) : Value(); }
+
+// Text as readers of the file expect it (Python's sqlite3 refuses to decode anything else): invalid
+// UTF-8 bytes, say from a model path, become U+FFFD. Names are nearly always ASCII, so that is
+// checked first and the round trip through nlohmann's validating dump is the rare path.
+std::string valid_utf8(const std::string& s) {
+  if (std::all_of(s.begin(), s.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    return s;
+  }
+  return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+class Database;
+
+class Statement {
+ public:
+  Statement(Database& db, const char* sql);
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Binds the values in order, runs the statement once and resets it for the next row.
+  void run(std::initializer_list<Value> values);
+
+ private:
+  Database& db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Database {
+ public:
+  Database(const std::string& file, std::string target) : target_(std::move(target)) {
+    const int rc =
+        sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    if (rc != SQLITE_OK) {
+      // A failed open still allocates a handle, and a throwing constructor runs no destructor.
+      const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw ExportError("cannot write " + target_ + ": " + why);
+    }
+  }
+  ~Database() { sqlite3_close_v2(db_); }
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  void exec(const char* sql) {
+    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) fail(rc);
+  }
+  // Closes the file, so that every page has been written out before the rename.
+  void close() {
+    const int rc = sqlite3_close(db_);
+    if (rc != SQLITE_OK) fail(rc);
+    db_ = nullptr;
+  }
+
+  [[noreturn]] void fail(int rc) const {
+    std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    throw ExportError("cannot write " + target_ + ": " + why);
+  }
+  sqlite3* handle() { return db_; }
+
+ private:
+  std::string target_;
+  sqlite3* db_ = nullptr;
+};
+
+Statement::Statement(Database& db, const char* sql) : db_(db) {
+  const int rc = sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr);
+  if (rc != SQLITE_OK) db.fail(rc);
+}
+
+void Statement::run(std::initializer_list<Value> values) {
+  int index = 1;
+  for (const Value& v : values) {
+    int rc = SQLITE_OK;
+    if (const auto* i = std::get_if<int64_t>(&v)) {
+      rc = sqlite3_bind_int64(stmt_, index, *i);
+    } else if (const auto* d = std::get_if<double>(&v)) {
+      rc = sqlite3_bind_double(stmt_, index, *d);
+    } else if (const auto* s = std::get_if<std::string>(&v)) {
+      const std::string text = valid_utf8(*s);
+      rc = sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
+                             SQLITE_TRANSIENT);
+    } else {
+      rc = sqlite3_bind_null(stmt_, index);
+    }
+    if (rc != SQLITE_OK) db_.fail(rc);
+    ++index;
+  }
+  const int rc = sqlite3_step(stmt_);
+  if (rc != SQLITE_DONE) db_.fail(rc);  // before the reset, which may change the message
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+// Nsight's serialized GlobalId: (hardware id << 56) | (vm id << 48) | (pid << 24) | tid, with
+// hardware and vm 0. The run id stands in for the process id; the one thread is the main thread
+// (tid == pid, as on Linux).
+int64_t global_pid(RunId run) { return run.value << 24; }
+int64_t global_tid(RunId run) { return global_pid(run) | (run.value & 0xFFFFFF); }
+
+std::string iso_time(int64_t unix_ns, bool utc) {
+  const std::time_t secs = static_cast<std::time_t>(unix_ns / 1000000000);
+  std::tm tm{};
+  if (utc) {
+    gmtime_r(&secs, &tm);
+  } else {
+    localtime_r(&secs, &tm);
+  }
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string s(buf, n);
+  char frac[16];
+  std::snprintf(frac, sizeof frac, ".%09lld", static_cast<long long>(unix_ns % 1000000000));
+  s += frac;
+  if (utc) s += 'Z';
+  return s;
+}
+
+// JSON text; a name that is not valid UTF-8 gets replacement characters rather than an exception.
+std::string text_of(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string nvtx_text(const TimelineEvent& e) {
+  const std::string suffix = e.name.empty() ? "" : " " + e.name;
+  switch (e.kind) {
+    case EventKind::Step:
+      return "offtune:" + (e.name.empty() ? std::string("step") : e.name);
+    case EventKind::Forward:
+      return "offtune:forward";
+    case EventKind::Backward:
+      return "offtune:backward";
+    case EventKind::Wait:
+      return "offtune:wait" + suffix;
+    case EventKind::Pack:
+      return "offtune:pack" + suffix;
+    case EventKind::Unpack:
+      return "offtune:unpack" + suffix;
+    default:
+      return "offtune:" + e.name;
+  }
+}
+
+class NsysWriter {
+ public:
+  explicit NsysWriter(Database& db)
+      : string_(db, "INSERT INTO StringIds VALUES (?,?)"),
+        memcpy_(db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,"
+                "correlationId,globalPid,bytes,copyKind,srcKind,dstKind,srcDeviceId,srcContextId,"
+                "dstDeviceId,dstContextId) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        copy_info_(db, "INSERT INTO OFFTUNE_COPY_INFO VALUES (?,?,?,?,?)"),
+        kernel_(db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,"
+                "correlationId,globalPid,demangledName,shortName,mangledName,registersPerThread,"
+                "gridX,gridY,gridZ,blockX,blockY,blockZ,staticSharedMemory,dynamicSharedMemory,"
+                "localMemoryPerThread,localMemoryTotal,gridId) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,0,0,0,0,0,0,0,0,0,0,0,?)"),
+        nvtx_(db,
+              "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid,endGlobalTid,domainId,"
+              "int64Value,jsonText) VALUES (?,?,?,?,?,?,0,?,?)"),
+        occupancy_(db, "INSERT INTO OFFTUNE_STASH_OCCUPANCY VALUES (?,?,?,?,?,?,?)") {}
+
+  int64_t intern(const std::string& s) {
+    auto [it, inserted] = strings_.try_emplace(s, static_cast<int64_t>(strings_.size()) + 1);
+    if (inserted) string_.run({it->second, s});
+    return it->second;
+  }
+
+  // Writes one run's rows; returns (time origin, last end relative to it).
+  std::pair<int64_t, int64_t> write_run(Store& store, const RunRecord& run, int64_t device) {
+    std::vector<TimelineEvent> events;
+    std::vector<OccupancySample> occupancy;
+    try {
+      events = store.events(run.id);
+      occupancy = store.occupancy(run.id);
+    } catch (const StoreError& e) {
+      throw ExportError("cannot read run " + std::to_string(run.id.value) + ": " + e.what());
+    }
+    std::optional<int64_t> first;
+    for (const auto& e : events) first = std::min(first.value_or(e.start_ns), e.start_ns);
+    for (const auto& s : occupancy) first = std::min(first.value_or(s.time_ns), s.time_ns);
+    const int64_t origin = first.value_or(0);
+    int64_t last = 0;
+
+    const int64_t gpid = global_pid(run.id);
+    const int64_t gtid = global_tid(run.id);
+    constexpr int64_t kContext = 1;
+    for (const auto& e : events) {
+      const int64_t start = e.start_ns - origin;
+      const int64_t end = std::max(e.end_ns, e.start_ns) - origin;
+      last = std::max(last, end);
+      switch (e.kind) {
+        case EventKind::CopyD2H:
+        case EventKind::CopyH2D: {
+          const bool d2h = e.kind == EventKind::CopyD2H;
+          const int64_t host_kind = e.pinned ? kMemPinned : kMemPageable;
+          const int64_t corr = ++correlation_;
+          memcpy_.run({start, end, device, kContext, e.stream, corr, gpid, e.bytes,
+                       d2h ? kCopyDtoH : kCopyHtoD, d2h ? kMemDevice : host_kind,
+                       d2h ? host_kind : kMemDevice, opt(d2h, device), opt(d2h, kContext),
+                       opt(!d2h, device), opt(!d2h, kContext)});
+          copy_info_.run(
+              {corr, opt(e.tensor >= 0, e.tensor), int64_t{e.pinned}, int64_t{e.prefetch}, e.name});
+          break;
+        }
+        case EventKind::Compute: {
+          const int64_t name = intern(e.name.empty() ? "compute" : e.name);
+          const int64_t corr = ++correlation_;
+          kernel_.run({start, end, device, kContext, e.stream, corr, gpid, name, name, name, corr});
+          break;
+        }
+        case EventKind::Step:
+        case EventKind::Forward:
+        case EventKind::Backward:
+          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(), Value()});
+          break;
+        case EventKind::Wait:
+          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(),
+                     text_of(json({{"tensor", e.tensor}, {"kind", e.name}}))});
+          break;
+        case EventKind::Pack:
+        case EventKind::Unpack: {
+          const bool pack = e.kind == EventKind::Pack;
+          const json payload = {
+              {"bytes", e.bytes}, {"tensor", e.tensor}, {pack ? "decision" : "source", e.name}};
+          nvtx_.run(
+              {start, Value(), kNvtxMark, nvtx_text(e), gtid, Value(), e.bytes, text_of(payload)});
+          break;
+        }
+      }
+    }
+    for (const auto& s : occupancy) {
+      last = std::max(last, s.time_ns - origin);
+      occupancy_.run({s.time_ns - origin, gpid, s.fwd_count, s.fwd_bytes, s.bwd_count, s.bwd_bytes,
+                      opt(s.device_bytes >= 0, s.device_bytes)});
+    }
+    return {origin, last};
+  }
+
+ private:
+  Statement string_, memcpy_, copy_info_, kernel_, nvtx_, occupancy_;
+  std::unordered_map<std::string, int64_t> strings_;
+  int64_t correlation_ = 0;
+};
+
+json config_json(const EngineConfig& c) {
+  return {{"offload", c.offload},
+          {"min_offload_size", c.min_offload_size},
+          {"max_fwd_stash_size", c.max_fwd_stash_size},
+          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
+          {"prefetch", c.prefetch},
+          {"use_streams", c.use_streams},
+          {"use_pin_memory", c.use_pin_memory},
+          {"link", c.link}};
+}
+
+void write_enum(Database& db, const char* table, const EnumRow* rows, size_t count) {
+  Statement insert(db, (std::string("INSERT INTO ") + table + " VALUES (?,?,?)").c_str());
+  for (size_t i = 0; i < count; ++i) {
+    insert.run({rows[i].id, std::string(rows[i].name), std::string(rows[i].label)});
+  }
+}
+
+}  // namespace
+
+void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std::string& path) {
+  const std::vector<RunRecord> records = detail::load_runs(store, runs);
+
+  detail::PendingFile file(path);
+  {
+    Database db(file.path(), path);
+    // No journal and no syncs: a failed export deletes the file anyway, so there is nothing to
+    // recover, and the final close writes every page out before the rename.
+    db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;");
+    db.exec(kSchema);
+    write_enum(db, "ENUM_CUDA_MEMCPY_OPER", kMemcpyOper, std::size(kMemcpyOper));
+    write_enum(db, "ENUM_CUDA_MEM_KIND", kMemKind, std::size(kMemKind));
+    write_enum(db, "ENUM_NSYS_EVENT_TYPE", kEventType, std::size(kEventType));
+    {
+      NsysWriter writer(db);
+      Statement process(db, "INSERT INTO PROCESSES VALUES (?,?,?)");
+      Statement thread(db, "INSERT INTO ThreadNames VALUES (?,0,?)");
+      Statement run_row(db, "INSERT INTO OFFTUNE_RUNS VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+      Statement gpu(db, "INSERT INTO TARGET_INFO_GPU (vmId,id,name) VALUES (0,?,?)");
+
+      // One device id per distinct device name, in order of first appearance.
+      std::map<std::string, int64_t> devices;
+      int64_t stop = 0;
+      std::optional<int64_t> session_start;
+      for (const RunRecord& r : records) {
+        auto [dev, added] = devices.try_emplace(r.env.device, static_cast<int64_t>(devices.size()));
+        if (added) gpu.run({dev->second, r.env.device});
+        const std::string title = run_title(r);
+        process.run({global_pid(r.id), r.id.value, title});
+        thread.run({writer.intern(title), global_tid(r.id)});
+        const auto [origin, last] = writer.write_run(store, r, dev->second);
+        stop = std::max(stop, last);
+        run_row.run({global_pid(r.id), r.id.value, title, r.workload.model,
+                     text_of(config_json(r.config)), std::string(to_string(r.status)), r.error,
+                     r.label, dev->second, r.started_unix_ns, r.finished_unix_ns, origin});
+        if (r.started_unix_ns > 0) {
+          session_start = std::min(session_start.value_or(r.started_unix_ns), r.started_unix_ns);
+        }
+      }
+
+      Statement details(db, "INSERT INTO ANALYSIS_DETAILS VALUES (0,?,0,?)");
+      details.run({stop, stop});
+      if (session_start) {
+        Statement start(db, "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?,?,?)");
+        start.run(
+            {*session_start, iso_time(*session_start, true), iso_time(*session_start, false)});
+      }
+      Statement meta(db, "INSERT INTO META_DATA_EXPORT VALUES (?,?)");
+      meta.run({std::string("EXPORT_SCHEMA_VERSION"), std::string(kSchemaVersion)});
+      meta.run({std::string("OFFTUNE_EXPORTER"), std::string("offtune nsys-layout export")});
+      meta.run({std::string("OFFTUNE_TIME_ORIGIN"),
+                std::string("per run: 0 = the run's first event (OFFTUNE_RUNS.timeOriginNs)")});
+      if (!records.empty() && !records.front().env.offtune_version.empty()) {
+        meta.run({std::string("OFFTUNE_VERSION"), records.front().env.offtune_version});
+      }
+    }
+    db.exec("COMMIT;");
+    db.close();
+  }
+  file.commit();
+}
+
+}  // namespace offtune::profiler

@@ -1,0 +1,166 @@
+#include "offtune/profiler/recorder.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+namespace offtune::profiler {
+
+Recorder::Recorder(bool host_sim_compute) : host_sim_compute_(host_sim_compute) {}
+
+void Recorder::on_pack(const PackEvent& e) {
+  TimelineEvent ev;
+  ev.kind = EventKind::Pack;
+  ev.start_ns = ev.end_ns = e.time_ns;
+  ev.bytes = e.bytes;
+  ev.tensor = e.id.value;
+  ev.name = e.decision == PackDecision::Kept ? std::string(to_string(e.reason))
+                                             : std::string(to_string(e.decision));
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(ev));
+}
+
+void Recorder::on_copy_issued(const CopyEvent&) {
+  // Intervals are built from completions, which carry their issue time.
+}
+
+void Recorder::on_copy_completed(const CopyEvent& e) {
+  TimelineEvent ev;
+  ev.kind = e.direction == CopyDirection::DeviceToHost ? EventKind::CopyD2H : EventKind::CopyH2D;
+  ev.stream = e.on_side_stream ? 1 : 0;
+  ev.bytes = e.bytes;
+  ev.tensor = e.id.value;
+  ev.pinned = e.pinned;
+  ev.prefetch = e.prefetch;
+  ev.name = e.prefetch ? "prefetch" : std::string(to_string(e.direction));
+  std::lock_guard<std::mutex> lock(mutex_);
+  // One copy thread runs copies in issue order: a copy starts when it was issued or when the one
+  // before it finished, whichever is later.
+  const int64_t issued = e.issued_ns > 0 ? e.issued_ns : e.time_ns;
+  ev.start_ns = e.on_side_stream ? std::max(issued, copy_stream_free_at_) : issued;
+  ev.start_ns = std::min(ev.start_ns, e.time_ns);
+  ev.end_ns = e.time_ns;
+  if (e.on_side_stream) copy_stream_free_at_ = std::max(copy_stream_free_at_, e.time_ns);
+  events_.push_back(std::move(ev));
+}
+
+void Recorder::on_unpack(const UnpackEvent& e) {
+  TimelineEvent ev;
+  ev.kind = EventKind::Unpack;
+  ev.start_ns = ev.end_ns = e.time_ns;
+  ev.bytes = e.bytes;
+  ev.tensor = e.id.value;
+  ev.name = to_string(e.source);
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(ev));
+}
+
+void Recorder::on_wait(const WaitEvent& e) {
+  TimelineEvent ev;
+  ev.kind = EventKind::Wait;
+  ev.start_ns = e.begin_ns;
+  ev.end_ns = std::max(e.begin_ns, e.end_ns);
+  ev.tensor = e.id.value;
+  ev.name = to_string(e.kind);
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(ev));
+}
+
+void Recorder::on_stash(const StashEvent& e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  occupancy_.push_back(
+      {RunId{}, e.time_ns, e.fwd_count, e.fwd_bytes, e.bwd_count, e.bwd_bytes, last_device_bytes_});
+}
+
+void Recorder::mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std::string& name) {
+  TimelineEvent ev;
+  ev.kind = kind;
+  ev.start_ns = begin_ns;
+  ev.end_ns = end_ns;
+  ev.name = name.empty() ? to_string(kind) : name;
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(ev));
+}
+
+void Recorder::sample_device_bytes(int64_t time_ns, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_device_bytes_ = bytes;
+  OccupancySample s{};
+  if (!occupancy_.empty()) s = occupancy_.back();
+  s.time_ns = time_ns;
+  s.device_bytes = bytes;
+  occupancy_.push_back(s);
+}
+
+// Host-sim compute: the compute thread is busy for the whole of forward and backward except while
+// it is blocked — in a wait, or running a single-stream copy itself.
+void Recorder::derive_compute_locked(std::vector<TimelineEvent>& out) const {
+  std::vector<std::pair<int64_t, int64_t>> busy, blocked;
+  for (const auto& e : events_) {
+    if (e.kind == EventKind::Forward || e.kind == EventKind::Backward) {
+      busy.emplace_back(e.start_ns, e.end_ns);
+    } else if (e.kind == EventKind::Wait ||
+               ((e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D) && e.stream == 0)) {
+      blocked.emplace_back(e.start_ns, e.end_ns);
+    }
+  }
+  std::sort(blocked.begin(), blocked.end());
+  for (auto [b, end] : busy) {
+    int64_t cursor = b;
+    for (auto [wb, we] : blocked) {
+      if (we <= cursor || wb >= end) continue;
+      if (wb > cursor) {
+        TimelineEvent c;
+        c.kind = EventKind::Compute;
+        c.start_ns = cursor;
+        c.end_ns = wb;
+        c.name = "compute";
+        out.push_back(c);
+      }
+      cursor = std::max(cursor, we);
+    }
+    if (cursor < end) {
+      TimelineEvent c;
+      c.kind = EventKind::Compute;
+      c.start_ns = cursor;
+      c.end_ns = end;
+      c.name = "compute";
+      out.push_back(c);
+    }
+  }
+}
+
+Recorder::Snapshot Recorder::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Snapshot s;
+  if (host_sim_compute_) derive_compute_locked(s.events);
+  s.events.insert(s.events.end(), std::make_move_iterator(events_.begin()),
+                  std::make_move_iterator(events_.end()));
+  s.occupancy = std::move(occupancy_);
+  events_.clear();
+  occupancy_.clear();
+  std::stable_sort(
+      s.events.begin(), s.events.end(),
+      [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_ns < b.start_ns; });
+  std::stable_sort(
+      s.occupancy.begin(), s.occupancy.end(),
+      [](const OccupancySample& a, const OccupancySample& b) { return a.time_ns < b.time_ns; });
+  return s;
+}
+
+std::vector<TimelineEvent> Recorder::events_between(int64_t begin_ns, int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TimelineEvent> out;
+  for (const auto& e : events_) {
+    if (e.end_ns >= begin_ns && e.start_ns < end_ns) out.push_back(e);
+  }
+  if (host_sim_compute_) {
+    std::vector<TimelineEvent> compute;
+    derive_compute_locked(compute);
+    for (auto& c : compute) {
+      if (c.end_ns >= begin_ns && c.start_ns < end_ns) out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace offtune::profiler

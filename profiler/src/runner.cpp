@@ -1,0 +1,221 @@
+#include "offtune/profiler/runner.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "offtune/profiler/cupti.hpp"
+#include "offtune/profiler/metrics.hpp"
+#include "offtune/profiler/nvtx.hpp"
+#include "offtune/profiler/recorder.hpp"
+
+namespace offtune::profiler {
+namespace {
+
+int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string one_line(std::string s) {
+  // c10 errors carry a backtrace after the first line: keep the message.
+  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+  return s;
+}
+
+}  // namespace
+
+void TeeObserver::on_pack(const PackEvent& e) {
+  for (auto& t : targets_) t->on_pack(e);
+}
+void TeeObserver::on_copy_issued(const CopyEvent& e) {
+  for (auto& t : targets_) t->on_copy_issued(e);
+}
+void TeeObserver::on_copy_completed(const CopyEvent& e) {
+  for (auto& t : targets_) t->on_copy_completed(e);
+}
+void TeeObserver::on_unpack(const UnpackEvent& e) {
+  for (auto& t : targets_) t->on_unpack(e);
+}
+void TeeObserver::on_wait(const WaitEvent& e) {
+  for (auto& t : targets_) t->on_wait(e);
+}
+void TeeObserver::on_stash(const StashEvent& e) {
+  for (auto& t : targets_) t->on_stash(e);
+}
+
+OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base) {
+  OffloadOptions o = base;
+  o.min_offload_size = config.min_offload_size;
+  o.max_fwd_stash_size = config.max_fwd_stash_size;
+  o.max_fwd_stash_bytes = config.max_fwd_stash_bytes;
+  o.prefetch = config.prefetch;
+  o.use_streams = config.use_streams;
+  o.use_pin_memory = config.use_pin_memory;
+  return o;
+}
+
+RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& store) {
+  RunOutcome out;
+  RunRecord& rec = out.record;
+  rec.status = RunStatus::Running;
+  rec.label = spec.label;
+  rec.env = spec.env;
+  rec.workload = spec.workload;
+  rec.config = spec.config;
+  rec.started_unix_ns = unix_now_ns();
+  rec.id = store.begin_run(rec);
+
+  std::vector<double> step_ms;
+  std::vector<TimelineEvent> measured_events;
+  try {
+    const OffloadOptions options = to_options(spec.config, spec.base);
+    auto offloader = workload.make_offloader(options);
+    const bool host_sim = offloader->backend() == BackendKind::HostSim;
+    auto recorder = std::make_shared<Recorder>(host_sim);
+    auto nvtx = std::make_shared<NvtxObserver>();
+    if (spec.config.offload) {
+      offloader->set_observer(
+          std::make_shared<TeeObserver>(std::vector<std::shared_ptr<Observer>>{recorder, nvtx}));
+    }
+    ActivationOffloader* active = spec.config.offload ? offloader.get() : nullptr;
+
+    // Device activity: CUPTI on cuda unless told otherwise; host timestamps on host-sim.
+    std::unique_ptr<ActivityCollector> collector;
+    if (host_sim) {
+      collector = make_null_collector("host-sim: copies timed by the copy thread");
+    } else if (spec.collector == "nvtx-only") {
+      collector = make_null_collector("nvtx-only: device activity left to Nsight");
+    } else {
+      collector = make_cupti_collector();
+    }
+    collector->start();
+    if (!collector->active() && spec.collector == "cupti") {
+      throw std::runtime_error("CUPTI unavailable: " + collector->status());
+    }
+    out.collector_status = collector->status();
+
+    const int64_t total = spec.workload.warmup + spec.workload.steps;
+    for (int64_t i = 0; i < total; ++i) {
+      const bool measured = i >= spec.workload.warmup;
+      workload.synchronize();
+      offloader->synchronize();
+      if (i <= spec.workload.warmup) recorder->take();  // warm-up events are not kept
+      const auto stats_before = offloader->stats();
+      offloader->reset_peak_device_memory();
+      StepPhases phases;
+      const int64_t begin = steady_now_ns();
+      recorder->sample_device_bytes(begin, offloader->device_memory().allocated);
+      {
+        NvtxRange range(NvtxPhase::Step, measured ? i - spec.workload.warmup : -1);
+        workload.step(active, i, phases);
+        workload.synchronize();
+        offloader->synchronize();
+      }
+      const int64_t end = steady_now_ns();
+      nvtx->sample_device_bytes(offloader->device_memory().allocated);
+      if (!measured) continue;
+      const auto mem = offloader->device_memory();
+      const auto stats_after = offloader->stats();
+      recorder->mark(EventKind::Step, begin, end,
+                     "step " + std::to_string(i - spec.workload.warmup));
+      if (phases.forward_begin > 0) {
+        recorder->mark(EventKind::Forward, phases.forward_begin, phases.forward_end);
+        recorder->mark(EventKind::Backward, phases.forward_end, phases.backward_end);
+      }
+      recorder->sample_device_bytes(end, mem.allocated);
+      StepRecord s;
+      s.run = rec.id;
+      s.step = i - spec.workload.warmup;
+      s.begin_ns = begin;
+      s.end_ns = end;
+      s.peak_allocated = mem.peak_allocated;
+      s.peak_reserved = mem.peak_reserved;
+      s.offloaded_bytes = stats_after.offloaded_bytes - stats_before.offloaded_bytes;
+      s.reloaded_bytes = stats_after.reloaded_bytes - stats_before.reloaded_bytes;
+      const auto overlap =
+          compute_overlap(recorder->events_between(begin, end), Interval{begin, end});
+      s.hidden_copy_pct = overlap.hidden_pct;
+      s.exposed_copy_ns = overlap.exposed_ns;
+      s.loss = phases.loss;
+      out.steps.push_back(s);
+      step_ms.push_back(static_cast<double>(end - begin) / 1e6);
+    }
+    collector->stop();
+    out.dropped_records = collector->dropped_records();
+    auto snapshot = recorder->take();
+    if (collector->active() || !host_sim) {
+      // CUPTI's kernels and copies replace the engine's observed copy times on cuda.
+      auto device_events = collector->take();
+      if (!device_events.empty()) {
+        std::erase_if(snapshot.events, [](const TimelineEvent& e) {
+          return e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D;
+        });
+        snapshot.events.insert(snapshot.events.end(), device_events.begin(), device_events.end());
+        std::stable_sort(
+            snapshot.events.begin(), snapshot.events.end(),
+            [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_ns < b.start_ns; });
+      }
+    }
+    for (auto& e : snapshot.events) e.run = rec.id;
+    for (auto& o : snapshot.occupancy) o.run = rec.id;
+    store.add_steps(out.steps);
+    if (spec.record_timeline) {
+      store.add_events(snapshot.events);
+      store.add_occupancy(snapshot.occupancy);
+    }
+
+    RunSummary& sum = rec.summary;
+    const auto st = step_stats(step_ms);
+    sum.step_ms_median = st.median_ms;
+    sum.step_ms_min = st.min_ms;
+    sum.step_ms_max = st.max_ms;
+    sum.step_ms_stddev = st.stddev_ms;
+    const auto steps = static_cast<int64_t>(std::max<size_t>(out.steps.size(), 1));
+    for (const auto& s : out.steps) {
+      sum.peak_allocated = std::max(sum.peak_allocated, s.peak_allocated);
+      sum.peak_reserved = std::max(sum.peak_reserved, s.peak_reserved);
+      sum.offloaded_bytes += s.offloaded_bytes;
+      sum.reloaded_bytes += s.reloaded_bytes;
+    }
+    sum.offloaded_bytes /= steps;
+    sum.reloaded_bytes /= steps;
+    const auto overlap = compute_overlap(snapshot.events);
+    sum.hidden_copy_pct = overlap.hidden_pct;
+    sum.hidden_d2h_pct = overlap.d2h_hidden_pct;
+    sum.hidden_h2d_pct = overlap.h2d_hidden_pct;
+    sum.exposed_copy_ns = overlap.exposed_ns / steps;
+    sum.pageable_copies = overlap.pageable_copies / steps;
+    // Host copies of a step are all alive at the end of its forward: their peak is the step's
+    // bytes.
+    for (const auto& s : out.steps) {
+      sum.host_bytes_peak = std::max(sum.host_bytes_peak, s.offloaded_bytes);
+    }
+    sum.pinned_bytes = offloader->resident().host_pool_reserved_bytes;
+    sum.final_loss = out.steps.empty() ? 0.0 : out.steps.back().loss;
+    offloader->set_observer(nullptr);
+    rec.status = RunStatus::Ok;
+  } catch (const c10::OutOfMemoryError& e) {
+    rec.status = RunStatus::OutOfMemory;
+    rec.error = one_line(e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    rec.status = RunStatus::Failed;
+    rec.error = one_line(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    rec.status = RunStatus::Failed;
+    rec.error = one_line(e.what());
+  }
+  rec.finished_unix_ns = unix_now_ns();
+  store.finish_run(rec.id, rec.status, rec.error, rec.summary, rec.finished_unix_ns);
+  return out;
+}
+
+}  // namespace offtune::profiler

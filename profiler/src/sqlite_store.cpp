@@ -1,0 +1,1212 @@
+// The SQLite store: one file, a versioned schema (PRAGMA user_version) moved forward by an ordered
+// list of migrations, WAL journaling, and one transaction per batched write.
+//
+// Opening is careful not to touch a file it is about to refuse: the SQLite header is checked by
+// hand, then a read-only (immutable, when no writer is active) connection runs quick_check and
+// reads the schema version and the offtune identity. Only a file that passes is opened for writing;
+// any error before that leaves the bytes, and the directory, as they were. docs/store.md describes
+// the schema.
+#include <sqlite3.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "offtune/profiler/store.hpp"
+
+// The build may pass the project version; the meta table records which offtune wrote a file.
+#ifndef OFFTUNE_VERSION
+#define OFFTUNE_VERSION "dev"
+#endif
+
+namespace offtune::profiler {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = StoreError::Kind;
+
+constexpr int kSchemaVersion = 1;
+// The oldest schema that a read-only open can read as is (a read-only open never migrates).
+constexpr int kOldestReadableSchema = 1;
+// PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
+constexpr int32_t kApplicationId = 0x4f46544e;
+constexpr int kBusyTimeoutMs = 5000;
+constexpr std::string_view kAppName = "offtune";
+
+int64_t now_unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// SQLite's error message may span lines (quick_check output does); the store promises one line.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+Kind kind_for(int rc) {
+  switch (rc & 0xff) {  // primary code; extended codes are on for the messages
+    case SQLITE_NOTADB:
+      return Kind::NotADatabase;
+    case SQLITE_CORRUPT:
+      return Kind::Corrupt;
+    case SQLITE_FULL:
+      return Kind::Full;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Kind::Busy;
+    case SQLITE_CANTOPEN:
+      return Kind::CannotOpen;
+    case SQLITE_CONSTRAINT:
+      // A row the schema refuses (unknown run or sweep id, duplicate key) is the caller's bad
+      // argument, the same thing the memory store reports as Invalid.
+      return Kind::Invalid;
+    default:
+      return Kind::Io;
+  }
+}
+
+// SQLITE_TRANSIENT is an old-style cast in a macro; this is the same value, spelled for -Werror.
+const sqlite3_destructor_type kTransient =
+    reinterpret_cast<sqlite3_destructor_type>(static_cast<std::intptr_t>(-1));
+
+struct DbCloser {
+  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+};
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
+};
+
+// One sqlite3* with the file name that every error message carries.
+class Connection {
+ public:
+  // `path` is what the user gave (for messages); `uri` is what SQLite opens.
+  Connection(std::string path, const std::string& uri, int flags) : path_(std::move(path)) {
+    sqlite3* raw = nullptr;
+    const int rc = sqlite3_open_v2(uri.c_str(), &raw, flags | SQLITE_OPEN_URI, nullptr);
+    db_.reset(raw);  // even on failure: the handle must be closed
+    if (rc != SQLITE_OK) fail(rc, "open");
+    sqlite3_extended_result_codes(db_.get(), 1);
+    sqlite3_busy_timeout(db_.get(), kBusyTimeoutMs);
+  }
+
+  sqlite3* get() const { return db_.get(); }
+  const std::string& path() const { return path_; }
+
+  [[noreturn]] void fail(int rc, std::string_view op) const {
+    std::string detail = db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc);
+    // SQLite does not say which reference failed; every foreign key here is a run or sweep id.
+    if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) detail += " (unknown run or sweep id)";
+    throw StoreError(kind_for(rc), one_line(path_ + ": " + std::string(op) + ": " + detail));
+  }
+  // The one place where SQLite result codes become StoreErrors. Returns rc for step's ROW/DONE.
+  int check(int rc, std::string_view op) const {
+    if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) fail(rc, op);
+    return rc;
+  }
+  void exec(const std::string& sql, std::string_view op) const {
+    check(sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, nullptr), op);
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<sqlite3, DbCloser> db_;
+};
+
+// A prepared statement. Use it through Query, which binds and reads by position and resets the
+// statement when done, so that no read transaction stays open and blocks checkpoints.
+class Statement {
+ public:
+  Statement(const Connection& conn, const std::string& sql, std::string op, bool persistent)
+      : conn_(conn), op_(std::move(op)) {
+    sqlite3_stmt* raw = nullptr;
+    const unsigned flags = persistent ? SQLITE_PREPARE_PERSISTENT : 0;
+    const int rc = sqlite3_prepare_v3(conn.get(), sql.c_str(), static_cast<int>(sql.size()), flags,
+                                      &raw, nullptr);
+    stmt_.reset(raw);
+    conn_.check(rc, "prepare " + op_);
+  }
+
+  sqlite3_stmt* get() const { return stmt_.get(); }
+  const Connection& conn() const { return conn_; }
+  const std::string& op() const { return op_; }
+
+ private:
+  const Connection& conn_;
+  std::string op_;  // what the statement does, for messages ("insert events")
+  std::unique_ptr<sqlite3_stmt, StmtFinalizer> stmt_;
+};
+
+class Query {
+ public:
+  explicit Query(Statement& stmt) : s_(stmt) { sqlite3_reset(s_.get()); }
+  ~Query() {
+    sqlite3_reset(s_.get());
+    sqlite3_clear_bindings(s_.get());
+  }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  // Binding, left to right.
+  Query& i64(int64_t v) { return bound(sqlite3_bind_int64(s_.get(), ++bind_, v)); }
+  Query& u64(uint64_t v) { return i64(static_cast<int64_t>(v)); }  // bit pattern (C++20 modular)
+  Query& boolean(bool v) { return i64(v ? 1 : 0); }
+  // NaN binds as NULL in SQLite; real_or_nan() reads it back as NaN.
+  Query& real(double v) { return bound(sqlite3_bind_double(s_.get(), ++bind_, v)); }
+  Query& text(std::string_view v) {
+    return bound(
+        sqlite3_bind_text64(s_.get(), ++bind_, v.data(), v.size(), kTransient, SQLITE_UTF8));
+  }
+  Query& null() { return bound(sqlite3_bind_null(s_.get(), ++bind_)); }
+  Query& id_or_null(int64_t id) { return id >= 0 ? i64(id) : null(); }
+
+  // Stepping. next() is for reads; run() for statements that return nothing.
+  bool next() {
+    col_ = 0;
+    return s_.conn().check(sqlite3_step(s_.get()), s_.op()) == SQLITE_ROW;
+  }
+  void run() {
+    while (next()) {
+    }
+  }
+  // Makes the statement ready for the next row of a batch.
+  void again() {
+    sqlite3_reset(s_.get());
+    bind_ = 0;
+  }
+
+  // Reading the current row, left to right.
+  int64_t col_i64() { return sqlite3_column_int64(s_.get(), col_++); }
+  uint64_t col_u64() { return static_cast<uint64_t>(col_i64()); }
+  bool col_bool() { return col_i64() != 0; }
+  double col_real() {
+    const int c = col_++;
+    if (sqlite3_column_type(s_.get(), c) == SQLITE_NULL) {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    return sqlite3_column_double(s_.get(), c);
+  }
+  std::string col_text() {
+    const int c = col_++;
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_.get(), c));
+    const int n = sqlite3_column_bytes(s_.get(), c);  // after column_text, per the SQLite docs
+    return p ? std::string(p, static_cast<size_t>(n)) : std::string();
+  }
+  int64_t col_id_or_invalid() {
+    const int c = col_;
+    if (sqlite3_column_type(s_.get(), c) == SQLITE_NULL) {
+      ++col_;
+      return -1;
+    }
+    return col_i64();
+  }
+
+ private:
+  Query& bound(int rc) {
+    s_.conn().check(rc, "bind " + s_.op());
+    return *this;
+  }
+  Statement& s_;
+  int bind_ = 0;
+  int col_ = 0;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so a second writer waits (busy_timeout) at the
+// start instead of failing at its first write. Rolls back unless committed.
+class Transaction {
+ public:
+  Transaction(const Connection& conn, std::string op) : conn_(conn), op_(std::move(op)) {
+    conn_.exec("BEGIN IMMEDIATE", "begin " + op_);
+  }
+  ~Transaction() {
+    // SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR): only roll back an
+    // open transaction, and never throw from here.
+    if (!committed_ && sqlite3_get_autocommit(conn_.get()) == 0) {
+      sqlite3_exec(conn_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit() {
+    conn_.exec("COMMIT", "commit " + op_);
+    committed_ = true;
+  }
+
+ private:
+  const Connection& conn_;
+  std::string op_;
+  bool committed_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Schema and migrations.
+//
+// Each migration moves the schema from version `from` to `from + 1`. They are applied in order,
+// together, inside one transaction, and the text of a released migration never changes: a file at
+// version N is always the result of the same steps. Version 0 is an empty file.
+
+void migrate_0_to_1(const Connection& c) {
+  c.exec(R"sql(
+CREATE TABLE meta (
+  key   TEXT NOT NULL PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE runs (
+  id                  INTEGER PRIMARY KEY,
+  status              TEXT    NOT NULL,
+  error               TEXT    NOT NULL,
+  label               TEXT    NOT NULL,
+  env_offtune_version TEXT    NOT NULL,
+  env_torch_version   TEXT    NOT NULL,
+  env_backend         TEXT    NOT NULL,
+  env_device          TEXT    NOT NULL,
+  env_git_revision    TEXT    NOT NULL,
+  env_host            TEXT    NOT NULL,
+  model               TEXT    NOT NULL,
+  batch               INTEGER NOT NULL,
+  seq                 INTEGER NOT NULL,
+  dtype               TEXT    NOT NULL,
+  seed                INTEGER NOT NULL,
+  steps               INTEGER NOT NULL,
+  warmup              INTEGER NOT NULL,
+  optimizer           INTEGER NOT NULL,
+  offload             INTEGER NOT NULL,
+  min_offload_size    INTEGER NOT NULL,
+  max_fwd_stash_size  INTEGER NOT NULL,
+  max_fwd_stash_bytes INTEGER NOT NULL,
+  prefetch            INTEGER NOT NULL,
+  use_streams         INTEGER NOT NULL,
+  use_pin_memory      INTEGER NOT NULL,
+  link                TEXT    NOT NULL,
+  started_unix_ns     INTEGER NOT NULL,
+  finished_unix_ns    INTEGER NOT NULL,
+  step_ms_median      REAL,
+  step_ms_min         REAL,
+  step_ms_max         REAL,
+  step_ms_stddev      REAL,
+  peak_allocated      INTEGER NOT NULL,
+  peak_reserved       INTEGER NOT NULL,
+  host_bytes_peak     INTEGER NOT NULL,
+  pinned_bytes        INTEGER NOT NULL,
+  offloaded_bytes     INTEGER NOT NULL,
+  reloaded_bytes      INTEGER NOT NULL,
+  hidden_copy_pct     REAL,
+  hidden_d2h_pct      REAL,
+  hidden_h2d_pct      REAL,
+  exposed_copy_ns     INTEGER NOT NULL,
+  pageable_copies     INTEGER NOT NULL,
+  final_loss          REAL
+);
+
+CREATE TABLE steps (
+  run             INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step            INTEGER NOT NULL,
+  begin_ns        INTEGER NOT NULL,
+  end_ns          INTEGER NOT NULL,
+  peak_allocated  INTEGER NOT NULL,
+  peak_reserved   INTEGER NOT NULL,
+  offloaded_bytes INTEGER NOT NULL,
+  reloaded_bytes  INTEGER NOT NULL,
+  hidden_copy_pct REAL,
+  exposed_copy_ns INTEGER NOT NULL,
+  loss            REAL,
+  PRIMARY KEY (run, step)
+);
+
+CREATE TABLE events (
+  id       INTEGER PRIMARY KEY,
+  run      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  kind     TEXT    NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns   INTEGER NOT NULL,
+  stream   INTEGER NOT NULL,
+  bytes    INTEGER NOT NULL,
+  tensor   INTEGER NOT NULL,
+  pinned   INTEGER NOT NULL,
+  prefetch INTEGER NOT NULL,
+  name     TEXT    NOT NULL
+);
+CREATE INDEX events_run_start ON events (run, start_ns);
+
+CREATE TABLE occupancy (
+  id           INTEGER PRIMARY KEY,
+  run          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  time_ns      INTEGER NOT NULL,
+  fwd_count    INTEGER NOT NULL,
+  fwd_bytes    INTEGER NOT NULL,
+  bwd_count    INTEGER NOT NULL,
+  bwd_bytes    INTEGER NOT NULL,
+  device_bytes INTEGER NOT NULL
+);
+CREATE INDEX occupancy_run_time ON occupancy (run, time_ns);
+
+CREATE TABLE sweeps (
+  id              INTEGER PRIMARY KEY,
+  name            TEXT    NOT NULL,
+  key             TEXT    NOT NULL UNIQUE,
+  model           TEXT    NOT NULL,
+  batch           INTEGER NOT NULL,
+  seq             INTEGER NOT NULL,
+  dtype           TEXT    NOT NULL,
+  seed            INTEGER NOT NULL,
+  steps           INTEGER NOT NULL,
+  warmup          INTEGER NOT NULL,
+  optimizer       INTEGER NOT NULL,
+  grid            TEXT    NOT NULL,
+  created_unix_ns INTEGER NOT NULL
+);
+
+CREATE TABLE points (
+  id                  INTEGER PRIMARY KEY,
+  sweep               INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  point_index         INTEGER NOT NULL,
+  offload             INTEGER NOT NULL,
+  min_offload_size    INTEGER NOT NULL,
+  max_fwd_stash_size  INTEGER NOT NULL,
+  max_fwd_stash_bytes INTEGER NOT NULL,
+  prefetch            INTEGER NOT NULL,
+  use_streams         INTEGER NOT NULL,
+  use_pin_memory      INTEGER NOT NULL,
+  link                TEXT    NOT NULL,
+  status              TEXT    NOT NULL,
+  error               TEXT    NOT NULL,
+  run                 INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  step_ms_median      REAL,
+  step_ms_min         REAL,
+  step_ms_max         REAL,
+  step_ms_stddev      REAL,
+  peak_allocated      INTEGER NOT NULL,
+  peak_reserved       INTEGER NOT NULL,
+  host_bytes_peak     INTEGER NOT NULL,
+  pinned_bytes        INTEGER NOT NULL,
+  offloaded_bytes     INTEGER NOT NULL,
+  reloaded_bytes      INTEGER NOT NULL,
+  hidden_copy_pct     REAL,
+  hidden_d2h_pct      REAL,
+  hidden_h2d_pct      REAL,
+  exposed_copy_ns     INTEGER NOT NULL,
+  pageable_copies     INTEGER NOT NULL,
+  final_loss          REAL,
+  UNIQUE (sweep, point_index)
+);
+CREATE INDEX points_run ON points (run);
+
+CREATE TABLE recommendations (
+  id              INTEGER PRIMARY KEY,
+  sweep           INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  constraint_spec TEXT    NOT NULL,
+  point_index     INTEGER NOT NULL,
+  rationale       TEXT    NOT NULL,
+  snippets_json   TEXT    NOT NULL,
+  created_unix_ns INTEGER NOT NULL
+);
+CREATE INDEX recommendations_sweep ON recommendations (sweep);
+)sql",
+         "migrate schema 0 -> 1");
+
+  Statement meta(c, "INSERT INTO meta (key, value) VALUES (?, ?)", "insert meta", false);
+  const std::array<std::pair<std::string_view, std::string>, 3> rows{{
+      {"app", std::string(kAppName)},
+      {"created_unix_ns", std::to_string(now_unix_ns())},
+      {"created_by", OFFTUNE_VERSION},
+  }};
+  for (const auto& [key, value] : rows) {
+    Query q(meta);
+    q.text(key).text(value).run();
+  }
+}
+
+struct Migration {
+  int from;  // applies to a file at this version and leaves it at from + 1
+  void (*apply)(const Connection&);
+};
+// In order; the last one ends at kSchemaVersion.
+constexpr std::array<Migration, 1> kMigrations{{{0, &migrate_0_to_1}}};
+static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
+
+// ---------------------------------------------------------------------------------------------------
+// Opening: inspection of a file before it is trusted.
+
+// Percent-encodes a file name into an SQLite URI, so that any name (with '?', '#', '%') opens as
+// itself and query parameters (immutable, mode) can be added.
+std::string file_uri(const std::string& path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = "file:";
+  // An empty authority keeps a name that starts with "//" from being read as a host.
+  if (!path.empty() && path.front() == '/') out += "//";
+  for (const unsigned char c : path) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '/' || c == '-' || c == '.' || c == '_' || c == '~';
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+int64_t pragma_int(const Connection& c, const char* pragma) {
+  Statement s(c, std::string("PRAGMA ") + pragma, pragma, false);
+  Query q(s);
+  return q.next() ? q.col_i64() : 0;
+}
+
+// What the file says it is, read from a connection.
+struct Identity {
+  int version = 0;     // PRAGMA user_version
+  bool empty = false;  // no schema objects at all: a new file, version 0
+};
+
+// Throws unless the connection holds an empty database or an offtune store of a version this build
+// can open; `writable` says whether the caller would migrate an older one.
+Identity read_identity(const Connection& c, bool writable) {
+  Identity id;
+  const int64_t version = pragma_int(c, "user_version");
+  const int64_t app_id = pragma_int(c, "application_id");
+  int64_t objects = 0;
+  bool has_meta = false;
+  {
+    Statement s(
+        c, "SELECT count(*), coalesce(sum(type = 'table' AND name = 'meta'), 0) FROM sqlite_master",
+        "read schema", false);
+    Query q(s);
+    if (q.next()) {
+      objects = q.col_i64();
+      has_meta = q.col_i64() != 0;
+    }
+  }
+  const std::string not_offtune =
+      c.path() + " is an SQLite database but not an offtune store (no offtune meta table)";
+  if (objects == 0 && version == 0) {
+    if (app_id != 0 && app_id != kApplicationId) throw StoreError(Kind::Invalid, not_offtune);
+    id.empty = true;
+    return id;
+  }
+  std::string app;
+  if (has_meta) {
+    Statement s(c, "SELECT value FROM meta WHERE key = 'app'", "read meta", false);
+    Query q(s);
+    if (q.next()) app = q.col_text();
+  }
+  if (app != kAppName) throw StoreError(Kind::Invalid, not_offtune);
+  if (version > kSchemaVersion) {
+    throw StoreError(Kind::NewerSchema, c.path() + " was written by a newer offtune (schema " +
+                                            std::to_string(version) + ", this build reads up to " +
+                                            std::to_string(kSchemaVersion) + ")");
+  }
+  if (!writable && version < kOldestReadableSchema) {
+    throw StoreError(Kind::Invalid, c.path() + " has schema " + std::to_string(version) +
+                                        ", too old to read without migrating; open it for writing "
+                                        "once (any offtune command that records) to upgrade it");
+  }
+  id.version = static_cast<int>(version);
+  return id;
+}
+
+enum class FileState { Missing, Empty, Sqlite };
+
+// Looks at the file itself before SQLite does: SQLite would happily treat some non-database files
+// (e.g. an empty-looking one) as new databases and write to them.
+FileState probe_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return FileState::Missing;
+  if (fs::is_directory(st)) {
+    throw StoreError(Kind::CannotOpen, path + ": open: is a directory, not a store file");
+  }
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw StoreError(Kind::CannotOpen, path + ": open: " + ec.message());
+  if (size == 0) return FileState::Empty;
+
+  static constexpr std::string_view kMagic{"SQLite format 3\0", 16};
+  std::array<char, 16> head{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw StoreError(Kind::CannotOpen, path + ": open: cannot read the file");
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  // 100 bytes is the SQLite header; anything shorter cannot be a database.
+  if (size < 100 || in.gcount() != static_cast<std::streamsize>(head.size()) ||
+      std::string_view(head.data(), head.size()) != kMagic) {
+    throw StoreError(Kind::NotADatabase,
+                     path + " is not an offtune store (not an SQLite database)");
+  }
+  return FileState::Sqlite;
+}
+
+// The first problem of a quick_check report, without its "*** in database main ***" heading.
+std::string first_problem(const std::string& report) {
+  size_t pos = 0;
+  while (pos < report.size()) {
+    size_t end = report.find('\n', pos);
+    if (end == std::string::npos) end = report.size();
+    const std::string line = report.substr(pos, end - pos);
+    if (!line.empty() && line.rfind("***", 0) != 0) return one_line(line);
+    pos = end + 1;
+  }
+  return one_line(report);
+}
+
+// Checks an existing SQLite file through a connection that cannot write it. Without a -wal file
+// nobody has the database open for writing, and immutable=1 reads the main file alone: SQLite then
+// creates no -wal/-shm files, so a refused file leaves no trace. With a -wal file, a writer may be
+// active or may have crashed; its committed frames matter, so a normal read-only connection reads
+// them (the side files exist already).
+Identity inspect_existing(const std::string& path, bool writable) {
+  std::error_code ec;
+  const bool has_wal = fs::exists(path + "-wal", ec);
+  const std::string uri = file_uri(path) + (has_wal ? "?mode=ro" : "?immutable=1");
+  try {
+    Connection c(path, uri, SQLITE_OPEN_READONLY);
+    {
+      // quick_check(1): one problem is enough to refuse the file, and stops early on a bad one.
+      Statement s(c, "PRAGMA quick_check(1)", "quick_check", false);
+      Query q(s);
+      if (q.next()) {
+        const std::string verdict = q.col_text();
+        if (verdict != "ok") {
+          throw StoreError(Kind::Corrupt,
+                           path + " is corrupt (quick_check: " + first_problem(verdict) + ")");
+        }
+      }
+    }
+    return read_identity(c, writable);
+  } catch (const StoreError& e) {
+    // SQLite's own wording for a damaged header is "file is not a database"; say what it means
+    // here.
+    if (e.kind() == Kind::NotADatabase) {
+      throw StoreError(Kind::NotADatabase,
+                       path + " is not an offtune store (not an SQLite database)");
+    }
+    throw;
+  }
+}
+
+// Brings a writable connection's schema to kSchemaVersion. Inspects again under the write lock: the
+// file may have changed since it was checked (another process migrated it, or created it).
+void migrate(const Connection& c) {
+  Transaction tx(c, "migrate schema");
+  const Identity id = read_identity(c, true);
+  const int start = id.empty ? 0 : id.version;
+  if (start < kSchemaVersion) {
+    for (const Migration& m : kMigrations) {
+      if (m.from >= start) m.apply(c);
+    }
+    Statement s(c, "INSERT OR REPLACE INTO meta (key, value) VALUES ('writer_version', ?)",
+                "update meta", false);
+    Query q(s);
+    q.text(OFFTUNE_VERSION).run();
+    c.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion), "set schema version");
+    c.exec("PRAGMA application_id = " + std::to_string(kApplicationId), "set application id");
+  }
+  tx.commit();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Column lists, shared by inserts and selects so that the order of binds and reads is one list.
+
+constexpr const char* kEnvCols =
+    "env_offtune_version, env_torch_version, env_backend, env_device, env_git_revision, env_host";
+constexpr int kEnvN = 6;
+constexpr const char* kWorkloadCols = "model, batch, seq, dtype, seed, steps, warmup, optimizer";
+constexpr int kWorkloadN = 8;
+constexpr const char* kConfigCols =
+    "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
+    "use_pin_memory, link";
+constexpr int kConfigN = 8;
+constexpr const char* kSummaryCols =
+    "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
+    "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
+    "hidden_d2h_pct, hidden_h2d_pct, exposed_copy_ns, pageable_copies, final_loss";
+constexpr int kSummaryN = 16;
+
+std::string placeholders(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += i == 0 ? "?" : ", ?";
+  return out;
+}
+
+std::vector<std::string> split_cols(std::string_view list) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view col = list.substr(pos, end - pos);
+    while (!col.empty() && col.front() == ' ') col.remove_prefix(1);
+    while (!col.empty() && col.back() == ' ') col.remove_suffix(1);
+    if (!col.empty()) out.emplace_back(col);
+    pos = end + 1;
+  }
+  return out;
+}
+
+// "a = <rhs(a)>, b = <rhs(b)>" over a column list, for UPDATE and upsert statements.
+template <typename Rhs>
+std::string assignments(std::string_view list, Rhs rhs) {
+  std::string out;
+  for (const std::string& col : split_cols(list)) {
+    if (!out.empty()) out += ", ";
+    out += col + " = " + rhs(col);
+  }
+  return out;
+}
+
+void bind_env(Query& q, const Environment& e) {
+  q.text(e.offtune_version).text(e.torch_version).text(e.backend).text(e.device);
+  q.text(e.git_revision).text(e.host);
+}
+Environment read_env(Query& q) {
+  Environment e;
+  e.offtune_version = q.col_text();
+  e.torch_version = q.col_text();
+  e.backend = q.col_text();
+  e.device = q.col_text();
+  e.git_revision = q.col_text();
+  e.host = q.col_text();
+  return e;
+}
+
+void bind_workload(Query& q, const Workload& w) {
+  q.text(w.model).i64(w.batch).i64(w.seq).text(w.dtype).u64(w.seed).i64(w.steps).i64(w.warmup);
+  q.boolean(w.optimizer);
+}
+Workload read_workload(Query& q) {
+  Workload w;
+  w.model = q.col_text();
+  w.batch = q.col_i64();
+  w.seq = q.col_i64();
+  w.dtype = q.col_text();
+  w.seed = q.col_u64();
+  w.steps = q.col_i64();
+  w.warmup = q.col_i64();
+  w.optimizer = q.col_bool();
+  return w;
+}
+
+void bind_config(Query& q, const EngineConfig& c) {
+  q.boolean(c.offload).i64(c.min_offload_size).i64(c.max_fwd_stash_size);
+  q.i64(c.max_fwd_stash_bytes).i64(c.prefetch).boolean(c.use_streams).boolean(c.use_pin_memory);
+  q.text(c.link);
+}
+EngineConfig read_config(Query& q) {
+  EngineConfig c;
+  c.offload = q.col_bool();
+  c.min_offload_size = q.col_i64();
+  c.max_fwd_stash_size = q.col_i64();
+  c.max_fwd_stash_bytes = q.col_i64();
+  c.prefetch = q.col_i64();
+  c.use_streams = q.col_bool();
+  c.use_pin_memory = q.col_bool();
+  c.link = q.col_text();
+  return c;
+}
+
+void bind_summary(Query& q, const RunSummary& s) {
+  q.real(s.step_ms_median).real(s.step_ms_min).real(s.step_ms_max).real(s.step_ms_stddev);
+  q.i64(s.peak_allocated).i64(s.peak_reserved).i64(s.host_bytes_peak).i64(s.pinned_bytes);
+  q.i64(s.offloaded_bytes).i64(s.reloaded_bytes);
+  q.real(s.hidden_copy_pct).real(s.hidden_d2h_pct).real(s.hidden_h2d_pct);
+  q.i64(s.exposed_copy_ns).i64(s.pageable_copies).real(s.final_loss);
+}
+RunSummary read_summary(Query& q) {
+  RunSummary s;
+  s.step_ms_median = q.col_real();
+  s.step_ms_min = q.col_real();
+  s.step_ms_max = q.col_real();
+  s.step_ms_stddev = q.col_real();
+  s.peak_allocated = q.col_i64();
+  s.peak_reserved = q.col_i64();
+  s.host_bytes_peak = q.col_i64();
+  s.pinned_bytes = q.col_i64();
+  s.offloaded_bytes = q.col_i64();
+  s.reloaded_bytes = q.col_i64();
+  s.hidden_copy_pct = q.col_real();
+  s.hidden_d2h_pct = q.col_real();
+  s.hidden_h2d_pct = q.col_real();
+  s.exposed_copy_ns = q.col_i64();
+  s.pageable_copies = q.col_i64();
+  s.final_loss = q.col_real();
+  return s;
+}
+
+std::string cols(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) {
+    if (!out.empty()) out += ", ";
+    out += p;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::unique_ptr<Connection> conn, bool read_only)
+      : conn_(std::move(conn)), read_only_(read_only) {}
+
+  RunId begin_run(const RunRecord& run) override {
+    std::lock_guard lock(mu_);
+    writable("begin run");
+    static const std::string sql =
+        "INSERT INTO runs (" +
+        cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
+              "started_unix_ns, finished_unix_ns", kSummaryCols}) +
+        ") VALUES (" + placeholders(3 + kEnvN + kWorkloadN + kConfigN + 2 + kSummaryN) + ")";
+    Query q(stmt(sql, "insert run"));
+    q.text(to_string(run.status)).text(run.error).text(run.label);
+    bind_env(q, run.env);
+    bind_workload(q, run.workload);
+    bind_config(q, run.config);
+    q.i64(run.started_unix_ns).i64(run.finished_unix_ns);
+    bind_summary(q, run.summary);
+    q.run();
+    return RunId(sqlite3_last_insert_rowid(conn_->get()));
+  }
+
+  void finish_run(RunId id, RunStatus status, const std::string& error, const RunSummary& summary,
+                  int64_t finished_unix_ns) override {
+    std::lock_guard lock(mu_);
+    writable("finish run");
+    static const std::string sql =
+        "UPDATE runs SET status = ?, error = ?, finished_unix_ns = ?, " +
+        assignments(kSummaryCols, [](const std::string&) { return std::string("?"); }) +
+        " WHERE id = ?";
+    Query q(stmt(sql, "finish run"));
+    q.text(to_string(status)).text(error).i64(finished_unix_ns);
+    bind_summary(q, summary);
+    q.i64(id.value).run();
+    if (sqlite3_changes(conn_->get()) == 0) throw unknown("finish run", "run", id.value);
+  }
+
+  std::optional<RunRecord> run(RunId id) override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(select_runs() + " WHERE id = ?", "read run"));
+    q.i64(id.value);
+    if (!q.next()) return std::nullopt;
+    return read_run(q);
+  }
+
+  std::vector<RunRecord> runs() override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(select_runs() + " ORDER BY id", "read runs"));
+    std::vector<RunRecord> out;
+    while (q.next()) out.push_back(read_run(q));
+    return out;
+  }
+
+  void add_steps(const std::vector<StepRecord>& steps) override {
+    std::lock_guard lock(mu_);
+    writable("add steps");
+    if (steps.empty()) return;
+    Transaction tx(*conn_, "add steps");
+    Query q(
+        stmt("INSERT INTO steps (run, step, begin_ns, end_ns, peak_allocated, peak_reserved, "
+             "offloaded_bytes, reloaded_bytes, hidden_copy_pct, exposed_copy_ns, loss) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             "insert steps"));
+    for (const StepRecord& s : steps) {
+      q.again();
+      q.i64(s.run.value).i64(s.step).i64(s.begin_ns).i64(s.end_ns).i64(s.peak_allocated);
+      q.i64(s.peak_reserved).i64(s.offloaded_bytes).i64(s.reloaded_bytes).real(s.hidden_copy_pct);
+      q.i64(s.exposed_copy_ns).real(s.loss).run();
+    }
+    tx.commit();
+  }
+
+  void add_events(const std::vector<TimelineEvent>& events) override {
+    std::lock_guard lock(mu_);
+    writable("add events");
+    if (events.empty()) return;
+    Transaction tx(*conn_, "add events");
+    Query q(stmt(
+        "INSERT INTO events (run, kind, start_ns, end_ns, stream, bytes, tensor, pinned, prefetch, "
+        "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "insert events"));
+    for (const TimelineEvent& e : events) {
+      q.again();
+      q.i64(e.run.value).text(to_string(e.kind)).i64(e.start_ns).i64(e.end_ns).i64(e.stream);
+      q.i64(e.bytes).i64(e.tensor).boolean(e.pinned).boolean(e.prefetch).text(e.name).run();
+    }
+    tx.commit();
+  }
+
+  void add_occupancy(const std::vector<OccupancySample>& samples) override {
+    std::lock_guard lock(mu_);
+    writable("add occupancy");
+    if (samples.empty()) return;
+    Transaction tx(*conn_, "add occupancy");
+    Query q(
+        stmt("INSERT INTO occupancy (run, time_ns, fwd_count, fwd_bytes, bwd_count, bwd_bytes, "
+             "device_bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+             "insert occupancy"));
+    for (const OccupancySample& o : samples) {
+      q.again();
+      q.i64(o.run.value).i64(o.time_ns).i64(o.fwd_count).i64(o.fwd_bytes).i64(o.bwd_count);
+      q.i64(o.bwd_bytes).i64(o.device_bytes).run();
+    }
+    tx.commit();
+  }
+
+  std::vector<StepRecord> steps(RunId run) override {
+    std::lock_guard lock(mu_);
+    Query q(
+        stmt("SELECT run, step, begin_ns, end_ns, peak_allocated, peak_reserved, offloaded_bytes, "
+             "reloaded_bytes, hidden_copy_pct, exposed_copy_ns, loss FROM steps WHERE run = ? "
+             "ORDER BY step",
+             "read steps"));
+    q.i64(run.value);
+    std::vector<StepRecord> out;
+    while (q.next()) {
+      StepRecord s;
+      s.run = RunId(q.col_i64());
+      s.step = q.col_i64();
+      s.begin_ns = q.col_i64();
+      s.end_ns = q.col_i64();
+      s.peak_allocated = q.col_i64();
+      s.peak_reserved = q.col_i64();
+      s.offloaded_bytes = q.col_i64();
+      s.reloaded_bytes = q.col_i64();
+      s.hidden_copy_pct = q.col_real();
+      s.exposed_copy_ns = q.col_i64();
+      s.loss = q.col_real();
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::vector<TimelineEvent> events(RunId run) override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(
+        "SELECT id, run, kind, start_ns, end_ns, stream, bytes, tensor, pinned, prefetch, name "
+        "FROM events WHERE run = ? ORDER BY start_ns, id",
+        "read events"));
+    q.i64(run.value);
+    std::vector<TimelineEvent> out;
+    while (q.next()) {
+      const int64_t row = q.col_i64();
+      TimelineEvent e;
+      e.run = RunId(q.col_i64());
+      e.kind = parse_enum(&parse_event_kind, q.col_text(), "events", row);
+      e.start_ns = q.col_i64();
+      e.end_ns = q.col_i64();
+      e.stream = q.col_i64();
+      e.bytes = q.col_i64();
+      e.tensor = q.col_i64();
+      e.pinned = q.col_bool();
+      e.prefetch = q.col_bool();
+      e.name = q.col_text();
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  std::vector<OccupancySample> occupancy(RunId run) override {
+    std::lock_guard lock(mu_);
+    Query q(
+        stmt("SELECT run, time_ns, fwd_count, fwd_bytes, bwd_count, bwd_bytes, device_bytes "
+             "FROM occupancy WHERE run = ? ORDER BY time_ns, id",
+             "read occupancy"));
+    q.i64(run.value);
+    std::vector<OccupancySample> out;
+    while (q.next()) {
+      OccupancySample o;
+      o.run = RunId(q.col_i64());
+      o.time_ns = q.col_i64();
+      o.fwd_count = q.col_i64();
+      o.fwd_bytes = q.col_i64();
+      o.bwd_count = q.col_i64();
+      o.bwd_bytes = q.col_i64();
+      o.device_bytes = q.col_i64();
+      out.push_back(o);
+    }
+    return out;
+  }
+
+  SweepId create_sweep(const SweepRecord& sweep) override {
+    std::lock_guard lock(mu_);
+    writable("create sweep");
+    static const std::string sql = "INSERT INTO sweeps (" +
+                                   cols({"name, key", kWorkloadCols, "grid, created_unix_ns"}) +
+                                   ") VALUES (" + placeholders(2 + kWorkloadN + 2) + ")";
+    Query q(stmt(sql, "insert sweep"));
+    q.text(sweep.name).text(sweep.key);
+    bind_workload(q, sweep.workload);
+    q.text(sweep.grid).i64(sweep.created_unix_ns).run();
+    return SweepId(sqlite3_last_insert_rowid(conn_->get()));
+  }
+
+  std::optional<SweepRecord> find_sweep(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(select_sweeps() + " WHERE key = ?", "find sweep"));
+    q.text(key);
+    if (!q.next()) return std::nullopt;
+    return read_sweep(q);
+  }
+
+  std::optional<SweepRecord> sweep(SweepId id) override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(select_sweeps() + " WHERE id = ?", "read sweep"));
+    q.i64(id.value);
+    if (!q.next()) return std::nullopt;
+    return read_sweep(q);
+  }
+
+  std::vector<SweepRecord> sweeps() override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(select_sweeps() + " ORDER BY id", "read sweeps"));
+    std::vector<SweepRecord> out;
+    while (q.next()) out.push_back(read_sweep(q));
+    return out;
+  }
+
+  PointId put_point(const PointRecord& point) override {
+    std::lock_guard lock(mu_);
+    writable("put point");
+    static const std::string value_cols = cols({kConfigCols, "status, error, run", kSummaryCols});
+    static const std::string sql =
+        "INSERT INTO points (sweep, point_index, " + value_cols + ") VALUES (" +
+        placeholders(2 + kConfigN + 3 + kSummaryN) +
+        ") ON CONFLICT (sweep, point_index) DO UPDATE SET " +
+        assignments(value_cols, [](const std::string& col) { return "excluded." + col; });
+    // The upsert keeps the row (and its id) of an existing point; the id is read back in the same
+    // transaction because last_insert_rowid is not set by the update branch.
+    Transaction tx(*conn_, "put point");
+    {
+      Query q(stmt(sql, "upsert point"));
+      q.i64(point.sweep.value).i64(point.index);
+      bind_config(q, point.config);
+      q.text(to_string(point.status)).text(point.error).id_or_null(point.run.value);
+      bind_summary(q, point.summary);
+      q.run();
+    }
+    PointId id;
+    {
+      Query q(stmt("SELECT id FROM points WHERE sweep = ? AND point_index = ?", "read point id"));
+      q.i64(point.sweep.value).i64(point.index);
+      if (q.next()) id = PointId(q.col_i64());
+    }
+    tx.commit();
+    return id;
+  }
+
+  std::vector<PointRecord> points(SweepId sweep) override {
+    std::lock_guard lock(mu_);
+    static const std::string sql = "SELECT id, sweep, point_index, " +
+                                   cols({kConfigCols, "status, error, run", kSummaryCols}) +
+                                   " FROM points WHERE sweep = ? ORDER BY point_index";
+    Query q(stmt(sql, "read points"));
+    q.i64(sweep.value);
+    std::vector<PointRecord> out;
+    while (q.next()) {
+      PointRecord p;
+      p.id = PointId(q.col_i64());
+      p.sweep = SweepId(q.col_i64());
+      p.index = q.col_i64();
+      p.config = read_config(q);
+      p.status = parse_enum(&parse_point_status, q.col_text(), "points", p.id.value);
+      p.error = q.col_text();
+      p.run = RunId(q.col_id_or_invalid());
+      p.summary = read_summary(q);
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+  void add_recommendation(const RecommendationRecord& rec) override {
+    std::lock_guard lock(mu_);
+    writable("add recommendation");
+    Query q(
+        stmt("INSERT INTO recommendations (sweep, constraint_spec, point_index, rationale, "
+             "snippets_json, created_unix_ns) VALUES (?, ?, ?, ?, ?, ?)",
+             "insert recommendation"));
+    q.i64(rec.sweep.value).text(rec.constraint).i64(rec.point_index).text(rec.rationale);
+    q.text(rec.snippets_json).i64(rec.created_unix_ns).run();
+  }
+
+  std::vector<RecommendationRecord> recommendations(SweepId sweep) override {
+    std::lock_guard lock(mu_);
+    Query q(stmt(
+        "SELECT sweep, constraint_spec, point_index, rationale, snippets_json, created_unix_ns "
+        "FROM recommendations WHERE sweep = ? ORDER BY id",
+        "read recommendations"));
+    q.i64(sweep.value);
+    std::vector<RecommendationRecord> out;
+    while (q.next()) {
+      RecommendationRecord r;
+      r.sweep = SweepId(q.col_i64());
+      r.constraint = q.col_text();
+      r.point_index = q.col_i64();
+      r.rationale = q.col_text();
+      r.snippets_json = q.col_text();
+      r.created_unix_ns = q.col_i64();
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+ private:
+  // Statements are prepared once per store and kept (SQLITE_PREPARE_PERSISTENT): a recorder calls
+  // add_events thousands of times.
+  Statement& stmt(const std::string& sql, const char* op) {
+    auto it = cache_.find(sql);
+    if (it == cache_.end()) {
+      it = cache_.emplace(sql, std::make_unique<Statement>(*conn_, sql, op, true)).first;
+    }
+    return *it->second;
+  }
+
+  void writable(const char* op) const {
+    if (read_only_) {
+      throw StoreError(Kind::Invalid, conn_->path() + ": " + op + ": the store is open read-only");
+    }
+  }
+
+  StoreError unknown(const char* op, const char* what, int64_t id) const {
+    return StoreError(Kind::Invalid, conn_->path() + ": " + op + ": unknown " + what + " id " +
+                                         std::to_string(id));
+  }
+
+  // A stored enum name this build does not know: the file was edited by hand (a newer writer would
+  // have raised the schema version).
+  template <typename E>
+  E parse_enum(E (*parse)(const std::string&), const std::string& text, const char* table,
+               int64_t row) const {
+    try {
+      return parse(text);
+    } catch (const std::invalid_argument& e) {
+      throw StoreError(Kind::Invalid, conn_->path() + ": read " + table + " row " +
+                                          std::to_string(row) + ": " + e.what());
+    }
+  }
+
+  static const std::string& select_runs() {
+    static const std::string sql =
+        "SELECT id, " +
+        cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
+              "started_unix_ns, finished_unix_ns", kSummaryCols}) +
+        " FROM runs";
+    return sql;
+  }
+  RunRecord read_run(Query& q) const {
+    RunRecord r;
+    r.id = RunId(q.col_i64());
+    r.status = parse_enum(&parse_run_status, q.col_text(), "runs", r.id.value);
+    r.error = q.col_text();
+    r.label = q.col_text();
+    r.env = read_env(q);
+    r.workload = read_workload(q);
+    r.config = read_config(q);
+    r.started_unix_ns = q.col_i64();
+    r.finished_unix_ns = q.col_i64();
+    r.summary = read_summary(q);
+    return r;
+  }
+
+  static const std::string& select_sweeps() {
+    static const std::string sql = "SELECT id, " +
+                                   cols({"name, key", kWorkloadCols, "grid, created_unix_ns"}) +
+                                   " FROM sweeps";
+    return sql;
+  }
+  static SweepRecord read_sweep(Query& q) {
+    SweepRecord s;
+    s.id = SweepId(q.col_i64());
+    s.name = q.col_text();
+    s.key = q.col_text();
+    s.workload = read_workload(q);
+    s.grid = q.col_text();
+    s.created_unix_ns = q.col_i64();
+    return s;
+  }
+
+  std::mutex mu_;  // one connection, and the statement cache, used by one thread at a time
+  std::unique_ptr<Connection> conn_;
+  // Declared after conn_: statements are finalized before the connection closes.
+  std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
+  bool read_only_;
+};
+
+}  // namespace
+
+int store_schema_version() { return kSchemaVersion; }
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path) {
+  // Everything that can refuse the file runs before the first write.
+  const FileState state = probe_file(path);
+  if (state == FileState::Sqlite) inspect_existing(path, true);
+
+  auto conn = std::make_unique<Connection>(path, file_uri(path),
+                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // SQLite silently falls back to read-only when the file or directory is not writable.
+  if (sqlite3_db_readonly(conn->get(), "main") == 1) {
+    throw StoreError(Kind::CannotOpen, path + ": open: the file is not writable");
+  }
+  // WAL: readers (the GUI, `offtune report`) do not block the recorder, and a crash loses at most
+  // the open transaction. synchronous=NORMAL is durable against process crashes in WAL mode, which
+  // is what a profiler needs; a power loss may drop the last commits, never corrupt.
+  conn->exec("PRAGMA journal_mode = WAL", "set journal mode");
+  conn->exec("PRAGMA synchronous = NORMAL", "set synchronous");
+  conn->exec("PRAGMA foreign_keys = ON", "enable foreign keys");
+  migrate(*conn);
+  return std::make_unique<SqliteStore>(std::move(conn), false);
+}
+
+std::unique_ptr<Store> open_sqlite_store_readonly(const std::string& path) {
+  const FileState state = probe_file(path);
+  if (state == FileState::Missing) {
+    throw StoreError(Kind::CannotOpen, path + ": open read-only: no such file");
+  }
+  if (state == FileState::Empty) {
+    throw StoreError(Kind::Invalid, path + " is empty, not an offtune store yet");
+  }
+  if (inspect_existing(path, false).empty) {
+    throw StoreError(Kind::Invalid,
+                     path + " is an empty SQLite database, not an offtune store yet");
+  }
+  // The file may have changed hands between the inspection and this open: the identity is read
+  // again through the connection that will be used.
+  std::unique_ptr<Connection> conn;
+  Identity id;
+  try {
+    conn = std::make_unique<Connection>(path, file_uri(path), SQLITE_OPEN_READONLY);
+    id = read_identity(*conn, false);
+  } catch (const StoreError& e) {
+    // A WAL database without -shm/-wal in a directory this process cannot write: SQLite cannot set
+    // up its shared index. Nobody can be writing the file either (a writer needs that directory),
+    // so reading it as immutable is safe.
+    // SQLite reports it as "attempt to write a readonly database" (Io) or as CannotOpen.
+    std::error_code ec;
+    const bool setup_failed = e.kind() == Kind::Io || e.kind() == Kind::CannotOpen;
+    if (!setup_failed || fs::exists(path + "-wal", ec)) throw;
+    conn =
+        std::make_unique<Connection>(path, file_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY);
+    id = read_identity(*conn, false);
+  }
+  if (id.empty) {
+    throw StoreError(Kind::Invalid,
+                     path + " is an empty SQLite database, not an offtune store yet");
+  }
+  return std::make_unique<SqliteStore>(std::move(conn), true);
+}
+
+}  // namespace offtune::profiler

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `offtune` end to end on the tiny built-in model (host-sim): the acceptance commands, resume, shards
+# + merge, exports, bad input and bad stores with their exit codes, --fail-if, SIGINT then resume.
+# Usage: cli_end_to_end.sh /path/to/offtune
+set -u
+OFFTUNE="$1"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+passed=0
+fail() { echo "FAIL: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
+ok() { passed=$((passed + 1)); }
+py() { python3 -c "$1" || fail "$2"; }
+W=(--model tiny --batch 2 --seq 32 --steps 1 --warmup 1)
+G=(--min-offload-size 1KiB,1MiB --max-fwd-stash-size 1,4)
+
+"$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db s.db --quiet || fail "sweep"
+ok
+"$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db s.db --json >resume.json || fail "resume"
+py 'import json; d=json.load(open("resume.json")); assert d["ran"]==0 and d["skipped"]==5, d' "resume ran points"
+ok
+"$OFFTUNE" recommend --db s.db --json >r.json || fail "recommend"
+py 'import json; d=json.load(open("r.json")); assert "min_offload_size" in d and "max_fwd_stash_size" in d, d' "recommend json"
+ok
+"$OFFTUNE" export --db s.db --format chrome -o t.json --quiet || fail "export chrome"
+py 'import json; d=json.load(open("t.json")); assert len(d["traceEvents"]) > 0' "chrome json"
+ok
+"$OFFTUNE" export --db s.db --format nsys-sqlite -o n.sqlite --quiet || fail "export nsys"
+rows=$(sqlite3 n.sqlite 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER e ON m.copyKind = e.id')
+[ "${rows:-0}" -gt 0 ] || fail "nsys memcpy join gave $rows rows"
+ok
+"$OFFTUNE" export --db s.db --format csv -o p.csv --quiet || fail "export csv"
+[ "$(wc -l <p.csv)" -eq 6 ] || fail "csv rows: $(wc -l <p.csv)"
+ok
+
+for i in 1 2; do
+  "$OFFTUNE" sweep "${W[@]}" "${G[@]}" --shard "$i/2" --db "sh$i.db" --quiet || fail "shard $i"
+done
+"$OFFTUNE" merge --db m.db sh1.db sh2.db --quiet || fail "merge"
+"$OFFTUNE" report --db m.db --json >m.json || fail "report"
+py 'import json; d=json.load(open("m.json")); assert d["sweeps"][0]["points"]==5, d' "merged points"
+ok
+
+expect_exit() {
+  local code=$1; shift
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc: $* :: $(cat err.txt)"
+  [ "$(grep -c . err.txt)" -ge 1 ] || fail "no error line for: $*"
+  ok
+}
+expect_exit 2 "$OFFTUNE" sweep --db x.db --bogus
+expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --min-offload-size 12XB
+expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --max-fwd-stash-size 0
+expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --min-offload-size 1KiB:1MiB:x1
+expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --model nosuch
+expect_exit 2 "$OFFTUNE" recommend --db s.db --memory-budget 1GiB --max-slowdown 2
+
+printf 'not a database, just text\n%.0s' {1..200} >bad.db
+cp bad.db bad.orig
+expect_exit 3 "$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db bad.db
+cmp -s bad.db bad.orig || fail "a non-SQLite file was modified"
+[ ! -e bad.db-wal ] || fail "a refused store got a WAL file"
+expect_exit 3 "$OFFTUNE" recommend --db missing.db
+cp s.db newer.db
+sqlite3 newer.db 'PRAGMA user_version=99;'
+cp newer.db newer.orig
+expect_exit 3 "$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db newer.db
+cmp -s newer.db newer.orig || fail "a newer-schema store was modified"
+cp s.db corrupt.db
+size=$(stat -c %s corrupt.db)
+dd if=/dev/urandom of=corrupt.db bs=1 seek=$((size / 2)) count=2048 conv=notrunc 2>/dev/null
+cp corrupt.db corrupt.orig
+expect_exit 3 "$OFFTUNE" report --db corrupt.db
+cmp -s corrupt.db corrupt.orig || fail "a corrupt store was modified"
+
+expect_exit 4 "$OFFTUNE" run "${W[@]}" --db f.db --fail-if 'peak>1B'
+
+# SIGINT in the middle of a sweep, then the same command resumes: every point once.
+# Points take ~1 s each, so the signal lands mid-sweep; the point in progress completes first.
+I=(--model tiny --batch 4 --seq 128 --steps 40 --warmup 1 --min-offload-size 1KiB,4KiB,16KiB,64KiB
+   --max-fwd-stash-size 1,2 --db int.db)
+"$OFFTUNE" sweep "${I[@]}" --quiet &
+pid=$!
+for _ in $(seq 100); do  # wait until at least one point is recorded
+  sleep 0.2
+  n=$(sqlite3 int.db "SELECT count(*) FROM points WHERE status = 'ok'" 2>/dev/null || echo 0)
+  [ "${n:-0}" -ge 1 ] && break
+done
+kill -INT "$pid" || fail "the sweep ended before it could be interrupted"
+wait "$pid"
+rc=$?
+[ "$rc" -eq 130 ] || fail "SIGINT exit $rc (want 130)"
+"$OFFTUNE" sweep "${I[@]}" --json >int.json || fail "resume after SIGINT"
+py 'import json; d=json.load(open("int.json")); assert d["ran"] > 0 and d["skipped"] > 0 and d["ran"]+d["skipped"]==9 and len(d["points"])==9 and all(p["status"]=="ok" for p in d["points"]), d' "resume after SIGINT"
+runs=$(sqlite3 int.db "SELECT count(*) FROM runs")
+[ "$runs" -eq 9 ] || fail "runs after SIGINT and resume: $runs (want 9: none lost or duplicated)"
+ok
+
+echo "cli_end_to_end: $passed passed, 0 failed"
+echo "$passed passed, 0 failed"

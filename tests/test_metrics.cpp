@@ -1,0 +1,375 @@
+// Profiler metrics on hand-made timelines whose answers can be worked out on paper.
+#include "offtune/profiler/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace offtune::profiler {
+namespace {
+
+TimelineEvent ev(EventKind kind, int64_t start, int64_t end, bool pinned = true) {
+  TimelineEvent e;
+  e.kind = kind;
+  e.start_ns = start;
+  e.end_ns = end;
+  e.stream = (kind == EventKind::CopyD2H || kind == EventKind::CopyH2D) ? 1 : 0;
+  e.pinned = pinned;
+  return e;
+}
+
+OccupancySample occ(int64_t t, int64_t fwd_count, int64_t fwd_bytes, int64_t bwd_count = 0,
+                    int64_t bwd_bytes = 0) {
+  OccupancySample s;
+  s.time_ns = t;
+  s.fwd_count = fwd_count;
+  s.fwd_bytes = fwd_bytes;
+  s.bwd_count = bwd_count;
+  s.bwd_bytes = bwd_bytes;
+  return s;
+}
+
+using Intervals = std::vector<Interval>;
+
+// --- intervals -----------------------------------------------------------------------------------
+
+TEST(MergeIntervals, CoalescesOverlapping) {
+  EXPECT_EQ(merge_intervals({{0, 10}, {5, 15}}), (Intervals{{0, 15}}));
+}
+
+TEST(MergeIntervals, CoalescesAdjacent) {
+  EXPECT_EQ(merge_intervals({{0, 5}, {5, 9}}), (Intervals{{0, 9}}));
+}
+
+TEST(MergeIntervals, AbsorbsNested) {
+  EXPECT_EQ(merge_intervals({{0, 100}, {10, 20}, {30, 40}}), (Intervals{{0, 100}}));
+}
+
+TEST(MergeIntervals, KeepsDisjointApartAndSorts) {
+  EXPECT_EQ(merge_intervals({{20, 30}, {0, 10}, {11, 12}}),
+            (Intervals{{0, 10}, {11, 12}, {20, 30}}));
+}
+
+TEST(MergeIntervals, DropsEmptyAndInverted) {
+  EXPECT_EQ(merge_intervals({{5, 5}, {9, 3}}), Intervals{});
+  EXPECT_EQ(merge_intervals({{5, 5}, {1, 2}, {9, 3}}), (Intervals{{1, 2}}));
+  // An empty interval between two others must not bridge them.
+  EXPECT_EQ(merge_intervals({{0, 4}, {4, 4}, {6, 8}}), (Intervals{{0, 4}, {6, 8}}));
+  EXPECT_EQ(merge_intervals({}), Intervals{});
+}
+
+TEST(MergeIntervals, ChainOfOverlapsBecomesOne) {
+  EXPECT_EQ(merge_intervals({{0, 3}, {2, 6}, {5, 9}, {20, 21}, {8, 10}}),
+            (Intervals{{0, 10}, {20, 21}}));
+}
+
+TEST(Intervals, TotalLength) {
+  EXPECT_EQ(total_length({}), 0);
+  EXPECT_EQ(total_length({{0, 10}, {20, 25}}), 15);
+}
+
+TEST(Intervals, IntersectionLength) {
+  EXPECT_EQ(intersection_length({{0, 10}, {20, 30}}, {{5, 25}}), 10);
+  EXPECT_EQ(intersection_length({{5, 25}}, {{0, 10}, {20, 30}}), 10);
+  EXPECT_EQ(intersection_length({{0, 10}}, {{10, 20}}), 0);  // touching shares no time
+  EXPECT_EQ(intersection_length({{0, 10}}, {}), 0);
+  EXPECT_EQ(intersection_length({}, {{0, 10}}), 0);
+  // Equal ends, then more on both sides.
+  EXPECT_EQ(intersection_length({{0, 10}, {12, 20}}, {{5, 10}, {15, 30}}), 5 + 5);
+  EXPECT_EQ(intersection_length({{0, 100}}, {{10, 20}, {30, 40}, {90, 200}}), 10 + 10 + 10);
+}
+
+// --- overlap -------------------------------------------------------------------------------------
+
+TEST(ComputeOverlap, NoEventsIsAllZero) {
+  const OverlapMetrics m = compute_overlap({});
+  EXPECT_EQ(m.copy_ns, 0);
+  EXPECT_EQ(m.compute_ns, 0);
+  EXPECT_EQ(m.hidden_ns, 0);
+  EXPECT_EQ(m.exposed_ns, 0);
+  EXPECT_EQ(m.hidden_pct, 0.0);
+  EXPECT_EQ(m.copies, 0);
+}
+
+TEST(ComputeOverlap, NoCopyGivesZeroPercent) {
+  const OverlapMetrics m = compute_overlap({ev(EventKind::Compute, 0, 100)});
+  EXPECT_EQ(m.compute_ns, 100);
+  EXPECT_EQ(m.copy_ns, 0);
+  EXPECT_EQ(m.hidden_pct, 0.0);
+  EXPECT_EQ(m.d2h_hidden_pct, 0.0);
+  EXPECT_EQ(m.h2d_hidden_pct, 0.0);
+}
+
+TEST(ComputeOverlap, CopyFullyHidden) {
+  const OverlapMetrics m =
+      compute_overlap({ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 10, 30)});
+  EXPECT_EQ(m.compute_ns, 100);
+  EXPECT_EQ(m.copy_ns, 20);
+  EXPECT_EQ(m.hidden_ns, 20);
+  EXPECT_EQ(m.exposed_ns, 0);
+  EXPECT_DOUBLE_EQ(m.hidden_pct, 100.0);
+  EXPECT_EQ(m.copies, 1);
+}
+
+TEST(ComputeOverlap, CopyFullyExposed) {
+  const OverlapMetrics m =
+      compute_overlap({ev(EventKind::Compute, 0, 10), ev(EventKind::CopyH2D, 20, 50)});
+  EXPECT_EQ(m.copy_ns, 30);
+  EXPECT_EQ(m.hidden_ns, 0);
+  EXPECT_EQ(m.exposed_ns, 30);
+  EXPECT_DOUBLE_EQ(m.hidden_pct, 0.0);
+  EXPECT_EQ(m.h2d_exposed_ns, 30);
+}
+
+TEST(ComputeOverlap, CopyPartlyHidden) {
+  const OverlapMetrics m =
+      compute_overlap({ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 90, 130)});
+  EXPECT_EQ(m.copy_ns, 40);
+  EXPECT_EQ(m.hidden_ns, 10);
+  EXPECT_EQ(m.exposed_ns, 30);
+  EXPECT_DOUBLE_EQ(m.hidden_pct, 25.0);
+}
+
+TEST(ComputeOverlap, ComputeOnSeveralStreamsIsUnioned) {
+  TimelineEvent a = ev(EventKind::Compute, 0, 50);
+  TimelineEvent b = ev(EventKind::Compute, 25, 75);
+  b.stream = 7;
+  const OverlapMetrics m = compute_overlap({a, b, ev(EventKind::CopyD2H, 60, 80)});
+  EXPECT_EQ(m.compute_ns, 75);
+  EXPECT_EQ(m.hidden_ns, 15);
+  EXPECT_EQ(m.exposed_ns, 5);
+}
+
+TEST(ComputeOverlap, SplitsDirections) {
+  const OverlapMetrics m = compute_overlap({
+      ev(EventKind::Compute, 0, 100), ev(EventKind::Compute, 200, 300),
+      ev(EventKind::CopyD2H, 50, 150),   // 50 of 100 hidden
+      ev(EventKind::CopyH2D, 190, 290),  // 90 of 100 hidden
+  });
+  EXPECT_EQ(m.d2h_copy_ns, 100);
+  EXPECT_EQ(m.d2h_hidden_ns, 50);
+  EXPECT_EQ(m.d2h_exposed_ns, 50);
+  EXPECT_DOUBLE_EQ(m.d2h_hidden_pct, 50.0);
+  EXPECT_EQ(m.h2d_copy_ns, 100);
+  EXPECT_EQ(m.h2d_hidden_ns, 90);
+  EXPECT_EQ(m.h2d_exposed_ns, 10);
+  EXPECT_DOUBLE_EQ(m.h2d_hidden_pct, 90.0);
+  EXPECT_EQ(m.copy_ns, 200);
+  EXPECT_EQ(m.hidden_ns, 140);
+  EXPECT_EQ(m.exposed_ns, 60);
+  EXPECT_DOUBLE_EQ(m.hidden_pct, 70.0);
+  EXPECT_EQ(m.copies, 2);
+}
+
+TEST(ComputeOverlap, ConcurrentCopiesCountOnceInTheTotal) {
+  const OverlapMetrics m = compute_overlap({
+      ev(EventKind::Compute, 0, 40), ev(EventKind::CopyD2H, 0, 50), ev(EventKind::CopyH2D, 25, 75),
+      ev(EventKind::CopyD2H, 10, 20),  // inside the first D2H
+  });
+  EXPECT_EQ(m.d2h_copy_ns, 50);
+  EXPECT_EQ(m.h2d_copy_ns, 50);
+  EXPECT_EQ(m.copy_ns, 75);
+  EXPECT_EQ(m.hidden_ns, 40);
+  EXPECT_EQ(m.exposed_ns, 35);
+  EXPECT_EQ(m.d2h_hidden_ns, 40);
+  EXPECT_EQ(m.h2d_hidden_ns, 15);
+  EXPECT_EQ(m.copies, 3);
+}
+
+TEST(ComputeOverlap, CountsPageableCopiesOnly) {
+  const OverlapMetrics m = compute_overlap({
+      ev(EventKind::Compute, 0, 100, /*pinned=*/false),  // not a copy: never counted
+      ev(EventKind::CopyD2H, 0, 10, /*pinned=*/false),
+      ev(EventKind::CopyD2H, 10, 20, /*pinned=*/true),
+      ev(EventKind::CopyH2D, 30, 40, /*pinned=*/false),
+      ev(EventKind::CopyH2D, 50, 50, /*pinned=*/false),  // an instant still is a copy
+  });
+  EXPECT_EQ(m.copies, 4);
+  EXPECT_EQ(m.pageable_copies, 3);
+  EXPECT_EQ(m.copy_ns, 30);
+}
+
+TEST(ComputeOverlap, ClipsToWindow) {
+  const std::vector<TimelineEvent> events = {
+      ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 80, 120, /*pinned=*/false),
+      ev(EventKind::CopyH2D, 150, 160, /*pinned=*/false),  // outside the window
+      ev(EventKind::CopyH2D, 110, 110),                    // instant at the window's end: out
+  };
+  const OverlapMetrics m = compute_overlap(events, Interval{90, 110});
+  EXPECT_EQ(m.compute_ns, 10);
+  EXPECT_EQ(m.copy_ns, 20);
+  EXPECT_EQ(m.hidden_ns, 10);
+  EXPECT_EQ(m.exposed_ns, 10);
+  EXPECT_DOUBLE_EQ(m.hidden_pct, 50.0);
+  EXPECT_EQ(m.h2d_copy_ns, 0);
+  EXPECT_EQ(m.copies, 1);
+  EXPECT_EQ(m.pageable_copies, 1);
+
+  // Without the window the same timeline reads differently.
+  const OverlapMetrics all = compute_overlap(events);
+  EXPECT_EQ(all.copy_ns, 50);
+  EXPECT_EQ(all.hidden_ns, 20);
+  EXPECT_EQ(all.copies, 3);
+  EXPECT_EQ(all.pageable_copies, 2);
+}
+
+TEST(ComputeOverlap, EmptyWindowSeesNothing) {
+  const OverlapMetrics m = compute_overlap(
+      {ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 0, 100)}, Interval{50, 50});
+  EXPECT_EQ(m.copy_ns, 0);
+  EXPECT_EQ(m.compute_ns, 0);
+  EXPECT_EQ(m.copies, 0);
+}
+
+TEST(ComputeOverlap, FallsBackToForwardAndBackwardWithoutComputeEvents) {
+  const OverlapMetrics m = compute_overlap({
+      ev(EventKind::Step, 0, 100),  // a step span is not compute
+      ev(EventKind::Forward, 0, 50),
+      ev(EventKind::Backward, 60, 100),
+      ev(EventKind::CopyD2H, 40, 70),
+  });
+  EXPECT_EQ(m.compute_ns, 90);
+  EXPECT_EQ(m.copy_ns, 30);
+  EXPECT_EQ(m.hidden_ns, 20);
+  EXPECT_EQ(m.exposed_ns, 10);
+}
+
+TEST(ComputeOverlap, ForwardAndBackwardIgnoredWhenComputeEventsExist) {
+  const OverlapMetrics m = compute_overlap({
+      ev(EventKind::Forward, 0, 100),
+      ev(EventKind::Compute, 0, 10),
+      ev(EventKind::CopyD2H, 20, 30),
+  });
+  EXPECT_EQ(m.compute_ns, 10);
+  EXPECT_EQ(m.hidden_ns, 0);
+  EXPECT_EQ(m.exposed_ns, 10);
+}
+
+// --- occupancy -----------------------------------------------------------------------------------
+
+TEST(OccupancyStats, EmptyIsZero) {
+  const OccupancyStats s = occupancy_stats({});
+  EXPECT_EQ(s.max_fwd_bytes, 0);
+  EXPECT_EQ(s.mean_fwd_bytes, 0.0);
+  EXPECT_EQ(s.mean_bwd_bytes, 0.0);
+}
+
+TEST(OccupancyStats, TimeWeightedMeanWithoutWindow) {
+  // 100 B for 10 ns, 300 B for 30 ns; the last sample holds for no time.
+  const OccupancyStats s = occupancy_stats({occ(0, 1, 100), occ(10, 3, 300), occ(40, 0, 0)});
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, (100.0 * 10 + 300.0 * 30) / 40);  // 250
+  EXPECT_EQ(s.max_fwd_bytes, 300);
+  EXPECT_EQ(s.max_fwd_count, 3);
+}
+
+TEST(OccupancyStats, LastSampleHoldsToWindowEnd) {
+  const OccupancyStats s =
+      occupancy_stats({occ(0, 1, 100), occ(10, 3, 300), occ(40, 0, 0)}, Interval{0, 60});
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, (100.0 * 10 + 300.0 * 30 + 0.0 * 20) / 60);
+  EXPECT_EQ(s.max_fwd_bytes, 300);
+}
+
+TEST(OccupancyStats, WindowClipsHoldTimes) {
+  // [5,10) at 100 B and [10,20) at 300 B; the sample at 40 is outside.
+  const OccupancyStats s =
+      occupancy_stats({occ(0, 1, 100), occ(10, 3, 300), occ(40, 9, 900)}, Interval{5, 20});
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, (100.0 * 5 + 300.0 * 10) / 15);
+  EXPECT_EQ(s.max_fwd_bytes, 300);
+  EXPECT_EQ(s.max_fwd_count, 3);
+}
+
+TEST(OccupancyStats, SampleBeforeWindowCarriesIn) {
+  const OccupancyStats s =
+      occupancy_stats({occ(0, 1, 100), occ(10, 3, 300), occ(40, 9, 900)}, Interval{20, 30});
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, 300.0);
+  EXPECT_EQ(s.max_fwd_bytes, 300);
+  EXPECT_EQ(s.max_fwd_count, 3);
+}
+
+TEST(OccupancyStats, TimeBeforeFirstSampleDoesNotCount) {
+  const OccupancyStats s = occupancy_stats({occ(10, 1, 100), occ(20, 0, 0)}, Interval{0, 30});
+  // Covered: [10,20) at 100 and [20,30) at 0.
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, 50.0);
+}
+
+TEST(OccupancyStats, MomentaryPeakCountsForMaxNotMean) {
+  // At t=10 the stash reaches 5 tensors and drops to 2 at the same instant.
+  const OccupancyStats s =
+      occupancy_stats({occ(0, 1, 10), occ(10, 5, 50), occ(10, 2, 20), occ(30, 0, 0)});
+  EXPECT_EQ(s.max_fwd_count, 5);
+  EXPECT_EQ(s.max_fwd_bytes, 50);
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, (10.0 * 10 + 20.0 * 20) / 30);
+}
+
+TEST(OccupancyStats, BackwardTrackedSeparately) {
+  const OccupancyStats s = occupancy_stats(
+      {occ(0, 2, 200, 0, 0), occ(10, 0, 0, 1, 64), occ(20, 0, 0, 3, 192)}, Interval{0, 40});
+  EXPECT_EQ(s.max_fwd_bytes, 200);
+  EXPECT_EQ(s.max_bwd_count, 3);
+  EXPECT_EQ(s.max_bwd_bytes, 192);
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, 200.0 * 10 / 40);
+  EXPECT_DOUBLE_EQ(s.mean_bwd_bytes, (64.0 * 10 + 192.0 * 20) / 40);
+}
+
+TEST(OccupancyStats, UnsortedInputIsSorted) {
+  const OccupancyStats s = occupancy_stats({occ(10, 3, 300), occ(40, 0, 0), occ(0, 1, 100)});
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, 250.0);
+}
+
+TEST(OccupancyStats, SingleSampleWithoutWindowFallsBackToItsValue) {
+  const OccupancyStats s = occupancy_stats({occ(5, 2, 4096)});
+  EXPECT_DOUBLE_EQ(s.mean_fwd_bytes, 4096.0);
+  EXPECT_EQ(s.max_fwd_count, 2);
+}
+
+// --- step statistics -----------------------------------------------------------------------------
+
+TEST(StepStats, EmptyIsAllZero) {
+  const StepStats s = step_stats({});
+  EXPECT_EQ(s.n, 0u);
+  EXPECT_EQ(s.median_ms, 0.0);
+  EXPECT_EQ(s.min_ms, 0.0);
+  EXPECT_EQ(s.max_ms, 0.0);
+  EXPECT_EQ(s.mean_ms, 0.0);
+  EXPECT_EQ(s.stddev_ms, 0.0);
+}
+
+TEST(StepStats, SingleStepHasNoSpread) {
+  const StepStats s = step_stats({12.5});
+  EXPECT_EQ(s.n, 1u);
+  EXPECT_DOUBLE_EQ(s.median_ms, 12.5);
+  EXPECT_DOUBLE_EQ(s.min_ms, 12.5);
+  EXPECT_DOUBLE_EQ(s.max_ms, 12.5);
+  EXPECT_EQ(s.stddev_ms, 0.0);
+}
+
+TEST(StepStats, OddCount) {
+  const StepStats s = step_stats({3.0, 1.0, 2.0});
+  EXPECT_EQ(s.n, 3u);
+  EXPECT_DOUBLE_EQ(s.median_ms, 2.0);
+  EXPECT_DOUBLE_EQ(s.min_ms, 1.0);
+  EXPECT_DOUBLE_EQ(s.max_ms, 3.0);
+  EXPECT_DOUBLE_EQ(s.mean_ms, 2.0);
+  EXPECT_DOUBLE_EQ(s.stddev_ms, 1.0);  // sample stddev: sqrt((1 + 0 + 1) / 2)
+}
+
+TEST(StepStats, EvenCountTakesMeanOfMiddleTwo) {
+  const StepStats s = step_stats({10.0, 1.0, 3.0, 2.0});
+  EXPECT_EQ(s.n, 4u);
+  EXPECT_DOUBLE_EQ(s.median_ms, 2.5);
+  EXPECT_DOUBLE_EQ(s.mean_ms, 4.0);
+  EXPECT_DOUBLE_EQ(s.min_ms, 1.0);
+  EXPECT_DOUBLE_EQ(s.max_ms, 10.0);
+  // Deviations -3, -2, -1, 6: (9 + 4 + 1 + 36) / 3.
+  EXPECT_DOUBLE_EQ(s.stddev_ms, std::sqrt(50.0 / 3.0));
+}
+
+TEST(StepStats, LargeCloseValuesKeepTheirSpread) {
+  const StepStats s = step_stats({1e9 + 1.0, 1e9 + 2.0, 1e9 + 3.0});
+  EXPECT_DOUBLE_EQ(s.median_ms, 1e9 + 2.0);
+  EXPECT_NEAR(s.stddev_ms, 1.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace offtune::profiler

@@ -1,0 +1,1181 @@
+// The store: Store semantics on both implementations (SQLite and memory), then what only the SQLite
+// file has: the schema version and its migrations, WAL, refusing files it must not touch (and
+// proving their bytes unchanged), read-only opens, disk full, atomic batches and crashed writers.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/wait.h>
+#include <unistd.h>
+#define OFFTUNE_TEST_HAS_FORK 1
+#endif
+
+#include "offtune/profiler/store.hpp"
+
+namespace offtune::profiler {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = StoreError::Kind;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+// A fresh directory per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = fs::temp_directory_path() / ("offtune-store-test-" + std::to_string(now) + "-" +
+                                         std::to_string(rd()) + "-" + std::to_string(counter++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+bool has_side_files(const std::string& path) {
+  return fs::exists(path + "-wal") || fs::exists(path + "-shm") || fs::exists(path + "-journal");
+}
+
+// A raw SQLite connection, for what the Store API cannot do: hand-made files, PRAGMAs, crashes.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path, int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {
+    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) ADD_FAILURE() << "raw open " << path << ": " << sqlite3_errstr(rc);
+  }
+  ~RawDb() { sqlite3_close_v2(db_); }
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  int exec(const std::string& sql) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    if (err != nullptr) sqlite3_free(err);
+    return rc;
+  }
+  void must(const std::string& sql) {
+    const int rc = exec(sql);
+    ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << sqlite3_errmsg(db_);
+  }
+  std::string text(const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    std::string out;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    } else {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+    }
+    sqlite3_finalize(stmt);
+    return out;
+  }
+  int64_t integer(const std::string& sql) { return std::stoll(text(sql)); }
+  // Column `col` of every row, joined with " | ".
+  std::string column_concat(const std::string& sql, int col) {
+    sqlite3_stmt* stmt = nullptr;
+    std::string out;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+    }
+    while (stmt != nullptr && sqlite3_step(stmt) == SQLITE_ROW) {
+      if (!out.empty()) out += " | ";
+      const unsigned char* t = sqlite3_column_text(stmt, col);
+      if (t != nullptr) out += reinterpret_cast<const char*>(t);
+    }
+    sqlite3_finalize(stmt);
+    return out;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Sample records with every field away from its default, including values that are easy to lose
+// on the way through SQLite: NaN and infinities, int64 extremes, uint64 seeds above INT64_MAX,
+// quotes, non-ASCII text and an embedded NUL.
+
+Environment sample_env(int salt) {
+  return {"0.1." + std::to_string(salt),
+          "2.9.0+cu130",
+          "host-sim",
+          "host-sim (Ryzen \xe2\x84\xa2)",
+          "deadbeef" + std::to_string(salt),
+          "node-'" + std::to_string(salt) + "'"};
+}
+
+Workload sample_workload(int salt) {
+  Workload w;
+  w.model = "gpt-tiny";
+  w.batch = 4 + salt;
+  w.seq = 128;
+  w.dtype = "bf16";
+  w.seed = std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(salt);
+  w.steps = 10;
+  w.warmup = 3;
+  w.optimizer = true;
+  return w;
+}
+
+EngineConfig sample_config(int salt) {
+  EngineConfig c;
+  c.offload = salt % 2 == 0;
+  c.min_offload_size = 4096 + salt;
+  c.max_fwd_stash_size = 7;
+  c.max_fwd_stash_bytes = int64_t{1} << 40;
+  c.prefetch = 2;
+  c.use_streams = false;
+  c.use_pin_memory = false;
+  c.link = "12.5:3";
+  return c;
+}
+
+RunSummary sample_summary(int salt) {
+  RunSummary s;
+  s.step_ms_median = 12.25 + salt;
+  s.step_ms_min = 0.1;
+  s.step_ms_max = kInf;
+  s.step_ms_stddev = 1e-300;
+  s.peak_allocated = kMax;
+  s.peak_reserved = kMax - 1;
+  s.host_bytes_peak = 123456789;
+  s.pinned_bytes = 1 << 20;
+  s.offloaded_bytes = 777;
+  s.reloaded_bytes = 778;
+  s.hidden_copy_pct = 99.5;
+  s.hidden_d2h_pct = -kInf;
+  s.hidden_h2d_pct = 42.0;
+  s.exposed_copy_ns = kMin;
+  s.pageable_copies = 3;
+  s.final_loss = kNaN;
+  return s;
+}
+
+RunRecord sample_run(int salt) {
+  RunRecord r;
+  r.id = RunId(12345);  // ignored by begin_run
+  r.status = RunStatus::Running;
+  r.error = std::string("first\0second", 12);
+  r.label = "baseline \"quoted\" \xc3\xa9t\xc3\xa9 #" + std::to_string(salt);
+  r.env = sample_env(salt);
+  r.workload = sample_workload(salt);
+  r.config = sample_config(salt);
+  r.started_unix_ns = 1700000000000000000 + salt;
+  r.finished_unix_ns = -5;
+  r.summary = sample_summary(salt);
+  return r;
+}
+
+SweepRecord sample_sweep(int salt) {
+  SweepRecord s;
+  s.id = SweepId(999);  // ignored by create_sweep
+  s.name = "sweep " + std::to_string(salt);
+  s.key = "key-" + std::to_string(salt);
+  s.workload = sample_workload(salt);
+  s.grid = R"({"prefetch":[0,1,2],"min_offload_size":[1024]})";
+  s.created_unix_ns = 1700000000000000000 - salt;
+  return s;
+}
+
+TimelineEvent event(RunId run, int64_t start, std::string name,
+                    EventKind kind = EventKind::Compute) {
+  TimelineEvent e;
+  e.run = run;
+  e.kind = kind;
+  e.start_ns = start;
+  e.end_ns = start + 10;
+  e.stream = 1;
+  e.bytes = 4096;
+  e.tensor = 17;
+  e.pinned = false;
+  e.prefetch = true;
+  e.name = std::move(name);
+  return e;
+}
+
+void expect_same_double(double a, double b, const char* what) {
+  if (std::isnan(a)) {
+    EXPECT_TRUE(std::isnan(b)) << what << ": " << b;
+  } else {
+    EXPECT_EQ(a, b) << what;
+  }
+}
+
+void expect_same(const Environment& a, const Environment& b) {
+  EXPECT_EQ(a.offtune_version, b.offtune_version);
+  EXPECT_EQ(a.torch_version, b.torch_version);
+  EXPECT_EQ(a.backend, b.backend);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.git_revision, b.git_revision);
+  EXPECT_EQ(a.host, b.host);
+}
+
+void expect_same(const Workload& a, const Workload& b) {
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.warmup, b.warmup);
+  EXPECT_EQ(a.optimizer, b.optimizer);
+}
+
+void expect_same(const RunSummary& a, const RunSummary& b) {
+  expect_same_double(a.step_ms_median, b.step_ms_median, "step_ms_median");
+  expect_same_double(a.step_ms_min, b.step_ms_min, "step_ms_min");
+  expect_same_double(a.step_ms_max, b.step_ms_max, "step_ms_max");
+  expect_same_double(a.step_ms_stddev, b.step_ms_stddev, "step_ms_stddev");
+  EXPECT_EQ(a.peak_allocated, b.peak_allocated);
+  EXPECT_EQ(a.peak_reserved, b.peak_reserved);
+  EXPECT_EQ(a.host_bytes_peak, b.host_bytes_peak);
+  EXPECT_EQ(a.pinned_bytes, b.pinned_bytes);
+  EXPECT_EQ(a.offloaded_bytes, b.offloaded_bytes);
+  EXPECT_EQ(a.reloaded_bytes, b.reloaded_bytes);
+  expect_same_double(a.hidden_copy_pct, b.hidden_copy_pct, "hidden_copy_pct");
+  expect_same_double(a.hidden_d2h_pct, b.hidden_d2h_pct, "hidden_d2h_pct");
+  expect_same_double(a.hidden_h2d_pct, b.hidden_h2d_pct, "hidden_h2d_pct");
+  EXPECT_EQ(a.exposed_copy_ns, b.exposed_copy_ns);
+  EXPECT_EQ(a.pageable_copies, b.pageable_copies);
+  expect_same_double(a.final_loss, b.final_loss, "final_loss");
+}
+
+// Everything but the id, which the store assigns.
+void expect_same(const RunRecord& a, const RunRecord& b) {
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.label, b.label);
+  expect_same(a.env, b.env);
+  expect_same(a.workload, b.workload);
+  EXPECT_EQ(a.config, b.config);
+  EXPECT_EQ(a.started_unix_ns, b.started_unix_ns);
+  EXPECT_EQ(a.finished_unix_ns, b.finished_unix_ns);
+  expect_same(a.summary, b.summary);
+}
+
+void expect_same(const StepRecord& a, const StepRecord& b) {
+  EXPECT_EQ(a.run, b.run);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.begin_ns, b.begin_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.peak_allocated, b.peak_allocated);
+  EXPECT_EQ(a.peak_reserved, b.peak_reserved);
+  EXPECT_EQ(a.offloaded_bytes, b.offloaded_bytes);
+  EXPECT_EQ(a.reloaded_bytes, b.reloaded_bytes);
+  expect_same_double(a.hidden_copy_pct, b.hidden_copy_pct, "hidden_copy_pct");
+  EXPECT_EQ(a.exposed_copy_ns, b.exposed_copy_ns);
+  expect_same_double(a.loss, b.loss, "loss");
+}
+
+void expect_same(const TimelineEvent& a, const TimelineEvent& b) {
+  EXPECT_EQ(a.run, b.run);
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.start_ns, b.start_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.stream, b.stream);
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.tensor, b.tensor);
+  EXPECT_EQ(a.pinned, b.pinned);
+  EXPECT_EQ(a.prefetch, b.prefetch);
+  EXPECT_EQ(a.name, b.name);
+}
+
+void expect_same(const OccupancySample& a, const OccupancySample& b) {
+  EXPECT_EQ(a.run, b.run);
+  EXPECT_EQ(a.time_ns, b.time_ns);
+  EXPECT_EQ(a.fwd_count, b.fwd_count);
+  EXPECT_EQ(a.fwd_bytes, b.fwd_bytes);
+  EXPECT_EQ(a.bwd_count, b.bwd_count);
+  EXPECT_EQ(a.bwd_bytes, b.bwd_bytes);
+  EXPECT_EQ(a.device_bytes, b.device_bytes);
+}
+
+void expect_same(const SweepRecord& a, const SweepRecord& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.key, b.key);
+  expect_same(a.workload, b.workload);
+  EXPECT_EQ(a.grid, b.grid);
+  EXPECT_EQ(a.created_unix_ns, b.created_unix_ns);
+}
+
+void expect_same(const PointRecord& a, const PointRecord& b) {
+  EXPECT_EQ(a.sweep, b.sweep);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.config, b.config);
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.run, b.run);
+  expect_same(a.summary, b.summary);
+}
+
+void expect_same(const RecommendationRecord& a, const RecommendationRecord& b) {
+  EXPECT_EQ(a.sweep, b.sweep);
+  EXPECT_EQ(a.constraint, b.constraint);
+  EXPECT_EQ(a.point_index, b.point_index);
+  EXPECT_EQ(a.rationale, b.rationale);
+  EXPECT_EQ(a.snippets_json, b.snippets_json);
+  EXPECT_EQ(a.created_unix_ns, b.created_unix_ns);
+}
+
+template <typename F>
+void expect_store_error(F&& f, Kind kind, const std::string& message_part = "") {
+  try {
+    f();
+    ADD_FAILURE() << "expected a StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(message_part), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Records: enum names.
+
+TEST(Records, EnumNamesRoundTrip) {
+  for (RunStatus s : {RunStatus::Running, RunStatus::Ok, RunStatus::Failed, RunStatus::OutOfMemory,
+                      RunStatus::Interrupted}) {
+    EXPECT_EQ(parse_run_status(to_string(s)), s);
+  }
+  for (EventKind k : {EventKind::Step, EventKind::Forward, EventKind::Backward, EventKind::Compute,
+                      EventKind::CopyD2H, EventKind::CopyH2D, EventKind::Pack, EventKind::Unpack,
+                      EventKind::Wait}) {
+    EXPECT_EQ(parse_event_kind(to_string(k)), k);
+  }
+  for (PointStatus s :
+       {PointStatus::Pending, PointStatus::Ok, PointStatus::Failed, PointStatus::OutOfMemory}) {
+    EXPECT_EQ(parse_point_status(to_string(s)), s);
+  }
+  // The stored spellings are file format.
+  EXPECT_STREQ(to_string(RunStatus::OutOfMemory), "oom");
+  EXPECT_STREQ(to_string(EventKind::CopyD2H), "copy_d2h");
+  EXPECT_STREQ(to_string(PointStatus::Pending), "pending");
+}
+
+TEST(Records, ParseErrorsListValidValues) {
+  try {
+    parse_event_kind("copy");
+    FAIL() << "expected invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'copy'"), std::string::npos) << what;
+    EXPECT_NE(what.find("copy_d2h"), std::string::npos) << what;
+    EXPECT_NE(what.find("wait"), std::string::npos) << what;
+  }
+  EXPECT_THROW(parse_run_status("OK"), std::invalid_argument);
+  EXPECT_THROW(parse_point_status(""), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Store semantics, on both implementations.
+
+struct Impl {
+  std::string name;
+  bool sqlite;
+};
+
+class StoreSemantics : public ::testing::TestWithParam<Impl> {
+ protected:
+  void SetUp() override { store_ = open(); }
+
+  std::unique_ptr<Store> open() {
+    return GetParam().sqlite ? open_sqlite_store(dir_.file("store.db")) : make_memory_store();
+  }
+  // Reads after this come from the file on the SQLite store (the memory store has no file).
+  void reopen() {
+    if (!GetParam().sqlite) return;
+    store_.reset();
+    store_ = open();
+  }
+  Store& store() { return *store_; }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreSemantics, RunRoundTripsEveryField) {
+  const RunRecord in = sample_run(1);
+  const RunId id = store().begin_run(in);
+  ASSERT_TRUE(id.valid());
+  reopen();
+  const auto out = store().run(id);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->id, id);
+  expect_same(in, *out);
+}
+
+TEST_P(StoreSemantics, FinishRunUpdatesStatusErrorSummaryAndTime) {
+  const RunRecord in = sample_run(2);
+  const RunId id = store().begin_run(in);
+  RunSummary summary = sample_summary(9);
+  summary.final_loss = 0.125;
+  summary.step_ms_max = 30.5;
+  store().finish_run(id, RunStatus::OutOfMemory, "CUDA out of memory", summary,
+                     1800000000000000000);
+  reopen();
+  const auto out = store().run(id);
+  ASSERT_TRUE(out.has_value());
+  RunRecord expected = in;
+  expected.status = RunStatus::OutOfMemory;
+  expected.error = "CUDA out of memory";
+  expected.summary = summary;
+  expected.finished_unix_ns = 1800000000000000000;
+  expect_same(expected, *out);
+}
+
+TEST_P(StoreSemantics, RunsAreOrderedById) {
+  std::vector<RunId> ids;
+  for (int i = 0; i < 5; ++i) {
+    RunRecord r = sample_run(i);
+    r.status = i % 2 ? RunStatus::Ok : RunStatus::Interrupted;
+    ids.push_back(store().begin_run(r));
+  }
+  reopen();
+  const auto runs = store().runs();
+  ASSERT_EQ(runs.size(), 5u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].id, ids[i]);
+    EXPECT_EQ(runs[i].label, sample_run(static_cast<int>(i)).label);
+    if (i > 0) {
+      EXPECT_LT(runs[i - 1].id, runs[i].id);
+    }
+  }
+}
+
+TEST_P(StoreSemantics, StepsRoundTripOrderedByStep) {
+  const RunId a = store().begin_run(sample_run(1));
+  const RunId b = store().begin_run(sample_run(2));
+  std::vector<StepRecord> in;
+  for (int64_t step : {2, 0, 1}) {
+    StepRecord s;
+    s.run = a;
+    s.step = step;
+    s.begin_ns = 1000 * step;
+    s.end_ns = 1000 * step + 999;
+    s.peak_allocated = kMax - step;
+    s.peak_reserved = 5 + step;
+    s.offloaded_bytes = 6 + step;
+    s.reloaded_bytes = 7 + step;
+    s.hidden_copy_pct = step == 1 ? kNaN : 12.5 * static_cast<double>(step);
+    s.exposed_copy_ns = kMin + step;
+    s.loss = 2.0 / 3.0 + static_cast<double>(step);
+    in.push_back(s);
+  }
+  store().add_steps(in);
+  StepRecord other;
+  other.run = b;
+  other.step = 0;
+  store().add_steps({other});
+  reopen();
+  const auto out = store().steps(a);
+  ASSERT_EQ(out.size(), 3u);
+  expect_same(in[1], out[0]);
+  expect_same(in[2], out[1]);
+  expect_same(in[0], out[2]);
+  ASSERT_EQ(store().steps(b).size(), 1u);
+  expect_same(other, store().steps(b)[0]);
+}
+
+TEST_P(StoreSemantics, EventsRoundTripOrderedByStartThenInsertion) {
+  const RunId run = store().begin_run(sample_run(1));
+  const RunId other = store().begin_run(sample_run(2));
+  std::vector<TimelineEvent> first;
+  const EventKind kinds[] = {EventKind::Step,    EventKind::Forward, EventKind::Backward,
+                             EventKind::Compute, EventKind::CopyD2H, EventKind::CopyH2D,
+                             EventKind::Pack,    EventKind::Unpack,  EventKind::Wait};
+  int64_t start = 900;
+  for (EventKind k : kinds) {
+    TimelineEvent e = event(run, start, std::string("ev-") + to_string(k), k);
+    e.stream = start;
+    e.bytes = kMax - start;
+    e.tensor = k == EventKind::Wait ? -1 : start;
+    e.pinned = start % 200 == 0;
+    e.prefetch = start % 300 == 0;
+    first.push_back(e);
+    start -= 100;  // inserted in decreasing start order
+  }
+  store().add_events(first);
+  // Same start as an earlier one: comes after it (insertion order breaks ties).
+  const TimelineEvent tie = event(run, 500, "tie");
+  store().add_events({tie, event(other, 0, "other run")});
+  reopen();
+  const auto out = store().events(run);
+  ASSERT_EQ(out.size(), first.size() + 1);
+  for (size_t i = 1; i < out.size(); ++i) EXPECT_LE(out[i - 1].start_ns, out[i].start_ns);
+  // first[i] has start 900 - 100 i; ascending order reverses it, with `tie` right after start 500.
+  size_t at = 0;
+  for (size_t i = first.size(); i-- > 0;) {
+    expect_same(first[i], out[at++]);
+    if (first[i].start_ns == 500) expect_same(tie, out[at++]);
+  }
+  ASSERT_EQ(store().events(other).size(), 1u);
+  EXPECT_EQ(store().events(other)[0].name, "other run");
+}
+
+TEST_P(StoreSemantics, OccupancyRoundTripOrderedByTime) {
+  const RunId run = store().begin_run(sample_run(1));
+  std::vector<OccupancySample> in;
+  for (int64_t t : {30, 10, 20}) {
+    OccupancySample o;
+    o.run = run;
+    o.time_ns = t;
+    o.fwd_count = t + 1;
+    o.fwd_bytes = kMax - t;
+    o.bwd_count = t + 2;
+    o.bwd_bytes = t + 3;
+    o.device_bytes = t == 20 ? -1 : t * 1000;
+    in.push_back(o);
+  }
+  store().add_occupancy(in);
+  reopen();
+  const auto out = store().occupancy(run);
+  ASSERT_EQ(out.size(), 3u);
+  expect_same(in[1], out[0]);
+  expect_same(in[2], out[1]);
+  expect_same(in[0], out[2]);
+}
+
+TEST_P(StoreSemantics, SweepsRoundTripAndAreFoundByKey) {
+  const SweepRecord a = sample_sweep(1);
+  const SweepRecord b = sample_sweep(2);
+  const SweepId ida = store().create_sweep(a);
+  const SweepId idb = store().create_sweep(b);
+  EXPECT_LT(ida, idb);
+  reopen();
+  const auto found = store().find_sweep(b.key);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, idb);
+  expect_same(b, *found);
+  const auto byid = store().sweep(ida);
+  ASSERT_TRUE(byid.has_value());
+  EXPECT_EQ(byid->id, ida);
+  expect_same(a, *byid);
+  const auto all = store().sweeps();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, ida);
+  EXPECT_EQ(all[1].id, idb);
+  EXPECT_FALSE(store().find_sweep("no such key").has_value());
+  // The key is the sweep's identity: a second sweep with it is refused, not duplicated.
+  expect_store_error([&] { store().create_sweep(a); }, Kind::Invalid);
+  EXPECT_EQ(store().sweeps().size(), 2u);
+}
+
+TEST_P(StoreSemantics, PutPointInsertsOrdersByIndexAndUpserts) {
+  const SweepId sweep = store().create_sweep(sample_sweep(1));
+  const SweepId other = store().create_sweep(sample_sweep(2));
+  const RunId run = store().begin_run(sample_run(1));
+  std::vector<PointRecord> in;
+  std::vector<PointId> ids;
+  for (int64_t index : {2, 0, 1}) {
+    PointRecord p;
+    p.id = PointId(4242);  // ignored
+    p.sweep = sweep;
+    p.index = index;
+    p.config = sample_config(static_cast<int>(index));
+    p.status = PointStatus::Pending;
+    in.push_back(p);
+    ids.push_back(store().put_point(p));
+  }
+  PointRecord elsewhere;
+  elsewhere.sweep = other;
+  elsewhere.index = 0;
+  store().put_point(elsewhere);
+
+  // Measuring point 1 replaces it, and keeps its id.
+  PointRecord measured = in[2];
+  measured.status = PointStatus::Ok;
+  measured.error = "";
+  measured.run = run;
+  measured.summary = sample_summary(3);
+  measured.config.prefetch = 9;
+  EXPECT_EQ(store().put_point(measured), ids[2]);
+  PointRecord failed = in[0];
+  failed.status = PointStatus::OutOfMemory;
+  failed.error = "out of memory at step 3";
+  EXPECT_EQ(store().put_point(failed), ids[0]);
+
+  reopen();
+  const auto out = store().points(sweep);
+  ASSERT_EQ(out.size(), 3u);
+  expect_same(in[1], out[0]);
+  EXPECT_EQ(out[0].id, ids[1]);
+  EXPECT_FALSE(out[0].run.valid());
+  expect_same(measured, out[1]);
+  EXPECT_EQ(out[1].id, ids[2]);
+  expect_same(failed, out[2]);
+  EXPECT_EQ(out[2].id, ids[0]);
+  ASSERT_EQ(store().points(other).size(), 1u);
+}
+
+TEST_P(StoreSemantics, RecommendationsRoundTripInInsertionOrder) {
+  const SweepId sweep = store().create_sweep(sample_sweep(1));
+  const SweepId other = store().create_sweep(sample_sweep(2));
+  RecommendationRecord a;
+  a.sweep = sweep;
+  a.constraint = "memory-budget=8GiB";
+  a.point_index = 3;
+  a.rationale = "fits in 7.9 GiB at 1.08x the baseline step time";
+  a.snippets_json = R"({"cpp":"opts.prefetch = 2;","trl":"...","axolotl":"..."})";
+  a.created_unix_ns = 1700000000000000001;
+  RecommendationRecord b = a;
+  b.constraint = "none";
+  b.point_index = -1;
+  b.rationale = "nothing satisfies the constraint";
+  RecommendationRecord c = a;
+  c.sweep = other;
+  store().add_recommendation(a);
+  store().add_recommendation(c);
+  store().add_recommendation(b);
+  reopen();
+  const auto out = store().recommendations(sweep);
+  ASSERT_EQ(out.size(), 2u);
+  expect_same(a, out[0]);
+  expect_same(b, out[1]);
+  ASSERT_EQ(store().recommendations(other).size(), 1u);
+}
+
+TEST_P(StoreSemantics, UnknownIdsReadAsAbsentAndAreRefusedOnWrite) {
+  const RunId nope(987654);
+  const SweepId no_sweep(987654);
+  EXPECT_FALSE(store().run(nope).has_value());
+  EXPECT_FALSE(store().run(RunId()).has_value());
+  EXPECT_TRUE(store().runs().empty());
+  EXPECT_TRUE(store().steps(nope).empty());
+  EXPECT_TRUE(store().events(nope).empty());
+  EXPECT_TRUE(store().occupancy(nope).empty());
+  EXPECT_FALSE(store().sweep(no_sweep).has_value());
+  EXPECT_TRUE(store().sweeps().empty());
+  EXPECT_TRUE(store().points(no_sweep).empty());
+  EXPECT_TRUE(store().recommendations(no_sweep).empty());
+
+  expect_store_error([&] { store().finish_run(nope, RunStatus::Ok, "", RunSummary{}, 1); },
+                     Kind::Invalid, "987654");
+  StepRecord step;
+  step.run = nope;
+  expect_store_error([&] { store().add_steps({step}); }, Kind::Invalid);
+  expect_store_error([&] { store().add_events({event(nope, 1, "x")}); }, Kind::Invalid);
+  OccupancySample sample;
+  sample.run = nope;
+  expect_store_error([&] { store().add_occupancy({sample}); }, Kind::Invalid);
+  PointRecord point;
+  point.sweep = no_sweep;
+  expect_store_error([&] { store().put_point(point); }, Kind::Invalid);
+  point.sweep = store().create_sweep(sample_sweep(1));
+  point.run = nope;  // a measured point names a run that exists
+  expect_store_error([&] { store().put_point(point); }, Kind::Invalid);
+  RecommendationRecord rec;
+  rec.sweep = no_sweep;
+  expect_store_error([&] { store().add_recommendation(rec); }, Kind::Invalid);
+  EXPECT_TRUE(store().points(point.sweep).empty());
+}
+
+TEST_P(StoreSemantics, RefusedBatchAddsNothing) {
+  const RunId run = store().begin_run(sample_run(1));
+  store().add_events({event(run, 1, "committed")});
+  std::vector<TimelineEvent> batch;
+  for (int i = 0; i < 100; ++i) batch.push_back(event(run, 10 + i, "doomed"));
+  batch.push_back(event(RunId(run.value + 1000), 5, "bad row"));  // last row: unknown run
+  expect_store_error([&] { store().add_events(batch); }, Kind::Invalid);
+
+  StepRecord s;
+  s.run = run;
+  s.step = 0;
+  store().add_steps({s});
+  StepRecord s1 = s;
+  s1.step = 1;
+  expect_store_error([&] { store().add_steps({s1, s}); }, Kind::Invalid);  // step 0 exists
+
+  OccupancySample o;
+  o.run = run;
+  OccupancySample bad = o;
+  bad.run = RunId(run.value + 1000);
+  expect_store_error([&] { store().add_occupancy({o, o, bad}); }, Kind::Invalid);
+
+  reopen();
+  const auto events = store().events(run);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name, "committed");
+  ASSERT_EQ(store().steps(run).size(), 1u);
+  EXPECT_TRUE(store().occupancy(run).empty());
+  // The store is still usable after a refused batch.
+  store().add_steps({s1});
+  EXPECT_EQ(store().steps(run).size(), 2u);
+}
+
+TEST_P(StoreSemantics, EmptyBatchesAreNoOps) {
+  store().add_steps({});
+  store().add_events({});
+  store().add_occupancy({});
+  EXPECT_TRUE(store().runs().empty());
+}
+
+TEST_P(StoreSemantics, ConcurrentWritersFromManyThreads) {
+  const RunId run = store().begin_run(sample_run(1));
+  constexpr int kThreads = 4;
+  constexpr int kBatches = 25;
+  constexpr int kPerBatch = 20;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<TimelineEvent> batch;
+        for (int i = 0; i < kPerBatch; ++i) {
+          batch.push_back(event(run, (t * kBatches + b) * kPerBatch + i, "t" + std::to_string(t)));
+        }
+        store().add_events(batch);
+        store().events(run);  // readers interleave with writers
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto out = store().events(run);
+  ASSERT_EQ(out.size(), static_cast<size_t>(kThreads * kBatches * kPerBatch));
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].start_ns, static_cast<int64_t>(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, StoreSemantics,
+                         ::testing::Values(Impl{"Sqlite", true}, Impl{"Memory", false}),
+                         [](const ::testing::TestParamInfo<Impl>& param) {
+                           return param.param.name;
+                         });
+
+// ---------------------------------------------------------------------------------------------------
+// SQLite only.
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name = "store.db") const { return dir_.file(name); }
+
+  // Fills a store with one run of each kind of data, and closes it.
+  RunId populate(const std::string& file, int events = 50) {
+    auto store = open_sqlite_store(file);
+    const RunId run = store->begin_run(sample_run(1));
+    std::vector<TimelineEvent> batch;
+    for (int i = 0; i < events; ++i) batch.push_back(event(run, i, "event " + std::to_string(i)));
+    store->add_events(batch);
+    StepRecord s;
+    s.run = run;
+    store->add_steps({s});
+    const SweepId sweep = store->create_sweep(sample_sweep(1));
+    PointRecord p;
+    p.sweep = sweep;
+    store->put_point(p);
+    return run;
+  }
+
+  // Opening `file` fails with `kind`, both for writing and read-only, and leaves the file's bytes
+  // as they were, with no -wal/-shm/-journal files next to it.
+  void expect_refused(const std::string& file, Kind kind, const std::string& message) {
+    ASSERT_FALSE(has_side_files(file)) << "the fixture itself left side files";
+    const std::string before = read_bytes(file);
+    const auto before_time = fs::last_write_time(file);
+    for (bool read_only : {false, true}) {
+      SCOPED_TRACE(read_only ? "read-only open" : "read-write open");
+      try {
+        if (read_only) {
+          open_sqlite_store_readonly(file);
+        } else {
+          open_sqlite_store(file);
+        }
+        ADD_FAILURE() << "expected the open to be refused";
+      } catch (const StoreError& e) {
+        EXPECT_EQ(e.kind(), kind) << e.what();
+        EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << "names the file";
+      }
+      EXPECT_EQ(read_bytes(file), before) << "the refused file was modified";
+      EXPECT_EQ(fs::last_write_time(file), before_time);
+      EXPECT_FALSE(fs::exists(file + "-wal"));
+      EXPECT_FALSE(fs::exists(file + "-shm"));
+      EXPECT_FALSE(fs::exists(file + "-journal"));
+    }
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(SqliteStoreTest, SchemaVersionIsOneAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 1);
+  open_sqlite_store(path());
+  RawDb db(path());
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
+  EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
+  EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
+  EXPECT_FALSE(db.text("SELECT value FROM meta WHERE key = 'writer_version'").empty());
+  // The tables and indexes docs/store.md describes.
+  for (const char* name : {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points",
+                           "recommendations", "events_run_start", "occupancy_run_time"}) {
+    EXPECT_EQ(
+        db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'"),
+        1)
+        << name;
+  }
+}
+
+TEST_F(SqliteStoreTest, JournalModeIsWal) {
+  auto store = open_sqlite_store(path());
+  store->begin_run(sample_run(1));
+  EXPECT_TRUE(fs::exists(path() + "-wal"));  // while open
+  store.reset();
+  RawDb db(path());
+  EXPECT_EQ(db.text("PRAGMA journal_mode"), "wal");  // persistent in the file header
+}
+
+TEST_F(SqliteStoreTest, EventQueriesUseTheRunStartIndex) {
+  open_sqlite_store(path());
+  RawDb db(path());
+  const std::string plan = db.column_concat(
+      "EXPLAIN QUERY PLAN SELECT * FROM events WHERE run = 1 ORDER BY start_ns, id", 3);
+  EXPECT_NE(plan.find("events_run_start"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << "no sort step: " << plan;
+}
+
+TEST_F(SqliteStoreTest, ReopenKeepsEverything) {
+  const RunId run = populate(path(), 300);
+  auto store = open_sqlite_store(path());
+  ASSERT_EQ(store->runs().size(), 1u);
+  expect_same(sample_run(1), *store->run(run));
+  EXPECT_EQ(store->events(run).size(), 300u);
+  EXPECT_EQ(store->steps(run).size(), 1u);
+  ASSERT_EQ(store->sweeps().size(), 1u);
+  EXPECT_EQ(store->points(store->sweeps()[0].id).size(), 1u);
+  // Ids continue after the stored ones.
+  EXPECT_GT(store->begin_run(sample_run(2)), run);
+}
+
+TEST_F(SqliteStoreTest, MigratesAZeroByteFile) {
+  write_bytes(path(), "");
+  auto store = open_sqlite_store(path());
+  store->begin_run(sample_run(1));
+  store.reset();
+  RawDb db(path());
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM runs"), 1);
+}
+
+TEST_F(SqliteStoreTest, MigratesAHandMadeVersionZeroFile) {
+  {
+    // A valid SQLite file with a header and pages but no schema: what version 0 looks like.
+    RawDb db(path());
+    db.must("CREATE TABLE scratch (x); DROP TABLE scratch; PRAGMA user_version = 0");
+  }
+  ASSERT_GT(fs::file_size(path()), 0u);
+  auto store = open_sqlite_store(path());
+  const RunId run = store->begin_run(sample_run(1));
+  store.reset();
+  {
+    RawDb db(path());
+    EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+    EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
+  }
+  // And the migrated file is a store that read-only opens accept.
+  auto ro = open_sqlite_store_readonly(path());
+  ASSERT_TRUE(ro->run(run).has_value());
+  expect_same(sample_run(1), *ro->run(run));
+}
+
+TEST_F(SqliteStoreTest, OpeningACurrentStoreDoesNotMigrateIt) {
+  populate(path());
+  RawDb(path()).must("UPDATE meta SET value = 'marker' WHERE key = 'writer_version'");
+  open_sqlite_store(path());
+  RawDb db(path());
+  EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'writer_version'"), "marker");
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+}
+
+TEST_F(SqliteStoreTest, RefusesAFileThatIsNotSqlite) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "run,step,ms\n1,0,12.5\n";
+  write_bytes(path("notes.csv"), text);
+  expect_refused(path("notes.csv"), Kind::NotADatabase,
+                 path("notes.csv") + " is not an offtune store (not an SQLite database)");
+  write_bytes(path("short"), "SQLite format 3");  // shorter than an SQLite header
+  expect_refused(path("short"), Kind::NotADatabase, "not an SQLite database");
+}
+
+TEST_F(SqliteStoreTest, RefusesASqliteFileWithADamagedHeader) {
+  populate(path());
+  std::string bytes = read_bytes(path());
+  bytes[16] = 3;  // page size 768: not a power of two
+  bytes[17] = 0;
+  write_bytes(path(), bytes);
+  expect_refused(path(), Kind::NotADatabase, "not an SQLite database");
+}
+
+TEST_F(SqliteStoreTest, RefusesACorruptFile) {
+  populate(path(), 3000);
+  std::string bytes = read_bytes(path());
+  const size_t page = 4096;
+  ASSERT_GT(bytes.size(), 8 * page);
+  // Leave page 1 (header and schema root) alone; overwrite the back half with garbage.
+  for (size_t i = bytes.size() / 2; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<char>((i * 37) & 0xff);
+  }
+  write_bytes(path(), bytes);
+  expect_refused(path(), Kind::Corrupt, "corrupt");
+}
+
+TEST_F(SqliteStoreTest, RefusesAnSqliteFileThatIsNotAStore) {
+  {
+    RawDb db(path("other.db"));
+    db.must("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)");
+    db.must("INSERT INTO customers (name) VALUES ('ada'), ('grace')");
+  }
+  expect_refused(path("other.db"), Kind::Invalid, "not an offtune store");
+  {
+    // A table named meta is not enough: it must say it is offtune's.
+    RawDb db(path("meta.db"));
+    db.must("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)");
+    db.must("INSERT INTO meta VALUES ('app', 'something else')");
+    db.must("PRAGMA user_version = 1");
+  }
+  expect_refused(path("meta.db"), Kind::Invalid, "not an offtune store");
+}
+
+TEST_F(SqliteStoreTest, RefusesANewerSchema) {
+  populate(path());
+  {
+    RawDb db(path());
+    db.must("PRAGMA user_version = 99");
+  }
+  ASSERT_FALSE(has_side_files(path()));  // the raw connection was the last one: WAL checkpointed
+  expect_refused(path(), Kind::NewerSchema,
+                 path() + " was written by a newer offtune (schema 99, this build reads up to 1)");
+}
+
+TEST_F(SqliteStoreTest, ReadOnlyOpenOfAMissingFileIsCannotOpen) {
+  expect_store_error([&] { open_sqlite_store_readonly(path("missing.db")); }, Kind::CannotOpen,
+                     path("missing.db"));
+  EXPECT_FALSE(fs::exists(path("missing.db")));
+  EXPECT_FALSE(has_side_files(path("missing.db")));
+}
+
+TEST_F(SqliteStoreTest, ReadOnlyOpenRefusesFilesWithNoStoreYet) {
+  write_bytes(path(), "");
+  expect_store_error([&] { open_sqlite_store_readonly(path()); }, Kind::Invalid, "empty");
+  EXPECT_EQ(fs::file_size(path()), 0u);
+  {
+    RawDb db(path("v0.db"));
+    db.must("CREATE TABLE scratch (x); DROP TABLE scratch");
+  }
+  const std::string before = read_bytes(path("v0.db"));
+  expect_store_error([&] { open_sqlite_store_readonly(path("v0.db")); }, Kind::Invalid, "empty");
+  EXPECT_EQ(read_bytes(path("v0.db")), before);
+}
+
+TEST_F(SqliteStoreTest, OpenInAMissingDirectoryIsCannotOpen) {
+  const std::string file = path("no/such/dir/store.db");
+  expect_store_error([&] { open_sqlite_store(file); }, Kind::CannotOpen, file);
+  expect_store_error([&] { open_sqlite_store(dir_.file("")); }, Kind::CannotOpen);
+}
+
+TEST_F(SqliteStoreTest, ReadOnlyStoreReadsButNeverWrites) {
+  const RunId run = populate(path());
+  const std::string before = read_bytes(path());
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    ASSERT_TRUE(ro->run(run).has_value());
+    expect_same(sample_run(1), *ro->run(run));
+    EXPECT_EQ(ro->events(run).size(), 50u);
+    expect_store_error([&] { ro->begin_run(sample_run(2)); }, Kind::Invalid, "read-only");
+    expect_store_error([&] { ro->add_events({event(run, 1, "x")}); }, Kind::Invalid, "read-only");
+    expect_store_error([&] { ro->create_sweep(sample_sweep(7)); }, Kind::Invalid, "read-only");
+  }
+  EXPECT_EQ(read_bytes(path()), before);
+}
+
+TEST_F(SqliteStoreTest, ReadOnlyStoreSeesALiveWritersCommits) {
+  auto writer = open_sqlite_store(path());
+  const RunId run = writer->begin_run(sample_run(1));
+  writer->add_events({event(run, 1, "a"), event(run, 2, "b")});
+  // The commits are in the -wal file only (no checkpoint yet); the reader must see them.
+  auto reader = open_sqlite_store_readonly(path());
+  ASSERT_EQ(reader->events(run).size(), 2u);
+  writer->add_events({event(run, 3, "c")});
+  EXPECT_EQ(reader->events(run).size(), 3u);
+  // A second writer on the same file works too (the GUI and the CLI may share a store).
+  auto second = open_sqlite_store(path());
+  second->add_events({event(run, 4, "d")});
+  EXPECT_EQ(writer->events(run).size(), 4u);
+}
+
+TEST_F(SqliteStoreTest, NamesWithUriCharactersOpenAsThemselves) {
+  const std::string file = path("odd name?x=1#frag%20.db");
+  const RunId run = populate(file);
+  EXPECT_TRUE(fs::exists(file));
+  auto ro = open_sqlite_store_readonly(file);
+  EXPECT_TRUE(ro->run(run).has_value());
+  EXPECT_FALSE(fs::exists(path("odd name")));
+}
+
+// Caps the size of every database opened while alive, through an SQLite auto-extension: the public
+// Store API has no knob for it, and a real full disk needs root and a tiny filesystem.
+class PageCap {
+ public:
+  explicit PageCap(int64_t pages) {
+    pages_ = pages;
+    sqlite3_auto_extension(reinterpret_cast<void (*)()>(&apply));
+  }
+  ~PageCap() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&apply)); }
+  PageCap(const PageCap&) = delete;
+  PageCap& operator=(const PageCap&) = delete;
+
+ private:
+  static int apply(sqlite3* db, char**, const sqlite3_api_routines*) {
+    const std::string sql = "PRAGMA max_page_count = " + std::to_string(pages_.load());
+    sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+    return SQLITE_OK;
+  }
+  static inline std::atomic<int64_t> pages_{0};
+};
+
+TEST_F(SqliteStoreTest, FullDiskFailsTheBatchAndKeepsEarlierCommits) {
+  const RunId run = populate(path(), 100);
+  int64_t pages = 0;
+  {
+    RawDb db(path());
+    pages = db.integer("PRAGMA page_count");
+  }
+  int failed_batch = -1;
+  int committed_batches = 0;
+  constexpr int kPerBatch = 400;
+  {
+    PageCap cap(pages + 40);
+    auto store = open_sqlite_store(path());
+    for (int b = 0; b < 200 && failed_batch < 0; ++b) {
+      std::vector<TimelineEvent> batch;
+      for (int i = 0; i < kPerBatch; ++i) {
+        batch.push_back(event(run, 1000 + b * kPerBatch + i, "batch-" + std::to_string(b)));
+      }
+      try {
+        store->add_events(batch);
+        ++committed_batches;
+      } catch (const StoreError& e) {
+        EXPECT_EQ(e.kind(), Kind::Full) << e.what();
+        EXPECT_NE(std::string(e.what()).find(path()), std::string::npos) << e.what();
+        failed_batch = b;
+      }
+    }
+    ASSERT_GE(failed_batch, 1) << "the cap should allow one batch and refuse a later one";
+    // Same connection, after the failure: earlier data intact, nothing of the failed batch.
+    const auto events = store->events(run);
+    EXPECT_EQ(events.size(), static_cast<size_t>(100 + committed_batches * kPerBatch));
+    for (const auto& e : events) EXPECT_NE(e.name, "batch-" + std::to_string(failed_batch));
+  }
+  // Reopened without the cap: the same, and writable again.
+  auto store = open_sqlite_store(path());
+  const auto events = store->events(run);
+  EXPECT_EQ(events.size(), static_cast<size_t>(100 + committed_batches * kPerBatch));
+  for (const auto& e : events) EXPECT_NE(e.name, "batch-" + std::to_string(failed_batch));
+  store->add_events({event(run, 1, "after")});
+  EXPECT_EQ(store->events(run).size(), events.size() + 1);
+}
+
+TEST_F(SqliteStoreTest, AnotherWriterHoldingTheLockIsBusy) {
+  const RunId run = populate(path());
+  auto store = open_sqlite_store(path());
+  RawDb other(path());
+  other.must("BEGIN IMMEDIATE");
+  const auto start = std::chrono::steady_clock::now();
+  expect_store_error([&] { store->add_events({event(run, 1, "x")}); }, Kind::Busy, path());
+  // busy_timeout: the store waited for the lock before giving up.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  other.must("ROLLBACK");
+  store->add_events({event(run, 1, "x")});
+  EXPECT_EQ(store->events(run).size(), 51u);
+}
+
+TEST_F(SqliteStoreTest, CrashedWriterLeavesEarlierCommitsIntact) {
+#ifdef OFFTUNE_TEST_HAS_FORK
+  const RunId run = populate(path(), 10);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child commits one batch through the store, then dies in the middle of a big transaction
+    // whose pages have spilled into the -wal file. No destructors, no gtest: _exit only.
+    int code = 0;
+    try {
+      auto store = open_sqlite_store(path());
+      store->add_events({event(run, 100, "child committed")});
+      sqlite3* db = nullptr;
+      sqlite3_open_v2(path().c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+      sqlite3_exec(db, "PRAGMA cache_size = 10; BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+      for (int i = 0; i < 20000 && code == 0; ++i) {
+        const std::string sql =
+            "INSERT INTO events (run, kind, start_ns, end_ns, stream, bytes, tensor, pinned, "
+            "prefetch, name) VALUES (" +
+            std::to_string(run.value) + ", 'compute', " + std::to_string(1000 + i) +
+            ", 0, 0, 0, -1, 1, 0, 'uncommitted " + std::string(200, 'x') + "')";
+        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) code = 3;
+      }
+    } catch (...) {
+      code = 2;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_TRUE(fs::exists(path() + "-wal"));
+  EXPECT_GT(fs::file_size(path() + "-wal"), 100u * 4096) << "uncommitted pages reached the WAL";
+
+  for (bool read_only : {true, false}) {
+    SCOPED_TRACE(read_only ? "read-only" : "read-write");
+    auto store = read_only ? open_sqlite_store_readonly(path()) : open_sqlite_store(path());
+    const auto events = store->events(run);
+    ASSERT_EQ(events.size(), 11u);
+    EXPECT_EQ(events.back().name, "child committed");
+  }
+  // And it is writable again.
+  auto store = open_sqlite_store(path());
+  store->add_events({event(run, 200, "after the crash")});
+  EXPECT_EQ(store->events(run).size(), 12u);
+#else
+  GTEST_SKIP() << "needs fork()";
+#endif
+}
+
+}  // namespace
+}  // namespace offtune::profiler

@@ -1,0 +1,178 @@
+// Sweeps, the runner and the recommender on the built-in tiny model (host-sim) and on hand-made
+// points: baseline always included, failed/out-of-memory points recorded, resume skips finished
+// points, shards + merge give the whole sweep, the Pareto front and the constraint rules.
+#include <gtest/gtest.h>
+
+#include "offtune/host_sim.hpp"
+#include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/sweep.hpp"
+#include "workloads.hpp"
+
+namespace offtune::profiler {
+namespace {
+
+SweepSpec tiny_spec() {
+  SweepSpec s;
+  s.name = "test";
+  s.workload.model = "tiny";
+  s.workload.batch = 2;
+  s.workload.seq = 32;
+  s.workload.dtype = "fp32";
+  s.workload.steps = 2;
+  s.workload.warmup = 1;
+  s.grid.min_offload_sizes = {1024, 1 << 20};
+  s.grid.max_fwd_stash_sizes = {1, 4};
+  s.base.backend = BackendKind::HostSim;
+  s.env.backend = "host-sim";
+  return s;
+}
+
+TEST(Sweep, GridHasBaselineFirst) {
+  Grid g;
+  g.min_offload_sizes = {1, 2};
+  g.max_fwd_stash_sizes = {3};
+  const auto c = expand_grid(g);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_FALSE(c[0].offload);
+  EXPECT_TRUE(c[1].offload);
+  EXPECT_EQ(c[1].min_offload_size, 1);
+  EXPECT_EQ(c[2].min_offload_size, 2);
+  EXPECT_EQ(c[2].max_fwd_stash_size, 3);
+}
+
+TEST(Sweep, RunsRecordsAndResumes) {
+  auto store = make_memory_store();
+  auto spec = tiny_spec();
+  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  const auto first = run_sweep(*workload, spec, *store);
+  EXPECT_EQ(first.ran, 5);
+  EXPECT_EQ(first.ok, 5);
+  const auto points = store->points(first.sweep);
+  ASSERT_EQ(points.size(), 5u);
+  EXPECT_FALSE(points[0].config.offload);
+  for (const auto& p : points) {
+    EXPECT_EQ(p.status, PointStatus::Ok) << p.error;
+    EXPECT_GT(p.summary.step_ms_median, 0.0);
+    EXPECT_GT(p.summary.peak_allocated, 0);
+    EXPECT_TRUE(p.run.valid());
+  }
+  EXPECT_GT(points[1].summary.offloaded_bytes, 0);
+  EXPECT_LT(points[1].summary.peak_allocated, points[0].summary.peak_allocated);
+  EXPECT_FALSE(store->events(points[1].run).empty());
+  // The same sweep again: nothing new runs, nothing is duplicated.
+  const auto second = run_sweep(*workload, spec, *store);
+  EXPECT_EQ(second.sweep, first.sweep);
+  EXPECT_EQ(second.ran, 0);
+  EXPECT_EQ(second.skipped, 5);
+  EXPECT_EQ(store->points(first.sweep).size(), 5u);
+  EXPECT_EQ(store->runs().size(), 5u);
+}
+
+TEST(Sweep, CancelStopsBetweenPointsAndResumeFinishes) {
+  auto store = make_memory_store();
+  auto spec = tiny_spec();
+  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  std::atomic<bool> cancel{false};
+  const auto first = run_sweep(
+      *workload, spec, *store, [&](const SweepProgress& p) { cancel = p.done >= 2; }, &cancel);
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.ran, 2);
+  const auto second = run_sweep(*workload, spec, *store);
+  EXPECT_EQ(second.skipped, 2);
+  EXPECT_EQ(second.ran, 3);
+  EXPECT_EQ(store->runs().size(), 5u);
+}
+
+TEST(Sweep, OutOfMemoryPointIsAResult) {
+  host_sim::install();
+  auto store = make_memory_store();
+  auto spec = tiny_spec();
+  spec.grid.min_offload_sizes = {1024};
+  spec.grid.max_fwd_stash_sizes = {1};
+  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  host_sim::set_capacity(host_sim::counters().allocated + 4096);  // nothing fits
+  const auto out = run_sweep(*workload, spec, *store);
+  host_sim::set_capacity(0);
+  EXPECT_EQ(out.oom, 2);
+  for (const auto& p : store->points(out.sweep)) {
+    EXPECT_EQ(p.status, PointStatus::OutOfMemory);
+    EXPECT_NE(p.error.find("out of memory"), std::string::npos) << p.error;
+  }
+}
+
+TEST(Sweep, ShardsMergeIntoTheWholeSweep) {
+  auto spec = tiny_spec();
+  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  auto a = make_memory_store(), b = make_memory_store(), merged = make_memory_store();
+  spec.shard = {1, 2};
+  EXPECT_EQ(run_sweep(*workload, spec, *a).ran, 3);  // indices 0, 2, 4
+  spec.shard = {2, 2};
+  EXPECT_EQ(run_sweep(*workload, spec, *b).ran, 2);  // indices 1, 3
+  EXPECT_EQ(merge_stores(*merged, *a), 3);
+  EXPECT_EQ(merge_stores(*merged, *b), 2);
+  EXPECT_EQ(merge_stores(*merged, *b), 0);  // idempotent
+  const auto sweeps = merged->sweeps();
+  ASSERT_EQ(sweeps.size(), 1u);
+  const auto points = merged->points(sweeps[0].id);
+  ASSERT_EQ(points.size(), 5u);
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(points[static_cast<size_t>(i)].index, i);
+    EXPECT_FALSE(merged->steps(points[static_cast<size_t>(i)].run).empty());
+  }
+}
+
+PointRecord point(int64_t index, bool offload, double ms, int64_t peak,
+                  PointStatus status = PointStatus::Ok) {
+  PointRecord p;
+  p.index = index;
+  p.config.offload = offload;
+  p.config.min_offload_size = 1024 * index;
+  p.config.max_fwd_stash_size = index;
+  p.status = status;
+  p.summary.step_ms_median = ms;
+  p.summary.peak_allocated = peak;
+  return p;
+}
+
+TEST(Recommend, ParetoFrontAndConstraints) {
+  const std::vector<PointRecord> pts{
+      point(0, false, 100, 1000),                    // baseline
+      point(1, true, 110, 600),                      // front
+      point(2, true, 130, 400),                      // front
+      point(3, true, 140, 650),                      // dominated by 1
+      point(4, true, 200, 300),                      // front
+      point(5, true, 90, 100, PointStatus::Failed),  // ignored
+  };
+  auto r = recommend(pts, {});  // default: max slowdown 1.25
+  std::vector<int64_t> front;
+  for (auto& p : r.front) front.push_back(p.index);
+  EXPECT_EQ(front, (std::vector<int64_t>{0, 1, 2, 4}));
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 1);  // 130/100 > 1.25
+  r = recommend(pts, Constraint{std::nullopt, 1.3});
+  EXPECT_EQ(r.chosen->index, 2);
+  r = recommend(pts, Constraint{500, std::nullopt});
+  EXPECT_EQ(r.chosen->index, 2);  // fastest under 500
+  r = recommend(pts, Constraint{200, std::nullopt});
+  EXPECT_FALSE(r.chosen);
+  EXPECT_NE(r.rationale.find("no measured point fits"), std::string::npos);
+  EXPECT_THROW(recommend(pts, Constraint{500, 1.2}), std::invalid_argument);
+}
+
+TEST(Recommend, SnippetsCarryTheSettings) {
+  EngineConfig c;
+  c.min_offload_size = 65536;
+  c.max_fwd_stash_size = 3;
+  const auto s = make_snippets(c);
+  EXPECT_NE(s.cpp.find("opts.min_offload_size = 65536;"), std::string::npos);
+  EXPECT_NE(s.cpp.find("opts.max_fwd_stash_size = 3;"), std::string::npos);
+  EXPECT_NE(s.trl.find("min_offload_size=65536"), std::string::npos);
+  EXPECT_NE(s.trl.find("max_fwd_stash_size=3"), std::string::npos);
+  EXPECT_NE(s.axolotl.find("activation_offloading: true"), std::string::npos);
+  c.use_streams = false;
+  EXPECT_NE(make_snippets(c).axolotl.find("activation_offloading: legacy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace offtune::profiler
