@@ -31,6 +31,7 @@
 #include "offtune/host_sim.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/json.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -199,23 +200,6 @@ pf::EngineConfig to_config(const EngineArgs& e) {
 
 bool show_progress(const Common& c) { return !c.quiet && isatty(STDERR_FILENO); }
 
-json summary_json(const pf::RunSummary& s) {
-  return {{"step_ms_median", s.step_ms_median},   {"step_ms_stddev", s.step_ms_stddev},
-          {"peak_allocated", s.peak_allocated},   {"peak_reserved", s.peak_reserved},
-          {"offloaded_bytes", s.offloaded_bytes}, {"hidden_copy_pct", s.hidden_copy_pct},
-          {"exposed_copy_ns", s.exposed_copy_ns}, {"final_loss", s.final_loss}};
-}
-
-json config_json(const pf::EngineConfig& c) {
-  return {{"offload", c.offload},
-          {"min_offload_size", c.min_offload_size},
-          {"max_fwd_stash_size", c.max_fwd_stash_size},
-          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
-          {"prefetch", c.prefetch},
-          {"use_streams", c.use_streams},
-          {"use_pin_memory", c.use_pin_memory}};
-}
-
 // --fail-if METRIC>VALUE: peak>SIZE, step-ms>X, slowdown>F.
 struct Threshold {
   std::string metric;
@@ -291,8 +275,8 @@ int cmd_run(const Common& c, const WorkloadArgs& wa, const EngineArgs& ea,
     std::cout << json{{"run", r.id.value},
                       {"status", pf::to_string(r.status)},
                       {"error", r.error},
-                      {"config", config_json(r.config)},
-                      {"summary", summary_json(r.summary)},
+                      {"config", pf::to_json(r.config)},
+                      {"summary", pf::to_json(r.summary)},
                       {"db", c.db}}
                      .dump(2)
               << "\n";
@@ -368,8 +352,8 @@ int cmd_sweep(const Common& c, const WorkloadArgs& wa, const EngineArgs& ea,
     for (const auto& p : points) {
       pts.push_back({{"index", p.index},
                      {"status", pf::to_string(p.status)},
-                     {"config", config_json(p.config)},
-                     {"summary", summary_json(p.summary)},
+                     {"config", pf::to_json(p.config)},
+                     {"summary", pf::to_json(p.summary)},
                      {"error", p.error}});
     }
     std::cout << json{{"sweep", outcome.sweep.value},
@@ -431,8 +415,8 @@ int cmd_recommend(const Common& c, int64_t sweep_id, const std::string& budget, 
     json front = json::array();
     for (const auto& p : rec.front) {
       front.push_back({{"index", p.index},
-                       {"config", config_json(p.config)},
-                       {"summary", summary_json(p.summary)}});
+                       {"config", pf::to_json(p.config)},
+                       {"summary", pf::to_json(p.summary)}});
     }
     json out{{"sweep", sweep->id.value},
              {"constraint", rec.constraint.describe()},
@@ -487,7 +471,7 @@ int cmd_report(const Common& c, int64_t sweep_id) {
       jr.push_back({{"id", r.id.value},
                     {"status", pf::to_string(r.status)},
                     {"label", r.label},
-                    {"summary", summary_json(r.summary)}});
+                    {"summary", pf::to_json(r.summary)}});
     }
     std::cout << json{{"sweeps", js}, {"runs", jr}}.dump(2) << "\n";
     return kOk;

@@ -3,6 +3,7 @@
 // second time. nlohmann-json still escapes every string and serializes the small per-event args
 // objects.
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/json.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -121,17 +122,6 @@ json step_args(const StepRecord& s) {
           {"exposed_copy_ns", s.exposed_copy_ns}};
 }
 
-json config_json(const EngineConfig& c) {
-  return {{"offload", c.offload},
-          {"min_offload_size", c.min_offload_size},
-          {"max_fwd_stash_size", c.max_fwd_stash_size},
-          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
-          {"prefetch", c.prefetch},
-          {"use_streams", c.use_streams},
-          {"use_pin_memory", c.use_pin_memory},
-          {"link", c.link}};
-}
-
 json run_json(const RunRecord& r, int64_t origin_ns) {
   const Workload& w = r.workload;
   return {{"id", r.id.value},
@@ -152,7 +142,7 @@ json run_json(const RunRecord& r, int64_t origin_ns) {
             {"steps", w.steps},
             {"warmup", w.warmup},
             {"optimizer", w.optimizer}}},
-          {"config", config_json(r.config)},
+          {"config", to_json(r.config)},
           {"environment",
            {{"offtune_version", r.env.offtune_version},
             {"torch_version", r.env.torch_version},

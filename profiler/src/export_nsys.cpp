@@ -4,6 +4,7 @@
 // know (grid sizes, correlation with CUDA API calls) is NULL or 0, and docs/export.md lists every
 // such deviation. Rows are inserted as each run's events are read, inside one transaction.
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/json.hpp"
 
 #include <sqlite3.h>
 
@@ -473,17 +474,6 @@ class NsysWriter {
   int64_t correlation_ = 0;
 };
 
-json config_json(const EngineConfig& c) {
-  return {{"offload", c.offload},
-          {"min_offload_size", c.min_offload_size},
-          {"max_fwd_stash_size", c.max_fwd_stash_size},
-          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
-          {"prefetch", c.prefetch},
-          {"use_streams", c.use_streams},
-          {"use_pin_memory", c.use_pin_memory},
-          {"link", c.link}};
-}
-
 void write_enum(Database& db, const char* table, const EnumRow* rows, size_t count) {
   Statement insert(db, (std::string("INSERT INTO ") + table + " VALUES (?,?,?)").c_str());
   for (size_t i = 0; i < count; ++i) {
@@ -526,8 +516,8 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
         const auto [origin, last] = writer.write_run(store, r, dev->second);
         stop = std::max(stop, last);
         run_row.run({global_pid(r.id), r.id.value, title, r.workload.model,
-                     text_of(config_json(r.config)), std::string(to_string(r.status)), r.error,
-                     r.label, dev->second, r.started_unix_ns, r.finished_unix_ns, origin});
+                     text_of(to_json(r.config)), std::string(to_string(r.status)), r.error, r.label,
+                     dev->second, r.started_unix_ns, r.finished_unix_ns, origin});
         if (r.started_unix_ns > 0) {
           session_start = std::min(session_start.value_or(r.started_unix_ns), r.started_unix_ns);
         }

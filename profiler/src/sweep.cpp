@@ -5,19 +5,10 @@
 #include <chrono>
 #include <map>
 
+#include "offtune/profiler/json.hpp"
+
 namespace offtune::profiler {
 namespace {
-
-nlohmann::json config_json(const EngineConfig& c) {
-  return {{"offload", c.offload},
-          {"min_offload_size", c.min_offload_size},
-          {"max_fwd_stash_size", c.max_fwd_stash_size},
-          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
-          {"prefetch", c.prefetch},
-          {"use_streams", c.use_streams},
-          {"use_pin_memory", c.use_pin_memory},
-          {"link", c.link}};
-}
 
 bool finished(PointStatus s) { return s != PointStatus::Pending; }
 
@@ -54,7 +45,7 @@ std::vector<EngineConfig> expand_grid(const Grid& grid) {
 std::string grid_json(const Grid& grid) {
   return nlohmann::json{{"min_offload_size", grid.min_offload_sizes},
                         {"max_fwd_stash_size", grid.max_fwd_stash_sizes},
-                        {"base", config_json(grid.base)}}
+                        {"base", to_json(grid.base)}}
       .dump();
 }
 

@@ -1,0 +1,14 @@
+// JSON forms of the records that several places print or store (the CLI's --json output, the Chrome
+// trace's metadata, the nsys-layout export, a sweep's stored grid): one definition each.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "offtune/profiler/records.hpp"
+
+namespace offtune::profiler {
+
+nlohmann::json to_json(const EngineConfig& config);
+nlohmann::json to_json(const RunSummary& summary);
+
+}  // namespace offtune::profiler

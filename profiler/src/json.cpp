@@ -1,0 +1,27 @@
+#include "offtune/profiler/json.hpp"
+
+namespace offtune::profiler {
+
+nlohmann::json to_json(const EngineConfig& c) {
+  return {{"offload", c.offload},
+          {"min_offload_size", c.min_offload_size},
+          {"max_fwd_stash_size", c.max_fwd_stash_size},
+          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
+          {"prefetch", c.prefetch},
+          {"use_streams", c.use_streams},
+          {"use_pin_memory", c.use_pin_memory},
+          {"link", c.link}};
+}
+
+nlohmann::json to_json(const RunSummary& s) {
+  return {{"step_ms_median", s.step_ms_median},   {"step_ms_min", s.step_ms_min},
+          {"step_ms_max", s.step_ms_max},         {"step_ms_stddev", s.step_ms_stddev},
+          {"peak_allocated", s.peak_allocated},   {"peak_reserved", s.peak_reserved},
+          {"host_bytes_peak", s.host_bytes_peak}, {"pinned_bytes", s.pinned_bytes},
+          {"offloaded_bytes", s.offloaded_bytes}, {"reloaded_bytes", s.reloaded_bytes},
+          {"hidden_copy_pct", s.hidden_copy_pct}, {"hidden_d2h_pct", s.hidden_d2h_pct},
+          {"hidden_h2d_pct", s.hidden_h2d_pct},   {"exposed_copy_ns", s.exposed_copy_ns},
+          {"pageable_copies", s.pageable_copies}, {"final_loss", s.final_loss}};
+}
+
+}  // namespace offtune::profiler
