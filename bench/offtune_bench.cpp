@@ -1,16 +1,25 @@
 // offtune-bench: what activation offloading costs and what it saves, in figures.
 //
-//   1. Hook overhead: a forward+backward of a chain of cheap elementwise ops (each saves its
-//   input),
+//   1. hooks: a forward+backward of a chain of cheap elementwise ops (each saves its input),
 //      without an offload scope, under a scope that offloads nothing (the saved-tensor hooks alone)
 //      and under one that offloads every tensor (the engine's per-tensor cost). Reported as ns per
 //      saved tensor over the plain-autograd baseline.
-//   2. Decoder step: forward, loss, backward and zeroing grads of the sample Llama at two sizes,
+//   2. decoder: forward, loss, backward and zeroing grads of the sample Llama at two sizes,
 //      without offloading and with it (on host-sim also with a PCIe 4.0 link model): step time,
 //      peak device memory, bytes offloaded and forward-window waits per step.
+//   3. store: the profiler store's insert rate (timeline events, steps, occupancy samples) in
+//      rows/s, SQLite and in-memory, in batches of --batch-events rows (one transaction each), and
+//      the SQLite file's bytes per row.
+//   4. export: one run of --events timeline events from an SQLite store exported to Chrome Trace
+//      JSON and to the Nsight Systems SQLite layout: seconds, MB written, events/s.
+//   5. sweep: wall time of the default `offtune sweep` of scripts/run.sh (tiny model, batch 8,
+//      seq 128, 5 steps after 1 warmup, 4 x 3 grid and the baseline) on host-sim with the PCIe 4.0
+//      link model, into a temporary SQLite store: total seconds, points, seconds per point.
 //
-// It runs on host-sim by default (no GPU needed); --backend cuda|auto runs it on a GPU. It prints
-// aligned tables, or one JSON object with --json. It measures; it asserts nothing about speed.
+// Sections 1-2 run on host-sim by default (no GPU needed); --backend cuda|auto runs them on a GPU.
+// Sections 3-5 always run on the host (the sweep on host-sim); their files go to a temporary
+// directory (--tmp-dir) that is removed at the end. It prints aligned tables, or one JSON object
+// with --json. It measures; it asserts nothing about speed.
 //
 // Exit status: 0 done; 1 an error (printed as `error: ...`); 2 bad command line.
 
@@ -25,14 +34,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <functional>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -40,20 +46,26 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "offtune/model_support.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/options.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/workload.hpp"
+#include "profiler_bench.hpp"
 
 namespace {
 
 namespace samples = offtune::samples;
-using Clock = std::chrono::steady_clock;
-using json = nlohmann::ordered_json;  // keys in the order written
-
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using offtune::bench::Clock;
+using offtune::bench::fixed;
+using offtune::bench::json;
+using offtune::bench::kMiB;
+using offtune::bench::kNaN;
+using offtune::bench::median;
+using offtune::bench::ms_since;
+using offtune::bench::number_or_null;
+using offtune::bench::Table;
 
 // ---- command line ------------------------------------------------------------------------------
 
@@ -86,6 +98,9 @@ struct Args {
   int64_t min_offload_size = 1024;
   int64_t max_fwd_stash_size = 5;
   int64_t prefetch = 1;
+  // Sections 3-5 (the profiler).
+  offtune::bench::ProfilerArgs profiler;
+  std::string tmp_dir;  // empty: the system's temporary directory
 };
 
 // Integer lower bound with a message that says what is wrong (CLI11's PositiveNumber reports a
@@ -139,20 +154,6 @@ SizeSpec parse_size(const std::string& spec) {
 
 // ---- helpers -----------------------------------------------------------------------------------
 
-double median(std::vector<double> values) {
-  if (values.empty()) return kNaN;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// JSON has no NaN: "not applicable" values become null.
-json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
-
 struct Env {
   offtune::BackendKind backend = offtune::BackendKind::HostSim;
   c10::Device device{c10::kCPU};
@@ -165,49 +166,6 @@ struct Env {
     if (offloader != nullptr) offloader->synchronize();
   }
 };
-
-// A text table: the first `text_columns` columns left-aligned, the others (numbers) right-aligned,
-// widths from the contents.
-class Table {
- public:
-  Table(std::vector<std::string> header, size_t text_columns)
-      : header_(std::move(header)), text_columns_(text_columns) {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void print() const {
-    std::vector<size_t> width(header_.size(), 0);
-    const auto measure = [&](const std::vector<std::string>& row) {
-      for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
-        width[i] = std::max(width[i], row[i].size());
-      }
-    };
-    measure(header_);
-    for (const auto& row : rows_) measure(row);
-    const auto line = [&](const std::vector<std::string>& row) {
-      std::string out;
-      for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
-        if (i > 0) out += "  ";
-        out += i < text_columns_ ? fmt::format("{:<{}}", row[i], width[i])
-                                 : fmt::format("{:>{}}", row[i], width[i]);
-      }
-      while (!out.empty() && out.back() == ' ') out.pop_back();
-      fmt::print("{}\n", out);
-    };
-    line(header_);
-    size_t total = 0;
-    for (size_t w : width) total += w;
-    fmt::print("{}\n", std::string(total + 2 * (width.size() - 1), '-'));
-    for (const auto& row : rows_) line(row);
-  }
-
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-  size_t text_columns_ = 1;
-};
-
-std::string fixed(double value, int digits) {
-  return std::isfinite(value) ? fmt::format("{:.{}f}", value, digits) : std::string("-");
-}
 
 // ---- section 1: hook overhead ------------------------------------------------------------------
 
@@ -559,6 +517,45 @@ json decoder_json(const std::vector<SizeResult>& results) {
 
 // ---- main --------------------------------------------------------------------------------------
 
+// The flags of sections 3-5; --quick changes the defaults of those not given.
+struct ProfilerArgsFlags {
+  CLI::Option* events = nullptr;
+  CLI::Option* sizes = nullptr;
+  CLI::Option* windows = nullptr;
+  CLI::Option* steps = nullptr;
+  CLI::Option* warmup = nullptr;
+};
+
+ProfilerArgsFlags add_profiler_flags(CLI::App& app, Args& args) {
+  offtune::bench::ProfilerArgs& p = args.profiler;
+  ProfilerArgsFlags flags;
+  flags.events = app.add_option("--events", p.events,
+                                "store and export sections: timeline events inserted and exported "
+                                "(steps and occupancy rows: a tenth of it each)")
+                     ->check(at_least(1))
+                     ->capture_default_str();
+  app.add_option("--batch-events", p.batch_events,
+                 "store section: rows per add_* call (each call is one transaction)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  app.add_option("--tmp-dir", args.tmp_dir,
+                 "store/export/sweep sections: where their temporary directory goes (default: "
+                 "the system's temporary directory)");
+  flags.sizes = app.add_option("--sweep-min-offload-size", p.sweep_sizes,
+                               "sweep section: min_offload_size list or range")
+                    ->capture_default_str();
+  flags.windows = app.add_option("--sweep-max-fwd-stash-size", p.sweep_windows,
+                                 "sweep section: max_fwd_stash_size list or range")
+                      ->capture_default_str();
+  flags.steps = app.add_option("--sweep-steps", p.sweep_steps, "sweep section: measured steps")
+                    ->check(at_least(1))
+                    ->capture_default_str();
+  flags.warmup = app.add_option("--sweep-warmup", p.sweep_warmup, "sweep section: unmeasured steps")
+                     ->check(at_least(0))
+                     ->capture_default_str();
+  return flags;
+}
+
 int run(const Args& args, const std::vector<SizeSpec>& sizes) {
   Env env;
   env.options.backend = offtune::parse_backend(args.backend);
@@ -579,8 +576,14 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
     env.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.options.device_index));
   }
 
-  const bool do_hooks = args.section == "all" || args.section == "hooks";
-  const bool do_decoder = args.section == "all" || args.section == "decoder";
+  const auto section = [&](std::string_view name) {
+    return args.section == "all" || args.section == name;
+  };
+  const bool do_hooks = section("hooks");
+  const bool do_decoder = section("decoder");
+  const bool do_store = section("store");
+  const bool do_export = section("export");
+  const bool do_sweep = section("sweep");
   const auto start = Clock::now();
 
   if (!args.json) {
@@ -601,8 +604,39 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
   std::vector<SizeResult> decoder;
   if (do_decoder) {
     for (const SizeSpec& size : sizes) decoder.push_back(bench_size(args, size, env));
-    if (!args.json) print_decoder(decoder, args, env);
+    if (!args.json) {
+      print_decoder(decoder, args, env);
+      std::fflush(stdout);
+    }
   }
+
+  // The profiler sections share one temporary directory: export reads the store section's file.
+  std::optional<offtune::bench::TempDir> tmp;
+  if (do_store || do_export || do_sweep) tmp.emplace(args.tmp_dir);
+  offtune::bench::ProfilerArgs profiler = args.profiler;
+  profiler.sweep_threads = offtune::samples::default_threads(args.threads, /*host_sim=*/true);
+  std::optional<offtune::bench::StoreResult> store;
+  if (do_store) {
+    store = offtune::bench::bench_store(profiler, tmp->path());
+    if (!args.json) {
+      offtune::bench::print_store(*store);
+      std::fflush(stdout);
+    }
+  }
+  std::optional<offtune::bench::ExportResult> exported;
+  if (do_export) {
+    exported = offtune::bench::bench_export(profiler, tmp->path());
+    if (!args.json) {
+      offtune::bench::print_export(*exported);
+      std::fflush(stdout);
+    }
+  }
+  std::optional<offtune::bench::SweepResult> sweep;
+  if (do_sweep) {
+    sweep = offtune::bench::bench_sweep(profiler, tmp->path());
+    if (!args.json) offtune::bench::print_sweep(*sweep);
+  }
+  tmp.reset();
   const double total_s = ms_since(start) / 1e3;
 
   if (args.json) {
@@ -622,6 +656,15 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
                              {"warmup", args.warmup},
                              {"sizes", decoder_json(decoder)}};
     }
+    if (store) {
+      json section_json = offtune::bench::store_json(*store);
+      out["store_insert"] = {{"events", profiler.events},
+                             {"batch_events", profiler.batch_events},
+                             {"events_per_step", section_json["events_per_step"]},
+                             {"rows", section_json["rows"]}};
+    }
+    if (exported) out["export"] = offtune::bench::export_json(*exported);
+    if (sweep) out["sweep"] = offtune::bench::sweep_json(*sweep);
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("total: {:.1f} s\n", total_s);
@@ -634,19 +677,20 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
 int main(int argc, char** argv) {
   Args args;
   CLI::App app{
-      "Measure activation offloading: saved-tensor hook overhead, and step time / peak device "
-      "memory of the sample Llama with and without offloading.",
+      "Measure activation offloading and its profiler: saved-tensor hook overhead; step time / "
+      "peak device memory of the sample Llama with and without offloading; the store's insert "
+      "rate; trace export time; the wall time of the default sweep.",
       "offtune-bench"};
   app.add_option("--backend", args.backend,
                  "where tensors live; auto picks cuda when a GPU is usable")
       ->check(CLI::IsMember({"auto", "cuda", "host-sim"}))
       ->capture_default_str();
   app.add_option("--section", args.section, "which sections to run")
-      ->check(CLI::IsMember({"all", "hooks", "decoder"}))
+      ->check(CLI::IsMember({"all", "hooks", "decoder", "store", "export", "sweep"}))
       ->capture_default_str();
-  app.add_flag(
-      "--quick", args.quick,
-      "smoke run: few repetitions and steps (explicit --repetitions/--steps/--warmup win)");
+  app.add_flag("--quick", args.quick,
+               "smoke run: few repetitions and steps, 100,000 events, a 2x2 sweep of 1 step "
+               "(explicit --repetitions/--steps/--warmup/--events/--sweep-* win)");
   app.add_flag("--json", args.json, "print one JSON object instead of tables");
   app.add_option("--threads", args.threads,
                  "intra-op (compute) threads; 0 keeps torch's default; by default host-sim leaves "
@@ -689,6 +733,8 @@ int main(int argc, char** argv) {
       ->check(at_least(0))
       ->capture_default_str();
 
+  ProfilerArgsFlags profiler_flags = add_profiler_flags(app, args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -699,12 +745,19 @@ int main(int argc, char** argv) {
     if (reps->count() == 0) args.repetitions = 3;
     if (steps->count() == 0) args.steps = 2;
     if (warmup->count() == 0) args.warmup = 1;
+    offtune::bench::ProfilerArgs& p = args.profiler;
+    if (profiler_flags.events->count() == 0) p.events = 100'000;
+    if (profiler_flags.sizes->count() == 0) p.sweep_sizes = "1KiB,4MiB";
+    if (profiler_flags.windows->count() == 0) p.sweep_windows = "1,5";
+    if (profiler_flags.steps->count() == 0) p.sweep_steps = 1;
+    if (profiler_flags.warmup->count() == 0) p.sweep_warmup = 0;
   }
 
   std::vector<SizeSpec> sizes;
   try {
     for (const std::string& spec : args.sizes) sizes.push_back(parse_size(spec));
-  } catch (const std::exception& e) {  // a bad --size is a command-line error
+    offtune::bench::validate(args.profiler);
+  } catch (const std::exception& e) {  // a bad --size or sweep grid is a command-line error
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   }

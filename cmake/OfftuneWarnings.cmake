@@ -4,6 +4,12 @@ function(offtune_target_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
                                            -Wold-style-cast -Wcast-align -Woverloaded-virtual
                                            -Wno-unused-parameter)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 14)
+    # GCC 12/13 at -O3 report std::string and std::fill code inlined from libstdc++ as overlapping
+    # or overflowing (GCC bugs 105329, 105651, 107852): false positives that -Werror would turn into
+    # build failures.
+    target_compile_options(${target} PRIVATE -Wno-restrict -Wno-stringop-overflow)
+  endif()
   if(OFFTUNE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

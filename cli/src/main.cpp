@@ -81,6 +81,7 @@ struct WorkloadArgs {
   std::string device_capacity;
   int64_t threads = -1;
   std::string collector = "auto";
+  std::string input_spec{kDefaultInputSpec};  // a TorchScript model's input (workloads.hpp)
 };
 
 struct EngineArgs {
@@ -94,7 +95,9 @@ struct EngineArgs {
 };
 
 void add_workload_flags(CLI::App& app, WorkloadArgs& w) {
-  app.add_option("--model", w.model, "built-in model: tiny, small, 1b (Llama-like), mlp")
+  app.add_option(
+         "--model", w.model,
+         "tiny, small, 1b (Llama-like), gpt-tiny, gpt-small, mlp, or a TorchScript file (.pt)")
       ->capture_default_str();
   app.add_option("--batch", w.batch, "sequences per batch")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
@@ -122,6 +125,10 @@ void add_workload_flags(CLI::App& app, WorkloadArgs& w) {
   app.add_option("--collector", w.collector,
                  "cuda device activity: auto (CUPTI if available), cupti, nvtx-only (under nsys)")
       ->check(CLI::IsMember({"auto", "cupti", "nvtx-only"}))
+      ->capture_default_str();
+  app.add_option("--input-spec", w.input_spec,
+                 "input of a --model PATH.pt TorchScript model: NAME:int64[B,T]:vocab=V (token "
+                 "ids) or NAME:float32[B,F] (dense)")
       ->capture_default_str();
 }
 
@@ -266,7 +273,7 @@ int cmd_run(const Common& c, const WorkloadArgs& wa, const EngineArgs& ea,
   spec.config.link = wa.link;
   spec.collector = wa.collector;
   auto store = open_store(c, /*write=*/true);
-  auto workload = make_builtin_workload(spec.workload, device);
+  auto workload = make_builtin_workload(spec.workload, device, wa.input_spec);
   if (show_progress(c)) std::cerr << "running " << spec.workload.model << "...\n";
   const auto out = pf::run_measured(*workload, spec, *store);
   const auto& r = out.record;
@@ -336,7 +343,7 @@ int cmd_sweep(const Common& c, const WorkloadArgs& wa, const EngineArgs& ea,
   c10::Device device(c10::kCPU);
   spec.base = prepare_backend(wa, spec.env, device);
   auto store = open_store(c, /*write=*/true);
-  auto workload = make_builtin_workload(spec.workload, device);
+  auto workload = make_builtin_workload(spec.workload, device, wa.input_spec);
   const bool progress = show_progress(c);
   const auto outcome = pf::run_sweep(
       *workload, spec, *store,

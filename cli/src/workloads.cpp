@@ -1,14 +1,25 @@
 #include "workloads.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
+#include <filesystem>
+#include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "offtune/model_support.hpp"
+#include "offtune/samples/gpt.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/mlp.hpp"
 #include "offtune/samples/workload.hpp"
@@ -22,16 +33,19 @@ int64_t now_ns() {
       .count();
 }
 
-class LlamaWorkload final : public profiler::WorkloadInstance {
+// A built-in decoder (Llama or GPT) on synthetic token batches. Config is the model's config type
+// (with preset()), Model its module holder.
+template <typename Config, typename Model>
+class DecoderWorkload final : public profiler::WorkloadInstance {
  public:
-  LlamaWorkload(const profiler::Workload& w, c10::Device device) : w_(w), device_(device) {
-    auto config = samples::LlamaConfig::preset(w.model);
+  DecoderWorkload(const profiler::Workload& w, c10::Device device) : w_(w), device_(device) {
+    auto config = Config::preset(w.model);
     config.dtype = samples::parse_dtype(w.dtype);
     if (w.seq > config.max_seq_len) {
       throw std::invalid_argument("--seq " + std::to_string(w.seq) + " exceeds the max_seq_len " +
                                   std::to_string(config.max_seq_len) + " of model " + w.model);
     }
-    model_ = samples::Llama(config, w.seed);
+    model_ = Model(config, w.seed);
     model_->to(device_);
     vocab_ = config.vocab_size;
     if (w.optimizer) {
@@ -69,7 +83,7 @@ class LlamaWorkload final : public profiler::WorkloadInstance {
  private:
   profiler::Workload w_;
   c10::Device device_;
-  samples::Llama model_{nullptr};
+  Model model_{nullptr};
   int64_t vocab_ = 0;
   std::optional<torch::optim::SGD> optimizer_;
 };
@@ -115,18 +129,262 @@ class MlpWorkload final : public profiler::WorkloadInstance {
   c10::Device device_;
   samples::Mlp model_{nullptr};
 };
+using LlamaWorkload = DecoderWorkload<samples::LlamaConfig, samples::Llama>;
+using GptWorkload = DecoderWorkload<samples::GptConfig, samples::Gpt>;
+
+// The first line of a message: c10's errors carry context lines (and jit's a source excerpt) that
+// do not belong in a one-line CLI error.
+std::string first_line(std::string_view message) {
+  return std::string(message.substr(0, message.find('\n')));
+}
+
+// Why torch::jit::load refused a file, in one line. The archive reader appends a paragraph
+// blaming corruption to every error, which misleads for the common case of a file that is a
+// valid archive but no TorchScript (a torch.save checkpoint has no constants.pkl).
+std::string load_reason(std::string_view message) {
+  std::string reason = first_line(message);
+  if (const auto blame = reason.find(" This is an internal miniz error");
+      blame != std::string::npos) {
+    reason.erase(blame);
+  }
+  if (reason.find("constants.pkl") != std::string::npos) {
+    reason += " (not TorchScript: save the model with torch.jit.save, not torch.save)";
+  }
+  return reason;
+}
+
+// The tensor a TorchScript forward returned: itself, the first element of a tuple or list (Hugging
+// Face models exported with torchscript=True return (logits, ...)), or a dict's "logits".
+at::Tensor output_tensor(const c10::IValue& out) {
+  if (out.isTensor()) return out.toTensor();
+  if (out.isTuple() && !out.toTupleRef().elements().empty() &&
+      out.toTupleRef().elements()[0].isTensor()) {
+    return out.toTupleRef().elements()[0].toTensor();
+  }
+  if (out.isTensorList() && out.toTensorList().size() > 0) return out.toTensorList().get(0);
+  if (out.isGenericDict()) {
+    const auto dict = out.toGenericDict();
+    const auto it = dict.find(c10::IValue("logits"));
+    if (it != dict.end() && it->value().isTensor()) return it->value().toTensor();
+  }
+  throw std::runtime_error("the TorchScript model returned " + out.tagKind() +
+                           "; expected a tensor, a tuple or list starting with one, or a dict "
+                           "with a 'logits' tensor");
+}
+
+// A TorchScript file (torch.jit.trace or torch.jit.script output) trained on inputs described by
+// an InputSpec. The module is whatever the file holds: nothing is known of its structure, so the
+// offloader registers its state but cannot leave an output head out as make_offloader_for does.
+class TorchScriptWorkload final : public profiler::WorkloadInstance {
+ public:
+  TorchScriptWorkload(const profiler::Workload& w, c10::Device device, InputSpec spec)
+      : w_(w), device_(device), spec_(std::move(spec)) {
+    std::error_code ec;
+    if (!std::filesystem::exists(w.model, ec)) fail_load("no such file");
+    if (std::filesystem::is_directory(w.model, ec)) fail_load("is a directory");
+    try {
+      // Loading straight onto the device also moves the graph's constants, which module.to()
+      // would leave on the device they were traced on.
+      module_ = torch::jit::load(w.model, device_);
+    } catch (const c10::Error& e) {
+      fail_load(load_reason(e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      fail_load(load_reason(e.what()));
+    }
+    const auto dtype = samples::parse_dtype(w.dtype);
+    // --dtype applies to the floating parameters and buffers, as for the built-in models.
+    if (dtype != c10::kFloat) module_.to(dtype);
+    module_.train();
+    for (const at::Tensor& p : module_.parameters()) params_.push_back(p);
+    if (w.optimizer) optimizer_.emplace(params_, torch::optim::SGDOptions(1e-3));
+  }
+  std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      std::cerr << "warning: TorchScript models can't exclude their output head from offloading "
+                   "(its input is offloaded and reloaded at once)\n";
+    }
+    auto offloader = std::make_unique<ActivationOffloader>(options);
+    for (const at::Tensor& p : module_.parameters()) offloader->never_offload(p);
+    for (const at::Tensor& b : module_.buffers()) offloader->never_offload(b);
+    // Tensor attributes that are neither (a scripted module's plain `self.mask = ...`) are model
+    // state too, and must stay put as well.
+    for (const auto& a : module_.named_attributes()) {
+      if (a.value.isTensor() && a.value.toTensor().defined()) {
+        offloader->never_offload(a.value.toTensor());
+      }
+    }
+    return offloader;
+  }
+  void step(ActivationOffloader* offloader, int64_t index, profiler::StepPhases& phases) override {
+    const uint64_t seed = w_.seed + static_cast<uint64_t>(index);
+    const auto shape = spec_.shape(w_.batch, w_.seq);
+    samples::Batch batch;
+    at::Tensor input;
+    if (spec_.tokens()) {
+      batch = samples::make_token_batch(shape[0], shape[1], spec_.vocab, seed, device_);
+      input = batch.tokens;
+    } else {
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+      input = at::empty(shape, at::TensorOptions().dtype(c10::kFloat))
+                  .normal_(0.0, 1.0, gen)
+                  .to(device_, spec_.dtype);
+    }
+    for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();
+    phases.forward_begin = now_ns();
+    at::Tensor loss;
+    {
+      at::Tensor out;
+      std::optional<OffloadScope> scope;
+      if (offloader) scope.emplace(offloader->scope());
+      out = output_tensor(module_.forward({input}));
+      scope.reset();
+      if (spec_.tokens()) {
+        if (out.dim() != 3 || out.size(0) != shape[0] || out.size(1) != shape[1] ||
+            out.size(2) < spec_.vocab) {
+          throw std::runtime_error("the TorchScript model returned a tensor of shape " +
+                                   c10::str(out.sizes()) + "; expected logits [" +
+                                   std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
+                                   ", >= vocab " + std::to_string(spec_.vocab) + "]");
+        }
+        loss = samples::lm_loss(out, batch.targets);
+      } else {
+        loss = out.to(at::kFloat).pow(2).mean();
+      }
+    }
+    phases.forward_end = now_ns();
+    loss.backward();
+    if (optimizer_) optimizer_->step();
+    synchronize();
+    phases.backward_end = now_ns();
+    phases.loss = loss.item<double>();
+  }
+  void synchronize() override {
+    if (device_.is_cuda()) torch::cuda::synchronize();
+  }
+
+ private:
+  [[noreturn]] void fail_load(const std::string& reason) const {
+    throw std::invalid_argument("cannot load TorchScript model '" + w_.model + "': " + reason);
+  }
+
+  profiler::Workload w_;
+  c10::Device device_;
+  InputSpec spec_;
+  torch::jit::Module module_;
+  std::vector<at::Tensor> params_;
+  std::optional<torch::optim::SGD> optimizer_;
+};
+
+bool is_torchscript_path(std::string_view model) {
+  return model.ends_with(".pt") || model.ends_with(".pth") ||
+         model.find('/') != std::string_view::npos;
+}
+
+[[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
+  throw std::invalid_argument("bad --input-spec '" + std::string(spec) + "': " + why +
+                              " (form: NAME:int64[B,T]:vocab=V or NAME:float32[B,F])");
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 15 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+}
 
 }  // namespace
 
-std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(const profiler::Workload& w,
-                                                                  c10::Device device) {
-  if (w.model == "mlp") return std::make_unique<MlpWorkload>(w, device);
-  for (auto name : samples::LlamaConfig::preset_names()) {
-    if (w.model == name) return std::make_unique<LlamaWorkload>(w, device);
+std::vector<int64_t> InputSpec::shape(int64_t batch, int64_t seq) const {
+  std::vector<int64_t> out;
+  for (const auto& d : dims) out.push_back(d == "B" ? batch : d == "T" ? seq : std::stoll(d));
+  return out;
+}
+
+InputSpec parse_input_spec(std::string_view spec) {
+  InputSpec out;
+  const auto colon = spec.find(':');
+  if (colon == std::string_view::npos) bad_spec(spec, "no ':' after the input's name");
+  out.name = std::string(spec.substr(0, colon));
+  const bool identifier =
+      !out.name.empty() && std::isdigit(static_cast<unsigned char>(out.name[0])) == 0 &&
+      std::all_of(out.name.begin(), out.name.end(),
+                  [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; });
+  if (!identifier) bad_spec(spec, "the name must be an identifier");
+
+  std::string_view rest = spec.substr(colon + 1);
+  const auto open = rest.find('[');
+  const auto close = rest.find(']');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    bad_spec(spec, "no [dims] after the type");
   }
-  std::string valid = "mlp";
-  for (auto name : samples::LlamaConfig::preset_names()) valid += ", " + std::string(name);
-  throw std::invalid_argument("unknown model '" + w.model + "' (valid: " + valid + ")");
+  const std::string_view type = rest.substr(0, open);
+  if (type == "int64") {
+    out.dtype = c10::kLong;
+  } else if (type == "float32") {
+    out.dtype = c10::kFloat;
+  } else if (type == "bfloat16") {
+    out.dtype = c10::kBFloat16;
+  } else if (type == "float16") {
+    out.dtype = c10::kHalf;
+  } else {
+    bad_spec(spec,
+             "unknown type '" + std::string(type) + "' (valid: int64, float32, bfloat16, float16)");
+  }
+
+  std::string_view dims = rest.substr(open + 1, close - open - 1);
+  while (true) {
+    const auto comma = dims.find(',');
+    const std::string_view d = dims.substr(0, comma);
+    if (d != "B" && d != "T" && !(all_digits(d) && std::stoll(std::string(d)) > 0)) {
+      bad_spec(spec, "dimension '" + std::string(d) + "' is not B, T or a positive integer");
+    }
+    out.dims.emplace_back(d);
+    if (comma == std::string_view::npos) break;
+    dims.remove_prefix(comma + 1);
+  }
+
+  const std::string_view suffix = rest.substr(close + 1);
+  if (out.tokens()) {
+    if (out.dims.size() != 2) bad_spec(spec, "token ids take two dims, [B,T]");
+    constexpr std::string_view kVocab = ":vocab=";
+    if (!suffix.starts_with(kVocab)) bad_spec(spec, "token ids need ':vocab=V'");
+    const std::string_view v = suffix.substr(kVocab.size());
+    if (!all_digits(v) || std::stoll(std::string(v)) <= 0) {
+      bad_spec(spec, "vocab must be a positive integer");
+    }
+    out.vocab = std::stoll(std::string(v));
+  } else if (!suffix.empty()) {
+    bad_spec(spec, "unexpected '" + std::string(suffix) + "' after the dims of a dense input");
+  }
+  return out;
+}
+
+std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(const profiler::Workload& w,
+                                                                  c10::Device device,
+                                                                  std::string_view input_spec) {
+  const auto named = [&](const std::vector<std::string_view>& names) {
+    return std::find(names.begin(), names.end(), w.model) != names.end();
+  };
+  const bool llama = named(samples::LlamaConfig::preset_names());
+  const bool gpt = named(samples::GptConfig::preset_names());
+  if (llama || gpt || w.model == "mlp") {
+    if (input_spec != kDefaultInputSpec) {
+      throw std::invalid_argument(
+          "--input-spec applies to TorchScript models (--model PATH.pt), "
+          "not to the built-in '" +
+          w.model + "'");
+    }
+    if (llama) return std::make_unique<LlamaWorkload>(w, device);
+    if (gpt) return std::make_unique<GptWorkload>(w, device);
+    return std::make_unique<MlpWorkload>(w, device);
+  }
+  if (is_torchscript_path(w.model)) {
+    return std::make_unique<TorchScriptWorkload>(w, device, parse_input_spec(input_spec));
+  }
+  std::string valid;
+  for (auto name : samples::LlamaConfig::preset_names()) valid += std::string(name) + ", ";
+  for (auto name : samples::GptConfig::preset_names()) valid += std::string(name) + ", ";
+  throw std::invalid_argument("unknown model '" + w.model + "' (valid: " + valid +
+                              "mlp, or a .pt TorchScript file)");
 }
 
 }  // namespace offtune::cli

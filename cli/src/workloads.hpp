@@ -1,17 +1,52 @@
-// Built-in workloads bound for the runner: the samples' models behind profiler::WorkloadInstance.
+// Built-in workloads bound for the runner: the samples' models behind profiler::WorkloadInstance,
+// and TorchScript files with a described input.
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "offtune/profiler/runner.hpp"
 
 namespace offtune::cli {
 
-// Model names: the Llama presets ("tiny", "small", "1b") and "mlp". Throws std::invalid_argument
-// naming the valid ones.
-std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(const profiler::Workload& w,
-                                                                  c10::Device device);
+// The one input a TorchScript model takes, as `NAME:TYPE[DIM,...][:vocab=V]`:
+//   - NAME: an identifier, for the reader (the input is passed positionally).
+//   - TYPE: int64 (token ids, drawn uniformly from [0, V); `:vocab=V` is required; exactly two
+//     dims, batch then sequence; the model returns logits [B, T, >= V] and the loss is the
+//     next-token cross entropy), or float32 | bfloat16 | float16 (dense input ~ N(0, 1); the model
+//     returns any tensor and the loss is its mean square in float32).
+//   - DIM: B (--batch), T (--seq), or a positive integer.
+// Examples: "tokens:int64[B,T]:vocab=512", "x:float32[B,256]". Inputs depend on --seed and the step
+// only, as the built-in batches do.
+inline constexpr std::string_view kDefaultInputSpec = "tokens:int64[B,T]:vocab=512";
+
+struct InputSpec {
+  std::string name;
+  c10::ScalarType dtype = c10::kLong;  // kLong: token ids; a floating type: dense input
+  std::vector<std::string> dims;       // "B", "T" or a positive integer
+  int64_t vocab = 0;                   // token ids only
+
+  bool tokens() const { return dtype == c10::kLong; }
+  // The input's shape with B and T replaced by batch and seq.
+  std::vector<int64_t> shape(int64_t batch, int64_t seq) const;
+};
+
+// Throws std::invalid_argument (one line, quoting the spec) when it does not follow the grammar.
+InputSpec parse_input_spec(std::string_view spec);
+
+// Model names: the Llama presets ("tiny", "small", "1b"), the GPT presets ("gpt-tiny",
+// "gpt-small"), "mlp", or the path of a TorchScript file (ending in .pt or .pth, or containing a
+// '/'), whose input `input_spec` describes. Throws std::invalid_argument (one line) naming the
+// valid models on an unknown name, when a TorchScript file cannot be loaded, on a bad input_spec,
+// and on a non-default input_spec for a built-in model.
+std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(
+    const profiler::Workload& w, c10::Device device,
+    std::string_view input_spec = kDefaultInputSpec);
 
 }  // namespace offtune::cli

@@ -75,7 +75,6 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
   rec.id = store.begin_run(rec);
 
   std::vector<double> step_ms;
-  std::vector<TimelineEvent> measured_events;
   try {
     const OffloadOptions options = to_options(spec.config, spec.base);
     auto offloader = workload.make_offloader(options);
@@ -97,11 +96,14 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     } else {
       collector = make_cupti_collector();
     }
-    collector->start();
-    if (!collector->active() && spec.collector == "cupti") {
-      throw std::runtime_error("CUPTI unavailable: " + collector->status());
-    }
-    out.collector_status = collector->status();
+    // Started with the first measured step, so warm-up activity stays out of the timeline.
+    const auto start_collector = [&] {
+      collector->start();
+      if (!collector->active() && spec.collector == "cupti") {
+        throw std::runtime_error("CUPTI unavailable: " + collector->status());
+      }
+      out.collector_status = collector->status();
+    };
 
     const int64_t total = spec.workload.warmup + spec.workload.steps;
     for (int64_t i = 0; i < total; ++i) {
@@ -109,6 +111,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       workload.synchronize();
       offloader->synchronize();
       if (i <= spec.workload.warmup) recorder->take();  // warm-up events are not kept
+      if (i == spec.workload.warmup) start_collector();
       const auto stats_before = offloader->stats();
       offloader->reset_peak_device_memory();
       StepPhases phases;

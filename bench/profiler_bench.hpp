@@ -1,0 +1,124 @@
+// The profiler sections of offtune-bench: how fast the store takes timeline rows, how fast a large
+// run exports to the trace formats, and how long the default `offtune sweep` takes on host-sim.
+// They measure; they assert nothing about speed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace offtune::bench {
+
+// A fresh directory under `base` (the system's temporary directory when empty), removed with
+// everything in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& base);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct ProfilerArgs {
+  int64_t events = 1'000'000;     // timeline events inserted (store) and exported (export)
+  int64_t batch_events = 10'000;  // rows per add_* call, one transaction each
+  std::string sweep_sizes = "1KiB:16MiB:x16";  // the default sweep of scripts/run.sh
+  std::string sweep_windows = "1,2,5";
+  int64_t sweep_steps = 5;
+  int64_t sweep_warmup = 1;
+  int64_t sweep_threads = 0;  // intra-op threads for the sweep; 0 keeps the current setting
+};
+
+// Throws std::invalid_argument (one line, naming the flag) for a sweep grid that does not parse or
+// a window below 1.
+void validate(const ProfilerArgs& args);
+
+// ---- store -------------------------------------------------------------------------------------
+
+struct InsertRow {
+  std::string store;  // "sqlite" | "memory"
+  std::string table;  // "events" | "steps" | "occupancy"
+  int64_t rows = 0;
+  int64_t batch = 0;
+  double insert_s = 0.0;       // sum of the add_* calls
+  double batch_ms_p50 = kNaN;  // one add_* call (one transaction)
+  double batch_ms_max = kNaN;
+  double close_s = 0.0;     // destroying the store (SQLite: the final WAL checkpoint)
+  int64_t file_bytes = -1;  // database file after close (sqlite), -1 for memory
+};
+
+struct StoreResult {
+  std::vector<InsertRow> rows;
+};
+
+// The SQLite events database the store section fills is kept in `dir` (events.db) for the export
+// section.
+StoreResult bench_store(const ProfilerArgs& args, const std::filesystem::path& dir);
+void print_store(const StoreResult& r);
+json store_json(const StoreResult& r);
+
+// ---- export ------------------------------------------------------------------------------------
+
+struct ExportRow {
+  std::string what;
+  int64_t events = 0;
+  double seconds = 0.0;
+  int64_t bytes = -1;  // written, -1 when nothing is
+};
+
+struct ExportResult {
+  bool prepared = false;  // events.db was filled here (the store section did not run)
+  double prepare_s = 0.0;
+  int64_t db_bytes = 0;
+  std::vector<ExportRow> rows;
+};
+
+// Exports the run of `dir`/events.db (filling it first when the store section has not).
+ExportResult bench_export(const ProfilerArgs& args, const std::filesystem::path& dir);
+void print_export(const ExportResult& r);
+json export_json(const ExportResult& r);
+
+// ---- sweep -------------------------------------------------------------------------------------
+
+struct SweepPointRow {
+  int64_t index = 0;
+  std::string config;
+  std::string status;
+  double step_ms = kNaN;
+  int64_t peak_bytes = 0;
+  double wall_s = 0.0;  // since the previous point finished (or the sweep began)
+  std::string error;
+};
+
+struct SweepResult {
+  std::string model;
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t steps = 0;
+  int64_t warmup = 0;
+  std::string sizes;
+  std::string windows;
+  int64_t threads = 0;
+  int64_t points = 0;
+  int64_t ok = 0;
+  int64_t failed = 0;
+  int64_t oom = 0;
+  double setup_s = 0.0;  // model build, before the first point
+  double total_s = 0.0;  // run_sweep
+  int64_t store_bytes = 0;
+  int64_t store_events = 0;
+  std::vector<SweepPointRow> rows;
+};
+
+SweepResult bench_sweep(const ProfilerArgs& args, const std::filesystem::path& dir);
+void print_sweep(const SweepResult& r);
+json sweep_json(const SweepResult& r);
+
+}  // namespace offtune::bench

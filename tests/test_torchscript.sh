@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `offtune` on TorchScript models (host-sim): a causal LM exported by samples/export_torchscript.py
+# through run and a 2x1 sweep, a dense model with a float input spec, and bad files and specs with
+# their exit codes.
+# Usage: test_torchscript.sh /path/to/offtune /path/to/python-with-torch
+set -u
+OFFTUNE="$1"
+PYTHON="$2"
+EXPORT="$(cd "$(dirname "$0")/.." && pwd)/samples/export_torchscript.py"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+passed=0
+fail() { echo "FAIL: $*" >&2; echo "$passed passed, 1 failed"; exit 1; }
+ok() { passed=$((passed + 1)); }
+py() { python3 -c "$1" || fail "$2"; }
+# Host-sim whatever the machine, so that the test means the same with and without a GPU.
+W=(--backend host-sim --batch 2 --seq 16 --steps 1 --warmup 1)
+
+# Export: the script prints the path it wrote.
+out=$("$PYTHON" "$EXPORT" --out "$T/lm.pt" --vocab 512 --dim 32 --layers 2 --heads 4 --seq 32 \
+  --seed 1) || fail "export_torchscript.py"
+[ "$out" = "$T/lm.pt" ] || fail "export printed '$out'"
+[ -s lm.pt ] || fail "export wrote no lm.pt"
+ok
+
+# One run: ok, something offloaded, and the head warning once.
+"$OFFTUNE" run --model lm.pt "${W[@]}" --db x.db --json >run.json 2>run.err || fail "run: $(cat run.err)"
+py 'import json; d=json.load(open("run.json")); assert d["status"]=="ok", d; assert d["summary"]["offloaded_bytes"] > 0, d' "run json"
+[ "$(grep -c "can't exclude" run.err)" -eq 1 ] || fail "head warning: $(cat run.err)"
+ok
+
+# A 2x1 sweep: the baseline and two points, all ok, still one warning.
+"$OFFTUNE" sweep --model lm.pt "${W[@]}" --min-offload-size 1KiB,1MiB --max-fwd-stash-size 2 \
+  --db s.db --json >sweep.json 2>sweep.err || fail "sweep: $(cat sweep.err)"
+py 'import json; d=json.load(open("sweep.json")); assert d["ran"]==3 and d["ok"]==3, d; assert d["points"][1]["summary"]["offloaded_bytes"] > 0, d' "sweep json"
+[ "$(grep -c "can't exclude" sweep.err)" -eq 1 ] || fail "sweep head warning: $(cat sweep.err)"
+ok
+
+# An explicit token spec with a smaller vocabulary than the model's (ids stay in range).
+"$OFFTUNE" run --model lm.pt "${W[@]}" --input-spec 'input_ids:int64[B,T]:vocab=100' --db x.db \
+  --json >spec.json 2>/dev/null || fail "run with --input-spec"
+py 'import json; d=json.load(open("spec.json")); assert d["status"]=="ok", d' "spec run json"
+ok
+
+# A dense model: x [B, T, 32] in, any tensor out (loss: its mean square).
+"$PYTHON" - <<'EOF' || fail "dense export"
+import warnings
+import torch
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+torch.jit.save(torch.jit.trace(net, (torch.randn(2, 4, 32),)), "dense.pt")
+EOF
+"$OFFTUNE" run --model ./dense.pt "${W[@]}" --input-spec 'x:float32[B,T,32]' --db x.db --json \
+  >dense.json 2>dense.err || fail "dense run: $(cat dense.err)"
+py 'import json; d=json.load(open("dense.json")); assert d["status"]=="ok", d; assert d["summary"]["offloaded_bytes"] > 0, d' "dense json"
+ok
+
+# A model whose output does not fit the spec is a failed run (exit 1), recorded with its error.
+"$OFFTUNE" run --model ./dense.pt "${W[@]}" --db x.db --json >mismatch.json 2>/dev/null
+rc=$?
+[ "$rc" -eq 1 ] || fail "token spec on a dense model: exit $rc"
+py 'import json; d=json.load(open("mismatch.json")); assert d["status"]=="failed" and d["error"], d' "mismatch json"
+ok
+
+expect_exit() {
+  local code=$1 pattern=$2
+  shift 2
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc: $* :: $(cat err.txt)"
+  [ "$(grep -c "$pattern" err.txt)" -eq 1 ] || fail "no '$pattern' line for: $* :: $(cat err.txt)"
+  ok
+}
+printf 'not a TorchScript archive\n' >bad.pt
+expect_exit 2 "^error: cannot load TorchScript model 'bad.pt': " \
+  "$OFFTUNE" run --model bad.pt "${W[@]}" --db x.db
+expect_exit 2 "^error: cannot load TorchScript model 'nosuch.pt': no such file" \
+  "$OFFTUNE" sweep --model nosuch.pt "${W[@]}" --db x.db
+expect_exit 2 "^error: bad --input-spec 'tokens:int32\[B,T\]'" \
+  "$OFFTUNE" run --model lm.pt "${W[@]}" --input-spec 'tokens:int32[B,T]' --db x.db
+expect_exit 2 "^error: bad --input-spec" \
+  "$OFFTUNE" run --model lm.pt "${W[@]}" --input-spec 'tokens:int64[B,T]' --db x.db
+expect_exit 2 "^error: --input-spec applies to TorchScript models" \
+  "$OFFTUNE" run --model gpt-tiny "${W[@]}" --input-spec 'x:float32[B,8]' --db x.db
+expect_exit 2 "a .pt TorchScript file" "$OFFTUNE" run --model nosuch "${W[@]}" --db x.db
+
+# The built-in GPT presets run too.
+"$OFFTUNE" run --model gpt-tiny "${W[@]}" --db x.db --json >gpt.json 2>/dev/null || fail "gpt-tiny"
+py 'import json; d=json.load(open("gpt.json")); assert d["status"]=="ok" and d["summary"]["offloaded_bytes"] > 0, d' "gpt-tiny json"
+ok
+
+echo "$passed passed, 0 failed"
