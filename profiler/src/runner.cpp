@@ -206,6 +206,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     sum.final_loss = out.steps.empty() ? 0.0 : out.steps.back().loss;
     offloader->set_observer(nullptr);
     rec.status = RunStatus::Ok;
+  } catch (const StoreError&) {
+    throw;  // the store itself failed (disk full, ...): the caller must stop, not record a point
   } catch (const c10::OutOfMemoryError& e) {
     rec.status = RunStatus::OutOfMemory;
     rec.error = one_line(e.what_without_backtrace());
