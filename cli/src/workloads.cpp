@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "offtune/model_support.hpp"
+#include "offtune/profiler/nvtx.hpp"
 #include "offtune/samples/gpt.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/mlp.hpp"
@@ -62,6 +63,8 @@ class DecoderWorkload final : public profiler::WorkloadInstance {
     phases.forward_begin = now_ns();
     at::Tensor loss;
     {
+      // NVTX ranges for Nsight Systems; the runner marks the step around them.
+      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
       at::Tensor logits;
       std::optional<OffloadScope> scope;
       if (offloader) scope.emplace(offloader->scope());
@@ -70,7 +73,10 @@ class DecoderWorkload final : public profiler::WorkloadInstance {
       loss = samples::lm_loss(logits, batch.targets);
     }
     phases.forward_end = now_ns();
-    loss.backward();
+    {
+      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
+      loss.backward();
+    }
     if (optimizer_) optimizer_->step();
     synchronize();
     phases.backward_end = now_ns();
@@ -110,12 +116,17 @@ class MlpWorkload final : public profiler::WorkloadInstance {
     phases.forward_begin = now_ns();
     at::Tensor loss;
     {
+      // NVTX ranges for Nsight Systems; the runner marks the step around them.
+      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
       std::optional<OffloadScope> scope;
       if (offloader) scope.emplace(offloader->scope());
       loss = model_(x).to(at::kFloat).pow(2).mean();
     }
     phases.forward_end = now_ns();
-    loss.backward();
+    {
+      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
+      loss.backward();
+    }
     synchronize();
     phases.backward_end = now_ns();
     phases.loss = loss.item<double>();
@@ -234,6 +245,8 @@ class TorchScriptWorkload final : public profiler::WorkloadInstance {
     phases.forward_begin = now_ns();
     at::Tensor loss;
     {
+      // NVTX ranges for Nsight Systems; the runner marks the step around them.
+      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
       at::Tensor out;
       std::optional<OffloadScope> scope;
       if (offloader) scope.emplace(offloader->scope());
@@ -253,7 +266,10 @@ class TorchScriptWorkload final : public profiler::WorkloadInstance {
       }
     }
     phases.forward_end = now_ns();
-    loss.backward();
+    {
+      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
+      loss.backward();
+    }
     if (optimizer_) optimizer_->step();
     synchronize();
     phases.backward_end = now_ns();
