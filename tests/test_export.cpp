@@ -476,7 +476,7 @@ TEST_F(ExportTest, NsysLayoutAnswersNsightQueries) {
 TEST_F(ExportTest, NsysLayoutRunsTheDocumentedQueries) {
   const std::string out = file("trace.sqlite");
   export_nsys_sqlite(*fx_.store, {fx_.a, fx_.b}, out);
-  const fs::path sql_path = fs::path(__FILE__).parent_path() / "data/export/nsys_queries.sql";
+  const fs::path sql_path = fs::path(OFFTUNE_TEST_DATA_DIR) / "export/nsys_queries.sql";
   const std::string sql = read_all(sql_path.string());
   ASSERT_FALSE(sql.empty()) << sql_path;
 
