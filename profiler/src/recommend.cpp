@@ -1,6 +1,7 @@
 #include "offtune/profiler/recommend.hpp"
 
 #include <algorithm>
+#include <iomanip>
 #include <sstream>
 #include <stdexcept>
 
@@ -150,8 +151,8 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
         why << "lowest peak device memory (" << format_size(r.chosen->summary.peak_allocated)
             << ", baseline " << format_size(r.baseline->summary.peak_allocated)
             << ") within a slowdown of " << *constraint.max_slowdown
-            << "x: " << fmt_ms(r.chosen->summary.step_ms_median) << " per step, x"
-            << slowdown(*r.chosen, *r.baseline) << " the baseline";
+            << "x: " << fmt_ms(r.chosen->summary.step_ms_median) << " per step, x" << std::fixed
+            << std::setprecision(2) << slowdown(*r.chosen, *r.baseline) << " the baseline";
       } else {
         why << "no point is within a slowdown of " << *constraint.max_slowdown << "x";
       }
