@@ -245,19 +245,8 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
 }
 
 at::Tensor forward_backward(Gpt& model, const Batch& batch, ActivationOffloader* offloader) {
-  at::Tensor loss;
-  {
-    at::Tensor logits;
-    if (offloader != nullptr) {
-      auto scope = offloader->scope();
-      logits = model(batch.tokens);
-    } else {
-      logits = model(batch.tokens);
-    }
-    loss = lm_loss(logits, batch.targets);
-  }
-  loss.backward();
-  return loss.detach();
+  return lm_forward_backward([&](const at::Tensor& tokens) { return model(tokens); }, batch,
+                             offloader);
 }
 
 }  // namespace offtune::samples

@@ -1,5 +1,7 @@
 #include "offtune/samples/workload.hpp"
 
+#include "offtune/offloader.hpp"
+
 #include <algorithm>
 #include <thread>
 
@@ -69,6 +71,23 @@ int64_t default_threads(int64_t requested, bool host_sim) {
   if (!host_sim) return 0;
   const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());
   return std::max<int64_t>(1, cores - 1);
+}
+
+at::Tensor lm_forward_backward(const std::function<at::Tensor(const at::Tensor&)>& forward,
+                               const Batch& batch, ActivationOffloader* offloader) {
+  at::Tensor loss;
+  {
+    at::Tensor logits;
+    if (offloader != nullptr) {
+      auto scope = offloader->scope();
+      logits = forward(batch.tokens);
+    } else {
+      logits = forward(batch.tokens);
+    }
+    loss = lm_loss(logits, batch.targets);
+  }
+  loss.backward();
+  return loss.detach();
 }
 
 }  // namespace offtune::samples

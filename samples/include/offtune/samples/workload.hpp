@@ -10,10 +10,15 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 namespace torch::nn {
 class Module;
+}
+
+namespace offtune {
+class ActivationOffloader;
 }
 
 namespace offtune::samples {
@@ -48,5 +53,12 @@ int64_t count_parameters(const torch::nn::Module& module);
 // on a 2-core VM that made steps 30-60x slower). requested >= 0 wins; 0 means torch's default.
 // Returns the count to pass to at::set_num_threads, or 0 to leave torch's default.
 int64_t default_threads(int64_t requested, bool host_sim);
+
+// One training step's autograd part for a language model: forward (under `offloader`'s scope when
+// one is given), lm_loss, backward. The logits leave scope before backward: the loss graph keeps
+// what it needs, and holding [batch, seq, vocab] through backward would distort the peak. Returns
+// the detached loss; gradients accumulate into the parameters.
+at::Tensor lm_forward_backward(const std::function<at::Tensor(const at::Tensor&)>& forward,
+                               const Batch& batch, ActivationOffloader* offloader);
 
 }  // namespace offtune::samples
