@@ -50,6 +50,7 @@
 #include "offtune/model_support.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/options.hpp"
+#include "offtune/samples/cli_validators.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/workload.hpp"
 #include "profiler_bench.hpp"
@@ -103,20 +104,7 @@ struct Args {
   std::string tmp_dir;  // empty: the system's temporary directory
 };
 
-// Integer lower bound with a message that says what is wrong (CLI11's PositiveNumber reports a
-// range up to DBL_MAX).
-CLI::Validator at_least(int64_t min) {
-  return CLI::Validator(
-      [min](std::string& text) -> std::string {
-        int64_t value = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-        if (ec != std::errc{} || ptr != end) return {};  // not an integer: conversion reports it
-        if (value >= min) return {};
-        return "must be >= " + std::to_string(min) + ", got " + text;
-      },
-      ">=" + std::to_string(min));
-}
+using offtune::samples::at_least;
 
 int64_t parse_positive(std::string_view text, std::string_view what, std::string_view spec) {
   int64_t value = 0;

@@ -25,6 +25,7 @@
 
 #include "offtune/model_support.hpp"
 #include "offtune/offloader.hpp"
+#include "offtune/samples/cli_validators.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/workload.hpp"
 
@@ -58,20 +59,7 @@ struct RunResult {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// CLI11's PositiveNumber/NonNegativeNumber report a range up to DBL_MAX; this one says what is
-// wrong.
-CLI::Validator at_least(int64_t min) {
-  return CLI::Validator(
-      [min](std::string& text) -> std::string {
-        int64_t value = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-        if (ec != std::errc{} || ptr != end) return {};  // not an integer: conversion reports it
-        if (value >= min) return {};
-        return "must be >= " + std::to_string(min) + ", got " + text;
-      },
-      ">=" + std::to_string(min));
-}
+using offtune::samples::at_least;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
