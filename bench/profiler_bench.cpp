@@ -25,7 +25,7 @@
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
-#include "workloads.hpp"
+#include "offtune/cli/workloads.hpp"
 
 namespace offtune::bench {
 

@@ -1,7 +1,9 @@
 // NVTX emission and the CUPTI collector, without Nsight and without a GPU.
 //
 // NVTX: NVTX_INJECTION64_PATH points NVTX at tests/nvtx_injection's library, which logs every
-// domain, string, category, range, mark and counter call; the tests read that log back.
+// domain, string, category, range, mark and counter call; the tests read that log back. Built with
+// the workloads (OFFTUNE_TEST_WORKLOADS), they also run host-sim training steps of the built-in
+// models and check the ranges the engine, the models' layer hooks and the workloads emit.
 // CUPTI: activity buffers are built by hand from the CUPTI structs and parsed; the collector itself
 // is started only to check that it steps aside cleanly where there is no GPU (or, on a GPU machine,
 // that it starts and stops cleanly).
@@ -12,13 +14,31 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "offtune/profiler/cupti.hpp"
 #include "offtune/profiler/nvtx.hpp"
+#include "offtune/profiler/runner.hpp"
+
+#ifdef OFFTUNE_TEST_WORKLOADS
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "offtune/cli/workloads.hpp"
+#include "offtune/offloader.hpp"
+#include "offtune/samples/layer_hooks.hpp"
+#endif
 
 namespace {
 
@@ -130,8 +150,10 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
     EXPECT_EQ(r["domain"], "offtune");
     strings.push_back(r["text"]);
   }
-  EXPECT_EQ(strings, (std::vector<std::string>{"step", "forward", "backward", "pack", "unpack",
-                                               "offload", "reload", "wait"}));
+  std::vector<std::string> expected = {"step",    "forward", "backward", "pack", "unpack",
+                                       "offload", "reload",  "wait",     "layer"};
+  for (int i = 0; i < 128; ++i) expected.push_back("layer " + std::to_string(i));
+  EXPECT_EQ(strings, expected);
 
   std::map<std::string, std::string> categories;
   for (const auto& r : only(log, "name_category")) categories[r["id"]] = r["name"];
@@ -141,8 +163,13 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
   EXPECT_EQ(categories["20"], "copy: d2h");
   EXPECT_EQ(categories["22"], "copy: h2d prefetch");
   EXPECT_EQ(categories["32"], "unpack: reloaded");
+  EXPECT_EQ(categories["40"], "wait: forward-window");
   EXPECT_EQ(categories["42"], "wait: drain");
-  EXPECT_EQ(categories.size(), 14u);  // phase, 3 pack, 3 copy, 4 unpack, 3 wait
+  EXPECT_EQ(categories["50"], "hook: pack");
+  EXPECT_EQ(categories["51"], "hook: unpack");
+  EXPECT_EQ(categories["60"], "layer: forward");
+  EXPECT_EQ(categories["61"], "layer: backward");
+  EXPECT_EQ(categories.size(), 18u);  // phase, 3 pack, 3 copy, 4 unpack, 3 wait, 2 hook, 2 layer
 
   // The counters extension found the tool, and the three counters are int64 byte levels with the
   // static ids offtune feeds forward.
@@ -167,7 +194,7 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
   { NvtxRange r(NvtxPhase::Step); }
   const auto after = read_log();
   EXPECT_EQ(only(after, "domain_create").size(), 1u);
-  EXPECT_EQ(only(after, "register_string").size(), 8u);
+  EXPECT_EQ(only(after, "register_string").size(), 9u + 128u);
   EXPECT_EQ(only(after, "counter_register").size(), 3u);
 }
 
@@ -238,24 +265,90 @@ TEST_F(NvtxEmission, IssuedCopiesAreMarksColouredByPinnedness) {
   EXPECT_EQ(got[2]["payload"], "2048");
 }
 
-TEST_F(NvtxEmission, UnpacksAndWaitsAreMarks) {
+TEST_F(NvtxEmission, UnpacksAreMarksAndWaitEventsAddNothing) {
   NvtxObserver obs;
   obs.on_unpack({TensorId{3}, UnpackSource::Reloaded, 2048, 500});
   obs.on_unpack({TensorId{4}, UnpackSource::Kept, 64, 510});
+  // The wait range (a span) is the wait; the after-the-fact event would only repeat it.
   obs.on_wait({WaitKind::Reload, TensorId{3}, 100, 350});
-  obs.on_wait({WaitKind::Drain, TensorId{}, 400, 390});  // clock noise: never a negative length
   const auto got = since_setup();
-  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].kind, "mark");
   EXPECT_EQ(got[0]["message"], "unpack");
   EXPECT_EQ(got[0]["category"], "32");
   EXPECT_EQ(got[0]["payload"], "2048");
   EXPECT_EQ(got[1]["category"], "30");
-  EXPECT_EQ(got[2].kind, "mark");
-  EXPECT_EQ(got[2]["message"], "wait");
-  EXPECT_EQ(got[2]["category"], "41");
-  EXPECT_EQ(got[2]["payload"], "250");  // its length in ns
-  EXPECT_EQ(got[3]["category"], "42");
-  EXPECT_EQ(got[3]["payload"], "0");
+}
+
+TEST_F(NvtxEmission, EngineSpansArePushPopRangesAroundTheirMarks) {
+  NvtxObserver obs;
+  obs.on_span_begin({SpanKind::Pack});
+  obs.on_span_begin({SpanKind::Wait, WaitKind::ForwardWindow});
+  obs.on_span_end({SpanKind::Wait, WaitKind::ForwardWindow});
+  obs.on_pack({TensorId{1}, 4096, PackDecision::Offloaded, KeepReason::None, 10});
+  obs.on_span_end({SpanKind::Pack});
+  obs.on_span_begin({SpanKind::Unpack});
+  obs.on_span_begin({SpanKind::Wait, WaitKind::Reload});
+  obs.on_span_end({SpanKind::Wait, WaitKind::Reload});
+  obs.on_unpack({TensorId{1}, UnpackSource::Reloaded, 4096, 20});
+  obs.on_span_end({SpanKind::Unpack});
+  obs.on_span_begin({SpanKind::Wait, WaitKind::Drain});
+  obs.on_span_end({SpanKind::Wait, WaitKind::Drain});
+
+  const auto got = since_setup();
+  const std::vector<std::string> kinds = {"push", "push", "pop",  "mark", "pop",  "push",
+                                          "push", "pop",  "mark", "pop",  "push", "pop"};
+  const std::vector<std::string> messages = {"pack",   "wait",   "<none>", "pack",
+                                             "<none>", "unpack", "wait",   "<none>",
+                                             "unpack", "<none>", "wait",   "<none>"};
+  const std::vector<std::string> categories = {"50",     "40", "<none>", "10", "<none>", "51", "41",
+                                               "<none>", "32", "<none>", "42", "<none>"};
+  const std::vector<std::string> depths = {"0", "1", "1",      "<none>", "0", "0",
+                                           "1", "1", "<none>", "0",      "0", "0"};
+  ASSERT_EQ(got.size(), kinds.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].kind, kinds[i]) << i;
+    EXPECT_EQ(got[i]["message"], messages[i]) << i;
+    EXPECT_EQ(got[i]["category"], categories[i]) << i;
+    EXPECT_EQ(got[i]["depth"], depths[i]) << i;
+    if (got[i].kind == "push") {
+      EXPECT_EQ(got[i]["message_type"], "registered") << i;
+      EXPECT_EQ(got[i]["payload"], "<none>") << i;  // the outcome is the mark's
+    }
+  }
+  EXPECT_EQ(got[3]["payload"], "4096");
+}
+
+TEST_F(NvtxEmission, LayerRangesAreNamedByIndexWithItAsPayload) {
+  nvtx_layer_forward_begin(3);
+  nvtx_layer_forward_end();
+  const uint64_t id = nvtx_layer_backward_begin(5);
+  nvtx_layer_backward_end(id);
+  nvtx_layer_forward_begin(500);  // beyond the named layers: the generic name
+  nvtx_layer_forward_end();
+
+  const auto got = since_setup();
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[0].kind, "push");
+  EXPECT_EQ(got[0]["message"], "layer 3");
+  EXPECT_EQ(got[0]["message_type"], "registered");
+  EXPECT_EQ(got[0]["category"], "60");
+  EXPECT_EQ(got[0]["payload_type"], "int64");
+  EXPECT_EQ(got[0]["payload"], "3");
+  EXPECT_EQ(got[1].kind, "pop");
+  EXPECT_EQ(got[1]["depth"], "0");
+  // Backward: a start/end range, ended by the id start handed out.
+  EXPECT_EQ(got[2].kind, "start");
+  EXPECT_EQ(got[2]["message"], "layer 5");
+  EXPECT_EQ(got[2]["category"], "61");
+  EXPECT_EQ(got[2]["payload"], "5");
+  EXPECT_EQ(got[2]["id"], std::to_string(id));
+  EXPECT_NE(id, 0u);
+  EXPECT_EQ(got[3].kind, "end");
+  EXPECT_EQ(got[3]["id"], std::to_string(id));
+  EXPECT_EQ(got[4]["message"], "layer");
+  EXPECT_EQ(got[4]["payload"], "500");
+  EXPECT_EQ(got[5].kind, "pop");
 }
 
 TEST_F(NvtxEmission, StashAndDeviceBytesAreCounters) {
@@ -286,6 +379,440 @@ TEST_F(NvtxEmission, EventsFromSeveralThreadsAllArrive) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(only(since_setup(), "mark").size(), 400u);
 }
+
+// ---------------------------------------------------------------------------------------------
+// TeeObserver: spans reach every target, and end in reverse order
+
+struct SpanLog : Observer {
+  SpanLog(std::vector<std::string>& out, std::string name, bool throw_on_begin = false)
+      : out_(out), name_(std::move(name)), throw_on_begin_(throw_on_begin) {}
+  void on_span_begin(Span span) override {
+    if (throw_on_begin_) throw std::runtime_error("begin failed");
+    out_.push_back(name_ + " begin " + std::to_string(static_cast<int>(span.kind)));
+  }
+  void on_span_end(Span span) override {
+    out_.push_back(name_ + " end " + std::to_string(static_cast<int>(span.kind)));
+  }
+  std::vector<std::string>& out_;
+  std::string name_;
+  bool throw_on_begin_;
+};
+
+TEST(TeeObserver, SpansBeginInOrderAndEndInReverse) {
+  std::vector<std::string> calls;
+  TeeObserver tee({std::make_shared<SpanLog>(calls, "a"), std::make_shared<SpanLog>(calls, "b")});
+  tee.on_span_begin({SpanKind::Unpack});
+  tee.on_span_end({SpanKind::Unpack});
+  EXPECT_EQ(calls, (std::vector<std::string>{"a begin 1", "b begin 1", "b end 1", "a end 1"}));
+}
+
+TEST(TeeObserver, ABeginThatThrowsEndsTheTargetsAlreadyBegun) {
+  // The engine ends no span whose begin threw, so the tee must not leave "a" open.
+  std::vector<std::string> calls;
+  TeeObserver tee({std::make_shared<SpanLog>(calls, "a"),
+                   std::make_shared<SpanLog>(calls, "b", /*throw_on_begin=*/true)});
+  EXPECT_THROW(tee.on_span_begin({SpanKind::Pack}), std::runtime_error);
+  EXPECT_EQ(calls, (std::vector<std::string>{"a begin 0", "a end 0"}));
+}
+
+#ifdef OFFTUNE_TEST_WORKLOADS
+// ---------------------------------------------------------------------------------------------
+// NVTX in a training step: the engine's spans, the models' layers, the workloads' phases
+
+// The log's ranges rebuilt: push/pop per thread (a pop closes the thread's innermost push),
+// start/end by id. `problems` lists whatever does not balance.
+struct RangeTree {
+  struct Range {
+    NvtxRecord open;
+    bool pushed = true;  // false: a start/end range
+    size_t begin = 0;    // positions in the log
+    size_t end = 0;
+    int parent = -1;  // the enclosing push range on the same thread (push ranges and marks)
+  };
+  std::vector<Range> ranges;
+  std::vector<std::pair<NvtxRecord, int>> marks;  // with their enclosing push range
+  std::vector<std::string> problems;
+
+  explicit RangeTree(const std::vector<NvtxRecord>& log) {
+    std::map<std::string, std::vector<int>> stacks;  // by thread
+    std::map<std::string, int> started;              // by id
+    for (size_t i = 0; i < log.size(); ++i) {
+      const NvtxRecord& r = log[i];
+      std::vector<int>& stack = stacks[r["thread"]];
+      const int top = stack.empty() ? -1 : stack.back();
+      if (r.kind == "push" || r.kind == "start") {
+        ranges.push_back({r, r.kind == "push", i, 0, r.kind == "push" ? top : -1});
+        const int index = static_cast<int>(ranges.size()) - 1;
+        if (r.kind == "push") {
+          stack.push_back(index);
+        } else {
+          started[r["id"]] = index;
+        }
+      } else if (r.kind == "pop") {
+        if (stack.empty()) {
+          problems.push_back("pop without push at " + std::to_string(i));
+          continue;
+        }
+        ranges[static_cast<size_t>(stack.back())].end = i;
+        stack.pop_back();
+      } else if (r.kind == "end") {
+        auto it = started.find(r["id"]);
+        if (it == started.end()) {
+          problems.push_back("end of an unknown range " + r["id"]);
+          continue;
+        }
+        ranges[static_cast<size_t>(it->second)].end = i;
+        started.erase(it);
+      } else if (r.kind == "mark") {
+        marks.emplace_back(r, top);
+      }
+    }
+    for (const auto& [thread, stack] : stacks) {
+      for (int open : stack) {
+        problems.push_back("never popped: " + ranges[static_cast<size_t>(open)].open["message"]);
+      }
+    }
+    for (const auto& [id, open] : started) problems.push_back("never ended: range " + id);
+  }
+
+  // Indices of the ranges with this category.
+  std::vector<int> with_category(const std::string& category) const {
+    std::vector<int> out;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (ranges[i].open["category"] == category) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+  int first(const std::string& message, const std::string& category) const {
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (ranges[i].open["message"] == message && ranges[i].open["category"] == category) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+  const Range& at(int i) const { return ranges[static_cast<size_t>(i)]; }
+  // Marks directly inside range i (not inside a range nested in it).
+  std::vector<NvtxRecord> marks_in(int i) const {
+    std::vector<NvtxRecord> out;
+    for (const auto& [mark, parent] : marks) {
+      if (parent == i) out.push_back(mark);
+    }
+    return out;
+  }
+  bool within(int inner, int outer) const {
+    return at(outer).begin < at(inner).begin && at(inner).end < at(outer).end;
+  }
+};
+
+// The engine's after-the-fact events, counted, to compare with the ranges.
+struct CountingObserver : Observer {
+  void on_pack(const PackEvent&) override { ++packs; }
+  void on_unpack(const UnpackEvent&) override { ++unpacks; }
+  void on_wait(const WaitEvent& e) override {
+    if (e.kind == WaitKind::ForwardWindow) ++window_waits;
+    if (e.kind == WaitKind::Reload) ++reload_waits;
+  }
+  std::atomic<int64_t> packs{0}, unpacks{0}, window_waits{0}, reload_waits{0};
+};
+
+class NvtxTrainingStep : public NvtxEmission {
+ protected:
+  struct Step {
+    std::vector<NvtxRecord> log;
+    OffloadStats stats;
+    std::shared_ptr<CountingObserver> counts = std::make_shared<CountingObserver>();
+  };
+
+  // One training step of a built-in model on host-sim, as the runner runs it (step range around
+  // the workload's step, the engine drained inside it), under NvtxObserver when `observe`. A very
+  // slow link (10 ms a copy, longer than any op here even on a loaded machine) and a window of one
+  // make forward wait for copies, so that every kind of range shows up.
+  Step run_step(const std::string& model, bool observe) {
+    profiler::Workload w;
+    w.model = model;
+    w.batch = 2;
+    w.seq = 16;
+    w.dtype = "fp32";
+    w.seed = 3;
+    auto workload = cli::make_builtin_workload(w, c10::Device(c10::kCPU));
+    OffloadOptions options;
+    options.backend = BackendKind::HostSim;
+    options.min_offload_size = 1024;
+    options.max_fwd_stash_size = 1;
+    options.link.pinned_gbps = 0.5;
+    options.link.latency_ns = 10'000'000;
+    auto offloader = workload->make_offloader(options);
+    Step out;
+    if (observe) {
+      offloader->set_observer(std::make_shared<TeeObserver>(
+          std::vector<std::shared_ptr<Observer>>{out.counts, std::make_shared<NvtxObserver>()}));
+    }
+    cursor_ = read_log().size();
+    {
+      NvtxRange step(NvtxPhase::Step, 0);
+      StepPhases phases;
+      workload->step(offloader.get(), 0, phases);
+      offloader->synchronize();
+    }
+    out.log = since_setup();
+    out.stats = offloader->stats();
+    return out;
+  }
+};
+
+struct ModelLayers {
+  std::string model;
+  int forward_layers;
+  int first_backward_layer;  // layers from here up get a backward range
+};
+
+// Test names and failure messages show the model, not the struct's bytes.
+void PrintTo(const ModelLayers& m, std::ostream* os) { *os << m.model; }
+
+class NvtxModelStep : public NvtxTrainingStep, public ::testing::WithParamInterface<ModelLayers> {};
+
+TEST_P(NvtxModelStep, EngineAndLayerRangesBalanceAndNest) {
+  const ModelLayers& param = GetParam();
+  const Step step = run_step(param.model, /*observe=*/true);
+  const RangeTree tree(step.log);
+  EXPECT_TRUE(tree.problems.empty()) << ::testing::PrintToString(tree.problems);
+
+  const int step_range = tree.first("step", "1");
+  const int forward = tree.first("forward", "1");
+  const int backward = tree.first("backward", "1");
+  ASSERT_GE(step_range, 0);
+  ASSERT_GE(forward, 0);
+  ASSERT_GE(backward, 0);
+  EXPECT_EQ(tree.at(forward).parent, step_range);
+  EXPECT_EQ(tree.at(backward).parent, step_range);
+
+  // Forward layers: "layer i" in order, payload i, directly inside "forward".
+  const auto fwd_layers = tree.with_category("60");
+  ASSERT_EQ(fwd_layers.size(), static_cast<size_t>(param.forward_layers));
+  for (int i = 0; i < param.forward_layers; ++i) {
+    const auto& r = tree.at(fwd_layers[static_cast<size_t>(i)]);
+    EXPECT_TRUE(r.pushed);
+    EXPECT_EQ(r.open["message"], "layer " + std::to_string(i));
+    EXPECT_EQ(r.open["payload"], std::to_string(i));
+    EXPECT_EQ(r.parent, forward);
+  }
+
+  // One pack range per saved tensor, each with its decision mark inside, all in forward; some of
+  // them inside a layer.
+  const auto packs = tree.with_category("50");
+  EXPECT_EQ(static_cast<int64_t>(packs.size()), step.stats.packed);
+  EXPECT_EQ(static_cast<int64_t>(packs.size()), step.counts->packs.load());
+  std::set<int> pack_set(packs.begin(), packs.end());
+  int packs_in_layers = 0;
+  for (int p : packs) {
+    EXPECT_EQ(tree.at(p).open["message"], "pack");
+    const auto marks = tree.marks_in(p);
+    ASSERT_EQ(marks.size() >= 1 ? marks[0]["message"] : "<no mark>", "pack");
+    int decisions = 0;
+    for (const auto& m : marks) decisions += m["message"] == "pack" ? 1 : 0;
+    EXPECT_EQ(decisions, 1);
+    EXPECT_TRUE(tree.within(p, forward));
+    const int parent = tree.at(p).parent;
+    EXPECT_TRUE(parent == forward || (parent >= 0 && tree.at(parent).open["category"] == "60"));
+    packs_in_layers += parent != forward ? 1 : 0;
+  }
+  EXPECT_GT(packs_in_layers, 0);
+
+  // One unpack range per unpack, each with its source mark inside, all during backward.
+  const auto unpacks = tree.with_category("51");
+  EXPECT_EQ(static_cast<int64_t>(unpacks.size()), step.counts->unpacks.load());
+  EXPECT_GT(unpacks.size(), 0u);
+  std::set<int> unpack_set(unpacks.begin(), unpacks.end());
+  for (int u : unpacks) {
+    EXPECT_EQ(tree.at(u).open["message"], "unpack");
+    int sources = 0;
+    for (const auto& m : tree.marks_in(u)) sources += m["message"] == "unpack" ? 1 : 0;
+    EXPECT_EQ(sources, 1);
+    EXPECT_TRUE(tree.within(u, backward));
+  }
+
+  // Waits: forward-window waits inside packs, reload waits inside unpacks, as many as the
+  // engine's wait events; drains (no event) at least the one of synchronize().
+  const auto window = tree.with_category("40");
+  const auto reload = tree.with_category("41");
+  const auto drain = tree.with_category("42");
+  EXPECT_GT(window.size(), 0u);
+  EXPECT_EQ(static_cast<int64_t>(window.size()), step.counts->window_waits.load());
+  EXPECT_EQ(static_cast<int64_t>(window.size()), step.stats.window_waits);
+  EXPECT_EQ(static_cast<int64_t>(reload.size()), step.counts->reload_waits.load());
+  EXPECT_GE(drain.size(), 1u);
+  for (int w : window) {
+    EXPECT_EQ(tree.at(w).open["message"], "wait");
+    EXPECT_EQ(pack_set.count(tree.at(w).parent), 1u);
+  }
+  for (int w : reload) EXPECT_EQ(unpack_set.count(tree.at(w).parent), 1u);
+
+  // Backward layers: start/end ranges, last layer first, each ended before the one below begins,
+  // all during backward, each with unpacks of its own inside.
+  const auto bwd_layers = tree.with_category("61");
+  ASSERT_EQ(bwd_layers.size(),
+            static_cast<size_t>(param.forward_layers - param.first_backward_layer));
+  size_t previous_end = tree.at(backward).begin;
+  for (size_t k = 0; k < bwd_layers.size(); ++k) {
+    const int layer = param.forward_layers - 1 - static_cast<int>(k);
+    const auto& r = tree.at(bwd_layers[k]);
+    EXPECT_FALSE(r.pushed);
+    EXPECT_EQ(r.open["message"], "layer " + std::to_string(layer));
+    EXPECT_EQ(r.open["payload"], std::to_string(layer));
+    EXPECT_GT(r.begin, previous_end) << "layer " << layer;
+    EXPECT_TRUE(tree.within(bwd_layers[k], backward)) << "layer " << layer;
+    previous_end = r.end;
+    int inside = 0;
+    for (int u : unpacks) inside += tree.within(u, bwd_layers[k]) ? 1 : 0;
+    EXPECT_GT(inside, 0) << "layer " << layer;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BuiltInModels, NvtxModelStep,
+                         ::testing::Values(ModelLayers{"tiny", 2, 0}, ModelLayers{"gpt-tiny", 2, 0},
+                                           // the MLP's first layer reads the data, which needs no
+                                           // gradient: no backward range for it
+                                           ModelLayers{"mlp", 4, 1}),
+                         [](const auto& test_info) {
+                           std::string name = test_info.param.model;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+TEST_F(NvtxTrainingStep, WithoutTheObserverTheEngineEmitsNothing) {
+  const Step step = run_step("tiny", /*observe=*/false);
+  EXPECT_GT(step.stats.packed, 0);
+  const RangeTree tree(step.log);
+  EXPECT_TRUE(tree.problems.empty()) << ::testing::PrintToString(tree.problems);
+  for (const auto& r : step.log) {
+    EXPECT_NE(r.kind, "mark") << r["message"];
+    EXPECT_NE(r.kind, "counter_int64");
+    if (r.kind == "push" || r.kind == "start") {
+      // Phases and layers only: the workload's and the model's, not the engine's.
+      EXPECT_TRUE(r["category"] == "1" || r["category"] == "60" || r["category"] == "61")
+          << r["message"] << " " << r["category"];
+    }
+  }
+  EXPECT_EQ(tree.with_category("60").size(), 2u);
+  EXPECT_EQ(tree.with_category("61").size(), 2u);
+}
+
+// An observer that fails inside the hooks (after NvtxObserver, in the tee, has seen the event).
+struct FailingObserver : Observer {
+  void on_pack(const PackEvent&) override {
+    if (fail_pack) throw std::runtime_error("observer failed in pack");
+  }
+  void on_unpack(const UnpackEvent&) override {
+    if (fail_unpack) throw std::runtime_error("observer failed in unpack");
+  }
+  std::atomic<bool> fail_pack{false}, fail_unpack{false};
+};
+
+TEST_F(NvtxTrainingStep, AnExceptionInAHookStillClosesItsRange) {
+  OffloadOptions options;
+  options.backend = BackendKind::HostSim;
+  options.min_offload_size = 0;
+  ActivationOffloader offloader(options);
+  auto failing = std::make_shared<FailingObserver>();
+  offloader.set_observer(std::make_shared<TeeObserver>(
+      std::vector<std::shared_ptr<Observer>>{std::make_shared<NvtxObserver>(), failing}));
+  const at::Tensor x = at::ones({256}).requires_grad_();
+
+  failing->fail_pack = true;
+  {
+    auto scope = offloader.scope();
+    EXPECT_ANY_THROW((void)(x * 2).sin());  // sin saves its input: the pack hook throws
+  }
+  failing->fail_pack = false;
+  failing->fail_unpack = true;
+  at::Tensor loss;
+  {
+    auto scope = offloader.scope();
+    loss = (x * 2).sin().sum();
+  }
+  EXPECT_ANY_THROW(loss.backward());  // the unpack hook throws on autograd's thread
+  loss = at::Tensor();
+  offloader.synchronize();
+
+  const auto log = since_setup();
+  const RangeTree tree(log);
+  EXPECT_TRUE(tree.problems.empty()) << ::testing::PrintToString(tree.problems);
+  const auto packs = tree.with_category("50");
+  const auto unpacks = tree.with_category("51");
+  ASSERT_EQ(packs.size(), 2u);
+  ASSERT_EQ(unpacks.size(), 1u);
+  // The failed pack's and unpack's ranges hold the mark NvtxObserver made before the failure.
+  EXPECT_EQ(tree.marks_in(packs[0]).size(), 1u);
+  EXPECT_EQ(tree.marks_in(unpacks[0]).size(), 1u);
+}
+
+// The layer hooks' backward bookkeeping on its own: every begin gets exactly one end with its
+// token, also when backward stops short of a block (autograd::grad to an inner tensor).
+TEST(LayerHooks, EveryBackwardBeginGetsOneEndWithItsToken) {
+  struct Calls {
+    std::mutex mutex;
+    std::vector<std::string> seen;
+    uint64_t next = 100;
+  };
+  auto calls = std::make_shared<Calls>();
+  samples::LayerHooks hooks;
+  hooks.forward_begin = [calls](int64_t i) {
+    std::lock_guard<std::mutex> lock(calls->mutex);
+    calls->seen.push_back("fwd begin " + std::to_string(i));
+  };
+  hooks.forward_end = [calls](int64_t i) {
+    std::lock_guard<std::mutex> lock(calls->mutex);
+    calls->seen.push_back("fwd end " + std::to_string(i));
+  };
+  hooks.backward_begin = [calls](int64_t i) {
+    std::lock_guard<std::mutex> lock(calls->mutex);
+    calls->seen.push_back("bwd begin " + std::to_string(i) + " #" + std::to_string(calls->next));
+    return calls->next++;
+  };
+  hooks.backward_end = [calls](int64_t i, uint64_t token) {
+    std::lock_guard<std::mutex> lock(calls->mutex);
+    calls->seen.push_back("bwd end " + std::to_string(i) + " #" + std::to_string(token));
+  };
+
+  const at::Tensor leaf = at::ones({4}).requires_grad_();
+  const auto three_blocks = [&](at::Tensor& x1) {
+    samples::detail::LayerTrace trace(hooks, 3);
+    at::Tensor h = leaf * 3;  // the first block's input must be computed, as an embedding's is
+    for (int64_t i = 0; i < 3; ++i) {
+      const auto traced = trace.block(i, h);
+      h = (h * 2).sin();
+      if (i == 0) x1 = h;
+    }
+    trace.finish(h);
+    return h.sum();
+  };
+
+  at::Tensor x1;
+  three_blocks(x1).backward();
+  EXPECT_EQ(calls->seen, (std::vector<std::string>{
+                             "fwd begin 0", "fwd end 0", "fwd begin 1", "fwd end 1", "fwd begin 2",
+                             "fwd end 2", "bwd begin 2 #100", "bwd end 2 #100", "bwd begin 1 #101",
+                             "bwd end 1 #101", "bwd begin 0 #102", "bwd end 0 #102"}));
+
+  // Backward to x1 only: block 0 begins (x1's gradient is its output's) but is never reached; its
+  // end comes when the graph is freed.
+  calls->seen.clear();
+  {
+    at::Tensor loss = three_blocks(x1);
+    torch::autograd::grad({loss}, {x1});
+    loss = at::Tensor();
+    x1 = at::Tensor();
+  }
+  std::map<std::string, int> begins, ends;
+  for (const auto& c : calls->seen) {
+    if (c.starts_with("bwd begin")) ++begins[c.substr(10)];
+    if (c.starts_with("bwd end")) ++ends[c.substr(8)];
+  }
+  EXPECT_EQ(begins, ends);
+  EXPECT_FALSE(begins.empty());
+}
+#endif  // OFFTUNE_TEST_WORKLOADS
 
 // ---------------------------------------------------------------------------------------------
 // CUPTI: parsing

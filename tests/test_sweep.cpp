@@ -7,7 +7,7 @@
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
-#include "workloads.hpp"
+#include "offtune/cli/workloads.hpp"
 
 namespace offtune::profiler {
 namespace {

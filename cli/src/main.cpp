@@ -10,10 +10,7 @@
 //   4  a --fail-if threshold was crossed
 //   5  recommend found no point satisfying the constraint
 //   130 interrupted (SIGINT); a sweep resumes where it stopped when run again
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
-#include <torch/cuda.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "offtune/cli/workloads.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/export.hpp"
@@ -37,11 +35,6 @@
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/samples/workload.hpp"
-#include "workloads.hpp"
-
-#ifndef OFFTUNE_GIT_REVISION
-#define OFFTUNE_GIT_REVISION "unknown"
-#endif
 
 namespace offtune::cli {
 namespace {
@@ -132,20 +125,6 @@ void add_workload_flags(CLI::App& app, WorkloadArgs& w) {
       ->capture_default_str();
 }
 
-LinkModel parse_link(const std::string& s) {
-  if (s == "none") return {};
-  if (s == "pcie4") return LinkModel::pcie4();
-  const auto colon = s.find(':');
-  try {
-    if (colon != std::string::npos) {
-      return LinkModel{std::stod(s.substr(0, colon)), 0.0,
-                       static_cast<int64_t>(std::stod(s.substr(colon + 1)) * 1000)};
-    }
-  } catch (const std::exception&) {
-  }
-  throw UsageError("bad --link '" + s + "' (valid: none, pcie4, GBPS:LATENCY_US)");
-}
-
 pf::Workload to_workload(const WorkloadArgs& a) {
   pf::Workload w;
   w.model = a.model;
@@ -160,37 +139,11 @@ pf::Workload to_workload(const WorkloadArgs& a) {
   return w;
 }
 
-// Resolves the backend, prepares host-sim (capacity, threads) and returns the base options.
+// The backend of a run or sweep (workloads.hpp); bad values are usage errors.
 OffloadOptions prepare_backend(const WorkloadArgs& a, pf::Environment& env, c10::Device& device) {
-  OffloadOptions base;
-  try {
-    base.backend = parse_backend(a.backend);
-  } catch (const OptionsError& e) {
-    throw UsageError(e.what());
-  }
-  base.link = parse_link(a.link);
-  if (base.backend == BackendKind::Auto) {
-    base.backend = torch::cuda::is_available() ? BackendKind::Cuda : BackendKind::HostSim;
-  }
-  const bool host_sim = base.backend == BackendKind::HostSim;
-  if (host_sim) {
-    host_sim::install();
-    if (!a.device_capacity.empty()) host_sim::set_capacity(pf::parse_size(a.device_capacity));
-  } else if (!a.device_capacity.empty()) {
-    throw UsageError("--device-capacity applies to host-sim only");
-  }
-  if (const int64_t t = samples::default_threads(a.threads, host_sim); t > 0) {
-    at::set_num_threads(static_cast<int>(t));
-  }
-  device = host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
-  env.offtune_version = "0.1.0";
-  env.torch_version = TORCH_VERSION;
-  env.backend = std::string(to_string(base.backend));
-  env.device = host_sim ? "host-sim (link " + a.link + ")" : "cuda:0";
-  env.git_revision = OFFTUNE_GIT_REVISION;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) env.host = host;
-  return base;
+  auto prepared = cli::prepare_backend({a.backend, a.link, a.device_capacity, a.threads}, env);
+  device = prepared.device;
+  return prepared.base;
 }
 
 pf::EngineConfig to_config(const EngineArgs& e) {

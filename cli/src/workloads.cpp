@@ -1,4 +1,4 @@
-#include "workloads.hpp"
+#include "offtune/cli/workloads.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
@@ -21,6 +21,7 @@
 #include "offtune/model_support.hpp"
 #include "offtune/profiler/nvtx.hpp"
 #include "offtune/samples/gpt.hpp"
+#include "offtune/samples/layer_hooks.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/mlp.hpp"
 #include "offtune/samples/workload.hpp"
@@ -32,6 +33,20 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The built-in models' per-block callbacks as NVTX ranges: "layer N" pushed around each block's
+// forward (inside "forward"), started and ended around its backward (autograd's threads, hence
+// start/end rather than push/pop). None when NVTX is compiled out, so that the models then skip the
+// per-block calls and the backward tensor hooks altogether.
+samples::LayerHooks nvtx_layer_hooks() {
+  samples::LayerHooks hooks;
+  if (!profiler::nvtx_compiled_in()) return hooks;
+  hooks.forward_begin = [](int64_t layer) { profiler::nvtx_layer_forward_begin(layer); };
+  hooks.forward_end = [](int64_t) { profiler::nvtx_layer_forward_end(); };
+  hooks.backward_begin = [](int64_t layer) { return profiler::nvtx_layer_backward_begin(layer); };
+  hooks.backward_end = [](int64_t, uint64_t range) { profiler::nvtx_layer_backward_end(range); };
+  return hooks;
 }
 
 // A built-in decoder (Llama or GPT) on synthetic token batches. Config is the model's config type
@@ -48,6 +63,7 @@ class DecoderWorkload final : public profiler::WorkloadInstance {
     }
     model_ = Model(config, w.seed);
     model_->to(device_);
+    model_->set_layer_hooks(nvtx_layer_hooks());
     vocab_ = config.vocab_size;
     if (w.optimizer) {
       optimizer_.emplace(model_->parameters(), torch::optim::SGDOptions(1e-3));
@@ -105,6 +121,7 @@ class MlpWorkload final : public profiler::WorkloadInstance {
     config.dtype = samples::parse_dtype(w.dtype);
     model_ = samples::Mlp(config, w.seed);
     model_->to(device_);
+    model_->set_layer_hooks(nvtx_layer_hooks());
   }
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
     return make_offloader_for(*model_, options, /*warn_if_no_head=*/false).offloader;

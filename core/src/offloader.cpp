@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -173,6 +174,34 @@ std::pair<int64_t, int64_t> element_span(const at::Tensor& t) {
   return {t.storage_offset(), hi};
 }
 
+// Brackets a piece of the engine's work with on_span_begin/on_span_end (observer.hpp). `observer`
+// is read once, without the mutex, as the hooks' other unlocked reads of observer_: set_observer is
+// not allowed while hooks run, so it cannot change under a span. Without an observer this is a
+// branch on construction and one on destruction.
+class SpanGuard {
+ public:
+  SpanGuard(Observer* observer, Span span) : observer_(observer), span_(span) {
+    if (observer_) observer_->on_span_begin(span_);
+  }
+  ~SpanGuard() {
+    if (!observer_) return;
+    // The destructor may run while the hook's exception propagates: a second one would terminate.
+    try {
+      observer_->on_span_end(span_);
+    } catch (const std::exception& ex) {
+      TORCH_WARN("offtune: observer threw from on_span_end: ", ex.what());
+    } catch (...) {
+      TORCH_WARN("offtune: observer threw from on_span_end");
+    }
+  }
+  SpanGuard(const SpanGuard&) = delete;
+  SpanGuard& operator=(const SpanGuard&) = delete;
+
+ private:
+  Observer* const observer_;
+  const Span span_;
+};
+
 }  // namespace
 
 // One saved tensor's share in the engine; see seam.hpp.
@@ -237,6 +266,8 @@ Entry* Context::find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi) {
 }
 
 void Context::pack(Slot& slot, const at::Tensor& t) {
+  // Before the lock: time spent waiting for it (another thread's hook) is the hook's time too.
+  SpanGuard hook_span(observer_.get(), {SpanKind::Pack});
   std::lock_guard<std::mutex> lock(mutex_);
   collect_pending();
   slot.packed_ = true;
@@ -358,8 +389,11 @@ void Context::make_room(int64_t incoming_bytes) {
     Entry* e = fwd_stash_.front();
     fwd_stash_.pop_front();
     const int64_t begin = now_ns();
-    // Compute must not reuse the activation's memory before the copy has read it.
-    backend_->compute_wait(e->offload_fence);
+    {
+      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::ForwardWindow});
+      // Compute must not reuse the activation's memory before the copy has read it.
+      backend_->compute_wait(e->offload_fence);
+    }
     ++stats_.window_waits;
     if (observer_) observer_->on_wait({WaitKind::ForwardWindow, e->id, begin, now_ns()});
     drop_fwd_hold(*e);
@@ -419,6 +453,7 @@ void Context::prefetch_before(const Entry& e) {
 }
 
 at::Tensor Context::unpack(Slot& slot) {
+  SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
   if (!slot.entry_) {
     if (observer_) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -453,7 +488,10 @@ at::Tensor Context::unpack(Slot& slot) {
   }
   if (!e.reload_waited) {
     const int64_t begin = now_ns();
-    backend_->compute_wait(e.reload_fence);
+    {
+      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Reload});
+      backend_->compute_wait(e.reload_fence);
+    }
     e.reload_waited = true;
     if (observer_) observer_->on_wait({WaitKind::Reload, e.id, begin, now_ns()});
   }
@@ -484,6 +522,7 @@ void Context::release_device(Entry& e) {
     backend_->copy_wait_compute();
   } else if (e.offload_fence && !e.offload_fence->query()) {
     // The forward hold: the offload copy may still be reading it.
+    SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
     backend_->compute_wait(e.offload_fence);
   }
   e.device.reset();
@@ -519,7 +558,11 @@ void Context::collect_pending() {
 void Context::destroy_entry(Entry& e) {
   if (e.in_fwd_stash) {
     fwd_stash_.erase(std::find(fwd_stash_.begin(), fwd_stash_.end(), &e));
-    if (!e.offload_fence->query()) backend_->compute_wait(e.offload_fence);
+    if (!e.offload_fence->query()) {
+      // The graph died before its offload copy finished: the copy may still be reading the span.
+      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
+      backend_->compute_wait(e.offload_fence);
+    }
     drop_fwd_hold(e);
   }
   release_device(e);
@@ -601,7 +644,10 @@ ResidentState Context::resident() {
 }
 
 void Context::synchronize() {
-  backend_->synchronize();
+  {
+    SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
+    backend_->synchronize();
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = fwd_stash_.begin(); it != fwd_stash_.end();) {
     Entry* e = *it;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
+#include <utility>
 #endif
 
 namespace offtune::profiler {
@@ -24,7 +26,14 @@ constexpr uint32_t kCategoryPhase = 1;
 constexpr uint32_t kCategoryPack = 10;    // + PackDecision
 constexpr uint32_t kCategoryCopy = 20;    // + 0 d2h, 1 h2d, 2 h2d prefetch
 constexpr uint32_t kCategoryUnpack = 30;  // + UnpackSource
-constexpr uint32_t kCategoryWait = 40;    // + WaitKind
+constexpr uint32_t kCategoryWait = 40;    // + WaitKind (wait ranges)
+constexpr uint32_t kCategoryHook = 50;    // + 0 pack, 1 unpack (hook ranges)
+constexpr uint32_t kCategoryLayer = 60;   // + 0 forward, 1 backward
+
+// Layers with a registered "layer N" of their own: more than the deepest common decoders (80 or
+// 126 blocks); deeper models fall back to "layer" and the payload. Registered up front so that the
+// hot path is an array index, never a registration (a call into the tool) in the middle of a step.
+constexpr int64_t kNamedLayers = 128;
 
 // Pinned copies in green, pageable ones in red: a pageable copy cannot overlap compute on CUDA and
 // is the first thing to spot on a timeline.
@@ -49,6 +58,10 @@ struct Registry {
   RegisteredString offload{"offload"};
   RegisteredString reload{"reload"};
   RegisteredString wait{"wait"};
+  RegisteredString layer{"layer"};
+  // registered_string_in is neither copyable nor default-constructible: build the table in place.
+  std::array<RegisteredString, kNamedLayers> layer_n =
+      named_layers(std::make_index_sequence<kNamedLayers>{});
 
   NamedCategory phase{kCategoryPhase, "phase"};
   std::array<NamedCategory, 3> pack_decision{{{kCategoryPack + 0, "pack: offloaded"},
@@ -64,6 +77,10 @@ struct Registry {
   std::array<NamedCategory, 3> wait_kind{{{kCategoryWait + 0, "wait: forward-window"},
                                           {kCategoryWait + 1, "wait: reload"},
                                           {kCategoryWait + 2, "wait: drain"}}};
+  NamedCategory hook_pack{kCategoryHook + 0, "hook: pack"};
+  NamedCategory hook_unpack{kCategoryHook + 1, "hook: unpack"};
+  NamedCategory layer_forward{kCategoryLayer + 0, "layer: forward"};
+  NamedCategory layer_backward{kCategoryLayer + 1, "layer: backward"};
 
   uint64_t stash_forward_bytes =
       register_bytes_counter(kCounterStashForwardBytes, "stash forward bytes",
@@ -73,6 +90,16 @@ struct Registry {
                              "device bytes held by reloaded or prefetched tensors in backward");
   uint64_t device_bytes = register_bytes_counter(kCounterDeviceBytes, "device bytes",
                                                  "allocated device bytes, sampled by the runner");
+
+  template <size_t... I>
+  static std::array<RegisteredString, sizeof...(I)> named_layers(std::index_sequence<I...>) {
+    // NVTX copies the text at registration: the temporaries may go.
+    return {{RegisteredString{("layer " + std::to_string(I)).c_str()}...}};
+  }
+
+  const RegisteredString& layer_name(int64_t index) const {
+    return index >= 0 && index < kNamedLayers ? layer_n[static_cast<size_t>(index)] : layer;
+  }
 
   static uint64_t register_bytes_counter(uint64_t id, const char* name, const char* description) {
     // A level that holds until the next sample, in bytes.
@@ -146,6 +173,28 @@ NvtxRange::NvtxRange(NvtxPhase phase, int64_t step) noexcept {
 
 NvtxRange::~NvtxRange() { nvtxDomainRangePop(nvtx3::domain::get<NvtxDomain>()); }
 
+void nvtx_layer_forward_begin(int64_t layer) noexcept {
+  const Registry& reg = registry();
+  nvtxDomainRangePushEx(
+      nvtx3::domain::get<NvtxDomain>(),
+      nvtx3::event_attributes{reg.layer_name(layer), reg.layer_forward, nvtx3::payload{layer}}
+          .get());
+}
+
+void nvtx_layer_forward_end() noexcept { nvtxDomainRangePop(nvtx3::domain::get<NvtxDomain>()); }
+
+uint64_t nvtx_layer_backward_begin(int64_t layer) noexcept {
+  const Registry& reg = registry();
+  return nvtxDomainRangeStartEx(
+      nvtx3::domain::get<NvtxDomain>(),
+      nvtx3::event_attributes{reg.layer_name(layer), reg.layer_backward, nvtx3::payload{layer}}
+          .get());
+}
+
+void nvtx_layer_backward_end(uint64_t range_id) noexcept {
+  nvtxDomainRangeEnd(nvtx3::domain::get<NvtxDomain>(), range_id);
+}
+
 NvtxObserver::NvtxObserver() noexcept { nvtx_initialize(); }
 
 void NvtxObserver::on_pack(const PackEvent& e) {
@@ -166,11 +215,21 @@ void NvtxObserver::on_unpack(const UnpackEvent& e) {
   nvtx3::mark_in<NvtxDomain>(reg.unpack, pick(reg.unpack_source, e.source), bytes_payload(e.bytes));
 }
 
-void NvtxObserver::on_wait(const WaitEvent& e) {
+void NvtxObserver::on_span_begin(Span span) {
   const Registry& reg = registry();
-  nvtx3::mark_in<NvtxDomain>(reg.wait, pick(reg.wait_kind, e.kind),
-                             nvtx3::payload{std::max<int64_t>(0, e.end_ns - e.begin_ns)});
+  const RegisteredString& message = span.kind == SpanKind::Pack     ? reg.pack
+                                    : span.kind == SpanKind::Unpack ? reg.unpack
+                                                                    : reg.wait;
+  const NamedCategory& category = span.kind == SpanKind::Pack     ? reg.hook_pack
+                                  : span.kind == SpanKind::Unpack ? reg.hook_unpack
+                                                                  : pick(reg.wait_kind, span.wait);
+  // Push/pop: the engine ends each span on the thread that began it, within the same call
+  // (observer.hpp), so the per-thread range stack stays balanced even on autograd's threads.
+  nvtxDomainRangePushEx(nvtx3::domain::get<NvtxDomain>(),
+                        nvtx3::event_attributes{message, category}.get());
 }
+
+void NvtxObserver::on_span_end(Span) { nvtxDomainRangePop(nvtx3::domain::get<NvtxDomain>()); }
 
 void NvtxObserver::on_stash(const StashEvent& e) {
   const Registry& reg = registry();
@@ -188,12 +247,17 @@ bool nvtx_compiled_in() noexcept { return false; }
 void nvtx_initialize() noexcept {}
 NvtxRange::NvtxRange(NvtxPhase, int64_t) noexcept {}
 NvtxRange::~NvtxRange() = default;
+void nvtx_layer_forward_begin(int64_t) noexcept {}
+void nvtx_layer_forward_end() noexcept {}
+uint64_t nvtx_layer_backward_begin(int64_t) noexcept { return 0; }
+void nvtx_layer_backward_end(uint64_t) noexcept {}
 NvtxObserver::NvtxObserver() noexcept = default;
 void NvtxObserver::on_pack(const PackEvent&) {}
 void NvtxObserver::on_copy_issued(const CopyEvent&) {}
 void NvtxObserver::on_unpack(const UnpackEvent&) {}
-void NvtxObserver::on_wait(const WaitEvent&) {}
 void NvtxObserver::on_stash(const StashEvent&) {}
+void NvtxObserver::on_span_begin(Span) {}
+void NvtxObserver::on_span_end(Span) {}
 void NvtxObserver::sample_device_bytes(int64_t) noexcept {}
 
 #endif

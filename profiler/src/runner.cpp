@@ -51,6 +51,20 @@ void TeeObserver::on_wait(const WaitEvent& e) {
 void TeeObserver::on_stash(const StashEvent& e) {
   for (auto& t : targets_) t->on_stash(e);
 }
+void TeeObserver::on_span_begin(Span span) {
+  size_t begun = 0;
+  try {
+    for (; begun < targets_.size(); ++begun) targets_[begun]->on_span_begin(span);
+  } catch (...) {
+    // The engine ends no span whose begin threw: end those that began here, or their ranges stay
+    // open.
+    while (begun > 0) targets_[--begun]->on_span_end(span);
+    throw;
+  }
+}
+void TeeObserver::on_span_end(Span span) {
+  for (auto it = targets_.rbegin(); it != targets_.rend(); ++it) (*it)->on_span_end(span);
+}
 
 OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base) {
   OffloadOptions o = base;

@@ -232,10 +232,14 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
     ModuleRegion region(wpe.get());
     x = x + wpe(positions);
   }
-  for (GptBlock& block : block_list_) {
+  detail::LayerTrace trace(layer_hooks_, static_cast<int64_t>(block_list_.size()));
+  for (size_t i = 0; i < block_list_.size(); ++i) {
+    GptBlock& block = block_list_[i];
     ModuleRegion region(block.get());
+    const auto traced = trace.block(static_cast<int64_t>(i), x);
     x = block(x);
   }
+  trace.finish(x);
   {
     ModuleRegion region(ln_f.get());
     x = ln_f(x);

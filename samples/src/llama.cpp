@@ -303,10 +303,14 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
     ModuleRegion region(tok_embeddings.get());
     h = tok_embeddings(tokens);
   }
-  for (DecoderLayer& layer : layer_list_) {
+  detail::LayerTrace trace(layer_hooks_, static_cast<int64_t>(layer_list_.size()));
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    DecoderLayer& layer = layer_list_[i];
     ModuleRegion region(layer.get());
+    const auto traced = trace.block(static_cast<int64_t>(i), h);
     h = layer(h, cos, sin);
   }
+  trace.finish(h);
   {
     ModuleRegion region(norm.get());
     h = norm(h);

@@ -61,13 +61,17 @@ MlpImpl::MlpImpl(const MlpConfig& config, uint64_t seed) : config_(config) {
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
   at::Tensor h = x;
-  for (torch::nn::Linear& linear : layer_list_) {
+  detail::LayerTrace trace(layer_hooks_, static_cast<int64_t>(layer_list_.size()));
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    torch::nn::Linear& linear = layer_list_[i];
+    const auto traced = trace.block(static_cast<int64_t>(i), h);
     {
       ModuleRegion region(linear.get());
       h = linear(h);
     }
     h = at::gelu(h);
   }
+  trace.finish(h);
   ModuleRegion region(head.get());
   return head(h);
 }

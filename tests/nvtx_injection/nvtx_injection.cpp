@@ -16,11 +16,16 @@
 // Log format: one record per line, tab-separated: the record kind, then key=value fields, e.g.
 //   mark<TAB>domain=offtune<TAB>message=pack<TAB>message_type=registered<TAB>category=10<TAB>
 //   payload_type=int64<TAB>payload=4096
-// Handles the tool hands out (domains, strings) are resolved to their names in the log.
+// Handles the tool hands out (domains, strings) are resolved to their names in the log. Range
+// and mark records carry thread=N (threads numbered from 1 in the order they first emit one), so
+// that a test can rebuild each thread's push/pop stack and find the range a mark is in; push has
+// depth=D (ranges open on the thread before it), pop the depth left after it (-1: a pop without a
+// push).
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCounters.h>
 #include <nvtx3/nvToolsExtSemanticsCounters.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
@@ -42,6 +47,12 @@ State& state() {
 }
 
 thread_local int range_depth = 0;  // push/pop nest per thread
+
+std::string thread_field() {
+  static std::atomic<int> next{1};
+  thread_local const int id = next.fetch_add(1);
+  return "\tthread=" + std::to_string(id);
+}
 
 void append(const std::string& line) {
   State& st = state();
@@ -143,18 +154,19 @@ void NVTX_API domain_name_category_a(nvtxDomainHandle_t domain, uint32_t id, con
 }
 
 void NVTX_API domain_mark_ex(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* a) {
-  append("mark\tdomain=" + domain_name(domain) + attributes(a));
+  append("mark\tdomain=" + domain_name(domain) + thread_field() + attributes(a));
 }
 
 int NVTX_API domain_range_push_ex(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* a) {
-  append("push\tdomain=" + domain_name(domain) + attributes(a));
+  append("push\tdomain=" + domain_name(domain) + thread_field() +
+         "\tdepth=" + std::to_string(range_depth) + attributes(a));
   return range_depth++;
 }
 
 int NVTX_API domain_range_pop(nvtxDomainHandle_t domain) {
-  append("pop\tdomain=" + domain_name(domain));
-  if (range_depth == 0) return -1;  // unbalanced pop
-  return --range_depth;
+  const int left = range_depth == 0 ? -1 : --range_depth;  // -1: unbalanced pop
+  append("pop\tdomain=" + domain_name(domain) + thread_field() + "\tdepth=" + std::to_string(left));
+  return left;
 }
 
 nvtxRangeId_t next_range_id() {
@@ -166,12 +178,13 @@ nvtxRangeId_t next_range_id() {
 nvtxRangeId_t NVTX_API domain_range_start_ex(nvtxDomainHandle_t domain,
                                              const nvtxEventAttributes_t* a) {
   const nvtxRangeId_t id = next_range_id();
-  append("start\tdomain=" + domain_name(domain) + "\tid=" + std::to_string(id) + attributes(a));
+  append("start\tdomain=" + domain_name(domain) + thread_field() + "\tid=" + std::to_string(id) +
+         attributes(a));
   return id;
 }
 
 void NVTX_API domain_range_end(nvtxDomainHandle_t domain, nvtxRangeId_t id) {
-  append("end\tdomain=" + domain_name(domain) + "\tid=" + std::to_string(id));
+  append("end\tdomain=" + domain_name(domain) + thread_field() + "\tid=" + std::to_string(id));
 }
 
 // ---- core: the global-domain API (nvtxMarkA, nvtxRangePushA, ...) ----
@@ -185,8 +198,8 @@ int NVTX_API range_push_ex(const nvtxEventAttributes_t* a) {
   return domain_range_push_ex(nullptr, a);
 }
 int NVTX_API range_push_a(const char* message) {
-  append(std::string("push\tdomain=<global>\tmessage=") + (message ? message : "") +
-         "\tmessage_type=ascii");
+  append("push\tdomain=<global>" + thread_field() + "\tdepth=" + std::to_string(range_depth) +
+         "\tmessage=" + (message ? message : "") + "\tmessage_type=ascii");
   return range_depth++;
 }
 int NVTX_API range_pop() { return domain_range_pop(nullptr); }

@@ -1,4 +1,5 @@
-// Typed events the engine emits while it packs, copies, stashes and unpacks saved tensors. The
+// Typed events the engine emits while it packs, copies, stashes and unpacks saved tensors, and
+// spans that bracket its own work (the pack and unpack hooks, blocking waits) as it happens. The
 // profiler implements Observer; with no observer attached the engine does nothing but test one
 // pointer.
 //
@@ -85,6 +86,23 @@ struct WaitEvent {
   int64_t end_ns = 0;
 };
 
+// The engine's own work, reported while it happens: on_span_begin on entry, on_span_end on the way
+// out, whether the work returns or throws. The events above arrive after the fact, once the outcome
+// (a pack decision, an unpack source, a wait's length) is known; spans are what lets a tracer open
+// a range at the right moment.
+enum class SpanKind : uint8_t {
+  Pack,    // the pack hook, entry to return: classification, de-duplication, issuing the offload
+           // copy, and any forward-window wait (a nested Wait span)
+  Unpack,  // the unpack hook: serving or reloading the tensor, the reload wait, prefetches
+  Wait,    // one wait for a copy: blocking on host-sim; on cuda the host-side call that enqueues a
+           // stream wait (the wait itself is the GPU's)
+};
+
+struct Span {
+  SpanKind kind = SpanKind::Pack;
+  WaitKind wait = WaitKind::ForwardWindow;  // which wait, for SpanKind::Wait; unused otherwise
+};
+
 struct StashEvent {
   int64_t fwd_count = 0;  // offloads in flight whose device memory the forward window holds
   int64_t fwd_bytes = 0;
@@ -102,6 +120,14 @@ class Observer {
   virtual void on_unpack(const UnpackEvent&) {}
   virtual void on_wait(const WaitEvent&) {}
   virtual void on_stash(const StashEvent&) {}
+
+  // Spans nest strictly per thread, and both ends of one span are on the same thread (the one
+  // running the hook or the wait), so a push/pop range per call is sound: a Wait span opens and
+  // closes inside a Pack or Unpack span, or on its own (Drain). Another thread's spans may
+  // interleave in time. Must not throw: on_span_end runs while an exception may be propagating
+  // (the engine catches and warns rather than terminate).
+  virtual void on_span_begin(Span) {}
+  virtual void on_span_end(Span) {}
 };
 
 }  // namespace offtune

@@ -58,7 +58,8 @@ struct RunOutcome {
   int64_t dropped_records = 0;   // CUPTI records lost (buffers full)
 };
 
-// Fans engine events out to several observers (the recorder and NVTX).
+// Fans engine events out to several observers (the recorder and NVTX), in order. Spans end in the
+// reverse order they began, so that targets that open ranges of their own nest them properly.
 class TeeObserver : public Observer {
  public:
   explicit TeeObserver(std::vector<std::shared_ptr<Observer>> targets)
@@ -69,6 +70,8 @@ class TeeObserver : public Observer {
   void on_unpack(const UnpackEvent& e) override;
   void on_wait(const WaitEvent& e) override;
   void on_stash(const StashEvent& e) override;
+  void on_span_begin(Span span) override;
+  void on_span_end(Span span) override;
 
  private:
   std::vector<std::shared_ptr<Observer>> targets_;

@@ -21,7 +21,10 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "offtune/samples/layer_hooks.hpp"
 
 namespace offtune {
 class ActivationOffloader;
@@ -97,6 +100,9 @@ class GptImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens);
 
   const GptConfig& config() const { return config_; }
+  // Callbacks around each decoder block's forward and backward (layer_hooks.hpp); none by default.
+  void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
+  const LayerHooks& layer_hooks() const { return layer_hooks_; }
 
   torch::nn::Embedding wte{nullptr};  // token embedding [vocab_size, dim]
   torch::nn::Embedding wpe{nullptr};  // positional embedding [max_seq_len, dim]
@@ -107,6 +113,7 @@ class GptImpl : public torch::nn::Module {
  private:
   GptConfig config_;
   std::vector<GptBlock> block_list_;  // typed handles on `h`'s elements
+  LayerHooks layer_hooks_;
 };
 TORCH_MODULE(Gpt);
 

@@ -20,7 +20,10 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "offtune/samples/layer_hooks.hpp"
 
 namespace offtune {
 class ActivationOffloader;
@@ -109,6 +112,9 @@ class LlamaImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens);
 
   const LlamaConfig& config() const { return config_; }
+  // Callbacks around each decoder block's forward and backward (layer_hooks.hpp); none by default.
+  void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
+  const LayerHooks& layer_hooks() const { return layer_hooks_; }
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of DecoderLayer
@@ -119,6 +125,7 @@ class LlamaImpl : public torch::nn::Module {
   LlamaConfig config_;
   // Typed handles on `layers`' elements, so that forward needs no downcast.
   std::vector<DecoderLayer> layer_list_;
+  LayerHooks layer_hooks_;
   // RoPE tables [max_seq_len, head_dim / 2], float32, registered as buffers ("rope_cos",
   // "rope_sin") so that they follow the model's device and are never offloaded.
   at::Tensor rope_cos_, rope_sin_;

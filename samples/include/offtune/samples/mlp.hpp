@@ -14,7 +14,10 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "offtune/samples/layer_hooks.hpp"
 
 namespace offtune::samples {
 
@@ -39,6 +42,10 @@ class MlpImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
 
   const MlpConfig& config() const { return config_; }
+  // Callbacks around each hidden layer (Linear and its GELU) (layer_hooks.hpp); none by default.
+  // The first layer's input is the data, which needs no gradient: it gets no backward range.
+  void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
+  const LayerHooks& layer_hooks() const { return layer_hooks_; }
 
   torch::nn::ModuleList layers{nullptr};  // of Linear
   torch::nn::Linear head{nullptr};
@@ -46,6 +53,7 @@ class MlpImpl : public torch::nn::Module {
  private:
   MlpConfig config_;
   std::vector<torch::nn::Linear> layer_list_;  // typed handles on `layers`
+  LayerHooks layer_hooks_;
 };
 TORCH_MODULE(Mlp);
 

@@ -1,5 +1,6 @@
-// Built-in workloads bound for the runner: the samples' models behind profiler::WorkloadInstance,
-// and TorchScript files with a described input.
+// Workloads for the front ends (CLI and GUI): the samples' models behind
+// profiler::WorkloadInstance, TorchScript files with a described input, and the backend a run or
+// sweep measures on.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "offtune/offloader.hpp"
+#include "offtune/profiler/records.hpp"
 #include "offtune/profiler/runner.hpp"
 
 namespace offtune::cli {
@@ -48,5 +51,28 @@ InputSpec parse_input_spec(std::string_view spec);
 std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(
     const profiler::Workload& w, c10::Device device,
     std::string_view input_spec = kDefaultInputSpec);
+
+// Where a run or sweep measures: the --backend, --link, --device-capacity and --threads flags.
+struct BackendRequest {
+  std::string backend = "auto";  // auto (cuda when a GPU is visible), cuda, host-sim
+  std::string link = "pcie4";    // host-sim link model: none, pcie4, GBPS:LATENCY_US
+  std::string device_capacity;   // host-sim device memory size ("2GiB"); empty: unlimited
+  int64_t threads = -1;  // intra-op threads; -1: cores-1 on host-sim, torch's default on cuda
+};
+
+// "none" | "pcie4" | "GBPS:LATENCY_US". Throws std::invalid_argument naming the valid forms.
+LinkModel parse_link(const std::string& s);
+
+// Resolves the backend (auto picks cuda when a GPU is visible), prepares host-sim (installs its
+// allocator, sets the capacity) and the intra-op threads, fills `env` (versions, device, git
+// revision, host) and returns the engine's base options and the device the workload runs on.
+// Throws std::invalid_argument (one line) on a bad backend, link or capacity. Process-wide: the
+// host-sim allocator and thread count are global, so call it once per process or with the same
+// request.
+struct PreparedBackend {
+  OffloadOptions base;
+  c10::Device device{c10::kCPU};
+};
+PreparedBackend prepare_backend(const BackendRequest& request, profiler::Environment& env);
 
 }  // namespace offtune::cli

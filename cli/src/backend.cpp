@@ -1,0 +1,71 @@
+// prepare_backend(): the backend a run or sweep measures on, shared by the CLI and the GUI.
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "offtune/cli/workloads.hpp"
+#include "offtune/host_sim.hpp"
+#include "offtune/profiler/units.hpp"
+#include "offtune/samples/workload.hpp"
+
+#ifndef OFFTUNE_GIT_REVISION
+#define OFFTUNE_GIT_REVISION "unknown"
+#endif
+
+namespace offtune::cli {
+
+LinkModel parse_link(const std::string& s) {
+  if (s == "none") return {};
+  if (s == "pcie4") return LinkModel::pcie4();
+  if (const auto colon = s.find(':'); colon != std::string::npos) {
+    try {
+      size_t used_gbps = 0, used_us = 0;
+      const std::string gbps_text = s.substr(0, colon), us_text = s.substr(colon + 1);
+      const double gbps = std::stod(gbps_text, &used_gbps);
+      const double us = std::stod(us_text, &used_us);
+      if (used_gbps == gbps_text.size() && used_us == us_text.size() && gbps > 0 && us >= 0) {
+        return LinkModel{gbps, 0.0, static_cast<int64_t>(us * 1000)};
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  throw std::invalid_argument("bad link '" + s + "' (valid: none, pcie4, GBPS:LATENCY_US)");
+}
+
+PreparedBackend prepare_backend(const BackendRequest& r, profiler::Environment& env) {
+  PreparedBackend out;
+  try {
+    out.base.backend = parse_backend(r.backend);
+  } catch (const OptionsError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  out.base.link = parse_link(r.link);
+  if (out.base.backend == BackendKind::Auto) {
+    out.base.backend = torch::cuda::is_available() ? BackendKind::Cuda : BackendKind::HostSim;
+  }
+  const bool host_sim = out.base.backend == BackendKind::HostSim;
+  if (host_sim) {
+    host_sim::install();
+    if (!r.device_capacity.empty()) host_sim::set_capacity(profiler::parse_size(r.device_capacity));
+  } else if (!r.device_capacity.empty()) {
+    throw std::invalid_argument("--device-capacity applies to host-sim only");
+  }
+  if (const int64_t t = samples::default_threads(r.threads, host_sim); t > 0) {
+    at::set_num_threads(static_cast<int>(t));
+  }
+  out.device = host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
+  env.offtune_version = "0.1.0";
+  env.torch_version = TORCH_VERSION;
+  env.backend = std::string(to_string(out.base.backend));
+  env.device = host_sim ? "host-sim (link " + r.link + ")" : "cuda:0";
+  env.git_revision = OFFTUNE_GIT_REVISION;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) env.host = host;
+  return out;
+}
+
+}  // namespace offtune::cli
