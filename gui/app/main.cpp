@@ -1,0 +1,72 @@
+// offtune-gui: the dashboard. `offtune-gui [STORE]` opens the window (on the store, if given);
+// `offtune-gui STORE --screenshot DIR` renders each main view to PNG files and exits, without a
+// display when run with QT_QPA_PLATFORM=offscreen.
+//
+// Exit codes: 0 ok; 1 a view could not be rendered or written; 2 usage (bad flags); 3 the store
+// cannot be read (missing, not an offtune store, corrupt, newer schema).
+#include <CLI/CLI.hpp>
+#include <QApplication>
+#include <QFileInfo>
+#include <cstdio>
+#include <string>
+
+#include "offtune/gui/main_window.hpp"
+#include "offtune/profiler/store.hpp"
+
+int main(int argc, char** argv) {
+  using namespace offtune::gui;
+  CLI::App cli{"offtune-gui: the offtune tuning dashboard over a store written by `offtune`"};
+  std::string store, screenshot_dir;
+  cli.add_option("store", store, "the store to open (an SQLite file written by offtune)");
+  cli.add_option("--screenshot", screenshot_dir,
+                 "render the sweep, recommendation, run and new-sweep views of STORE to PNG files "
+                 "in this directory and exit (use QT_QPA_PLATFORM=offscreen without a display)");
+  cli.footer(
+      "Exit codes: 0 ok, 1 a view could not be rendered or written, 2 usage, 3 the store cannot "
+      "be read.");
+  // Qt takes its own flags (-platform, -style, ...) out of argv first.
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("offtune"));
+  QApplication::setApplicationName(QStringLiteral("offtune-gui"));
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e) == 0 ? 0 : kShotUsage;
+  }
+  if (!screenshot_dir.empty() && store.empty()) {
+    std::fprintf(stderr,
+                 "error: --screenshot needs a STORE\nhint: offtune-gui s.db --screenshot DIR\n");
+    return kShotUsage;
+  }
+  if (!store.empty()) {
+    // Refuse a missing, foreign or newer store at once, with the store's own one-line reason, so
+    // the window (or the screenshots) never start on something they cannot show. A read-only open
+    // never modifies the file.
+    if (!QFileInfo::exists(QString::fromStdString(store))) {
+      std::fprintf(stderr, "error: %s: no such file\n", store.c_str());
+      return kShotStore;
+    }
+    try {
+      offtune::profiler::open_sqlite_store_readonly(store);
+    } catch (const offtune::profiler::StoreError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return kShotStore;
+    }
+  }
+  MainWindow window;
+  if (!screenshot_dir.empty()) {
+    QString error;
+    const int rc = take_screenshots(window, QString::fromStdString(store),
+                                    QString::fromStdString(screenshot_dir), &error);
+    if (rc != kShotOk) {
+      std::fprintf(stderr, "error: %s\n", qPrintable(error));
+    } else {
+      std::printf("wrote screenshots to %s\n", screenshot_dir.c_str());
+    }
+    return rc;
+  }
+  window.resize(1500, 950);
+  window.show();
+  if (!store.empty()) window.openStore(QString::fromStdString(store));
+  return QApplication::exec();
+}

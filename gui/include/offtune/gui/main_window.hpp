@@ -1,0 +1,90 @@
+// The dashboard's main window: the store's sweeps and runs in a tree on the left; the sweep view,
+// the run view and the new-sweep form as tabs. Opening a store (dialog, recent files, command line)
+// loads its index on a job thread. take_screenshots() renders each main view of a store to PNG
+// files without a display, for docs and checks (`offtune-gui STORE --screenshot DIR`).
+#pragma once
+
+#include <QMainWindow>
+#include <QString>
+#include <QStringList>
+
+#include "offtune/gui/data.hpp"
+#include "offtune/gui/jobs.hpp"
+
+class QLabel;
+class QMenu;
+class QModelIndex;
+class QTabWidget;
+class QTimer;
+class QTreeView;
+
+namespace offtune::gui {
+
+class RunView;
+class StoreTreeModel;
+class SweepForm;
+class SweepView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+
+  // Loads the store's index on a job thread; storeLoaded() or storeFailed() follows. The newest
+  // sweep is shown once the index is in.
+  void openStore(const QString& path);
+  void reloadStore();
+  const QString& storePath() const { return path_; }
+
+  // Shows a sweep or a run (switching tabs) and selects it in the tree.
+  void showSweep(profiler::SweepId id);
+  void showRun(profiler::RunId id);
+
+  StoreTreeModel* storeModel() const { return tree_model_; }
+  SweepView* sweepView() const { return sweep_view_; }
+  RunView* runView() const { return run_view_; }
+  SweepForm* sweepForm() const { return form_; }
+  QTabWidget* tabs() const { return tabs_; }
+
+  // Recently opened stores, newest first (QSettings "recentStores", at most 10).
+  static QStringList recentStores();
+
+ Q_SIGNALS:
+  void storeLoaded();
+  void storeFailed(const QString& error);
+
+ private:
+  void buildMenus();
+  void rememberRecent(const QString& path);
+  void rebuildRecentMenu();
+  void onPointFinished(const profiler::PointRecord& point);
+  void activateTreeItem(const QModelIndex& index);
+  void exportRunTrace();
+  void exportSweepCsv();
+
+  JobTicket jobs_;
+  QString path_;
+  bool show_newest_on_load_ = true;
+  QTreeView* tree_ = nullptr;
+  StoreTreeModel* tree_model_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
+  SweepView* sweep_view_ = nullptr;
+  RunView* run_view_ = nullptr;
+  SweepForm* form_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+  QLabel* store_label_ = nullptr;
+  QTimer* reload_timer_ = nullptr;  // coalesces index reloads while a sweep reports points
+};
+
+// Exit codes of offtune-gui's --screenshot mode (also documented in its --help and the README).
+enum ScreenshotExit { kShotOk = 0, kShotFailed = 1, kShotUsage = 2, kShotStore = 3 };
+
+// Opens `store` in `window`, shows the newest sweep and a run (the recommended point's, else the
+// first measured one, else the newest run), and writes into `dir` (created if absent):
+// dashboard.png (the whole window on the sweep tab), sweep.png, recommend.png, run.png and
+// sweep-form.png. Returns a ScreenshotExit; on failure *error holds one line.
+int take_screenshots(MainWindow& window, const QString& store, const QString& dir, QString* error,
+                     int timeout_ms = 120000);
+
+}  // namespace offtune::gui

@@ -1,0 +1,76 @@
+// The recommendation panel: a constraint (default, memory budget or maximum slowdown), the point
+// the recommender picks under it and why, the Pareto front as a table, ready-to-paste settings
+// (C++, TRL, Axolotl) with copy buttons, and the sweep's exports (Chrome trace of the chosen run,
+// CSV of the points), written on a job thread.
+#pragma once
+
+#include <QWidget>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "offtune/gui/data.hpp"
+#include "offtune/gui/jobs.hpp"
+#include "offtune/profiler/recommend.hpp"
+
+class QButtonGroup;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QTabWidget;
+class QTableView;
+
+namespace offtune::gui {
+
+class PointsTableModel;
+
+class RecommendPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RecommendPanel(QWidget* parent = nullptr);
+
+  void setSweep(SweepDataPtr sweep, const std::string& store_path);
+  const profiler::Recommendation& recommendation() const { return rec_; }
+  // The constraint as the controls give it; empty optional and an error text when the budget field
+  // does not parse.
+  std::optional<profiler::Constraint> constraint(QString* error = nullptr) const;
+  // Sets the controls (for tests and the command line): a budget, a slowdown, or neither.
+  void setConstraint(const profiler::Constraint& c);
+
+  // The exports, started on a job thread; exportFinished() reports the outcome.
+  void exportChromeTrace(const QString& path);
+  void exportCsv(const QString& path);
+  PointsTableModel* frontModel() const { return front_model_; }
+  QString snippet(int tab) const;  // 0 C++, 1 TRL, 2 Axolotl
+
+ Q_SIGNALS:
+  void recommendationChanged();
+  void pointActivated(qint64 point_index);
+  void exportFinished(bool ok, const QString& message);
+
+ private:
+  void recompute();
+  void chooseExport(bool chrome);
+  void startExport(std::function<void()> work, const QString& path);
+
+  SweepDataPtr sweep_;
+  std::string store_path_;
+  profiler::Recommendation rec_;
+  QButtonGroup* mode_ = nullptr;
+  QLineEdit* budget_ = nullptr;
+  QDoubleSpinBox* slowdown_ = nullptr;
+  QLabel* result_ = nullptr;
+  QLabel* rationale_ = nullptr;
+  QTableView* front_ = nullptr;
+  PointsTableModel* front_model_ = nullptr;
+  QTabWidget* snippets_ = nullptr;
+  QPlainTextEdit* snippet_text_[3] = {};
+  QPushButton* export_chrome_ = nullptr;
+  QPushButton* export_csv_ = nullptr;
+  QLabel* export_status_ = nullptr;
+};
+
+}  // namespace offtune::gui

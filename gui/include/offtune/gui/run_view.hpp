@@ -1,0 +1,58 @@
+// The run view: the timeline of one run (phases, compute, offload and reload copies, waits, packs
+// and unpacks) with zoom and pan, the stash occupancy and device memory charts beneath it on the
+// same time axis, and the run's summary figures. The run and its timeline index are loaded and
+// built on a job thread; the view shows them when the newest job ends.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+#include <string>
+
+#include "offtune/gui/data.hpp"
+#include "offtune/gui/jobs.hpp"
+
+class QLabel;
+class QTableView;
+
+namespace offtune::gui {
+
+class RunChart;
+class RunSummaryModel;
+class TimeAxis;
+class TimelineWidget;
+struct TimelineIndex;
+
+class RunView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunView(QWidget* parent = nullptr);
+
+  // Loads the run and indexes its timeline on a job thread; loaded() or loadFailed() follows.
+  void showRun(const std::string& store_path, profiler::RunId id);
+  void setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index);
+
+  const RunDataPtr& runData() const { return run_; }
+  TimeAxis* axis() const { return axis_; }
+  TimelineWidget* timeline() const { return timeline_; }
+  RunChart* occupancyChart() const { return occupancy_; }
+  RunChart* memoryChart() const { return memory_; }
+  RunSummaryModel* summaryModel() const { return summary_; }
+
+ Q_SIGNALS:
+  void loaded();
+  void loadFailed(const QString& error);
+
+ private:
+  JobTicket jobs_;
+  RunDataPtr run_;
+  QLabel* title_ = nullptr;
+  TimeAxis* axis_ = nullptr;
+  TimelineWidget* timeline_ = nullptr;
+  RunChart* occupancy_ = nullptr;
+  RunChart* memory_ = nullptr;
+  QTableView* table_ = nullptr;
+  RunSummaryModel* summary_ = nullptr;
+};
+
+}  // namespace offtune::gui

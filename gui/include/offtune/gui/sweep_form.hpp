@@ -1,0 +1,122 @@
+// Running a sweep from the dashboard: SweepRunner runs offtune's sweep (the same code, store layout
+// and resume key as `offtune sweep`) on a worker thread and reports each measured point by a
+// queued signal; SweepForm is the form for the workload and the grid, with progress and cancel.
+#pragma once
+
+#include <QObject>
+#include <QWidget>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "offtune/profiler/records.hpp"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+
+namespace offtune::gui {
+
+// What to sweep, as the CLI's flags name it (see `offtune sweep --help`).
+struct SweepRequest {
+  std::string db;  // the store written (created if absent)
+  std::string name;
+  profiler::Workload workload{"tiny", 4, 128, "fp32", 0, 3, 1, false};
+  std::string input_spec = "tokens:int64[B,T]:vocab=512";  // TorchScript models only
+  std::string min_offload_sizes = "1KiB:16MiB:x16";
+  std::string max_fwd_stash_sizes = "1,2,5";
+  std::string backend = "auto";  // auto, cuda, host-sim
+  std::string link = "pcie4";    // host-sim link model
+  std::string device_capacity;   // host-sim device memory; empty: unlimited
+};
+
+// Checks what can be checked without running (grids, sizes, numbers, dtype); returns the number of
+// points including the baseline, or throws std::invalid_argument with a one-line message.
+int64_t validate_sweep_request(const SweepRequest& request);
+
+// Runs one sweep at a time on its own thread. Signals are emitted from that thread and reach
+// receivers on the GUI thread queued. Destroying the runner cancels the sweep and waits for the
+// point in progress to finish, so that the store is never left with a half-written point.
+class SweepRunner : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit SweepRunner(QObject* parent = nullptr);
+  ~SweepRunner() override;
+
+  // Starts the sweep; false (with *error set) for an invalid request or when one is running.
+  bool start(const SweepRequest& request, QString* error = nullptr);
+  // Stops after the point in progress; finished() follows with interrupted set.
+  void cancel();
+  bool running() const { return running_.load(); }
+
+ Q_SIGNALS:
+  void progress(qint64 done, qint64 total);
+  void pointFinished(const offtune::profiler::PointRecord& point);
+  // ok: the sweep ran to its end (points may have failed, in band). interrupted: cancelled; the
+  // same request resumes it. message: one line for the status bar.
+  void finished(bool ok, bool interrupted, const QString& message);
+
+ private:
+  void work(SweepRequest request);
+
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> cancel_{false};
+};
+
+class SweepForm : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SweepForm(QWidget* parent = nullptr);
+  ~SweepForm() override;  // stops the sweep (after its current point) before the widgets go
+
+  void setStorePath(const QString& path);
+  SweepRequest request() const;
+  void setRequest(const SweepRequest& request);
+  SweepRunner* runner() const { return runner_; }
+
+  // Validates the form and starts the sweep; false with the error shown in the form otherwise.
+  bool startSweep();
+  void cancelSweep();
+
+ Q_SIGNALS:
+  void sweepStarted(const QString& store_path);
+  void pointFinished(const offtune::profiler::PointRecord& point);
+  void sweepFinished(bool ok, bool interrupted, const QString& message);
+
+ private:
+  void updatePointCount();
+  void setRunning(bool running);
+
+  SweepRunner* runner_ = nullptr;
+  QLineEdit* db_ = nullptr;
+  QLineEdit* name_ = nullptr;
+  QComboBox* model_ = nullptr;
+  QLineEdit* input_spec_ = nullptr;
+  QSpinBox* batch_ = nullptr;
+  QSpinBox* seq_ = nullptr;
+  QComboBox* dtype_ = nullptr;
+  QSpinBox* steps_ = nullptr;
+  QSpinBox* warmup_ = nullptr;
+  QSpinBox* seed_ = nullptr;
+  QComboBox* backend_ = nullptr;
+  QComboBox* link_ = nullptr;
+  QLineEdit* capacity_ = nullptr;
+  QLineEdit* sizes_ = nullptr;
+  QLineEdit* windows_ = nullptr;
+  QLabel* points_ = nullptr;
+  QPushButton* run_ = nullptr;
+  QPushButton* cancel_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel* status_ = nullptr;
+};
+
+}  // namespace offtune::gui
+
+Q_DECLARE_METATYPE(offtune::profiler::PointRecord)

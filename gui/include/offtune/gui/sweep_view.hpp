@@ -1,0 +1,68 @@
+// The sweep view: a heatmap of one metric over min_offload_size x max_fwd_stash_size, the Pareto
+// scatter of peak memory against step time with the recommended point and the constraint, the
+// points as a sortable table, and the recommendation panel. Clicking a point asks for its run.
+// Points measured while the view is open (a sweep running from the GUI) are merged in live.
+#pragma once
+
+#include <QWidget>
+#include <string>
+
+#include "offtune/gui/data.hpp"
+#include "offtune/gui/jobs.hpp"
+
+class QComboBox;
+class QLabel;
+class QTableView;
+class QSortFilterProxyModel;
+
+namespace offtune::gui {
+
+class HeatmapWidget;
+class ParetoWidget;
+class PointsTableModel;
+class RecommendPanel;
+
+class SweepView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SweepView(QWidget* parent = nullptr);
+
+  // Loads the sweep on a job thread; loaded() or loadFailed() follows. A newer call drops the
+  // result of an older one still in flight.
+  void showSweep(const std::string& store_path, profiler::SweepId id);
+  // Shows data already in hand.
+  void setSweepData(SweepDataPtr sweep, const std::string& store_path);
+  // Merges a point just measured into the sweep on show, if it belongs to it.
+  void applyPoint(const profiler::PointRecord& point);
+  void setMetric(SweepMetric metric);
+
+  const SweepDataPtr& sweepData() const { return sweep_; }
+  HeatmapWidget* heatmap() const { return heatmap_; }
+  ParetoWidget* pareto() const { return pareto_; }
+  PointsTableModel* pointsModel() const { return points_; }
+  RecommendPanel* recommendPanel() const { return panel_; }
+
+ Q_SIGNALS:
+  void loaded();
+  void loadFailed(const QString& error);
+  void runRequested(qint64 run_id);
+
+ private:
+  void activatePoint(qint64 point_index);
+  void refresh();
+
+  JobTicket jobs_;
+  SweepDataPtr sweep_;
+  std::string store_path_;
+  QLabel* title_ = nullptr;
+  QComboBox* metric_ = nullptr;
+  HeatmapWidget* heatmap_ = nullptr;
+  ParetoWidget* pareto_ = nullptr;
+  QTableView* table_ = nullptr;
+  PointsTableModel* points_ = nullptr;
+  QSortFilterProxyModel* sorted_ = nullptr;
+  RecommendPanel* panel_ = nullptr;
+};
+
+}  // namespace offtune::gui

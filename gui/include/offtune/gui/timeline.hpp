@@ -1,0 +1,281 @@
+// The run view's timeline: a shared time axis, an index of one run's timeline events built off the
+// GUI thread, and the widget that paints it. The index keeps, per lane, the events sorted by start
+// plus a level-of-detail pyramid (intervals closer than a gap threshold merged, the threshold at
+// least doubling per level), so that a frame costs about one binary search per drawn pixel run,
+// not one step per event: a million events pan and zoom as fluidly as a thousand. The same
+// painting code runs in the widget and, for tests and the benchmark, into any QPainter.
+#pragma once
+
+#include <QObject>
+#include <QPointer>
+#include <QRect>
+#include <QString>
+#include <QWidget>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "offtune/gui/data.hpp"
+#include "offtune/profiler/records.hpp"
+
+class QPainter;
+
+namespace offtune::gui {
+
+// Left gutter (lane labels, y labels) and right margin of every time-based widget, in px: the
+// timeline and the run charts use the same ones so that one time falls on the same x in both.
+inline constexpr int kTimeGutter = 100;
+inline constexpr int kTimeRightMargin = 12;
+
+// The plot's columns inside a widget's rectangle: `area` minus the gutter and the right margin
+// (full height).
+QRect time_plot_rect(const QRect& area);
+
+// The time span of a run's records: every event, step and occupancy sample ({0, 0} when none).
+// The timeline's ruler and the charts' tooltips show times relative to its start.
+std::pair<int64_t, int64_t> run_time_bounds(const RunData& run);
+
+// "850 ns", "12.40 µs", "3.250 ms", "1.204 s".
+QString format_duration_ns(double ns);
+// "512 B", "4.0 KiB", "1.50 MiB", "2.25 GiB".
+QString format_bytes(double bytes);
+
+// The visible time range shared by the timeline and the charts of one run, in ns on the run's
+// clock. The view always lies inside the bounds and spans at least kMinSpanNs (or the whole bounds
+// when they are shorter): below a microsecond over a few hundred pixels a pixel would be less
+// than a nanosecond, finer than any recorded timestamp.
+class TimeAxis : public QObject {
+  Q_OBJECT
+
+ public:
+  static constexpr int64_t kMinSpanNs = 1000;
+
+  explicit TimeAxis(QObject* parent = nullptr);
+
+  // The full data range (end < begin is swapped; an empty range becomes 1 ns). Resets the view to
+  // it.
+  void setBounds(int64_t begin, int64_t end);
+  int64_t boundsBegin() const { return bounds_begin_; }
+  int64_t boundsEnd() const { return bounds_end_; }
+  std::pair<int64_t, int64_t> bounds() const { return {bounds_begin_, bounds_end_}; }
+
+  // Clamped: the span to [min span, bounds span], then shifted inside the bounds.
+  void setView(int64_t begin, int64_t end);
+  int64_t viewBegin() const { return view_begin_; }
+  int64_t viewEnd() const { return view_end_; }
+  int64_t viewSpan() const { return view_end_ - view_begin_; }
+  int64_t minSpan() const;
+
+  // factor > 1 zooms in; the time at `anchor_fraction` of the view (0 = left, 1 = right) stays
+  // where it is unless the clamping to the bounds has to move it.
+  void zoomAt(double anchor_fraction, double factor);
+  // Moves the view by a fraction of its span (> 0: later), stopping at the bounds.
+  void panBy(double fraction_of_view);
+  void resetView();
+
+  // x in [0, width] of a time in the view, and back (x relative to the plot's left edge).
+  double toX(int64_t t, double width) const;
+  int64_t toTime(double x, double width) const;
+
+ Q_SIGNALS:
+  void viewChanged();
+
+ private:
+  int64_t bounds_begin_ = 0;
+  int64_t bounds_end_ = 1;
+  int64_t view_begin_ = 0;
+  int64_t view_end_ = 1;
+};
+
+// What an event was, for tooltips and colours (the index does not keep the RunData).
+struct TimelineEventInfo {
+  int64_t bytes = 0;
+  int64_t tensor = -1;
+  int64_t stream = 0;
+  uint32_t name = 0;  // into TimelineIndex::names; 0 = ""
+  profiler::EventKind kind = profiler::EventKind::Compute;
+  uint8_t flags = 0;  // TimelineFlag bits
+};
+
+enum TimelineFlag : uint8_t {
+  kFlagPageable = 1,  // a copy from/to pageable host memory (slow, synchronous)
+  kFlagPrefetch = 2,  // a reload issued ahead of use
+  kFlagForward = 4,   // phases: a forward pass (else backward)
+};
+
+// One level of detail: disjoint blocks sorted by start (so ends are sorted too), each the union of
+// events whose gaps were at most threshold_ns. Per-block figures are prefix sums over blocks, so
+// that any run of blocks sums in O(1): entry i is the total of blocks [0, i), size() + 1 entries.
+// The flag counts are empty when no event of the set has the flag.
+struct TimelineLevel {
+  int64_t threshold_ns = 0;
+  std::vector<int64_t> start;
+  std::vector<int64_t> end;
+  std::vector<int64_t> cum_count;
+  std::vector<int64_t> cum_bytes;
+  std::vector<int64_t> cum_busy;  // ns covered by at least one event
+  std::vector<uint32_t> cum_pageable;
+  std::vector<uint32_t> cum_prefetch;
+  std::vector<uint32_t> cum_forward;
+
+  size_t size() const { return start.size(); }
+  int64_t count(size_t first, size_t last) const { return cum_count[last] - cum_count[first]; }
+  int64_t bytes(size_t first, size_t last) const { return cum_bytes[last] - cum_bytes[first]; }
+  int64_t busy(size_t first, size_t last) const { return cum_busy[last] - cum_busy[first]; }
+  static int64_t flagged(const std::vector<uint32_t>& cum, size_t first, size_t last) {
+    return cum.empty() ? 0 : int64_t{cum[last]} - int64_t{cum[first]};
+  }
+};
+
+// Intervals of one (sub)lane: the events sorted by start (they may overlap), and the pyramid.
+// levels[0] merges only overlapping or touching events; each next level merges gaps up to a
+// threshold at least twice the previous one, chosen so that a level has at most about half the
+// blocks of the one below; the last level has few blocks. Empty sets have no levels.
+struct TimelineIntervals {
+  std::vector<int64_t> start;
+  std::vector<int64_t> end;
+  std::vector<TimelineEventInfo> info;
+  int64_t max_duration_ns = 0;     // bounds the backwards search for events still running
+  std::vector<uint32_t> pageable;  // events with kFlagPageable, by start: marked at every zoom
+  std::vector<TimelineLevel> levels;
+
+  size_t size() const { return start.size(); }
+};
+
+// Instants sorted by time, with prefix sums of bytes.
+struct TimelineInstants {
+  std::vector<int64_t> time;
+  std::vector<TimelineEventInfo> info;
+  std::vector<int64_t> cum_bytes;  // size() + 1
+
+  size_t size() const { return time.size(); }
+};
+
+enum class LaneKind { Phases, Compute, CopyD2H, CopyH2D, Waits, PackUnpack };
+
+struct TimelineLane {
+  LaneKind kind = LaneKind::Compute;
+  std::string label;         // "phases", "compute", "compute s7", "copy D2H", ...
+  int64_t stream = -1;       // compute lanes split by stream: the stream; else -1
+  TimelineIntervals spans;   // phases: forward/backward; else the lane's events
+  TimelineIntervals steps;   // phases only: the steps, drawn behind forward/backward
+  TimelineInstants packs;    // pack / unpack only
+  TimelineInstants unpacks;  // pack / unpack only
+};
+
+inline constexpr size_t kEventKindCount = 9;
+
+// One run's timeline, ready to paint; immutable once built. Lanes top to bottom: phases,
+// compute (one per stream when several compute streams appear, up to kMaxComputeLanes), copy D2H,
+// copy H2D, waits, pack / unpack. Every lane is present even when empty, so rows never jump.
+struct TimelineIndex {
+  static constexpr size_t kMaxComputeLanes = 8;
+
+  std::vector<TimelineLane> lanes;
+  std::vector<std::string> names;  // interned event names; names[0] = ""
+  std::array<int64_t, kEventKindCount> kind_counts{};
+  int64_t event_count = 0;
+  // run_time_bounds() of the run.
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+
+  bool empty() const { return event_count == 0; }
+  int64_t count(profiler::EventKind k) const { return kind_counts[static_cast<size_t>(k)]; }
+  const TimelineLane* lane(LaneKind kind) const;  // the first lane of that kind
+};
+
+// Pure and thread-safe: runs on a worker thread. Events need not be sorted (they usually are).
+std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run);
+
+// What one frame drew.
+struct RenderStats {
+  int primitives = 0;   // rects and lines
+  int detail_sets = 0;  // interval sets drawn event by event (zoomed in far enough)
+  int merged_sets = 0;  // interval sets drawn from a level of detail
+  int64_t visited = 0;  // blocks, events and instant buckets looked at
+};
+
+// Height of the ruler and of one lane row, in px.
+inline constexpr int kTimelineRulerHeight = 22;
+inline constexpr int kTimelineLaneHeight = 24;
+// The height that shows every lane of `index` (a default lane set when null).
+int timeline_height(const TimelineIndex* index);
+// Row of lane `lane` (full width, gutter included) when painting into `area`.
+QRect timeline_lane_rect(const QRect& area, size_t lane);
+
+// Paints the ruler, the lane labels and the lanes of [view_begin, view_end) into `area`.
+void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& index,
+                     int64_t view_begin, int64_t view_end, RenderStats* out = nullptr);
+// The tooltip at `pos` for a frame painted by render_timeline with the same arguments: the event
+// under the cursor, or "N events, total ..." where the frame drew merged blocks; empty when none.
+QString timeline_tooltip(const TimelineIndex& index, const QRect& area, int64_t view_begin,
+                         int64_t view_end, const QPoint& pos);
+
+// Base of the time-based widgets: holds the shared axis (not owned) and turns the mouse and keys
+// into zoom and pan on it. Wheel: zoom at the cursor (horizontal wheel or Shift: pan); left drag:
+// pan; double-click or Home: the whole run; + / - or Up / Down: zoom at the centre; Left / Right:
+// pan.
+class TimePlotWidget : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit TimePlotWidget(QWidget* parent = nullptr);
+
+  void setAxis(TimeAxis* axis);
+  TimeAxis* axis() const { return axis_.data(); }
+  QRect plotRect() const { return time_plot_rect(rect()); }
+  // What the tooltip shows at `pos` (widget coordinates); empty for none.
+  virtual QString toolTipAt(const QPoint& pos) const = 0;
+
+ protected:
+  bool event(QEvent* e) override;
+  void wheelEvent(QWheelEvent* e) override;
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+  void mouseDoubleClickEvent(QMouseEvent* e) override;
+  void keyPressEvent(QKeyEvent* e) override;
+
+ private:
+  QPointer<TimeAxis> axis_;
+  QMetaObject::Connection axis_connection_;
+  bool dragging_ = false;
+  double drag_x_ = 0.0;
+  int64_t drag_begin_ = 0;
+  int64_t drag_end_ = 0;
+};
+
+// The lanes of one run over the shared axis. Call setIndex with the index built for the run and
+// set the axis bounds to [index->begin_ns, index->end_ns] yourself (the axis is shared with the
+// charts; the widget never changes its bounds).
+class TimelineWidget : public TimePlotWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kGutter = kTimeGutter;
+
+  explicit TimelineWidget(QWidget* parent = nullptr);
+
+  void setIndex(std::shared_ptr<const TimelineIndex> index);
+  const std::shared_ptr<const TimelineIndex>& index() const { return index_; }
+  // Rects and lines drawn by the last paint.
+  int lastFramePrimitives() const { return last_stats_.primitives; }
+  const RenderStats& lastFrameStats() const { return last_stats_; }
+
+  QString toolTipAt(const QPoint& pos) const override;
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ protected:
+  void paintEvent(QPaintEvent* e) override;
+
+ private:
+  std::shared_ptr<const TimelineIndex> index_;
+  RenderStats last_stats_;
+};
+
+}  // namespace offtune::gui

@@ -1,0 +1,368 @@
+#include "offtune/gui/main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QDir>
+#include <QEventLoop>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTimer>
+#include <QTreeView>
+#include <functional>
+
+#include "offtune/gui/models.hpp"
+#include "offtune/gui/recommend_panel.hpp"
+#include "offtune/gui/run_view.hpp"
+#include "offtune/gui/sweep_form.hpp"
+#include "offtune/gui/sweep_view.hpp"
+#include "offtune/profiler/export.hpp"
+#include "offtune/profiler/store.hpp"
+
+namespace offtune::gui {
+
+namespace pf = offtune::profiler;
+
+namespace {
+constexpr int kMaxRecent = 10;
+const char* const kRecentKey = "recentStores";
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("offtune"));
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  tree_ = new QTreeView(split);
+  tree_model_ = new StoreTreeModel(this);
+  tree_->setModel(tree_model_);
+  tree_->setUniformRowHeights(true);
+  tree_->header()->setSectionResizeMode(StoreTreeModel::Name, QHeaderView::Stretch);
+  tree_->header()->setStretchLastSection(false);
+  tree_->setMinimumWidth(300);
+  tabs_ = new QTabWidget(split);
+  sweep_view_ = new SweepView(tabs_);
+  run_view_ = new RunView(tabs_);
+  form_ = new SweepForm(tabs_);
+  tabs_->addTab(sweep_view_, QStringLiteral("Sweep"));
+  tabs_->addTab(run_view_, QStringLiteral("Run"));
+  tabs_->addTab(form_, QStringLiteral("New sweep"));
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 4);
+  setCentralWidget(split);
+  store_label_ = new QLabel(QStringLiteral("no store open"), this);
+  statusBar()->addPermanentWidget(store_label_);
+  reload_timer_ = new QTimer(this);
+  reload_timer_->setSingleShot(true);
+  reload_timer_->setInterval(400);
+  buildMenus();
+
+  connect(tree_, &QTreeView::activated, this, &MainWindow::activateTreeItem);
+  connect(tree_, &QTreeView::clicked, this, &MainWindow::activateTreeItem);
+  connect(sweep_view_, &SweepView::runRequested, this,
+          [this](qint64 id) { showRun(pf::RunId(id)); });
+  connect(sweep_view_, &SweepView::loadFailed, this,
+          [this](const QString& e) { statusBar()->showMessage(e, 10000); });
+  connect(run_view_, &RunView::loadFailed, this,
+          [this](const QString& e) { statusBar()->showMessage(e, 10000); });
+  connect(reload_timer_, &QTimer::timeout, this, &MainWindow::reloadStore);
+  connect(form_, &SweepForm::sweepStarted, this, [this](const QString& path) {
+    if (QFileInfo(path).absoluteFilePath() != QFileInfo(path_).absoluteFilePath()) {
+      path_ = path;  // the index follows with the first point, once the file exists
+      store_label_->setText(path);
+    }
+    statusBar()->showMessage(QStringLiteral("Sweep started"), 5000);
+  });
+  connect(form_, &SweepForm::pointFinished, this, &MainWindow::onPointFinished);
+  connect(form_, &SweepForm::sweepFinished, this, [this](bool, bool, const QString& message) {
+    statusBar()->showMessage(message, 15000);
+    if (!path_.isEmpty()) reloadStore();
+  });
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+  QAction* open = file->addAction(QStringLiteral("&Open store\u2026"));
+  open->setShortcut(QKeySequence::Open);
+  connect(open, &QAction::triggered, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, QStringLiteral("Open offtune store"), QFileInfo(path_).absolutePath(),
+        QStringLiteral("offtune store (*.db *.sqlite);;All files (*)"));
+    if (!path.isEmpty()) openStore(path);
+  });
+  recent_menu_ = file->addMenu(QStringLiteral("Open &recent"));
+  rebuildRecentMenu();
+  QAction* reload = file->addAction(QStringLiteral("&Reload"));
+  reload->setShortcut(QKeySequence::Refresh);
+  connect(reload, &QAction::triggered, this, &MainWindow::reloadStore);
+  file->addSeparator();
+  connect(file->addAction(QStringLiteral("Export run as &Chrome trace\u2026")), &QAction::triggered,
+          this, &MainWindow::exportRunTrace);
+  connect(file->addAction(QStringLiteral("Export sweep points as C&SV\u2026")), &QAction::triggered,
+          this, &MainWindow::exportSweepCsv);
+  file->addSeparator();
+  QAction* quit = file->addAction(QStringLiteral("&Quit"));
+  quit->setShortcut(QKeySequence::Quit);
+  connect(quit, &QAction::triggered, this, &QWidget::close);
+
+  QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+  const char* names[] = {"&Sweep", "&Run", "&New sweep"};
+  for (int i = 0; i < 3; ++i) {
+    QAction* a = view->addAction(QString::fromLatin1(names[i]));
+    a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
+    connect(a, &QAction::triggered, this, [this, i] { tabs_->setCurrentIndex(i); });
+  }
+}
+
+QStringList MainWindow::recentStores() {
+  return QSettings().value(QString::fromLatin1(kRecentKey)).toStringList();
+}
+
+void MainWindow::rememberRecent(const QString& path) {
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  QStringList list = recentStores();
+  list.removeAll(abs);
+  list.prepend(abs);
+  while (list.size() > kMaxRecent) list.removeLast();
+  QSettings().setValue(QString::fromLatin1(kRecentKey), list);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recent_menu_->clear();
+  const QStringList list = recentStores();
+  for (const QString& path : list) {
+    connect(recent_menu_->addAction(path), &QAction::triggered, this,
+            [this, path] { openStore(path); });
+  }
+  recent_menu_->setEnabled(!list.isEmpty());
+}
+
+void MainWindow::openStore(const QString& path) {
+  path_ = path;
+  show_newest_on_load_ = true;
+  form_->setStorePath(path);
+  reloadStore();
+}
+
+void MainWindow::reloadStore() {
+  if (path_.isEmpty()) return;
+  const uint64_t job = jobs_.next();
+  const std::string path = path_.toStdString();
+  store_label_->setText(path_);
+  statusBar()->showMessage(QStringLiteral("Loading %1\u2026").arg(path_));
+  run_job<StoreIndex>(
+      this, [path] { return load_store_index(path); },
+      [this, job, path](const JobResult<StoreIndex>& r) {
+        if (!jobs_.is_current(job)) return;
+        if (!r.value) {
+          const QString msg =
+              QStringLiteral("Could not open %1: %2").arg(QString::fromStdString(path), r.error);
+          statusBar()->showMessage(msg);
+          Q_EMIT storeFailed(r.error);
+          return;
+        }
+        rememberRecent(QString::fromStdString(path));
+        tree_model_->setIndex(r.value);
+        tree_->expand(tree_model_->index(0, 0));
+        tree_->expand(tree_model_->index(1, 0));
+        statusBar()->showMessage(QStringLiteral("%1 sweeps, %2 runs")
+                                     .arg(r.value->sweeps.size())
+                                     .arg(r.value->runs.size()),
+                                 5000);
+        if (show_newest_on_load_) {
+          show_newest_on_load_ = false;
+          if (!r.value->sweeps.empty()) {
+            showSweep(r.value->sweeps.back().sweep.id);
+          } else if (!r.value->runs.empty()) {
+            showRun(r.value->runs.back().id);
+          }
+        }
+        Q_EMIT storeLoaded();
+      });
+}
+
+void MainWindow::showSweep(pf::SweepId id) {
+  sweep_view_->showSweep(path_.toStdString(), id);
+  tabs_->setCurrentWidget(sweep_view_);
+  if (const QModelIndex idx = tree_model_->sweepIndex(id); idx.isValid())
+    tree_->setCurrentIndex(idx);
+}
+
+void MainWindow::showRun(pf::RunId id) {
+  run_view_->showRun(path_.toStdString(), id);
+  tabs_->setCurrentWidget(run_view_);
+  if (const QModelIndex idx = tree_model_->runIndex(id); idx.isValid()) tree_->setCurrentIndex(idx);
+}
+
+void MainWindow::activateTreeItem(const QModelIndex& index) {
+  const QModelIndex first = index.siblingAtColumn(0);
+  if (const QVariant run = first.data(StoreTreeModel::RunIdRole);
+      run.isValid() && run.toLongLong() >= 0) {
+    showRun(pf::RunId(run.toLongLong()));
+    return;
+  }
+  if (const QVariant sweep = first.data(StoreTreeModel::SweepIdRole); sweep.isValid()) {
+    showSweep(pf::SweepId(sweep.toLongLong()));
+  }
+}
+
+void MainWindow::onPointFinished(const pf::PointRecord& point) {
+  const auto& shown = sweep_view_->sweepData();
+  if (shown && shown->sweep.id == point.sweep) {
+    sweep_view_->applyPoint(point);
+  } else {
+    // The first point of a new sweep: the store has it now; load the sweep from there.
+    sweep_view_->showSweep(path_.toStdString(), point.sweep);
+    tabs_->setCurrentWidget(sweep_view_);
+  }
+  reload_timer_->start();  // the tree's counts, once the points stop coming for a moment
+}
+
+void MainWindow::exportRunTrace() {
+  const auto& run = run_view_->runData();
+  if (!run) {
+    statusBar()->showMessage(QStringLiteral("Open a run first (the Run tab)"), 5000);
+    return;
+  }
+  const QString out =
+      QFileDialog::getSaveFileName(this, QStringLiteral("Export Chrome trace"),
+                                   QStringLiteral("offtune-run-%1.json").arg(run->run.id.value),
+                                   QStringLiteral("Chrome trace (*.json)"));
+  if (out.isEmpty()) return;
+  run_task(
+      this,
+      [db = path_.toStdString(), id = run->run.id, path = out.toStdString()] {
+        auto store = pf::open_sqlite_store_readonly(db);
+        pf::export_chrome_trace(*store, {id}, path);
+      },
+      [this, out](const QString& error) {
+        statusBar()->showMessage(error.isEmpty() ? QStringLiteral("Wrote %1").arg(out)
+                                                 : QStringLiteral("Export failed: %1").arg(error));
+      });
+}
+
+void MainWindow::exportSweepCsv() {
+  if (!sweep_view_->sweepData()) {
+    statusBar()->showMessage(QStringLiteral("Open a sweep first"), 5000);
+    return;
+  }
+  tabs_->setCurrentWidget(sweep_view_);
+  const QString out = QFileDialog::getSaveFileName(this, QStringLiteral("Export sweep points"),
+                                                   QStringLiteral("offtune-points.csv"),
+                                                   QStringLiteral("CSV (*.csv)"));
+  if (!out.isEmpty()) sweep_view_->recommendPanel()->exportCsv(out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Screenshots
+
+namespace {
+
+// Runs the event loop until `ok` or `fail` is emitted by `sender` after `trigger()`, or until the
+// timeout. Connecting before triggering means a job that ends at once is not missed.
+template <typename Sender, typename OkSignal, typename FailSignal>
+bool wait_for(Sender* sender, OkSignal ok, FailSignal fail, const std::function<void()>& trigger,
+              int timeout_ms, QString* error) {
+  QEventLoop loop;
+  bool success = false;
+  QTimer timer;
+  timer.setSingleShot(true);
+  QObject::connect(sender, ok, &loop, [&] {
+    success = true;
+    loop.quit();
+  });
+  QObject::connect(sender, fail, &loop, [&](const QString& e) {
+    *error = e;
+    loop.quit();
+  });
+  QObject::connect(&timer, &QTimer::timeout, &loop, [&] {
+    *error = QStringLiteral("timed out after %1 s").arg(timeout_ms / 1000);
+    loop.quit();
+  });
+  timer.start(timeout_ms);
+  trigger();
+  loop.exec();
+  return success;
+}
+
+bool save(QWidget* w, const QString& path, QString* error) {
+  QApplication::processEvents();
+  if (w->grab().save(path, "PNG")) return true;
+  *error = QStringLiteral("cannot write %1").arg(path);
+  return false;
+}
+
+}  // namespace
+
+int take_screenshots(MainWindow& window, const QString& store, const QString& dir, QString* error,
+                     int timeout_ms) {
+  if (!QDir().mkpath(dir)) {
+    *error = QStringLiteral("cannot create %1").arg(dir);
+    return kShotFailed;
+  }
+  const QDir out(dir);
+  window.resize(1500, 950);
+  window.show();
+  QString e;
+  if (!wait_for(
+          &window, &MainWindow::storeLoaded, &MainWindow::storeFailed,
+          [&] { window.openStore(store); }, timeout_ms, &e)) {
+    *error = QStringLiteral("%1: %2").arg(store, e);
+    return kShotStore;
+  }
+  const auto index = window.storeModel()->storeIndex();
+  if (index->sweeps.empty() && index->runs.empty()) {
+    *error = QStringLiteral("%1 holds no sweeps and no runs").arg(store);
+    return kShotFailed;
+  }
+  pf::RunId run;
+  if (!index->sweeps.empty()) {
+    SweepView* view = window.sweepView();
+    if (!wait_for(
+            view, &SweepView::loaded, &SweepView::loadFailed,
+            [&] { window.showSweep(index->sweeps.back().sweep.id); }, timeout_ms, &e)) {
+      *error = QStringLiteral("sweep view: %1").arg(e);
+      return kShotFailed;
+    }
+    if (!save(&window, out.filePath(QStringLiteral("dashboard.png")), error) ||
+        !save(view, out.filePath(QStringLiteral("sweep.png")), error) ||
+        !save(view->recommendPanel(), out.filePath(QStringLiteral("recommend.png")), error)) {
+      return kShotFailed;
+    }
+    // The run to show: the recommended point's, else the first measured point's.
+    const auto& rec = view->recommendPanel()->recommendation();
+    if (rec.chosen && rec.chosen->run.valid()) run = rec.chosen->run;
+    for (const auto& p : view->sweepData()->points) {
+      if (!run.valid() && p.status == pf::PointStatus::Ok && p.run.valid()) run = p.run;
+    }
+  }
+  if (!run.valid() && !index->runs.empty()) run = index->runs.back().id;
+  if (run.valid()) {
+    RunView* view = window.runView();
+    if (!wait_for(
+            view, &RunView::loaded, &RunView::loadFailed, [&] { window.showRun(run); }, timeout_ms,
+            &e)) {
+      *error = QStringLiteral("run view: %1").arg(e);
+      return kShotFailed;
+    }
+    if (!save(view, out.filePath(QStringLiteral("run.png")), error)) return kShotFailed;
+    if (index->sweeps.empty() &&
+        !save(&window, out.filePath(QStringLiteral("dashboard.png")), error)) {
+      return kShotFailed;
+    }
+  }
+  window.tabs()->setCurrentWidget(window.sweepForm());
+  if (!save(window.sweepForm(), out.filePath(QStringLiteral("sweep-form.png")), error)) {
+    return kShotFailed;
+  }
+  return kShotOk;
+}
+
+}  // namespace offtune::gui

@@ -1,0 +1,276 @@
+#include "offtune/gui/recommend_panel.hpp"
+
+#include <QApplication>
+#include <QButtonGroup>
+#include <QClipboard>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFontDatabase>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "offtune/gui/models.hpp"
+#include "offtune/profiler/export.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/units.hpp"
+
+namespace offtune::gui {
+
+namespace pf = offtune::profiler;
+
+namespace {
+enum Mode { kDefault = 0, kBudget = 1, kSlowdown = 2 };
+constexpr double kDefaultSlowdown = 1.25;  // the recommender's own default (recommend.hpp)
+}  // namespace
+
+RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+
+  auto* box = new QGroupBox(QStringLiteral("Constraint"), this);
+  auto* grid = new QGridLayout(box);
+  mode_ = new QButtonGroup(this);
+  auto* by_default = new QRadioButton(QStringLiteral("default (slowdown at most 1.25x)"), box);
+  auto* by_budget = new QRadioButton(QStringLiteral("memory budget"), box);
+  auto* by_slowdown = new QRadioButton(QStringLiteral("max slowdown"), box);
+  mode_->addButton(by_default, kDefault);
+  mode_->addButton(by_budget, kBudget);
+  mode_->addButton(by_slowdown, kSlowdown);
+  by_default->setChecked(true);
+  budget_ = new QLineEdit(box);
+  budget_->setPlaceholderText(QStringLiteral("peak device memory, e.g. 8GiB"));
+  budget_->setObjectName(QStringLiteral("budget"));
+  slowdown_ = new QDoubleSpinBox(box);
+  slowdown_->setRange(1.0, 100.0);
+  slowdown_->setSingleStep(0.05);
+  slowdown_->setDecimals(2);
+  slowdown_->setSuffix(QStringLiteral("x"));
+  slowdown_->setValue(kDefaultSlowdown);
+  grid->addWidget(by_default, 0, 0, 1, 2);
+  grid->addWidget(by_budget, 1, 0);
+  grid->addWidget(budget_, 1, 1);
+  grid->addWidget(by_slowdown, 2, 0);
+  grid->addWidget(slowdown_, 2, 1);
+  layout->addWidget(box);
+
+  result_ = new QLabel(this);
+  result_->setObjectName(QStringLiteral("result"));
+  result_->setWordWrap(true);
+  result_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  QFont big = result_->font();
+  big.setPointSizeF(big.pointSizeF() * 1.2);
+  big.setBold(true);
+  result_->setFont(big);
+  layout->addWidget(result_);
+  rationale_ = new QLabel(this);
+  rationale_->setWordWrap(true);
+  rationale_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(rationale_);
+
+  layout->addWidget(new QLabel(QStringLiteral("Pareto front (step time vs peak memory):"), this));
+  front_ = new QTableView(this);
+  front_model_ = new PointsTableModel(this);
+  front_->setModel(front_model_);
+  front_->verticalHeader()->hide();
+  front_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  front_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  front_->setColumnHidden(PointsTableModel::Error, true);
+  front_->setColumnHidden(PointsTableModel::Status, true);
+  front_->setMinimumHeight(110);
+  layout->addWidget(front_, 1);
+  connect(front_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
+    if (const auto* p = front_model_->point(idx.row())) Q_EMIT pointActivated(p->index);
+  });
+
+  snippets_ = new QTabWidget(this);
+  const QFont mono = QFontDatabase::systemFont(QFontDatabase::FixedFont);
+  const char* names[] = {"C++", "TRL", "Axolotl"};
+  for (int i = 0; i < 3; ++i) {
+    snippet_text_[i] = new QPlainTextEdit(snippets_);
+    snippet_text_[i]->setReadOnly(true);
+    snippet_text_[i]->setFont(mono);
+    snippet_text_[i]->setLineWrapMode(QPlainTextEdit::NoWrap);
+    snippets_->addTab(snippet_text_[i], QString::fromLatin1(names[i]));
+  }
+  layout->addWidget(snippets_, 1);
+
+  auto* buttons = new QHBoxLayout;
+  auto* copy = new QPushButton(QStringLiteral("Copy snippet"), this);
+  export_chrome_ = new QPushButton(QStringLiteral("Export Chrome trace\u2026"), this);
+  export_chrome_->setToolTip(
+      QStringLiteral("the chosen point's run, for Perfetto / chrome://tracing"));
+  export_csv_ = new QPushButton(QStringLiteral("Export CSV\u2026"), this);
+  export_csv_->setToolTip(QStringLiteral("every point of the sweep"));
+  buttons->addWidget(copy);
+  buttons->addStretch(1);
+  buttons->addWidget(export_chrome_);
+  buttons->addWidget(export_csv_);
+  layout->addLayout(buttons);
+  export_status_ = new QLabel(this);
+  export_status_->setWordWrap(true);
+  layout->addWidget(export_status_);
+
+  connect(copy, &QPushButton::clicked, this,
+          [this] { QApplication::clipboard()->setText(snippet(snippets_->currentIndex())); });
+  connect(export_chrome_, &QPushButton::clicked, this, [this] { chooseExport(true); });
+  connect(export_csv_, &QPushButton::clicked, this, [this] { chooseExport(false); });
+  connect(mode_, &QButtonGroup::idClicked, this, [this] { recompute(); });
+  connect(budget_, &QLineEdit::editingFinished, this, [this] {
+    mode_->button(kBudget)->setChecked(true);
+    recompute();
+  });
+  connect(slowdown_, &QDoubleSpinBox::valueChanged, this, [this] {
+    mode_->button(kSlowdown)->setChecked(true);
+    recompute();
+  });
+  recompute();
+}
+
+void RecommendPanel::setSweep(SweepDataPtr sweep, const std::string& store_path) {
+  sweep_ = std::move(sweep);
+  store_path_ = store_path;
+  recompute();
+}
+
+std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
+  pf::Constraint c;
+  switch (mode_->checkedId()) {
+    case kBudget:
+      try {
+        c.memory_budget = pf::parse_size(budget_->text().trimmed().toStdString());
+        if (*c.memory_budget <= 0) throw std::invalid_argument("the budget must be positive");
+      } catch (const std::exception& e) {
+        if (error)
+          *error = QStringLiteral("memory budget: %1").arg(QString::fromStdString(e.what()));
+        return std::nullopt;
+      }
+      break;
+    case kSlowdown:
+      c.max_slowdown = slowdown_->value();
+      break;
+    default:
+      break;
+  }
+  return c;
+}
+
+void RecommendPanel::setConstraint(const pf::Constraint& c) {
+  const QSignalBlocker block_budget(budget_), block_slowdown(slowdown_);
+  if (c.memory_budget) {
+    // A rounded "1.48 MiB" would parse back to fewer bytes than asked for: keep it exact.
+    const std::string text = pf::format_size(*c.memory_budget);
+    budget_->setText(QString::fromStdString(
+        pf::parse_size(text) == *c.memory_budget ? text : std::to_string(*c.memory_budget)));
+    mode_->button(kBudget)->setChecked(true);
+  } else if (c.max_slowdown) {
+    slowdown_->setValue(*c.max_slowdown);
+    mode_->button(kSlowdown)->setChecked(true);
+  } else {
+    mode_->button(kDefault)->setChecked(true);
+  }
+  recompute();
+}
+
+QString RecommendPanel::snippet(int tab) const {
+  return tab >= 0 && tab < 3 ? snippet_text_[tab]->toPlainText() : QString();
+}
+
+void RecommendPanel::recompute() {
+  QString error;
+  const auto c = constraint(&error);
+  rec_ = {};
+  if (!c) {
+    result_->setText(error);
+  } else if (!sweep_) {
+    result_->setText(QStringLiteral("Open a sweep to get a recommendation."));
+  } else {
+    try {
+      rec_ = pf::recommend(sweep_->points, *c);
+    } catch (const std::exception& e) {
+      rec_ = {};
+      error = QString::fromStdString(e.what());
+    }
+    if (!error.isEmpty()) {
+      result_->setText(error);
+    } else if (!rec_.chosen) {
+      result_->setText(QStringLiteral("Nothing satisfies %1")
+                           .arg(QString::fromStdString(rec_.constraint.describe())));
+    } else if (!rec_.chosen->config.offload) {
+      result_->setText(QStringLiteral("No offloading (point #%1)").arg(rec_.chosen->index));
+    } else {
+      result_->setText(
+          QStringLiteral("min_offload_size %1, max_fwd_stash_size %2 (point #%3)")
+              .arg(QString::fromStdString(pf::format_size(rec_.chosen->config.min_offload_size)))
+              .arg(rec_.chosen->config.max_fwd_stash_size)
+              .arg(rec_.chosen->index));
+    }
+  }
+  rationale_->setText(QString::fromStdString(rec_.rationale));
+  front_model_->setSweep(sweep_, sweep_ ? std::optional(rec_.front) : std::nullopt,
+                         rec_.chosen ? rec_.chosen->index : -1);
+  snippet_text_[0]->setPlainText(QString::fromStdString(rec_.snippets.cpp));
+  snippet_text_[1]->setPlainText(QString::fromStdString(rec_.snippets.trl));
+  snippet_text_[2]->setPlainText(QString::fromStdString(rec_.snippets.axolotl));
+  export_chrome_->setEnabled(rec_.chosen && rec_.chosen->run.valid() && !store_path_.empty());
+  export_csv_->setEnabled(sweep_ != nullptr && !store_path_.empty());
+  Q_EMIT recommendationChanged();
+}
+
+void RecommendPanel::chooseExport(bool chrome) {
+  const QString path =
+      chrome ? QFileDialog::getSaveFileName(this, QStringLiteral("Export Chrome trace"),
+                                            QStringLiteral("offtune-trace.json"),
+                                            QStringLiteral("Chrome trace (*.json)"))
+             : QFileDialog::getSaveFileName(this, QStringLiteral("Export sweep points"),
+                                            QStringLiteral("offtune-points.csv"),
+                                            QStringLiteral("CSV (*.csv)"));
+  if (path.isEmpty()) return;
+  chrome ? exportChromeTrace(path) : exportCsv(path);
+}
+
+void RecommendPanel::startExport(std::function<void()> work, const QString& path) {
+  export_status_->setText(QStringLiteral("Exporting\u2026"));
+  run_task(this, std::move(work), [this, path](const QString& error) {
+    const QString msg = error.isEmpty() ? QStringLiteral("Wrote %1").arg(path)
+                                        : QStringLiteral("Export failed: %1").arg(error);
+    export_status_->setText(msg);
+    Q_EMIT exportFinished(error.isEmpty(), msg);
+  });
+}
+
+void RecommendPanel::exportChromeTrace(const QString& path) {
+  if (!rec_.chosen || !rec_.chosen->run.valid() || store_path_.empty()) {
+    Q_EMIT exportFinished(false, QStringLiteral("no chosen run to export"));
+    return;
+  }
+  startExport(
+      [db = store_path_, run = rec_.chosen->run, out = path.toStdString()] {
+        auto store = pf::open_sqlite_store_readonly(db);
+        pf::export_chrome_trace(*store, {run}, out);
+      },
+      path);
+}
+
+void RecommendPanel::exportCsv(const QString& path) {
+  if (!sweep_ || store_path_.empty()) {
+    Q_EMIT exportFinished(false, QStringLiteral("no sweep to export"));
+    return;
+  }
+  startExport(
+      [db = store_path_, sweep = sweep_->sweep.id, out = path.toStdString()] {
+        auto store = pf::open_sqlite_store_readonly(db);
+        pf::export_points_csv(*store, sweep, out);
+      },
+      path);
+}
+
+}  // namespace offtune::gui

@@ -1,0 +1,114 @@
+#include "offtune/gui/run_view.hpp"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "offtune/gui/models.hpp"
+#include "offtune/gui/run_charts.hpp"
+#include "offtune/gui/timeline.hpp"
+#include "offtune/profiler/export.hpp"
+
+namespace offtune::gui {
+
+namespace pf = offtune::profiler;
+
+namespace {
+
+// What a run-view job hands over: the run and its timeline index, both immutable.
+struct LoadedRun {
+  RunDataPtr run;
+  std::shared_ptr<const TimelineIndex> index;
+};
+
+}  // namespace
+
+RunView::RunView(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QVBoxLayout(this);
+  auto* header = new QHBoxLayout;
+  title_ = new QLabel(QStringLiteral("No run open"), this);
+  QFont bold = title_->font();
+  bold.setBold(true);
+  title_->setFont(bold);
+  header->addWidget(title_, 1);
+  header->addWidget(new QLabel(
+      QStringLiteral("wheel: zoom \u00b7 drag: pan \u00b7 double-click: whole run"), this));
+  auto* reset = new QPushButton(QStringLiteral("Whole run"), this);
+  header->addWidget(reset);
+  outer->addLayout(header);
+
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  auto* charts = new QSplitter(Qt::Vertical, split);
+  axis_ = new TimeAxis(this);
+  timeline_ = new TimelineWidget(charts);
+  occupancy_ = new RunChart(RunChart::Occupancy, charts);
+  memory_ = new RunChart(RunChart::DeviceMemory, charts);
+  timeline_->setAxis(axis_);
+  occupancy_->setAxis(axis_);
+  memory_->setAxis(axis_);
+  occupancy_->setMinimumHeight(110);
+  memory_->setMinimumHeight(110);
+  charts->setStretchFactor(0, 3);
+  charts->setStretchFactor(1, 1);
+  charts->setStretchFactor(2, 1);
+
+  table_ = new QTableView(split);
+  summary_ = new RunSummaryModel(this);
+  table_->setModel(summary_);
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  table_->setMinimumWidth(300);
+  split->setStretchFactor(0, 4);
+  split->setStretchFactor(1, 1);
+  outer->addWidget(split, 1);
+
+  connect(reset, &QPushButton::clicked, axis_, &TimeAxis::resetView);
+}
+
+void RunView::showRun(const std::string& store_path, pf::RunId id) {
+  const uint64_t job = jobs_.next();
+  title_->setText(QStringLiteral("Loading run %1\u2026").arg(id.value));
+  run_job<LoadedRun>(
+      this,
+      [store_path, id] {
+        auto run = std::make_shared<const RunData>(load_run(store_path, id));
+        auto index = build_timeline_index(*run);
+        return LoadedRun{std::move(run), std::move(index)};
+      },
+      [this, job](const JobResult<LoadedRun>& r) {
+        if (!jobs_.is_current(job)) return;  // a newer run was asked for meanwhile
+        if (!r.value) {
+          title_->setText(QStringLiteral("Could not load the run: %1").arg(r.error));
+          Q_EMIT loadFailed(r.error);
+          return;
+        }
+        setRunData(r.value->run, r.value->index);
+        Q_EMIT loaded();
+      });
+}
+
+void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index) {
+  run_ = std::move(run);
+  if (run_) {
+    const auto [lo, hi] = run_time_bounds(*run_);
+    axis_->setBounds(lo, hi);
+    title_->setText(QString::fromStdString(pf::run_title(run_->run)));
+  } else {
+    title_->setText(QStringLiteral("No run open"));
+  }
+  // The lanes have a fixed height; the charts beneath take the rest of the view.
+  const int lanes_height = timeline_height(index.get());
+  timeline_->setMinimumHeight(lanes_height);
+  timeline_->setMaximumHeight(lanes_height);
+  timeline_->setIndex(std::move(index));
+  occupancy_->setRun(run_);
+  memory_->setRun(run_);
+  summary_->setRun(run_);
+}
+
+}  // namespace offtune::gui

@@ -1,0 +1,245 @@
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+#include <limits>
+
+#include "offtune/gui/sweep_form.hpp"
+
+namespace offtune::gui {
+
+namespace pf = offtune::profiler;
+
+namespace {
+
+QSpinBox* spin(QWidget* parent, int lo, int hi, int value) {
+  auto* s = new QSpinBox(parent);
+  s->setRange(lo, hi);
+  s->setValue(value);
+  return s;
+}
+
+QComboBox* combo(QWidget* parent, const QStringList& items, bool editable) {
+  auto* c = new QComboBox(parent);
+  c->addItems(items);
+  c->setEditable(editable);
+  return c;
+}
+
+std::string text_of(const QComboBox* c) { return c->currentText().trimmed().toStdString(); }
+std::string text_of(const QLineEdit* e) { return e->text().trimmed().toStdString(); }
+
+void set_text(QComboBox* c, const std::string& s) {
+  const QString text = QString::fromStdString(s);
+  const int i = c->findText(text);
+  if (i >= 0) {
+    c->setCurrentIndex(i);
+  } else if (c->isEditable()) {
+    c->setEditText(text);
+  }
+}
+
+}  // namespace
+
+SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner(this)) {
+  auto* outer = new QVBoxLayout(this);
+  auto* form = new QFormLayout;
+  outer->addLayout(form);
+
+  auto* db_row = new QHBoxLayout;
+  db_ = new QLineEdit(this);
+  db_->setPlaceholderText(QStringLiteral("store file (created if absent)"));
+  auto* browse_db = new QPushButton(QStringLiteral("\u2026"), this);
+  db_row->addWidget(db_, 1);
+  db_row->addWidget(browse_db);
+  form->addRow(QStringLiteral("Store"), db_row);
+  name_ = new QLineEdit(this);
+  name_->setPlaceholderText(QStringLiteral("optional label"));
+  form->addRow(QStringLiteral("Name"), name_);
+
+  auto* model_row = new QHBoxLayout;
+  model_ = combo(this, {"tiny", "small", "1b", "gpt-tiny", "gpt-small", "mlp"}, true);
+  model_->setToolTip(QStringLiteral("a built-in model, or the path of a TorchScript file (.pt)"));
+  auto* browse_model = new QPushButton(QStringLiteral("TorchScript\u2026"), this);
+  model_row->addWidget(model_, 1);
+  model_row->addWidget(browse_model);
+  form->addRow(QStringLiteral("Model"), model_row);
+  input_spec_ = new QLineEdit(this);
+  input_spec_->setToolTip(
+      QStringLiteral("input of a TorchScript model: NAME:int64[B,T]:vocab=V or NAME:float32[B,F]"));
+  form->addRow(QStringLiteral("Input spec"), input_spec_);
+  batch_ = spin(this, 1, 1 << 20, 4);
+  seq_ = spin(this, 1, 1 << 24, 128);
+  dtype_ = combo(this, {"fp32", "bf16", "fp16"}, false);
+  steps_ = spin(this, 1, 100000, 3);
+  warmup_ = spin(this, 0, 100000, 1);
+  seed_ = spin(this, 0, std::numeric_limits<int>::max(), 0);
+  form->addRow(QStringLiteral("Batch"), batch_);
+  form->addRow(QStringLiteral("Sequence length"), seq_);
+  form->addRow(QStringLiteral("Dtype"), dtype_);
+  form->addRow(QStringLiteral("Measured steps"), steps_);
+  form->addRow(QStringLiteral("Warm-up steps"), warmup_);
+  form->addRow(QStringLiteral("Seed"), seed_);
+  backend_ = combo(this, {"auto", "cuda", "host-sim"}, false);
+  link_ = combo(this, {"pcie4", "none"}, true);
+  link_->setToolTip(QStringLiteral("host-sim link model: none, pcie4, or GBPS:LATENCY_US"));
+  capacity_ = new QLineEdit(this);
+  capacity_->setPlaceholderText(
+      QStringLiteral("host-sim device memory, e.g. 2GiB (empty: unlimited)"));
+  form->addRow(QStringLiteral("Backend"), backend_);
+  form->addRow(QStringLiteral("Link"), link_);
+  form->addRow(QStringLiteral("Device capacity"), capacity_);
+  sizes_ = new QLineEdit(this);
+  sizes_->setToolTip(QStringLiteral("sizes and ranges, e.g. 1KiB,1MiB or 1KiB:64MiB:x4"));
+  windows_ = new QLineEdit(this);
+  windows_->setToolTip(QStringLiteral("integers and ranges, e.g. 1,2,5 or 1:8"));
+  form->addRow(QStringLiteral("min_offload_size"), sizes_);
+  form->addRow(QStringLiteral("max_fwd_stash_size"), windows_);
+  points_ = new QLabel(this);
+  form->addRow(QStringLiteral("Points"), points_);
+
+  auto* buttons = new QHBoxLayout;
+  run_ = new QPushButton(QStringLiteral("Run sweep"), this);
+  run_->setDefault(true);
+  cancel_ = new QPushButton(QStringLiteral("Cancel"), this);
+  buttons->addWidget(run_);
+  buttons->addWidget(cancel_);
+  buttons->addStretch(1);
+  outer->addLayout(buttons);
+  progress_ = new QProgressBar(this);
+  outer->addWidget(progress_);
+  status_ = new QLabel(this);
+  status_->setObjectName(QStringLiteral("status"));
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  outer->addWidget(status_);
+  outer->addStretch(1);
+
+  setRequest(SweepRequest{});
+  setRunning(false);
+
+  for (QLineEdit* e : {db_, sizes_, windows_, capacity_, input_spec_}) {
+    connect(e, &QLineEdit::textChanged, this, &SweepForm::updatePointCount);
+  }
+  connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  connect(browse_db, &QPushButton::clicked, this, [this] {
+    const QString path =
+        QFileDialog::getSaveFileName(this, QStringLiteral("Store"), db_->text(),
+                                     QStringLiteral("offtune store (*.db);;All files (*)"), nullptr,
+                                     QFileDialog::DontConfirmOverwrite);
+    if (!path.isEmpty()) db_->setText(path);
+  });
+  connect(browse_model, &QPushButton::clicked, this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, QStringLiteral("TorchScript model"), QString(),
+                                     QStringLiteral("TorchScript (*.pt *.pth);;All files (*)"));
+    if (!path.isEmpty()) model_->setEditText(path);
+  });
+  connect(run_, &QPushButton::clicked, this, &SweepForm::startSweep);
+  connect(cancel_, &QPushButton::clicked, this, &SweepForm::cancelSweep);
+  connect(runner_, &SweepRunner::progress, this, [this](qint64 done, qint64 total) {
+    progress_->setRange(0, static_cast<int>(total));
+    progress_->setValue(static_cast<int>(done));
+    status_->setText(QStringLiteral("Measured %1 of %2 points\u2026").arg(done).arg(total));
+  });
+  connect(runner_, &SweepRunner::pointFinished, this, &SweepForm::pointFinished);
+  connect(
+      runner_, &SweepRunner::finished, this,
+      [this](bool ok, bool interrupted, const QString& message) {
+        setRunning(false);
+        status_->setText(ok || interrupted ? message : QStringLiteral("error: %1").arg(message));
+        Q_EMIT sweepFinished(ok, interrupted, message);
+      });
+}
+
+SweepForm::~SweepForm() {
+  delete runner_;  // joins the sweep thread while this form can still receive its signals
+  runner_ = nullptr;
+}
+
+void SweepForm::setStorePath(const QString& path) {
+  if (!runner_->running()) db_->setText(path);
+}
+
+SweepRequest SweepForm::request() const {
+  SweepRequest r;
+  r.db = text_of(db_);
+  r.name = text_of(name_);
+  r.workload.model = text_of(model_);
+  r.workload.batch = batch_->value();
+  r.workload.seq = seq_->value();
+  r.workload.dtype = text_of(dtype_);
+  r.workload.seed = static_cast<uint64_t>(seed_->value());
+  r.workload.steps = steps_->value();
+  r.workload.warmup = warmup_->value();
+  r.input_spec = text_of(input_spec_);
+  r.min_offload_sizes = text_of(sizes_);
+  r.max_fwd_stash_sizes = text_of(windows_);
+  r.backend = text_of(backend_);
+  r.link = text_of(link_);
+  r.device_capacity = text_of(capacity_);
+  return r;
+}
+
+void SweepForm::setRequest(const SweepRequest& r) {
+  db_->setText(QString::fromStdString(r.db));
+  name_->setText(QString::fromStdString(r.name));
+  set_text(model_, r.workload.model);
+  batch_->setValue(static_cast<int>(r.workload.batch));
+  seq_->setValue(static_cast<int>(r.workload.seq));
+  set_text(dtype_, r.workload.dtype);
+  seed_->setValue(static_cast<int>(r.workload.seed));
+  steps_->setValue(static_cast<int>(r.workload.steps));
+  warmup_->setValue(static_cast<int>(r.workload.warmup));
+  input_spec_->setText(QString::fromStdString(r.input_spec));
+  sizes_->setText(QString::fromStdString(r.min_offload_sizes));
+  windows_->setText(QString::fromStdString(r.max_fwd_stash_sizes));
+  set_text(backend_, r.backend);
+  set_text(link_, r.link);
+  capacity_->setText(QString::fromStdString(r.device_capacity));
+  updatePointCount();
+}
+
+void SweepForm::updatePointCount() {
+  try {
+    SweepRequest r = request();
+    if (r.db.empty()) r.db = "-";  // the count does not depend on the store
+    points_->setText(QStringLiteral("%1 (baseline included)").arg(validate_sweep_request(r)));
+  } catch (const std::exception& e) {
+    points_->setText(QStringLiteral("invalid: %1").arg(QString::fromStdString(e.what())));
+  }
+}
+
+bool SweepForm::startSweep() {
+  QString error;
+  const SweepRequest r = request();
+  if (!runner_->start(r, &error)) {
+    status_->setText(QStringLiteral("error: %1").arg(error));
+    return false;
+  }
+  setRunning(true);
+  progress_->setRange(0, 0);  // busy until the first point reports the total
+  status_->setText(QStringLiteral("Preparing the workload\u2026"));
+  Q_EMIT sweepStarted(QString::fromStdString(r.db));
+  return true;
+}
+
+void SweepForm::cancelSweep() {
+  if (!runner_->running()) return;
+  runner_->cancel();
+  status_->setText(QStringLiteral("Cancelling after the point in progress\u2026"));
+}
+
+void SweepForm::setRunning(bool running) {
+  run_->setEnabled(!running);
+  cancel_->setEnabled(running);
+  if (!running && progress_->maximum() == 0) progress_->setRange(0, 1);
+}
+
+}  // namespace offtune::gui

@@ -1,0 +1,169 @@
+#include "offtune/gui/sweep_view.hpp"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "offtune/gui/models.hpp"
+#include "offtune/gui/recommend_panel.hpp"
+#include "offtune/gui/sweep_charts.hpp"
+#include "offtune/profiler/units.hpp"
+
+namespace offtune::gui {
+
+namespace pf = offtune::profiler;
+
+SweepView::SweepView(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QHBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  outer->addWidget(split);
+
+  auto* left = new QWidget(split);
+  auto* layout = new QVBoxLayout(left);
+  auto* header = new QHBoxLayout;
+  title_ = new QLabel(QStringLiteral("No sweep open"), left);
+  QFont bold = title_->font();
+  bold.setBold(true);
+  title_->setFont(bold);
+  header->addWidget(title_, 1);
+  header->addWidget(new QLabel(QStringLiteral("Colour by:"), left));
+  metric_ = new QComboBox(left);
+  for (SweepMetric m : kSweepMetrics) {
+    metric_->addItem(QString::fromLatin1(metric_label(m)), static_cast<int>(m));
+  }
+  header->addWidget(metric_);
+  layout->addLayout(header);
+
+  auto* vsplit = new QSplitter(Qt::Vertical, left);
+  auto* charts = new QSplitter(Qt::Horizontal, vsplit);
+  heatmap_ = new HeatmapWidget(charts);
+  pareto_ = new ParetoWidget(charts);
+  heatmap_->setMinimumSize(320, 260);
+  pareto_->setMinimumSize(320, 260);
+  table_ = new QTableView(vsplit);
+  points_ = new PointsTableModel(this);
+  sorted_ = new QSortFilterProxyModel(this);
+  sorted_->setSourceModel(points_);
+  sorted_->setSortRole(PointsTableModel::SortRole);
+  table_->setModel(sorted_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(PointsTableModel::Index, Qt::AscendingOrder);
+  table_->verticalHeader()->hide();
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  vsplit->setStretchFactor(0, 3);
+  vsplit->setStretchFactor(1, 2);
+  layout->addWidget(vsplit, 1);
+
+  panel_ = new RecommendPanel(split);
+  panel_->setMinimumWidth(360);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+
+  connect(metric_, &QComboBox::currentIndexChanged, this, [this] {
+    heatmap_->setMetric(static_cast<SweepMetric>(metric_->currentData().toInt()));
+  });
+  connect(heatmap_, &HeatmapWidget::pointActivated, this, &SweepView::activatePoint);
+  connect(pareto_, &ParetoWidget::pointActivated, this, &SweepView::activatePoint);
+  connect(panel_, &RecommendPanel::pointActivated, this, &SweepView::activatePoint);
+  // Hovering in one chart marks the point in the other.
+  connect(heatmap_, &HeatmapWidget::pointHovered, pareto_, &ParetoWidget::setSelected);
+  connect(pareto_, &ParetoWidget::pointHovered, heatmap_, &HeatmapWidget::setSelected);
+  connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
+    activatePoint(sorted_->data(idx, PointsTableModel::PointIndexRole).toLongLong());
+  });
+  connect(panel_, &RecommendPanel::recommendationChanged, this, [this] {
+    const auto& rec = panel_->recommendation();
+    pareto_->setRecommendation(rec);
+    heatmap_->setHighlighted(rec.chosen ? rec.chosen->index : -1);
+    points_->setSweep(sweep_, std::nullopt, rec.chosen ? rec.chosen->index : -1);
+  });
+}
+
+void SweepView::showSweep(const std::string& store_path, pf::SweepId id) {
+  const uint64_t job = jobs_.next();
+  title_->setText(QStringLiteral("Loading sweep %1\u2026").arg(id.value));
+  run_job<SweepData>(
+      this, [store_path, id] { return load_sweep(store_path, id); },
+      [this, job, store_path](const JobResult<SweepData>& r) {
+        if (!jobs_.is_current(job)) return;  // a newer sweep was asked for meanwhile
+        if (!r.value) {
+          title_->setText(QStringLiteral("Could not load the sweep: %1").arg(r.error));
+          Q_EMIT loadFailed(r.error);
+          return;
+        }
+        setSweepData(r.value, store_path);
+        Q_EMIT loaded();
+      });
+}
+
+void SweepView::setSweepData(SweepDataPtr sweep, const std::string& store_path) {
+  sweep_ = std::move(sweep);
+  store_path_ = store_path;
+  refresh();
+}
+
+void SweepView::applyPoint(const pf::PointRecord& point) {
+  if (!sweep_ || point.sweep != sweep_->sweep.id) return;
+  // Copy on write: the old snapshot may still be referenced by a chart or a job.
+  auto next = std::make_shared<SweepData>(*sweep_);
+  auto it = std::find_if(next->points.begin(), next->points.end(),
+                         [&](const pf::PointRecord& p) { return p.index == point.index; });
+  if (it != next->points.end()) {
+    *it = point;
+  } else {
+    next->points.insert(std::upper_bound(next->points.begin(), next->points.end(), point,
+                                         [](const pf::PointRecord& a, const pf::PointRecord& b) {
+                                           return a.index < b.index;
+                                         }),
+                        point);
+  }
+  sweep_ = std::move(next);
+  refresh();
+}
+
+void SweepView::setMetric(SweepMetric metric) {
+  metric_->setCurrentIndex(metric_->findData(static_cast<int>(metric)));
+}
+
+void SweepView::refresh() {
+  if (sweep_) {
+    const auto& s = sweep_->sweep;
+    int64_t done = 0;
+    for (const auto& p : sweep_->points) done += p.status != pf::PointStatus::Pending;
+    title_->setText(QStringLiteral("Sweep %1%2 \u2014 %3, batch %4, seq %5, %6 \u2014 %7/%8 points")
+                        .arg(s.id.value)
+                        .arg(s.name.empty()
+                                 ? QString()
+                                 : QStringLiteral(" (%1)").arg(QString::fromStdString(s.name)))
+                        .arg(QString::fromStdString(s.workload.model))
+                        .arg(s.workload.batch)
+                        .arg(s.workload.seq)
+                        .arg(QString::fromStdString(s.workload.dtype))
+                        .arg(done)
+                        .arg(sweep_->points.size()));
+  }
+  heatmap_->setData(sweep_);
+  pareto_->setData(sweep_);
+  panel_->setSweep(sweep_, store_path_);  // recomputes, then recommendationChanged updates the rest
+}
+
+void SweepView::activatePoint(qint64 point_index) {
+  if (!sweep_) return;
+  for (const auto& p : sweep_->points) {
+    if (p.index == point_index && p.run.valid()) {
+      Q_EMIT runRequested(p.run.value);
+      return;
+    }
+  }
+}
+
+}  // namespace offtune::gui

@@ -1,0 +1,1213 @@
+#include "offtune/gui/timeline.hpp"
+
+#include <QEvent>
+#include <QFontMetrics>
+#include <QHelpEvent>
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QStringList>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+
+namespace offtune::gui {
+
+namespace {
+
+using profiler::EventKind;
+
+// ---- numbers ------------------------------------------------------------------------------------
+
+// A double to ns without the undefined behaviour of converting an out-of-range value.
+int64_t to_ns(double v) {
+  constexpr double kLimit = 9.0e18;
+  if (std::isnan(v)) return 0;
+  return std::llround(std::clamp(v, -kLimit, kLimit));
+}
+
+QColor mix(const QColor& a, const QColor& b, double t) {
+  t = std::clamp(t, 0.0, 1.0);
+  const auto lerp = [t](int x, int y) { return static_cast<int>(std::lround(x + (y - x) * t)); };
+  return QColor(lerp(a.red(), b.red()), lerp(a.green(), b.green()), lerp(a.blue(), b.blue()));
+}
+
+// ---- colours ------------------------------------------------------------------------------------
+
+const QColor kBackground(0xff, 0xff, 0xff);
+const QColor kGutterBackground(0xf3, 0xf3, 0xf3);
+const QColor kRulerBackground(0xfa, 0xfa, 0xfa);
+const QColor kGrid(0xeb, 0xeb, 0xeb);
+const QColor kSeparator(0xd6, 0xd6, 0xd6);
+const QColor kText(0x33, 0x33, 0x33);
+const QColor kPageable(0xd6, 0x27, 0x28);
+const QColor kPrefetch(0x22, 0x22, 0x22);
+
+QColor kind_colour(EventKind k) {
+  switch (k) {
+    case EventKind::Step:
+      return QColor(0xdc, 0xdc, 0xdc);
+    case EventKind::Forward:
+      return QColor(0x72, 0xb7, 0xb2);
+    case EventKind::Backward:
+      return QColor(0xf2, 0xa6, 0x5a);
+    case EventKind::Compute:
+      return QColor(0x4c, 0x78, 0xa8);
+    case EventKind::CopyD2H:
+      return QColor(0xf5, 0x85, 0x18);
+    case EventKind::CopyH2D:
+      return QColor(0x54, 0xa2, 0x4b);
+    case EventKind::Pack:
+      return QColor(0x9d, 0x5c, 0xb0);
+    case EventKind::Unpack:
+      return QColor(0x3b, 0x7d, 0xd8);
+    case EventKind::Wait:
+      return QColor(0xe4, 0x57, 0x56);
+  }
+  return QColor(0x80, 0x80, 0x80);
+}
+
+// ---- building -----------------------------------------------------------------------------------
+
+// Co-sorts a set's arrays by start when the run's events were not already in order.
+template <typename Keys, typename... Columns>
+void sort_by(Keys& keys, Columns&... columns) {
+  if (std::is_sorted(keys.begin(), keys.end())) return;
+  std::vector<uint32_t> order(keys.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&keys](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  const auto apply = [&order](auto& column) {
+    std::remove_reference_t<decltype(column)> sorted;
+    sorted.reserve(column.size());
+    for (uint32_t i : order) sorted.push_back(column[i]);
+    column = std::move(sorted);
+  };
+  apply(keys);
+  (apply(columns), ...);
+}
+
+struct FlagPresence {
+  bool pageable = false;
+  bool prefetch = false;
+  bool forward = false;
+};
+
+void start_level(TimelineLevel& level, const FlagPresence& has, size_t reserve) {
+  level.start.reserve(reserve);
+  level.end.reserve(reserve);
+  level.cum_count.reserve(reserve + 1);
+  level.cum_bytes.reserve(reserve + 1);
+  level.cum_busy.reserve(reserve + 1);
+  level.cum_count.push_back(0);
+  level.cum_bytes.push_back(0);
+  level.cum_busy.push_back(0);
+  if (has.pageable) level.cum_pageable.assign(1, 0);
+  if (has.prefetch) level.cum_prefetch.assign(1, 0);
+  if (has.forward) level.cum_forward.assign(1, 0);
+}
+
+struct BlockTotals {
+  int64_t count = 0;
+  int64_t bytes = 0;
+  int64_t busy = 0;
+  uint32_t pageable = 0;
+  uint32_t prefetch = 0;
+  uint32_t forward = 0;
+};
+
+void push_block(TimelineLevel& level, int64_t start, int64_t end, const BlockTotals& t) {
+  level.start.push_back(start);
+  level.end.push_back(end);
+  level.cum_count.push_back(level.cum_count.back() + t.count);
+  level.cum_bytes.push_back(level.cum_bytes.back() + t.bytes);
+  level.cum_busy.push_back(level.cum_busy.back() + t.busy);
+  if (!level.cum_pageable.empty())
+    level.cum_pageable.push_back(level.cum_pageable.back() + t.pageable);
+  if (!level.cum_prefetch.empty())
+    level.cum_prefetch.push_back(level.cum_prefetch.back() + t.prefetch);
+  if (!level.cum_forward.empty()) level.cum_forward.push_back(level.cum_forward.back() + t.forward);
+}
+
+// Level 0: the union of the events (sorted by start, possibly overlapping); touching events merge.
+TimelineLevel union_level(const TimelineIntervals& set, const FlagPresence& has) {
+  TimelineLevel level;
+  start_level(level, has, set.size());
+  const size_t n = set.size();
+  size_t i = 0;
+  while (i < n) {
+    const int64_t block_start = set.start[i];
+    int64_t block_end = set.end[i];
+    BlockTotals t;
+    for (; i < n && set.start[i] <= block_end; ++i) {
+      block_end = std::max(block_end, set.end[i]);
+      const TimelineEventInfo& info = set.info[i];
+      ++t.count;
+      t.bytes += info.bytes;
+      t.pageable += (info.flags & kFlagPageable) ? 1 : 0;
+      t.prefetch += (info.flags & kFlagPrefetch) ? 1 : 0;
+      t.forward += (info.flags & kFlagForward) ? 1 : 0;
+    }
+    t.busy = block_end - block_start;  // one contiguous union
+    push_block(level, block_start, block_end, t);
+  }
+  return level;
+}
+
+// The next level: blocks of `below` whose gaps are at most `threshold` merged.
+TimelineLevel merge_level(const TimelineLevel& below, int64_t threshold, const FlagPresence& has) {
+  TimelineLevel level;
+  level.threshold_ns = threshold;
+  const size_t n = below.size();
+  start_level(level, has, n / 2 + 1);
+  const auto flagged = [](const std::vector<uint32_t>& cum, size_t a, size_t b) {
+    return static_cast<uint32_t>(TimelineLevel::flagged(cum, a, b));
+  };
+  size_t i = 0;
+  while (i < n) {
+    const size_t first = i;
+    int64_t block_end = below.end[i];
+    for (++i; i < n && below.start[i] - block_end <= threshold; ++i) block_end = below.end[i];
+    BlockTotals t;
+    t.count = below.count(first, i);
+    t.bytes = below.bytes(first, i);
+    t.busy = below.busy(first, i);
+    t.pageable = flagged(below.cum_pageable, first, i);
+    t.prefetch = flagged(below.cum_prefetch, first, i);
+    t.forward = flagged(below.cum_forward, first, i);
+    push_block(level, below.start[first], block_end, t);
+  }
+  return level;
+}
+
+// Below this many blocks a frame is cheap whatever the zoom: no coarser level is worth its memory.
+constexpr size_t kCoarsestBlocks = 32;
+
+void build_levels(TimelineIntervals& set) {
+  set.levels.clear();
+  if (set.size() == 0) return;
+  FlagPresence has;
+  for (const auto& info : set.info) {
+    has.pageable |= (info.flags & kFlagPageable) != 0;
+    has.prefetch |= (info.flags & kFlagPrefetch) != 0;
+    has.forward |= (info.flags & kFlagForward) != 0;
+  }
+  set.levels.push_back(union_level(set, has));
+  std::vector<int64_t> gaps;
+  while (set.levels.back().size() > kCoarsestBlocks) {
+    const TimelineLevel& below = set.levels.back();
+    gaps.resize(below.size() - 1);
+    for (size_t i = 0; i + 1 < below.size(); ++i) gaps[i] = below.start[i + 1] - below.end[i];
+    // Merging every gap up to the median at least halves the blocks; rounding the threshold to a
+    // power of two (and at least doubling it) keeps the levels a short, regular ladder.
+    const auto mid = gaps.begin() + static_cast<std::ptrdiff_t>((gaps.size() - 1) / 2);
+    std::nth_element(gaps.begin(), mid, gaps.end());
+    const int64_t median = *mid;
+    int64_t threshold = below.threshold_ns > 0 ? below.threshold_ns * 2 : 1;
+    if (median > threshold) {
+      threshold = median < (int64_t{1} << 61)
+                      ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(median)))
+                      : median;
+    }
+    set.levels.push_back(merge_level(below, threshold, has));
+  }
+}
+
+// Where an event goes: its lane and which of the lane's sets.
+enum class Slot : uint8_t { Spans, Steps, Packs, Unpacks };
+struct Destination {
+  uint32_t lane = 0;
+  Slot slot = Slot::Spans;
+};
+
+}  // namespace
+
+// ---- public helpers ---------------------------------------------------------------------------
+
+QRect time_plot_rect(const QRect& area) {
+  return QRect(area.left() + kTimeGutter, area.top(),
+               std::max(1, area.width() - kTimeGutter - kTimeRightMargin), area.height());
+}
+
+std::pair<int64_t, int64_t> run_time_bounds(const RunData& run) {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  for (const auto& e : run.events) {
+    lo = std::min(lo, e.start_ns);
+    hi = std::max(hi, std::max(e.start_ns, e.end_ns));
+  }
+  for (const auto& s : run.steps) {
+    lo = std::min(lo, s.begin_ns);
+    hi = std::max(hi, std::max(s.begin_ns, s.end_ns));
+  }
+  for (const auto& o : run.occupancy) {
+    lo = std::min(lo, o.time_ns);
+    hi = std::max(hi, o.time_ns);
+  }
+  if (lo > hi) return {0, 0};
+  return {lo, hi};
+}
+
+QString format_duration_ns(double ns) {
+  const double a = std::abs(ns);
+  if (a < 1e3) return QStringLiteral("%1 ns").arg(ns, 0, 'f', 0);
+  if (a < 1e6) return QStringLiteral("%1 \u00b5s").arg(ns / 1e3, 0, 'f', 2);
+  if (a < 1e9) return QStringLiteral("%1 ms").arg(ns / 1e6, 0, 'f', 3);
+  return QStringLiteral("%1 s").arg(ns / 1e9, 0, 'f', 3);
+}
+
+QString format_bytes(double bytes) {
+  const double a = std::abs(bytes);
+  constexpr double kKiB = 1024.0;
+  if (a < kKiB) return QStringLiteral("%1 B").arg(bytes, 0, 'f', 0);
+  if (a < kKiB * kKiB) return QStringLiteral("%1 KiB").arg(bytes / kKiB, 0, 'f', 1);
+  if (a < kKiB * kKiB * kKiB) return QStringLiteral("%1 MiB").arg(bytes / (kKiB * kKiB), 0, 'f', 2);
+  return QStringLiteral("%1 GiB").arg(bytes / (kKiB * kKiB * kKiB), 0, 'f', 2);
+}
+
+// ---- TimeAxis ---------------------------------------------------------------------------------
+
+TimeAxis::TimeAxis(QObject* parent) : QObject(parent) {}
+
+void TimeAxis::setBounds(int64_t begin, int64_t end) {
+  if (end < begin) std::swap(begin, end);
+  if (end == begin) end = begin + 1;
+  bounds_begin_ = begin;
+  bounds_end_ = end;
+  view_begin_ = begin;
+  view_end_ = end;
+  // Always: a new run may have the same range as the last one, and its views must repaint.
+  Q_EMIT viewChanged();
+}
+
+int64_t TimeAxis::minSpan() const { return std::min(kMinSpanNs, bounds_end_ - bounds_begin_); }
+
+void TimeAxis::setView(int64_t begin, int64_t end) {
+  if (end < begin) std::swap(begin, end);
+  const int64_t span = std::clamp(end - begin, minSpan(), bounds_end_ - bounds_begin_);
+  begin = std::clamp(begin, bounds_begin_, bounds_end_ - span);
+  end = begin + span;
+  if (begin == view_begin_ && end == view_end_) return;
+  view_begin_ = begin;
+  view_end_ = end;
+  Q_EMIT viewChanged();
+}
+
+void TimeAxis::zoomAt(double anchor_fraction, double factor) {
+  if (!(factor > 0.0) || !std::isfinite(factor)) return;
+  const double f = std::clamp(anchor_fraction, 0.0, 1.0);
+  const double span = static_cast<double>(viewSpan());
+  const double new_span = std::clamp(span / factor, static_cast<double>(minSpan()),
+                                     static_cast<double>(bounds_end_ - bounds_begin_));
+  // Offsets relative to the current begin, in integers: the run's clock can be far from zero.
+  const int64_t begin = view_begin_ + to_ns(f * span - f * new_span);
+  setView(begin, begin + to_ns(new_span));
+}
+
+void TimeAxis::panBy(double fraction_of_view) {
+  const int64_t shift = to_ns(fraction_of_view * static_cast<double>(viewSpan()));
+  setView(view_begin_ + shift, view_end_ + shift);
+}
+
+void TimeAxis::resetView() { setView(bounds_begin_, bounds_end_); }
+
+double TimeAxis::toX(int64_t t, double width) const {
+  return static_cast<double>(t - view_begin_) * width / static_cast<double>(viewSpan());
+}
+
+int64_t TimeAxis::toTime(double x, double width) const {
+  if (!(width > 0.0)) return view_begin_;
+  return view_begin_ + to_ns(x * static_cast<double>(viewSpan()) / width);
+}
+
+// ---- index ------------------------------------------------------------------------------------
+
+const TimelineLane* TimelineIndex::lane(LaneKind kind) const {
+  for (const auto& l : lanes) {
+    if (l.kind == kind) return &l;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
+  auto index = std::make_shared<TimelineIndex>();
+  const auto& events = run.events;
+
+  // Compute streams: one lane each when there are a few, else one lane for all.
+  std::vector<int64_t> compute_streams;
+  bool too_many_streams = false;
+  for (const auto& e : events) {
+    if (e.kind != EventKind::Compute || too_many_streams) continue;
+    if (std::find(compute_streams.begin(), compute_streams.end(), e.stream) !=
+        compute_streams.end()) {
+      continue;
+    }
+    compute_streams.push_back(e.stream);
+    too_many_streams = compute_streams.size() > TimelineIndex::kMaxComputeLanes;
+  }
+  std::sort(compute_streams.begin(), compute_streams.end());
+  const bool split_compute = compute_streams.size() > 1 && !too_many_streams;
+
+  auto& lanes = index->lanes;
+  const auto add_lane = [&lanes](LaneKind kind, std::string label, int64_t stream = -1) {
+    TimelineLane lane;
+    lane.kind = kind;
+    lane.label = std::move(label);
+    lane.stream = stream;
+    lanes.push_back(std::move(lane));
+    return static_cast<uint32_t>(lanes.size() - 1);
+  };
+  const uint32_t phases = add_lane(LaneKind::Phases, "phases");
+  const uint32_t first_compute = static_cast<uint32_t>(lanes.size());
+  if (split_compute) {
+    for (int64_t s : compute_streams)
+      add_lane(LaneKind::Compute, "compute s" + std::to_string(s), s);
+  } else {
+    add_lane(LaneKind::Compute, "compute");
+  }
+  const uint32_t d2h = add_lane(LaneKind::CopyD2H, "copy D2H");
+  const uint32_t h2d = add_lane(LaneKind::CopyH2D, "copy H2D");
+  const uint32_t waits = add_lane(LaneKind::Waits, "waits");
+  const uint32_t instants = add_lane(LaneKind::PackUnpack, "pack / unpack");
+
+  int64_t last_stream = std::numeric_limits<int64_t>::min();
+  uint32_t last_compute_lane = first_compute;
+  const auto destination = [&](const profiler::TimelineEvent& e) -> Destination {
+    switch (e.kind) {
+      case EventKind::Step:
+        return {phases, Slot::Steps};
+      case EventKind::Forward:
+      case EventKind::Backward:
+        return {phases, Slot::Spans};
+      case EventKind::Compute:
+        if (!split_compute) return {first_compute, Slot::Spans};
+        if (e.stream != last_stream) {  // kernels come in long runs on one stream
+          last_stream = e.stream;
+          const auto it =
+              std::lower_bound(compute_streams.begin(), compute_streams.end(), e.stream);
+          last_compute_lane = first_compute + static_cast<uint32_t>(it - compute_streams.begin());
+        }
+        return {last_compute_lane, Slot::Spans};
+      case EventKind::CopyD2H:
+        return {d2h, Slot::Spans};
+      case EventKind::CopyH2D:
+        return {h2d, Slot::Spans};
+      case EventKind::Wait:
+        return {waits, Slot::Spans};
+      case EventKind::Pack:
+        return {instants, Slot::Packs};
+      case EventKind::Unpack:
+        return {instants, Slot::Unpacks};
+    }
+    return {first_compute, Slot::Spans};
+  };
+  const auto intervals_of = [&lanes](Destination d) -> TimelineIntervals& {
+    return d.slot == Slot::Steps ? lanes[d.lane].steps : lanes[d.lane].spans;
+  };
+  const auto instants_of = [&lanes](Destination d) -> TimelineInstants& {
+    return d.slot == Slot::Packs ? lanes[d.lane].packs : lanes[d.lane].unpacks;
+  };
+
+  // Two passes: count, reserve, fill (a million push_backs with regrowth cost more than a scan).
+  {
+    std::vector<std::array<size_t, 4>> counts(lanes.size(), std::array<size_t, 4>{});
+    for (const auto& e : events) {
+      const Destination d = destination(e);
+      ++counts[d.lane][static_cast<size_t>(d.slot)];
+    }
+    for (size_t l = 0; l < lanes.size(); ++l) {
+      lanes[l].spans.start.reserve(counts[l][0]);
+      lanes[l].spans.end.reserve(counts[l][0]);
+      lanes[l].spans.info.reserve(counts[l][0]);
+      lanes[l].steps.start.reserve(counts[l][1]);
+      lanes[l].steps.end.reserve(counts[l][1]);
+      lanes[l].steps.info.reserve(counts[l][1]);
+      lanes[l].packs.time.reserve(counts[l][2]);
+      lanes[l].packs.info.reserve(counts[l][2]);
+      lanes[l].unpacks.time.reserve(counts[l][3]);
+      lanes[l].unpacks.info.reserve(counts[l][3]);
+    }
+  }
+
+  index->names.emplace_back();
+  // Keys view the run's strings, which outlive this function; names holds the copies.
+  std::unordered_map<std::string_view, uint32_t> name_ids;
+  name_ids.emplace(std::string_view(), 0);
+  std::string_view last_name;
+  uint32_t last_name_id = 0;
+
+  for (const auto& e : events) {
+    const size_t kind = static_cast<size_t>(e.kind);
+    if (kind < kEventKindCount) ++index->kind_counts[kind];
+    const int64_t end = std::max(e.start_ns, e.end_ns);
+
+    TimelineEventInfo info;
+    info.bytes = e.bytes;
+    info.tensor = e.tensor;
+    info.stream = e.stream;
+    info.kind = e.kind;
+    if (!e.name.empty()) {
+      if (e.name != last_name) {
+        // find() before emplace(): emplace builds a node even for a name already there.
+        auto it = name_ids.find(std::string_view(e.name));
+        if (it == name_ids.end()) {
+          it =
+              name_ids.emplace(std::string_view(e.name), static_cast<uint32_t>(index->names.size()))
+                  .first;
+          index->names.push_back(e.name);
+        }
+        last_name = e.name;
+        last_name_id = it->second;
+      }
+      info.name = last_name_id;
+    }
+    const bool copy = e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D;
+    if (copy && !e.pinned) info.flags |= kFlagPageable;
+    if (e.prefetch) info.flags |= kFlagPrefetch;
+    if (e.kind == EventKind::Forward) info.flags |= kFlagForward;
+
+    const Destination d = destination(e);
+    if (d.slot == Slot::Packs || d.slot == Slot::Unpacks) {
+      TimelineInstants& set = instants_of(d);
+      set.time.push_back(e.start_ns);
+      set.info.push_back(info);
+    } else {
+      TimelineIntervals& set = intervals_of(d);
+      set.start.push_back(e.start_ns);
+      set.end.push_back(end);
+      set.info.push_back(info);
+    }
+  }
+  index->event_count = static_cast<int64_t>(events.size());
+
+  std::tie(index->begin_ns, index->end_ns) = run_time_bounds(run);
+
+  for (auto& lane : lanes) {
+    for (TimelineIntervals* set : {&lane.spans, &lane.steps}) {
+      sort_by(set->start, set->end, set->info);
+      for (size_t i = 0; i < set->size(); ++i) {
+        set->max_duration_ns = std::max(set->max_duration_ns, set->end[i] - set->start[i]);
+        if (set->info[i].flags & kFlagPageable) set->pageable.push_back(static_cast<uint32_t>(i));
+      }
+      build_levels(*set);
+    }
+    for (TimelineInstants* set : {&lane.packs, &lane.unpacks}) {
+      sort_by(set->time, set->info);
+      set->cum_bytes.resize(set->size() + 1);
+      set->cum_bytes[0] = 0;
+      for (size_t i = 0; i < set->size(); ++i) {
+        set->cum_bytes[i + 1] = set->cum_bytes[i] + set->info[i].bytes;
+      }
+    }
+  }
+  return index;
+}
+
+// ---- painting ---------------------------------------------------------------------------------
+
+int timeline_height(const TimelineIndex* index) {
+  const size_t lanes = index ? index->lanes.size() : 6;
+  return kTimelineRulerHeight + static_cast<int>(lanes) * kTimelineLaneHeight + 1;
+}
+
+QRect timeline_lane_rect(const QRect& area, size_t lane) {
+  return QRect(area.left(),
+               area.top() + kTimelineRulerHeight + static_cast<int>(lane) * kTimelineLaneHeight,
+               area.width(), kTimelineLaneHeight);
+}
+
+namespace {
+
+// The mapping of one frame, shared by painting and hit testing so that both agree on pixels.
+struct View {
+  QRect plot;
+  int64_t begin = 0;
+  int64_t end = 1;
+  double ns_per_px = 1.0;
+
+  View(const QRect& area, int64_t view_begin, int64_t view_end)
+      : plot(time_plot_rect(area)), begin(view_begin), end(std::max(view_end, view_begin + 1)) {
+    ns_per_px = static_cast<double>(end - begin) / plot.width();
+  }
+  double x_of(int64_t t) const { return plot.left() + static_cast<double>(t - begin) / ns_per_px; }
+  // The pixel column holding t, clamped a little outside the plot (no int overflow far away).
+  int column(int64_t t) const {
+    const double x = std::clamp(std::floor(x_of(t)), plot.left() - 2.0, plot.right() + 2.0);
+    return static_cast<int>(x);
+  }
+  int column_end(int64_t t) const {  // first column wholly after t
+    const double x = std::clamp(std::ceil(x_of(t)), plot.left() - 2.0, plot.right() + 2.0);
+    return static_cast<int>(x);
+  }
+  // The first time that falls in column c or later.
+  int64_t time_at_column(int c) const {
+    return begin + to_ns(std::ceil((c - plot.left()) * ns_per_px));
+  }
+  int64_t time_at_x(double x) const { return begin + to_ns((x - plot.left()) * ns_per_px); }
+};
+
+// Zoomed in this far (at most about one event per column in view) a set is drawn event by event.
+int detail_budget(const View& v) { return std::max(64, v.plot.width()); }
+
+struct VisibleEvents {
+  size_t first = 0;
+  size_t last = 0;
+};
+
+// Events that may intersect [from, to]: sorted by start, so those starting after `to` are out and
+// those starting before `from - max duration` have ended.
+VisibleEvents candidates(const TimelineIntervals& set, int64_t from, int64_t to) {
+  const auto b = set.start.begin();
+  const auto first = std::lower_bound(b, set.start.end(), from - set.max_duration_ns);
+  const auto last = std::upper_bound(first, set.start.end(), to);
+  return {static_cast<size_t>(first - b), static_cast<size_t>(last - b)};
+}
+
+bool draw_in_detail(const TimelineIntervals& set, const View& v) {
+  const VisibleEvents c = candidates(set, v.begin, v.end);
+  return c.last - c.first <= static_cast<size_t>(detail_budget(v));
+}
+
+// The coarsest level that merges no gap wider than a pixel: what it hides, no one could see.
+const TimelineLevel& pick_level(const TimelineIntervals& set, const View& v) {
+  size_t k = 0;
+  while (k + 1 < set.levels.size() &&
+         static_cast<double>(set.levels[k + 1].threshold_ns) <= v.ns_per_px) {
+    ++k;
+  }
+  return set.levels[k];
+}
+
+QColor set_colour(const TimelineLane& lane, const TimelineIntervals& set) {
+  if (&set == &lane.steps) return kind_colour(EventKind::Step);
+  switch (lane.kind) {
+    case LaneKind::Phases:
+      return kind_colour(EventKind::Forward);
+    case LaneKind::Compute:
+      return kind_colour(EventKind::Compute);
+    case LaneKind::CopyD2H:
+      return kind_colour(EventKind::CopyD2H);
+    case LaneKind::CopyH2D:
+      return kind_colour(EventKind::CopyH2D);
+    case LaneKind::Waits:
+      return kind_colour(EventKind::Wait);
+    case LaneKind::PackUnpack:
+      return kind_colour(EventKind::Pack);
+  }
+  return kind_colour(EventKind::Compute);
+}
+
+class Painter {
+ public:
+  Painter(QPainter& p, const TimelineIndex& index, const View& v)
+      : p_(p), index_(index), v_(v), fm_(p.font()) {}
+
+  RenderStats stats;
+
+  void intervals(const TimelineLane& lane, const TimelineIntervals& set, const QRect& row) {
+    if (set.size() == 0) return;
+    if (draw_in_detail(set, v_)) {
+      ++stats.detail_sets;
+      detail(set, row, set_colour(lane, set), lane.kind == LaneKind::Phases);
+    } else {
+      ++stats.merged_sets;
+      merged(lane, set, pick_level(set, v_), row, set_colour(lane, set));
+    }
+  }
+
+  void instants(const TimelineInstants& set, const QRect& half, const QColor& colour) {
+    const auto b = set.time.begin();
+    auto it = std::lower_bound(b, set.time.end(), v_.begin);
+    const auto last = std::upper_bound(it, set.time.end(), v_.end);
+    // One tick per column that holds instants, taller where more of them fall: a thousand packs
+    // in a pixel are one rect, found by a binary search rather than walked.
+    while (it < last) {
+      const int col = v_.column(*it);
+      const auto next = std::max(it + 1, std::lower_bound(it, last, v_.time_at_column(col + 1)));
+      const double n = static_cast<double>(next - it);
+      const double share = std::min(1.0, 0.6 + 0.1 * std::log2(n));
+      const int h = std::max(3, static_cast<int>(std::lround(half.height() * share)));
+      p_.fillRect(QRect(col, half.bottom() - h + 1, 1, h), colour);
+      ++stats.primitives;
+      ++stats.visited;
+      it = next;
+    }
+  }
+
+ private:
+  void detail(const TimelineIntervals& set, const QRect& row, const QColor& lane_colour,
+              bool colour_by_kind) {
+    const VisibleEvents c = candidates(set, v_.begin, v_.end);
+    for (size_t k = c.first; k < c.last; ++k) {
+      if (set.end[k] < v_.begin) continue;
+      ++stats.visited;
+      const TimelineEventInfo& info = set.info[k];
+      const int x0 = std::max(v_.column(set.start[k]), v_.plot.left());
+      int x1 = std::min(v_.column_end(set.end[k]), v_.plot.right() + 1);
+      if (x1 <= x0) x1 = x0 + 1;
+      const QRect r(x0, row.top(), x1 - x0, row.height());
+      const QColor colour = colour_by_kind ? kind_colour(info.kind) : lane_colour;
+      p_.fillRect(r, colour);
+      ++stats.primitives;
+      if (info.flags & kFlagPageable) {
+        p_.setPen(QPen(kPageable, 1));
+        p_.setBrush(Qt::NoBrush);
+        p_.drawRect(r.adjusted(0, 0, -1, -1));
+        ++stats.primitives;
+      }
+      if (info.flags & kFlagPrefetch) {
+        p_.fillRect(QRect(x0, row.top(), r.width(), 3), kPrefetch);
+        ++stats.primitives;
+      }
+      if (r.width() >= 40 && info.name != 0) {
+        p_.setPen(colour.lightness() > 150 ? kText : Qt::white);
+        const QRect text = r.adjusted(3, 0, -3, 0);
+        const QString name = QString::fromStdString(index_.names[info.name]);
+        p_.drawText(text, Qt::AlignVCenter | Qt::AlignLeft,
+                    fm_.elidedText(name, Qt::ElideRight, text.width()));
+      }
+    }
+  }
+
+  // Runs of blocks that meet within a pixel column are one rect; its shade says how busy the run
+  // is, so that a sparse cluster does not look like a solid bar.
+  void merged(const TimelineLane& lane, const TimelineIntervals& set, const TimelineLevel& level,
+              const QRect& row, const QColor& lane_colour) {
+    const bool phases = &set == &lane.spans && lane.kind == LaneKind::Phases;
+    const auto sb = level.start.begin();
+    const auto se = level.start.end();
+    size_t i = static_cast<size_t>(std::upper_bound(level.end.begin(), level.end.end(), v_.begin) -
+                                   level.end.begin());
+    const size_t n = level.size();
+    while (i < n && level.start[i] <= v_.end) {
+      const size_t first = i;
+      const int x0 = std::max(v_.column(level.start[i]), v_.plot.left());
+      int64_t run_end = level.end[i];
+      size_t last = i + 1;  // exclusive
+      for (;;) {
+        ++stats.visited;
+        const int x1 = std::max(v_.column_end(run_end), x0 + 1);
+        // Blocks starting in the run's last column or the next one join it: no gap would show.
+        const int64_t limit = v_.time_at_column(x1 + 1);
+        const size_t next = static_cast<size_t>(
+            std::lower_bound(sb + static_cast<std::ptrdiff_t>(last), se, limit) - sb);
+        if (next == last) break;
+        last = next;
+        run_end = std::max(run_end, level.end[last - 1]);  // ends are sorted at a level
+        if (run_end >= v_.end) break;
+      }
+      const int x1 = std::min(std::max(v_.column_end(run_end), x0 + 1), v_.plot.right() + 1);
+      const QRect r(x0, row.top(), std::max(1, x1 - x0), row.height());
+      const double span = static_cast<double>(std::max<int64_t>(1, run_end - level.start[first]));
+      const double density =
+          std::clamp(static_cast<double>(level.busy(first, last)) / span, 0.0, 1.0);
+      QColor base = lane_colour;
+      if (phases) {
+        const double fwd =
+            static_cast<double>(TimelineLevel::flagged(level.cum_forward, first, last)) /
+            static_cast<double>(std::max<int64_t>(1, level.count(first, last)));
+        base = mix(kind_colour(EventKind::Backward), kind_colour(EventKind::Forward), fwd);
+      }
+      // sqrt: a run 5 % busy stays visible, yet clearly lighter than a saturated one.
+      p_.fillRect(r, mix(kBackground, base, 0.25 + 0.75 * std::sqrt(density)));
+      ++stats.primitives;
+      if (const int64_t prefetched = TimelineLevel::flagged(level.cum_prefetch, first, last)) {
+        // The strip darkens with the share of prefetched reloads in the run.
+        const double share = static_cast<double>(prefetched) /
+                             static_cast<double>(std::max<int64_t>(1, level.count(first, last)));
+        p_.fillRect(QRect(r.left(), row.top(), r.width(), 3),
+                    mix(base, kPrefetch, 0.2 + 0.8 * share));
+        ++stats.primitives;
+      }
+      i = last;
+    }
+    pageable_marks(set, row);
+  }
+
+  // Pageable copies are few and matter (each is a synchronous, slow copy): marked where they are
+  // at every zoom rather than smeared over a merged run, one rect per column at most.
+  void pageable_marks(const TimelineIntervals& set, const QRect& row) {
+    const auto& marks = set.pageable;
+    const auto by_start = [&set](uint32_t e, int64_t t) { return set.start[e] < t; };
+    auto it =
+        std::lower_bound(marks.begin(), marks.end(), v_.begin - set.max_duration_ns, by_start);
+    const auto last = std::lower_bound(it, marks.end(), v_.end + 1, by_start);
+    while (it < last) {
+      if (set.end[*it] < v_.begin) {
+        ++it;
+        continue;
+      }
+      const int x0 = std::max(v_.column(set.start[*it]), v_.plot.left());
+      int64_t run_end = set.end[*it];
+      auto next = it + 1;
+      for (;;) {
+        ++stats.visited;
+        const int x1 = std::max(v_.column_end(run_end), x0 + 1);
+        const auto after = std::lower_bound(next, last, v_.time_at_column(x1 + 1), by_start);
+        if (after == next) break;
+        // The last one skipped ends latest unless copies overlap, and then by less than the
+        // pixel they all start in.
+        run_end = std::max(run_end, set.end[*(after - 1)]);
+        next = after;
+      }
+      const int x1 = std::min(std::max(v_.column_end(run_end), x0 + 1), v_.plot.right() + 1);
+      p_.fillRect(QRect(x0, row.bottom() - 2, std::max(1, x1 - x0), 3), kPageable);
+      ++stats.primitives;
+      it = next;
+    }
+  }
+
+  QPainter& p_;
+  const TimelineIndex& index_;
+  const View& v_;
+  QFontMetrics fm_;
+};
+
+struct RulerStep {
+  int64_t step = 1;
+  int64_t unit = 1;  // of the labels
+  int decimals = 0;  // of the labels
+};
+
+// A 1-2-5 step with at least `min_px` between ticks. Labels are in the step's unit, or in a
+// coarser one with the decimals the step needs when the largest label would have five digits
+// ("12.002 s", not "12002 ms"); one unit for the whole ruler, so that labels never change form
+// halfway along it.
+RulerStep ruler_step(double ns_per_px, double min_px, int64_t largest_label) {
+  const double want = std::max(1.0, ns_per_px * min_px);
+  RulerStep r;
+  int64_t decade = 1;
+  for (;;) {
+    bool found = false;
+    for (int64_t m : {1, 2, 5}) {
+      if (static_cast<double>(m * decade) >= want) {
+        r.step = m * decade;
+        found = true;
+        break;
+      }
+    }
+    if (found || decade > int64_t{1} << 58) break;
+    decade *= 10;
+  }
+  for (int64_t unit : {int64_t{1'000}, int64_t{1'000'000}, int64_t{1'000'000'000}}) {
+    if (r.step >= unit) r.unit = unit;
+  }
+  while (r.unit < 1'000'000'000 && std::llabs(largest_label) / r.unit >= 10'000) {
+    r.unit *= 1000;
+    r.decimals += 3;
+  }
+  return r;
+}
+
+QString tick_label(int64_t rel, const RulerStep& r) {
+  const char* name = r.unit >= 1'000'000'000 ? "s"
+                     : r.unit >= 1'000'000   ? "ms"
+                     : r.unit >= 1'000       ? "\u00b5s"
+                                             : "ns";
+  return QStringLiteral("%1 %2")
+      .arg(static_cast<double>(rel) / static_cast<double>(r.unit), 0, 'f', r.decimals)
+      .arg(QString::fromUtf8(name));
+}
+
+}  // namespace
+
+void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& index,
+                     int64_t view_begin, int64_t view_end, RenderStats* out) {
+  const View v(area, view_begin, view_end);
+  Painter paint(painter, index, v);
+  painter.save();
+  painter.setClipRect(area, Qt::IntersectClip);  // lanes that do not fit are cut, not spilled
+  painter.setRenderHint(QPainter::Antialiasing, false);
+  painter.fillRect(area, kBackground);
+
+  // Ruler ticks and the grid through the lanes beneath them.
+  const QRect ruler(v.plot.left(), area.top(), v.plot.width(), kTimelineRulerHeight);
+  painter.fillRect(QRect(area.left(), area.top(), area.width(), kTimelineRulerHeight),
+                   kRulerBackground);
+  const int lanes_bottom =
+      std::min(area.bottom(), timeline_lane_rect(area, index.lanes.size()).top());
+  const int64_t origin = index.begin_ns;
+  const int64_t rel0 = v.begin - origin;
+  const RulerStep step =
+      ruler_step(v.ns_per_px, 90.0, std::max(std::llabs(rel0), std::llabs(v.end - origin)));
+  // First multiple of the step at or after the view's start (floor division for negatives).
+  int64_t tick = (rel0 / step.step) * step.step;
+  if (tick < rel0) tick += step.step;
+  const QFontMetrics fm(painter.font());
+  for (; origin + tick <= v.end; tick += step.step) {
+    const int x = v.column(origin + tick);
+    painter.setPen(kGrid);
+    painter.drawLine(x, ruler.bottom() + 1, x, lanes_bottom);
+    painter.setPen(kSeparator);
+    painter.drawLine(x, ruler.bottom() - 5, x, ruler.bottom());
+    paint.stats.primitives += 2;
+    const QString label = tick_label(tick, step);
+    if (x + 3 + fm.horizontalAdvance(label) > v.plot.right()) continue;  // cut by the margin
+    painter.setPen(kText);
+    painter.drawText(QRect(x + 3, ruler.top(), 120, ruler.height() - 4),
+                     Qt::AlignLeft | Qt::AlignVCenter, label);
+  }
+  painter.setPen(kSeparator);
+  painter.drawLine(area.left(), ruler.bottom(), area.right(), ruler.bottom());
+  ++paint.stats.primitives;
+
+  for (size_t l = 0; l < index.lanes.size(); ++l) {
+    const TimelineLane& lane = index.lanes[l];
+    const QRect row = timeline_lane_rect(area, l);
+    if (row.top() > area.bottom()) break;
+    const QRect band(v.plot.left(), row.top() + 2, v.plot.width(), row.height() - 4);
+    switch (lane.kind) {
+      case LaneKind::Phases:
+        paint.intervals(lane, lane.steps, band);
+        paint.intervals(lane, lane.spans, band.adjusted(0, 4, 0, -4));
+        break;
+      case LaneKind::PackUnpack: {
+        const int half = band.height() / 2;
+        paint.instants(lane.packs, QRect(band.left(), band.top(), band.width(), half),
+                       kind_colour(EventKind::Pack));
+        paint.instants(lane.unpacks,
+                       QRect(band.left(), band.top() + half, band.width(), band.height() - half),
+                       kind_colour(EventKind::Unpack));
+        break;
+      }
+      default:
+        paint.intervals(lane, lane.spans, band);
+        break;
+    }
+    painter.setPen(kSeparator);
+    painter.drawLine(area.left(), row.bottom(), area.right(), row.bottom());
+    ++paint.stats.primitives;
+  }
+
+  // The gutter last, over anything a clamped rect left at the plot's edge.
+  painter.fillRect(QRect(area.left(), area.top(), kTimeGutter, area.height()), kGutterBackground);
+  painter.fillRect(
+      QRect(v.plot.right() + 1, area.top(), area.right() - v.plot.right(), area.height()),
+      kBackground);
+  painter.setPen(kText);
+  for (size_t l = 0; l < index.lanes.size(); ++l) {
+    const QRect row = timeline_lane_rect(area, l);
+    painter.drawText(row.adjusted(6, 0, -(row.width() - kTimeGutter) - 4, 0),
+                     Qt::AlignLeft | Qt::AlignVCenter,
+                     fm.elidedText(QString::fromStdString(index.lanes[l].label), Qt::ElideRight,
+                                   kTimeGutter - 10));
+  }
+  paint.stats.primitives += 2;
+  painter.restore();
+  if (out) *out = paint.stats;
+}
+
+// ---- tooltips ---------------------------------------------------------------------------------
+
+namespace {
+
+QString describe_event(const TimelineIndex& index, int64_t start, int64_t end,
+                       const TimelineEventInfo& info, bool instant) {
+  QStringList lines;
+  QString head = QString::fromUtf8(profiler::to_string(info.kind));
+  if (info.flags & kFlagPageable) head += QStringLiteral(" (pageable)");
+  if (info.flags & kFlagPrefetch) head += QStringLiteral(" (prefetch)");
+  lines << head;
+  lines << QStringLiteral("start +%1")
+               .arg(format_duration_ns(static_cast<double>(start - index.begin_ns)));
+  if (!instant)
+    lines
+        << QStringLiteral("duration %1").arg(format_duration_ns(static_cast<double>(end - start)));
+  if (info.bytes > 0) {
+    lines << QStringLiteral("bytes %1 (%2)")
+                 .arg(format_bytes(static_cast<double>(info.bytes)))
+                 .arg(info.bytes);
+  }
+  if (info.tensor >= 0) lines << QStringLiteral("tensor %1").arg(info.tensor);
+  if (info.name != 0 && info.name < index.names.size()) {
+    lines << QStringLiteral("name %1").arg(QString::fromStdString(index.names[info.name]));
+  }
+  lines << QStringLiteral("stream %1").arg(info.stream);
+  return lines.join(QLatin1Char('\n'));
+}
+
+QString describe_blocks(const TimelineIndex& index, const TimelineLevel& level, size_t first,
+                        size_t last) {
+  QStringList lines;
+  const int64_t count = level.count(first, last);
+  lines << QStringLiteral("%1 events, total %2")
+               .arg(count)
+               .arg(format_bytes(static_cast<double>(level.bytes(first, last))));
+  const int64_t from = level.start[first];
+  const int64_t to = level.end[last - 1];
+  lines << QStringLiteral("+%1 \u2013 +%2")
+               .arg(format_duration_ns(static_cast<double>(from - index.begin_ns)))
+               .arg(format_duration_ns(static_cast<double>(to - index.begin_ns)));
+  const double busy = 100.0 * static_cast<double>(level.busy(first, last)) /
+                      static_cast<double>(std::max<int64_t>(1, to - from));
+  lines << QStringLiteral("busy %1 %").arg(busy, 0, 'f', 1);
+  if (const int64_t p = TimelineLevel::flagged(level.cum_pageable, first, last)) {
+    lines << QStringLiteral("%1 pageable").arg(p);
+  }
+  if (const int64_t p = TimelineLevel::flagged(level.cum_prefetch, first, last)) {
+    lines << QStringLiteral("%1 prefetch").arg(p);
+  }
+  return lines.join(QLatin1Char('\n'));
+}
+
+QString intervals_tooltip(const TimelineIndex& index, const TimelineIntervals& set, const View& v,
+                          int64_t t) {
+  if (set.size() == 0) return {};
+  const int64_t tol = std::max<int64_t>(1, to_ns(2.0 * v.ns_per_px));
+  if (draw_in_detail(set, v)) {
+    const VisibleEvents c = candidates(set, t - tol, t + tol);
+    size_t best = c.last;
+    int64_t best_score = std::numeric_limits<int64_t>::max();
+    for (size_t k = c.first; k < c.last; ++k) {
+      if (set.end[k] < t - tol) continue;
+      // Under the cursor beats near it; among those, the shortest (the innermost).
+      const int64_t distance =
+          t < set.start[k] ? set.start[k] - t : std::max<int64_t>(0, t - set.end[k]);
+      const int64_t score =
+          distance > 0 ? (int64_t{1} << 62) + distance : set.end[k] - set.start[k];
+      if (score < best_score) {
+        best_score = score;
+        best = k;
+      }
+    }
+    if (best == c.last) return {};
+    return describe_event(index, set.start[best], set.end[best], set.info[best], false);
+  }
+  const TimelineLevel& level = pick_level(set, v);
+  const size_t first = static_cast<size_t>(
+      std::lower_bound(level.end.begin(), level.end.end(), t - tol) - level.end.begin());
+  const size_t last = static_cast<size_t>(
+      std::upper_bound(level.start.begin(), level.start.end(), t + tol) - level.start.begin());
+  if (first >= last) return {};
+  if (level.count(first, last) == 1) {
+    // One event: its block is exactly it.
+    const auto it = std::lower_bound(set.start.begin(), set.start.end(), level.start[first]);
+    const size_t k = static_cast<size_t>(it - set.start.begin());
+    if (k < set.size()) return describe_event(index, set.start[k], set.end[k], set.info[k], false);
+  }
+  return describe_blocks(index, level, first, last);
+}
+
+QString instants_tooltip(const TimelineIndex& index, const TimelineInstants& set, const View& v,
+                         int64_t t, const char* what) {
+  const int64_t tol = std::max<int64_t>(1, to_ns(3.0 * v.ns_per_px));
+  const auto b = set.time.begin();
+  const size_t first = static_cast<size_t>(std::lower_bound(b, set.time.end(), t - tol) - b);
+  const size_t last = static_cast<size_t>(std::upper_bound(b, set.time.end(), t + tol) - b);
+  if (first >= last) return {};
+  if (last - first == 1)
+    return describe_event(index, set.time[first], set.time[first], set.info[first], true);
+  return QStringLiteral("%1 %2, total %3\n+%4 \u2013 +%5")
+      .arg(last - first)
+      .arg(QString::fromUtf8(what))
+      .arg(format_bytes(static_cast<double>(set.cum_bytes[last] - set.cum_bytes[first])))
+      .arg(format_duration_ns(static_cast<double>(set.time[first] - index.begin_ns)))
+      .arg(format_duration_ns(static_cast<double>(set.time[last - 1] - index.begin_ns)));
+}
+
+}  // namespace
+
+QString timeline_tooltip(const TimelineIndex& index, const QRect& area, int64_t view_begin,
+                         int64_t view_end, const QPoint& pos) {
+  const View v(area, view_begin, view_end);
+  if (!area.contains(pos)) return {};
+  const int64_t t = v.time_at_x(pos.x() + 0.5);
+  if (pos.y() < area.top() + kTimelineRulerHeight) {
+    if (pos.x() < v.plot.left()) return {};
+    return QStringLiteral("+%1").arg(format_duration_ns(static_cast<double>(t - index.begin_ns)));
+  }
+  const int row_index = (pos.y() - area.top() - kTimelineRulerHeight) / kTimelineLaneHeight;
+  if (row_index < 0 || static_cast<size_t>(row_index) >= index.lanes.size()) return {};
+  const TimelineLane& lane = index.lanes[static_cast<size_t>(row_index)];
+  const QRect row = timeline_lane_rect(area, static_cast<size_t>(row_index));
+  if (pos.x() < v.plot.left()) {
+    const size_t n =
+        lane.spans.size() + lane.steps.size() + lane.packs.size() + lane.unpacks.size();
+    return QStringLiteral("%1: %2 events").arg(QString::fromStdString(lane.label)).arg(n);
+  }
+  if (pos.x() > v.plot.right()) return {};
+  switch (lane.kind) {
+    case LaneKind::Phases: {
+      QString s = intervals_tooltip(index, lane.spans, v, t);
+      return s.isEmpty() ? intervals_tooltip(index, lane.steps, v, t) : s;
+    }
+    case LaneKind::PackUnpack: {
+      const bool top = pos.y() < row.top() + row.height() / 2;
+      QString s = top ? instants_tooltip(index, lane.packs, v, t, "packs")
+                      : instants_tooltip(index, lane.unpacks, v, t, "unpacks");
+      if (s.isEmpty()) {
+        s = top ? instants_tooltip(index, lane.unpacks, v, t, "unpacks")
+                : instants_tooltip(index, lane.packs, v, t, "packs");
+      }
+      return s;
+    }
+    default:
+      return intervals_tooltip(index, lane.spans, v, t);
+  }
+}
+
+// ---- TimePlotWidget ---------------------------------------------------------------------------
+
+TimePlotWidget::TimePlotWidget(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);
+  setAttribute(Qt::WA_OpaquePaintEvent);  // every paint fills the whole rect
+}
+
+void TimePlotWidget::setAxis(TimeAxis* axis) {
+  if (axis_ == axis) return;
+  disconnect(axis_connection_);
+  axis_ = axis;
+  if (axis) {
+    axis_connection_ = connect(axis, &TimeAxis::viewChanged, this, [this] { update(); });
+  }
+  update();
+}
+
+bool TimePlotWidget::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const QString text = toolTipAt(help->pos());
+    if (text.isEmpty()) {
+      QToolTip::hideText();
+      e->ignore();
+    } else {
+      QToolTip::showText(help->globalPos(), text, this);
+    }
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+void TimePlotWidget::wheelEvent(QWheelEvent* e) {
+  if (!axis_) return QWidget::wheelEvent(e);
+  const QPoint delta = e->angleDelta();
+  const QRect plot = plotRect();
+  // One notch (120) zooms by 1.25; horizontal wheels and Shift+wheel pan a tenth per notch.
+  const bool pan = delta.x() != 0 || (e->modifiers() & Qt::ShiftModifier);
+  if (pan) {
+    const int d = delta.x() != 0 ? delta.x() : delta.y();
+    axis_->panBy(-0.1 * d / 120.0);
+  } else if (delta.y() != 0) {
+    const double anchor = (e->position().x() - plot.left()) / plot.width();
+    axis_->zoomAt(anchor, std::pow(1.25, delta.y() / 120.0));
+  }
+  e->accept();
+}
+
+void TimePlotWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton && axis_) {
+    dragging_ = true;
+    drag_x_ = e->position().x();
+    drag_begin_ = axis_->viewBegin();
+    drag_end_ = axis_->viewEnd();
+    setCursor(Qt::ClosedHandCursor);
+    e->accept();
+    return;
+  }
+  QWidget::mousePressEvent(e);
+}
+
+void TimePlotWidget::mouseMoveEvent(QMouseEvent* e) {
+  if (dragging_ && axis_) {
+    // From the view at the press, not incrementally: rounding does not accumulate over a drag.
+    const double dx = e->position().x() - drag_x_;
+    const double span = static_cast<double>(drag_end_ - drag_begin_);
+    const int64_t shift = to_ns(-dx * span / plotRect().width());
+    axis_->setView(drag_begin_ + shift, drag_end_ + shift);
+    e->accept();
+    return;
+  }
+  QWidget::mouseMoveEvent(e);
+}
+
+void TimePlotWidget::mouseReleaseEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton && dragging_) {
+    dragging_ = false;
+    unsetCursor();
+    e->accept();
+    return;
+  }
+  QWidget::mouseReleaseEvent(e);
+}
+
+void TimePlotWidget::mouseDoubleClickEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton && axis_) {
+    axis_->resetView();
+    e->accept();
+    return;
+  }
+  QWidget::mouseDoubleClickEvent(e);
+}
+
+void TimePlotWidget::keyPressEvent(QKeyEvent* e) {
+  if (!axis_) return QWidget::keyPressEvent(e);
+  switch (e->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+    case Qt::Key_Up:
+      axis_->zoomAt(0.5, 1.5);
+      break;
+    case Qt::Key_Minus:
+    case Qt::Key_Down:
+      axis_->zoomAt(0.5, 1.0 / 1.5);
+      break;
+    case Qt::Key_Left:
+      axis_->panBy(-0.1);
+      break;
+    case Qt::Key_Right:
+      axis_->panBy(0.1);
+      break;
+    case Qt::Key_Home:
+      axis_->resetView();
+      break;
+    default:
+      return QWidget::keyPressEvent(e);
+  }
+  e->accept();
+}
+
+// ---- TimelineWidget ---------------------------------------------------------------------------
+
+TimelineWidget::TimelineWidget(QWidget* parent) : TimePlotWidget(parent) {}
+
+void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
+  index_ = std::move(index);
+  updateGeometry();
+  update();
+}
+
+QSize TimelineWidget::sizeHint() const { return QSize(800, timeline_height(index_.get())); }
+QSize TimelineWidget::minimumSizeHint() const {
+  return QSize(kTimeGutter + 100, kTimelineRulerHeight + 2 * kTimelineLaneHeight);
+}
+
+QString TimelineWidget::toolTipAt(const QPoint& pos) const {
+  if (!index_ || !axis()) return {};
+  return timeline_tooltip(*index_, rect(), axis()->viewBegin(), axis()->viewEnd(), pos);
+}
+
+void TimelineWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  if (!index_ || !axis()) {
+    p.fillRect(rect(), palette().window());
+    p.setPen(palette().color(QPalette::WindowText));
+    p.drawText(rect(), Qt::AlignCenter,
+               index_ ? QStringLiteral("no time axis") : QStringLiteral("no run"));
+    last_stats_ = RenderStats{};
+    last_stats_.primitives = 1;
+    return;
+  }
+  render_timeline(p, rect(), *index_, axis()->viewBegin(), axis()->viewEnd(), &last_stats_);
+}
+
+}  // namespace offtune::gui

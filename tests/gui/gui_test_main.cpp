@@ -1,0 +1,17 @@
+// main() of the GUI suites: one QApplication for the whole process (widgets need it), on the
+// offscreen platform unless the environment chose another, with settings (recent files) kept in
+// Qt's test locations instead of the user's.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QStandardPaths>
+
+int main(int argc, char** argv) {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  QStandardPaths::setTestModeEnabled(true);
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("offtune-tests"));
+  QApplication::setApplicationName(QStringLiteral("offtune-gui-tests"));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

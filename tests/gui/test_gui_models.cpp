@@ -1,0 +1,160 @@
+// The dashboard's item models over the fixture store, each under QAbstractItemModelTester (Fatal
+// mode: a broken model contract aborts the suite), with the figures read back checked.
+#include <gtest/gtest.h>
+
+#include <QAbstractItemModelTester>
+#include <QFont>
+#include <QSortFilterProxyModel>
+
+#include "gui_test_util.hpp"
+#include "offtune/gui/jobs.hpp"
+#include "offtune/gui/models.hpp"
+#include "offtune/profiler/store.hpp"
+
+namespace offtune::gui {
+namespace {
+
+namespace pf = offtune::profiler;
+using Tester = QAbstractItemModelTester;
+
+class Models : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    path_ = test::fixture_copy(dir_);
+    ASSERT_FALSE(path_.empty());
+    index_ = std::make_shared<const StoreIndex>(load_store_index(path_));
+  }
+  QTemporaryDir dir_;
+  std::string path_;
+  StoreIndexPtr index_;
+};
+
+TEST_F(Models, StoreIndexReadsTheFixture) {
+  ASSERT_EQ(index_->sweeps.size(), 1u);
+  EXPECT_EQ(index_->sweeps[0].sweep.name, "fixture");
+  ASSERT_EQ(index_->sweeps[0].points.size(), 5u);
+  EXPECT_FALSE(index_->sweeps[0].points[0].config.offload);
+  EXPECT_EQ(index_->runs.size(), 6u);
+}
+
+TEST_F(Models, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
+  StoreTreeModel model;
+  Tester tester(&model, Tester::FailureReportingMode::Fatal);
+  EXPECT_EQ(model.rowCount(), 0);  // nothing before an index is set
+  model.setIndex(index_);
+  ASSERT_EQ(model.rowCount(), 2);
+  const QModelIndex sweeps = model.index(0, 0), runs = model.index(1, 0);
+  EXPECT_EQ(model.data(sweeps).toString(), "Sweeps (1)");
+  EXPECT_EQ(model.data(runs).toString(), "Runs (1)");  // runs 1-5 belong to the sweep's points
+  ASSERT_EQ(model.rowCount(sweeps), 1);
+  const QModelIndex sweep = model.index(0, 0, sweeps);
+  EXPECT_EQ(model.data(sweep, StoreTreeModel::SweepIdRole).toLongLong(), 1);
+  EXPECT_EQ(model.data(sweep.siblingAtColumn(StoreTreeModel::Status)).toString(), "5/5 done");
+  ASSERT_EQ(model.rowCount(sweep), 5);
+  const QModelIndex baseline = model.index(0, 0, sweep);
+  EXPECT_EQ(baseline.parent(), sweep);
+  EXPECT_TRUE(model.data(baseline).toString().contains("baseline"));
+  EXPECT_EQ(model.data(baseline, StoreTreeModel::RunIdRole).toLongLong(),
+            index_->sweeps[0].points[0].run.value);
+  const QModelIndex point2 = model.index(2, 0, sweep);
+  EXPECT_EQ(model.data(point2, StoreTreeModel::PointIndexRole).toLongLong(), 2);
+  EXPECT_TRUE(model.data(point2).toString().contains("1 KiB"));
+  EXPECT_TRUE(
+      model.data(point2.siblingAtColumn(StoreTreeModel::StepTime)).toString().endsWith("ms"));
+  const QModelIndex mlp = model.index(0, 0, runs);
+  EXPECT_EQ(model.data(mlp, StoreTreeModel::RunIdRole).toLongLong(), 6);
+  EXPECT_TRUE(model.data(mlp).toString().contains("mlp"));
+  EXPECT_EQ(model.rowCount(mlp), 0);
+
+  EXPECT_EQ(model.sweepIndex(pf::SweepId(1)), sweep);
+  EXPECT_EQ(model.runIndex(pf::RunId(6)), mlp);
+  EXPECT_EQ(model.runIndex(pf::RunId(3)).parent(), sweep);
+  EXPECT_FALSE(model.sweepIndex(pf::SweepId(42)).isValid());
+
+  // A reset to a smaller index (the tester checks the reset signals and every index again).
+  auto smaller = std::make_shared<StoreIndex>(*index_);
+  smaller->sweeps[0].points.resize(2);
+  smaller->sweeps[0].points[1].status = pf::PointStatus::Pending;
+  model.setIndex(smaller);
+  EXPECT_EQ(model.rowCount(model.index(0, 0, model.index(0, 0))), 2);
+  EXPECT_EQ(model.data(model.index(0, StoreTreeModel::Status, model.index(0, 0))).toString(),
+            "1/2 done");
+  EXPECT_EQ(model.data(model.index(1, 0)).toString(), "Runs (4)");  // runs 3-6 are now standalone
+  model.setIndex(nullptr);
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST_F(Models, PointsTableShowsFiguresAndSortsNumerically) {
+  auto sweep = std::make_shared<const SweepData>(index_->sweeps[0]);
+  PointsTableModel model;
+  Tester tester(&model, Tester::FailureReportingMode::Fatal);
+  model.setSweep(sweep, std::nullopt, 2);
+  ASSERT_EQ(model.rowCount(), 5);
+  EXPECT_EQ(model.columnCount(), PointsTableModel::ColumnCount);
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::MinOffloadSize)).toString(), "baseline");
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::Slowdown)).toString(), "1.00x");
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::HiddenCopy)).toString(), "");
+  EXPECT_EQ(model.data(model.index(1, PointsTableModel::MinOffloadSize)).toString(), "1 KiB");
+  EXPECT_EQ(model.data(model.index(3, PointsTableModel::MinOffloadSize)).toString(), "64 KiB");
+  EXPECT_EQ(model.data(model.index(2, PointsTableModel::MaxFwdStashSize)).toString(), "4");
+  EXPECT_TRUE(model.data(model.index(2, 0), Qt::FontRole).value<QFont>().bold());
+  EXPECT_FALSE(model.data(model.index(1, 0), Qt::FontRole).isValid());
+  EXPECT_EQ(model.rowOfPoint(3), 3);
+  EXPECT_EQ(model.point(4)->index, 4);
+  EXPECT_EQ(model.point(5), nullptr);
+
+  // Sorting by peak memory through a proxy orders by bytes, not by the text "1.48 MiB".
+  QSortFilterProxyModel proxy;
+  Tester proxy_tester(&proxy, Tester::FailureReportingMode::Fatal);
+  proxy.setSourceModel(&model);
+  proxy.setSortRole(PointsTableModel::SortRole);
+  proxy.sort(PointsTableModel::Peak, Qt::AscendingOrder);
+  double previous = -1;
+  for (int r = 0; r < proxy.rowCount(); ++r) {
+    const int64_t point =
+        proxy.data(proxy.index(r, 0), PointsTableModel::PointIndexRole).toLongLong();
+    const double peak =
+        static_cast<double>(sweep->points[static_cast<size_t>(point)].summary.peak_allocated);
+    EXPECT_GE(peak, previous);
+    previous = peak;
+  }
+
+  // A subset (the recommender's front) and a failed point.
+  auto failed = std::make_shared<SweepData>(*sweep);
+  failed->points[1].status = pf::PointStatus::Failed;
+  failed->points[1].error = "boom";
+  model.setSweep(failed, std::vector<pf::PointRecord>{failed->points[1], failed->points[4]});
+  ASSERT_EQ(model.rowCount(), 2);
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::Status)).toString(), "failed");
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::StepTime)).toString(), "");
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::Error)).toString(), "boom");
+  EXPECT_EQ(model.data(model.index(1, PointsTableModel::Index)).toLongLong(), 4);
+  model.setSweep(nullptr);
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST_F(Models, RunSummaryListsTheRunsFigures) {
+  auto run = std::make_shared<const RunData>(load_run(path_, pf::RunId(2)));
+  RunSummaryModel model;
+  Tester tester(&model, Tester::FailureReportingMode::Fatal);
+  model.setRun(run);
+  ASSERT_GT(model.rowCount(), 10);
+  EXPECT_EQ(model.columnCount(), 2);
+  QMap<QString, QString> rows;
+  for (int r = 0; r < model.rowCount(); ++r) {
+    rows[model.data(model.index(r, 0)).toString()] = model.data(model.index(r, 1)).toString();
+  }
+  EXPECT_EQ(rows["run"], "2");
+  EXPECT_EQ(rows["status"], "ok");
+  EXPECT_TRUE(rows["model"].startsWith("tiny, batch 2, seq 64"));
+  EXPECT_EQ(rows["measured steps"], QString::number(run->steps.size()));
+  EXPECT_EQ(rows["timeline events"], QString::number(run->events.size()));
+  EXPECT_EQ(rows["step time (median)"],
+            QString::number(run->run.summary.step_ms_median, 'f', 3) + " ms");
+  model.setRun(nullptr);
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+}  // namespace
+}  // namespace offtune::gui

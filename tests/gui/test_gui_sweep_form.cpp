@@ -1,0 +1,193 @@
+// Running sweeps from the dashboard: the request check, a tiny sweep end to end through the form
+// (points reported as they finish, the store written as by `offtune sweep`), resuming, cancelling,
+// and live points in the main window.
+#include <gtest/gtest.h>
+
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <set>
+
+#include "offtune/gui/main_window.hpp"
+#include "offtune/gui/models.hpp"
+#include "offtune/gui/sweep_form.hpp"
+#include "offtune/gui/sweep_view.hpp"
+#include "offtune/profiler/store.hpp"
+
+namespace offtune::gui {
+namespace {
+
+namespace pf = offtune::profiler;
+constexpr int kSweepWaitMs = 300000;
+
+SweepRequest tiny_request(const std::string& db, const std::string& sizes,
+                          const std::string& windows) {
+  SweepRequest r;
+  r.db = db;
+  r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
+  r.min_offload_sizes = sizes;
+  r.max_fwd_stash_sizes = windows;
+  r.backend = "host-sim";
+  return r;
+}
+
+// Waits for the form's sweepFinished; returns its arguments.
+QList<QVariant> wait_finished(SweepForm& form, QSignalSpy& spy) {
+  if (spy.isEmpty() && !spy.wait(kSweepWaitMs)) return {};
+  return spy.takeFirst();
+}
+
+TEST(SweepRequestCheck, CountsPointsAndRefusesBadInput) {
+  auto r = tiny_request("s.db", "1KiB,1MiB", "1:3");
+  EXPECT_EQ(validate_sweep_request(r), 1 + 2 * 3);
+  r.min_offload_sizes = "1KiB:64KiB:x4";
+  EXPECT_EQ(validate_sweep_request(r), 1 + 4 * 3);
+  const auto refused = [](SweepRequest bad) {
+    EXPECT_THROW(validate_sweep_request(bad), std::invalid_argument) << bad.min_offload_sizes;
+  };
+  auto bad = r;
+  bad.min_offload_sizes = "12 parsecs";
+  refused(bad);
+  bad = r;
+  bad.max_fwd_stash_sizes = "0,1";
+  refused(bad);
+  bad = r;
+  bad.workload.dtype = "fp8";
+  refused(bad);
+  bad = r;
+  bad.link = "fast";
+  refused(bad);
+  bad = r;
+  bad.backend = "tpu";
+  refused(bad);
+  bad = r;
+  bad.db.clear();
+  refused(bad);
+  bad = r;
+  bad.workload.batch = 0;
+  refused(bad);
+}
+
+TEST(SweepFormTest, RunsATinySweepEndToEndThenResumes) {
+  QTemporaryDir dir;
+  const std::string db = dir.filePath("gui-sweep.db").toStdString();
+  SweepForm form;
+  form.setRequest(tiny_request(db, "1KiB", "1,2"));
+  EXPECT_EQ(form.request().min_offload_sizes, "1KiB");
+  EXPECT_EQ(form.request().workload.seq, 16);
+  QSignalSpy points(&form, &SweepForm::pointFinished);
+  QSignalSpy finished(&form, &SweepForm::sweepFinished);
+  ASSERT_TRUE(form.startSweep());
+  EXPECT_FALSE(form.startSweep());  // one at a time
+  const auto args = wait_finished(form, finished);
+  ASSERT_EQ(args.size(), 3);
+  EXPECT_TRUE(args[0].toBool()) << args[2].toString().toStdString();
+  EXPECT_FALSE(args[1].toBool());
+  ASSERT_EQ(points.size(), 3);  // the baseline and two offload points, as they finished
+  std::set<int64_t> indices;
+  for (const auto& p : points) {
+    const auto point = p[0].value<pf::PointRecord>();
+    EXPECT_EQ(point.status, pf::PointStatus::Ok) << point.error;
+    EXPECT_TRUE(point.run.valid());
+    indices.insert(point.index);
+  }
+  EXPECT_EQ(indices, (std::set<int64_t>{0, 1, 2}));
+
+  auto store = pf::open_sqlite_store_readonly(db);
+  ASSERT_EQ(store->sweeps().size(), 1u);
+  const auto stored = store->points(store->sweeps()[0].id);
+  ASSERT_EQ(stored.size(), 3u);
+  for (const auto& p : stored) EXPECT_EQ(p.status, pf::PointStatus::Ok);
+  EXPECT_FALSE(store->events(stored[1].run).empty());
+  store.reset();
+
+  // The same request again resumes the finished sweep: nothing new runs.
+  points.clear();
+  ASSERT_TRUE(form.startSweep());
+  const auto again = wait_finished(form, finished);
+  ASSERT_EQ(again.size(), 3);
+  EXPECT_TRUE(again[0].toBool());
+  EXPECT_EQ(points.size(), 0);
+  EXPECT_TRUE(again[2].toString().contains("ran 0, skipped 3"))
+      << again[2].toString().toStdString();
+}
+
+TEST(SweepFormTest, CancelStopsBetweenPointsAndTheSweepResumes) {
+  QTemporaryDir dir;
+  const std::string db = dir.filePath("cancel.db").toStdString();
+  SweepForm form;
+  form.setRequest(tiny_request(db, "1KiB,4KiB", "1,2"));  // 5 points
+  QSignalSpy points(&form, &SweepForm::pointFinished);
+  QSignalSpy finished(&form, &SweepForm::sweepFinished);
+  // Cancel as soon as the first point is in: the sweep stops after the point in progress.
+  QObject::connect(&form, &SweepForm::pointFinished, &form, [&form] { form.cancelSweep(); });
+  ASSERT_TRUE(form.startSweep());
+  const auto args = wait_finished(form, finished);
+  ASSERT_EQ(args.size(), 3);
+  EXPECT_FALSE(args[0].toBool());
+  EXPECT_TRUE(args[1].toBool());  // interrupted
+  const qsizetype done = points.size();
+  EXPECT_GE(done, 1);
+  EXPECT_LT(done, 5);
+
+  auto store = pf::open_sqlite_store_readonly(db);
+  const auto stored = store->points(store->sweeps().at(0).id);
+  int64_t ok = 0;
+  for (const auto& p : stored) ok += p.status == pf::PointStatus::Ok;
+  EXPECT_EQ(ok, done);  // every reported point is in the store, and no other
+  store.reset();
+
+  QObject::disconnect(&form, &SweepForm::pointFinished, &form, nullptr);
+  points.clear();
+  ASSERT_TRUE(form.startSweep());
+  const auto rest = wait_finished(form, finished);
+  ASSERT_EQ(rest.size(), 3);
+  EXPECT_TRUE(rest[0].toBool()) << rest[2].toString().toStdString();
+  EXPECT_EQ(points.size(), 5 - done);  // only the points not measured before
+}
+
+TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
+  SweepForm form;
+  auto r = tiny_request("x.db", "1KiB", "0");
+  form.setRequest(r);
+  QSignalSpy started(&form, &SweepForm::sweepStarted);
+  EXPECT_FALSE(form.startSweep());
+  EXPECT_EQ(started.size(), 0);
+  const auto* status = form.findChild<QLabel*>(QStringLiteral("status"));
+  ASSERT_NE(status, nullptr);
+  EXPECT_TRUE(status->text().startsWith("error:")) << status->text().toStdString();
+  EXPECT_FALSE(form.runner()->running());
+}
+
+TEST(SweepFormTest, MainWindowShowsPointsAsTheyFinish) {
+  QTemporaryDir dir;
+  const QString db = dir.filePath("live.db");
+  MainWindow window;
+  window.sweepForm()->setRequest(tiny_request(db.toStdString(), "1KiB", "1,2"));
+  QSignalSpy finished(window.sweepForm(), &SweepForm::sweepFinished);
+  QSignalSpy store_loaded(&window, &MainWindow::storeLoaded);
+  ASSERT_TRUE(window.sweepForm()->startSweep());
+  const auto args = wait_finished(*window.sweepForm(), finished);
+  ASSERT_EQ(args.size(), 3);
+  ASSERT_TRUE(args[0].toBool()) << args[2].toString().toStdString();
+  // The sweep view follows the new sweep (loaded from the store at its first point, then merged).
+  QSignalSpy sweep_loaded(window.sweepView(), &SweepView::loaded);
+  for (int i = 0; i < 100 && !(window.sweepView()->sweepData() &&
+                               window.sweepView()->sweepData()->points.size() == 3);
+       ++i) {
+    sweep_loaded.wait(100);
+  }
+  ASSERT_TRUE(window.sweepView()->sweepData());
+  ASSERT_EQ(window.sweepView()->sweepData()->points.size(), 3u);
+  for (const auto& p : window.sweepView()->sweepData()->points) {
+    EXPECT_EQ(p.status, pf::PointStatus::Ok);
+  }
+  if (store_loaded.isEmpty()) {
+    ASSERT_TRUE(store_loaded.wait(30000));  // the tree follows too
+  }
+  EXPECT_EQ(window.storePath(), db);
+  EXPECT_EQ(window.storeModel()->rowCount(), 2);
+}
+
+}  // namespace
+}  // namespace offtune::gui

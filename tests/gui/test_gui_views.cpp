@@ -1,0 +1,239 @@
+// The dashboard's views over the fixture store, offscreen: loading on job threads (QSignalSpy),
+// stale results dropped, rendering not blank, the recommendation panel's constraint and exports,
+// the main window, and the --screenshot renderer.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QFile>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <nlohmann/json.hpp>
+
+#include "gui_test_util.hpp"
+#include "offtune/gui/main_window.hpp"
+#include "offtune/gui/models.hpp"
+#include "offtune/gui/recommend_panel.hpp"
+#include "offtune/gui/run_charts.hpp"
+#include "offtune/gui/run_view.hpp"
+#include "offtune/gui/sweep_charts.hpp"
+#include "offtune/gui/sweep_view.hpp"
+#include "offtune/gui/timeline.hpp"
+#include "offtune/profiler/export.hpp"
+
+namespace offtune::gui {
+namespace {
+
+namespace pf = offtune::profiler;
+constexpr int kWaitMs = 60000;
+
+QImage render(QWidget& w, QSize size = {1200, 800}) {
+  w.resize(size);
+  w.show();
+  QApplication::processEvents();
+  return w.grab().toImage();
+}
+
+class Views : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    path_ = test::fixture_copy(dir_);
+    ASSERT_FALSE(path_.empty());
+  }
+  QTemporaryDir dir_;
+  std::string path_;
+};
+
+TEST_F(Views, SweepViewLoadsRendersAndRecommends) {
+  SweepView view;
+  QSignalSpy loaded(&view, &SweepView::loaded);
+  view.showSweep(path_, pf::SweepId(1));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  ASSERT_TRUE(view.sweepData());
+  EXPECT_EQ(view.sweepData()->points.size(), 5u);
+  EXPECT_EQ(view.pointsModel()->rowCount(), 5);
+  const auto& rec = view.recommendPanel()->recommendation();
+  ASSERT_TRUE(rec.chosen.has_value());
+  EXPECT_EQ(rec.chosen->status, pf::PointStatus::Ok);
+  EXPECT_FALSE(rec.front.empty());
+  EXPECT_GT(test::distinct_colors(render(view)), 50);
+  EXPECT_GT(test::distinct_colors(view.heatmap()->grab().toImage()), 20);
+  EXPECT_GT(test::distinct_colors(view.pareto()->grab().toImage()), 20);
+
+  // Clicking a point asks for its run.
+  QSignalSpy run_requested(&view, &SweepView::runRequested);
+  Q_EMIT view.heatmap()->pointActivated(3);
+  ASSERT_EQ(run_requested.size(), 1);
+  EXPECT_EQ(run_requested[0][0].toLongLong(), view.sweepData()->points[3].run.value);
+  view.setMetric(SweepMetric::PeakMemory);  // no crash; the heatmap recolours
+}
+
+TEST_F(Views, SweepViewDropsAStaleJobAndReportsAMissingSweep) {
+  SweepView view;
+  QSignalSpy loaded(&view, &SweepView::loaded), failed(&view, &SweepView::loadFailed);
+  view.showSweep(path_, pf::SweepId(99));  // superseded before it ends: its failure is dropped
+  view.showSweep(path_, pf::SweepId(1));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  QApplication::processEvents();
+  EXPECT_EQ(failed.size(), 0);
+  view.showSweep(path_, pf::SweepId(99));
+  ASSERT_TRUE(failed.wait(kWaitMs));
+  EXPECT_TRUE(failed[0][0].toString().contains("no sweep 99"));
+}
+
+TEST_F(Views, SweepViewMergesLivePoints) {
+  auto sweep = std::make_shared<SweepData>(load_sweep(path_, pf::SweepId(1)));
+  auto partial = std::make_shared<SweepData>(*sweep);
+  partial->points.resize(2);
+  SweepView view;
+  view.setSweepData(partial, path_);
+  EXPECT_EQ(view.pointsModel()->rowCount(), 2);
+  auto oom = sweep->points[4];
+  oom.status = pf::PointStatus::OutOfMemory;
+  oom.error = "out of memory";
+  view.applyPoint(oom);
+  view.applyPoint(sweep->points[3]);
+  ASSERT_EQ(view.sweepData()->points.size(), 4u);
+  EXPECT_EQ(view.sweepData()->points[2].index, 3);  // kept in index order
+  EXPECT_EQ(view.sweepData()->points[3].status, pf::PointStatus::OutOfMemory);
+  EXPECT_EQ(partial->points.size(), 2u);  // the old snapshot is untouched (copy on write)
+  auto other = sweep->points[1];
+  other.sweep = pf::SweepId(7);
+  view.applyPoint(other);  // another sweep's point is ignored
+  EXPECT_EQ(view.sweepData()->points.size(), 4u);
+}
+
+TEST_F(Views, RecommendPanelFollowsTheConstraintAndExports) {
+  auto sweep = std::make_shared<const SweepData>(load_sweep(path_, pf::SweepId(1)));
+  RecommendPanel panel;
+  panel.setSweep(sweep, path_);
+  ASSERT_TRUE(panel.recommendation().chosen.has_value());
+  EXPECT_TRUE(panel.snippet(0).contains("min_offload_size") ||
+              panel.snippet(0).contains("offload"));
+  // The budget that only the lowest-peak point meets picks it.
+  int64_t lowest = INT64_MAX;
+  for (const auto& p : sweep->points) lowest = std::min(lowest, p.summary.peak_allocated);
+  pf::Constraint budget;
+  budget.memory_budget = lowest;
+  panel.setConstraint(budget);
+  ASSERT_TRUE(panel.recommendation().chosen.has_value());
+  EXPECT_EQ(panel.recommendation().chosen->summary.peak_allocated, lowest);
+  EXPECT_TRUE(panel.snippet(1).contains("min_offload_size"));  // TRL
+  EXPECT_TRUE(panel.snippet(2).contains("max_fwd_stash_size") ||
+              panel.snippet(2).contains("offload"));  // Axolotl YAML
+  budget.memory_budget = lowest - 1;
+  panel.setConstraint(budget);
+  EXPECT_FALSE(panel.recommendation().chosen.has_value());
+  EXPECT_TRUE(panel.snippet(0).isEmpty());
+  const auto c = panel.constraint();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->memory_budget, lowest - 1);
+
+  panel.setConstraint({});
+  QSignalSpy done(&panel, &RecommendPanel::exportFinished);
+  const QString csv = dir_.filePath("points.csv");
+  panel.exportCsv(csv);
+  ASSERT_TRUE(done.wait(kWaitMs));
+  EXPECT_TRUE(done[0][0].toBool()) << done[0][1].toString().toStdString();
+  QFile f(csv);
+  ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+  const QList<QByteArray> lines = f.readAll().split('\n');
+  EXPECT_EQ(lines[0].trimmed().toStdString(), pf::kPointsCsvHeader);
+  EXPECT_EQ(lines.size(), 7);  // header, 5 points, and the empty tail after the last CRLF
+
+  const QString trace = dir_.filePath("trace.json");
+  panel.exportChromeTrace(trace);
+  ASSERT_TRUE(done.wait(kWaitMs));
+  EXPECT_TRUE(done[1][0].toBool()) << done[1][1].toString().toStdString();
+  QFile t(trace);
+  ASSERT_TRUE(t.open(QIODevice::ReadOnly));
+  const auto json = nlohmann::json::parse(t.readAll().toStdString());
+  EXPECT_FALSE(json.at("traceEvents").empty());
+
+  // An unwritable target fails in band, with the reason.
+  panel.exportCsv(dir_.filePath("no/such/dir/points.csv"));
+  ASSERT_TRUE(done.wait(kWaitMs));
+  EXPECT_FALSE(done[2][0].toBool());
+  EXPECT_TRUE(done[2][1].toString().startsWith("Export failed"));
+}
+
+TEST_F(Views, RunViewLoadsAndRendersTimelineAndCharts) {
+  RunView view;
+  QSignalSpy loaded(&view, &RunView::loaded);
+  view.showRun(path_, pf::RunId(2));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  ASSERT_TRUE(view.runData());
+  EXPECT_EQ(view.runData()->run.id, pf::RunId(2));
+  EXPECT_FALSE(view.runData()->events.empty());
+  EXPECT_GT(view.summaryModel()->rowCount(), 10);
+  // The axis spans the run's events.
+  EXPECT_LT(view.axis()->viewBegin(), view.axis()->viewEnd());
+  EXPECT_GT(test::distinct_colors(render(view)), 50);
+  EXPECT_GT(test::distinct_colors(view.timeline()->grab().toImage()), 10);
+  EXPECT_GT(test::distinct_colors(view.occupancyChart()->grab().toImage()), 5);
+  // Zooming the shared axis moves every chart with it.
+  const int64_t span = view.axis()->viewEnd() - view.axis()->viewBegin();
+  view.axis()->zoomAt(0.5, 4.0);
+  EXPECT_LT(view.axis()->viewEnd() - view.axis()->viewBegin(), span);
+
+  QSignalSpy failed(&view, &RunView::loadFailed);
+  view.showRun(path_, pf::RunId(404));
+  ASSERT_TRUE(failed.wait(kWaitMs));
+  EXPECT_TRUE(failed[0][0].toString().contains("no run 404"));
+}
+
+TEST_F(Views, MainWindowOpensAStoreAndShowsTheNewestSweep) {
+  MainWindow window;
+  QSignalSpy loaded(&window, &MainWindow::storeLoaded);
+  QSignalSpy sweep_loaded(window.sweepView(), &SweepView::loaded);
+  window.openStore(QString::fromStdString(path_));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  EXPECT_EQ(window.storeModel()->rowCount(), 2);
+  ASSERT_TRUE(sweep_loaded.wait(kWaitMs));
+  EXPECT_EQ(window.tabs()->currentWidget(), window.sweepView());
+  EXPECT_TRUE(MainWindow::recentStores().contains(QString::fromStdString(path_)));
+
+  QSignalSpy run_loaded(window.runView(), &RunView::loaded);
+  Q_EMIT window.sweepView()->runRequested(6);
+  ASSERT_TRUE(run_loaded.wait(kWaitMs));
+  EXPECT_EQ(window.tabs()->currentWidget(), window.runView());
+  EXPECT_EQ(window.runView()->runData()->run.workload.model, "mlp");
+}
+
+TEST_F(Views, MainWindowReportsAStoreItCannotRead) {
+  const QString junk = dir_.filePath("junk.db");
+  QFile f(junk);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  f.write(QByteArray(4096, 'x'));
+  f.close();
+  MainWindow window;
+  QSignalSpy failed(&window, &MainWindow::storeFailed);
+  window.openStore(junk);
+  ASSERT_TRUE(failed.wait(kWaitMs));
+  EXPECT_FALSE(failed[0][0].toString().isEmpty());
+  EXPECT_EQ(window.storeModel()->rowCount(), 0);
+  QFile again(junk);
+  ASSERT_TRUE(again.open(QIODevice::ReadOnly));
+  EXPECT_EQ(again.readAll(), QByteArray(4096, 'x'));  // never modified
+}
+
+TEST_F(Views, ScreenshotsWriteEveryMainViewAndAreNotBlank) {
+  MainWindow window;
+  const QString out = dir_.filePath("shots");
+  QString error;
+  ASSERT_EQ(take_screenshots(window, QString::fromStdString(path_), out, &error), kShotOk)
+      << error.toStdString();
+  for (const char* name :
+       {"dashboard.png", "sweep.png", "recommend.png", "run.png", "sweep-form.png"}) {
+    QImage image(QDir(out).filePath(QString::fromLatin1(name)));
+    ASSERT_FALSE(image.isNull()) << name;
+    EXPECT_GT(image.width(), 300) << name;
+    EXPECT_GT(test::distinct_colors(image), 30) << name;
+  }
+  MainWindow second;
+  EXPECT_EQ(take_screenshots(second, dir_.filePath("missing.db"), out, &error), kShotStore);
+}
+
+}  // namespace
+}  // namespace offtune::gui
