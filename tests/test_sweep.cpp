@@ -3,11 +3,11 @@
 // points, shards + merge give the whole sweep, the Pareto front and the constraint rules.
 #include <gtest/gtest.h>
 
+#include "offtune/cli/workloads.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
-#include "offtune/cli/workloads.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -60,6 +60,20 @@ TEST(Sweep, RunsRecordsAndResumes) {
   EXPECT_GT(points[1].summary.offloaded_bytes, 0);
   EXPECT_LT(points[1].summary.peak_allocated, points[0].summary.peak_allocated);
   EXPECT_FALSE(store->events(points[1].run).empty());
+  // Device memory is traced through the step, not only at its ends: samples rise above the
+  // step-boundary value, and none exceeds the step's peak.
+  {
+    const auto occupancy = store->occupancy(points[1].run);
+    ASSERT_FALSE(occupancy.empty());
+    int64_t lo = INT64_MAX, hi = -1;
+    for (const auto& o : occupancy) {
+      ASSERT_GE(o.device_bytes, 0);
+      lo = std::min(lo, o.device_bytes);
+      hi = std::max(hi, o.device_bytes);
+    }
+    EXPECT_GT(hi, lo);
+    EXPECT_LE(hi, points[1].summary.peak_allocated);
+  }
   // The same sweep again: nothing new runs, nothing is duplicated.
   const auto second = run_sweep(*workload, spec, *store);
   EXPECT_EQ(second.sweep, first.sweep);

@@ -43,9 +43,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tree_model_ = new StoreTreeModel(this);
   tree_->setModel(tree_model_);
   tree_->setUniformRowHeights(true);
-  tree_->header()->setSectionResizeMode(StoreTreeModel::Name, QHeaderView::Stretch);
   tree_->header()->setStretchLastSection(false);
-  tree_->setMinimumWidth(300);
+  tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  tree_->header()->setSectionResizeMode(StoreTreeModel::Name, QHeaderView::Stretch);
+  tree_->setMinimumWidth(360);
   tabs_ = new QTabWidget(split);
   sweep_view_ = new SweepView(tabs_);
   run_view_ = new RunView(tabs_);
@@ -55,6 +56,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(form_, QStringLiteral("New sweep"));
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 4);
+  split->setSizes({380, 1120});
   setCentralWidget(split);
   store_label_ = new QLabel(QStringLiteral("no store open"), this);
   statusBar()->addPermanentWidget(store_label_);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace offtune::profiler {
 
@@ -66,9 +67,15 @@ void Recorder::on_wait(const WaitEvent& e) {
 }
 
 void Recorder::on_stash(const StashEvent& e) {
+  const int64_t device = device_probe_ ? device_probe_() : -1;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (device_probe_) last_device_bytes_ = device;
   occupancy_.push_back(
       {RunId{}, e.time_ns, e.fwd_count, e.fwd_bytes, e.bwd_count, e.bwd_bytes, last_device_bytes_});
+}
+
+void Recorder::set_device_probe(std::function<int64_t()> probe) {
+  device_probe_ = std::move(probe);
 }
 
 void Recorder::mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std::string& name) {

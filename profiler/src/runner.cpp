@@ -94,6 +94,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     auto offloader = workload.make_offloader(options);
     const bool host_sim = offloader->backend() == BackendKind::HostSim;
     auto recorder = std::make_shared<Recorder>(host_sim);
+    // Device memory along the step, at each stash change (the offloader outlives its events).
+    recorder->set_device_probe([off = offloader.get()] { return off->device_memory().allocated; });
     auto nvtx = std::make_shared<NvtxObserver>();
     if (spec.config.offload) {
       offloader->set_observer(

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -33,6 +34,11 @@ class Recorder : public Observer {
   void mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std::string& name = {});
   // Device bytes now, attached to the next occupancy sample and recorded as one on its own.
   void sample_device_bytes(int64_t time_ns, int64_t bytes);
+  // Reads the allocated device bytes at each stash event, so that the occupancy samples trace
+  // device memory through the step (peaks included), not only at its ends. Called on the thread
+  // of the event, outside the recorder's lock; must be thread-safe (the backends' counters are).
+  // Set it before events arrive.
+  void set_device_probe(std::function<int64_t()> probe);
 
   // Everything recorded so far, cleared. Events are sorted by start time; copies appear once
   // completed.
@@ -54,6 +60,7 @@ class Recorder : public Observer {
   std::vector<OccupancySample> occupancy_;
   int64_t copy_stream_free_at_ = 0;  // host-sim copies run one after another
   int64_t last_device_bytes_ = -1;
+  std::function<int64_t()> device_probe_;
 };
 
 }  // namespace offtune::profiler
