@@ -210,9 +210,6 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point) {
   return QStringLiteral("<qt>") + lines.join(QStringLiteral("<br/>")) + QStringLiteral("</qt>");
 }
 
-// ---------------------------------------------------------------------------------------------
-// HeatmapWidget
-
 struct HeatmapWidget::Layout {
   QRect header;    // the line above the grid
   QRect baseline;  // the baseline entry in it; empty without a baseline
@@ -222,10 +219,89 @@ struct HeatmapWidget::Layout {
   int line_height = 0;
 };
 
-HeatmapWidget::HeatmapWidget(QWidget* parent) : QWidget(parent) {
+// ---------------------------------------------------------------------------------------------
+// SweepChart
+
+SweepChart::SweepChart(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
   setAttribute(Qt::WA_OpaquePaintEvent);
 }
+
+void SweepChart::setSelected(int64_t point_index) {
+  if (point_index == selected_) return;
+  selected_ = point_index;
+  update();
+}
+
+const pf::PointRecord* SweepChart::point(int64_t point_index) const {
+  return find_point(data_.get(), point_index);
+}
+
+void SweepChart::setHovered(int64_t point_index) {
+  if (point_index == hovered_) return;
+  hovered_ = point_index;
+  const auto* pt = point(point_index);
+  if (pt != nullptr && pt->run.valid()) {
+    setCursor(Qt::PointingHandCursor);
+  } else {
+    unsetCursor();
+  }
+  update();
+  Q_EMIT pointHovered(point_index);
+}
+
+bool SweepChart::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    const auto* he = static_cast<QHelpEvent*>(e);
+    const int64_t index = pointAt(he->pos());
+    if (const auto* pt = point(index)) {
+      QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt), this, tooltipRect(index));
+    } else {
+      QToolTip::hideText();
+      e->ignore();
+    }
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+void SweepChart::mouseMoveEvent(QMouseEvent* e) {
+  setHovered(pointAt(e->position().toPoint()));
+  QWidget::mouseMoveEvent(e);
+}
+
+void SweepChart::mousePressEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton) pressed_ = pointAt(e->position().toPoint());
+  QWidget::mousePressEvent(e);
+}
+
+void SweepChart::mouseReleaseEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton) {
+    // A click is a press and a release on the same point: dragging off a point cancels it.
+    const int64_t index = pointAt(e->position().toPoint());
+    const auto* pt = point(index);
+    if (index == pressed_ && pt != nullptr && pt->run.valid()) Q_EMIT pointActivated(index);
+    pressed_ = -1;
+  }
+  QWidget::mouseReleaseEvent(e);
+}
+
+void SweepChart::leaveEvent(QEvent* e) {
+  setHovered(-1);
+  QWidget::leaveEvent(e);
+}
+
+QRect HeatmapWidget::tooltipRect(int64_t point_index) const { return cellRect(point_index); }
+
+QRect ParetoWidget::tooltipRect(int64_t point_index) const {
+  const QPoint at = positionOf(point_index).toPoint();
+  return {at - QPoint(8, 8), QSize(17, 17)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// HeatmapWidget
+
+HeatmapWidget::HeatmapWidget(QWidget* parent) : SweepChart(parent) {}
 
 QSize HeatmapWidget::sizeHint() const { return {520, 340}; }
 QSize HeatmapWidget::minimumSizeHint() const { return {240, 180}; }
@@ -247,16 +323,6 @@ void HeatmapWidget::setHighlighted(int64_t point_index) {
   if (point_index == highlighted_) return;
   highlighted_ = point_index;
   update();
-}
-
-void HeatmapWidget::setSelected(int64_t point_index) {
-  if (point_index == selected_) return;
-  selected_ = point_index;
-  update();
-}
-
-const pf::PointRecord* HeatmapWidget::point(int64_t point_index) const {
-  return find_point(data_.get(), point_index);
 }
 
 void HeatmapWidget::rebuild() {
@@ -634,60 +700,6 @@ void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
              legendText(worst));
 }
 
-void HeatmapWidget::setHovered(int64_t point_index) {
-  if (point_index == hovered_) return;
-  hovered_ = point_index;
-  const auto* pt = point(point_index);
-  if (pt != nullptr && pt->run.valid()) {
-    setCursor(Qt::PointingHandCursor);
-  } else {
-    unsetCursor();
-  }
-  update();
-  Q_EMIT pointHovered(point_index);
-}
-
-bool HeatmapWidget::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    const auto* he = static_cast<QHelpEvent*>(e);
-    const int64_t index = pointAt(he->pos());
-    if (const auto* pt = point(index)) {
-      QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt), this, cellRect(index));
-    } else {
-      QToolTip::hideText();
-      e->ignore();
-    }
-    return true;
-  }
-  return QWidget::event(e);
-}
-
-void HeatmapWidget::mouseMoveEvent(QMouseEvent* e) {
-  setHovered(pointAt(e->position().toPoint()));
-  QWidget::mouseMoveEvent(e);
-}
-
-void HeatmapWidget::mousePressEvent(QMouseEvent* e) {
-  if (e->button() == Qt::LeftButton) pressed_ = pointAt(e->position().toPoint());
-  QWidget::mousePressEvent(e);
-}
-
-void HeatmapWidget::mouseReleaseEvent(QMouseEvent* e) {
-  if (e->button() == Qt::LeftButton) {
-    // A click is a press and a release on the same point: dragging off a cell cancels it.
-    const int64_t index = pointAt(e->position().toPoint());
-    const auto* pt = point(index);
-    if (index == pressed_ && pt != nullptr && pt->run.valid()) Q_EMIT pointActivated(index);
-    pressed_ = -1;
-  }
-  QWidget::mouseReleaseEvent(e);
-}
-
-void HeatmapWidget::leaveEvent(QEvent* e) {
-  setHovered(-1);
-  QWidget::leaveEvent(e);
-}
-
 // ---------------------------------------------------------------------------------------------
 // ParetoWidget
 
@@ -707,10 +719,7 @@ struct ParetoWidget::Frame {
   }
 };
 
-ParetoWidget::ParetoWidget(QWidget* parent) : QWidget(parent) {
-  setMouseTracking(true);
-  setAttribute(Qt::WA_OpaquePaintEvent);
-}
+ParetoWidget::ParetoWidget(QWidget* parent) : SweepChart(parent) {}
 
 QSize ParetoWidget::sizeHint() const { return {520, 340}; }
 QSize ParetoWidget::minimumSizeHint() const { return {240, 180}; }
@@ -725,16 +734,6 @@ void ParetoWidget::setRecommendation(const pf::Recommendation& rec) {
   rec_ = rec;
   has_rec_ = true;
   update();
-}
-
-void ParetoWidget::setSelected(int64_t point_index) {
-  if (point_index == selected_) return;
-  selected_ = point_index;
-  update();
-}
-
-const pf::PointRecord* ParetoWidget::point(int64_t point_index) const {
-  return find_point(data_.get(), point_index);
 }
 
 void ParetoWidget::rebuild() {
@@ -1078,61 +1077,6 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     p.setBrush(Qt::NoBrush);
     p.drawEllipse(at, 7.0, 7.0);
   }
-}
-
-void ParetoWidget::setHovered(int64_t point_index) {
-  if (point_index == hovered_) return;
-  hovered_ = point_index;
-  const auto* pt = point(point_index);
-  if (pt != nullptr && pt->run.valid()) {
-    setCursor(Qt::PointingHandCursor);
-  } else {
-    unsetCursor();
-  }
-  update();
-  Q_EMIT pointHovered(point_index);
-}
-
-bool ParetoWidget::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    const auto* he = static_cast<QHelpEvent*>(e);
-    const int64_t index = pointAt(he->pos());
-    if (const auto* pt = point(index)) {
-      const QPoint at = positionOf(index).toPoint();
-      QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt), this,
-                         QRect(at - QPoint(8, 8), QSize(17, 17)));
-    } else {
-      QToolTip::hideText();
-      e->ignore();
-    }
-    return true;
-  }
-  return QWidget::event(e);
-}
-
-void ParetoWidget::mouseMoveEvent(QMouseEvent* e) {
-  setHovered(pointAt(e->position().toPoint()));
-  QWidget::mouseMoveEvent(e);
-}
-
-void ParetoWidget::mousePressEvent(QMouseEvent* e) {
-  if (e->button() == Qt::LeftButton) pressed_ = pointAt(e->position().toPoint());
-  QWidget::mousePressEvent(e);
-}
-
-void ParetoWidget::mouseReleaseEvent(QMouseEvent* e) {
-  if (e->button() == Qt::LeftButton) {
-    const int64_t index = pointAt(e->position().toPoint());
-    const auto* pt = point(index);
-    if (index == pressed_ && pt != nullptr && pt->run.valid()) Q_EMIT pointActivated(index);
-    pressed_ = -1;
-  }
-  QWidget::mouseReleaseEvent(e);
-}
-
-void ParetoWidget::leaveEvent(QEvent* e) {
-  setHovered(-1);
-  QWidget::leaveEvent(e);
 }
 
 }  // namespace offtune::gui

@@ -31,7 +31,45 @@ QString point_tooltip(const SweepData& sweep, const profiler::PointRecord& point
 // t is clamped to [0, 1]. The heatmap puts the best value at 1.
 QColor sequential_color(double t);
 
-class HeatmapWidget : public QWidget {
+// What the two charts share: the snapshot, the point hovered, selected and pressed, and the mouse.
+// Hovering reports the point under the mouse, a click (press and release on one point) asks for
+// the run of a point that has one, and a tooltip shows the point's figures.
+class SweepChart : public QWidget {
+  Q_OBJECT
+
+ public:
+  const SweepDataPtr& data() const { return data_; }
+  // The point drawn at `pos`, or -1.
+  virtual int64_t pointAt(QPoint pos) const = 0;
+
+ public Q_SLOTS:
+  // The point to mark as selected (e.g. hovered in the other chart), -1 for none.
+  void setSelected(int64_t point_index);
+
+ Q_SIGNALS:
+  void pointHovered(qint64 point_index);    // -1 when the mouse leaves every point
+  void pointActivated(qint64 point_index);  // a click on a point that has a run
+
+ protected:
+  explicit SweepChart(QWidget* parent);
+  // Where the tooltip of a point may stay up.
+  virtual QRect tooltipRect(int64_t point_index) const = 0;
+  const profiler::PointRecord* point(int64_t point_index) const;
+  void setHovered(int64_t point_index);
+
+  bool event(QEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+  void leaveEvent(QEvent* e) override;
+
+  SweepDataPtr data_;
+  int64_t selected_ = -1;
+  int64_t hovered_ = -1;
+  int64_t pressed_ = -1;
+};
+
+class HeatmapWidget : public SweepChart {
   Q_OBJECT
 
  public:
@@ -43,14 +81,13 @@ class HeatmapWidget : public QWidget {
   void setMetric(SweepMetric metric);
   // Not metric(): that would hide QWidget::metric(PaintDeviceMetric).
   SweepMetric sweepMetric() const { return metric_; }
-  const SweepDataPtr& data() const { return data_; }
 
   // The grid's axes: distinct values among the offload points, ascending.
   const std::vector<int64_t>& stashSizes() const { return stash_sizes_; }  // columns
   const std::vector<int64_t>& offloadSizes() const { return min_sizes_; }  // rows
 
   // The point drawn at `pos` (a cell, or the baseline entry), or -1.
-  int64_t pointAt(QPoint pos) const;
+  int64_t pointAt(QPoint pos) const override;
   // Where the point is drawn at the current size: its cell (a slice of it when several points share
   // a config), or the baseline entry; an empty rect for a point that is not shown.
   QRect cellRect(int64_t point_index) const;
@@ -61,20 +98,10 @@ class HeatmapWidget : public QWidget {
  public Q_SLOTS:
   // The point to outline strongly (the recommended one), -1 for none.
   void setHighlighted(int64_t point_index);
-  // The point to mark as selected (e.g. hovered in the Pareto chart), -1 for none.
-  void setSelected(int64_t point_index);
-
- Q_SIGNALS:
-  void pointHovered(qint64 point_index);    // -1 when the mouse leaves every point
-  void pointActivated(qint64 point_index);  // a click on a point that has a run
 
  protected:
-  bool event(QEvent* e) override;
   void paintEvent(QPaintEvent* e) override;
-  void mouseMoveEvent(QMouseEvent* e) override;
-  void mousePressEvent(QMouseEvent* e) override;
-  void mouseReleaseEvent(QMouseEvent* e) override;
-  void leaveEvent(QEvent* e) override;
+  QRect tooltipRect(int64_t point_index) const override;
 
  private:
   struct Layout;
@@ -90,9 +117,7 @@ class HeatmapWidget : public QWidget {
 
   void rebuild();
   void updateRange();
-  void setHovered(int64_t point_index);
   Layout layout() const;
-  const profiler::PointRecord* point(int64_t point_index) const;
   QRect placementRect(const Layout& l, const Placement& p) const;
   QString baselineText() const;
   QString legendText(double value) const;
@@ -101,7 +126,6 @@ class HeatmapWidget : public QWidget {
   void paintCells(QPainter& p, const Layout& l) const;
   void paintLegend(QPainter& p, const Layout& l) const;
 
-  SweepDataPtr data_;
   SweepMetric metric_ = SweepMetric::StepTime;
   std::vector<int64_t> stash_sizes_;
   std::vector<int64_t> min_sizes_;
@@ -112,12 +136,9 @@ class HeatmapWidget : public QWidget {
   double range_min_ = 0.0;
   double range_max_ = 0.0;
   int64_t highlighted_ = -1;
-  int64_t selected_ = -1;
-  int64_t hovered_ = -1;
-  int64_t pressed_ = -1;
 };
 
-class ParetoWidget : public QWidget {
+class ParetoWidget : public SweepChart {
   Q_OBJECT
 
  public:
@@ -127,10 +148,9 @@ class ParetoWidget : public QWidget {
   // The front, the chosen point and the constraint to draw. May come from an older snapshot than
   // setData's: front and choice are drawn from their own figures.
   void setRecommendation(const profiler::Recommendation& rec);
-  const SweepDataPtr& data() const { return data_; }
 
   // The nearest plotted point within ~8 px of `pos`, or -1.
-  int64_t pointAt(QPoint pos) const;
+  int64_t pointAt(QPoint pos) const override;
   // Where the point is plotted at the current size, or (-1, -1) when it is not plotted (not ok,
   // unknown, or no room to plot).
   QPointF positionOf(int64_t point_index) const;
@@ -145,41 +165,24 @@ class ParetoWidget : public QWidget {
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
- public Q_SLOTS:
-  void setSelected(int64_t point_index);
-
- Q_SIGNALS:
-  void pointHovered(qint64 point_index);
-  void pointActivated(qint64 point_index);
-
  protected:
-  bool event(QEvent* e) override;
   void paintEvent(QPaintEvent* e) override;
-  void mouseMoveEvent(QMouseEvent* e) override;
-  void mousePressEvent(QMouseEvent* e) override;
-  void mouseReleaseEvent(QMouseEvent* e) override;
-  void leaveEvent(QEvent* e) override;
+  QRect tooltipRect(int64_t point_index) const override;
 
  private:
   struct Frame;
   void rebuild();
-  void setHovered(int64_t point_index);
   Frame frame() const;
   QPointF positionIn(const Frame& f, int64_t point_index) const;
   void paintAxes(QPainter& p, const Frame& f) const;
   void paintConstraint(QPainter& p, const Frame& f) const;
   void paintPoints(QPainter& p, const Frame& f) const;
-  const profiler::PointRecord* point(int64_t point_index) const;
   double baselineMs() const;  // 0 when unknown
 
-  SweepDataPtr data_;
   profiler::Recommendation rec_;
   bool has_rec_ = false;
   std::vector<size_t> plotted_;  // positions in data_->points of the ok points
   double x_lo_ = 0.0, x_hi_ = 0.0, y_lo_ = 0.0, y_hi_ = 0.0;  // data range, unpadded
-  int64_t selected_ = -1;
-  int64_t hovered_ = -1;
-  int64_t pressed_ = -1;
 };
 
 }  // namespace offtune::gui
