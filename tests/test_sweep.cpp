@@ -41,6 +41,17 @@ TEST(Sweep, GridHasBaselineFirst) {
   EXPECT_EQ(c[2].max_fwd_stash_size, 3);
 }
 
+TEST(Sweep, KeyCountsATorchScriptInputOnlyWhenGiven) {
+  const auto spec = tiny_spec();
+  const auto plain = sweep_key(spec.workload, spec.grid, spec.base);
+  EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base, ""), plain);
+  const auto a = sweep_key(spec.workload, spec.grid, spec.base, "x:float32[B,64]");
+  const auto b = sweep_key(spec.workload, spec.grid, spec.base, "x:float32[B,128]");
+  EXPECT_NE(a, plain);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, sweep_key(spec.workload, spec.grid, spec.base, "x:float32[B,64]"));
+}
+
 TEST(Sweep, RunsRecordsAndResumes) {
   auto store = make_memory_store();
   auto spec = tiny_spec();

@@ -293,6 +293,7 @@ int cmd_sweep(const Common& c, const WorkloadArgs& wa, const EngineArgs& ea,
   spec.grid.base.link = wa.link;
   spec.shard = pf::parse_shard(shard);
   spec.collector = wa.collector;
+  if (wa.input_spec != kDefaultInputSpec) spec.model_input = wa.input_spec;
   c10::Device device(c10::kCPU);
   spec.base = prepare_backend(wa, spec.env, device);
   auto store = open_store(c, /*write=*/true);

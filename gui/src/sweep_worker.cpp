@@ -86,6 +86,7 @@ void SweepRunner::work(SweepRequest r) {
     spec.name = r.name;
     spec.workload = r.workload;
     spec.grid = make_grid(r);
+    if (r.input_spec != cli::kDefaultInputSpec) spec.model_input = r.input_spec;
     const auto prepared =
         cli::prepare_backend({r.backend, r.link, r.device_capacity, /*threads=*/-1}, spec.env);
     spec.base = prepared.base;

@@ -49,7 +49,8 @@ std::string grid_json(const Grid& grid) {
       .dump();
 }
 
-std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base) {
+std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,
+                      std::string_view model_input) {
   nlohmann::json key{
       {"model", w.model},
       {"batch", w.batch},
@@ -62,6 +63,7 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
       {"grid", grid_json(grid)},
       {"backend", std::string(to_string(base.backend))},
       {"link", {base.link.pinned_gbps, base.link.pageable_gbps, base.link.latency_ns}}};
+  if (!model_input.empty()) key["input"] = std::string(model_input);
   return key.dump();
 }
 
@@ -69,7 +71,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
                        const std::function<void(const SweepProgress&)>& progress,
                        const std::atomic<bool>* cancel) {
   SweepOutcome out;
-  const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
+  const std::string key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input);
   if (auto existing = store.find_sweep(key)) {
     out.sweep = existing->id;
   } else {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "offtune/profiler/records.hpp"
@@ -29,8 +30,11 @@ struct Grid {
 std::vector<EngineConfig> expand_grid(const Grid& grid);
 // The grid as JSON text (stored with the sweep).
 std::string grid_json(const Grid& grid);
-// Identity of a sweep: workload, grid and the backend/link it runs on.
-std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base);
+// Identity of a sweep: workload, grid and the backend/link it runs on, and the input of a
+// TorchScript model when it is not the default one (empty: left out, so that the keys of sweeps
+// recorded before it counted stay the same).
+std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base,
+                      std::string_view model_input = {});
 
 struct SweepSpec {
   std::string name;
@@ -39,6 +43,9 @@ struct SweepSpec {
   OffloadOptions base;
   Environment env;
   Shard shard{1, 1};
+  // A TorchScript model's input spec when it differs from the default (see sweep_key); the same
+  // model with another input is another sweep.
+  std::string model_input;
   std::string collector = "auto";  // see RunSpec::collector
 };
 
