@@ -49,12 +49,65 @@ samples::LayerHooks nvtx_layer_hooks() {
   return hooks;
 }
 
+// What every workload here shares: one timed training step. A workload makes the step's input (and
+// targets), runs its forward and computes its loss; this class runs the forward under the
+// offloader's scope, brackets forward and backward with NVTX ranges and the phase times the runner
+// records, steps the optimizer when there is one, and drops the step's tensors at its end so that
+// they never count in the next step's peak.
+class TrainingStep : public profiler::WorkloadInstance {
+ public:
+  void step(ActivationOffloader* offloader, int64_t index, profiler::StepPhases& phases) final {
+    prepare(index);
+    phases.forward_begin = now_ns();
+    at::Tensor loss;
+    {
+      // NVTX ranges for Nsight Systems; the runner marks the step around them.
+      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
+      at::Tensor out;
+      {
+        std::optional<OffloadScope> scope;
+        if (offloader) scope.emplace(offloader->scope());
+        out = forward();
+      }
+      // Outside the scope: the loss's saved tensors are the first backward needs.
+      loss = loss_of(out);
+    }
+    phases.forward_end = now_ns();
+    {
+      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
+      loss.backward();
+    }
+    if (optimizer_) optimizer_->step();
+    synchronize();
+    phases.backward_end = now_ns();
+    phases.loss = loss.item<double>();
+    input_ = at::Tensor();
+    targets_ = at::Tensor();
+  }
+  void synchronize() override {
+    if (device_.is_cuda()) torch::cuda::synchronize();
+  }
+
+ protected:
+  TrainingStep(const profiler::Workload& w, c10::Device device) : w_(w), device_(device) {}
+  // Sets input_ (and targets_ when the loss needs them) for step `index`, and clears gradients.
+  virtual void prepare(int64_t index) = 0;
+  virtual at::Tensor forward() = 0;
+  virtual at::Tensor loss_of(const at::Tensor& out) = 0;
+
+  profiler::Workload w_;
+  c10::Device device_;
+  at::Tensor input_;
+  at::Tensor targets_;
+  std::optional<torch::optim::SGD> optimizer_;
+};
+
 // A built-in decoder (Llama or GPT) on synthetic token batches. Config is the model's config type
 // (with preset()), Model its module holder.
 template <typename Config, typename Model>
-class DecoderWorkload final : public profiler::WorkloadInstance {
+class DecoderWorkload final : public TrainingStep {
  public:
-  DecoderWorkload(const profiler::Workload& w, c10::Device device) : w_(w), device_(device) {
+  DecoderWorkload(const profiler::Workload& w, c10::Device device) : TrainingStep(w, device) {
     auto config = Config::preset(w.model);
     config.dtype = samples::parse_dtype(w.dtype);
     if (w.seq > config.max_seq_len) {
@@ -72,47 +125,27 @@ class DecoderWorkload final : public profiler::WorkloadInstance {
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
     return make_offloader_for(*model_, options, /*warn_if_no_head=*/false).offloader;
   }
-  void step(ActivationOffloader* offloader, int64_t index, profiler::StepPhases& phases) override {
-    const auto batch = samples::make_token_batch(w_.batch, w_.seq, vocab_,
-                                                 w_.seed + static_cast<uint64_t>(index), device_);
-    model_->zero_grad();
-    phases.forward_begin = now_ns();
-    at::Tensor loss;
-    {
-      // NVTX ranges for Nsight Systems; the runner marks the step around them.
-      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
-      at::Tensor logits;
-      std::optional<OffloadScope> scope;
-      if (offloader) scope.emplace(offloader->scope());
-      logits = model_(batch.tokens);
-      scope.reset();
-      loss = samples::lm_loss(logits, batch.targets);
-    }
-    phases.forward_end = now_ns();
-    {
-      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
-      loss.backward();
-    }
-    if (optimizer_) optimizer_->step();
-    synchronize();
-    phases.backward_end = now_ns();
-    phases.loss = loss.item<double>();
-  }
-  void synchronize() override {
-    if (device_.is_cuda()) torch::cuda::synchronize();
-  }
 
  private:
-  profiler::Workload w_;
-  c10::Device device_;
+  void prepare(int64_t index) override {
+    auto batch = samples::make_token_batch(w_.batch, w_.seq, vocab_,
+                                           w_.seed + static_cast<uint64_t>(index), device_);
+    input_ = std::move(batch.tokens);
+    targets_ = std::move(batch.targets);
+    model_->zero_grad();
+  }
+  at::Tensor forward() override { return model_(input_); }
+  at::Tensor loss_of(const at::Tensor& logits) override {
+    return samples::lm_loss(logits, targets_);
+  }
+
   Model model_{nullptr};
   int64_t vocab_ = 0;
-  std::optional<torch::optim::SGD> optimizer_;
 };
 
-class MlpWorkload final : public profiler::WorkloadInstance {
+class MlpWorkload final : public TrainingStep {
  public:
-  MlpWorkload(const profiler::Workload& w, c10::Device device) : w_(w), device_(device) {
+  MlpWorkload(const profiler::Workload& w, c10::Device device) : TrainingStep(w, device) {
     samples::MlpConfig config;
     config.in = 256;
     config.hidden = 1024;
@@ -122,39 +155,21 @@ class MlpWorkload final : public profiler::WorkloadInstance {
     model_ = samples::Mlp(config, w.seed);
     model_->to(device_);
     model_->set_layer_hooks(nvtx_layer_hooks());
+    if (w.optimizer) optimizer_.emplace(model_->parameters(), torch::optim::SGDOptions(1e-3));
   }
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
     return make_offloader_for(*model_, options, /*warn_if_no_head=*/false).offloader;
   }
-  void step(ActivationOffloader* offloader, int64_t, profiler::StepPhases& phases) override {
-    const auto opts = at::TensorOptions().dtype(samples::parse_dtype(w_.dtype)).device(device_);
-    const at::Tensor x = at::empty({w_.batch * std::max<int64_t>(w_.seq, 1), 256}, opts).fill_(0.5);
-    model_->zero_grad();
-    phases.forward_begin = now_ns();
-    at::Tensor loss;
-    {
-      // NVTX ranges for Nsight Systems; the runner marks the step around them.
-      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
-      std::optional<OffloadScope> scope;
-      if (offloader) scope.emplace(offloader->scope());
-      loss = model_(x).to(at::kFloat).pow(2).mean();
-    }
-    phases.forward_end = now_ns();
-    {
-      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
-      loss.backward();
-    }
-    synchronize();
-    phases.backward_end = now_ns();
-    phases.loss = loss.item<double>();
-  }
-  void synchronize() override {
-    if (device_.is_cuda()) torch::cuda::synchronize();
-  }
 
  private:
-  profiler::Workload w_;
-  c10::Device device_;
+  void prepare(int64_t) override {
+    const auto opts = at::TensorOptions().dtype(samples::parse_dtype(w_.dtype)).device(device_);
+    input_ = at::empty({w_.batch * std::max<int64_t>(w_.seq, 1), 256}, opts).fill_(0.5);
+    model_->zero_grad();
+  }
+  at::Tensor forward() override { return model_(input_); }
+  at::Tensor loss_of(const at::Tensor& out) override { return out.to(at::kFloat).pow(2).mean(); }
+
   samples::Mlp model_{nullptr};
 };
 using LlamaWorkload = DecoderWorkload<samples::LlamaConfig, samples::Llama>;
@@ -203,10 +218,10 @@ at::Tensor output_tensor(const c10::IValue& out) {
 // A TorchScript file (torch.jit.trace or torch.jit.script output) trained on inputs described by
 // an InputSpec. The module is whatever the file holds: nothing is known of its structure, so the
 // offloader registers its state but cannot leave an output head out as make_offloader_for does.
-class TorchScriptWorkload final : public profiler::WorkloadInstance {
+class TorchScriptWorkload final : public TrainingStep {
  public:
   TorchScriptWorkload(const profiler::Workload& w, c10::Device device, InputSpec spec)
-      : w_(w), device_(device), spec_(std::move(spec)) {
+      : TrainingStep(w, device), spec_(std::move(spec)) {
     std::error_code ec;
     if (!std::filesystem::exists(w.model, ec)) fail_load("no such file");
     if (std::filesystem::is_directory(w.model, ec)) fail_load("is a directory");
@@ -244,69 +259,44 @@ class TorchScriptWorkload final : public profiler::WorkloadInstance {
     }
     return offloader;
   }
-  void step(ActivationOffloader* offloader, int64_t index, profiler::StepPhases& phases) override {
-    const uint64_t seed = w_.seed + static_cast<uint64_t>(index);
-    const auto shape = spec_.shape(w_.batch, w_.seq);
-    samples::Batch batch;
-    at::Tensor input;
-    if (spec_.tokens()) {
-      batch = samples::make_token_batch(shape[0], shape[1], spec_.vocab, seed, device_);
-      input = batch.tokens;
-    } else {
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-      input = at::empty(shape, at::TensorOptions().dtype(c10::kFloat))
-                  .normal_(0.0, 1.0, gen)
-                  .to(device_, spec_.dtype);
-    }
-    for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();
-    phases.forward_begin = now_ns();
-    at::Tensor loss;
-    {
-      // NVTX ranges for Nsight Systems; the runner marks the step around them.
-      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
-      at::Tensor out;
-      std::optional<OffloadScope> scope;
-      if (offloader) scope.emplace(offloader->scope());
-      out = output_tensor(module_.forward({input}));
-      scope.reset();
-      if (spec_.tokens()) {
-        if (out.dim() != 3 || out.size(0) != shape[0] || out.size(1) != shape[1] ||
-            out.size(2) < spec_.vocab) {
-          throw std::runtime_error("the TorchScript model returned a tensor of shape " +
-                                   c10::str(out.sizes()) + "; expected logits [" +
-                                   std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
-                                   ", >= vocab " + std::to_string(spec_.vocab) + "]");
-        }
-        loss = samples::lm_loss(out, batch.targets);
-      } else {
-        loss = out.to(at::kFloat).pow(2).mean();
-      }
-    }
-    phases.forward_end = now_ns();
-    {
-      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
-      loss.backward();
-    }
-    if (optimizer_) optimizer_->step();
-    synchronize();
-    phases.backward_end = now_ns();
-    phases.loss = loss.item<double>();
-  }
-  void synchronize() override {
-    if (device_.is_cuda()) torch::cuda::synchronize();
-  }
 
  private:
+  void prepare(int64_t index) override {
+    const uint64_t seed = w_.seed + static_cast<uint64_t>(index);
+    shape_ = spec_.shape(w_.batch, w_.seq);
+    if (spec_.tokens()) {
+      auto batch = samples::make_token_batch(shape_[0], shape_[1], spec_.vocab, seed, device_);
+      input_ = std::move(batch.tokens);
+      targets_ = std::move(batch.targets);
+    } else {
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+      input_ = at::empty(shape_, at::TensorOptions().dtype(c10::kFloat))
+                   .normal_(0.0, 1.0, gen)
+                   .to(device_, spec_.dtype);
+    }
+    for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();
+  }
+  at::Tensor forward() override { return output_tensor(module_.forward({input_})); }
+  at::Tensor loss_of(const at::Tensor& out) override {
+    if (!spec_.tokens()) return out.to(at::kFloat).pow(2).mean();
+    if (out.dim() != 3 || out.size(0) != shape_[0] || out.size(1) != shape_[1] ||
+        out.size(2) < spec_.vocab) {
+      throw std::runtime_error("the TorchScript model returned a tensor of shape " +
+                               c10::str(out.sizes()) + "; expected logits [" +
+                               std::to_string(shape_[0]) + ", " + std::to_string(shape_[1]) +
+                               ", >= vocab " + std::to_string(spec_.vocab) + "]");
+    }
+    return samples::lm_loss(out, targets_);
+  }
+
   [[noreturn]] void fail_load(const std::string& reason) const {
     throw std::invalid_argument("cannot load TorchScript model '" + w_.model + "': " + reason);
   }
 
-  profiler::Workload w_;
-  c10::Device device_;
   InputSpec spec_;
+  std::vector<int64_t> shape_;  // the input's, this step
   torch::jit::Module module_;
   std::vector<at::Tensor> params_;
-  std::optional<torch::optim::SGD> optimizer_;
 };
 
 bool is_torchscript_path(std::string_view model) {
