@@ -50,7 +50,9 @@ PreparedBackend prepare_backend(const BackendRequest& r, profiler::Environment& 
   const bool host_sim = out.base.backend == BackendKind::HostSim;
   if (host_sim) {
     host_sim::install();
-    if (!r.device_capacity.empty()) host_sim::set_capacity(profiler::parse_size(r.device_capacity));
+    // Set every time, unlimited included: a process that runs several sweeps (the GUI) must not
+    // keep an earlier sweep's capacity.
+    host_sim::set_capacity(r.device_capacity.empty() ? 0 : profiler::parse_size(r.device_capacity));
   } else if (!r.device_capacity.empty()) {
     throw std::invalid_argument("--device-capacity applies to host-sim only");
   }

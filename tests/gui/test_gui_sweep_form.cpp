@@ -146,6 +146,30 @@ TEST(SweepFormTest, CancelStopsBetweenPointsAndTheSweepResumes) {
   EXPECT_EQ(points.size(), 5 - done);  // only the points not measured before
 }
 
+TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
+  QTemporaryDir dir;
+  SweepForm form;
+  QSignalSpy points(&form, &SweepForm::pointFinished);
+  QSignalSpy finished(&form, &SweepForm::sweepFinished);
+  // 1 MiB of device memory: the model fits, its steps do not (b1 s16 peaks at 1.2 MiB).
+  auto small = tiny_request(dir.filePath("small.db").toStdString(), "1KiB", "1");
+  small.device_capacity = "1MiB";
+  form.setRequest(small);
+  ASSERT_TRUE(form.startSweep());
+  ASSERT_EQ(wait_finished(form, finished).size(), 3);
+  ASSERT_EQ(points.size(), 2);
+  EXPECT_EQ(points[0][0].value<pf::PointRecord>().status, pf::PointStatus::OutOfMemory);
+  // The next sweep in the same process, with no capacity, is unlimited again.
+  points.clear();
+  form.setRequest(tiny_request(dir.filePath("free.db").toStdString(), "1KiB", "1"));
+  ASSERT_TRUE(form.startSweep());
+  ASSERT_EQ(wait_finished(form, finished).size(), 3);
+  ASSERT_EQ(points.size(), 2);
+  for (const auto& p : points) {
+    EXPECT_EQ(p[0].value<pf::PointRecord>().status, pf::PointStatus::Ok);
+  }
+}
+
 TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
   SweepForm form;
   auto r = tiny_request("x.db", "1KiB", "0");
