@@ -95,7 +95,10 @@ void RunView::showRun(const std::string& store_path, pf::RunId id) {
 void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index) {
   run_ = std::move(run);
   if (run_) {
-    const auto [lo, hi] = run_time_bounds(*run_);
+    // The index already holds the run's time bounds (built on the job thread); scanning a
+    // million events again here would be GUI-thread work.
+    const auto [lo, hi] =
+        index ? std::pair{index->begin_ns, index->end_ns} : run_time_bounds(*run_);
     axis_->setBounds(lo, hi);
     title_->setText(QString::fromStdString(pf::run_title(run_->run)));
   } else {

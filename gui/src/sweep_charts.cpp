@@ -286,6 +286,15 @@ void SweepChart::mouseReleaseEvent(QMouseEvent* e) {
   QWidget::mouseReleaseEvent(e);
 }
 
+bool SweepChart::paintBackground(QPainter& p) const {
+  const QPalette& pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  p.setPen(pal.color(QPalette::Text));
+  if (data_) return true;
+  p.drawText(rect(), Qt::AlignCenter, QStringLiteral("No sweep"));
+  return false;
+}
+
 void SweepChart::leaveEvent(QEvent* e) {
   setHovered(-1);
   QWidget::leaveEvent(e);
@@ -491,13 +500,8 @@ int64_t HeatmapWidget::pointAt(QPoint pos) const {
 
 void HeatmapWidget::paintEvent(QPaintEvent*) {
   QPainter p(this);
+  if (!paintBackground(p)) return;
   const QPalette& pal = palette();
-  p.fillRect(rect(), pal.color(QPalette::Base));
-  p.setPen(pal.color(QPalette::Text));
-  if (!data_) {
-    p.drawText(rect(), Qt::AlignCenter, QStringLiteral("No sweep"));
-    return;
-  }
   const Layout l = layout();
   paintHeader(p, l);
   if (placements_.empty() || l.grid.isEmpty()) {
@@ -867,13 +871,8 @@ int64_t ParetoWidget::pointAt(QPoint pos) const {
 
 void ParetoWidget::paintEvent(QPaintEvent*) {
   QPainter p(this);
+  if (!paintBackground(p)) return;
   const QPalette& pal = palette();
-  p.fillRect(rect(), pal.color(QPalette::Base));
-  p.setPen(pal.color(QPalette::Text));
-  if (!data_) {
-    p.drawText(rect(), Qt::AlignCenter, QStringLiteral("No sweep"));
-    return;
-  }
   const Frame f = frame();
   const QString cap = caption();
   p.setPen(pal.color(QPalette::PlaceholderText));

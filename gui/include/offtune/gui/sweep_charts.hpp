@@ -56,6 +56,9 @@ class SweepChart : public QWidget {
   virtual QRect tooltipRect(int64_t point_index) const = 0;
   const profiler::PointRecord* point(int64_t point_index) const;
   void setHovered(int64_t point_index);
+  // Clears the widget to the palette's base with the text pen set; false (after saying so) when
+  // there is no sweep to paint.
+  bool paintBackground(QPainter& p) const;
 
   bool event(QEvent* e) override;
   void mouseMoveEvent(QMouseEvent* e) override;
