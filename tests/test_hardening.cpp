@@ -1,0 +1,456 @@
+// Engine hardening: autograd's safety nets kept under offloading, prefetch that never causes an
+// out-of-memory, state that stays per scope and per backward, observers that may call back into
+// the engine, and tensors saved on autograd's own threads reaching the right offloader.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "offtune/host_sim.hpp"
+#include "test_support.hpp"
+
+namespace offtune::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs `fn` on a helper thread and fails the test (ending the process: a deadlocked thread cannot
+// be joined) when it does not finish within `limit`.
+void within(std::chrono::seconds limit, const std::function<void()>& fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto result = done->get_future();
+  std::thread([done, fn] {
+    try {
+      fn();
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (result.wait_for(limit) != std::future_status::ready) {
+    ADD_FAILURE() << "did not finish within " << limit.count() << " s (deadlock?)";
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  result.get();
+}
+
+// Host-sim's device capacity is process-wide: restore "unlimited" whatever the test does.
+struct CapacityGuard {
+  explicit CapacityGuard(int64_t bytes) { host_sim::set_capacity(bytes); }
+  ~CapacityGuard() { host_sim::set_capacity(0); }
+};
+
+// ---- 1. autograd's version check ------------------------------------------------------------
+
+std::string backward_error(const at::Tensor& loss) {
+  try {
+    loss.backward();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return {};
+}
+
+TEST(Hardening, InPlaceChangeOfASavedTensorRaisesAutogradsError) {
+  // Offloaded (threshold 0) and kept (threshold above every tensor here) alike.
+  for (const int64_t threshold : {int64_t{0}, int64_t{1} << 40}) {
+    SCOPED_TRACE("min_offload_size=" + std::to_string(threshold));
+    ActivationOffloader off(host_sim_options(threshold));
+    auto x = torch::randn({16, 32}, torch::requires_grad());
+    auto run = [&](ActivationOffloader* o) {
+      at::Tensor y;
+      {
+        std::optional<OffloadScope> scope;
+        if (o) scope.emplace(o->scope());
+        auto h = x.mul(2);
+        y = h.sin();  // saves h at version 0
+        h.add_(1);    // h is now at version 1: sin's backward would use the wrong values
+      }
+      auto message = backward_error(y.sum());
+      x.mutable_grad().reset();
+      return message;
+    };
+    const std::string reference = run(nullptr);
+    ASSERT_THAT(reference, HasSubstr("modified by an inplace operation"));
+    const std::string got = run(&off);
+    EXPECT_THAT(got, HasSubstr("modified by an inplace operation"));
+    EXPECT_THAT(got, HasSubstr("is at version 1; expected version 0 instead"));
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+}
+
+TEST(Hardening, InPlaceChangeBetweenTwoBackwardsOfARetainedGraphRaises) {
+  ActivationOffloader off(host_sim_options());
+  auto x = torch::randn({16, 32}, torch::requires_grad());
+  at::Tensor h, loss;
+  {
+    auto scope = off.scope();
+    h = x.mul(3);
+    loss = h.tanh().sum();  // tanh saves its output, not h
+    loss = loss + h.exp().sum();
+  }
+  loss.backward({}, /*retain_graph=*/true);  // fine: nothing changed yet
+  {
+    torch::NoGradGuard no_grad;
+    h.mul_(2);
+  }
+  EXPECT_THAT(backward_error(loss), HasSubstr("modified by an inplace operation"));
+  h = at::Tensor();
+  loss = at::Tensor();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+TEST(Hardening, InPlaceChangeBeforeTheSaveIsFine) {
+  ActivationOffloader off(host_sim_options());
+  auto x = torch::randn({16, 32}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto h = x.mul(2);
+        h.add_(1);  // before anything saves h
+        return h.sin().sum();
+      },
+      {x}, off);
+}
+
+// ---- 2. prefetch under memory pressure -------------------------------------------------------
+
+struct Chain {
+  std::vector<at::Tensor> weights;
+  at::Tensor input;
+  Chain() {
+    torch::manual_seed(21);
+    for (int i = 0; i < 6; ++i) {
+      weights.push_back((torch::randn({128, 128}) / 12).requires_grad_());
+    }
+    input = torch::randn({64, 128});
+  }
+  at::Tensor forward() const {
+    at::Tensor h = input;
+    for (const auto& w : weights) h = torch::tanh(h.matmul(w)) * h.sigmoid();
+    return h.pow(2).mean();
+  }
+};
+
+int64_t step_peak(ActivationOffloader& off, const Chain& net) {
+  off.synchronize();
+  off.reset_peak_device_memory();
+  step([&] { return net.forward(); }, net.weights, &off);
+  off.synchronize();
+  return off.device_memory().peak_allocated;
+}
+
+TEST(Hardening, PrefetchNeverTurnsAStepThatFitsIntoOutOfMemory) {
+  Chain net;
+  const auto reference = step([&] { return net.forward(); }, net.weights, nullptr);
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.prefetch = 0;
+  int64_t peak0 = 0;
+  {
+    ActivationOffloader off(o);
+    step_peak(off, net);  // warm: host-pool slabs, first-use allocations
+    peak0 = step_peak(off, net);
+  }
+  ASSERT_GT(peak0, 0);
+  for (const int64_t prefetch : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{4}}) {
+    SCOPED_TRACE("prefetch=" + std::to_string(prefetch));
+    o.prefetch = prefetch;
+    ActivationOffloader off(o);
+    step_peak(off, net);  // warm, unlimited
+    std::vector<at::Tensor> got;
+    {
+      CapacityGuard capacity(peak0);  // exactly what prefetch 0 needs
+      EXPECT_NO_THROW(got = step([&] { return net.forward(); }, net.weights, &off));
+    }
+    ASSERT_EQ(got.size(), reference.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(reference[i], got[i])) << i;
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+}
+
+// ---- 7. observers, scopes, windows, failed backwards ----------------------------------------
+
+// An observer that asks the engine for its figures from inside every event.
+struct ReentrantObserver : Observer {
+  ActivationOffloader* offloader = nullptr;
+  std::atomic<int64_t> calls{0};
+  void poke() {
+    (void)offloader->stats();
+    (void)offloader->resident();
+    ++calls;
+  }
+  void on_pack(const PackEvent&) override { poke(); }
+  void on_copy_issued(const CopyEvent&) override { poke(); }
+  void on_copy_completed(const CopyEvent&) override { poke(); }
+  void on_unpack(const UnpackEvent&) override { poke(); }
+  void on_wait(const WaitEvent&) override { poke(); }
+  void on_stash(const StashEvent&) override { poke(); }
+};
+
+TEST(Hardening, ObserverMayCallBackIntoTheEngine) {
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.prefetch = 2;
+  o.link = LinkModel{2.0, 0.0, 200'000};  // copies outlast ops: waits happen
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<ReentrantObserver>();
+  obs->offloader = &off;
+  off.set_observer(obs);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  within(std::chrono::seconds(60), [&] {
+    expect_identical_step(
+        [&] {
+          auto h = x;
+          for (int i = 0; i < 6; ++i) h = h.sin();
+          return h.sum();
+        },
+        {x}, off);
+  });
+  EXPECT_GT(obs->calls.load(), 0);
+}
+
+TEST(Hardening, ScopeDestroyedOutOfOrderLeavesTheOtherScopeActive) {
+  ActivationOffloader a(host_sim_options()), b(host_sim_options());
+  auto x = torch::randn({8, 8}, torch::requires_grad());
+  std::optional<OffloadScope> sa(a.scope());
+  std::optional<OffloadScope> sb(b.scope());
+  sa.reset();  // the outer scope ends first (it was moved into an optional, say)
+  ASSERT_TRUE(offloading_active());
+  auto y = x.mul(2).sin().sum();
+  EXPECT_EQ(a.stats().packed, 0);
+  EXPECT_GT(b.stats().packed, 0);
+  sb.reset();
+  EXPECT_FALSE(offloading_active());
+  y.backward();
+  a.synchronize();
+  b.synchronize();
+  EXPECT_TRUE(a.resident().resting());
+  EXPECT_TRUE(b.resident().resting());
+}
+
+// Which thread packed each tensor id, and the ids reloaded while a given thread ran backward.
+struct ThreadObserver : Observer {
+  std::mutex mutex;
+  std::map<int64_t, std::thread::id> packed_by;
+  std::vector<std::pair<int64_t, std::thread::id>> reloads;  // (id, thread that issued it)
+  void on_pack(const PackEvent& e) override {
+    std::lock_guard<std::mutex> l(mutex);
+    packed_by[e.id.value] = std::this_thread::get_id();
+  }
+  void on_copy_issued(const CopyEvent& e) override {
+    if (e.direction != CopyDirection::HostToDevice) return;
+    std::lock_guard<std::mutex> l(mutex);
+    reloads.emplace_back(e.id.value, std::this_thread::get_id());
+  }
+};
+
+TEST(Hardening, ConcurrentScopesPrefetchOnlyTheirOwnGraph) {
+  OffloadOptions o = host_sim_options(0, /*window=*/64);
+  o.prefetch = 3;
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<ThreadObserver>();
+  off.set_observer(obs);
+  auto x1 = torch::randn({32, 32}, torch::requires_grad());
+  auto x2 = torch::randn({32, 32}, torch::requires_grad());
+  // The two forwards alternate op by op, so that the engine sees their packs interleaved.
+  std::mutex m;
+  std::condition_variable cv;
+  int turn = 0;
+  constexpr int kOps = 8;
+  auto take_turn = [&](int me, const std::function<void()>& op) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return turn % 2 == me; });
+    op();
+    ++turn;
+    cv.notify_all();
+  };
+  at::Tensor loss1, loss2;
+  std::thread t1([&] {
+    auto scope = off.scope();
+    at::Tensor h = x1;
+    for (int i = 0; i < kOps; ++i) take_turn(0, [&] { h = h.sin(); });
+    loss1 = h.sum();
+  });
+  std::thread t2([&] {
+    auto scope = off.scope();
+    at::Tensor h = x2;
+    for (int i = 0; i < kOps; ++i) take_turn(1, [&] { h = h.cos(); });
+    loss2 = h.sum();
+  });
+  t1.join();
+  t2.join();
+  std::thread::id backward_thread;
+  std::thread b1([&] {
+    backward_thread = std::this_thread::get_id();
+    loss1.backward();
+  });
+  b1.join();
+  {
+    std::lock_guard<std::mutex> l(obs->mutex);
+    ASSERT_FALSE(obs->reloads.empty());
+    const auto owner = obs->packed_by.at(obs->reloads.front().first);
+    for (const auto& [id, issuer] : obs->reloads) {
+      EXPECT_EQ(obs->packed_by.at(id), owner) << "tensor " << id << " of the other graph reloaded";
+    }
+  }
+  loss2.backward();
+  loss1 = loss2 = at::Tensor();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+// The byte bound of the forward window counts what the window keeps alive: whole storages.
+TEST(Hardening, ByteWindowCountsTheStorageAHoldKeepsAlive) {
+  OffloadOptions o = host_sim_options(0, /*window=*/100);
+  o.max_fwd_stash_bytes = 64 << 10;
+  o.link = LinkModel{0.5, 0.0, 20'000'000};  // 20 ms per copy: every copy is still in flight
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  auto x = torch::randn({1024, 256}, torch::requires_grad());  // 1 MiB
+  expect_identical_step(
+      [&] {
+        at::Tensor big = x.mul(1);                       // a 1 MiB activation
+        at::Tensor part = big.narrow(0, 0, 4).sin();     // saves a 4 KiB view of it
+        big = at::Tensor();                              // only the window keeps it alive now
+        return part.cos().sum() + part.exp().sum();      // more saves: the window must wait
+      },
+      {x}, off);
+  int64_t max_fwd = 0;
+  for (const auto& s : obs->stashes) max_fwd = std::max(max_fwd, s.fwd_bytes);
+  EXPECT_GE(max_fwd, int64_t{1024} * 256 * 4);  // the whole storage is held, and counted
+  EXPECT_GT(off.stats().window_waits, 0);
+}
+
+TEST(Hardening, FailedBackwardReleasesWhatItBroughtBack) {
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.prefetch = 2;
+  ActivationOffloader off(o);
+  auto x = torch::randn({32, 32}, torch::requires_grad());
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    auto h = x;
+    for (int i = 0; i < 4; ++i) h = h.sin();
+    auto mid = h.tanh();
+    // Thrown after the later nodes have unpacked (and prefetched) their tensors.
+    mid.register_hook([](at::Tensor) -> at::Tensor { throw std::runtime_error("boom"); });
+    loss = mid.exp().cos().sum();
+  }
+  EXPECT_ANY_THROW(loss.backward({}, /*retain_graph=*/true));
+  off.synchronize();
+  // The graph is retained (its host copies stay), but no device buffer outlives the backward.
+  const auto r = off.resident();
+  EXPECT_GT(r.tracked, 0);
+  EXPECT_EQ(r.bwd_stash_count, 0);
+  EXPECT_EQ(r.bwd_stash_bytes, 0);
+  loss = at::Tensor();
+  x.mutable_grad().reset();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+// ---- section 2: tensors saved while autograd runs backward --------------------------------
+
+// A gradient penalty: the first backward records a graph (create_graph), saving tensors as it goes.
+std::vector<at::Tensor> penalty_step(const at::Tensor& w, const at::Tensor& x,
+                                     ActivationOffloader* off) {
+  at::Tensor loss;
+  {
+    std::optional<OffloadScope> scope;
+    if (off) scope.emplace(off->scope());
+    loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();
+  }
+  // Outside the scope, as a training loop writes it.
+  auto g = torch::autograd::grad({loss}, {w}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  auto total = loss + g.pow(2).sum();
+  total.backward();
+  std::vector<at::Tensor> out{total.detach().clone(), w.grad().clone()};
+  w.mutable_grad().reset();
+  return out;
+}
+
+TEST(Hardening, TensorsSavedDuringBackwardGoToTheGraphsOffloader) {
+  torch::manual_seed(5);
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  ActivationOffloader off(host_sim_options());
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  const auto reference = penalty_step(w, x, nullptr);
+  int64_t forward_packs = 0;
+  {
+    auto scope = off.scope();
+    auto loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();  // the same forward, dropped
+    forward_packs = off.stats().packed;
+  }
+  const auto got = penalty_step(w, x, &off);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(reference[i], got[i])) << i;
+  // The create_graph backward saves tensors too, and they go through the same offloader.
+  EXPECT_GT(off.stats().packed, 2 * forward_packs);
+  EXPECT_GT(obs->count(PackDecision::Offloaded), 2 * forward_packs);
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+TEST(Hardening, BackwardOnAnotherThreadUsesTheGraphsOffloader) {
+  torch::manual_seed(6);
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  ActivationOffloader off(host_sim_options());
+  const auto reference = penalty_step(w, x, nullptr);
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();
+  }
+  const int64_t packed_in_forward = off.stats().packed;
+  std::vector<at::Tensor> got;
+  std::thread([&] {
+    // No scope on this thread: the graph's offloader is found through the graph.
+    auto g =
+        torch::autograd::grad({loss}, {w}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    auto total = loss + g.pow(2).sum();
+    total.backward();
+    got = {total.detach().clone(), w.grad().clone()};
+  }).join();
+  w.mutable_grad().reset();
+  EXPECT_GT(off.stats().packed, packed_in_forward);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(reference[i], got[i])) << i;
+  loss = at::Tensor();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+TEST(Hardening, BackwardInsideANoOffloadRegionSavesNormally) {
+  torch::manual_seed(7);
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  ActivationOffloader off(host_sim_options());
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();
+  }
+  const int64_t packed_in_forward = off.stats().packed;
+  {
+    NoOffloadRegion none;  // the caller opts the backward's own saves out
+    auto g = torch::autograd::grad({loss}, {w}, {}, true, true)[0];
+    (loss + g.pow(2).sum()).backward();
+  }
+  EXPECT_EQ(off.stats().packed, packed_in_forward);
+  w.mutable_grad().reset();
+  loss = at::Tensor();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+}  // namespace
+}  // namespace offtune::test
