@@ -93,8 +93,7 @@ TEST(Hardening, InPlaceChangeBetweenTwoBackwardsOfARetainedGraphRaises) {
   {
     auto scope = off.scope();
     h = x.mul(3);
-    loss = h.tanh().sum();  // tanh saves its output, not h
-    loss = loss + h.exp().sum();
+    loss = h.sin().sum();  // sin saves h
   }
   loss.backward({}, /*retain_graph=*/true);  // fine: nothing changed yet
   {
@@ -286,12 +285,16 @@ TEST(Hardening, ConcurrentScopesPrefetchOnlyTheirOwnGraph) {
   });
   t1.join();
   t2.join();
+  off.synchronize();  // every copy done and out of the window: backward reloads (and prefetches)
   std::thread::id backward_thread;
   std::thread b1([&] {
     backward_thread = std::this_thread::get_id();
     loss1.backward();
   });
   b1.join();
+  SCOPED_TRACE("reloaded=" + std::to_string(off.stats().reloaded) +
+               " from_fwd_stash=" + std::to_string(off.stats().from_fwd_stash) +
+               " offloaded=" + std::to_string(off.stats().offloaded));
   {
     std::lock_guard<std::mutex> l(obs->mutex);
     ASSERT_FALSE(obs->reloads.empty());

@@ -1,24 +1,41 @@
 // The small interface the engine logic is written against once; implemented by the cuda and
-// host-sim backends. All tensors passed here are 1-D uint8 views of storage spans.
+// host-sim backends. Streams are c10::Stream values: CUDA streams on cuda, emulated ones on host-sim
+// (device type CPU, the id being host_sim's stream id).
+//
+// Stream rules the engine relies on, as CUDA's caching allocator defines them:
+// - a device block belongs to the stream current when it was allocated; once freed, that stream's
+//   later work may reuse it at once, and no other stream's;
+// - record_stream(block, s) delays the reuse until s's work issued so far has completed;
+// - stream_wait(s, fence) orders s's later work after the fence, without blocking the host;
+// - a fence that query() reports complete is complete for every later host action.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 
+#include "offtune/observer.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/options.hpp"
 
+namespace at {
+class Tensor;
+}
+
 namespace offtune::detail {
 
-// Completion of work issued on a stream: a CUDA event, or a host-sim copy-thread ticket.
+using Stream = c10::Stream;
+
+// Completion of one piece of work issued on a stream: a CUDA event, or a host-sim copy ticket.
 class Fence {
  public:
   virtual ~Fence() = default;
-  virtual bool query() = 0;        // done?
+  virtual bool query() = 0;        // done? A true answer orders every later host action after it.
   virtual void synchronize() = 0;  // block the calling thread until done
+  // When it completed, in now_ns() time; valid once query() returned true. 0 when unknown.
+  virtual int64_t completed_ns() = 0;
 };
 using FencePtr = std::shared_ptr<Fence>;
 
@@ -32,31 +49,51 @@ class HostMemorySource {
   virtual void release(void* ptr, int64_t bytes, bool pinned) = 0;
 };
 
+// One copy between a span of a device storage and host memory.
+struct CopyRequest {
+  CopyDirection direction = CopyDirection::DeviceToHost;
+  const c10::Storage* device = nullptr;  // the device storage
+  int64_t device_offset = 0;             // bytes from its start
+  void* host = nullptr;
+  int64_t bytes = 0;
+  bool side_stream = true;  // on the copy stream; else on the current stream
+  bool pinned = true;
+  bool timed = false;  // the fence should know its completion time (an observer wants it)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
+  // The backend's device type (cuda tensors on cuda, CPU tensors on host-sim).
   virtual bool is_device_tensor(const at::Tensor& t) const = 0;
+  // On this backend's device (cuda: the offloader's GPU; host-sim: always).
+  virtual bool on_this_device(const at::Tensor& t) const = 0;
+  virtual std::string device_name() const = 0;
 
-  // Copies src into dst (same byte size). side_stream: on the copy stream (which first waits for
-  // the compute stream's work so far when after_compute is set); else on the compute stream.
-  // on_done, when set and the backend can time completions (host-sim), is called with the
-  // completion time from the copy thread; returns false in that case if it never will (cuda).
-  virtual FencePtr copy(const at::Tensor& dst, const at::Tensor& src, bool side_stream,
-                        bool after_compute, bool pinned,
-                        const std::function<void(int64_t)>& on_done) = 0;
-  virtual bool times_completions() const = 0;
-  // A device byte buffer whose allocation is ordered on the stream the copy into it will run on.
-  virtual at::Tensor empty_device_bytes(int64_t bytes, bool side_stream) = 0;
-  // The compute stream (resolved now, never cached) waits for the fence.
-  virtual void compute_wait(const FencePtr& fence) = 0;
-  // The copy stream waits for the compute stream's work so far: later copy-stream allocations that
-  // reuse a block freed now cannot overwrite memory compute still reads.
-  virtual void copy_wait_compute() = 0;
-  // `t`'s block is not reused before the compute stream's current work completes.
-  virtual void record_stream_compute(const at::Tensor& t) = 0;
-  // Blocks until both streams are idle.
+  virtual Stream current_stream() const = 0;
+  virtual Stream copy_stream() const = 0;
+
+  // Issues the copy. On the copy stream it first waits for the current stream's work so far (the
+  // device data was produced there; a block freshly taken from that stream may have been in use
+  // there). The caller keeps both sides alive until the fence completes (or records the block).
+  virtual FencePtr copy(const CopyRequest& request) = 0;
+  // Device bytes, allocated while `on` is the current stream (the block belongs to `on`).
+  virtual c10::Storage allocate_device(int64_t bytes, Stream on) = 0;
+  // `stream`'s later work waits for the fence; the host does not. Cheap: callable under the engine's
+  // lock.
+  virtual void stream_wait(Stream stream, const FencePtr& fence) = 0;
+  // What such a wait costs the host: on host-sim, compute is the calling thread, so it blocks until
+  // the fence completed; on cuda nothing (the GPU waits). Called outside the engine's lock, after
+  // stream_wait. Not an observation of the fence.
+  virtual void host_block_for(Stream stream, const FencePtr& fence) = 0;
+  // The block of `storage` is not reused before `stream`'s work issued so far has completed.
+  virtual void record_stream(const c10::Storage& storage, Stream stream) = 0;
+  // Blocks until the copy stream and the current stream are idle.
   virtual void synchronize() = 0;
+  // Device bytes that can still be allocated without an allocator retry (emptying caches, a
+  // driver allocation that may fail); an estimate, for deciding whether a prefetch is affordable.
+  virtual int64_t headroom() const = 0;
 
   virtual DeviceMemory memory() const = 0;
   virtual void reset_peak() = 0;

@@ -1,21 +1,32 @@
 // cuda backend: the compute stream is whatever stream is current when the engine needs it (resolved
 // at each use: autograd sets a per-node current stream in backward, and users switch streams); the
-// copy stream is one side stream from c10's pool per offloader. Pinned host slabs come from
-// cudaHostAlloc directly: torch's caching host allocator rounds every block up to a power of two.
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/ops/empty.h>
+// copy stream is offtune's own, one per device, created once and never handed to anyone else (c10's
+// stream pool is shared with every library in the process, collectives included). Copies are
+// cudaMemcpyAsync on raw pointers. Pinned host slabs come from cudaHostAlloc directly: torch's
+// caching host allocator rounds every block up to a power of two.
+//
+// Completion times: a fence created for an observer records a timing event; its completion time is
+// the host time of an anchor event plus the GPU time elapsed between the two (re-anchored at every
+// synchronize), so observers get when a copy finished, not when the engine noticed.
+#include <ATen/cuda/Sleep.h>
 #include <c10/core/Device.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <array>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <mutex>
 #include <optional>
 
 #include "backend.hpp"
 #include "cuda_check.hpp"
+#include "pressure.hpp"
 
 namespace offtune::detail {
 
@@ -33,15 +44,56 @@ bool cuda_available() { return c10::cuda::device_count() > 0; }
 
 namespace {
 
+using c10::cuda::CUDAEvent;
+using c10::cuda::CUDAStream;
+
+// offtune's copy stream for `device`: created on first use, never destroyed (blocks recorded on it
+// may be freed long after any offloader is gone, and the caching allocator then records an event
+// on it).
+CUDAStream offtune_copy_stream(c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::array<cudaStream_t, 64> streams{};
+  std::lock_guard<std::mutex> lock(mutex);
+  TORCH_CHECK(device >= 0 && device < static_cast<c10::DeviceIndex>(streams.size()),
+              "offtune: CUDA device index ", static_cast<int>(device), " out of range");
+  auto& s = streams[static_cast<size_t>(device)];
+  if (s == nullptr) {
+    c10::cuda::CUDAGuard guard(device);
+    // Non-blocking: no implicit sync with the legacy default stream.
+    OFFTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  return c10::cuda::getStreamFromExternal(s, device);
+}
+
+// Host time of a GPU instant: an event whose completion the host waited for.
+struct Anchor {
+  CUDAEvent event{cudaEventDefault};
+  int64_t host_ns = 0;
+  explicit Anchor(const CUDAStream& stream) {
+    event.record(stream);
+    event.synchronize();
+    host_ns = now_ns();
+  }
+};
+
 class EventFence final : public Fence {
  public:
-  explicit EventFence(const c10::cuda::CUDAStream& stream) { event_.record(stream); }
+  EventFence(const CUDAStream& stream, std::shared_ptr<Anchor> anchor)
+      : event_(anchor ? cudaEventDefault : cudaEventDisableTiming), anchor_(std::move(anchor)) {
+    event_.record(stream);
+  }
   bool query() override { return event_.query(); }
   void synchronize() override { event_.synchronize(); }
-  void block(const c10::cuda::CUDAStream& stream) { event_.block(stream); }
+  int64_t completed_ns() override {
+    if (!anchor_ || !event_.query()) return 0;
+    const double ms = anchor_->event.elapsed_time(event_);
+    return anchor_->host_ns + static_cast<int64_t>(std::llround(ms * 1e6));
+  }
+  void block(const CUDAStream& stream) { event_.block(stream); }
 
  private:
-  at::cuda::CUDAEvent event_;
+  CUDAEvent event_;
+  std::shared_ptr<Anchor> anchor_;
 };
 
 class PinnedHostMemory final : public HostMemorySource {
@@ -54,7 +106,7 @@ class PinnedHostMemory final : public HostMemorySource {
     c10::cuda::CUDAGuard guard(device_);
     void* ptr = nullptr;
     if (cudaHostAlloc(&ptr, static_cast<size_t>(bytes), cudaHostAllocDefault) != cudaSuccess) {
-      (void)cudaGetLastError();  // clear the sticky-free error so later calls are unaffected
+      (void)cudaGetLastError();  // clear the error so later calls are unaffected
       return nullptr;
     }
     return ptr;
@@ -71,47 +123,84 @@ class PinnedHostMemory final : public HostMemorySource {
   c10::DeviceIndex device_;
 };
 
+c10::DeviceIndex resolve_device(int index) {
+  return index >= 0 ? static_cast<c10::DeviceIndex>(index) : c10::cuda::current_device();
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const OffloadOptions& options)
-      : device_(static_cast<c10::DeviceIndex>(options.device_index)),
-        copy_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_)),
-        host_memory_(device_) {}
+      : device_(resolve_device(options.device_index)),
+        copy_stream_(offtune_copy_stream(device_)),
+        host_memory_(device_),
+        delay_ns_(options.debug_copy_delay_ns) {
+    if (delay_ns_ > 0) {
+      int khz = 0;
+      OFFTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_));
+      delay_cycles_ = static_cast<int64_t>(static_cast<double>(delay_ns_) * khz / 1e6);
+    }
+  }
 
   BackendKind kind() const override { return BackendKind::Cuda; }
   bool is_device_tensor(const at::Tensor& t) const override { return t.device().is_cuda(); }
+  bool on_this_device(const at::Tensor& t) const override { return t.device().index() == device_; }
+  std::string device_name() const override { return "cuda:" + std::to_string(device_); }
 
-  FencePtr copy(const at::Tensor& dst, const at::Tensor& src, bool side_stream, bool after_compute,
-                bool, const std::function<void(int64_t)>&) override {
+  Stream current_stream() const override { return compute_stream().unwrap(); }
+  Stream copy_stream() const override { return copy_stream_.unwrap(); }
+
+  FencePtr copy(const CopyRequest& r) override {
     c10::cuda::CUDAGuard device_guard(device_);
-    const auto compute = compute_stream();
-    const auto stream = side_stream ? copy_stream_ : compute;
-    if (side_stream && after_compute) EventFence(compute).block(copy_stream_);
-    c10::cuda::CUDAStreamGuard stream_guard(stream);
-    dst.copy_(src, /*non_blocking=*/true);
-    return std::make_shared<EventFence>(stream);
+    const CUDAStream compute = compute_stream();
+    const CUDAStream stream = r.side_stream ? copy_stream_ : compute;
+    if (r.side_stream) {
+      // The copy stream waits for the compute stream's work so far.
+      order_.record(compute);
+      order_.block(copy_stream_);
+      if (delay_cycles_ > 0) {
+        c10::cuda::CUDAStreamGuard guard(copy_stream_);
+        at::cuda::sleep(delay_cycles_);
+      }
+    }
+    char* device = static_cast<char*>(r.device->mutable_data()) + r.device_offset;
+    const bool to_host = r.direction == CopyDirection::DeviceToHost;
+    OFFTUNE_CUDA_CHECK(cudaMemcpyAsync(to_host ? r.host : device, to_host ? device : r.host,
+                                       static_cast<size_t>(r.bytes),
+                                       to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                                       stream.stream()));
+    return std::make_shared<EventFence>(stream, r.timed ? anchor() : nullptr);
   }
-  bool times_completions() const override { return false; }
 
-  at::Tensor empty_device_bytes(int64_t bytes, bool side_stream) override {
-    c10::cuda::CUDAGuard device_guard(device_);
-    // Allocated while the stream that writes it is current: the caching allocator then orders the
-    // block's reuse on that stream.
-    std::optional<c10::cuda::CUDAStreamGuard> stream_guard;
-    if (side_stream) stream_guard.emplace(copy_stream_);
-    return at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, device_));
+  c10::Storage allocate_device(int64_t bytes, Stream on) override {
+    // Allocated while `on` is current: the caching allocator gives the block to that stream.
+    c10::cuda::CUDAStreamGuard guard(CUDAStream(CUDAStream::UNCHECKED, on));
+    return c10::Storage(c10::Storage::use_byte_size_t(), bytes,
+                        c10::cuda::CUDACachingAllocator::get(), /*resizable=*/false);
   }
 
-  void compute_wait(const FencePtr& fence) override {
-    static_cast<EventFence&>(*fence).block(compute_stream());
+  void stream_wait(Stream stream, const FencePtr& fence) override {
+    static_cast<EventFence&>(*fence).block(CUDAStream(CUDAStream::UNCHECKED, stream));
   }
-  void copy_wait_compute() override { EventFence(compute_stream()).block(copy_stream_); }
-  void record_stream_compute(const at::Tensor& t) override {
-    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), compute_stream());
+  void host_block_for(Stream, const FencePtr&) override {}
+  void record_stream(const c10::Storage& storage, Stream stream) override {
+    c10::cuda::CUDACachingAllocator::recordStream(storage.data_ptr(),
+                                                  CUDAStream(CUDAStream::UNCHECKED, stream));
   }
   void synchronize() override {
     copy_stream_.synchronize();
     compute_stream().synchronize();
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    anchor_.reset();  // the next timed fence re-anchors: no drift between the two clocks
+  }
+  int64_t headroom() const override {
+    size_t free = 0, total = 0;
+    c10::cuda::CUDAGuard guard(device_);
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::numeric_limits<int64_t>::max();
+    }
+    const DeviceMemory m = memory();
+    return static_cast<int64_t>(free) + (m.reserved - m.allocated);
   }
 
   DeviceMemory memory() const override {
@@ -125,14 +214,32 @@ class CudaBackend final : public Backend {
   HostMemorySource& host_memory() override { return host_memory_; }
 
  private:
-  c10::cuda::CUDAStream compute_stream() const { return c10::cuda::getCurrentCUDAStream(device_); }
+  CUDAStream compute_stream() const { return c10::cuda::getCurrentCUDAStream(device_); }
+  std::shared_ptr<Anchor> anchor() {
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    if (!anchor_) anchor_ = std::make_shared<Anchor>(copy_stream_);
+    return anchor_;
+  }
 
   c10::DeviceIndex device_;
-  c10::cuda::CUDAStream copy_stream_;
+  CUDAStream copy_stream_;
   PinnedHostMemory host_memory_;
+  CUDAEvent order_;  // reused: a stream wait captures the event as recorded at that moment
+  const int64_t delay_ns_;
+  int64_t delay_cycles_ = 0;
+  std::mutex anchor_mutex_;
+  std::shared_ptr<Anchor> anchor_;
 };
 
 }  // namespace
+
+// The caching allocator calls this when its cache has no block for a request, before it asks the
+// driver for more: offloaders give back prefetched buffers that backward has not used yet (they are
+// reloaded when used). Runs under the allocator's (recursive) lock; reclaimers never block.
+class ReclaimPrefetches final : public c10::FreeMemoryCallback {
+ public:
+  bool Execute() override { return reclaim_device_memory() > 0; }
+};
 
 std::unique_ptr<Backend> make_cuda_backend(const OffloadOptions& options) {
   const int count = c10::cuda::device_count();
@@ -149,3 +256,8 @@ std::unique_ptr<Backend> make_cuda_backend(const OffloadOptions& options) {
 }
 
 }  // namespace offtune::detail
+
+namespace c10 {
+// The registry's macro names c10's registerer unqualified: it must expand in namespace c10.
+REGISTER_FREE_MEMORY_CALLBACK(offtune_reclaim_prefetches, offtune::detail::ReclaimPrefetches);
+}  // namespace c10

@@ -1,18 +1,27 @@
-// host-sim backend: the copy "stream" is one worker thread that runs copies in issue order; fences
-// are tickets it completes. Compute runs synchronously on the calling thread, so a compute-stream
-// wait is a host block and compute-stream events are complete when recorded. The link model makes
-// each copy take at least latency + bytes / bandwidth.
-#include <ATen/ops/empty.h>
+// host-sim backend: the copy stream is one worker thread that runs copies in issue order on raw
+// memory (nothing keeps either side alive but the engine); fences are tickets numbered in issue
+// order. Compute runs on the calling thread, so a stream wait orders the stream (for the checker)
+// and host_block_for blocks the caller. The link model makes each copy take at least
+// latency + bytes / bandwidth; debug_copy_delay_ns holds every copy back so that races have room.
+//
+// Hand-off cost: the worker takes every queued copy per wake-up and spins briefly before it
+// sleeps, and a producer wakes it only when it sleeps, so that a forward pass that offloads every
+// tensor pays no thread wake-up per tensor.
+#include <ATen/core/Tensor.h>
+#include <c10/core/CPUAllocator.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "backend.hpp"
+#include "host_sim_internal.hpp"
 #include "offtune/host_sim.hpp"
 
 namespace offtune::detail {
@@ -25,35 +34,59 @@ int64_t now_ns() {
 
 namespace {
 
+using sim::CopyStream;
+
+// How long a thread spins on a condition that is about to become true before it sleeps: longer
+// than a small copy or the gap between two hooks, far shorter than a scheduler time slice.
+constexpr auto kSpin = std::chrono::microseconds(30);
+
+// Waits until cs has completed copy `seq`: spins for kSpin, then sleeps on the counter.
+void wait_completed(CopyStream& cs, uint64_t seq) {
+  if (cs.completed.load(std::memory_order_acquire) >= seq) return;
+  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+  while (std::chrono::steady_clock::now() < spin_until) {
+    if (cs.completed.load(std::memory_order_acquire) >= seq) return;
+  }
+  for (uint64_t v = cs.completed.load(std::memory_order_acquire); v < seq;
+       v = cs.completed.load(std::memory_order_acquire)) {
+    cs.completed.wait(v, std::memory_order_acquire);
+  }
+}
+
 class Ticket final : public Fence {
  public:
+  // A copy on the copy stream, numbered `seq`.
+  Ticket(CopyStream& cs, uint64_t seq) : cs_(&cs), seq_(seq) {}
+  // Work that already ran on the calling thread (a single-stream copy).
+  explicit Ticket(int64_t done_ns) : done_ns_(done_ns) {}
+
   bool query() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return done_;
+    if (cs_ == nullptr) return true;
+    if (cs_->completed.load(std::memory_order_acquire) < seq_) return false;
+    sim::note_observed(*cs_, seq_);
+    return true;
   }
   void synchronize() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [this] { return done_; });
+    if (cs_ == nullptr) return;
+    wait_completed(*cs_, seq_);
+    sim::note_observed(*cs_, seq_);
   }
-  void complete() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
+  int64_t completed_ns() override { return done_ns_.load(std::memory_order_acquire); }
+
+  CopyStream* stream() const { return cs_; }
+  uint64_t seq() const { return seq_; }
+  void set_done(int64_t t) { done_ns_.store(t, std::memory_order_release); }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
+  CopyStream* cs_ = nullptr;
+  uint64_t seq_ = 0;
+  std::atomic<int64_t> done_ns_{0};
 };
 
-// Copy src's bytes to dst, then hold the link for what the model says the transfer costs.
-void run_copy(const at::Tensor& dst, const at::Tensor& src, const LinkModel& link, bool pinned) {
+void run_copy(void* dst, const void* src, int64_t bytes, const LinkModel& link, bool pinned) {
   const int64_t start = now_ns();
-  std::memcpy(dst.data_ptr(), src.data_ptr(), static_cast<size_t>(src.numel()));
-  const int64_t cost = link.copy_ns(src.numel(), pinned);
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+  const int64_t cost = link.copy_ns(bytes, pinned);
   if (cost > 0) {
     std::this_thread::sleep_until(
         std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start + cost)));
@@ -71,11 +104,18 @@ class AlignedHostMemory final : public HostMemorySource {
   void release(void* ptr, int64_t, bool) override { std::free(ptr); }
 };
 
+c10::Stream sim_stream(host_sim::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::CPU), id);
+}
+
 class HostSimBackend final : public Backend {
  public:
-  explicit HostSimBackend(const OffloadOptions& options) : link_(options.link) {
+  explicit HostSimBackend(const OffloadOptions& options)
+      : link_(options.link), delay_ns_(options.debug_copy_delay_ns), cs_(sim::new_copy_stream()) {
     host_sim::install();
     if (options.poison_freed) host_sim::set_poison(true);
+    if (options.reuse_freed) host_sim::set_caching(true);
+    if (options.check_streams) host_sim::set_check_streams(true);
     worker_ = std::thread([this] { work(); });
   }
   ~HostSimBackend() override {
@@ -89,78 +129,124 @@ class HostSimBackend final : public Backend {
 
   BackendKind kind() const override { return BackendKind::HostSim; }
   bool is_device_tensor(const at::Tensor& t) const override { return t.device().is_cpu(); }
+  bool on_this_device(const at::Tensor&) const override { return true; }
+  std::string device_name() const override { return "host-sim"; }
 
-  FencePtr copy(const at::Tensor& dst, const at::Tensor& src, bool side_stream, bool, bool pinned,
-                const std::function<void(int64_t)>& on_done) override {
-    auto ticket = std::make_shared<Ticket>();
-    if (!side_stream) {
-      run_copy(dst, src, link_, pinned);
-      ticket->complete();
-      if (on_done) on_done(now_ns());
-      return ticket;
+  Stream current_stream() const override { return sim_stream(host_sim::current_stream()); }
+  Stream copy_stream() const override { return sim_stream(cs_.id); }
+
+  FencePtr copy(const CopyRequest& r) override {
+    char* device = static_cast<char*>(r.device->mutable_data()) + r.device_offset;
+    const bool to_host = r.direction == CopyDirection::DeviceToHost;
+    void* dst = to_host ? r.host : device;
+    const void* src = to_host ? static_cast<const void*>(device) : r.host;
+    if (!r.side_stream) {
+      // On the compute stream, which is this thread: it runs now.
+      run_copy(dst, src, r.bytes, link_, r.pinned);
+      return std::make_shared<Ticket>(now_ns());
     }
+    std::shared_ptr<Ticket> ticket;
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(Task{dst, src, pinned, ticket, on_done});
+      const uint64_t seq = cs_.issued.load(std::memory_order_relaxed) + 1;
+      ticket = std::make_shared<Ticket>(cs_, seq);
+      sim::note_copy(*r.device, cs_, seq, /*writes_device=*/!to_host);
+      queue_.push_back(Task{dst, src, r.bytes, r.pinned, ticket});
+      cs_.issued.store(seq, std::memory_order_release);
+      wake = sleeping_;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_one();
     return ticket;
   }
-  bool times_completions() const override { return true; }
 
-  at::Tensor empty_device_bytes(int64_t bytes, bool) override {
-    return at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+  c10::Storage allocate_device(int64_t bytes, Stream on) override {
+    host_sim::StreamGuard guard(on.id());
+    return c10::Storage(c10::Storage::use_byte_size_t(), bytes, c10::GetCPUAllocator(),
+                        /*resizable=*/false);
   }
-  void compute_wait(const FencePtr& fence) override { fence->synchronize(); }
-  void copy_wait_compute() override {}  // compute is synchronous: all of it is already done
-  void record_stream_compute(const at::Tensor&) override {}
+
+  void stream_wait(Stream stream, const FencePtr& fence) override {
+    const auto& t = static_cast<const Ticket&>(*fence);
+    if (t.stream() != nullptr) sim::note_stream_wait(stream.id(), *t.stream(), t.seq());
+  }
+  void host_block_for(Stream, const FencePtr& fence) override {
+    // The stream's compute is this thread: it cannot go on before the copy ran. Not an
+    // observation (a GPU stream wait would not be one).
+    const auto& t = static_cast<const Ticket&>(*fence);
+    if (t.stream() != nullptr) wait_completed(*t.stream(), t.seq());
+  }
+  void record_stream(const c10::Storage& storage, Stream stream) override {
+    sim::note_record_stream(storage, stream.id());
+  }
   void synchronize() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+    const uint64_t issued = cs_.issued.load(std::memory_order_acquire);
+    wait_completed(cs_, issued);
+    sim::note_observed(cs_, issued);
+  }
+  int64_t headroom() const override {
+    const int64_t cap = host_sim::capacity();
+    if (cap <= 0) return std::numeric_limits<int64_t>::max();
+    return cap - host_sim::counters().reserved;
   }
 
   DeviceMemory memory() const override {
     const auto c = host_sim::counters();
-    return {c.allocated, c.peak, c.allocated, c.peak};
+    return {c.allocated, c.peak, c.reserved, c.peak_reserved};
   }
   void reset_peak() override { host_sim::reset_peak(); }
   HostMemorySource& host_memory() override { return host_memory_; }
 
  private:
   struct Task {
-    at::Tensor dst, src;
+    void* dst;
+    const void* src;
+    int64_t bytes;
     bool pinned;
     std::shared_ptr<Ticket> ticket;
-    std::function<void(int64_t)> on_done;
   };
 
   void work() {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::vector<Task> batch;
     for (;;) {
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ and drained
-      Task task = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      run_copy(task.dst, task.src, link_, task.pinned);
-      task.dst.reset();
-      task.src.reset();
-      task.ticket->complete();
-      if (task.on_done) task.on_done(now_ns());
-      lock.lock();
-      busy_ = false;
-      if (queue_.empty()) idle_cv_.notify_all();
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (queue_.empty()) {
+          lock.unlock();
+          // Spin a little before sleeping: the next copy usually follows within microseconds.
+          const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+          while (std::chrono::steady_clock::now() < spin_until &&
+                 cs_.issued.load(std::memory_order_acquire) ==
+                     cs_.completed.load(std::memory_order_relaxed)) {
+          }
+          lock.lock();
+          sleeping_ = true;
+          cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+          sleeping_ = false;
+          if (queue_.empty()) return;  // stop_ and drained
+        }
+        batch.swap(queue_);
+      }
+      for (Task& task : batch) {
+        if (delay_ns_ > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns_));
+        run_copy(task.dst, task.src, task.bytes, link_, task.pinned);
+        task.ticket->set_done(now_ns());
+        sim::note_copy_done(cs_, task.ticket->seq());
+        cs_.completed.notify_all();
+        task.ticket.reset();
+      }
+      batch.clear();
     }
   }
 
-  LinkModel link_;
+  const LinkModel link_;
+  const int64_t delay_ns_;
+  CopyStream& cs_;
   AlignedHostMemory host_memory_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::condition_variable idle_cv_;
-  std::deque<Task> queue_;
-  bool busy_ = false;
+  std::vector<Task> queue_;
+  bool sleeping_ = false;
   bool stop_ = false;
   std::thread worker_;
 };

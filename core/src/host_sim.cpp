@@ -1,71 +1,355 @@
-// Accounting allocator behind host-sim's "device" memory: wraps c10's CPU allocator, counts live
-// bytes and their peak, and optionally poisons memory as it is freed.
+// The host-sim emulator (offtune/host_sim.hpp): the accounting allocator behind "device" memory,
+// with CUDA's per-stream block ownership, an optional block cache, deferred frees for blocks
+// recorded on a copy stream, and the stream-order checker.
+//
+// Memory figures follow CUDA's caching allocator: `allocated` drops when a tensor is freed, even if
+// its block may not be reused yet; `reserved` counts every block the allocator holds (in use,
+// cached, or freed but waiting for a copy stream).
 #include "offtune/host_sim.hpp"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "host_sim_internal.hpp"
+#include "pressure.hpp"
 
 namespace offtune::host_sim {
 namespace {
 
+using detail::sim::CopyStream;
+
+// c10 requires a CPU DataPtr's context to equal its data pointer (raw_allocate asserts it), so the
+// block's facts live in a header just before the data; 64 bytes keep c10's 64-byte alignment.
+constexpr size_t kHeader = 64;
+
+struct Header {
+  int64_t bytes = 0;
+  StreamId owner = kDefaultStream;  // the stream current at allocation
+  // A copy stream this block was recorded on, and the last copy issued there at that time: the
+  // block is not reused before that copy ran.
+  CopyStream* recorded_on = nullptr;
+  uint64_t recorded_seq = 0;
+  std::atomic<bool> checked{false};  // the checker tracks this block (g_tracked has an entry)
+};
+static_assert(sizeof(Header) <= kHeader);
+
+Header* header_of(void* data) {
+  return reinterpret_cast<Header*>(static_cast<char*>(data) - kHeader);
+}
+
 std::atomic<int64_t> g_allocated{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_allocations{0};
+std::atomic<int64_t> g_reserved{0};
+std::atomic<int64_t> g_peak_reserved{0};
+std::atomic<int64_t> g_flushes{0};
 std::atomic<bool> g_poison{false};
+std::atomic<bool> g_caching{false};
+std::atomic<bool> g_check{false};
 std::atomic<bool> g_installed{false};
 std::atomic<int64_t> g_capacity{0};
+std::atomic<StreamId> g_next_stream{1};
+thread_local StreamId t_stream = kDefaultStream;
 
-// c10 requires a CPU DataPtr's context to equal its data pointer (raw_allocate asserts it), so the
-// size lives in a header just before the data; 64 bytes keep c10's 64-byte alignment.
-constexpr size_t kHeader = 64;
-
-void raise_peak(int64_t now) {
-  int64_t peak = g_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+void raise(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t p = peak.load(std::memory_order_relaxed);
+  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
   }
 }
 
+// ---- the block cache -------------------------------------------------------------------------
+
+std::mutex g_cache_mutex;
+std::map<std::pair<StreamId, int64_t>, std::vector<Header*>> g_cache;  // LIFO per (stream, size)
+
+void release_to_system(Header* h) {
+  g_reserved.fetch_sub(h->bytes, std::memory_order_relaxed);
+  c10::free_cpu(h);
+}
+
+// The block is free for its stream's later work: poison it, then cache it or give it back.
+void release_block(Header* h) {
+  if (g_poison.load(std::memory_order_relaxed)) {
+    std::memset(reinterpret_cast<char*>(h) + kHeader, 0xFF, static_cast<size_t>(h->bytes));
+  }
+  h->recorded_on = nullptr;
+  h->recorded_seq = 0;
+  if (g_caching.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_cache[{h->owner, h->bytes}].push_back(h);
+    return;
+  }
+  release_to_system(h);
+}
+
+// Empties every stream's cache; returns the bytes given back.
+int64_t flush_caches() {
+  std::vector<Header*> blocks;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    for (auto& [key, list] : g_cache) blocks.insert(blocks.end(), list.begin(), list.end());
+    g_cache.clear();
+  }
+  int64_t freed = 0;
+  for (Header* h : blocks) {
+    freed += h->bytes;
+    release_to_system(h);
+  }
+  return freed;
+}
+
+Header* take_cached(StreamId stream, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  auto it = g_cache.find({stream, bytes});
+  if (it == g_cache.end() || it->second.empty()) return nullptr;
+  Header* h = it->second.back();
+  it->second.pop_back();
+  return h;
+}
+
+// ---- frees that wait for a copy stream ---------------------------------------------------------
+
+std::mutex g_deferred_mutex;
+std::vector<Header*> g_deferred;
+std::atomic<int64_t> g_deferred_count{0};
+
+void release_ready_deferred() {
+  std::vector<Header*> ready;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    for (auto it = g_deferred.begin(); it != g_deferred.end();) {
+      Header* h = *it;
+      if (h->recorded_on->completed.load(std::memory_order_acquire) >= h->recorded_seq) {
+        ready.push_back(h);
+        it = g_deferred.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    g_deferred_count.store(static_cast<int64_t>(g_deferred.size()));
+  }
+  for (Header* h : ready) release_block(h);
+}
+
+// CUDA's last resort before an out-of-memory error (synchronize_and_free_events): wait for the
+// copies that deferred frees wait for, then release those blocks.
+void wait_for_deferred() {
+  std::vector<std::pair<CopyStream*, uint64_t>> waits;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    for (Header* h : g_deferred) waits.emplace_back(h->recorded_on, h->recorded_seq);
+  }
+  for (auto [cs, seq] : waits) {
+    for (uint64_t v = cs->completed.load(std::memory_order_acquire); v < seq;
+         v = cs->completed.load(std::memory_order_acquire)) {
+      cs->completed.wait(v, std::memory_order_acquire);
+    }
+  }
+  release_ready_deferred();
+}
+
+void defer_or_release(Header* h) {
+  if (h->recorded_on == nullptr ||
+      h->recorded_on->completed.load(std::memory_order_acquire) >= h->recorded_seq) {
+    release_block(h);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    g_deferred.push_back(h);
+    g_deferred_count.store(static_cast<int64_t>(g_deferred.size()));
+  }
+  // The copy may have run between the check above and the push: its note_copy_done may have seen
+  // no deferred block.
+  if (h->recorded_on->completed.load(std::memory_order_seq_cst) >= h->recorded_seq) {
+    release_ready_deferred();
+  }
+}
+
+// ---- the stream-order checker (set_check_streams) ---------------------------------------------
+
+struct Access {
+  CopyStream* cs = nullptr;  // a copy on this stream...
+  uint64_t seq = 0;
+  bool writes = false;
+  StreamId compute = -1;  // ...or a compute stream other than the owner that was handed the block
+};
+struct Tracked {
+  std::vector<Access> accesses;
+  std::vector<StreamId> recorded;  // record_stream targets (compute or copy streams)
+};
+// What a compute stream has waited for: the last copy of each copy stream it is ordered after.
+using Clock = std::vector<std::pair<CopyStream*, uint64_t>>;
+
+std::mutex g_check_mutex;
+std::unordered_map<void*, Tracked> g_tracked;  // by block data pointer
+std::unordered_map<StreamId, Clock> g_clocks;
+std::unordered_map<StreamId, CopyStream*> g_copy_streams;
+std::deque<std::string> g_races;
+constexpr size_t kMaxRaces = 1000;
+
+uint64_t clock_of(const Clock& c, const CopyStream* cs) {
+  for (const auto& [s, seq] : c) {
+    if (s == cs) return seq;
+  }
+  return 0;
+}
+uint64_t clock_of(StreamId stream, const CopyStream* cs) {
+  auto it = g_clocks.find(stream);
+  return it == g_clocks.end() ? 0 : clock_of(it->second, cs);
+}
+
+void report(std::string message) {
+  if (g_races.size() >= kMaxRaces) g_races.pop_front();
+  g_races.push_back(std::move(message));
+}
+
+// Whether copy `a` is ordered before `stream`'s work from now on.
+bool ordered_before(const Access& a, StreamId stream) {
+  return a.seq <= a.cs->observed.load(std::memory_order_acquire) ||
+         a.seq <= clock_of(stream, a.cs);
+}
+
+// Checked at free, with g_check_mutex held. Returns true when the free races with a copy or with
+// another stream's use. A copy that is ordered only by the owner's stream wait and has not run yet
+// is returned in `wait`: the block must stay intact until it ran (the owner's later work would run
+// after it on a GPU).
+bool check_free(void* data, const Header& h, std::pair<CopyStream*, uint64_t>& wait) {
+  auto it = g_tracked.find(data);
+  if (it == g_tracked.end()) return false;
+  const Tracked t = std::move(it->second);
+  g_tracked.erase(it);
+  auto recorded = [&](StreamId s) {
+    return std::find(t.recorded.begin(), t.recorded.end(), s) != t.recorded.end();
+  };
+  bool raced = false;
+  for (const Access& a : t.accesses) {
+    if (a.cs == nullptr) {
+      if (a.compute == h.owner || recorded(a.compute)) continue;
+      std::ostringstream m;
+      m << "device block of " << h.bytes << " B (allocated on stream " << h.owner
+        << ") freed after stream " << a.compute
+        << " was handed a tensor on it, without record_stream on that stream: the owner may "
+           "reuse it while that stream still reads it";
+      report(m.str());
+      raced = true;
+      continue;
+    }
+    if (recorded(a.cs->id)) continue;
+    bool by_record = false;
+    for (StreamId r : t.recorded) by_record = by_record || a.seq <= clock_of(r, a.cs);
+    if (by_record || a.seq <= a.cs->observed.load(std::memory_order_acquire)) continue;
+    if (a.seq <= clock_of(h.owner, a.cs)) {
+      if (a.seq > a.cs->completed.load(std::memory_order_acquire) &&
+          (wait.first == nullptr || (wait.first == a.cs && a.seq > wait.second))) {
+        wait = {a.cs, a.seq};
+      }
+      continue;
+    }
+    std::ostringstream m;
+    m << "device block of " << h.bytes << " B (allocated on stream " << h.owner
+      << ") freed while copy #" << a.seq << " on copy stream " << a.cs->id << " may still "
+      << (a.writes ? "write" : "read")
+      << " it: its stream has not waited for that copy and the block was not recorded on the "
+         "copy stream";
+    report(m.str());
+    raced = true;
+  }
+  return raced;
+}
+
+// ---- the allocator -----------------------------------------------------------------------------
+
 void free_allocation(void* data) {
   if (data == nullptr) return;
-  char* base = static_cast<char*>(data) - kHeader;
-  int64_t bytes = 0;
-  std::memcpy(&bytes, base, sizeof(bytes));
-  if (g_poison.load(std::memory_order_relaxed)) {
-    std::memset(data, 0xFF, static_cast<size_t>(bytes));
+  Header* h = header_of(data);
+  g_allocated.fetch_sub(h->bytes, std::memory_order_relaxed);
+  if (h->checked.load(std::memory_order_acquire)) {
+    bool raced = false;
+    std::pair<CopyStream*, uint64_t> wait{nullptr, 0};
+    {
+      std::lock_guard<std::mutex> lock(g_check_mutex);
+      raced = check_free(data, *h, wait);
+    }
+    h->checked.store(false, std::memory_order_relaxed);
+    // A copy may still run on this block: make that visible in the values, as a reuse would.
+    if (raced) std::memset(data, 0xFF, static_cast<size_t>(h->bytes));
+    if (wait.first != nullptr) {
+      if (h->recorded_on == nullptr || h->recorded_on == wait.first) {
+        h->recorded_on = wait.first;
+        h->recorded_seq = std::max(h->recorded_seq, wait.second);
+      } else {
+        while (wait.first->completed.load(std::memory_order_acquire) < wait.second) {
+          std::this_thread::yield();
+        }
+      }
+    }
   }
-  g_allocated.fetch_sub(bytes, std::memory_order_relaxed);
-  c10::free_cpu(base);
+  defer_or_release(h);
+}
+
+[[noreturn]] void out_of_memory(int64_t requested, int64_t cap) {
+  // Like the CUDA caching allocator, an error that callers can catch as c10::OutOfMemoryError (a
+  // sweep records such a point as "oom" and goes on).
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "host-sim device out of memory: tried to allocate ",
+                   requested, " bytes with ", g_allocated.load(), " bytes allocated and ",
+                   g_reserved.load(), " reserved of ", cap, " bytes");
+}
+
+bool fits(int64_t requested, int64_t cap) {
+  return g_reserved.load(std::memory_order_relaxed) + requested <= cap;
 }
 
 class AccountingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    const auto requested = static_cast<int64_t>(n);
-    if (const int64_t cap = g_capacity.load(std::memory_order_relaxed); cap > 0) {
-      const int64_t now = g_allocated.load(std::memory_order_relaxed);
-      // Like the CUDA caching allocator, report an out-of-memory error that callers can catch as
-      // c10::OutOfMemoryError (a sweep records such a point as "oom" and goes on).
-      TORCH_CHECK_WITH(OutOfMemoryError, now + requested <= cap,
-                       "host-sim device out of memory: tried to allocate ", requested,
-                       " bytes with ", now, " of ", cap, " bytes in use");
-    }
-    auto* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     const auto bytes = static_cast<int64_t>(n);
-    std::memcpy(base, &bytes, sizeof(bytes));
-    void* data = base + kHeader;
-    raise_peak(g_allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    const StreamId stream = t_stream;
+    Header* h = g_caching.load(std::memory_order_relaxed) ? take_cached(stream, bytes) : nullptr;
+    if (h == nullptr) {
+      if (const int64_t cap = g_capacity.load(std::memory_order_relaxed); cap > 0) {
+        make_room(bytes, cap);
+      }
+      h = static_cast<Header*>(c10::alloc_cpu(n + kHeader));
+      new (h) Header();
+      h->bytes = bytes;
+      h->owner = stream;
+      raise(g_peak_reserved, g_reserved.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    }
+    raise(g_peak, g_allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     g_allocations.fetch_add(1, std::memory_order_relaxed);
+    void* data = reinterpret_cast<char*>(h) + kHeader;
     return {data, data, &free_allocation, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_allocation; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
+  }
+
+ private:
+  // CUDA's order: ask offloaders for prefetched buffers (offtune's free-memory callback on cuda),
+  // then empty the caches, waiting for the copies that hold freed blocks back, and retry; then fail.
+  static void make_room(int64_t bytes, int64_t cap) {
+    if (fits(bytes, cap)) return;
+    detail::reclaim_device_memory();
+    if (fits(bytes, cap)) return;
+    wait_for_deferred();
+    if (flush_caches() > 0) g_flushes.fetch_add(1, std::memory_order_relaxed);
+    if (!fits(bytes, cap)) out_of_memory(bytes, cap);
   }
 };
 
@@ -84,14 +368,155 @@ void install() {
 
 bool installed() { return g_installed.load(); }
 
-Counters counters() { return {g_allocated.load(), g_peak.load(), g_allocations.load()}; }
+Counters counters() {
+  return {g_allocated.load(), g_peak.load(),          g_allocations.load(),
+          g_reserved.load(),  g_peak_reserved.load(), g_flushes.load()};
+}
 
-void reset_peak() { g_peak.store(g_allocated.load()); }
+void reset_peak() {
+  g_peak.store(g_allocated.load());
+  g_peak_reserved.store(g_reserved.load());
+}
 
 void set_capacity(int64_t bytes) { g_capacity.store(bytes > 0 ? bytes : 0); }
 int64_t capacity() { return g_capacity.load(); }
 
-void set_poison(bool on) { g_poison.store(on); }
+void set_poison(bool on) {
+  if (on) g_poison.store(true);
+}
 bool poison() { return g_poison.load(); }
 
+void set_caching(bool on) {
+  if (on) g_caching.store(true);
+}
+bool caching() { return g_caching.load(); }
+
+StreamId new_stream() { return g_next_stream.fetch_add(1); }
+StreamId current_stream() { return t_stream; }
+
+StreamGuard::StreamGuard(StreamId stream) : previous_(t_stream) { t_stream = stream; }
+StreamGuard::~StreamGuard() { t_stream = previous_; }
+
+void set_check_streams(bool on) {
+  if (on) g_check.store(true);
+}
+bool check_streams() { return g_check.load(); }
+
+StreamId owner_stream(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || !detail::sim::is_device_block(t.storage())) return -1;
+  return header_of(t.storage().mutable_data())->owner;
+}
+
+std::vector<std::string> take_stream_races() {
+  std::lock_guard<std::mutex> lock(g_check_mutex);
+  std::vector<std::string> out(g_races.begin(), g_races.end());
+  g_races.clear();
+  return out;
+}
+
 }  // namespace offtune::host_sim
+
+namespace offtune::detail::sim {
+
+using host_sim::g_check;
+using host_sim::g_check_mutex;
+
+CopyStream& new_copy_stream() {
+  auto* cs = new CopyStream();  // leaked: blocks may name it after its backend is gone
+  cs->id = host_sim::new_stream();
+  std::lock_guard<std::mutex> lock(g_check_mutex);
+  host_sim::g_copy_streams[cs->id] = cs;
+  return *cs;
+}
+
+bool is_device_block(const c10::Storage& storage) {
+  return storage.data_ptr().get_deleter() == &host_sim::free_allocation;
+}
+
+void note_copy(const c10::Storage& device, CopyStream& cs, uint64_t seq, bool writes_device) {
+  if (!g_check.load(std::memory_order_relaxed) || !is_device_block(device)) return;
+  void* data = device.mutable_data();
+  std::lock_guard<std::mutex> lock(g_check_mutex);
+  host_sim::g_tracked[data].accesses.push_back({&cs, seq, writes_device, -1});
+  host_sim::header_of(data)->checked.store(true, std::memory_order_release);
+}
+
+void note_copy_done(CopyStream& cs, uint64_t seq) {
+  cs.completed.store(seq, std::memory_order_seq_cst);
+  if (host_sim::g_deferred_count.load(std::memory_order_seq_cst) > 0) {
+    host_sim::release_ready_deferred();
+  }
+}
+
+void note_observed(CopyStream& cs, uint64_t seq) {
+  uint64_t cur = cs.observed.load(std::memory_order_relaxed);
+  while (seq > cur && !cs.observed.compare_exchange_weak(cur, seq, std::memory_order_release)) {
+  }
+}
+
+void note_stream_wait(StreamId stream, CopyStream& cs, uint64_t seq) {
+  if (!g_check.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_check_mutex);
+  auto& clock = host_sim::g_clocks[stream];
+  for (auto& [s, at] : clock) {
+    if (s == &cs) {
+      at = std::max(at, seq);
+      return;
+    }
+  }
+  clock.emplace_back(&cs, seq);
+}
+
+void note_record_stream(const c10::Storage& device, StreamId stream) {
+  if (!is_device_block(device)) return;
+  void* data = device.mutable_data();
+  host_sim::Header* h = host_sim::header_of(data);
+  CopyStream* cs = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_check_mutex);
+    auto it = host_sim::g_copy_streams.find(stream);
+    if (it != host_sim::g_copy_streams.end()) cs = it->second;
+    if (g_check.load(std::memory_order_relaxed)) {
+      host_sim::g_tracked[data].recorded.push_back(stream);
+      h->checked.store(true, std::memory_order_release);
+    }
+  }
+  if (cs == nullptr) return;  // a compute stream: its work so far is already done on the host
+  if (h->recorded_on != nullptr && h->recorded_on != cs) {
+    // One copy stream per block is tracked; a second one first waits for the first (rare: two
+    // offloaders copying one block).
+    while (h->recorded_on->completed.load(std::memory_order_acquire) < h->recorded_seq) {
+      std::this_thread::yield();
+    }
+  }
+  h->recorded_on = cs;
+  h->recorded_seq = cs->issued.load(std::memory_order_acquire);
+}
+
+void check_handout(const at::Tensor& t) {
+  if (!g_check.load(std::memory_order_relaxed) || !t.defined() || !t.has_storage()) return;
+  const c10::Storage& storage = t.storage();
+  if (!is_device_block(storage)) return;
+  const host_sim::StreamId stream = host_sim::t_stream;
+  void* data = storage.mutable_data();
+  std::lock_guard<std::mutex> lock(g_check_mutex);
+  auto it = host_sim::g_tracked.find(data);
+  if (it == host_sim::g_tracked.end()) return;
+  const host_sim::Header* h = host_sim::header_of(data);
+  for (const host_sim::Access& a : it->second.accesses) {
+    if (a.cs == nullptr || !a.writes || host_sim::ordered_before(a, stream)) continue;
+    std::ostringstream m;
+    m << "tensor handed to autograd on stream " << stream << " before its reload (copy #" << a.seq
+      << " on copy stream " << a.cs->id << ") is ordered before that stream";
+    host_sim::report(m.str());
+  }
+  if (stream != h->owner) {
+    auto& accesses = it->second.accesses;
+    const bool known = std::any_of(accesses.begin(), accesses.end(), [&](const host_sim::Access& a) {
+      return a.cs == nullptr && a.compute == stream;
+    });
+    if (!known) accesses.push_back({nullptr, 0, false, stream});
+  }
+}
+
+}  // namespace offtune::detail::sim

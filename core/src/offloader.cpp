@@ -1,22 +1,25 @@
-// The engine logic, written once against Backend. Lifetime rules, in one place:
+// The engine logic, written once against Backend. Lifetime and stream rules, in one place:
 //
-// - Every saved tensor gets a Slot (seam.hpp). A slot that offloads owns a share of an Entry: the
-// host
-//   copy of one storage span. Slots of tensors on the same live storage at the same version share
-//   one entry (de-duplication), so a tensor saved twice, or a view saved beside its base, moves
-//   once.
-// - Forward window: after an offload copy is issued, the entry holds the device span (fwd_hold)
-// until
-//   the copy is known complete; at most max_fwd_stash_size (and max_fwd_stash_bytes) are in flight,
-//   else forward makes compute wait for the oldest. Completed copies release their hold at once.
-// - Backward: unpack serves the entry from its forward hold, a prefetched buffer, or a new reload,
-// and
-//   prefetches the entries packed just before it in the same forward. The device buffer stays with
-//   the entry until the entry's last slot is destroyed (its node ran, or the graph was freed), or
-//   until the end of the backward (retain_graph, unconsumed prefetches). Releasing a reloaded
-//   buffer makes the copy stream wait for compute; if its storage gained users (a backward output
-//   is a view of it), record_stream keeps it from reuse until compute is done.
+// - Every saved tensor gets a Slot. A slot that offloads owns a share of an Entry: the host copy of
+//   one storage span. Slots of tensors on the same live storage at the same version share one
+//   entry (de-duplication), so a tensor saved twice, or a view saved beside its base, moves once.
+// - Autograd's version check is kept: a slot remembers the tensor's version at pack and unpack
+//   raises autograd's own error when the tensor was modified in place since, offloaded or not.
+// - Forward window: after an offload copy is issued, the entry holds the device storage until the
+//   copy is known complete; at most max_fwd_stash_size entries (and max_fwd_stash_bytes of
+//   storage) are held, else forward makes its stream wait for the oldest. A hold dropped while its
+//   copy may still run is recorded on the copy stream: whichever stream owns the block, it is not
+//   reused before the copy read it.
+// - Backward: unpack serves the entry from its forward hold, a prefetched buffer, or a new reload.
+//   Reload buffers are allocated on the stream that consumes them, so they return to that stream's
+//   pool; the copy stream first waits for that stream. Every stream that is handed the buffer waits
+//   for the reload once (a de-duplicated entry may be consumed on two streams), and a consumer that
+//   is not the block's stream is recorded on it when the buffer is released.
+// - Prefetch is an optimisation that never causes an out-of-memory: skipped when the device has
+//   no room, and unused prefetched buffers are given back when an allocation needs the memory.
 // - Host blocks go back to the pool only after every copy that touches them has completed.
+// - Observers are never called under the engine's lock (they may call stats()); blocking waits
+//   happen outside it too.
 // None of this depends on "first forward" or "first backward" flags: state lives in entries, which
 // die with their slots, so forward-only passes, several forwards per backward, several backwards,
 // exceptions and dropped graphs all return the engine to rest.
@@ -26,65 +29,149 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <exception>
 #include <iostream>
-#include <map>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "backend.hpp"
 #include "host_pool.hpp"
+#include "pressure.hpp"
 #include "seam.hpp"
 #include "sysmem.hpp"
 
 namespace offtune::detail {
 
+using StreamList = c10::SmallVector<Stream, 2>;
+
+bool contains(const StreamList& list, const Stream& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
 struct Entry {
   TensorId id;
-  int64_t generation = 0;  // forward scope it was packed in (prefetch stays within one)
-  int64_t bytes = 0;       // span length
-  int64_t span_lo = 0;     // span start, in bytes, in the source storage
+  uint64_t generation = 0;  // forward scope it was packed in (prefetch stays within one)
+  Entry* chain_prev = nullptr;  // entries of the same generation, in pack order
+  Entry* chain_next = nullptr;
+  Entry* live_prev = nullptr;  // every live entry
+  Entry* live_next = nullptr;
+  int64_t bytes = 0;    // span length
+  int64_t span_lo = 0;  // span start, in bytes, in the source storage
   c10::StorageImpl* source_key = nullptr;
   c10::weak_intrusive_ptr<c10::StorageImpl> source{c10::intrusive_ptr<c10::StorageImpl>()};
   int64_t version = 0;
   at::Tensor host;  // uint8 host copy from the pool
   bool pinned = true;
   FencePtr offload_fence;
+  // Forward window: the source storage while the offload copy may still read it.
   bool in_fwd_stash = false;
-  at::Tensor fwd_hold;  // uint8 view of the device span while the offload copy may be in flight
-  at::Tensor device;    // uint8 device bytes in backward
-  bool device_reloaded = false;  // device came from a reload (else from the forward hold)
+  c10::Storage hold;
+  Stream pack_stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
+  // Backward: the bytes unpack reads (a reload buffer, or the forward hold) ...
+  c10::Storage device;
+  int64_t device_offset = 0;  // where the span starts in `device`
+  Stream device_stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));  // its owner
+  bool device_reloaded = false;  // `device` came from a reload (else from the forward hold)
   bool prefetched = false;       // reload issued ahead of use, not yet consumed
   FencePtr reload_fence;
-  bool reload_waited = true;
+  StreamList ready_on;   // streams ordered after the reload
+  StreamList consumers;  // streams other than device_stream that were handed `device`
   int task = -1;  // autograd graph task that brought `device` in (end-of-backward releases it)
   int slots = 0;
 };
 
 class Slot;
 
-class Context : public std::enable_shared_from_this<Context> {
+// What the engine tells observers, collected under the lock and delivered after it.
+using Emission = std::variant<PackEvent, std::pair<bool, CopyEvent>, UnpackEvent, WaitEvent,
+                              StashEvent>;  // pair: (completed?, copy)
+
+struct Pending {
+  Observer* observer;
+  Emission what;
+};
+thread_local std::vector<Pending> t_pending;
+thread_local int t_sinks = 0;
+thread_local const Context* t_holding = nullptr;  // the context whose lock this thread holds
+
+// Delivers what was collected on this thread once the outermost engine call ends (after its lock
+// is released: declare it before the lock).
+class EventSink {
+ public:
+  EventSink() { ++t_sinks; }
+  ~EventSink() {
+    if (--t_sinks > 0 || t_pending.empty()) return;
+    std::vector<Pending> batch;
+    batch.swap(t_pending);
+    for (auto& p : batch) deliver(p);
+    batch.clear();
+    if (t_pending.empty()) t_pending.swap(batch);  // keep the capacity
+  }
+  EventSink(const EventSink&) = delete;
+  EventSink& operator=(const EventSink&) = delete;
+
+ private:
+  static void deliver(Pending& p) noexcept {
+    try {
+      std::visit(
+          [&](auto& e) {
+            using T = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<T, PackEvent>) {
+              p.observer->on_pack(e);
+            } else if constexpr (std::is_same_v<T, std::pair<bool, CopyEvent>>) {
+              if (e.first) {
+                p.observer->on_copy_completed(e.second);
+              } else {
+                p.observer->on_copy_issued(e.second);
+              }
+            } else if constexpr (std::is_same_v<T, UnpackEvent>) {
+              p.observer->on_unpack(e);
+            } else if constexpr (std::is_same_v<T, WaitEvent>) {
+              p.observer->on_wait(e);
+            } else {
+              p.observer->on_stash(e);
+            }
+          },
+          p.what);
+    } catch (const std::exception& ex) {
+      TORCH_WARN("offtune: observer threw: ", ex.what());
+    } catch (...) {
+      TORCH_WARN("offtune: observer threw");
+    }
+  }
+};
+
+class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
  public:
   Context(OffloadOptions options, std::unique_ptr<Backend> backend)
       : options_(std::move(options)), backend_(std::move(backend)) {
     pool_ = std::make_shared<HostPool>(backend_->host_memory(), options_.host_pool_slab_bytes,
                                        options_.poison_freed);
   }
+  // No slot is left (slots own the context), so no entry: only host blocks whose copies may still
+  // run, which must not go back to the pool before they ran.
+  ~Context() override {
+    try {
+      backend_->synchronize();
+    } catch (...) {
+    }
+  }
 
   void pack(Slot& slot, const at::Tensor& t);
   at::Tensor unpack(Slot& slot);
   void release(Slot& slot) noexcept;
 
-  void begin_scope() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++generation_;
-  }
+  uint64_t new_generation() { return next_generation_.fetch_add(1) + 1; }
   void never_offload(const at::Tensor& t);
   void exclude_module(const void* m) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -112,60 +199,105 @@ class Context : public std::enable_shared_from_this<Context> {
     synchronize();
     pool_->trim();
   }
+  void end_of_backward(int task);
+  int64_t reclaim_device_memory() noexcept override;
 
  private:
   friend class Slot;
+  // The engine's lock; marks the thread as its holder, so that an allocation it makes may reclaim
+  // without taking the lock again.
+  class Lock {
+   public:
+    explicit Lock(Context& c) : c_(c) { lock(); }
+    ~Lock() {
+      if (locked_) unlock();
+    }
+    void lock() {
+      c_.mutex_.lock();
+      previous_ = t_holding;
+      t_holding = &c_;
+      locked_ = true;
+    }
+    void unlock() {
+      t_holding = previous_;
+      locked_ = false;
+      c_.mutex_.unlock();
+    }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+
+   private:
+    Context& c_;
+    const Context* previous_ = nullptr;
+    bool locked_ = false;
+  };
+
+  // An entry leaving the forward window that forward must wait for (outside the lock).
+  struct WindowWait {
+    TensorId id;
+    FencePtr fence;
+    c10::Storage hold;  // kept until the wait is over
+  };
+  using WindowWaits = c10::SmallVector<WindowWait, 2>;
+
   KeepReason classify(const at::Tensor& t) const;
   Entry* find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi);
-  void make_room(int64_t incoming_bytes);
-  void drop_fwd_hold(Entry& e);
+  int64_t hold_storage(const c10::Storage& s);  // returns the bytes newly held
+  void unhold_storage(const c10::Storage& s);
+  void make_room(const c10::Storage& incoming, WindowWaits& waits);
+  void drop_hold(Entry& e);
   void issue_reload(Entry& e, bool prefetch);
+  bool try_prefetch(Entry& e);
   void prefetch_before(const Entry& e);
   void release_device(Entry& e);
   void destroy_entry(Entry& e);
   void free_host_when_done(Entry& e);
   void collect_pending();
-  void maybe_queue_end_of_backward();
-  void end_of_backward(int task);
+  void report_completions();
+  void watch_completion(const Entry& e, CopyDirection dir, bool prefetch, const FencePtr& fence);
+  void emit(Emission what) {
+    if (observer_) t_pending.push_back({observer_.get(), std::move(what)});
+  }
   void emit_stash();
-  std::function<void(int64_t)> completion_callback(const Entry& e, CopyDirection dir,
-                                                   bool prefetch);
+  Entry* new_entry();
 
   const OffloadOptions options_;
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<HostPool> pool_;
   std::shared_ptr<Observer> observer_;
+  std::atomic<uint64_t> next_generation_{0};
 
   mutable std::mutex mutex_;
   int64_t next_id_ = 0;
-  int64_t generation_ = 0;
   int64_t live_slots_ = 0;
-  std::map<int64_t, std::unique_ptr<Entry>> entries_;  // offloaded entries by id (pack order)
+  Entry* live_head_ = nullptr;
+  std::vector<std::unique_ptr<Entry>> spare_;  // recycled entries
+  std::unordered_map<uint64_t, Entry*> chain_tail_;
   std::unordered_multimap<c10::StorageImpl*, Entry*> by_storage_;
   std::deque<Entry*> fwd_stash_;
+  std::unordered_map<c10::StorageImpl*, int> held_;  // storages the window holds, with counts
   int64_t fwd_bytes_ = 0;
   int64_t bwd_count_ = 0;
   int64_t bwd_bytes_ = 0;
+  int64_t prefetched_bytes_ = 0;  // prefetched buffers not consumed yet
   int64_t host_bytes_ = 0;
   struct PendingFree {
-    std::vector<FencePtr> fences;
+    c10::SmallVector<FencePtr, 2> fences;
     at::Tensor host;
   };
   std::vector<PendingFree> pending_;
+  struct Unreported {
+    FencePtr fence;
+    CopyEvent event;
+  };
+  std::deque<Unreported> unreported_;  // copies whose completion observers have not heard of
   std::unordered_map<c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> registered_;
   std::unordered_set<const void*> excluded_;
-  std::unordered_set<int> queued_tasks_;
+  bool warned_other_device_ = false;
   OffloadStats stats_;
 };
 
 namespace {
-
-// A 1-D uint8 view of [offset, offset + n) bytes of `storage`.
-at::Tensor byte_view(const c10::Storage& storage, int64_t offset, int64_t n, at::Device device) {
-  at::Tensor v = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
-  v.set_(storage, offset, {n}, {1});
-  return v;
-}
 
 // Element range [lo, hi) that a strided tensor touches in its storage (strides are >= 0 in torch).
 std::pair<int64_t, int64_t> element_span(const at::Tensor& t) {
@@ -177,7 +309,7 @@ std::pair<int64_t, int64_t> element_span(const at::Tensor& t) {
 // Brackets a piece of the engine's work with on_span_begin/on_span_end (observer.hpp). `observer`
 // is read once, without the mutex, as the hooks' other unlocked reads of observer_: set_observer is
 // not allowed while hooks run, so it cannot change under a span. Without an observer this is a
-// branch on construction and one on destruction.
+// branch on construction and one on destruction. Never created under the engine's lock.
 class SpanGuard {
  public:
   SpanGuard(Observer* observer, Span span) : observer_(observer), span_(span) {
@@ -202,33 +334,61 @@ class SpanGuard {
   const Span span_;
 };
 
+// "CPUFloatType [16, 32]", as autograd describes a tensor in its version-check error.
+std::string describe(at::ScalarType dtype, c10::Device device, c10::IntArrayRef sizes) {
+  std::ostringstream s;
+  s << (device.is_cuda() ? "CUDA" : "CPU") << c10::toString(dtype) << "Type " << sizes;
+  return s.str();
+}
+
+// Autograd's own error (torch/csrc/autograd/saved_variable.cpp), which it cannot raise itself for
+// a tensor saved through hooks.
+[[noreturn]] void throw_modified_in_place(const std::string& what, uint32_t now, uint32_t saved) {
+  TORCH_CHECK(false,
+              "one of the variables needed for gradient computation has been modified by an "
+              "inplace operation: [",
+              what, "] is at version ", now, "; expected version ", saved,
+              " instead. Hint: enable anomaly detection to find the operation that failed to "
+              "compute its gradient, with torch.autograd.set_detect_anomaly(True). (offtune: the "
+              "tensor was saved under an offload scope.)");
+}
+
 }  // namespace
 
 // One saved tensor's share in the engine; see seam.hpp.
 class Slot final : public SavedTensorSlot {
  public:
-  explicit Slot(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Slot(std::shared_ptr<Context> ctx, uint64_t generation)
+      : ctx_(std::move(ctx)), generation_(generation) {}
   ~Slot() override { ctx_->release(*this); }
+
+ protected:
   void pack(const at::Tensor& tensor) override { ctx_->pack(*this, tensor); }
   at::Tensor unpack() override { return ctx_->unpack(*this); }
 
  private:
   friend class Context;
   std::shared_ptr<Context> ctx_;
+  uint64_t generation_ = 0;
   bool packed_ = false;
   TensorId id_;
-  at::Tensor kept_;
+  at::Tensor kept_;  // detached: shares the storage and the version counter
   Entry* entry_ = nullptr;
+  uint32_t saved_version_ = 0;
+  c10::VariableVersion version_;  // offloaded slots: the tensor's version counter
   // Geometry to rebuild the tensor from its entry's bytes.
-  std::vector<int64_t> sizes_, strides_;
+  c10::SmallVector<int64_t, 5> sizes_, strides_;
   int64_t offset_in_span_ = 0;  // bytes from the span start to the tensor's first element
   at::ScalarType dtype_ = at::kFloat;
   at::Device device_ = at::kCPU;
 };
 
-std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx) {
-  return std::make_unique<Slot>(ctx.shared_from_this());
+std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx, uint64_t generation) {
+  return std::make_unique<Slot>(ctx.shared_from_this(), generation);
 }
+std::weak_ptr<Context> weak_of(Context& ctx) { return ctx.weak_from_this(); }
+uint64_t new_generation(Context& ctx) { return ctx.new_generation(); }
+void end_of_backward(Context& ctx, int task) { ctx.end_of_backward(task); }
 
 KeepReason Context::classify(const at::Tensor& t) const {
   if (!t.defined() || !t.has_storage() || t.layout() != at::kStrided || t.is_quantized() ||
@@ -236,6 +396,7 @@ KeepReason Context::classify(const at::Tensor& t) const {
     return KeepReason::Unsupported;
   }
   if (!backend_->is_device_tensor(t)) return KeepReason::NotOnDevice;
+  if (!backend_->on_this_device(t)) return KeepReason::OtherDevice;
   // Parameters, and views of them (linear saves weight.t(), a view, not the parameter itself: the
   // reference's isinstance(Parameter) check misses it and offloads the weights).
   if (t.is_leaf() && t.requires_grad()) return KeepReason::Parameter;
@@ -243,8 +404,12 @@ KeepReason Context::classify(const at::Tensor& t) const {
     const at::TensorBase& base = t._base();
     if (base.is_leaf() && base.requires_grad()) return KeepReason::Parameter;
   }
-  auto it = registered_.find(t.storage().unsafeGetStorageImpl());
-  if (it != registered_.end() && it->second.use_count() > 0) return KeepReason::RegisteredStorage;
+  if (!registered_.empty()) {
+    auto it = registered_.find(t.storage().unsafeGetStorageImpl());
+    if (it != registered_.end() && it->second.use_count() > 0) {
+      return KeepReason::RegisteredStorage;
+    }
+  }
   return KeepReason::None;
 }
 
@@ -265,164 +430,243 @@ Entry* Context::find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi) {
   return nullptr;
 }
 
+Entry* Context::new_entry() {
+  std::unique_ptr<Entry> owned;
+  if (!spare_.empty()) {
+    owned = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    owned = std::make_unique<Entry>();
+  }
+  Entry* e = owned.release();
+  e->live_next = live_head_;
+  if (live_head_) live_head_->live_prev = e;
+  live_head_ = e;
+  return e;
+}
+
+int64_t Context::hold_storage(const c10::Storage& s) {
+  int& n = held_[s.unsafeGetStorageImpl()];
+  if (n++ > 0) return 0;
+  const auto bytes = static_cast<int64_t>(s.nbytes());
+  fwd_bytes_ += bytes;
+  return bytes;
+}
+
+void Context::unhold_storage(const c10::Storage& s) {
+  auto it = held_.find(s.unsafeGetStorageImpl());
+  if (it == held_.end()) return;
+  if (--it->second == 0) {
+    fwd_bytes_ -= static_cast<int64_t>(s.nbytes());
+    held_.erase(it);
+  }
+}
+
 void Context::pack(Slot& slot, const at::Tensor& t) {
-  // Before the lock: time spent waiting for it (another thread's hook) is the hook's time too.
   SpanGuard hook_span(observer_.get(), {SpanKind::Pack});
-  std::lock_guard<std::mutex> lock(mutex_);
-  collect_pending();
-  slot.packed_ = true;
-  slot.id_ = TensorId(next_id_++);
-  ++live_slots_;
-  ++stats_.packed;
+  EventSink sink;
+  WindowWaits waits;
+  Stream stream = backend_->current_stream();
+  {
+    Lock lock(*this);
+    report_completions();
+    collect_pending();
+    slot.packed_ = true;
+    slot.id_ = TensorId(next_id_++);
+    slot.saved_version_ = t.defined() ? t._version() : 0;
+    ++live_slots_;
+    ++stats_.packed;
 
-  KeepReason reason = classify(t);
-  int64_t lo = 0, hi = 0;
-  if (reason == KeepReason::None) {
-    const auto [elo, ehi] = element_span(t);
-    const int64_t itemsize = static_cast<int64_t>(t.element_size());
-    lo = elo * itemsize;
-    hi = ehi * itemsize;
-    if (hi - lo < options_.min_offload_size) reason = KeepReason::BelowThreshold;
-  }
-  PackEvent ev;
-  ev.id = slot.id_;
-  ev.time_ns = observer_ ? now_ns() : 0;
-  if (reason != KeepReason::None) {
-    // Detached: the saved tensor must not own its grad_fn (an output saved by its own node would
-    // form a reference cycle and leak the graph).
-    slot.kept_ = t.detach();
-    ++stats_.kept;
-    if (observer_) {
-      ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
-      ev.decision = PackDecision::Kept;
-      ev.reason = reason;
-      observer_->on_pack(ev);
+    KeepReason reason = classify(t);
+    int64_t lo = 0, hi = 0;
+    if (reason == KeepReason::None) {
+      const auto [elo, ehi] = element_span(t);
+      const int64_t itemsize = static_cast<int64_t>(t.element_size());
+      lo = elo * itemsize;
+      hi = ehi * itemsize;
+      if (hi - lo < options_.min_offload_size) reason = KeepReason::BelowThreshold;
     }
-    return;
-  }
-
-  slot.sizes_ = t.sizes().vec();
-  slot.strides_ = t.strides().vec();
-  slot.dtype_ = t.scalar_type();
-  slot.device_ = t.device();
-  ev.bytes = hi - lo;
-
-  if (Entry* dup = find_duplicate(t, lo, hi)) {
-    slot.entry_ = dup;
-    slot.offset_in_span_ =
-        t.storage_offset() * static_cast<int64_t>(t.element_size()) - dup->span_lo;
-    ++dup->slots;
-    ++stats_.deduplicated;
-    if (observer_) {
-      ev.decision = PackDecision::Deduplicated;
-      observer_->on_pack(ev);
+    PackEvent ev;
+    ev.id = slot.id_;
+    ev.time_ns = observer_ ? now_ns() : 0;
+    if (reason != KeepReason::None) {
+      // Detached: the saved tensor must not own its grad_fn (an output saved by its own node would
+      // form a reference cycle and leak the graph). It shares the version counter.
+      slot.kept_ = t.detach();
+      ++stats_.kept;
+      if (reason == KeepReason::OtherDevice && !warned_other_device_) {
+        warned_other_device_ = true;
+        TORCH_WARN("offtune: a tensor on ", t.device(), " was saved under an offloader for ",
+                   backend_->device_name(),
+                   "; it stays on its device (create one offloader per device)");
+      }
+      if (observer_) {
+        ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
+        ev.decision = PackDecision::Kept;
+        ev.reason = reason;
+        emit(ev);
+      }
+      return;
     }
-    return;
-  }
 
-  const int64_t bytes = hi - lo;
-  if (options_.use_streams) make_room(bytes);
-  auto entry = std::make_unique<Entry>();
-  Entry& e = *entry;
-  e.id = slot.id_;
-  e.generation = generation_;
-  e.bytes = bytes;
-  e.span_lo = lo;
-  e.source_key = t.storage().unsafeGetStorageImpl();
-  e.source = t.storage().getWeakStorageImpl();
-  e.version = t._version();
-  e.host = pool_->allocate(bytes, options_.use_pin_memory, e.pinned);
-  at::Tensor src = byte_view(t.storage(), lo, bytes, t.device());
-  e.offload_fence =
-      backend_->copy(e.host, src, options_.use_streams, /*after_compute=*/true, e.pinned,
-                     completion_callback(e, CopyDirection::DeviceToHost, false));
-  if (options_.use_streams) {
-    e.fwd_hold = std::move(src);
-    e.in_fwd_stash = true;
-    fwd_stash_.push_back(&e);
-    fwd_bytes_ += bytes;
+    slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+    slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
+    slot.strides_.assign(t.strides().begin(), t.strides().end());
+    slot.dtype_ = t.scalar_type();
+    slot.device_ = t.device();
+    ev.bytes = hi - lo;
+
+    if (Entry* dup = find_duplicate(t, lo, hi)) {
+      slot.entry_ = dup;
+      slot.offset_in_span_ =
+          t.storage_offset() * static_cast<int64_t>(t.element_size()) - dup->span_lo;
+      ++dup->slots;
+      ++stats_.deduplicated;
+      if (observer_) {
+        ev.decision = PackDecision::Deduplicated;
+        emit(ev);
+      }
+      return;
+    }
+
+    const int64_t bytes = hi - lo;
+    if (options_.use_streams) make_room(t.storage(), waits);
+    Entry& e = *new_entry();
+    e.id = slot.id_;
+    e.generation = slot.generation_;
+    e.bytes = bytes;
+    e.span_lo = lo;
+    e.source_key = t.storage().unsafeGetStorageImpl();
+    e.source = t.storage().getWeakStorageImpl();
+    e.version = t._version();
+    e.slots = 1;
+    e.pack_stream = stream;
+    // Link before anything below may throw: destroy_entry unlinks whatever was linked.
+    if (auto [it, inserted] = chain_tail_.try_emplace(e.generation, &e); !inserted) {
+      e.chain_prev = it->second;
+      it->second->chain_next = &e;
+      it->second = &e;
+    }
+    slot.entry_ = &e;
+    slot.offset_in_span_ = t.storage_offset() * static_cast<int64_t>(t.element_size()) - lo;
+    by_storage_.emplace(e.source_key, &e);
+    e.host = pool_->allocate(bytes, options_.use_pin_memory, e.pinned);
+    host_bytes_ += bytes;
+    const c10::Storage& storage = t.storage();
+    e.offload_fence =
+        backend_->copy({CopyDirection::DeviceToHost, &storage, lo, e.host.data_ptr(), bytes,
+                        options_.use_streams, e.pinned, observer_ != nullptr});
+    if (options_.use_streams) {
+      e.hold = storage;
+      hold_storage(e.hold);
+      e.in_fwd_stash = true;
+      fwd_stash_.push_back(&e);
+    }
+    ++stats_.offloaded;
+    stats_.offloaded_bytes += bytes;
+    if (observer_) {
+      ev.decision = PackDecision::Offloaded;
+      emit(ev);
+      watch_completion(e, CopyDirection::DeviceToHost, false, e.offload_fence);
+      emit_stash();
+    }
   }
-  e.slots = 1;
-  host_bytes_ += bytes;
-  slot.entry_ = &e;
-  slot.offset_in_span_ = t.storage_offset() * static_cast<int64_t>(t.element_size()) - lo;
-  by_storage_.emplace(e.source_key, &e);
-  entries_.emplace(e.id.value, std::move(entry));
-  ++stats_.offloaded;
-  stats_.offloaded_bytes += bytes;
-  if (observer_) {
-    ev.decision = PackDecision::Offloaded;
-    observer_->on_pack(ev);
-    CopyEvent ce{e.id,    CopyDirection::DeviceToHost, bytes, e.pinned, options_.use_streams, false,
-                 now_ns()};
-    observer_->on_copy_issued(ce);
-    emit_stash();
+  // Outside the lock: forward's wait for the window (host-sim blocks here; on cuda the stream wait
+  // was enqueued above), then the held storages may go.
+  for (WindowWait& w : waits) {
+    const int64_t begin = now_ns();
+    {
+      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::ForwardWindow});
+      backend_->host_block_for(stream, w.fence);
+    }
+    if (observer_) emit(WaitEvent{WaitKind::ForwardWindow, w.id, begin, now_ns()});
+    w.hold = c10::Storage();
   }
 }
 
-std::function<void(int64_t)> Context::completion_callback(const Entry& e, CopyDirection dir,
-                                                          bool prefetch) {
-  if (!observer_ || !backend_->times_completions()) return {};
-  // Runs on the copy thread: capture values, never the entry.
-  CopyEvent ce{e.id, dir, e.bytes, e.pinned, options_.use_streams, prefetch, 0, now_ns()};
-  return [obs = observer_, ce](int64_t t) mutable {
-    ce.time_ns = t;
-    obs->on_copy_completed(ce);
-  };
+void Context::watch_completion(const Entry& e, CopyDirection dir, bool prefetch,
+                               const FencePtr& fence) {
+  const int64_t issued = now_ns();
+  CopyEvent ce{e.id, dir, e.bytes, e.pinned, options_.use_streams, prefetch, issued, issued};
+  emit(std::make_pair(false, ce));
+  unreported_.push_back({fence, ce});
 }
 
-void Context::make_room(int64_t incoming_bytes) {
+// Copies complete in issue order on the copy stream: report those done, oldest first, with the
+// time they completed (not the time the engine noticed).
+void Context::report_completions() {
+  while (!unreported_.empty() && unreported_.front().fence->query()) {
+    Unreported& u = unreported_.front();
+    const int64_t done = u.fence->completed_ns();
+    u.event.time_ns = done > 0 ? done : now_ns();
+    emit(std::make_pair(true, u.event));
+    unreported_.pop_front();
+  }
+}
+
+void Context::make_room(const c10::Storage& incoming, WindowWaits& waits) {
   // Copies known complete need no hold: release them first, whatever their position.
   for (auto it = fwd_stash_.begin(); it != fwd_stash_.end();) {
     Entry* e = *it;
     if (e->offload_fence->query()) {
       it = fwd_stash_.erase(it);
-      drop_fwd_hold(*e);
+      drop_hold(*e);
     } else {
       ++it;
     }
   }
+  const int64_t incoming_bytes =
+      held_.count(incoming.unsafeGetStorageImpl()) ? 0 : static_cast<int64_t>(incoming.nbytes());
   const auto count_limit = static_cast<size_t>(options_.max_fwd_stash_size);
+  const Stream stream = backend_->current_stream();
   while (!fwd_stash_.empty() && (fwd_stash_.size() >= count_limit ||
                                  (options_.max_fwd_stash_bytes > 0 &&
                                   fwd_bytes_ + incoming_bytes > options_.max_fwd_stash_bytes))) {
-    Entry* e = fwd_stash_.front();
+    Entry& e = *fwd_stash_.front();
     fwd_stash_.pop_front();
-    const int64_t begin = now_ns();
-    {
-      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::ForwardWindow});
-      // Compute must not reuse the activation's memory before the copy has read it.
-      backend_->compute_wait(e->offload_fence);
-    }
+    e.in_fwd_stash = false;
+    // Forward's stream waits for the oldest copy (the window's throttle), and the block, whoever
+    // owns it, is not reused before the copy read it.
+    backend_->stream_wait(stream, e.offload_fence);
+    backend_->record_stream(e.hold, backend_->copy_stream());
+    ++stats_.record_streams;
     ++stats_.window_waits;
-    if (observer_) observer_->on_wait({WaitKind::ForwardWindow, e->id, begin, now_ns()});
-    drop_fwd_hold(*e);
+    unhold_storage(e.hold);
+    waits.push_back({e.id, e.offload_fence, std::move(e.hold)});
+    e.hold = c10::Storage();
+    if (observer_) emit_stash();
   }
 }
 
 // The entry must already be out of fwd_stash_.
-void Context::drop_fwd_hold(Entry& e) {
+void Context::drop_hold(Entry& e) {
   e.in_fwd_stash = false;
-  e.fwd_hold.reset();
-  fwd_bytes_ -= e.bytes;
-  if (observer_) {
-    if (!backend_->times_completions()) {
-      observer_->on_copy_completed({e.id, CopyDirection::DeviceToHost, e.bytes, e.pinned,
-                                    options_.use_streams, false, now_ns()});
-    }
-    emit_stash();
+  if (!e.hold) return;
+  if (!e.offload_fence->query()) {
+    backend_->record_stream(e.hold, backend_->copy_stream());
+    ++stats_.record_streams;
   }
+  unhold_storage(e.hold);
+  e.hold = c10::Storage();
+  if (observer_) emit_stash();
 }
 
 void Context::issue_reload(Entry& e, bool prefetch) {
-  // Both steps may throw (device out of memory): commit to the entry only once the copy is issued.
-  at::Tensor device = backend_->empty_device_bytes(e.bytes, options_.use_streams);
-  FencePtr fence =
-      backend_->copy(device, e.host, options_.use_streams, /*after_compute=*/false, e.pinned,
-                     completion_callback(e, CopyDirection::HostToDevice, prefetch));
-  e.device = std::move(device);
+  // Allocated on the stream that will consume it, so that it returns to that stream's pool; the
+  // copy stream waits for that stream first (the block may just have been freed there). Both steps
+  // may throw (out of memory): commit to the entry only once the copy is issued.
+  const Stream stream = backend_->current_stream();
+  c10::Storage buffer = backend_->allocate_device(e.bytes, stream);
+  FencePtr fence = backend_->copy({CopyDirection::HostToDevice, &buffer, 0, e.host.data_ptr(),
+                                   e.bytes, options_.use_streams, e.pinned, observer_ != nullptr});
+  e.device = std::move(buffer);
+  e.device_offset = 0;
+  e.device_stream = stream;
   e.reload_fence = std::move(fence);
-  e.reload_waited = false;
+  e.ready_on.clear();
+  e.consumers.clear();
+  // Single-stream mode copies on the consuming stream itself.
+  if (!options_.use_streams) e.ready_on.push_back(stream);
   e.device_reloaded = true;
   e.prefetched = prefetch;
   e.task = current_graph_task_id();
@@ -430,104 +674,156 @@ void Context::issue_reload(Entry& e, bool prefetch) {
   bwd_bytes_ += e.bytes;
   ++stats_.reloaded;
   stats_.reloaded_bytes += e.bytes;
-  if (prefetch) ++stats_.prefetched;
+  if (prefetch) {
+    ++stats_.prefetched;
+    prefetched_bytes_ += e.bytes;
+  }
   if (observer_) {
-    observer_->on_copy_issued({e.id, CopyDirection::HostToDevice, e.bytes, e.pinned,
-                               options_.use_streams, prefetch, now_ns()});
+    watch_completion(e, CopyDirection::HostToDevice, prefetch, e.reload_fence);
     emit_stash();
   }
+}
+
+bool Context::try_prefetch(Entry& e) {
+  const bool over_bound = options_.max_prefetch_bytes > 0 &&
+                          prefetched_bytes_ + e.bytes > options_.max_prefetch_bytes;
+  if (over_bound || backend_->headroom() < e.bytes) {
+    ++stats_.prefetch_skipped;
+    return false;
+  }
+  // Its own allocation must fail rather than take memory from other prefetches (or from compute).
+  NoReclaimScope no_reclaim;
+  try {
+    issue_reload(e, /*prefetch=*/true);
+  } catch (const c10::OutOfMemoryError&) {
+    ++stats_.prefetch_skipped;
+    return false;
+  }
+  return true;
 }
 
 void Context::prefetch_before(const Entry& e) {
   // Single-stream mode copies on the compute stream: prefetching there only moves the wait.
   if (options_.prefetch == 0 || !options_.use_streams) return;
-  auto it = entries_.find(e.id.value);
   int64_t looked = 0;
-  while (it != entries_.begin() && looked < options_.prefetch) {
-    --it;
-    Entry& p = *it->second;
-    if (p.generation != e.generation) break;
+  for (Entry* p = e.chain_prev; p != nullptr && looked < options_.prefetch; p = p->chain_prev) {
     ++looked;
-    if (!p.device.defined() && !p.in_fwd_stash) issue_reload(p, /*prefetch=*/true);
+    if (!p->device && !p->in_fwd_stash && !try_prefetch(*p)) break;
   }
 }
 
 at::Tensor Context::unpack(Slot& slot) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
+  EventSink sink;
   if (!slot.entry_) {
-    if (observer_) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (observer_) observer_->on_unpack({slot.id_, UnpackSource::Kept, 0, now_ns()});
+    if (slot.kept_.defined() && slot.kept_._version() != slot.saved_version_) {
+      throw_modified_in_place(describe(slot.kept_.scalar_type(), slot.kept_.device(),
+                                       slot.kept_.sizes()),
+                              slot.kept_._version(), slot.saved_version_);
     }
+    if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
     return slot.kept_;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  collect_pending();
-  maybe_queue_end_of_backward();
-  Entry& e = *slot.entry_;
-  UnpackSource source;
-  if (e.device.defined()) {
-    source = e.prefetched
-                 ? UnpackSource::Prefetched
-                 : (e.device_reloaded ? UnpackSource::Reloaded : UnpackSource::ForwardStash);
-  } else if (e.in_fwd_stash) {
-    // Backward began before this offload copy was known complete: use the device bytes as they are.
-    fwd_stash_.erase(std::find(fwd_stash_.begin(), fwd_stash_.end(), &e));
-    e.in_fwd_stash = false;
-    fwd_bytes_ -= e.bytes;
-    e.device = std::move(e.fwd_hold);
-    e.device_reloaded = false;
-    e.task = current_graph_task_id();
-    ++bwd_count_;
-    bwd_bytes_ += e.bytes;
-    ++stats_.from_fwd_stash;
-    source = UnpackSource::ForwardStash;
-  } else {
-    issue_reload(e, /*prefetch=*/false);
-    source = UnpackSource::Reloaded;
+  if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
+    throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
+                            slot.saved_version_);
   }
-  if (!e.reload_waited) {
+  note_unpack_in_backward(*this);
+  const Stream stream = backend_->current_stream();
+  FencePtr wait_for;
+  at::Tensor out;
+  {
+    Lock lock(*this);
+    report_completions();
+    collect_pending();
+    Entry& e = *slot.entry_;
+    UnpackSource source;
+    if (e.device) {
+      source = e.prefetched
+                   ? UnpackSource::Prefetched
+                   : (e.device_reloaded ? UnpackSource::Reloaded : UnpackSource::ForwardStash);
+    } else if (e.in_fwd_stash) {
+      // Backward began before this offload copy was known complete: use the device bytes as they
+      // are.
+      fwd_stash_.erase(std::find(fwd_stash_.begin(), fwd_stash_.end(), &e));
+      e.in_fwd_stash = false;
+      unhold_storage(e.hold);
+      e.device = std::move(e.hold);
+      e.hold = c10::Storage();
+      e.device_offset = e.span_lo;
+      e.device_stream = e.pack_stream;
+      e.device_reloaded = false;
+      e.ready_on.clear();
+      e.consumers.clear();
+      e.task = current_graph_task_id();
+      ++bwd_count_;
+      bwd_bytes_ += e.bytes;
+      ++stats_.from_fwd_stash;
+      source = UnpackSource::ForwardStash;
+    } else {
+      issue_reload(e, /*prefetch=*/false);
+      source = UnpackSource::Reloaded;
+    }
+    if (e.prefetched) {
+      e.prefetched = false;
+      prefetched_bytes_ -= e.bytes;
+    }
+    // Every stream handed a reloaded buffer waits for the reload once; every caller blocks for it
+    // as long as it may still run (a no-op on cuda; on host-sim two threads may share a stream,
+    // and only one of them issued the wait).
+    if (e.device_reloaded && !e.reload_fence->query()) {
+      if (!contains(e.ready_on, stream)) {
+        backend_->stream_wait(stream, e.reload_fence);
+        e.ready_on.push_back(stream);
+      }
+      wait_for = e.reload_fence;
+    } else if (e.device_reloaded && !contains(e.ready_on, stream)) {
+      e.ready_on.push_back(stream);  // complete, and seen so: nothing to wait for
+    }
+    if (stream != e.device_stream && !contains(e.consumers, stream)) e.consumers.push_back(stream);
+    prefetch_before(e);
+    if (observer_) {
+      emit(UnpackEvent{slot.id_, source, e.bytes, now_ns()});
+      emit_stash();
+    }
+    const auto itemsize = static_cast<int64_t>(c10::elementSize(slot.dtype_));
+    const int64_t first_byte = e.device_offset + slot.offset_in_span_;
+    out = at::empty({0}, at::TensorOptions().dtype(slot.dtype_).device(slot.device_));
+    out.set_(e.device, first_byte / itemsize, slot.sizes_, slot.strides_);
+  }
+  if (wait_for) {
     const int64_t begin = now_ns();
     {
       SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Reload});
-      backend_->compute_wait(e.reload_fence);
+      backend_->host_block_for(stream, wait_for);
     }
-    e.reload_waited = true;
-    if (observer_) observer_->on_wait({WaitKind::Reload, e.id, begin, now_ns()});
+    if (observer_) emit(WaitEvent{WaitKind::Reload, slot.id_, begin, now_ns()});
   }
-  e.prefetched = false;
-  prefetch_before(e);
-  if (observer_) {
-    observer_->on_unpack({slot.id_, source, e.bytes, now_ns()});
-    emit_stash();
-  }
-  const auto itemsize = static_cast<int64_t>(c10::elementSize(slot.dtype_));
-  const int64_t first_byte = e.device.storage_offset() + slot.offset_in_span_;
-  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(slot.dtype_).device(slot.device_));
-  out.set_(e.device.storage(), first_byte / itemsize, slot.sizes_, slot.strides_);
   return out;
 }
 
 void Context::release_device(Entry& e) {
-  if (!e.device.defined()) return;
-  if (e.device_reloaded) {
-    // Note [unpacked storage gained users]: our buffer holds one reference. More means a backward
-    // output (or a user) kept a view of it: compute may still use it after this point, so the
-    // allocator must not hand the block to the copy stream before compute is done.
-    if (e.device.storage().use_count() > 1) {
-      backend_->record_stream_compute(e.device);
-      ++stats_.record_streams;
-    }
-    // Later copy-stream allocations that reuse this block are ordered after compute's use of it.
-    backend_->copy_wait_compute();
-  } else if (e.offload_fence && !e.offload_fence->query()) {
-    // The forward hold: the offload copy may still be reading it.
-    SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
-    backend_->compute_wait(e.offload_fence);
+  if (!e.device) return;
+  // The block may be reused by its stream once we let go: not before the copy that fills (or
+  // reads) it ran, nor before another stream we handed it to is done with it.
+  const FencePtr& copy = e.device_reloaded ? e.reload_fence : e.offload_fence;
+  const bool copy_ordered =
+      e.device_reloaded ? contains(e.ready_on, e.device_stream) || copy->query()
+                        : copy == nullptr || copy->query();
+  if (!copy_ordered) {
+    backend_->record_stream(e.device, backend_->copy_stream());
+    ++stats_.record_streams;
   }
-  e.device.reset();
+  for (const Stream& s : e.consumers) {
+    backend_->record_stream(e.device, s);
+    ++stats_.record_streams;
+  }
+  if (e.prefetched) prefetched_bytes_ -= e.bytes;
+  e.device = c10::Storage();
   e.device_reloaded = false;
   e.prefetched = false;
+  e.ready_on.clear();
+  e.consumers.clear();
   e.task = -1;
   --bwd_count_;
   bwd_bytes_ -= e.bytes;
@@ -558,63 +854,96 @@ void Context::collect_pending() {
 void Context::destroy_entry(Entry& e) {
   if (e.in_fwd_stash) {
     fwd_stash_.erase(std::find(fwd_stash_.begin(), fwd_stash_.end(), &e));
-    if (!e.offload_fence->query()) {
-      // The graph died before its offload copy finished: the copy may still be reading the span.
-      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
-      backend_->compute_wait(e.offload_fence);
-    }
-    drop_fwd_hold(e);
+    // The graph died: the copy may still read the hold, which drop_hold records.
+    drop_hold(e);
   }
   release_device(e);
-  free_host_when_done(e);
-  auto [first, last] = by_storage_.equal_range(e.source_key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == &e) {
-      by_storage_.erase(it);
-      break;
+  if (e.host.defined()) free_host_when_done(e);
+  if (e.source_key != nullptr) {
+    auto [first, last] = by_storage_.equal_range(e.source_key);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == &e) {
+        by_storage_.erase(it);
+        break;
+      }
     }
   }
-  entries_.erase(e.id.value);  // destroys e
+  // Unlink from its generation's chain and from the live list.
+  if (e.chain_next) {
+    e.chain_next->chain_prev = e.chain_prev;
+  } else if (auto it = chain_tail_.find(e.generation);
+             it != chain_tail_.end() && it->second == &e) {
+    if (e.chain_prev) {
+      it->second = e.chain_prev;
+    } else {
+      chain_tail_.erase(it);
+    }
+  }
+  if (e.chain_prev) e.chain_prev->chain_next = e.chain_next;
+  if (e.live_prev) {
+    e.live_prev->live_next = e.live_next;
+  } else {
+    live_head_ = e.live_next;
+  }
+  if (e.live_next) e.live_next->live_prev = e.live_prev;
+  // Recycle: reset in place and keep a bounded number for the next steps.
+  std::unique_ptr<Entry> owned(&e);
+  *owned = Entry();
+  if (spare_.size() < 4096) spare_.push_back(std::move(owned));
 }
 
 void Context::release(Slot& slot) noexcept {
   if (!slot.packed_) return;
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
+    EventSink sink;
+    Lock lock(*this);
     --live_slots_;
     if (slot.entry_ && --slot.entry_->slots == 0) destroy_entry(*slot.entry_);
     slot.entry_ = nullptr;
     collect_pending();
+    report_completions();
   } catch (const std::exception& ex) {
     // Destructors run inside autograd's cleanup: never throw from here.
     TORCH_WARN("offtune: error while releasing a saved tensor: ", ex.what());
   }
 }
 
-void Context::maybe_queue_end_of_backward() {
-  const int task = current_graph_task_id();
-  if (task < 0 || !queued_tasks_.insert(task).second) return;
-  std::weak_ptr<Context> weak = weak_from_this();
-  queue_end_of_backward([weak, task] {
-    if (auto ctx = weak.lock()) ctx->end_of_backward(task);
-  });
-}
-
 void Context::end_of_backward(int task) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  queued_tasks_.erase(task);
+  EventSink sink;
+  Lock lock(*this);
   // Buffers this backward brought in and that are still on the device are unconsumed prefetches, or
-  // belong to a retained graph (the next backward reloads them from the host copy): give their
-  // memory back. Buffers of a backward running concurrently on another thread are left alone.
-  for (auto& [id, e] : entries_) {
+  // belong to a retained graph (the next backward reloads them from the host copy), or to a
+  // backward that failed: give their memory back. Buffers of a backward running concurrently on
+  // another thread are left alone.
+  for (Entry* e = live_head_; e != nullptr; e = e->live_next) {
     if (e->task == task) release_device(*e);
   }
   collect_pending();
+  report_completions();
+}
+
+int64_t Context::reclaim_device_memory() noexcept {
+  // Called by an allocator about to fail, possibly on a thread inside this engine (which then holds
+  // the lock already) or inside another allocator's lock: never block on the engine's lock.
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  if (t_holding != this && !lock.try_lock()) return 0;
+  int64_t freed = 0;
+  try {
+    for (Entry* e = live_head_; e != nullptr; e = e->live_next) {
+      if (!e->prefetched || !e->device) continue;
+      freed += e->bytes;
+      release_device(*e);
+      ++stats_.prefetch_dropped;
+    }
+  } catch (...) {
+    // Nothing here allocates; keep the allocator's caller unaffected whatever happens.
+  }
+  return freed;
 }
 
 void Context::emit_stash() {
-  observer_->on_stash(
-      {static_cast<int64_t>(fwd_stash_.size()), fwd_bytes_, bwd_count_, bwd_bytes_, now_ns()});
+  emit(StashEvent{static_cast<int64_t>(fwd_stash_.size()), fwd_bytes_, bwd_count_, bwd_bytes_,
+                  now_ns()});
 }
 
 void Context::never_offload(const at::Tensor& t) {
@@ -628,8 +957,10 @@ void Context::never_offload(const at::Tensor& t) {
 }
 
 ResidentState Context::resident() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  EventSink sink;
+  Lock lock(*this);
   collect_pending();
+  report_completions();
   ResidentState r;
   r.tracked = live_slots_;
   r.host_bytes = host_bytes_;
@@ -644,17 +975,19 @@ ResidentState Context::resident() {
 }
 
 void Context::synchronize() {
+  EventSink sink;
   {
     SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
     backend_->synchronize();
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = fwd_stash_.begin(); it != fwd_stash_.end();) {
-    Entry* e = *it;
-    it = fwd_stash_.erase(it);
-    drop_fwd_hold(*e);
+  Lock lock(*this);
+  while (!fwd_stash_.empty()) {
+    Entry* e = fwd_stash_.front();
+    fwd_stash_.pop_front();
+    drop_hold(*e);
   }
   collect_pending();
+  report_completions();
 }
 
 }  // namespace offtune::detail
@@ -685,6 +1018,7 @@ ActivationOffloader::ActivationOffloader(OffloadOptions options) {
   detail::set_host_ram_warn_percent(options.host_ram_warn_percent);
   auto backend = make_backend(options);
   ctx_ = std::make_shared<Context>(std::move(options), std::move(backend));
+  detail::register_reclaimer(ctx_);
 }
 
 ActivationOffloader::~ActivationOffloader() {
@@ -714,30 +1048,25 @@ void ActivationOffloader::synchronize() { ctx_->synchronize(); }
 void ActivationOffloader::release_cached_memory() { ctx_->release_cached_memory(); }
 
 OffloadScope::OffloadScope(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
-  ctx_->begin_scope();
-  detail::push_frame(ctx_.get());
-  active_ = true;
+  token_ = detail::push_frame(ctx_.get(), ctx_->new_generation());
 }
 OffloadScope::OffloadScope(OffloadScope&& other) noexcept
-    : ctx_(std::move(other.ctx_)), active_(other.active_) {
-  other.active_ = false;
+    : ctx_(std::move(other.ctx_)), token_(other.token_) {
+  other.token_ = 0;
 }
 OffloadScope::~OffloadScope() {
-  if (active_) detail::pop_frame();
+  if (token_ != 0) detail::pop_frame(token_);
 }
 
-NoOffloadRegion::NoOffloadRegion() { detail::push_frame(nullptr); }
-NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(); }
+NoOffloadRegion::NoOffloadRegion() : token_(detail::push_frame(nullptr, 0)) {}
+NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(token_); }
 
 ModuleRegion::ModuleRegion(const void* module) {
   Context* top = detail::top_frame();
-  if (top != nullptr && top->is_excluded(module)) {
-    detail::push_frame(nullptr);
-    pushed_ = true;
-  }
+  if (top != nullptr && top->is_excluded(module)) token_ = detail::push_frame(nullptr, 0);
 }
 ModuleRegion::~ModuleRegion() {
-  if (pushed_) detail::pop_frame();
+  if (token_ != 0) detail::pop_frame(token_);
 }
 
 bool offloading_active() { return detail::top_frame() != nullptr; }

@@ -49,7 +49,17 @@ void OffloadOptions::validate() const {
          std::to_string(max_fwd_stash_bytes));
   }
   if (prefetch < 0) fail("prefetch must be >= 0, got " + std::to_string(prefetch));
-  if (device_index < 0) fail("device_index must be >= 0, got " + std::to_string(device_index));
+  if (max_prefetch_bytes < 0) {
+    fail("max_prefetch_bytes must be >= 0 (0 = no byte bound), got " +
+         std::to_string(max_prefetch_bytes));
+  }
+  if (device_index < -1) {
+    fail("device_index must be >= 0, or -1 for the current device, got " +
+         std::to_string(device_index));
+  }
+  if (debug_copy_delay_ns < 0) {
+    fail("debug_copy_delay_ns must be >= 0, got " + std::to_string(debug_copy_delay_ns));
+  }
   if (!(host_ram_warn_percent > 0.0 && host_ram_warn_percent <= 100.0)) {
     fail("host_ram_warn_percent must be in (0, 100], got " + std::to_string(host_ram_warn_percent));
   }
@@ -86,6 +96,8 @@ std::string_view to_string(KeepReason r) {
       return "registered-storage";
     case KeepReason::NotOnDevice:
       return "not-on-device";
+    case KeepReason::OtherDevice:
+      return "other-device";
     case KeepReason::Unsupported:
       return "unsupported";
   }

@@ -6,17 +6,27 @@
 // the subclass with set_default_engine_stub. These are internal APIs, so they are confined to this
 // file and checked against the pinned torch (tests/test_seam.cpp; static_asserts below).
 //
-// Verified on torch 2.15.0 (the pinned version) and written to compile on torch >= 2.4.
+// Backward runs partly on autograd's own threads (one per CUDA device; checkpoint recompute and
+// create_graph backwards save tensors there). Python carries its hooks to those threads in the
+// graph task's thread-local state; a C++ frame stack cannot ride along, so the engine subclass also
+// overrides execute_with_graph_task: it binds each graph task to the offloader that should receive
+// the tensors saved during it, and tells the offloaders that took part when it ends (successfully
+// or not). See note_unpack_in_backward.
+//
+// Verified on torch 2.15.0 (the pinned version).
 #include "seam.hpp"
 
+#include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
-#include <torch/csrc/autograd/saved_variable_hooks.h>
 
+#include <algorithm>
 #include <mutex>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
+#include "host_sim_internal.hpp"
 #include "offtune/options.hpp"
 
 namespace offtune::detail {
@@ -24,23 +34,81 @@ namespace {
 
 namespace ag = torch::autograd;
 
-// The virtual we override must keep this exact signature; fail the build loudly if a torch upgrade
-// changes it instead of silently never being called.
+// The virtuals we override must keep these exact signatures; fail the build loudly if a torch
+// upgrade changes them instead of silently never being called.
 static_assert(std::is_same_v<decltype(&ag::Engine::get_default_saved_variable_hooks),
                              std::unique_ptr<ag::SavedVariableHooks> (ag::Engine::*)()>,
               "torch changed Engine::get_default_saved_variable_hooks; update offtune's seam");
+static_assert(
+    std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
+                   c10::intrusive_ptr<at::ivalue::Future> (ag::Engine::*)(
+                       const std::shared_ptr<ag::GraphTask>&, c10::intrusive_ptr<ag::Node>,
+                       ag::InputBuffer&&)>,
+    "torch changed Engine::execute_with_graph_task; update offtune's seam");
 
-thread_local std::vector<Context*> t_frames;
-
-class HooksAdapter final : public ag::SavedVariableHooks {
- public:
-  explicit HooksAdapter(std::unique_ptr<SavedTensorSlot> slot) : slot_(std::move(slot)) {}
-  void call_pack_hook(const at::Tensor& tensor) override { slot_->pack(tensor); }
-  at::Tensor call_unpack_hook() override { return slot_->unpack(); }
-
- private:
-  std::unique_ptr<SavedTensorSlot> slot_;
+struct Frame {
+  Context* ctx = nullptr;
+  uint64_t generation = 0;
+  uint64_t token = 0;
 };
+thread_local std::vector<Frame> t_frames;
+thread_local uint64_t t_next_token = 1;
+
+// ---- graph tasks -------------------------------------------------------------------------------
+
+// Who receives the tensors a backward saves on autograd's threads, and who takes part in it.
+struct Binding {
+  enum class State : uint8_t { Unresolved, Saver, None } state = State::Unresolved;
+  std::weak_ptr<Context> saver;
+  uint64_t generation = 0;
+  std::vector<std::weak_ptr<Context>> participants;
+};
+
+std::mutex g_tasks_mutex;
+std::unordered_map<int64_t, Binding>& tasks() {
+  static auto* map = new std::unordered_map<int64_t, Binding>();  // leaked: autograd threads
+  return *map;
+}
+
+void bind_task(int64_t id) {
+  Binding b;
+  if (!t_frames.empty()) {
+    // backward() called inside a scope (or a no-offload region): that one, as Python would.
+    const Frame& f = t_frames.back();
+    if (f.ctx == nullptr) {
+      b.state = Binding::State::None;
+    } else {
+      b.state = Binding::State::Saver;
+      b.saver = weak_of(*f.ctx);
+      b.generation = new_generation(*f.ctx);
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_tasks_mutex);
+  if (b.state == Binding::State::Unresolved) {
+    // A backward started inside another one (reentrant checkpointing): the outer one's offloader.
+    const int parent = ag::get_current_graph_task_id();
+    if (auto it = tasks().find(parent); parent >= 0 && it != tasks().end()) {
+      b.state = it->second.state;
+      b.saver = it->second.saver;
+      b.generation = it->second.generation;
+    }
+  }
+  tasks()[id] = std::move(b);
+}
+
+void finish_task(int64_t id) {
+  Binding b;
+  {
+    std::lock_guard<std::mutex> lock(g_tasks_mutex);
+    auto it = tasks().find(id);
+    if (it == tasks().end()) return;
+    b = std::move(it->second);
+    tasks().erase(it);
+  }
+  for (const auto& weak : b.participants) {
+    if (auto ctx = weak.lock()) end_of_backward(*ctx, static_cast<int>(id));
+  }
+}
 
 class OfftuneEngine final : public ag::Engine {
  public:
@@ -50,10 +118,40 @@ class OfftuneEngine final : public ag::Engine {
 
   std::unique_ptr<ag::SavedVariableHooks> get_default_saved_variable_hooks() override {
     // Hot path for every saved tensor in the process: one thread-local read when offtune is idle.
-    if (t_frames.empty() || t_frames.back() == nullptr) {
-      return nullptr;
+    if (!t_frames.empty()) {
+      const Frame& f = t_frames.back();
+      return f.ctx == nullptr ? nullptr : make_slot(*f.ctx, f.generation);
     }
-    return std::make_unique<HooksAdapter>(make_slot(*t_frames.back()));
+    const int task = ag::get_current_graph_task_id();
+    if (task < 0) return nullptr;
+    std::shared_ptr<Context> ctx;
+    uint64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_tasks_mutex);
+      auto it = tasks().find(task);
+      if (it == tasks().end() || it->second.state != Binding::State::Saver) return nullptr;
+      ctx = it->second.saver.lock();
+      generation = it->second.generation;
+    }
+    return ctx ? make_slot(*ctx, generation) : nullptr;
+  }
+
+  c10::intrusive_ptr<at::ivalue::Future> execute_with_graph_task(
+      const std::shared_ptr<ag::GraphTask>& graph_task, c10::intrusive_ptr<ag::Node> graph_root,
+      ag::InputBuffer&& input_buffer) override {
+    const auto id = static_cast<int64_t>(static_cast<int>(graph_task->id_));
+    bind_task(id);
+    c10::intrusive_ptr<at::ivalue::Future> future;
+    try {
+      future = ag::Engine::execute_with_graph_task(graph_task, std::move(graph_root),
+                                                   std::move(input_buffer));
+    } catch (...) {
+      finish_task(id);
+      throw;
+    }
+    // Runs once the task is done, with an error too; inline if it already is (a CPU backward).
+    future->addCallback([id](at::ivalue::Future&) { finish_task(id); });
+    return future;
   }
 };
 
@@ -64,6 +162,12 @@ ag::Engine& offtune_engine() {
 }
 
 }  // namespace
+
+at::Tensor SavedTensorSlot::call_unpack_hook() {
+  at::Tensor t = unpack();
+  sim::check_handout(t);
+  return t;
+}
 
 void ensure_engine_installed() {
   static std::once_flag once;
@@ -79,22 +183,55 @@ void ensure_engine_installed() {
   if (foreign) {
     throw EngineError(
         "offtune: another autograd engine is the default (torch loaded from Python?); offtune's "
-        "C++ "
-        "hooks cannot be installed there. Use torch's saved_tensors_hooks from Python instead.");
+        "C++ hooks cannot be installed there. Use torch's saved_tensors_hooks from Python "
+        "instead.");
   }
 }
 
-void push_frame(Context* ctx) { t_frames.push_back(ctx); }
-void pop_frame() {
-  if (!t_frames.empty()) t_frames.pop_back();
+uint64_t push_frame(Context* ctx, uint64_t generation) {
+  const uint64_t token = t_next_token++;
+  t_frames.push_back({ctx, generation, token});
+  return token;
 }
-Context* top_frame() { return t_frames.empty() ? nullptr : t_frames.back(); }
-bool frame_stack_empty() { return t_frames.empty(); }
+
+void pop_frame(uint64_t token) {
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if (it->token == token) {
+      t_frames.erase(std::next(it).base());
+      return;
+    }
+  }
+}
+
+Context* top_frame() { return t_frames.empty() ? nullptr : t_frames.back().ctx; }
 
 int current_graph_task_id() { return ag::get_current_graph_task_id(); }
-bool current_graph_task_keep_graph() { return ag::get_current_graph_task_keep_graph(); }
-void queue_end_of_backward(std::function<void()> fn) {
-  ag::Engine::get_default_engine().queue_callback(std::move(fn));
+
+void note_unpack_in_backward(Context& ctx) {
+  const int task = ag::get_current_graph_task_id();
+  if (task < 0) return;
+  // Once per (task, offloader) and thread: unpacks come in runs.
+  thread_local int last_task = -1;
+  thread_local const Context* last_ctx = nullptr;
+  if (task == last_task && &ctx == last_ctx) return;
+  std::lock_guard<std::mutex> lock(g_tasks_mutex);
+  auto it = tasks().find(task);
+  if (it == tasks().end()) return;  // not started through this engine
+  last_task = task;
+  last_ctx = &ctx;
+  Binding& b = it->second;
+  const bool known = std::any_of(b.participants.begin(), b.participants.end(),
+                                 [&](const std::weak_ptr<Context>& w) {
+                                   auto p = w.lock();
+                                   return p.get() == &ctx;
+                                 });
+  if (!known) b.participants.push_back(weak_of(ctx));
+  if (b.state == Binding::State::Unresolved) {
+    // The graph's own offloader: the work autograd does for a graph saved under it goes there too.
+    b.state = Binding::State::Saver;
+    b.saver = weak_of(ctx);
+    b.generation = new_generation(ctx);
+  }
 }
 
 }  // namespace offtune::detail

@@ -1,7 +1,11 @@
 // The one seam between offtune and libtorch's internal autograd API (see seam.cpp for why it
-// exists). Nothing else in offtune includes torch/csrc/autograd internals.
+// exists). Nothing else in offtune includes torch/csrc/autograd internals; this header includes only
+// the small abstract SavedVariableHooks interface, so that a saved tensor costs one allocation.
 #pragma once
 
+#include <torch/csrc/autograd/saved_variable_hooks.h>
+
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -13,13 +17,19 @@ namespace offtune::detail {
 
 class Context;
 
-// One saved tensor's pack/unpack pair. The seam makes one per tensor that autograd saves under an
-// active offload scope and destroys it when autograd drops the saved tensor: after its node's
-// backward ran (graph not retained), or when the graph is freed. That destruction is the "node
-// finished" signal. pack() may never be called (autograd skips hooks for wrapped numbers).
-class SavedTensorSlot {
+// One saved tensor's pack/unpack pair, handed to autograd as its SavedVariableHooks. The seam makes
+// one per tensor that autograd saves under an active offload scope and autograd destroys it when it
+// drops the saved tensor: after its node's backward ran (graph not retained), or when the graph is
+// freed. That destruction is the "node finished" signal. pack() may never be called (autograd
+// skips hooks for wrapped numbers).
+class SavedTensorSlot : public torch::autograd::SavedVariableHooks {
  public:
-  virtual ~SavedTensorSlot() = default;
+  void call_pack_hook(const at::Tensor& tensor) final { pack(tensor); }
+  // unpack(), then (host-sim, when checking stream order) the emulator's check that the tensor is
+  // ready on the stream it is handed to.
+  at::Tensor call_unpack_hook() final;
+
+ protected:
   virtual void pack(const at::Tensor& tensor) = 0;
   virtual at::Tensor unpack() = 0;
 };
@@ -29,19 +39,26 @@ class SavedTensorSlot {
 // default: replacing it would break Python's own saved-tensor hooks.
 void ensure_engine_installed();
 
-// Per-thread stack of frames: an offloader's context, or nullptr for a no-offload region.
-void push_frame(Context* ctx);
-void pop_frame();
+// Per-thread stack of frames: an offloader's context with the generation its tensors join, or
+// nullptr for a no-offload region. Frames are removed by the token push_frame returned, wherever
+// they are in the stack (a movable scope may end out of order).
+uint64_t push_frame(Context* ctx, uint64_t generation);
+void pop_frame(uint64_t token);
 Context* top_frame();  // nullptr when the stack is empty or a no-offload region is innermost
-bool frame_stack_empty();
 
 // Backward-pass facts from the autograd engine; valid on an autograd thread inside backward.
 int current_graph_task_id();  // -1 outside backward
-bool current_graph_task_keep_graph();
-// Runs `fn` when the current backward finishes successfully. Requires current_graph_task_id() >= 0.
-void queue_end_of_backward(std::function<void()> fn);
 
-// Implemented by Context (offloader.cpp): a new slot for the saved tensor about to be packed.
-std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx);
+// Called by the engine when it unpacks a tensor inside backward: `ctx` takes part in the current
+// backward (it hears end_of_backward when that backward ends, successfully or not), and becomes the
+// offloader of the tensors that backward saves on its threads, unless the thread that called
+// backward() named one (its innermost scope, or a no-offload region).
+void note_unpack_in_backward(Context& ctx);
+
+// Implemented by Context (offloader.cpp).
+std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx, uint64_t generation);
+std::weak_ptr<Context> weak_of(Context& ctx);
+uint64_t new_generation(Context& ctx);
+void end_of_backward(Context& ctx, int task);
 
 }  // namespace offtune::detail

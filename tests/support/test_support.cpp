@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "offtune/host_sim.hpp"
+
 namespace offtune::test {
 
 OffloadOptions host_sim_options(int64_t min_offload_size, int64_t window) {
@@ -11,7 +13,9 @@ OffloadOptions host_sim_options(int64_t min_offload_size, int64_t window) {
   o.backend = BackendKind::HostSim;
   o.min_offload_size = min_offload_size;
   o.max_fwd_stash_size = window;
-  o.poison_freed = true;  // a buffer freed too early shows up as NaNs
+  o.poison_freed = true;   // a buffer freed too early shows up as NaNs...
+  o.reuse_freed = true;    // ...or as another tensor's values, when its block is reused at once
+  o.check_streams = true;  // and stream-order violations are reported, whether or not they bit
   return o;
 }
 
@@ -60,6 +64,13 @@ void expect_identical_step(const std::function<at::Tensor()>& forward,
   }
   offloader.synchronize();
   EXPECT_TRUE(offloader.resident().resting());
+  expect_no_stream_races();
+}
+
+void expect_no_stream_races() {
+  std::string text;
+  for (const auto& r : host_sim::take_stream_races()) text += "\n  " + r;
+  EXPECT_TRUE(text.empty()) << "stream-order violations (host-sim):" << text;
 }
 
 void RecordingObserver::on_pack(const PackEvent& e) {

@@ -12,7 +12,8 @@
 
 namespace offtune::test {
 
-// Options for host-sim with a small threshold so that test-sized tensors are offloaded.
+// Options for host-sim with a small threshold so that test-sized tensors are offloaded, and the
+// emulator's debug checks on (poison, immediate reuse, stream-order checks).
 OffloadOptions host_sim_options(int64_t min_offload_size = 0, int64_t window = 2);
 
 // Bitwise equality of two tensors (dtype, shape and every byte); NaNs compare by bit pattern.
@@ -29,6 +30,9 @@ std::vector<at::Tensor> take_grads(const std::vector<at::Tensor>& params);
 // Expects loss and gradients of one step to be bit-identical with and without offloading.
 void expect_identical_step(const std::function<at::Tensor()>& forward,
                            const std::vector<at::Tensor>& params, ActivationOffloader& offloader);
+
+// Expects host-sim's stream-order checker to have found nothing since the last call.
+void expect_no_stream_races();
 
 struct RecordingObserver : Observer {
   std::mutex mutex;

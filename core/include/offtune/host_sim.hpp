@@ -4,11 +4,34 @@
 // offtune's host pool, which that counter does not see, so the device figures behave as a GPU's
 // would.
 //
+// The emulator models what makes offloading hard to get right on a GPU:
+// - Streams. Every thread has a current compute stream (kDefaultStream unless a StreamGuard says
+//   otherwise); each offloader has a copy stream, a worker thread that runs copies in issue order on
+//   raw memory. Compute runs at once on the calling thread.
+// - The caching allocator's stream rule. Each device block belongs to the stream it was allocated
+//   on; freeing it makes it reusable by that stream's later work, and by no other stream. With
+//   set_caching(true) a freed block is kept per stream and handed to the next allocation of the same
+//   size on that stream at once (a block freed too early is overwritten, as on a GPU).
+// - Stream order, checked. With set_check_streams(true) every copy is tracked against the blocks it
+//   touches, and two rules are checked by happens-before (stream waits, host observations of a
+//   copy's completion, record_stream), not by timing: a block is not freed while a copy that may
+//   still run reads or writes it, unless its stream waited for the copy or the block was recorded
+//   on the copy stream; and a reloaded tensor is not handed to autograd on a stream that has not
+//   waited for its reload. Violations are recorded (take_stream_races()) and the block is poisoned
+//   at once, so that the values go wrong too.
+//
 // install() is idempotent and process-wide; the first host-sim ActivationOffloader calls it. Call
-// it yourself before building the model if parameter bytes should count from the start.
+// it yourself before building the model if parameter bytes should count from the start. Every
+// setting here is process-wide.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
 
 namespace offtune::host_sim {
 
@@ -16,21 +39,59 @@ void install();
 bool installed();
 
 struct Counters {
-  int64_t allocated = 0;  // bytes in live CPU ("device") allocations
-  int64_t peak = 0;       // since reset_peak()
-  int64_t allocations = 0;
+  int64_t allocated = 0;    // bytes in live CPU ("device") allocations
+  int64_t peak = 0;         // of allocated, since reset_peak()
+  int64_t allocations = 0;  // allocations made (monotonic)
+  // Bytes the emulated caching allocator holds: allocated, plus freed blocks cached for reuse
+  // (set_caching) and freed blocks that wait for a copy stream before they may be reused.
+  int64_t reserved = 0;
+  int64_t peak_reserved = 0;
+  int64_t cache_flushes = 0;  // allocations that emptied the caches to fit the capacity (CUDA's
+                              // "alloc retries")
 };
 Counters counters();
-void reset_peak();
+void reset_peak();  // both peaks
 
-// Device capacity in bytes (0 = unlimited). Allocations beyond it throw c10::OutOfMemoryError, as
-// the CUDA allocator does, so that memory budgets and out-of-memory handling can be exercised.
+// Device capacity in bytes (0 = unlimited). Reserved bytes beyond it throw c10::OutOfMemoryError, as
+// the CUDA allocator does, after emptying the caches and asking offloaders to give back prefetched
+// buffers they can bring back later.
 void set_capacity(int64_t bytes);
 int64_t capacity();
 
-// Debug (process-wide, stays on once set): fill freed device memory with 0xFF (NaN for floating
-// types) before it is returned.
+// Debug (stays on once set): fill freed device memory with 0xFF (NaN for floating types) before it
+// is returned or cached.
 void set_poison(bool on);
 bool poison();
+
+// Debug (stays on once set): cache freed blocks per stream and reuse them at once (see above).
+void set_caching(bool on);
+bool caching();
+
+// Streams. A stream id is a number; kDefaultStream is every thread's stream unless changed.
+using StreamId = int64_t;
+inline constexpr StreamId kDefaultStream = 0;
+StreamId new_stream();      // a new compute stream
+StreamId current_stream();  // this thread's current stream
+// Makes `stream` this thread's current stream while alive (the emulated CUDAStreamGuard).
+class StreamGuard {
+ public:
+  explicit StreamGuard(StreamId stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  StreamId previous_;
+};
+
+// The stream a tensor's block belongs to; -1 when it is not a host-sim device block.
+StreamId owner_stream(const at::Tensor& t);
+
+// Debug (stays on once set): check stream order (see above). Off by default: it costs a lock per
+// copy and per freed block that a copy touched.
+void set_check_streams(bool on);
+bool check_streams();
+// Violations found since the last call, one line each, oldest first (at most 1000 are kept).
+std::vector<std::string> take_stream_races();
 
 }  // namespace offtune::host_sim

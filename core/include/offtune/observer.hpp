@@ -29,6 +29,7 @@ enum class KeepReason : uint8_t {
   NotOnDevice,  // not a device tensor (a CPU tensor under backend cuda, a host-pool tensor, ...)
   Unsupported,  // no elements, or a kind offtune does not move (sparse, nested, quantized, conj/neg
                 // bit)
+  OtherDevice,  // on another GPU than the offloader's (one offloader per device)
 };
 
 enum class CopyDirection : uint8_t { DeviceToHost, HostToDevice };
@@ -105,7 +106,7 @@ struct Span {
 
 struct StashEvent {
   int64_t fwd_count = 0;  // offloads in flight whose device memory the forward window holds
-  int64_t fwd_bytes = 0;
+  int64_t fwd_bytes = 0;  // device bytes the window keeps alive: whole storages, each once
   int64_t bwd_count = 0;  // reloaded (or prefetched) tensors held on the device in backward
   int64_t bwd_bytes = 0;
   int64_t time_ns = 0;

@@ -7,6 +7,9 @@
 //
 // Scopes nest per thread; the innermost wins, as with Python's saved_tensors_hooks. Saved tensors
 // keep a handle on their offloader, so backward (on any autograd thread) needs no active scope.
+// Tensors that backward itself saves (create_graph, checkpoint recompute), on whichever thread
+// autograd runs it, go to the innermost scope of the thread that called backward() (none inside a
+// NoOffloadRegion), else to the offloader of the graph being backwarded.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +46,15 @@ struct OffloadStats {
   int64_t offloaded_bytes = 0;  // bytes copied to host
   int64_t reloaded = 0;         // copies back to the device (prefetched ones included)
   int64_t reloaded_bytes = 0;
-  int64_t prefetched = 0;          // reloads issued ahead of use
-  int64_t from_fwd_stash = 0;      // unpacks served from the forward window (no copy back needed)
-  int64_t window_waits = 0;        // times forward waited for an offload copy
-  int64_t record_streams = 0;      // reloaded buffers whose storage gained users (record_stream)
+  int64_t prefetched = 0;        // reloads issued ahead of use
+  int64_t prefetch_skipped = 0;  // prefetches not issued: no room on the device (or over
+                                 // max_prefetch_bytes); the tensor is reloaded when used
+  int64_t prefetch_dropped = 0;  // prefetched buffers given back unused because an allocation
+                                 // needed the memory
+  int64_t from_fwd_stash = 0;    // unpacks served from the forward window (no copy back needed)
+  int64_t window_waits = 0;      // times forward waited for an offload copy
+  int64_t record_streams = 0;    // device blocks released with a copy or another stream possibly
+                                 // still using them, and so recorded on that stream
   int64_t pageable_fallbacks = 0;  // host blocks that could not be pinned
 };
 
@@ -55,8 +63,8 @@ struct OffloadStats {
 struct ResidentState {
   int64_t tracked = 0;          // saved-tensor entries alive (graphs not yet backwarded or freed)
   int64_t host_bytes = 0;       // bytes of host copies alive
-  int64_t fwd_stash_count = 0;  // forward window
-  int64_t fwd_stash_bytes = 0;
+  int64_t fwd_stash_count = 0;  // forward window: offloads whose copy may still be in flight
+  int64_t fwd_stash_bytes = 0;  // device bytes the window keeps alive (whole storages)
   int64_t bwd_stash_count = 0;  // reloaded/prefetched buffers held on the device
   int64_t bwd_stash_bytes = 0;
   int64_t pending_host_frees = 0;  // host blocks waiting for their reload copy to finish
@@ -122,7 +130,7 @@ class OffloadScope {
   friend class ActivationOffloader;
   explicit OffloadScope(std::shared_ptr<detail::Context> ctx);
   std::shared_ptr<detail::Context> ctx_;
-  bool active_ = false;
+  uint64_t token_ = 0;  // its frame on this thread's stack (0 once moved from)
 };
 
 // The C++ `NoOpManager`: inside it, saved tensors are saved normally even under an OffloadScope.
@@ -132,6 +140,9 @@ class NoOffloadRegion {
   ~NoOffloadRegion();
   NoOffloadRegion(const NoOffloadRegion&) = delete;
   NoOffloadRegion& operator=(const NoOffloadRegion&) = delete;
+
+ private:
+  uint64_t token_;
 };
 
 // Marks the forward of one module. If the innermost active offloader excludes `module` (an output
@@ -146,7 +157,7 @@ class ModuleRegion {
   ModuleRegion& operator=(const ModuleRegion&) = delete;
 
  private:
-  bool pushed_ = false;
+  uint64_t token_ = 0;
 };
 
 // True when an offload scope is active on this thread (and no no-offload region is innermost).

@@ -66,11 +66,18 @@ struct OffloadOptions {
   // a window of 5 can hold 5 GiB.)
   int64_t max_fwd_stash_bytes = 0;
   // Backward prefetch: how many offloaded tensors to start bringing back ahead of their use. 0 is
-  // the reference's behaviour (each tensor is reloaded when autograd asks for it).
+  // the reference's behaviour (each tensor is reloaded when autograd asks for it). A prefetch never
+  // causes an out-of-memory: it is skipped when the device lacks room for it, and prefetched
+  // buffers not yet used are given back when an allocation would otherwise fail (both counted in
+  // OffloadStats), so a step that fits with prefetch 0 fits with any prefetch.
   int64_t prefetch = 1;
+  // Optional bound on the bytes of prefetched buffers not yet used; 0 = only the count above.
+  int64_t max_prefetch_bytes = 0;
   BackendKind backend = BackendKind::Auto;
-  // CUDA device for backend cuda.
-  int device_index = 0;
+  // CUDA device for backend cuda; -1 = the current device when the offloader is created. Tensors
+  // saved on another GPU stay where they are (KeepReason::OtherDevice, with one warning): use one
+  // offloader per device.
+  int device_index = -1;
   // Warn (once per crossing) when system RAM use goes above this percentage while offloading.
   double host_ram_warn_percent = 60.0;
   // Host pool granularity: pinned memory is reserved in slabs of this size (larger tensors get a
@@ -81,6 +88,16 @@ struct OffloadOptions {
   // host-sim only (debug): fill freed device and host-pool memory with 0xFF, so that a buffer freed
   // or reused too early shows up as NaNs instead of passing by luck.
   bool poison_freed = false;
+  // host-sim only (debug): cache freed device blocks per stream and hand them to the next
+  // allocation of the same size at once, as CUDA's caching allocator does (host_sim::set_caching).
+  bool reuse_freed = false;
+  // host-sim only (debug): check stream order by happens-before and record violations
+  // (host_sim::set_check_streams, host_sim::take_stream_races).
+  bool check_streams = false;
+  // Debug: hold every side-stream copy back by this many nanoseconds (host-sim sleeps on the copy
+  // thread; cuda runs a device-side sleep on the copy stream first), so that a missing wait or an
+  // early free has room to show as wrong values. 0 = off.
+  int64_t debug_copy_delay_ns = 0;
 
   // Throws OptionsError naming the first bad field.
   void validate() const;

@@ -1,0 +1,43 @@
+#include "pressure.hpp"
+
+#include <mutex>
+#include <vector>
+
+namespace offtune::detail {
+namespace {
+
+std::mutex g_mutex;
+std::vector<std::weak_ptr<Reclaimer>>& reclaimers() {
+  static auto* list = new std::vector<std::weak_ptr<Reclaimer>>();  // leaked: used at exit
+  return *list;
+}
+thread_local int t_no_reclaim = 0;
+
+}  // namespace
+
+void register_reclaimer(const std::weak_ptr<Reclaimer>& reclaimer) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto& list = reclaimers();
+  std::erase_if(list, [](const std::weak_ptr<Reclaimer>& r) { return r.expired(); });
+  list.push_back(reclaimer);
+}
+
+int64_t reclaim_device_memory() noexcept {
+  if (t_no_reclaim > 0) return 0;
+  std::vector<std::shared_ptr<Reclaimer>> live;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& weak : reclaimers()) {
+      if (auto r = weak.lock()) live.push_back(std::move(r));
+    }
+  }
+  // Called without the registry's lock: a reclaimer frees memory, which may re-enter an allocator.
+  int64_t freed = 0;
+  for (const auto& r : live) freed += r->reclaim_device_memory();
+  return freed;
+}
+
+NoReclaimScope::NoReclaimScope() { ++t_no_reclaim; }
+NoReclaimScope::~NoReclaimScope() { --t_no_reclaim; }
+
+}  // namespace offtune::detail

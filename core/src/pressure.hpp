@@ -1,0 +1,35 @@
+// Device memory an offloader can give back on demand. Prefetched reloads that backward has not used
+// yet are only an optimisation: when a device allocation would fail, the allocator (host-sim's, or
+// CUDA's through its free-memory callback) asks every offloader to drop them, and they are reloaded
+// when asked for. That is what makes "a step that fits with prefetch 0 fits with any prefetch" hold.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace offtune::detail {
+
+class Reclaimer {
+ public:
+  virtual ~Reclaimer() = default;
+  // Gives back what can be given back now without blocking; returns the bytes freed. Never throws.
+  virtual int64_t reclaim_device_memory() noexcept = 0;
+};
+
+// Registered for as long as the reclaimer lives.
+void register_reclaimer(const std::weak_ptr<Reclaimer>& reclaimer);
+
+// Asks every live reclaimer; returns the bytes freed. Returns 0 at once inside a NoReclaimScope.
+int64_t reclaim_device_memory() noexcept;
+
+// On this thread, allocations do not reclaim (a prefetch's own allocation must fail rather than
+// drop other prefetches).
+class NoReclaimScope {
+ public:
+  NoReclaimScope();
+  ~NoReclaimScope();
+  NoReclaimScope(const NoReclaimScope&) = delete;
+  NoReclaimScope& operator=(const NoReclaimScope&) = delete;
+};
+
+}  // namespace offtune::detail
