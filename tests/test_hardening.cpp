@@ -170,12 +170,66 @@ TEST(Hardening, PrefetchNeverTurnsAStepThatFitsIntoOutOfMemory) {
     }
     ASSERT_EQ(got.size(), reference.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(reference[i], got[i])) << i;
+    const auto st = off.stats();
+    if (prefetch > 0) {
+      // Prefetch still worked where there was room, and gave way where there was none.
+      EXPECT_GT(st.prefetched, 0);
+      EXPECT_GT(st.prefetch_skipped + st.prefetch_dropped, 0);
+    }
     off.synchronize();
     EXPECT_TRUE(off.resident().resting());
   }
 }
 
+TEST(Hardening, PrefetchRespectsItsByteBound) {
+  Chain net;
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.prefetch = 4;
+  ActivationOffloader unbounded(o);
+  expect_identical_step([&] { return net.forward(); }, net.weights, unbounded);
+  EXPECT_EQ(unbounded.stats().prefetch_skipped, 0);  // unlimited device: nothing in the way
+  o.max_prefetch_bytes = 64 * 128 * 4;               // one activation's worth
+  ActivationOffloader bounded(o);
+  expect_identical_step([&] { return net.forward(); }, net.weights, bounded);
+  EXPECT_GT(bounded.stats().prefetched, 0);
+  EXPECT_GT(bounded.stats().prefetch_skipped, 0);
+  EXPECT_LT(bounded.stats().prefetched, unbounded.stats().prefetched);
+}
+
 // ---- 7. observers, scopes, windows, failed backwards ----------------------------------------
+
+// Completions are reported when the engine notices them, with the time the copy finished.
+TEST(Hardening, CopyCompletionsCarryTheTimeTheCopyFinished) {
+  OffloadOptions o = host_sim_options(0, /*window=*/100);
+  o.link = LinkModel{0.0, 0.0, 10'000'000};  // 10 ms per copy
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    loss = x.sin().cos().exp().sum();  // two copies (x is a leaf), done within ~20 ms
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const int64_t noticed = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count();
+  off.synchronize();  // the engine notices them here
+  {
+    std::lock_guard<std::mutex> l(obs->mutex);
+    ASSERT_EQ(obs->completed.size(), 2u);
+    for (const auto& c : obs->completed) {
+      EXPECT_GE(c.time_ns, c.issued_ns + 10'000'000);
+      EXPECT_LT(c.time_ns, noticed - 50'000'000) << "stamped when noticed, not when done";
+    }
+  }
+  loss.backward();
+  loss = at::Tensor();
+  x.mutable_grad().reset();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
 
 // An observer that asks the engine for its figures from inside every event.
 struct ReentrantObserver : Observer {

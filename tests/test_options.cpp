@@ -52,6 +52,19 @@ TEST(Options, RejectsBadValues) {
   o = {};
   o.device_index = -2;
   expect_error(o, "device_index");
+  o = {};
+  o.max_prefetch_bytes = -1;
+  expect_error(o, "max_prefetch_bytes");
+  o = {};
+  o.debug_copy_delay_ns = -5;
+  expect_error(o, "debug_copy_delay_ns");
+}
+
+TEST(Options, DefaultDeviceIsTheCurrentOne) {
+  // -1: the current CUDA device when the offloader is made, not GPU 0 for every process.
+  EXPECT_EQ(OffloadOptions{}.device_index, -1);
+  EXPECT_EQ(OffloadOptions{}.max_prefetch_bytes, 0);
+  EXPECT_EQ(OffloadOptions{}.debug_copy_delay_ns, 0);
 }
 
 TEST(Options, ConstructorValidates) {

@@ -1,5 +1,6 @@
 // Seeded property test: random small graphs x random engine configs give bit-identical losses and
-// gradients with and without offloading, and leave the engine at rest.
+// gradients with and without offloading, leave the engine at rest, and break no stream-order rule
+// (host-sim's checker), with copies held back at random so that races have room to happen.
 //
 // 200 cases by default (CI). OFFTUNE_PROPERTY_CASES=N runs N; OFFTUNE_PROPERTY_SEED=S starts at S.
 // A failure prints the case's seed and config so it replays alone (OFFTUNE_PROPERTY_CASES=1 and
@@ -117,6 +118,8 @@ OffloadOptions make_options(std::mt19937_64& rng, std::string& desc) {
   OffloadOptions o;
   o.backend = BackendKind::HostSim;
   o.poison_freed = true;
+  o.reuse_freed = true;
+  o.check_streams = true;
   const int64_t thresholds[] = {0, 64, 1024, 4096};
   o.min_offload_size = thresholds[pick(0, 3)];
   o.max_fwd_stash_size = pick(1, 8);
@@ -125,10 +128,14 @@ OffloadOptions make_options(std::mt19937_64& rng, std::string& desc) {
   o.use_pin_memory = pick(0, 1) == 1;
   o.prefetch = pick(0, 3);
   if (pick(0, 9) == 0) o.link = LinkModel{4.0, 0.0, 20'000};
+  // Copies held back so that a missing wait or an early free has room to bite.
+  const int64_t delays[] = {0, 0, 20'000, 200'000};
+  o.debug_copy_delay_ns = delays[pick(0, 3)];
   std::ostringstream s;
   s << "min_offload_size=" << o.min_offload_size << " window=" << o.max_fwd_stash_size
     << " window_bytes=" << o.max_fwd_stash_bytes << " streams=" << o.use_streams
-    << " pinned=" << o.use_pin_memory << " prefetch=" << o.prefetch << " link=" << o.link.enabled();
+    << " pinned=" << o.use_pin_memory << " prefetch=" << o.prefetch << " link=" << o.link.enabled()
+    << " delay_ns=" << o.debug_copy_delay_ns;
   desc = s.str();
   return o;
 }

@@ -391,6 +391,11 @@ void set_caching(bool on) {
 }
 bool caching() { return g_caching.load(); }
 
+void empty_cache() {
+  wait_for_deferred();
+  flush_caches();
+}
+
 StreamId new_stream() { return g_next_stream.fetch_add(1); }
 StreamId current_stream() { return t_stream; }
 

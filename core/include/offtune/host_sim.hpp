@@ -66,6 +66,9 @@ bool poison();
 // Debug (stays on once set): cache freed blocks per stream and reuse them at once (see above).
 void set_caching(bool on);
 bool caching();
+// Gives every cached block back (torch.cuda.empty_cache), after waiting for the copies that freed
+// blocks still wait for.
+void empty_cache();
 
 // Streams. A stream id is a number; kDefaultStream is every thread's stream unless changed.
 using StreamId = int64_t;
