@@ -3,7 +3,9 @@
 //   1. hooks: a forward+backward of a chain of cheap elementwise ops (each saves its input),
 //      without an offload scope, under a scope that offloads nothing (the saved-tensor hooks alone)
 //      and under one that offloads every tensor (the engine's per-tensor cost). Reported as ns per
-//      saved tensor over the plain-autograd baseline.
+//      saved tensor over the plain-autograd baseline, with the spread over repetitions; on
+//      host-sim also the floor of no-op Python saved_tensors_hooks on the same chain
+//      (bench/python_floor.py, run with --python) and the ratios the engine aims at.
 //   2. decoder: forward, loss, backward and zeroing grads of the sample Llama at two sizes,
 //      without offloading and with it (on host-sim also with a PCIe 4.0 link model): step time,
 //      peak device memory, bytes offloaded and forward-window waits per step.
@@ -89,6 +91,10 @@ struct Args {
   int64_t chain = 2000;
   int64_t tensor_bytes = 4096;
   int64_t repetitions = 15;
+  std::string hook_mode = "all";  // or one mode alone, for a profiler (perf stat/record)
+  // The Python floor: a Python with torch, and the script that measures no-op saved_tensors_hooks.
+  std::string python = OFFTUNE_BENCH_PYTHON;
+  std::string python_floor_script = OFFTUNE_BENCH_PYTHON_FLOOR;
   // Section 2.
   std::vector<std::string> sizes = {"tiny:4:128", "small:2:256"};
   std::string dtype = "fp32";
@@ -164,7 +170,16 @@ struct HookMode {
   double offloaded_per_pass = kNaN;
   double window_waits_per_pass = kNaN;
   double ns_per_saved_tensor = kNaN;  // median over repetitions of (pass - baseline pass) / saved
-  bool resting = true;                // engine back at rest after every pass
+  double ns_min = kNaN, ns_max = kNaN;  // the spread of that figure over the repetitions
+  bool resting = true;                  // engine back at rest after every pass
+};
+
+// No-op Python saved_tensors_hooks on the same chain (bench/python_floor.py).
+struct PythonFloor {
+  bool measured = false;
+  std::string why_not;  // when not measured
+  std::string torch_version;
+  double ns_per_saved_tensor = kNaN, ns_min = kNaN, ns_max = kNaN;
 };
 
 struct HookResult {
@@ -172,7 +187,43 @@ struct HookResult {
   int64_t tensor_bytes = 0;
   int64_t repetitions = 0;
   std::vector<HookMode> modes;  // baseline, hooks only, all offloaded
+  PythonFloor python;
 };
+
+// Runs bench/python_floor.py with the Python that has torch; parses its one JSON line.
+PythonFloor measure_python_floor(const Args& args) {
+  PythonFloor floor;
+  if (args.python.empty() || args.python_floor_script.empty()) {
+    floor.why_not = "no Python with torch configured (--python)";
+    return floor;
+  }
+  const std::string command = fmt::format(
+      "'{}' '{}' --chain {} --tensor-bytes {} --repetitions {} 2>&1", args.python,
+      args.python_floor_script, args.chain, args.tensor_bytes, args.repetitions);
+  std::string output;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+    if (::pclose(pipe) != 0) {
+      floor.why_not = "the Python floor script failed: " + output.substr(0, 200);
+      return floor;
+    }
+  } else {
+    floor.why_not = "could not run " + args.python;
+    return floor;
+  }
+  try {
+    const json j = json::parse(output.substr(output.rfind('{')));
+    floor.torch_version = j.at("torch").get<std::string>();
+    floor.ns_per_saved_tensor = j.at("ns_per_saved_tensor").get<double>();
+    floor.ns_min = j.at("ns_per_saved_tensor_min").get<double>();
+    floor.ns_max = j.at("ns_per_saved_tensor_max").get<double>();
+    floor.measured = true;
+  } catch (const std::exception& e) {
+    floor.why_not = std::string("unreadable output from the Python floor script: ") + e.what();
+  }
+  return floor;
+}
 
 // One forward+backward of `chain` x sin on x, under the offloader's scope when one is given.
 // Returns milliseconds, copies and compute included.
@@ -220,9 +271,15 @@ HookResult bench_hooks(const Args& args, const Env& env) {
     bool resting = true;
   };
   std::vector<Mode> modes;
-  modes.push_back({"no scope (baseline)", nullptr, {}, {}, {}, {}, true});
-  modes.push_back({"scope, nothing offloaded", &hook_offloader, {}, {}, {}, {}, true});
-  modes.push_back({"scope, all offloaded", &all_offloader, {}, {}, {}, {}, true});
+  if (args.hook_mode == "all" || args.hook_mode == "baseline") {
+    modes.push_back({"no scope (baseline)", nullptr, {}, {}, {}, {}, true});
+  }
+  if (args.hook_mode == "all" || args.hook_mode == "nothing") {
+    modes.push_back({"scope, nothing offloaded", &hook_offloader, {}, {}, {}, {}, true});
+  }
+  if (args.hook_mode == "all" || args.hook_mode == "everything") {
+    modes.push_back({"scope, all offloaded", &all_offloader, {}, {}, {}, {}, true});
+  }
 
   // One unmeasured pass each (allocator, thread pools, host pool slabs), then interleaved
   // repetitions, so that drift in machine speed hits every mode alike.
@@ -243,6 +300,7 @@ HookResult bench_hooks(const Args& args, const Env& env) {
   }
 
   const Mode& base = modes.front();
+  const bool has_baseline = base.offloader == nullptr;
   for (const Mode& mode : modes) {
     HookMode out;
     out.name = mode.name;
@@ -253,13 +311,20 @@ HookResult bench_hooks(const Args& args, const Env& env) {
       out.offloaded_per_pass = median(mode.offloaded);
       out.window_waits_per_pass = median(mode.waits);
       std::vector<double> per_tensor;
-      for (size_t i = 0; i < mode.ms.size(); ++i) {
+      for (size_t i = 0; has_baseline && i < mode.ms.size(); ++i) {
         if (mode.saved[i] > 0)
           per_tensor.push_back((mode.ms[i] - base.ms[i]) * 1e6 / mode.saved[i]);
       }
       out.ns_per_saved_tensor = median(per_tensor);
+      if (!per_tensor.empty()) {
+        out.ns_min = *std::min_element(per_tensor.begin(), per_tensor.end());
+        out.ns_max = *std::max_element(per_tensor.begin(), per_tensor.end());
+      }
     }
     result.modes.push_back(out);
+  }
+  if (env.backend == offtune::BackendKind::HostSim && args.hook_mode == "all") {
+    result.python = measure_python_floor(args);
   }
   return result;
 }
@@ -271,17 +336,38 @@ void print_hooks(const HookResult& r) {
       "{} repetitions (median), link model: none\n",
       r.chain, r.tensor_bytes, r.tensor_bytes / 4, r.repetitions);
   Table table({"mode", "pass ms", "saved/pass", "offloaded/pass", "window waits/pass",
-               "ns/saved tensor vs baseline"},
+               "ns/saved tensor vs baseline", "min..max"},
               1);
   for (const HookMode& m : r.modes) {
+    const bool has = std::isfinite(m.ns_per_saved_tensor);
     table.add({m.name, fixed(m.median_pass_ms, 3), fixed(m.saved_per_pass, 0),
                fixed(m.offloaded_per_pass, 0), fixed(m.window_waits_per_pass, 0),
-               std::isfinite(m.ns_per_saved_tensor) ? fmt::format("{:+.0f}", m.ns_per_saved_tensor)
-                                                    : std::string("-")});
+               has ? fmt::format("{:+.0f}", m.ns_per_saved_tensor) : std::string("-"),
+               has ? fmt::format("{:+.0f}..{:+.0f}", m.ns_min, m.ns_max) : std::string("-")});
+  }
+  if (r.python.measured) {
+    table.add({"python: no-op saved_tensors_hooks", "-", "-", "-", "-",
+               fmt::format("{:+.0f}", r.python.ns_per_saved_tensor),
+               fmt::format("{:+.0f}..{:+.0f}", r.python.ns_min, r.python.ns_max)});
   }
   table.print();
   for (const HookMode& m : r.modes) {
     if (!m.resting) fmt::print("note: '{}': engine not at rest after a pass\n", m.name);
+  }
+  if (r.modes.size() == 3) {
+    const double hooks = r.modes[1].ns_per_saved_tensor, all = r.modes[2].ns_per_saved_tensor;
+    if (r.python.measured) {
+      fmt::print(
+          "python floor (torch {}): {:.0f} ns; offtune with nothing offloaded is {:.1f}x cheaper "
+          "(target >= 5x)\n",
+          r.python.torch_version, r.python.ns_per_saved_tensor, r.python.ns_per_saved_tensor / hooks);
+    } else if (!r.python.why_not.empty()) {
+      fmt::print("python floor: not measured ({})\n", r.python.why_not);
+    }
+    fmt::print("everything offloaded costs {:.1f}x nothing offloaded (target <= 3x)\n", all / hooks);
+    fmt::print(
+        "(medians over interleaved repetitions; on a shared machine one figure is noise: compare "
+        "the spreads)\n");
   }
   fmt::print("\n");
 }
@@ -295,12 +381,22 @@ json hooks_json(const HookResult& r) {
                      {"offloaded_per_pass", number_or_null(m.offloaded_per_pass)},
                      {"window_waits_per_pass", number_or_null(m.window_waits_per_pass)},
                      {"ns_per_saved_tensor", number_or_null(m.ns_per_saved_tensor)},
+                     {"ns_per_saved_tensor_min", number_or_null(m.ns_min)},
+                     {"ns_per_saved_tensor_max", number_or_null(m.ns_max)},
                      {"resting", m.resting}});
+  }
+  json python = nullptr;
+  if (r.python.measured) {
+    python = {{"torch", r.python.torch_version},
+              {"ns_per_saved_tensor", r.python.ns_per_saved_tensor},
+              {"ns_per_saved_tensor_min", r.python.ns_min},
+              {"ns_per_saved_tensor_max", r.python.ns_max}};
   }
   return {{"chain", r.chain},
           {"tensor_bytes", r.tensor_bytes},
           {"repetitions", r.repetitions},
-          {"modes", modes}};
+          {"modes", modes},
+          {"python_floor", python}};
 }
 
 // ---- section 2: decoder step -------------------------------------------------------------------
@@ -689,6 +785,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--tensor-bytes", args.tensor_bytes, "hook section: bytes of each saved tensor")
       ->check(at_least(4))
+      ->capture_default_str();
+  app.add_option("--hook-mode", args.hook_mode,
+                 "hook section: every mode, interleaved, or one alone (for a profiler: perf "
+                 "stat/record); one alone reports pass times only")
+      ->check(CLI::IsMember({"all", "baseline", "nothing", "everything"}))
+      ->capture_default_str();
+  app.add_option("--python", args.python,
+                 "hook section (host-sim): the Python with torch that measures the floor of no-op "
+                 "saved_tensors_hooks (empty: skip it)")
       ->capture_default_str();
   auto* reps =
       app.add_option("--repetitions", args.repetitions, "hook section: measured passes per mode")

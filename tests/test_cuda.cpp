@@ -2,8 +2,12 @@
 // from the caching allocator, copies on the side stream. Run by scripts/gpu-check.sh.
 #include <gtest/gtest.h>
 
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <chrono>
+#include <thread>
 
 #include "offtune/model_support.hpp"
 #include "offtune/samples/llama.hpp"
@@ -34,20 +38,25 @@ TEST_F(Cuda, MlpGradientsIdenticalAcrossModes) {
   for (bool streams : {true, false}) {
     for (bool pinned : {true, false}) {
       for (int64_t window : {1, 5}) {
-        ActivationOffloader off(cuda_options(window, streams, pinned));
+       for (int64_t delay_ns : {int64_t{0}, int64_t{2'000'000}}) {
+        OffloadOptions opts = cuda_options(window, streams, pinned);
+        opts.debug_copy_delay_ns = delay_ns;  // a missing wait has 2 ms to show
+        opts.prefetch = window == 1 ? 0 : 2;
+        ActivationOffloader off(opts);
         ASSERT_EQ(off.backend(), BackendKind::Cuda);
         torch::manual_seed(0);
         const auto o = torch::TensorOptions().device(torch::kCUDA);
         auto w1 = torch::randn({256, 512}, o.requires_grad(true));
         auto w2 = torch::randn({512, 256}, o.requires_grad(true));
         auto x = torch::randn({128, 256}, o);
-        SCOPED_TRACE(testing::Message()
-                     << "streams=" << streams << " pinned=" << pinned << " window=" << window);
+        SCOPED_TRACE(testing::Message() << "streams=" << streams << " pinned=" << pinned
+                                        << " window=" << window << " delay_ns=" << delay_ns);
         expect_identical_step(
             [&] { return torch::gelu(x.matmul(w1)).matmul(w2).sin().pow(2).mean(); }, {w1, w2},
             off);
         EXPECT_GT(off.stats().offloaded, 0);
         EXPECT_EQ(off.stats().pageable_fallbacks, 0);
+       }
       }
     }
   }
@@ -109,6 +118,140 @@ TEST_F(Cuda, ComputeStreamResolvedAtEachUse) {
     expect_identical_step([&] { return x.matmul(w).tanh().matmul(w).sin().sum(); }, {w}, off);
   }
   EXPECT_GT(off.stats().offloaded, 0);
+}
+
+// Hardening on a real GPU: the cases host-sim's emulator checks, here with real streams and copies
+// held back on the copy stream so that a missing wait shows as wrong values.
+TEST_F(Cuda, WindowReleaseOnAnotherStreamKeepsTheBlockUntilTheCopyReadIt) {
+  OffloadOptions o = cuda_options(/*window=*/1);
+  o.debug_copy_delay_ns = 5'000'000;
+  ActivationOffloader off(o);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  auto x = torch::randn({512, 512}, opts.requires_grad(true));
+  auto s1 = c10::cuda::getStreamFromPool(), s2 = c10::cuda::getStreamFromPool();
+  auto forward = [&] {
+    at::Tensor b, c;
+    {
+      c10::cuda::CUDAStreamGuard on(s1);
+      b = x.mul(2).sin();
+    }
+    c10::cuda::CUDAEvent b_ready;
+    b_ready.record(s1);
+    b_ready.block(s2);  // b crosses streams: the user's part of the bargain
+    {
+      c10::cuda::CUDAStreamGuard on(s2);
+      c = b.cos();  // saves b: the window lets x*2 (stream 1's block) go while stream 2 is current
+    }
+    c10::cuda::CUDAEvent c_ready;
+    c_ready.record(s2);
+    c_ready.block(s1);
+    {
+      c10::cuda::CUDAStreamGuard on(s1);
+      auto reuse = torch::full({512, 512}, 7.0, opts);
+      c = c + reuse.sum() * 0;
+    }
+    torch::cuda::synchronize();
+    return c.sum();
+  };
+  expect_identical_step(forward, {x}, off);
+}
+
+TEST_F(Cuda, InPlaceChangeOfASavedTensorRaises) {
+  for (const int64_t threshold : {int64_t{0}, int64_t{1} << 40}) {
+    OffloadOptions o = cuda_options();
+    o.min_offload_size = threshold;
+    ActivationOffloader off(o);
+    auto x = torch::randn({64, 64}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+    at::Tensor y;
+    {
+      auto scope = off.scope();
+      auto h = x.mul(2);
+      y = h.sin();
+      h.add_(1);
+    }
+    EXPECT_THROW(y.sum().backward(), c10::Error);
+    x.mutable_grad().reset();
+  }
+}
+
+TEST_F(Cuda, TensorsSavedDuringBackwardOnDeviceThreadsAreOffloaded) {
+  // Backward runs on autograd's device thread on cuda: its saves (create_graph) must still reach
+  // the graph's offloader, as on host-sim.
+  ActivationOffloader off(cuda_options(/*window=*/2));
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(3);
+  auto w = torch::randn({256, 256}, opts.requires_grad(true));
+  auto x = torch::randn({128, 256}, opts);
+  auto run = [&](ActivationOffloader* o) {
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (o) scope.emplace(o->scope());
+      loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();
+    }
+    auto g = torch::autograd::grad({loss}, {w}, {}, true, true)[0];
+    auto total = loss + g.pow(2).sum();
+    total.backward();
+    auto out = w.grad().clone();
+    w.mutable_grad().reset();
+    return out;
+  };
+  const auto reference = run(nullptr);
+  int64_t forward_packs = 0;
+  {
+    auto scope = off.scope();
+    auto loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();
+    forward_packs = off.stats().packed;
+  }
+  const auto got = run(&off);
+  EXPECT_TRUE(torch::allclose(reference, got, 1e-4, 1e-5));
+  EXPECT_GT(off.stats().packed, 2 * forward_packs);
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+}
+
+TEST_F(Cuda, TensorsOnAnotherGpuStayWhereTheyAre) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  OffloadOptions o = cuda_options();
+  o.device_index = 0;
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  auto x = torch::randn({64, 64}, torch::TensorOptions().device(torch::kCUDA, 1).requires_grad(true));
+  expect_identical_step([&] { return x.mul(2).sin().sum(); }, {x}, off);
+  EXPECT_EQ(off.stats().offloaded, 0);
+  bool other = false;
+  for (const auto& p : obs->packs) other = other || p.reason == KeepReason::OtherDevice;
+  EXPECT_TRUE(other);
+}
+
+TEST_F(Cuda, CopyCompletionsCarryTheTimeTheCopyFinished) {
+  OffloadOptions o = cuda_options(/*window=*/100);
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  auto x = torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    loss = x.mul(1).sin().sum();  // one 64 MiB copy: a few ms on any link
+  }
+  torch::cuda::synchronize();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t noticed = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count();
+  off.synchronize();
+  {
+    std::lock_guard<std::mutex> l(obs->mutex);
+    ASSERT_FALSE(obs->completed.empty());
+    for (const auto& c : obs->completed) {
+      EXPECT_GT(c.time_ns, c.issued_ns);
+      EXPECT_LT(c.time_ns, noticed - 100'000'000) << "stamped when noticed, not when done";
+    }
+  }
+  loss.backward();
+  x.mutable_grad().reset();
 }
 
 }  // namespace

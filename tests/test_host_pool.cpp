@@ -32,14 +32,14 @@ TEST(HostPool, SubAllocatesFromOneSlab) {
   CountingSource src;
   auto pool = std::make_shared<HostPool>(src, 4 * kMiB, false);
   bool pinned = false;
-  std::vector<at::Tensor> blocks;
+  std::vector<HostBlock> blocks;
   for (int i = 0; i < 10; ++i) blocks.push_back(pool->allocate(100'000, true, pinned));
   EXPECT_TRUE(pinned);
   EXPECT_EQ(src.allocations, 1);  // ten tensors, one reservation
   EXPECT_EQ(pool->reserved_bytes(), 4 * kMiB);
   EXPECT_GE(pool->in_use_bytes(), 10 * 100'000);
   EXPECT_LT(pool->in_use_bytes(), 10 * (100'000 + 512));
-  for (auto& b : blocks) EXPECT_EQ(b.numel(), 100'000);
+  for (auto& b : blocks) EXPECT_EQ(b.size(), 100'000);
   blocks.clear();
   EXPECT_EQ(pool->in_use_bytes(), 0);
   // Freed blocks coalesce: a request of the whole slab fits again without a new reservation.
@@ -64,8 +64,8 @@ TEST(HostPool, PoisonsFreedBlocks) {
   auto pool = std::make_shared<HostPool>(src, 4 * kMiB, true);
   bool pinned = false;
   auto a = pool->allocate(1024, true, pinned);
-  std::memset(a.data_ptr(), 0x11, 1024);
-  auto* raw = static_cast<unsigned char*>(a.data_ptr());
+  std::memset(a.data(), 0x11, 1024);
+  auto* raw = static_cast<unsigned char*>(a.data());
   a.reset();
   EXPECT_EQ(raw[0], 0xFF);
   EXPECT_EQ(raw[1023], 0xFF);
@@ -86,13 +86,13 @@ TEST(HostPool, FallsBackToPageableWhenPinningFails) {
 
 TEST(HostPool, BlocksOutliveThePoolHandle) {
   CountingSource src;
-  at::Tensor block;
+  HostBlock block;
   {
     auto pool = std::make_shared<HostPool>(src, 4 * kMiB, false);
     bool pinned = false;
     block = pool->allocate(4096, true, pinned);
   }
-  std::memset(block.data_ptr(), 1, 4096);  // still valid: the block keeps the pool alive
+  std::memset(block.data(), 1, 4096);  // still valid: the block keeps the pool alive
   block.reset();
   EXPECT_EQ(src.releases, 1);
 }

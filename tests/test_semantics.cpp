@@ -114,10 +114,12 @@ TEST(Semantics, ViewsStridesOffsetsAndBroadcastsRestoredExactly) {
   for (auto& p : obs->packs) EXPECT_LE(p.bytes, 32 * 48 * 4);
 }
 
-TEST(Semantics, UnpackedGeometryMatchesTheSavedTensor) {
+class Geometry : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(Geometry, UnpackedGeometryMatchesTheSavedTensor) {
   // Checked directly on the engine's output through a custom function that inspects its saved
-  // input.
-  ActivationOffloader off(host_sim_options());
+  // input: offloaded (threshold 0) and kept on the device (rebuilt from its storage) alike.
+  ActivationOffloader off(host_sim_options(/*min_offload_size=*/GetParam()));
   auto x = torch::randn({16, 40}, torch::requires_grad());
   struct Capture : torch::autograd::Function<Capture> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor in) {
@@ -149,6 +151,27 @@ TEST(Semantics, UnpackedGeometryMatchesTheSavedTensor) {
     return g;
   };
   EXPECT_TRUE(bitwise_equal(run(nullptr), run(&off)));
+}
+
+INSTANTIATE_TEST_SUITE_P(OffloadedAndKept, Geometry,
+                         ::testing::Values(int64_t{0}, int64_t{1} << 40));
+
+TEST(Semantics, KeptTensorsOfEveryKindComeBackIntact) {
+  // Kept tensors that are not ordinary dense ones (a lazily conjugated view, an integer tensor, a
+  // zero-size one) come back as autograd saved them.
+  ActivationOffloader off(host_sim_options(/*min_offload_size=*/int64_t{1} << 40));
+  auto z = torch::randn({8, 8}, torch::TensorOptions().dtype(at::kComplexFloat).requires_grad(true));
+  auto x = torch::randn({8, 8}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto c = z.mul(2).conj();  // conj bit set: saved as it is
+        at::Tensor r = torch::view_as_real(c.mul(c)).sum();
+        at::Tensor idx = x.detach().argsort(/*stable=*/false, 1);  // integer tensor, saved by gather
+        return r + x.mul(3).gather(1, idx).sin().sum();
+      },
+      {z, x}, off);
+  EXPECT_GT(off.stats().kept, 0);
+  EXPECT_EQ(off.stats().offloaded, 0);
 }
 
 class ModeGrid : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, int64_t>> {};

@@ -106,6 +106,29 @@ TEST(State, ForwardOnlyPassInTrainingModeBetweenSteps) {
   expect_identical_step([&] { return net.forward(x); }, net.params(), off);
 }
 
+TEST(State, KeptOutputsSavedByTheirOwnNodeDoNotLeakTheGraph) {
+  // exp, tanh, sigmoid save their outputs; relu_ on a view saves one whose grad_fn is CopySlices.
+  // Kept tensors that would close a cycle through their node must not be held as they are.
+  ActivationOffloader off(host_sim_options(/*min_offload_size=*/int64_t{1} << 40));
+  auto x = torch::randn({16, 32}, torch::requires_grad());
+  {
+    auto scope = off.scope();
+    auto h = x.mul(1).exp().tanh().sigmoid().mul(1);
+    h.narrow(0, 0, 4).relu_();
+    auto y = h.sin().sum();
+    EXPECT_GT(off.resident().tracked, 0);
+  }  // the graph is dropped without backward: every saved tensor must go with it
+  EXPECT_EQ(off.resident().tracked, 0);
+  expect_identical_step(
+      [&] {
+        auto h = x.mul(1).exp().tanh().sigmoid().mul(1);
+        h.narrow(0, 0, 4).relu_();
+        return h.sin().sum();
+      },
+      {x}, off);
+  EXPECT_EQ(off.resident().tracked, 0);
+}
+
 TEST(State, RetainGraphTwoBackwards) {
   OffloadOptions o = host_sim_options();
   ActivationOffloader off(o);

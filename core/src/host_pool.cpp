@@ -1,9 +1,9 @@
 #include "host_pool.hpp"
 
-#include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <utility>
 
 #include "sysmem.hpp"
 
@@ -22,7 +22,28 @@ HostPool::~HostPool() {
   for (auto& slab : slabs_) source_.release(slab->base, slab->size, slab->pinned);
 }
 
-at::Tensor HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
+HostBlock& HostBlock::operator=(HostBlock&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = std::move(other.pool_);
+    slab_ = std::exchange(other.slab_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    offset_ = other.offset_;
+    length_ = other.length_;
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void HostBlock::reset() {
+  if (data_ == nullptr) return;
+  pool_->release(static_cast<HostPool::Slab*>(slab_), offset_, length_);
+  pool_.reset();
+  data_ = slab_ = nullptr;
+  size_ = 0;
+}
+
+HostBlock HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
   const int64_t length = round_up(std::max<int64_t>(bytes, 1), kAlign);
   Slab* chosen = nullptr;
   int64_t offset = 0;
@@ -76,12 +97,14 @@ at::Tensor HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
     in_use_ += length;
     pinned = chosen->pinned;
   }
-  auto self = shared_from_this();
-  Slab* slab = chosen;
-  return at::from_blob(
-      slab->base + offset, {bytes},
-      [self, slab, offset, length](void*) { self->release(slab, offset, length); },
-      at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+  HostBlock block;
+  block.pool_ = shared_from_this();
+  block.slab_ = chosen;
+  block.data_ = chosen->base + offset;
+  block.offset_ = offset;
+  block.length_ = length;
+  block.size_ = bytes;
+  return block;
 }
 
 void HostPool::release(Slab* slab, int64_t offset, int64_t length) {

@@ -6,8 +6,6 @@
 // counts it.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,13 +16,38 @@
 
 namespace offtune::detail {
 
+class HostPool;
+
+// One block of a pool: raw memory, returned to the pool when the handle is reset or destroyed. It
+// keeps the pool alive. Move-only; no tensor is made for it (copies use raw pointers).
+class HostBlock {
+ public:
+  HostBlock() = default;
+  HostBlock(HostBlock&& other) noexcept { *this = std::move(other); }
+  HostBlock& operator=(HostBlock&& other) noexcept;
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  ~HostBlock() { reset(); }
+
+  void* data() const { return data_; }
+  int64_t size() const { return size_; }  // the bytes asked for
+  explicit operator bool() const { return data_ != nullptr; }
+  void reset();
+
+ private:
+  friend class HostPool;
+  std::shared_ptr<HostPool> pool_;
+  void* slab_ = nullptr;
+  void* data_ = nullptr;
+  int64_t offset_ = 0, length_ = 0, size_ = 0;
+};
+
 class HostPool : public std::enable_shared_from_this<HostPool> {
  public:
   HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison);
 
-  // A 1-D uint8 CPU tensor of `bytes`; freeing the tensor returns the block. `pinned` reports what
-  // was obtained (false after a pinning failure).
-  at::Tensor allocate(int64_t bytes, bool want_pinned, bool& pinned);
+  // A block of `bytes`. `pinned` reports what was obtained (false after a pinning failure).
+  HostBlock allocate(int64_t bytes, bool want_pinned, bool& pinned);
 
   int64_t in_use_bytes() const;
   int64_t reserved_bytes() const;
@@ -41,6 +64,7 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
     std::map<int64_t, int64_t> free;  // offset -> length, coalesced
     int64_t used = 0;
   };
+  friend class HostBlock;
   void release(Slab* slab, int64_t offset, int64_t length);
 
   HostMemorySource& source_;

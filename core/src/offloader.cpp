@@ -26,8 +26,9 @@
 #include "offtune/offloader.hpp"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/TensorOptions.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/intrusive_ptr.h>
@@ -39,6 +40,7 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -70,7 +72,7 @@ struct Entry {
   c10::StorageImpl* source_key = nullptr;
   c10::weak_intrusive_ptr<c10::StorageImpl> source{c10::intrusive_ptr<c10::StorageImpl>()};
   int64_t version = 0;
-  at::Tensor host;  // uint8 host copy from the pool
+  HostBlock host;  // the host copy, from the pool
   bool pinned = true;
   FencePtr offload_fence;
   // Forward window: the source storage while the offload copy may still read it.
@@ -269,7 +271,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
 
   mutable std::mutex mutex_;
   int64_t next_id_ = 0;
-  int64_t live_slots_ = 0;
+  std::atomic<int64_t> live_slots_{0};
   Entry* live_head_ = nullptr;
   std::vector<std::unique_ptr<Entry>> spare_;  // recycled entries
   std::unordered_map<uint64_t, Entry*> chain_tail_;
@@ -283,7 +285,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   int64_t host_bytes_ = 0;
   struct PendingFree {
     c10::SmallVector<FencePtr, 2> fences;
-    at::Tensor host;
+    HostBlock host;
   };
   std::vector<PendingFree> pending_;
   struct Unreported {
@@ -334,6 +336,34 @@ class SpanGuard {
   const Span span_;
 };
 
+// A tensor on `storage` with the given geometry, built directly (no dispatcher call): what unpack
+// hands autograd.
+at::Tensor make_view(const c10::Storage& storage, int64_t offset, c10::IntArrayRef sizes,
+                     c10::IntArrayRef strides, at::ScalarType dtype, c10::Device device) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(storage),
+      c10::DispatchKeySet(c10::computeDispatchKey(dtype, at::kStrided, device)),
+      c10::scalarTypeToTypeMeta(dtype));
+  impl->set_sizes_and_strides(sizes, strides, offset);
+  return at::Tensor(std::move(impl));
+}
+
+// Whether `t` is an ordinary dense tensor that make_view rebuilds exactly (no subclass, wrapper,
+// lazy conjugation or negation, zero tensor): then a kept tensor need not be detached.
+bool plain_tensor(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (typeid(*impl) != typeid(c10::TensorImpl) || t.layout() != at::kStrided ||
+      !(t.device().is_cpu() || t.device().is_cuda())) {
+    return false;
+  }
+  // The keys a TensorImpl made by make_view gets (its constructor adds autograd and autocast keys).
+  c10::DispatchKeySet canonical(c10::computeDispatchKey(t.scalar_type(), at::kStrided, t.device()));
+  const c10::BackendComponent backend = canonical.highestBackendKey();
+  canonical = canonical | c10::getAutogradRelatedKeySetFromBackend(backend) |
+              c10::getAutocastRelatedKeySetFromBackend(backend);
+  return impl->key_set() == canonical;
+}
+
 // "CPUFloatType [16, 32]", as autograd describes a tensor in its version-check error.
 std::string describe(at::ScalarType dtype, c10::Device device, c10::IntArrayRef sizes) {
   std::ostringstream s;
@@ -372,13 +402,16 @@ class Slot final : public SavedTensorSlot {
   uint64_t generation_ = 0;
   bool packed_ = false;
   TensorId id_;
-  at::Tensor kept_;  // detached: shares the storage and the version counter
-  Entry* entry_ = nullptr;
+  Entry* entry_ = nullptr;  // offloaded: its share of an entry
+  // Kept on the device (see pack): the tensor, or its storage and geometry.
+  c10::Storage kept_storage_;
+  int64_t kept_offset_ = 0;  // in elements
+  at::Tensor kept_;
   uint32_t saved_version_ = 0;
-  c10::VariableVersion version_;  // offloaded slots: the tensor's version counter
-  // Geometry to rebuild the tensor from its entry's bytes.
+  c10::VariableVersion version_;  // the tensor's version counter (not for kept_)
+  // Geometry to rebuild the tensor.
   c10::SmallVector<int64_t, 5> sizes_, strides_;
-  int64_t offset_in_span_ = 0;  // bytes from the span start to the tensor's first element
+  int64_t offset_in_span_ = 0;  // offloaded: bytes from the span start to the first element
   at::ScalarType dtype_ = at::kFloat;
   at::Device device_ = at::kCPU;
 };
@@ -466,15 +499,13 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Pack});
   EventSink sink;
   WindowWaits waits;
-  Stream stream = backend_->current_stream();
+  Stream stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
   {
     Lock lock(*this);
-    report_completions();
-    collect_pending();
     slot.packed_ = true;
     slot.id_ = TensorId(next_id_++);
     slot.saved_version_ = t.defined() ? t._version() : 0;
-    ++live_slots_;
+    live_slots_.fetch_add(1, std::memory_order_relaxed);
     ++stats_.packed;
 
     KeepReason reason = classify(t);
@@ -490,9 +521,23 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     ev.id = slot.id_;
     ev.time_ns = observer_ ? now_ns() : 0;
     if (reason != KeepReason::None) {
-      // Detached: the saved tensor must not own its grad_fn (an output saved by its own node would
-      // form a reference cycle and leak the graph). It shares the version counter.
-      slot.kept_ = t.detach();
+      // The tensor itself, as autograd keeps a saved input, unless it may be an output saved by
+      // its own node: keeping it would close a reference cycle (node -> slot -> tensor -> node)
+      // and leak the graph. Such a tensor is kept as its storage and geometry (rebuilt at unpack)
+      // when it is an ordinary one, else detached.
+      if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
+        slot.kept_ = t;
+      } else if (plain_tensor(t)) {
+        slot.kept_storage_ = t.storage();
+        slot.kept_offset_ = t.storage_offset();
+        slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
+        slot.strides_.assign(t.strides().begin(), t.strides().end());
+        slot.dtype_ = t.scalar_type();
+        slot.device_ = t.device();
+        slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+      } else {
+        slot.kept_ = t.detach();  // shares the version counter
+      }
       ++stats_.kept;
       if (reason == KeepReason::OtherDevice && !warned_other_device_) {
         warned_other_device_ = true;
@@ -509,7 +554,10 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
       return;
     }
 
-    slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+    report_completions();
+    collect_pending();
+    stream = backend_->current_stream();
+  slot.version_ = t.unsafeGetTensorImpl()->version_counter();
     slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
     slot.strides_.assign(t.strides().begin(), t.strides().end());
     slot.dtype_ = t.scalar_type();
@@ -554,7 +602,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     host_bytes_ += bytes;
     const c10::Storage& storage = t.storage();
     e.offload_fence =
-        backend_->copy({CopyDirection::DeviceToHost, &storage, lo, e.host.data_ptr(), bytes,
+        backend_->copy({CopyDirection::DeviceToHost, &storage, lo, e.host.data(), bytes,
                         options_.use_streams, e.pinned, observer_ != nullptr});
     if (options_.use_streams) {
       e.hold = storage;
@@ -657,7 +705,7 @@ void Context::issue_reload(Entry& e, bool prefetch) {
   // may throw (out of memory): commit to the entry only once the copy is issued.
   const Stream stream = backend_->current_stream();
   c10::Storage buffer = backend_->allocate_device(e.bytes, stream);
-  FencePtr fence = backend_->copy({CopyDirection::HostToDevice, &buffer, 0, e.host.data_ptr(),
+  FencePtr fence = backend_->copy({CopyDirection::HostToDevice, &buffer, 0, e.host.data(),
                                    e.bytes, options_.use_streams, e.pinned, observer_ != nullptr});
   e.device = std::move(buffer);
   e.device_offset = 0;
@@ -716,12 +764,22 @@ at::Tensor Context::unpack(Slot& slot) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
   EventSink sink;
   if (!slot.entry_) {
+    if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
+    if (slot.kept_storage_) {
+      if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
+        throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
+                                slot.saved_version_);
+      }
+      at::Tensor out = make_view(slot.kept_storage_, slot.kept_offset_, slot.sizes_,
+                                 slot.strides_, slot.dtype_, slot.device_);
+      out.unsafeGetTensorImpl()->set_version_counter(slot.version_);  // as detach() would
+      return out;
+    }
     if (slot.kept_.defined() && slot.kept_._version() != slot.saved_version_) {
       throw_modified_in_place(describe(slot.kept_.scalar_type(), slot.kept_.device(),
                                        slot.kept_.sizes()),
                               slot.kept_._version(), slot.saved_version_);
     }
-    if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
     return slot.kept_;
   }
   if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
@@ -788,8 +846,8 @@ at::Tensor Context::unpack(Slot& slot) {
     }
     const auto itemsize = static_cast<int64_t>(c10::elementSize(slot.dtype_));
     const int64_t first_byte = e.device_offset + slot.offset_in_span_;
-    out = at::empty({0}, at::TensorOptions().dtype(slot.dtype_).device(slot.device_));
-    out.set_(e.device, first_byte / itemsize, slot.sizes_, slot.strides_);
+    out = make_view(e.device, first_byte / itemsize, slot.sizes_, slot.strides_, slot.dtype_,
+                    slot.device_);
   }
   if (wait_for) {
     const int64_t begin = now_ns();
@@ -858,7 +916,7 @@ void Context::destroy_entry(Entry& e) {
     drop_hold(e);
   }
   release_device(e);
-  if (e.host.defined()) free_host_when_done(e);
+  if (e.host) free_host_when_done(e);
   if (e.source_key != nullptr) {
     auto [first, last] = by_storage_.equal_range(e.source_key);
     for (auto it = first; it != last; ++it) {
@@ -894,11 +952,12 @@ void Context::destroy_entry(Entry& e) {
 
 void Context::release(Slot& slot) noexcept {
   if (!slot.packed_) return;
+  live_slots_.fetch_sub(1, std::memory_order_relaxed);
+  if (!slot.entry_) return;  // kept: nothing of the engine's to give back
   try {
     EventSink sink;
     Lock lock(*this);
-    --live_slots_;
-    if (slot.entry_ && --slot.entry_->slots == 0) destroy_entry(*slot.entry_);
+    if (--slot.entry_->slots == 0) destroy_entry(*slot.entry_);
     slot.entry_ = nullptr;
     collect_pending();
     report_completions();
@@ -962,7 +1021,7 @@ ResidentState Context::resident() {
   collect_pending();
   report_completions();
   ResidentState r;
-  r.tracked = live_slots_;
+  r.tracked = live_slots_.load();
   r.host_bytes = host_bytes_;
   r.fwd_stash_count = static_cast<int64_t>(fwd_stash_.size());
   r.fwd_stash_bytes = fwd_bytes_;

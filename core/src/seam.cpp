@@ -16,9 +16,12 @@
 // Verified on torch 2.15.0 (the pinned version).
 #include "seam.hpp"
 
+#include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/node.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <mutex>
@@ -204,6 +207,14 @@ void pop_frame(uint64_t token) {
 }
 
 Context* top_frame() { return t_frames.empty() ? nullptr : t_frames.back().ctx; }
+
+bool may_be_saved_by_its_own_node(const at::Tensor& t) {
+  // A node takes its sequence number when it is constructed, before the op saves anything: the
+  // node saving an output it produced is the newest on this thread (CopySlices, made after it for
+  // an in-place op on a view, is newer still and is caught too).
+  const ag::Node* fn = ag::impl::grad_fn_unsafe(t);
+  return fn != nullptr && fn->sequence_nr() + 1 >= at::sequence_number::peek();
+}
 
 int current_graph_task_id() { return ag::get_current_graph_task_id(); }
 

@@ -46,6 +46,11 @@ uint64_t push_frame(Context* ctx, uint64_t generation);
 void pop_frame(uint64_t token);
 Context* top_frame();  // nullptr when the stack is empty or a no-offload region is innermost
 
+// Whether keeping `t` itself in its saved tensor could close a reference cycle: its grad_fn may be
+// the node that saves it (an op saving its own output), which is the newest node on this thread.
+// When false, keeping `t` is what autograd itself does for a saved input.
+bool may_be_saved_by_its_own_node(const at::Tensor& t);
+
 // Backward-pass facts from the autograd engine; valid on an autograd thread inside backward.
 int current_graph_task_id();  // -1 outside backward
 

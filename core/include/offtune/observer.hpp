@@ -3,9 +3,11 @@
 // profiler implements Observer; with no observer attached the engine does nothing but test one
 // pointer.
 //
-// Threads: events arrive on the forward thread, on autograd's backward threads and (for completions
-// on host-sim) on the copy thread. An observer must be thread-safe. Times are steady_clock
-// nanoseconds.
+// Threads: events arrive on the forward thread and on autograd's backward threads, never under the
+// engine's lock (an observer may call the offloader's stats() or resident()). An observer must be
+// thread-safe. Times are steady_clock nanoseconds. A copy's completion is reported when the engine
+// next notices it (a hook, the end of a backward, synchronize()), with the time the copy finished.
+// An exception from an event is caught and warned about.
 #pragma once
 
 #include <cstdint>
