@@ -40,13 +40,26 @@ using sim::CopyStream;
 // than a small copy or the gap between two hooks, far shorter than a scheduler time slice.
 constexpr auto kSpin = std::chrono::microseconds(30);
 
+// Spins until `done()` or kSpin has passed; returns done(). Reads the clock every 64 rounds and
+// pauses in between, so that a spinning thread leaves the core's other hardware thread (maybe
+// the one it waits for) most of the execution units.
+template <typename Done>
+bool spin(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
+
 // Waits until cs has completed copy `seq`: spins for kSpin, then sleeps on the counter.
 void wait_completed(CopyStream& cs, uint64_t seq) {
-  if (cs.completed.load(std::memory_order_acquire) >= seq) return;
-  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-  while (std::chrono::steady_clock::now() < spin_until) {
-    if (cs.completed.load(std::memory_order_acquire) >= seq) return;
-  }
+  if (spin([&] { return cs.completed.load(std::memory_order_acquire) >= seq; })) return;
   for (uint64_t v = cs.completed.load(std::memory_order_acquire); v < seq;
        v = cs.completed.load(std::memory_order_acquire)) {
     cs.completed.wait(v, std::memory_order_acquire);
@@ -214,11 +227,10 @@ class HostSimBackend final : public Backend {
         if (queue_.empty()) {
           lock.unlock();
           // Spin a little before sleeping: the next copy usually follows within microseconds.
-          const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-          while (std::chrono::steady_clock::now() < spin_until &&
-                 cs_.issued.load(std::memory_order_acquire) ==
-                     cs_.completed.load(std::memory_order_relaxed)) {
-          }
+          spin([&] {
+            return cs_.issued.load(std::memory_order_acquire) !=
+                   cs_.completed.load(std::memory_order_relaxed);
+          });
           lock.lock();
           sleeping_ = true;
           cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
