@@ -169,12 +169,12 @@ struct HookMode {
   double saved_per_pass = kNaN;  // from the offloader's stats (no offloader: not counted)
   double offloaded_per_pass = kNaN;
   double window_waits_per_pass = kNaN;
-  double ns_per_saved_tensor = kNaN;  // median over repetitions of (pass - baseline pass) / saved
+  double ns_per_saved_tensor = kNaN;    // median over repetitions of (pass - baseline pass) / saved
   double ns_min = kNaN, ns_max = kNaN;  // the spread of that figure over the repetitions
   // (fastest pass - fastest baseline pass) / saved: noise only ever adds time, so the fastest
   // passes are the least disturbed ones.
   double ns_best = kNaN;
-  bool resting = true;                  // engine back at rest after every pass
+  bool resting = true;  // engine back at rest after every pass
 };
 
 // No-op Python saved_tensors_hooks on the same chain (bench/python_floor.py).
@@ -200,9 +200,9 @@ PythonFloor measure_python_floor(const Args& args) {
     floor.why_not = "no Python with torch configured (--python)";
     return floor;
   }
-  const std::string command = fmt::format(
-      "'{}' '{}' --chain {} --tensor-bytes {} --repetitions {} 2>&1", args.python,
-      args.python_floor_script, args.chain, args.tensor_bytes, args.repetitions);
+  const std::string command =
+      fmt::format("'{}' '{}' --chain {} --tensor-bytes {} --repetitions {} 2>&1", args.python,
+                  args.python_floor_script, args.chain, args.tensor_bytes, args.repetitions);
   std::string output;
   if (FILE* pipe = ::popen(command.c_str(), "r")) {
     char buffer[4096];
@@ -369,16 +369,19 @@ void print_hooks(const HookResult& r) {
       fmt::print(
           "python floor (torch {}): {:.0f} ns; offtune with nothing offloaded is {:.1f}x cheaper "
           "(target >= 5x)\n",
-          r.python.torch_version, r.python.ns_per_saved_tensor, r.python.ns_per_saved_tensor / hooks);
+          r.python.torch_version, r.python.ns_per_saved_tensor,
+          r.python.ns_per_saved_tensor / hooks);
     } else if (!r.python.why_not.empty()) {
       fmt::print("python floor: not measured ({})\n", r.python.why_not);
     }
-    fmt::print("everything offloaded costs {:.1f}x nothing offloaded (target <= 3x)\n", all / hooks);
+    fmt::print("everything offloaded costs {:.1f}x nothing offloaded (target <= 3x)\n",
+               all / hooks);
     if (r.python.measured) {
-      fmt::print("best passes: python {:.0f} ns, nothing {:.0f} ns ({:.1f}x), everything {:.0f} ns "
-                 "({:.1f}x nothing)\n",
-                 r.python.ns_best, r.modes[1].ns_best, r.python.ns_best / r.modes[1].ns_best,
-                 r.modes[2].ns_best, r.modes[2].ns_best / r.modes[1].ns_best);
+      fmt::print(
+          "best passes: python {:.0f} ns, nothing {:.0f} ns ({:.1f}x), everything {:.0f} ns "
+          "({:.1f}x nothing)\n",
+          r.python.ns_best, r.modes[1].ns_best, r.python.ns_best / r.modes[1].ns_best,
+          r.modes[2].ns_best, r.modes[2].ns_best / r.modes[1].ns_best);
     }
     fmt::print(
         "(medians over interleaved repetitions; on a shared machine one figure is noise: compare "

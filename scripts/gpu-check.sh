@@ -46,6 +46,9 @@ cuda_rc=$?
 "$OUT/build/samples/offtune-demo" --backend cuda --preset small --batch 8 --seq 512 --steps 5 \
   >"$OUT/demo.log" 2>&1
 demo_rc=$?
+# Hook cost on the GPU (per saved tensor; prints figures, asserts nothing).
+"$OUT/build/bench/offtune-bench" --backend cuda --section hooks --repetitions 21 \
+  >"$OUT/bench-hooks.log" 2>&1
 
 echo "=== offtune GPU check summary ==="
 echo "torch/cuda/device: $torch_info"
@@ -54,6 +57,8 @@ grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_cuda.log" | sed 's/^/test_cud
 grep -E 'decoder small' "$OUT/test_cuda.log"
 echo "--- demo (decoder, step time and peak device memory) ---"
 cat "$OUT/demo.log"
+echo "--- hook cost (offtune-bench --section hooks) ---"
+grep -E 'scope|baseline' "$OUT/bench-hooks.log"
 ((ctest_rc == 0 && cuda_rc == 0 && demo_rc == 0)) && exit 0
 echo "gpu-check: failures (logs in $OUT)" >&2
 exit 1

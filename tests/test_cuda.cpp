@@ -38,25 +38,25 @@ TEST_F(Cuda, MlpGradientsIdenticalAcrossModes) {
   for (bool streams : {true, false}) {
     for (bool pinned : {true, false}) {
       for (int64_t window : {1, 5}) {
-       for (int64_t delay_ns : {int64_t{0}, int64_t{2'000'000}}) {
-        OffloadOptions opts = cuda_options(window, streams, pinned);
-        opts.debug_copy_delay_ns = delay_ns;  // a missing wait has 2 ms to show
-        opts.prefetch = window == 1 ? 0 : 2;
-        ActivationOffloader off(opts);
-        ASSERT_EQ(off.backend(), BackendKind::Cuda);
-        torch::manual_seed(0);
-        const auto o = torch::TensorOptions().device(torch::kCUDA);
-        auto w1 = torch::randn({256, 512}, o.requires_grad(true));
-        auto w2 = torch::randn({512, 256}, o.requires_grad(true));
-        auto x = torch::randn({128, 256}, o);
-        SCOPED_TRACE(testing::Message() << "streams=" << streams << " pinned=" << pinned
-                                        << " window=" << window << " delay_ns=" << delay_ns);
-        expect_identical_step(
-            [&] { return torch::gelu(x.matmul(w1)).matmul(w2).sin().pow(2).mean(); }, {w1, w2},
-            off);
-        EXPECT_GT(off.stats().offloaded, 0);
-        EXPECT_EQ(off.stats().pageable_fallbacks, 0);
-       }
+        for (int64_t delay_ns : {int64_t{0}, int64_t{2'000'000}}) {
+          OffloadOptions opts = cuda_options(window, streams, pinned);
+          opts.debug_copy_delay_ns = delay_ns;  // a missing wait has 2 ms to show
+          opts.prefetch = window == 1 ? 0 : 2;
+          ActivationOffloader off(opts);
+          ASSERT_EQ(off.backend(), BackendKind::Cuda);
+          torch::manual_seed(0);
+          const auto o = torch::TensorOptions().device(torch::kCUDA);
+          auto w1 = torch::randn({256, 512}, o.requires_grad(true));
+          auto w2 = torch::randn({512, 256}, o.requires_grad(true));
+          auto x = torch::randn({128, 256}, o);
+          SCOPED_TRACE(testing::Message() << "streams=" << streams << " pinned=" << pinned
+                                          << " window=" << window << " delay_ns=" << delay_ns);
+          expect_identical_step(
+              [&] { return torch::gelu(x.matmul(w1)).matmul(w2).sin().pow(2).mean(); }, {w1, w2},
+              off);
+          EXPECT_GT(off.stats().offloaded, 0);
+          EXPECT_EQ(off.stats().pageable_fallbacks, 0);
+        }
       }
     }
   }
@@ -161,7 +161,8 @@ TEST_F(Cuda, InPlaceChangeOfASavedTensorRaises) {
     OffloadOptions o = cuda_options();
     o.min_offload_size = threshold;
     ActivationOffloader off(o);
-    auto x = torch::randn({64, 64}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+    auto x =
+        torch::randn({64, 64}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
     at::Tensor y;
     {
       auto scope = off.scope();
@@ -217,7 +218,8 @@ TEST_F(Cuda, TensorsOnAnotherGpuStayWhereTheyAre) {
   ActivationOffloader off(o);
   auto obs = std::make_shared<RecordingObserver>();
   off.set_observer(obs);
-  auto x = torch::randn({64, 64}, torch::TensorOptions().device(torch::kCUDA, 1).requires_grad(true));
+  auto x =
+      torch::randn({64, 64}, torch::TensorOptions().device(torch::kCUDA, 1).requires_grad(true));
   expect_identical_step([&] { return x.mul(2).sin().sum(); }, {x}, off);
   EXPECT_EQ(off.stats().offloaded, 0);
   bool other = false;
@@ -230,7 +232,8 @@ TEST_F(Cuda, CopyCompletionsCarryTheTimeTheCopyFinished) {
   ActivationOffloader off(o);
   auto obs = std::make_shared<RecordingObserver>();
   off.set_observer(obs);
-  auto x = torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+  auto x =
+      torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
   at::Tensor loss;
   {
     auto scope = off.scope();

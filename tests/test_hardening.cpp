@@ -374,10 +374,10 @@ TEST(Hardening, ByteWindowCountsTheStorageAHoldKeepsAlive) {
   auto x = torch::randn({1024, 256}, torch::requires_grad());  // 1 MiB
   expect_identical_step(
       [&] {
-        at::Tensor big = x.mul(1);                       // a 1 MiB activation
-        at::Tensor part = big.narrow(0, 0, 4).sin();     // saves a 4 KiB view of it
-        big = at::Tensor();                              // only the window keeps it alive now
-        return part.cos().sum() + part.exp().sum();      // more saves: the window must wait
+        at::Tensor big = x.mul(1);                    // a 1 MiB activation
+        at::Tensor part = big.narrow(0, 0, 4).sin();  // saves a 4 KiB view of it
+        big = at::Tensor();                           // only the window keeps it alive now
+        return part.cos().sum() + part.exp().sum();   // more saves: the window must wait
       },
       {x}, off);
   int64_t max_fwd = 0;

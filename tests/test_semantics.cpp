@@ -160,13 +160,15 @@ TEST(Semantics, KeptTensorsOfEveryKindComeBackIntact) {
   // Kept tensors that are not ordinary dense ones (a lazily conjugated view, an integer tensor, a
   // zero-size one) come back as autograd saved them.
   ActivationOffloader off(host_sim_options(/*min_offload_size=*/int64_t{1} << 40));
-  auto z = torch::randn({8, 8}, torch::TensorOptions().dtype(at::kComplexFloat).requires_grad(true));
+  auto z =
+      torch::randn({8, 8}, torch::TensorOptions().dtype(at::kComplexFloat).requires_grad(true));
   auto x = torch::randn({8, 8}, torch::requires_grad());
   expect_identical_step(
       [&] {
         auto c = z.mul(2).conj();  // conj bit set: saved as it is
         at::Tensor r = torch::view_as_real(c.mul(c)).sum();
-        at::Tensor idx = x.detach().argsort(/*stable=*/false, 1);  // integer tensor, saved by gather
+        at::Tensor idx =
+            x.detach().argsort(/*stable=*/false, 1);  // integer tensor, saved by gather
         return r + x.mul(3).gather(1, idx).sin().sum();
       },
       {z, x}, off);

@@ -1,8 +1,9 @@
 // Stream order on host-sim's emulated streams: the engine waits on, and records against, the right
 // streams, allocates reload buffers where they are consumed, and never frees a block a copy may
-// still touch. The emulator checks these rules by happens-before (host_sim::take_stream_races), so a
-// missing wait fails whether or not the copy happened to finish in time; copies are also held back
-// (debug_copy_delay_ns) and freed memory poisoned and reused at once, so that the values go wrong.
+// still touch. The emulator checks these rules by happens-before (host_sim::take_stream_races), so
+// a missing wait fails whether or not the copy happened to finish in time; copies are also held
+// back (debug_copy_delay_ns) and freed memory poisoned and reused at once, so that the values go
+// wrong.
 #include <gtest/gtest.h>
 
 #include "offtune/host_sim.hpp"

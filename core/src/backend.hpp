@@ -1,6 +1,6 @@
 // The small interface the engine logic is written against once; implemented by the cuda and
-// host-sim backends. Streams are c10::Stream values: CUDA streams on cuda, emulated ones on host-sim
-// (device type CPU, the id being host_sim's stream id).
+// host-sim backends. Streams are c10::Stream values: CUDA streams on cuda, emulated ones on
+// host-sim (device type CPU, the id being host_sim's stream id).
 //
 // Stream rules the engine relies on, as CUDA's caching allocator defines them:
 // - a device block belongs to the stream current when it was allocated; once freed, that stream's
@@ -80,8 +80,8 @@ class Backend {
   virtual FencePtr copy(const CopyRequest& request) = 0;
   // Device bytes, allocated while `on` is the current stream (the block belongs to `on`).
   virtual c10::Storage allocate_device(int64_t bytes, Stream on) = 0;
-  // `stream`'s later work waits for the fence; the host does not. Cheap: callable under the engine's
-  // lock.
+  // `stream`'s later work waits for the fence; the host does not. Cheap: callable under the
+  // engine's lock.
   virtual void stream_wait(Stream stream, const FencePtr& fence) = 0;
   // What such a wait costs the host: on host-sim, compute is the calling thread, so it blocks until
   // the fence completed; on cuda nothing (the GPU waits). Called outside the engine's lock, after

@@ -164,10 +164,9 @@ class CudaBackend final : public Backend {
     }
     char* device = static_cast<char*>(r.device->mutable_data()) + r.device_offset;
     const bool to_host = r.direction == CopyDirection::DeviceToHost;
-    OFFTUNE_CUDA_CHECK(cudaMemcpyAsync(to_host ? r.host : device, to_host ? device : r.host,
-                                       static_cast<size_t>(r.bytes),
-                                       to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-                                       stream.stream()));
+    OFFTUNE_CUDA_CHECK(cudaMemcpyAsync(
+        to_host ? r.host : device, to_host ? device : r.host, static_cast<size_t>(r.bytes),
+        to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream.stream()));
     return std::make_shared<EventFence>(stream, r.timed ? anchor() : nullptr);
   }
 

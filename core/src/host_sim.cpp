@@ -7,10 +7,10 @@
 // cached, or freed but waiting for a copy stream).
 #include "offtune/host_sim.hpp"
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
-#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -220,8 +220,7 @@ void report(std::string message) {
 
 // Whether copy `a` is ordered before `stream`'s work from now on.
 bool ordered_before(const Access& a, StreamId stream) {
-  return a.seq <= a.cs->observed.load(std::memory_order_acquire) ||
-         a.seq <= clock_of(stream, a.cs);
+  return a.seq <= a.cs->observed.load(std::memory_order_acquire) || a.seq <= clock_of(stream, a.cs);
 }
 
 // Checked at free, with g_check_mutex held. Returns true when the free races with a copy or with
@@ -342,7 +341,8 @@ class AccountingAllocator final : public c10::Allocator {
 
  private:
   // CUDA's order: ask offloaders for prefetched buffers (offtune's free-memory callback on cuda),
-  // then empty the caches, waiting for the copies that hold freed blocks back, and retry; then fail.
+  // then empty the caches, waiting for the copies that hold freed blocks back, and retry; then
+  // fail.
   static void make_room(int64_t bytes, int64_t cap) {
     if (fits(bytes, cap)) return;
     detail::reclaim_device_memory();
@@ -517,9 +517,9 @@ void check_handout(const at::Tensor& t) {
   }
   if (stream != h->owner) {
     auto& accesses = it->second.accesses;
-    const bool known = std::any_of(accesses.begin(), accesses.end(), [&](const host_sim::Access& a) {
-      return a.cs == nullptr && a.compute == stream;
-    });
+    const bool known = std::any_of(
+        accesses.begin(), accesses.end(),
+        [&](const host_sim::Access& a) { return a.cs == nullptr && a.compute == stream; });
     if (!known) accesses.push_back({nullptr, 0, false, stream});
   }
 }

@@ -62,7 +62,7 @@ bool contains(const StreamList& list, const Stream& s) {
 
 struct Entry {
   TensorId id;
-  uint64_t generation = 0;  // forward scope it was packed in (prefetch stays within one)
+  uint64_t generation = 0;      // forward scope it was packed in (prefetch stays within one)
   Entry* chain_prev = nullptr;  // entries of the same generation, in pack order
   Entry* chain_next = nullptr;
   Entry* live_prev = nullptr;  // every live entry
@@ -557,7 +557,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     report_completions();
     collect_pending();
     stream = backend_->current_stream();
-  slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+    slot.version_ = t.unsafeGetTensorImpl()->version_counter();
     slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
     slot.strides_.assign(t.strides().begin(), t.strides().end());
     slot.dtype_ = t.scalar_type();
@@ -601,9 +601,8 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     e.host = pool_->allocate(bytes, options_.use_pin_memory, e.pinned);
     host_bytes_ += bytes;
     const c10::Storage& storage = t.storage();
-    e.offload_fence =
-        backend_->copy({CopyDirection::DeviceToHost, &storage, lo, e.host.data(), bytes,
-                        options_.use_streams, e.pinned, observer_ != nullptr});
+    e.offload_fence = backend_->copy({CopyDirection::DeviceToHost, &storage, lo, e.host.data(),
+                                      bytes, options_.use_streams, e.pinned, observer_ != nullptr});
     if (options_.use_streams) {
       e.hold = storage;
       hold_storage(e.hold);
@@ -705,8 +704,8 @@ void Context::issue_reload(Entry& e, bool prefetch) {
   // may throw (out of memory): commit to the entry only once the copy is issued.
   const Stream stream = backend_->current_stream();
   c10::Storage buffer = backend_->allocate_device(e.bytes, stream);
-  FencePtr fence = backend_->copy({CopyDirection::HostToDevice, &buffer, 0, e.host.data(),
-                                   e.bytes, options_.use_streams, e.pinned, observer_ != nullptr});
+  FencePtr fence = backend_->copy({CopyDirection::HostToDevice, &buffer, 0, e.host.data(), e.bytes,
+                                   options_.use_streams, e.pinned, observer_ != nullptr});
   e.device = std::move(buffer);
   e.device_offset = 0;
   e.device_stream = stream;
@@ -733,8 +732,8 @@ void Context::issue_reload(Entry& e, bool prefetch) {
 }
 
 bool Context::try_prefetch(Entry& e) {
-  const bool over_bound = options_.max_prefetch_bytes > 0 &&
-                          prefetched_bytes_ + e.bytes > options_.max_prefetch_bytes;
+  const bool over_bound =
+      options_.max_prefetch_bytes > 0 && prefetched_bytes_ + e.bytes > options_.max_prefetch_bytes;
   if (over_bound || backend_->headroom() < e.bytes) {
     ++stats_.prefetch_skipped;
     return false;
@@ -770,15 +769,15 @@ at::Tensor Context::unpack(Slot& slot) {
         throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
                                 slot.saved_version_);
       }
-      at::Tensor out = make_view(slot.kept_storage_, slot.kept_offset_, slot.sizes_,
-                                 slot.strides_, slot.dtype_, slot.device_);
+      at::Tensor out = make_view(slot.kept_storage_, slot.kept_offset_, slot.sizes_, slot.strides_,
+                                 slot.dtype_, slot.device_);
       out.unsafeGetTensorImpl()->set_version_counter(slot.version_);  // as detach() would
       return out;
     }
     if (slot.kept_.defined() && slot.kept_._version() != slot.saved_version_) {
-      throw_modified_in_place(describe(slot.kept_.scalar_type(), slot.kept_.device(),
-                                       slot.kept_.sizes()),
-                              slot.kept_._version(), slot.saved_version_);
+      throw_modified_in_place(
+          describe(slot.kept_.scalar_type(), slot.kept_.device(), slot.kept_.sizes()),
+          slot.kept_._version(), slot.saved_version_);
     }
     return slot.kept_;
   }
@@ -865,9 +864,9 @@ void Context::release_device(Entry& e) {
   // The block may be reused by its stream once we let go: not before the copy that fills (or
   // reads) it ran, nor before another stream we handed it to is done with it.
   const FencePtr& copy = e.device_reloaded ? e.reload_fence : e.offload_fence;
-  const bool copy_ordered =
-      e.device_reloaded ? contains(e.ready_on, e.device_stream) || copy->query()
-                        : copy == nullptr || copy->query();
+  const bool copy_ordered = e.device_reloaded
+                                ? contains(e.ready_on, e.device_stream) || copy->query()
+                                : copy == nullptr || copy->query();
   if (!copy_ordered) {
     backend_->record_stream(e.device, backend_->copy_stream());
     ++stats_.record_streams;

@@ -1,7 +1,8 @@
 // Device memory an offloader can give back on demand. Prefetched reloads that backward has not used
 // yet are only an optimisation: when a device allocation would fail, the allocator (host-sim's, or
 // CUDA's through its free-memory callback) asks every offloader to drop them, and they are reloaded
-// when asked for. That is what makes "a step that fits with prefetch 0 fits with any prefetch" hold.
+// when asked for. That is what makes "a step that fits with prefetch 0 fits with any prefetch"
+// hold.
 #pragma once
 
 #include <cstdint>

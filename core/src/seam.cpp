@@ -42,12 +42,11 @@ namespace ag = torch::autograd;
 static_assert(std::is_same_v<decltype(&ag::Engine::get_default_saved_variable_hooks),
                              std::unique_ptr<ag::SavedVariableHooks> (ag::Engine::*)()>,
               "torch changed Engine::get_default_saved_variable_hooks; update offtune's seam");
-static_assert(
-    std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
-                   c10::intrusive_ptr<at::ivalue::Future> (ag::Engine::*)(
-                       const std::shared_ptr<ag::GraphTask>&, c10::intrusive_ptr<ag::Node>,
-                       ag::InputBuffer&&)>,
-    "torch changed Engine::execute_with_graph_task; update offtune's seam");
+static_assert(std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
+                             c10::intrusive_ptr<at::ivalue::Future> (ag::Engine::*)(
+                                 const std::shared_ptr<ag::GraphTask>&,
+                                 c10::intrusive_ptr<ag::Node>, ag::InputBuffer&&)>,
+              "torch changed Engine::execute_with_graph_task; update offtune's seam");
 
 struct Frame {
   Context* ctx = nullptr;

@@ -1,6 +1,7 @@
 // The one seam between offtune and libtorch's internal autograd API (see seam.cpp for why it
-// exists). Nothing else in offtune includes torch/csrc/autograd internals; this header includes only
-// the small abstract SavedVariableHooks interface, so that a saved tensor costs one allocation.
+// exists). Nothing else in offtune includes torch/csrc/autograd internals; this header includes
+// only the small abstract SavedVariableHooks interface, so that a saved tensor costs one
+// allocation.
 #pragma once
 
 #include <torch/csrc/autograd/saved_variable_hooks.h>

@@ -6,12 +6,12 @@
 //
 // The emulator models what makes offloading hard to get right on a GPU:
 // - Streams. Every thread has a current compute stream (kDefaultStream unless a StreamGuard says
-//   otherwise); each offloader has a copy stream, a worker thread that runs copies in issue order on
-//   raw memory. Compute runs at once on the calling thread.
+//   otherwise); each offloader has a copy stream, a worker thread that runs copies in issue order
+//   on raw memory. Compute runs at once on the calling thread.
 // - The caching allocator's stream rule. Each device block belongs to the stream it was allocated
 //   on; freeing it makes it reusable by that stream's later work, and by no other stream. With
-//   set_caching(true) a freed block is kept per stream and handed to the next allocation of the same
-//   size on that stream at once (a block freed too early is overwritten, as on a GPU).
+//   set_caching(true) a freed block is kept per stream and handed to the next allocation of the
+//   same size on that stream at once (a block freed too early is overwritten, as on a GPU).
 // - Stream order, checked. With set_check_streams(true) every copy is tracked against the blocks it
 //   touches, and two rules are checked by happens-before (stream waits, host observations of a
 //   copy's completion, record_stream), not by timing: a block is not freed while a copy that may
@@ -52,9 +52,9 @@ struct Counters {
 Counters counters();
 void reset_peak();  // both peaks
 
-// Device capacity in bytes (0 = unlimited). Reserved bytes beyond it throw c10::OutOfMemoryError, as
-// the CUDA allocator does, after emptying the caches and asking offloaders to give back prefetched
-// buffers they can bring back later.
+// Device capacity in bytes (0 = unlimited). Reserved bytes beyond it throw c10::OutOfMemoryError,
+// as the CUDA allocator does, after emptying the caches and asking offloaders to give back
+// prefetched buffers they can bring back later.
 void set_capacity(int64_t bytes);
 int64_t capacity();
 

@@ -46,15 +46,15 @@ struct OffloadStats {
   int64_t offloaded_bytes = 0;  // bytes copied to host
   int64_t reloaded = 0;         // copies back to the device (prefetched ones included)
   int64_t reloaded_bytes = 0;
-  int64_t prefetched = 0;        // reloads issued ahead of use
-  int64_t prefetch_skipped = 0;  // prefetches not issued: no room on the device (or over
-                                 // max_prefetch_bytes); the tensor is reloaded when used
-  int64_t prefetch_dropped = 0;  // prefetched buffers given back unused because an allocation
-                                 // needed the memory
-  int64_t from_fwd_stash = 0;    // unpacks served from the forward window (no copy back needed)
-  int64_t window_waits = 0;      // times forward waited for an offload copy
-  int64_t record_streams = 0;    // device blocks released with a copy or another stream possibly
-                                 // still using them, and so recorded on that stream
+  int64_t prefetched = 0;          // reloads issued ahead of use
+  int64_t prefetch_skipped = 0;    // prefetches not issued: no room on the device (or over
+                                   // max_prefetch_bytes); the tensor is reloaded when used
+  int64_t prefetch_dropped = 0;    // prefetched buffers given back unused because an allocation
+                                   // needed the memory
+  int64_t from_fwd_stash = 0;      // unpacks served from the forward window (no copy back needed)
+  int64_t window_waits = 0;        // times forward waited for an offload copy
+  int64_t record_streams = 0;      // device blocks released with a copy or another stream possibly
+                                   // still using them, and so recorded on that stream
   int64_t pageable_fallbacks = 0;  // host blocks that could not be pinned
 };
 
