@@ -457,6 +457,24 @@ TEST(Hardening, TensorsSavedDuringBackwardGoToTheGraphsOffloader) {
   EXPECT_TRUE(off.resident().resting());
 }
 
+TEST(Hardening, BackwardOfAGraphWithOnlyKeptTensorsStillFindsItsOffloader) {
+  torch::manual_seed(8);
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  ActivationOffloader off(host_sim_options(/*min_offload_size=*/int64_t{1} << 40));
+  const auto reference = penalty_step(w, x, nullptr);
+  int64_t forward_packs = 0;
+  {
+    auto scope = off.scope();
+    auto loss = torch::tanh(x.matmul(w)).sin().pow(2).mean();
+    forward_packs = off.stats().packed;
+  }
+  const auto got = penalty_step(w, x, &off);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(reference[i], got[i])) << i;
+  EXPECT_GT(off.stats().packed, 2 * forward_packs);
+  EXPECT_EQ(off.stats().offloaded, 0);
+}
+
 TEST(Hardening, BackwardOnAnotherThreadUsesTheGraphsOffloader) {
   torch::manual_seed(6);
   auto w = torch::randn({64, 64}, torch::requires_grad());

@@ -762,6 +762,7 @@ void Context::prefetch_before(const Entry& e) {
 at::Tensor Context::unpack(Slot& slot) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
   EventSink sink;
+  note_unpack_in_backward(*this);
   if (!slot.entry_) {
     if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
     if (slot.kept_storage_) {
@@ -785,7 +786,6 @@ at::Tensor Context::unpack(Slot& slot) {
     throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
                             slot.saved_version_);
   }
-  note_unpack_in_backward(*this);
   const Stream stream = backend_->current_stream();
   FencePtr wait_for;
   at::Tensor out;
