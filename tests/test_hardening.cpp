@@ -211,7 +211,9 @@ TEST(Hardening, CopyCompletionsCarryTheTimeTheCopyFinished) {
     auto scope = off.scope();
     loss = x.sin().cos().exp().sum();  // two copies (x is a leaf), done within ~20 ms
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // The copies are done ~20 ms after issue; the margins below allow the copy thread to be
+  // descheduled for 150 ms on a loaded machine.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int64_t noticed = std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::steady_clock::now().time_since_epoch())
                               .count();
@@ -220,8 +222,9 @@ TEST(Hardening, CopyCompletionsCarryTheTimeTheCopyFinished) {
     std::lock_guard<std::mutex> l(obs->mutex);
     ASSERT_EQ(obs->completed.size(), 2u);
     for (const auto& c : obs->completed) {
+      // The issue time is taken before the copy is enqueued: no copy looks shorter than it was.
       EXPECT_GE(c.time_ns, c.issued_ns + 10'000'000);
-      EXPECT_LT(c.time_ns, noticed - 50'000'000) << "stamped when noticed, not when done";
+      EXPECT_LT(c.time_ns, noticed - 130'000'000) << "stamped when noticed, not when done";
     }
   }
   loss.backward();

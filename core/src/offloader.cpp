@@ -256,7 +256,9 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   void free_host_when_done(Entry& e);
   void collect_pending();
   void report_completions();
-  void watch_completion(const Entry& e, CopyDirection dir, bool prefetch, const FencePtr& fence);
+  // issued_ns: taken before the copy was enqueued (the worker may start it at once).
+  void watch_completion(const Entry& e, CopyDirection dir, bool prefetch, const FencePtr& fence,
+                        int64_t issued_ns);
   void emit(Emission what) {
     if (observer_) t_pending.push_back({observer_.get(), std::move(what)});
   }
@@ -601,6 +603,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     e.host = pool_->allocate(bytes, options_.use_pin_memory, e.pinned);
     host_bytes_ += bytes;
     const c10::Storage& storage = t.storage();
+    const int64_t issued = observer_ ? now_ns() : 0;
     e.offload_fence = backend_->copy({CopyDirection::DeviceToHost, &storage, lo, e.host.data(),
                                       bytes, options_.use_streams, e.pinned, observer_ != nullptr});
     if (options_.use_streams) {
@@ -614,7 +617,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     if (observer_) {
       ev.decision = PackDecision::Offloaded;
       emit(ev);
-      watch_completion(e, CopyDirection::DeviceToHost, false, e.offload_fence);
+      watch_completion(e, CopyDirection::DeviceToHost, false, e.offload_fence, issued);
       emit_stash();
     }
   }
@@ -632,8 +635,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
 }
 
 void Context::watch_completion(const Entry& e, CopyDirection dir, bool prefetch,
-                               const FencePtr& fence) {
-  const int64_t issued = now_ns();
+                               const FencePtr& fence, int64_t issued) {
   CopyEvent ce{e.id, dir, e.bytes, e.pinned, options_.use_streams, prefetch, issued, issued};
   emit(std::make_pair(false, ce));
   unreported_.push_back({fence, ce});
@@ -704,6 +706,7 @@ void Context::issue_reload(Entry& e, bool prefetch) {
   // may throw (out of memory): commit to the entry only once the copy is issued.
   const Stream stream = backend_->current_stream();
   c10::Storage buffer = backend_->allocate_device(e.bytes, stream);
+  const int64_t issued = observer_ ? now_ns() : 0;
   FencePtr fence = backend_->copy({CopyDirection::HostToDevice, &buffer, 0, e.host.data(), e.bytes,
                                    options_.use_streams, e.pinned, observer_ != nullptr});
   e.device = std::move(buffer);
@@ -726,7 +729,7 @@ void Context::issue_reload(Entry& e, bool prefetch) {
     prefetched_bytes_ += e.bytes;
   }
   if (observer_) {
-    watch_completion(e, CopyDirection::HostToDevice, prefetch, e.reload_fence);
+    watch_completion(e, CopyDirection::HostToDevice, prefetch, e.reload_fence, issued);
     emit_stash();
   }
 }
