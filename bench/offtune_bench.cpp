@@ -364,24 +364,33 @@ void print_hooks(const HookResult& r) {
     if (!m.resting) fmt::print("note: '{}': engine not at rest after a pass\n", m.name);
   }
   if (r.modes.size() == 3) {
-    const double hooks = r.modes[1].ns_per_saved_tensor, all = r.modes[2].ns_per_saved_tensor;
+    const HookMode& nothing = r.modes[1];
+    const HookMode& all = r.modes[2];
+    // A ratio over a cost that the noise can make zero or negative says nothing: print why instead.
+    const auto ratio = [](double num, double den, double den_min) -> std::string {
+      if (!std::isfinite(num) || !std::isfinite(den) || den <= 0) {
+        return "not measurable (the denominator is within the baseline's noise)";
+      }
+      std::string text = fmt::format("{:.1f}x", num / den);
+      if (den_min <= 0) text += " (uncertain: the denominator's spread includes 0)";
+      return text;
+    };
     if (r.python.measured) {
       fmt::print(
-          "python floor (torch {}): {:.0f} ns; offtune with nothing offloaded is {:.1f}x cheaper "
-          "(target >= 5x)\n",
+          "python floor (torch {}): {:.0f} ns; Python / nothing offloaded: {} (target >= 5x)\n",
           r.python.torch_version, r.python.ns_per_saved_tensor,
-          r.python.ns_per_saved_tensor / hooks);
+          ratio(r.python.ns_per_saved_tensor, nothing.ns_per_saved_tensor, nothing.ns_min));
     } else if (!r.python.why_not.empty()) {
       fmt::print("python floor: not measured ({})\n", r.python.why_not);
     }
-    fmt::print("everything offloaded costs {:.1f}x nothing offloaded (target <= 3x)\n",
-               all / hooks);
+    fmt::print("everything offloaded / nothing offloaded: {} (target <= 3x)\n",
+               ratio(all.ns_per_saved_tensor, nothing.ns_per_saved_tensor, nothing.ns_min));
     if (r.python.measured) {
       fmt::print(
-          "best passes: python {:.0f} ns, nothing {:.0f} ns ({:.1f}x), everything {:.0f} ns "
-          "({:.1f}x nothing)\n",
-          r.python.ns_best, r.modes[1].ns_best, r.python.ns_best / r.modes[1].ns_best,
-          r.modes[2].ns_best, r.modes[2].ns_best / r.modes[1].ns_best);
+          "best passes: python {:.0f} ns, nothing {:.0f} ns (python / nothing: {}), everything "
+          "{:.0f} ns (everything / nothing: {})\n",
+          r.python.ns_best, nothing.ns_best, ratio(r.python.ns_best, nothing.ns_best, 1.0),
+          all.ns_best, ratio(all.ns_best, nothing.ns_best, 1.0));
     }
     fmt::print(
         "(medians over interleaved repetitions; on a shared machine one figure is noise: compare "
