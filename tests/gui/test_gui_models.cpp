@@ -17,7 +17,7 @@ namespace {
 namespace pf = offtune::profiler;
 using Tester = QAbstractItemModelTester;
 
-class Models : public ::testing::Test {
+class ItemModels : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(dir_.isValid());
@@ -30,7 +30,7 @@ class Models : public ::testing::Test {
   StoreIndexPtr index_;
 };
 
-TEST_F(Models, StoreIndexReadsTheFixture) {
+TEST_F(ItemModels, StoreIndexReadsTheFixture) {
   ASSERT_EQ(index_->sweeps.size(), 1u);
   EXPECT_EQ(index_->sweeps[0].sweep.name, "fixture");
   ASSERT_EQ(index_->sweeps[0].points.size(), 5u);
@@ -38,7 +38,7 @@ TEST_F(Models, StoreIndexReadsTheFixture) {
   EXPECT_EQ(index_->runs.size(), 6u);
 }
 
-TEST_F(Models, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
+TEST_F(ItemModels, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
   StoreTreeModel model;
   Tester tester(&model, Tester::FailureReportingMode::Fatal);
   EXPECT_EQ(model.rowCount(), 0);  // nothing before an index is set
@@ -85,7 +85,7 @@ TEST_F(Models, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
-TEST_F(Models, PointsTableShowsFiguresAndSortsNumerically) {
+TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {
   auto sweep = std::make_shared<const SweepData>(index_->sweeps[0]);
   PointsTableModel model;
   Tester tester(&model, Tester::FailureReportingMode::Fatal);
@@ -134,7 +134,7 @@ TEST_F(Models, PointsTableShowsFiguresAndSortsNumerically) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
-TEST_F(Models, RunSummaryListsTheRunsFigures) {
+TEST_F(ItemModels, RunSummaryListsTheRunsFigures) {
   auto run = std::make_shared<const RunData>(load_run(path_, pf::RunId(2)));
   RunSummaryModel model;
   Tester tester(&model, Tester::FailureReportingMode::Fatal);
