@@ -14,7 +14,14 @@ py() { python3 -c "$1" || fail "$2"; }
 W=(--model tiny --batch 2 --seq 32 --steps 1 --warmup 1)
 G=(--min-offload-size 1KiB,1MiB --max-fwd-stash-size 1,4)
 
+"$OFFTUNE" --version >v.txt || fail "--version"
+grep -Eq '^offtune [0-9]+\.[0-9]+\.[0-9]+$' v.txt || fail "--version printed: $(cat v.txt)"
+ok
 "$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db s.db --quiet || fail "sweep"
+ok
+# The run's recorded version is the one --version prints (one source: project(VERSION)).
+recorded=$(sqlite3 s.db 'SELECT DISTINCT env_offtune_version FROM runs')
+[ "offtune $recorded" = "$(cat v.txt)" ] || fail "runs recorded version '$recorded', --version says $(cat v.txt)"
 ok
 "$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db s.db --json >resume.json || fail "resume"
 py 'import json; d=json.load(open("resume.json")); assert d["ran"]==0 and d["skipped"]==5, d' "resume ran points"

@@ -11,6 +11,7 @@
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/samples/workload.hpp"
+#include "offtune/version.hpp"
 
 #ifndef OFFTUNE_GIT_REVISION
 #define OFFTUNE_GIT_REVISION "unknown"
@@ -60,7 +61,7 @@ PreparedBackend prepare_backend(const BackendRequest& r, profiler::Environment& 
     at::set_num_threads(static_cast<int>(t));
   }
   out.device = host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
-  env.offtune_version = "0.1.0";
+  env.offtune_version = std::string(kVersion);
   env.torch_version = TORCH_VERSION;
   env.backend = std::string(to_string(out.base.backend));
   env.device = host_sim ? "host-sim (link " + r.link + ")" : "cuda:0";

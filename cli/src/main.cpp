@@ -35,6 +35,7 @@
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/samples/workload.hpp"
+#include "offtune/version.hpp"
 
 namespace offtune::cli {
 namespace {
@@ -489,6 +490,8 @@ int cmd_merge(const Common& c, const std::vector<std::string>& inputs) {
 
 int run_cli(int argc, char** argv) {
   CLI::App app{"offtune: measure and tune activation offloading"};
+  app.set_version_flag("--version", "offtune " + std::string(kVersion),
+                       "print the version and exit");
   app.require_subcommand(1);
   Common common;
   const auto add_common = [&](CLI::App* sub, bool db_required) {
