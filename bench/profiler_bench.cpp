@@ -25,7 +25,7 @@
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
-#include "offtune/cli/workloads.hpp"
+#include "offtune/samples/registry.hpp"
 
 namespace offtune::bench {
 
@@ -509,8 +509,13 @@ SweepResult bench_sweep(const ProfilerArgs& args, const fs::path& dir) {
   const fs::path db = dir / "sweep.db";
   std::unique_ptr<pf::Store> store = pf::open_sqlite_store(db.string());
   auto start = Clock::now();
+  offtune::samples::WorkloadSpec model;
+  model.model = spec.workload.model;
+  model.batch = spec.workload.batch;
+  model.seq = spec.workload.seq;
+  model.seed = spec.workload.seed;
   std::unique_ptr<pf::WorkloadInstance> workload =
-      offtune::cli::make_builtin_workload(spec.workload, c10::Device(c10::kCPU));
+      offtune::samples::make_workload(model, c10::Device(c10::kCPU));
   result.setup_s = seconds_since(start);
 
   start = Clock::now();

@@ -36,9 +36,9 @@
 #include <atomic>
 #include <mutex>
 
-#include "offtune/cli/workloads.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/samples/layer_hooks.hpp"
+#include "offtune/samples/registry.hpp"
 #endif
 
 namespace {
@@ -530,13 +530,14 @@ class NvtxTrainingStep : public NvtxEmission {
   // slow link (10 ms a copy, longer than any op here even on a loaded machine) and a window of one
   // make forward wait for copies, so that every kind of range shows up.
   Step run_step(const std::string& model, bool observe) {
-    profiler::Workload w;
+    samples::WorkloadSpec w;
     w.model = model;
     w.batch = 2;
     w.seq = 16;
-    w.dtype = "fp32";
     w.seed = 3;
-    auto workload = cli::make_builtin_workload(w, c10::Device(c10::kCPU));
+    auto workload = samples::make_workload(w, c10::Device(c10::kCPU));
+    // The marks the runner sets: NVTX phase and layer ranges.
+    workload->set_marks(nvtx_step_marks());
     OffloadOptions options;
     options.backend = BackendKind::HostSim;
     options.min_offload_size = 1024;
@@ -874,19 +875,6 @@ CUpti_ActivityKernel10 kernel_record(CUpti_ActivityKind kind, const char* name, 
   return r;
 }
 
-TimelineEvent expected(EventKind kind, int64_t start, int64_t end, int64_t stream, int64_t bytes,
-                       bool pinned, std::string name) {
-  TimelineEvent e;
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.stream = stream;
-  e.bytes = bytes;
-  e.pinned = pinned;
-  e.name = std::move(name);
-  return e;
-}
-
 void expect_same(const TimelineEvent& got, const TimelineEvent& want) {
   EXPECT_EQ(got.run.value, want.run.value);
   EXPECT_EQ(got.kind, want.kind);
@@ -920,12 +908,15 @@ TEST(CuptiParse, CopiesAndKernelsBecomeTimelineEvents) {
   const auto events = parse_activity_buffer(buf.data(), buf.size(), 10, &stats);
   ASSERT_EQ(events.size(), 5u);
   // Sorted by start time, offset by the clock offset.
-  expect_same(events[0], expected(EventKind::CopyH2D, 510, 910, 7, 4096, false, "h2d"));
-  expect_same(events[1],
-              expected(EventKind::Compute, 810, 5010, 13, 0, true, "ampere_sgemm_128x64_nn"));
-  expect_same(events[2], expected(EventKind::CopyD2H, 1010, 3010, 7, 1 << 20, true, "d2h"));
-  expect_same(events[3], expected(EventKind::CopyH2D, 6010, 6110, 7, 8192, true, "h2d"));
-  expect_same(events[4], expected(EventKind::Compute, 7010, 7510, 0, 0, true, "legacy_kernel"));
+  expect_same(events[0], event_span(EventKind::CopyH2D, 510, 910,
+                                    {.stream = 7, .bytes = 4096, .pinned = false, .name = "h2d"}));
+  expect_same(events[1], event_span(EventKind::Compute, 810, 5010,
+                                    {.stream = 13, .name = "ampere_sgemm_128x64_nn"}));
+  expect_same(events[2], event_span(EventKind::CopyD2H, 1010, 3010,
+                                    {.stream = 7, .bytes = 1 << 20, .name = "d2h"}));
+  expect_same(events[3], event_span(EventKind::CopyH2D, 6010, 6110,
+                                    {.stream = 7, .bytes = 8192, .name = "h2d"}));
+  expect_same(events[4], event_span(EventKind::Compute, 7010, 7510, {.name = "legacy_kernel"}));
   EXPECT_EQ(stats.records, 7);
   EXPECT_EQ(stats.events, 5);
   EXPECT_EQ(stats.skipped, 2);

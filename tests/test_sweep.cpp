@@ -3,11 +3,12 @@
 // points, shards + merge give the whole sweep, the Pareto front and the constraint rules.
 #include <gtest/gtest.h>
 
-#include "offtune/cli/workloads.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
+#include "offtune/samples/registry.hpp"
+#include "offtune/samples/workload.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -26,6 +27,18 @@ SweepSpec tiny_spec() {
   s.base.backend = BackendKind::HostSim;
   s.env.backend = "host-sim";
   return s;
+}
+
+// The samples' workload a spec names.
+std::unique_ptr<WorkloadInstance> workload_of(const Workload& w) {
+  samples::WorkloadSpec spec;
+  spec.model = w.model;
+  spec.batch = w.batch;
+  spec.seq = w.seq;
+  spec.dtype = samples::parse_dtype(w.dtype);
+  spec.seed = w.seed;
+  spec.optimizer = w.optimizer;
+  return samples::make_workload(spec, c10::kCPU);
 }
 
 TEST(Sweep, GridHasBaselineFirst) {
@@ -55,7 +68,7 @@ TEST(Sweep, KeyCountsATorchScriptInputOnlyWhenGiven) {
 TEST(Sweep, RunsRecordsAndResumes) {
   auto store = make_memory_store();
   auto spec = tiny_spec();
-  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  auto workload = workload_of(spec.workload);
   const auto first = run_sweep(*workload, spec, *store);
   EXPECT_EQ(first.ran, 5);
   EXPECT_EQ(first.ok, 5);
@@ -97,7 +110,7 @@ TEST(Sweep, RunsRecordsAndResumes) {
 TEST(Sweep, CancelStopsBetweenPointsAndResumeFinishes) {
   auto store = make_memory_store();
   auto spec = tiny_spec();
-  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  auto workload = workload_of(spec.workload);
   std::atomic<bool> cancel{false};
   const auto first = run_sweep(
       *workload, spec, *store, [&](const SweepProgress& p) { cancel = p.done >= 2; }, &cancel);
@@ -115,7 +128,7 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
   auto spec = tiny_spec();
   spec.grid.min_offload_sizes = {1024};
   spec.grid.max_fwd_stash_sizes = {1};
-  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  auto workload = workload_of(spec.workload);
   host_sim::set_capacity(host_sim::counters().allocated + 4096);  // nothing fits
   const auto out = run_sweep(*workload, spec, *store);
   host_sim::set_capacity(0);
@@ -128,7 +141,7 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
 
 TEST(Sweep, ShardsMergeIntoTheWholeSweep) {
   auto spec = tiny_spec();
-  auto workload = cli::make_builtin_workload(spec.workload, c10::kCPU);
+  auto workload = workload_of(spec.workload);
   auto a = make_memory_store(), b = make_memory_store(), merged = make_memory_store();
   spec.shard = {1, 2};
   EXPECT_EQ(run_sweep(*workload, spec, *a).ran, 3);  // indices 0, 2, 4

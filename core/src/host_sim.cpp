@@ -419,6 +419,13 @@ std::vector<std::string> take_stream_races() {
   return out;
 }
 
+int64_t default_threads(int64_t requested, bool host_sim) {
+  if (requested >= 0) return requested;
+  if (!host_sim) return 0;
+  const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  return std::max<int64_t>(1, cores - 1);
+}
+
 }  // namespace offtune::host_sim
 
 namespace offtune::detail::sim {

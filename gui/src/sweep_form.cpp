@@ -178,12 +178,12 @@ SweepRequest SweepForm::request() const {
   r.workload.seed = static_cast<uint64_t>(seed_->value());
   r.workload.steps = steps_->value();
   r.workload.warmup = warmup_->value();
-  r.input_spec = text_of(input_spec_);
+  r.workload.input_spec = text_of(input_spec_);
   r.min_offload_sizes = text_of(sizes_);
   r.max_fwd_stash_sizes = text_of(windows_);
-  r.backend = text_of(backend_);
-  r.link = text_of(link_);
-  r.device_capacity = text_of(capacity_);
+  r.backend.backend = text_of(backend_);
+  r.backend.link = text_of(link_);
+  r.backend.device_capacity = text_of(capacity_);
   return r;
 }
 
@@ -197,12 +197,12 @@ void SweepForm::setRequest(const SweepRequest& r) {
   seed_->setValue(static_cast<int>(r.workload.seed));
   steps_->setValue(static_cast<int>(r.workload.steps));
   warmup_->setValue(static_cast<int>(r.workload.warmup));
-  input_spec_->setText(QString::fromStdString(r.input_spec));
+  input_spec_->setText(QString::fromStdString(r.workload.input_spec));
   sizes_->setText(QString::fromStdString(r.min_offload_sizes));
   windows_->setText(QString::fromStdString(r.max_fwd_stash_sizes));
-  set_text(backend_, r.backend);
-  set_text(link_, r.link);
-  capacity_->setText(QString::fromStdString(r.device_capacity));
+  set_text(backend_, r.backend.backend);
+  set_text(link_, r.backend.link);
+  capacity_->setText(QString::fromStdString(r.backend.device_capacity));
   updatePointCount();
 }
 

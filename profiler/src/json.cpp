@@ -24,4 +24,17 @@ nlohmann::json to_json(const RunSummary& s) {
           {"pageable_copies", s.pageable_copies}, {"final_loss", s.final_loss}};
 }
 
+nlohmann::json to_json(const PointRecord& p) {
+  return {{"index", p.index},
+          {"status", to_string(p.status)},
+          {"config", to_json(p.config)},
+          {"summary", to_json(p.summary)},
+          {"error", p.error}};
+}
+
+nlohmann::json to_json(const Workload& w) {
+  return {{"model", w.model}, {"batch", w.batch}, {"seq", w.seq},       {"dtype", w.dtype},
+          {"seed", w.seed},   {"steps", w.steps}, {"warmup", w.warmup}, {"optimizer", w.optimizer}};
+}
+
 }  // namespace offtune::profiler

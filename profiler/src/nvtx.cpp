@@ -155,13 +155,13 @@ bool nvtx_compiled_in() noexcept { return true; }
 
 void nvtx_initialize() noexcept { (void)registry(); }
 
-NvtxRange::NvtxRange(NvtxPhase phase, int64_t step) noexcept {
+void nvtx_phase_push(NvtxPhase phase, int64_t step) noexcept {
   const Registry& reg = registry();
   const RegisteredString& message = phase == NvtxPhase::Step      ? reg.step
                                     : phase == NvtxPhase::Forward ? reg.forward
                                                                   : reg.backward;
-  // The push nvtx3::scoped_range_in<NvtxDomain> makes, split across the constructor and the
-  // destructor so that this header stays free of NVTX (see the header's opening comment).
+  // The push nvtx3::scoped_range_in<NvtxDomain> makes, split from its pop so that the header stays
+  // free of NVTX (see the header's opening comment).
   if (step >= 0) {
     nvtxDomainRangePushEx(nvtx3::domain::get<NvtxDomain>(),
                           nvtx3::event_attributes{message, reg.phase, nvtx3::payload{step}}.get());
@@ -171,7 +171,7 @@ NvtxRange::NvtxRange(NvtxPhase phase, int64_t step) noexcept {
   }
 }
 
-NvtxRange::~NvtxRange() { nvtxDomainRangePop(nvtx3::domain::get<NvtxDomain>()); }
+void nvtx_phase_pop() noexcept { nvtxDomainRangePop(nvtx3::domain::get<NvtxDomain>()); }
 
 void nvtx_layer_forward_begin(int64_t layer) noexcept {
   const Registry& reg = registry();
@@ -245,8 +245,8 @@ void NvtxObserver::sample_device_bytes(int64_t bytes) noexcept {
 
 bool nvtx_compiled_in() noexcept { return false; }
 void nvtx_initialize() noexcept {}
-NvtxRange::NvtxRange(NvtxPhase, int64_t) noexcept {}
-NvtxRange::~NvtxRange() = default;
+void nvtx_phase_push(NvtxPhase, int64_t) noexcept {}
+void nvtx_phase_pop() noexcept {}
 void nvtx_layer_forward_begin(int64_t) noexcept {}
 void nvtx_layer_forward_end() noexcept {}
 uint64_t nvtx_layer_backward_begin(int64_t) noexcept { return 0; }
@@ -261,5 +261,20 @@ void NvtxObserver::on_span_end(Span) {}
 void NvtxObserver::sample_device_bytes(int64_t) noexcept {}
 
 #endif
+
+StepMarks nvtx_step_marks() {
+  StepMarks marks;
+  if (!nvtx_compiled_in()) return marks;
+  // Push/pop like NvtxRange: StepMarks' phase begin and end pair on one thread.
+  marks.phase_begin = [](StepPhase phase) {
+    nvtx_phase_push(phase == StepPhase::Forward ? NvtxPhase::Forward : NvtxPhase::Backward);
+  };
+  marks.phase_end = [](StepPhase) { nvtx_phase_pop(); };
+  marks.layer_forward_begin = [](int64_t layer) { nvtx_layer_forward_begin(layer); };
+  marks.layer_forward_end = [](int64_t) { nvtx_layer_forward_end(); };
+  marks.layer_backward_begin = [](int64_t layer) { return nvtx_layer_backward_begin(layer); };
+  marks.layer_backward_end = [](int64_t, uint64_t range) { nvtx_layer_backward_end(range); };
+  return marks;
+}
 
 }  // namespace offtune::profiler

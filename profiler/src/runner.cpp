@@ -91,6 +91,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
   std::vector<double> step_ms;
   try {
     const OffloadOptions options = to_options(spec.config, spec.base);
+    // The workload marks its phases and blocks as NVTX ranges for Nsight Systems.
+    workload.set_marks(nvtx_step_marks());
     auto offloader = workload.make_offloader(options);
     const bool host_sim = offloader->backend() == BackendKind::HostSim;
     auto recorder = std::make_shared<Recorder>(host_sim);

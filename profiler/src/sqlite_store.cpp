@@ -26,11 +26,7 @@
 #include <vector>
 
 #include "offtune/profiler/store.hpp"
-
-// The build may pass the project version; the meta table records which offtune wrote a file.
-#ifndef OFFTUNE_VERSION
-#define OFFTUNE_VERSION "dev"
-#endif
+#include "offtune/version.hpp"  // the meta table records which offtune wrote a file
 
 namespace offtune::profiler {
 namespace {
@@ -425,7 +421,7 @@ CREATE INDEX recommendations_sweep ON recommendations (sweep);
   const std::array<std::pair<std::string_view, std::string>, 3> rows{{
       {"app", std::string(kAppName)},
       {"created_unix_ns", std::to_string(now_unix_ns())},
-      {"created_by", OFFTUNE_VERSION},
+      {"created_by", std::string(kVersion)},
   }};
   for (const auto& [key, value] : rows) {
     Query q(meta);
@@ -613,7 +609,7 @@ void migrate(const Connection& c) {
     Statement s(c, "INSERT OR REPLACE INTO meta (key, value) VALUES ('writer_version', ?)",
                 "update meta", false);
     Query q(s);
-    q.text(OFFTUNE_VERSION).run();
+    q.text(std::string(kVersion)).run();
     c.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion), "set schema version");
     c.exec("PRAGMA application_id = " + std::to_string(kApplicationId), "set application id");
   }

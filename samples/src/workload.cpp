@@ -3,7 +3,6 @@
 #include "offtune/offloader.hpp"
 
 #include <algorithm>
-#include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/cross_entropy_loss.h>
@@ -64,13 +63,6 @@ int64_t count_parameters(const torch::nn::Module& module) {
     n += param.numel();
   }
   return n;
-}
-
-int64_t default_threads(int64_t requested, bool host_sim) {
-  if (requested >= 0) return requested;
-  if (!host_sim) return 0;
-  const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());
-  return std::max<int64_t>(1, cores - 1);
 }
 
 at::Tensor lm_forward_backward(const std::function<at::Tensor(const at::Tensor&)>& forward,

@@ -27,7 +27,7 @@ SweepRequest tiny_request(const std::string& db, const std::string& sizes,
   r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
   r.min_offload_sizes = sizes;
   r.max_fwd_stash_sizes = windows;
-  r.backend = "host-sim";
+  r.backend.backend = "host-sim";
   return r;
 }
 
@@ -55,10 +55,10 @@ TEST(SweepRequestCheck, CountsPointsAndRefusesBadInput) {
   bad.workload.dtype = "fp8";
   refused(bad);
   bad = r;
-  bad.link = "fast";
+  bad.backend.link = "fast";
   refused(bad);
   bad = r;
-  bad.backend = "tpu";
+  bad.backend.backend = "tpu";
   refused(bad);
   bad = r;
   bad.db.clear();
@@ -153,7 +153,7 @@ TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
   QSignalSpy finished(&form, &SweepForm::sweepFinished);
   // 1 MiB of device memory: the model fits, its steps do not (b1 s16 peaks at 1.2 MiB).
   auto small = tiny_request(dir.filePath("small.db").toStdString(), "1KiB", "1");
-  small.device_capacity = "1MiB";
+  small.backend.device_capacity = "1MiB";
   form.setRequest(small);
   ASSERT_TRUE(form.startSweep());
   ASSERT_EQ(wait_finished(form, finished).size(), 3);

@@ -38,6 +38,13 @@ namespace offtune::host_sim {
 void install();
 bool installed();
 
+// Intra-op threads for a training program. On host-sim, compute and the copy thread share the CPU,
+// whereas on a GPU the copy engine takes nothing from compute: by default leave one core to the
+// copy thread (with every core given to OpenMP, its spinning barriers also starve the copy thread;
+// on a 2-core VM that made steps 30-60x slower). requested >= 0 wins; 0 means torch's default.
+// Returns the count to pass to at::set_num_threads, or 0 to leave torch's default.
+int64_t default_threads(int64_t requested, bool host_sim);
+
 struct Counters {
   int64_t allocated = 0;    // bytes in live CPU ("device") allocations
   int64_t peak = 0;         // of allocated, since reset_peak()

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "offtune/profiler/records.hpp"
+#include "offtune/requests/request.hpp"
 
 class QComboBox;
 class QLabel;
@@ -21,21 +22,12 @@ class QSpinBox;
 
 namespace offtune::gui {
 
-// What to sweep, as the CLI's flags name it (see `offtune sweep --help`).
-struct SweepRequest {
-  std::string db;  // the store written (created if absent)
-  std::string name;
-  profiler::Workload workload{"tiny", 4, 128, "fp32", 0, 3, 1, false};
-  std::string input_spec = "tokens:int64[B,T]:vocab=512";  // TorchScript models only
-  std::string min_offload_sizes = "1KiB:16MiB:x16";
-  std::string max_fwd_stash_sizes = "1,2,5";
-  std::string backend = "auto";  // auto, cuda, host-sim
-  std::string link = "pcie4";    // host-sim link model
-  std::string device_capacity;   // host-sim device memory; empty: unlimited
-};
+// What to sweep: the request layer's, with the CLI's defaults and checks (offtune/requests).
+using SweepRequest = requests::SweepRequest;
 
-// Checks what can be checked without running (grids, sizes, numbers, dtype); returns the number of
-// points including the baseline, or throws std::invalid_argument with a one-line message.
+// Checks what can be checked without running (requests::check(), and that a store is chosen);
+// returns the number of points including the baseline, or throws std::invalid_argument with the
+// first bad field's message (requests::RequestError has them all).
 int64_t validate_sweep_request(const SweepRequest& request);
 
 // Runs one sweep at a time on its own thread. Signals are emitted from that thread and reach

@@ -10,5 +10,9 @@ namespace offtune::profiler {
 
 nlohmann::json to_json(const EngineConfig& config);
 nlohmann::json to_json(const RunSummary& summary);
+// A sweep point: index, status, config, summary, error. Every front end prints points this way.
+nlohmann::json to_json(const PointRecord& point);
+// A workload as a run or sweep records it.
+nlohmann::json to_json(const Workload& workload);
 
 }  // namespace offtune::profiler

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "offtune/observer.hpp"
+#include "offtune/workload.hpp"
 
 namespace offtune::profiler {
 
@@ -36,13 +37,18 @@ void nvtx_initialize() noexcept;
 
 enum class NvtxPhase : uint8_t { Step, Forward, Backward };
 
+// The push and pop of a phase range (below), for code whose begin and end are separate calls on one
+// thread.
+void nvtx_phase_push(NvtxPhase phase, int64_t step = -1) noexcept;
+void nvtx_phase_pop() noexcept;
+
 // A push/pop range in the offtune domain around one phase of a step: message "step", "forward" or
 // "backward" (registered strings), payload the step index when one is given (>= 0). Ranges nest
 // per thread; open and close each one on the same thread.
 class NvtxRange {
  public:
-  explicit NvtxRange(NvtxPhase phase, int64_t step = -1) noexcept;
-  ~NvtxRange();
+  explicit NvtxRange(NvtxPhase phase, int64_t step = -1) noexcept { nvtx_phase_push(phase, step); }
+  ~NvtxRange() { nvtx_phase_pop(); }
 
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
@@ -66,6 +72,11 @@ void nvtx_layer_forward_end() noexcept;
 // then).
 uint64_t nvtx_layer_backward_begin(int64_t layer) noexcept;
 void nvtx_layer_backward_end(uint64_t range_id) noexcept;
+
+// The phase and layer ranges above as the marks a WorkloadInstance emits (the runner sets them on
+// the workload it measures); empty when NVTX is compiled out, so that the models then skip the
+// per-block calls and the backward tensor hooks altogether.
+StepMarks nvtx_step_marks();
 
 // The engine's work as NVTX ranges, its events as marks inside them, and counters (thread-safe,
 // stateless after construction):

@@ -133,6 +133,17 @@ struct TimelineEvent {
   std::string name;
 };
 
+// An event of `kind` over [start_ns, end_ns], its other fields from `fields` written with
+// designated initialisers (kind and times in `fields` are replaced):
+//   event_span(EventKind::CopyD2H, 20, 80, {.stream = 1, .bytes = 4096})
+inline TimelineEvent event_span(EventKind kind, int64_t start_ns, int64_t end_ns,
+                                TimelineEvent fields = {}) {
+  fields.kind = kind;
+  fields.start_ns = start_ns;
+  fields.end_ns = end_ns;
+  return fields;
+}
+
 struct OccupancySample {
   RunId run;
   int64_t time_ns = 0;

@@ -11,29 +11,14 @@
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/store.hpp"
+#include "offtune/workload.hpp"
 
 namespace offtune::profiler {
 
-// Phase times a step reports back (steady_clock ns, the engine's clock).
-struct StepPhases {
-  int64_t forward_begin = 0;
-  int64_t forward_end = 0;  // == backward begin
-  int64_t backward_end = 0;
-  double loss = 0.0;
-};
-
-// A workload bound to its model: what the runner needs and nothing about which model it is.
-class WorkloadInstance {
- public:
-  virtual ~WorkloadInstance() = default;
-  // An offloader set up for this model (head excluded, parameters registered).
-  virtual std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) = 0;
-  // One training step: forward (under `offloader`'s scope when not null), loss, backward, and the
-  // optimizer step if the workload has one. Fills the phase times.
-  virtual void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) = 0;
-  // Waits for the device (cuda) so that host timestamps bracket the work.
-  virtual void synchronize() {}
-};
+// The workload contract lives in core (offtune/workload.hpp); these names keep the profiler's
+// spelling of it.
+using offtune::StepPhases;
+using offtune::WorkloadInstance;
 
 struct RunSpec {
   Workload workload;

@@ -13,6 +13,8 @@
 #include <functional>
 #include <string_view>
 
+#include "offtune/host_sim.hpp"
+
 namespace torch::nn {
 class Module;
 }
@@ -47,12 +49,8 @@ std::string_view dtype_name(c10::ScalarType dtype);
 // Number of parameter elements of `module` and its submodules.
 int64_t count_parameters(const torch::nn::Module& module);
 
-// Intra-op threads for a training program. On host-sim, compute and the copy thread share the CPU,
-// whereas on a GPU the copy engine takes nothing from compute: by default leave one core to the
-// copy thread (with every core given to OpenMP, its spinning barriers also starve the copy thread;
-// on a 2-core VM that made steps 30-60x slower). requested >= 0 wins; 0 means torch's default.
-// Returns the count to pass to at::set_num_threads, or 0 to leave torch's default.
-int64_t default_threads(int64_t requested, bool host_sim);
+// Intra-op threads for a training program (offtune/host_sim.hpp says why host-sim leaves a core).
+using host_sim::default_threads;
 
 // One training step's autograd part for a language model: forward (under `offloader`'s scope when
 // one is given), lm_loss, backward. The logits leave scope before backward: the loss graph keeps

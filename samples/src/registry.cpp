@@ -1,4 +1,4 @@
-#include "offtune/cli/workloads.hpp"
+#include "offtune/samples/registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
@@ -19,14 +19,13 @@
 #include <utility>
 
 #include "offtune/model_support.hpp"
-#include "offtune/profiler/nvtx.hpp"
 #include "offtune/samples/gpt.hpp"
 #include "offtune/samples/layer_hooks.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/mlp.hpp"
 #include "offtune/samples/workload.hpp"
 
-namespace offtune::cli {
+namespace offtune::samples {
 namespace {
 
 int64_t now_ns() {
@@ -35,34 +34,48 @@ int64_t now_ns() {
       .count();
 }
 
-// The built-in models' per-block callbacks as NVTX ranges: "layer N" pushed around each block's
-// forward (inside "forward"), started and ended around its backward (autograd's threads, hence
-// start/end rather than push/pop). None when NVTX is compiled out, so that the models then skip the
-// per-block calls and the backward tensor hooks altogether.
-samples::LayerHooks nvtx_layer_hooks() {
-  samples::LayerHooks hooks;
-  if (!profiler::nvtx_compiled_in()) return hooks;
-  hooks.forward_begin = [](int64_t layer) { profiler::nvtx_layer_forward_begin(layer); };
-  hooks.forward_end = [](int64_t) { profiler::nvtx_layer_forward_end(); };
-  hooks.backward_begin = [](int64_t layer) { return profiler::nvtx_layer_backward_begin(layer); };
-  hooks.backward_end = [](int64_t, uint64_t range) { profiler::nvtx_layer_backward_end(range); };
-  return hooks;
+// A driver's block marks as the built-in models' layer hooks. Unset marks stay unset, so that the
+// models then skip the per-block calls and the backward tensor hooks altogether.
+LayerHooks layer_hooks_of(const StepMarks& marks) {
+  return {.forward_begin = marks.layer_forward_begin,
+          .forward_end = marks.layer_forward_end,
+          .backward_begin = marks.layer_backward_begin,
+          .backward_end = marks.layer_backward_end};
 }
+
+// A phase mark, begun on construction and ended on destruction (an exception included).
+class PhaseMark {
+ public:
+  PhaseMark(const StepMarks& marks, StepPhase phase)
+      : marks_(marks), phase_(phase), on_(marks.phase_begin && marks.phase_end) {
+    if (on_) marks_.phase_begin(phase_);
+  }
+  ~PhaseMark() {
+    if (on_) marks_.phase_end(phase_);
+  }
+  PhaseMark(const PhaseMark&) = delete;
+  PhaseMark& operator=(const PhaseMark&) = delete;
+
+ private:
+  const StepMarks& marks_;
+  const StepPhase phase_;
+  const bool on_;
+};
 
 // What every workload here shares: one timed training step. A workload makes the step's input (and
 // targets), runs its forward and computes its loss; this class runs the forward under the
-// offloader's scope, brackets forward and backward with NVTX ranges and the phase times the runner
+// offloader's scope, brackets forward and backward with the driver's marks and the phase times it
 // records, steps the optimizer when there is one, and drops the step's tensors at its end so that
 // they never count in the next step's peak.
-class TrainingStep : public profiler::WorkloadInstance {
+class TrainingStep : public WorkloadInstance {
  public:
-  void step(ActivationOffloader* offloader, int64_t index, profiler::StepPhases& phases) final {
+  void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) final {
     prepare(index);
     phases.forward_begin = now_ns();
     at::Tensor loss;
     {
-      // NVTX ranges for Nsight Systems; the runner marks the step around them.
-      profiler::NvtxRange nvtx_forward(profiler::NvtxPhase::Forward);
+      // The driver's marks (NVTX ranges under the profiler, which marks the step around them).
+      PhaseMark forward_mark(marks_, StepPhase::Forward);
       at::Tensor out;
       {
         std::optional<OffloadScope> scope;
@@ -74,7 +87,7 @@ class TrainingStep : public profiler::WorkloadInstance {
     }
     phases.forward_end = now_ns();
     {
-      profiler::NvtxRange nvtx_backward(profiler::NvtxPhase::Backward);
+      PhaseMark backward_mark(marks_, StepPhase::Backward);
       loss.backward();
     }
     if (optimizer_) optimizer_->step();
@@ -87,15 +100,22 @@ class TrainingStep : public profiler::WorkloadInstance {
   void synchronize() override {
     if (device_.is_cuda()) torch::cuda::synchronize();
   }
+  void set_marks(const StepMarks& marks) override {
+    marks_ = marks;
+    set_layer_hooks(layer_hooks_of(marks_));
+  }
 
  protected:
-  TrainingStep(const profiler::Workload& w, c10::Device device) : w_(w), device_(device) {}
+  TrainingStep(const WorkloadSpec& w, c10::Device device) : w_(w), device_(device) {}
   // Sets input_ (and targets_ when the loss needs them) for step `index`, and clears gradients.
   virtual void prepare(int64_t index) = 0;
   virtual at::Tensor forward() = 0;
   virtual at::Tensor loss_of(const at::Tensor& out) = 0;
+  // The model's per-block hooks, for models that have blocks.
+  virtual void set_layer_hooks(const LayerHooks& /*hooks*/) {}
 
-  profiler::Workload w_;
+  WorkloadSpec w_;
+  StepMarks marks_;
   c10::Device device_;
   at::Tensor input_;
   at::Tensor targets_;
@@ -107,16 +127,15 @@ class TrainingStep : public profiler::WorkloadInstance {
 template <typename Config, typename Model>
 class DecoderWorkload final : public TrainingStep {
  public:
-  DecoderWorkload(const profiler::Workload& w, c10::Device device) : TrainingStep(w, device) {
+  DecoderWorkload(const WorkloadSpec& w, c10::Device device) : TrainingStep(w, device) {
     auto config = Config::preset(w.model);
-    config.dtype = samples::parse_dtype(w.dtype);
+    config.dtype = w.dtype;
     if (w.seq > config.max_seq_len) {
       throw std::invalid_argument("--seq " + std::to_string(w.seq) + " exceeds the max_seq_len " +
                                   std::to_string(config.max_seq_len) + " of model " + w.model);
     }
     model_ = Model(config, w.seed);
     model_->to(device_);
-    model_->set_layer_hooks(nvtx_layer_hooks());
     vocab_ = config.vocab_size;
     if (w.optimizer) {
       optimizer_.emplace(model_->parameters(), torch::optim::SGDOptions(1e-3));
@@ -138,6 +157,7 @@ class DecoderWorkload final : public TrainingStep {
   at::Tensor loss_of(const at::Tensor& logits) override {
     return samples::lm_loss(logits, targets_);
   }
+  void set_layer_hooks(const LayerHooks& hooks) override { model_->set_layer_hooks(hooks); }
 
   Model model_{nullptr};
   int64_t vocab_ = 0;
@@ -145,16 +165,15 @@ class DecoderWorkload final : public TrainingStep {
 
 class MlpWorkload final : public TrainingStep {
  public:
-  MlpWorkload(const profiler::Workload& w, c10::Device device) : TrainingStep(w, device) {
+  MlpWorkload(const WorkloadSpec& w, c10::Device device) : TrainingStep(w, device) {
     samples::MlpConfig config;
     config.in = 256;
     config.hidden = 1024;
     config.layers = 4;
     config.out = 16;
-    config.dtype = samples::parse_dtype(w.dtype);
+    config.dtype = w.dtype;
     model_ = samples::Mlp(config, w.seed);
     model_->to(device_);
-    model_->set_layer_hooks(nvtx_layer_hooks());
     if (w.optimizer) optimizer_.emplace(model_->parameters(), torch::optim::SGDOptions(1e-3));
   }
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
@@ -163,12 +182,13 @@ class MlpWorkload final : public TrainingStep {
 
  private:
   void prepare(int64_t) override {
-    const auto opts = at::TensorOptions().dtype(samples::parse_dtype(w_.dtype)).device(device_);
+    const auto opts = at::TensorOptions().dtype(w_.dtype).device(device_);
     input_ = at::empty({w_.batch * std::max<int64_t>(w_.seq, 1), 256}, opts).fill_(0.5);
     model_->zero_grad();
   }
   at::Tensor forward() override { return model_(input_); }
   at::Tensor loss_of(const at::Tensor& out) override { return out.to(at::kFloat).pow(2).mean(); }
+  void set_layer_hooks(const LayerHooks& hooks) override { model_->set_layer_hooks(hooks); }
 
   samples::Mlp model_{nullptr};
 };
@@ -220,7 +240,7 @@ at::Tensor output_tensor(const c10::IValue& out) {
 // offloader registers its state but cannot leave an output head out as make_offloader_for does.
 class TorchScriptWorkload final : public TrainingStep {
  public:
-  TorchScriptWorkload(const profiler::Workload& w, c10::Device device, InputSpec spec)
+  TorchScriptWorkload(const WorkloadSpec& w, c10::Device device, InputSpec spec)
       : TrainingStep(w, device), spec_(std::move(spec)) {
     std::error_code ec;
     if (!std::filesystem::exists(w.model, ec)) fail_load("no such file");
@@ -234,9 +254,8 @@ class TorchScriptWorkload final : public TrainingStep {
     } catch (const std::exception& e) {
       fail_load(load_reason(e.what()));
     }
-    const auto dtype = samples::parse_dtype(w.dtype);
     // --dtype applies to the floating parameters and buffers, as for the built-in models.
-    if (dtype != c10::kFloat) module_.to(dtype);
+    if (w.dtype != c10::kFloat) module_.to(w.dtype);
     module_.train();
     for (const at::Tensor& p : module_.parameters()) params_.push_back(p);
     if (w.optimizer) optimizer_.emplace(params_, torch::optim::SGDOptions(1e-3));
@@ -299,11 +318,6 @@ class TorchScriptWorkload final : public TrainingStep {
   std::vector<at::Tensor> params_;
 };
 
-bool is_torchscript_path(std::string_view model) {
-  return model.ends_with(".pt") || model.ends_with(".pth") ||
-         model.find('/') != std::string_view::npos;
-}
-
 [[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
   throw std::invalid_argument("bad --input-spec '" + std::string(spec) + "': " + why +
                               " (form: NAME:int64[B,T]:vocab=V or NAME:float32[B,F])");
@@ -315,6 +329,19 @@ bool all_digits(std::string_view s) {
 }
 
 }  // namespace
+
+bool is_torchscript_path(std::string_view model) {
+  return model.ends_with(".pt") || model.ends_with(".pth") ||
+         model.find('/') != std::string_view::npos;
+}
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names;
+  for (auto name : LlamaConfig::preset_names()) names.emplace_back(name);
+  for (auto name : GptConfig::preset_names()) names.emplace_back(name);
+  names.emplace_back("mlp");
+  return names;
+}
 
 std::vector<int64_t> InputSpec::shape(int64_t batch, int64_t seq) const {
   std::vector<int64_t> out;
@@ -381,16 +408,14 @@ InputSpec parse_input_spec(std::string_view spec) {
   return out;
 }
 
-std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(const profiler::Workload& w,
-                                                                  c10::Device device,
-                                                                  std::string_view input_spec) {
+std::unique_ptr<WorkloadInstance> make_workload(const WorkloadSpec& w, c10::Device device) {
   const auto named = [&](const std::vector<std::string_view>& names) {
     return std::find(names.begin(), names.end(), w.model) != names.end();
   };
-  const bool llama = named(samples::LlamaConfig::preset_names());
-  const bool gpt = named(samples::GptConfig::preset_names());
+  const bool llama = named(LlamaConfig::preset_names());
+  const bool gpt = named(GptConfig::preset_names());
   if (llama || gpt || w.model == "mlp") {
-    if (input_spec != kDefaultInputSpec) {
+    if (w.input_spec != kDefaultInputSpec) {
       throw std::invalid_argument(
           "--input-spec applies to TorchScript models (--model PATH.pt), "
           "not to the built-in '" +
@@ -401,13 +426,14 @@ std::unique_ptr<profiler::WorkloadInstance> make_builtin_workload(const profiler
     return std::make_unique<MlpWorkload>(w, device);
   }
   if (is_torchscript_path(w.model)) {
-    return std::make_unique<TorchScriptWorkload>(w, device, parse_input_spec(input_spec));
+    return std::make_unique<TorchScriptWorkload>(w, device, parse_input_spec(w.input_spec));
   }
   std::string valid;
-  for (auto name : samples::LlamaConfig::preset_names()) valid += std::string(name) + ", ";
-  for (auto name : samples::GptConfig::preset_names()) valid += std::string(name) + ", ";
+  for (const auto& name : builtin_model_names()) {
+    if (name != "mlp") valid += name + ", ";
+  }
   throw std::invalid_argument("unknown model '" + w.model + "' (valid: " + valid +
                               "mlp, or a .pt TorchScript file)");
 }
 
-}  // namespace offtune::cli
+}  // namespace offtune::samples

@@ -1,4 +1,4 @@
-// prepare_backend(): the backend a run or sweep measures on, shared by the CLI and the GUI.
+// prepare_backend(): the backend a run or sweep measures on, shared by every front end.
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -7,17 +7,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "offtune/cli/workloads.hpp"
 #include "offtune/host_sim.hpp"
-#include "offtune/profiler/units.hpp"
-#include "offtune/samples/workload.hpp"
+#include "offtune/profiler/backend.hpp"
 #include "offtune/version.hpp"
 
 #ifndef OFFTUNE_GIT_REVISION
 #define OFFTUNE_GIT_REVISION "unknown"
 #endif
 
-namespace offtune::cli {
+namespace offtune::profiler {
 
 LinkModel parse_link(const std::string& s) {
   if (s == "none") return {};
@@ -37,38 +35,34 @@ LinkModel parse_link(const std::string& s) {
   throw std::invalid_argument("bad link '" + s + "' (valid: none, pcie4, GBPS:LATENCY_US)");
 }
 
-PreparedBackend prepare_backend(const BackendRequest& r, profiler::Environment& env) {
+PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
   PreparedBackend out;
-  try {
-    out.base.backend = parse_backend(r.backend);
-  } catch (const OptionsError& e) {
-    throw std::invalid_argument(e.what());
-  }
-  out.base.link = parse_link(r.link);
+  out.base.backend = r.backend;
+  out.base.link = r.link;
   if (out.base.backend == BackendKind::Auto) {
     out.base.backend = torch::cuda::is_available() ? BackendKind::Cuda : BackendKind::HostSim;
   }
-  const bool host_sim = out.base.backend == BackendKind::HostSim;
-  if (host_sim) {
+  const bool on_host_sim = out.base.backend == BackendKind::HostSim;
+  if (on_host_sim) {
     host_sim::install();
     // Set every time, unlimited included: a process that runs several sweeps (the GUI) must not
     // keep an earlier sweep's capacity.
-    host_sim::set_capacity(r.device_capacity.empty() ? 0 : profiler::parse_size(r.device_capacity));
-  } else if (!r.device_capacity.empty()) {
+    host_sim::set_capacity(r.device_capacity);
+  } else if (r.device_capacity != 0) {
     throw std::invalid_argument("--device-capacity applies to host-sim only");
   }
-  if (const int64_t t = samples::default_threads(r.threads, host_sim); t > 0) {
+  if (const int64_t t = host_sim::default_threads(r.threads, on_host_sim); t > 0) {
     at::set_num_threads(static_cast<int>(t));
   }
-  out.device = host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
+  out.device = on_host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
   env.offtune_version = std::string(kVersion);
   env.torch_version = TORCH_VERSION;
   env.backend = std::string(to_string(out.base.backend));
-  env.device = host_sim ? "host-sim (link " + r.link + ")" : "cuda:0";
+  env.device = on_host_sim ? "host-sim (link " + r.link_name + ")" : "cuda:0";
   env.git_revision = OFFTUNE_GIT_REVISION;
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) env.host = host;
   return out;
 }
 
-}  // namespace offtune::cli
+}  // namespace offtune::profiler

@@ -1,0 +1,89 @@
+// What the commands of `offtune` share: exit codes, the common flags, the mapping of flags onto the
+// request layer's fields (offtune/requests), thresholds, and the points table. One file per
+// command registers its flags and runs it; main.cpp dispatches and turns errors into exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "offtune/profiler/records.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/requests/request.hpp"
+
+namespace offtune::cli {
+
+// Exit status (README, "Exit codes").
+enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kStore = 3, kThreshold = 4, kNoChoice = 5 };
+inline constexpr int kInterrupted = 130;
+
+// Set by the first SIGINT: a sweep stops after the point in progress.
+extern std::atomic<bool> g_cancel;
+
+// A bad command line that the request layer does not cover (a missing --db, an unknown --format):
+// exit 2 with a hint.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Common {
+  std::string db;
+  bool quiet = false;
+  bool json = false;
+};
+void add_common_flags(CLI::App& sub, Common& common, bool db_required);
+bool show_progress(const Common& common);
+std::unique_ptr<profiler::Store> open_store(const Common& common, bool write);
+
+// The flags of a run's or sweep's workload and backend, onto the request's fields (their defaults
+// are the request layer's).
+void add_workload_flags(CLI::App& sub, requests::WorkloadFields& workload,
+                        requests::BackendFields& backend);
+// --prefetch, --no-streams, --no-pin-memory.
+void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
+// Throws requests::RequestError when the request layer finds bad fields.
+template <typename Request>
+void require_valid(const Request& request) {
+  if (auto errors = requests::check(request); !errors.empty()) {
+    throw requests::RequestError(std::move(errors));
+  }
+}
+
+// --fail-if METRIC>VALUE: peak>SIZE, step-ms>X, slowdown>F.
+struct Threshold {
+  std::string metric;
+  double value = 0;
+};
+std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs);
+// The crossed thresholds as messages.
+std::vector<std::string> check_thresholds(const std::vector<Threshold>& thresholds,
+                                          const profiler::RunSummary& summary, double slowdown);
+
+// The sweep `id`, or the latest when id < 0; nullopt when there is none.
+std::optional<profiler::SweepRecord> pick_sweep(profiler::Store& store, int64_t id);
+// Points as a table on stdout.
+void print_points(const std::vector<profiler::PointRecord>& points);
+
+// A subcommand: registers its flags in its constructor, runs when parsed.
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual int run() = 0;
+  bool parsed() const { return app_ != nullptr && app_->parsed(); }
+
+ protected:
+  CLI::App* app_ = nullptr;
+};
+
+std::unique_ptr<Command> add_run_command(CLI::App& app);
+std::unique_ptr<Command> add_sweep_command(CLI::App& app);
+std::unique_ptr<Command> add_recommend_command(CLI::App& app);
+std::unique_ptr<Command> add_report_command(CLI::App& app);
+std::unique_ptr<Command> add_export_command(CLI::App& app);
+std::unique_ptr<Command> add_merge_command(CLI::App& app);
+
+}  // namespace offtune::cli

@@ -1,0 +1,42 @@
+// `offtune merge`: sharded stores into one.
+#include <iostream>
+
+#include "cli.hpp"
+
+namespace offtune::cli {
+namespace {
+
+namespace pf = offtune::profiler;
+
+class MergeCommand final : public Command {
+ public:
+  explicit MergeCommand(CLI::App& parent) {
+    app_ = parent.add_subcommand("merge", "merge sharded stores into --db");
+    add_common_flags(*app_, common_, /*db_required=*/true);
+    app_->add_option("inputs", inputs_, "stores to merge")->required()->check(CLI::ExistingFile);
+  }
+
+  int run() override {
+    if (inputs_.empty()) throw UsageError("merge needs input stores");
+    auto dst = open_store(common_, /*write=*/true);
+    int64_t copied = 0;
+    for (const auto& in : inputs_) {
+      auto src = pf::open_sqlite_store_readonly(in);
+      copied += pf::merge_stores(*dst, *src);
+    }
+    if (!common_.quiet) std::cout << "merged " << copied << " point(s) into " << common_.db << "\n";
+    return kOk;
+  }
+
+ private:
+  Common common_;
+  std::vector<std::string> inputs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_merge_command(CLI::App& app) {
+  return std::make_unique<MergeCommand>(app);
+}
+
+}  // namespace offtune::cli

@@ -1,0 +1,90 @@
+// `offtune recommend`: pick settings from a sweep under a constraint, with the snippets to use
+// them.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "offtune/profiler/json.hpp"
+#include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/units.hpp"
+
+namespace offtune::cli {
+namespace {
+
+namespace pf = offtune::profiler;
+using json = nlohmann::json;
+
+class RecommendCommand final : public Command {
+ public:
+  explicit RecommendCommand(CLI::App& parent) {
+    app_ = parent.add_subcommand("recommend", "pick settings from a sweep");
+    add_common_flags(*app_, common_, /*db_required=*/true);
+    app_->add_option("--sweep", sweep_id_, "sweep id (default: the latest)");
+    auto* budget =
+        app_->add_option("--memory-budget", budget_, "fastest point whose peak fits, e.g. 8GiB");
+    app_->add_option("--max-slowdown", max_slowdown_,
+                     "lowest-memory point within this step-time factor (default 1.25)")
+        ->excludes(budget)
+        ->check(CLI::PositiveNumber);
+  }
+
+  int run() override {
+    auto store = open_store(common_, /*write=*/false);
+    auto sweep = pick_sweep(*store, sweep_id_);
+    if (!sweep) {
+      throw UsageError("no sweep in " + common_.db + (sweep_id_ >= 0 ? " with that id" : ""));
+    }
+    pf::Constraint constraint;
+    if (!budget_.empty()) constraint.memory_budget = pf::parse_size(budget_);
+    if (max_slowdown_ > 0) constraint.max_slowdown = max_slowdown_;
+    const auto rec = pf::recommend(store->points(sweep->id), constraint);
+    if (common_.json) {
+      json front = json::array();
+      for (const auto& p : rec.front) front.push_back(pf::to_json(p));
+      json out{{"sweep", sweep->id.value},
+               {"constraint", rec.constraint.describe()},
+               {"rationale", rec.rationale},
+               {"front", front}};
+      if (rec.chosen) {
+        out["point"] = rec.chosen->index;
+        out["min_offload_size"] = rec.chosen->config.min_offload_size;
+        out["max_fwd_stash_size"] = rec.chosen->config.max_fwd_stash_size;
+        out["offload"] = rec.chosen->config.offload;
+        out["step_ms"] = rec.chosen->summary.step_ms_median;
+        out["peak_allocated"] = rec.chosen->summary.peak_allocated;
+        if (rec.baseline) out["slowdown"] = pf::slowdown(*rec.chosen, *rec.baseline);
+        out["snippets"] = {{"cpp", rec.snippets.cpp},
+                           {"trl", rec.snippets.trl},
+                           {"axolotl", rec.snippets.axolotl}};
+      }
+      std::cout << out.dump(2) << "\n";
+    } else {
+      std::cout << "sweep " << sweep->id.value << " (" << sweep->workload.model << "), constraint "
+                << rec.constraint.describe()
+                << "\nPareto front (step time vs peak device memory):\n";
+      print_points(rec.front);
+      std::cout << "\n" << rec.rationale << "\n";
+      if (rec.chosen) {
+        std::cout << "\n--- C++ ---\n"
+                  << rec.snippets.cpp << "\n--- TRL ---\n"
+                  << rec.snippets.trl << "\n--- Axolotl ---\n"
+                  << rec.snippets.axolotl;
+      }
+    }
+    return rec.chosen ? kOk : kNoChoice;
+  }
+
+ private:
+  Common common_;
+  int64_t sweep_id_ = -1;
+  std::string budget_;
+  double max_slowdown_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_recommend_command(CLI::App& app) {
+  return std::make_unique<RecommendCommand>(app);
+}
+
+}  // namespace offtune::cli

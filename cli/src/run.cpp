@@ -1,0 +1,85 @@
+// `offtune run`: measure one configuration and record it.
+#include <c10/util/Exception.h>
+
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "offtune/profiler/json.hpp"
+#include "offtune/profiler/runner.hpp"
+#include "offtune/profiler/units.hpp"
+#include "offtune/requests/execute.hpp"
+
+namespace offtune::cli {
+namespace {
+
+namespace pf = offtune::profiler;
+using json = nlohmann::json;
+
+class RunCommand final : public Command {
+ public:
+  explicit RunCommand(CLI::App& parent) {
+    app_ = parent.add_subcommand("run", "measure one configuration and record it");
+    add_common_flags(*app_, common_, /*db_required=*/true);
+    add_workload_flags(*app_, request_.workload, request_.backend);
+    app_->add_option("--min-offload-size", request_.min_offload_size, "bytes, e.g. 1KiB")
+        ->capture_default_str();
+    app_->add_option("--max-fwd-stash-size", request_.max_fwd_stash_size, "forward window (>= 1)")
+        ->capture_default_str();
+    app_->add_option("--max-fwd-stash-bytes", request_.max_fwd_stash_bytes,
+                     "byte bound on it (0: none)")
+        ->capture_default_str();
+    add_engine_flags(*app_, request_.engine);
+    app_->add_flag("--no-offload", request_.no_offload, "measure the baseline without offloading");
+    app_->add_option("--fail-if", fail_if_, "exit 4 if crossed: peak>SIZE, step-ms>MS");
+  }
+
+  int run() override {
+    const auto thresholds = parse_thresholds(fail_if_);
+    request_.db = common_.db;
+    require_valid(request_);  // before the store is created
+    auto store = open_store(common_, /*write=*/true);
+    auto run = requests::prepare(request_);
+    if (show_progress(common_)) std::cerr << "running " << run.spec.workload.model << "...\n";
+    const auto out = pf::run_measured(*run.workload, run.spec, *store);
+    const auto& r = out.record;
+    if (!common_.quiet && !common_.json) std::cerr << "collector: " << out.collector_status << "\n";
+    if (common_.json) {
+      std::cout << json{{"run", r.id.value},
+                        {"status", pf::to_string(r.status)},
+                        {"error", r.error},
+                        {"config", pf::to_json(r.config)},
+                        {"summary", pf::to_json(r.summary)},
+                        {"db", common_.db}}
+                       .dump(2)
+                << "\n";
+    } else if (!common_.quiet) {
+      std::cout << "run " << r.id.value << ": " << pf::to_string(r.status);
+      if (!r.error.empty()) std::cout << " (" << r.error << ")";
+      std::cout << std::fixed << std::setprecision(2) << "\n  step " << r.summary.step_ms_median
+                << " ms (median of " << run.spec.workload.steps << "), peak device "
+                << pf::format_size(r.summary.peak_allocated) << ", offloaded "
+                << pf::format_size(r.summary.offloaded_bytes) << "/step, hidden copy "
+                << std::setprecision(1) << r.summary.hidden_copy_pct << "%\n  store: " << common_.db
+                << "\n";
+    }
+    if (r.status != pf::RunStatus::Ok) return kFailed;
+    const auto crossed = check_thresholds(thresholds, r.summary, 0.0);
+    for (const auto& m : crossed) std::cerr << "fail-if: " << m << "\n";
+    return crossed.empty() ? kOk : kThreshold;
+  }
+
+ private:
+  Common common_;
+  requests::RunRequest request_;
+  std::vector<std::string> fail_if_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_run_command(CLI::App& app) {
+  return std::make_unique<RunCommand>(app);
+}
+
+}  // namespace offtune::cli

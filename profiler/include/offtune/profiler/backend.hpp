@@ -1,0 +1,42 @@
+// Where a run or sweep measures: the backend (cuda, or host-sim with its link model and device
+// capacity) and the intra-op threads, prepared once per process, and the environment a run
+// records. Shared by every front end.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+#include "offtune/offloader.hpp"
+#include "offtune/profiler/records.hpp"
+
+namespace offtune::profiler {
+
+// "none" | "pcie4" | "GBPS:LATENCY_US" (e.g. "12:15"). Throws std::invalid_argument naming the
+// valid forms.
+LinkModel parse_link(const std::string& s);
+
+// Where a run or sweep measures (the --backend, --link, --device-capacity and --threads flags),
+// parsed.
+struct BackendRequest {
+  BackendKind backend = BackendKind::Auto;  // Auto: cuda when a GPU is visible, else host-sim
+  LinkModel link = LinkModel::pcie4();      // host-sim's link model
+  std::string link_name = "pcie4";          // as given (parse_link's input), for the record
+  int64_t device_capacity = 0;              // host-sim device memory in bytes; 0: unlimited
+  int64_t threads = -1;  // intra-op threads; -1: cores-1 on host-sim, torch's default on cuda
+};
+
+// Resolves the backend (auto picks cuda when a GPU is visible), prepares host-sim (installs its
+// allocator, sets the capacity) and the intra-op threads, fills `env` (versions, device, git
+// revision, host) and returns the engine's base options and the device the workload runs on.
+// Throws std::invalid_argument (one line) when a device capacity is given for cuda. Process-wide:
+// the host-sim allocator and thread count are global, so call it once per process or with the same
+// request.
+struct PreparedBackend {
+  OffloadOptions base;
+  c10::Device device{c10::kCPU};
+};
+PreparedBackend prepare_backend(const BackendRequest& request, Environment& env);
+
+}  // namespace offtune::profiler

@@ -1,0 +1,40 @@
+// Running a request: prepare the backend, build the samples' workload, measure it into a store.
+// Both front ends run runs and sweeps through here, so that a request means the same measurement
+// whichever of them started it.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "offtune/profiler/runner.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/sweep.hpp"
+#include "offtune/requests/request.hpp"
+
+namespace offtune::requests {
+
+// The specs a request measures with, its backend prepared and its workload built. Preparing is
+// process-wide (host-sim's allocator and capacity, the intra-op threads: see prepare_backend in
+// profiler/backend.hpp). Each throws RequestError for an invalid request, and std::invalid_argument
+// (one line) for a model that cannot be built (a TorchScript file that does not load, a sequence
+// longer than a built-in model takes).
+struct PreparedRun {
+  profiler::RunSpec spec;
+  std::unique_ptr<WorkloadInstance> workload;
+};
+PreparedRun prepare(const RunRequest& request);
+
+struct PreparedSweep {
+  profiler::SweepSpec spec;
+  std::unique_ptr<WorkloadInstance> workload;
+};
+PreparedSweep prepare(const SweepRequest& request);
+
+// prepare() and measure, writing to `store`.
+profiler::RunOutcome execute(const RunRequest& request, profiler::Store& store);
+profiler::SweepOutcome execute(const SweepRequest& request, profiler::Store& store,
+                               const std::function<void(const profiler::SweepProgress&)>& progress,
+                               const std::atomic<bool>* cancel);
+
+}  // namespace offtune::requests

@@ -1,0 +1,150 @@
+// offtune::requests: what a user asks of offtune, in one place for every front end. A run or sweep
+// request holds the values as the user gave them (the CLI's flags, the dashboard's form fields),
+// with the defaults both front ends share; check() validates every field and says what is wrong
+// with each, in the CLI's terms; the to_*() functions turn a valid request into the profiler's and
+// the samples' specs, parsing every mode (backend, link, dtype, collector) once, into enums.
+// execute.hpp runs them.
+//
+// A new sweep axis is a field here (with its default, its check and its conversion) plus its
+// presentation in each front end.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "offtune/options.hpp"
+#include "offtune/profiler/records.hpp"
+#include "offtune/profiler/sweep.hpp"
+
+namespace offtune::requests {
+
+// --- Modes, parsed once at the edge ------------------------------------------------------------
+
+enum class Dtype : uint8_t { Fp32, Bf16, Fp16 };
+// "fp32"/"float32"/"float", "bf16"/"bfloat16", "fp16"/"float16"/"half". Throws
+// std::invalid_argument listing the valid names.
+Dtype parse_dtype(std::string_view text);
+std::string_view to_string(Dtype dtype);  // "fp32", "bf16", "fp16": what a run records
+
+enum class Collector : uint8_t { Auto, Cupti, NvtxOnly };
+// "auto" | "cupti" | "nvtx-only". Throws std::invalid_argument listing them.
+Collector parse_collector(std::string_view text);
+std::string_view to_string(Collector collector);
+
+// --- Requests, as given --------------------------------------------------------------------------
+
+// The default input of a TorchScript model (samples/registry.hpp has the grammar).
+inline constexpr std::string_view kDefaultInputSpec = "tokens:int64[B,T]:vocab=512";
+
+// The model and the steps measured on it (--model, --batch, --seq, --dtype, --seed, --steps,
+// --warmup, --optimizer, --input-spec).
+struct WorkloadFields {
+  std::string model = "tiny";
+  int64_t batch = 4;
+  int64_t seq = 128;
+  std::string dtype = "fp32";
+  uint64_t seed = 0;
+  int64_t steps = 3;
+  int64_t warmup = 1;
+  bool optimizer = false;
+  std::string input_spec{kDefaultInputSpec};  // TorchScript models only
+};
+
+// Where it is measured (--backend, --link, --device-capacity, --threads, --collector).
+struct BackendFields {
+  std::string backend = "auto";  // auto (cuda when a GPU is visible), cuda, host-sim
+  std::string link = "pcie4";    // host-sim link model: none, pcie4, GBPS:LATENCY_US
+  std::string device_capacity;   // host-sim device memory ("2GiB"); empty: unlimited
+  int64_t threads = -1;          // intra-op threads; -1: cores-1 on host-sim, torch's on cuda
+  std::string collector = "auto";
+};
+
+// The engine's knobs that every point of a sweep shares, and a run's own.
+struct EngineFields {
+  int64_t prefetch = 1;  // backward reloads ahead of use, 0..kMaxPrefetch
+  bool no_streams = false;
+  bool no_pin_memory = false;
+};
+inline constexpr int64_t kMaxPrefetch = 64;
+
+struct RunRequest {
+  std::string db;
+  WorkloadFields workload;
+  BackendFields backend;
+  EngineFields engine;
+  std::string min_offload_size = "1KiB";
+  std::string max_fwd_stash_size = "5";   // >= 1
+  std::string max_fwd_stash_bytes = "0";  // 0: no byte bound
+  bool no_offload = false;                // the baseline
+  std::string label;
+};
+
+struct SweepRequest {
+  std::string db;
+  std::string name = "sweep";
+  WorkloadFields workload;
+  BackendFields backend;
+  EngineFields engine;
+  // The grid: lists or ranges (profiler/units.hpp has the syntax).
+  std::string min_offload_sizes = "1KiB:64MiB:x8";
+  std::string max_fwd_stash_sizes = "1,2,5";  // each >= 1
+  std::string shard = "1/1";
+};
+
+// --- Validation
+// ------------------------------------------------------------------------------------
+
+// One bad field: its flag as the CLI names it ("--prefetch") and a one-line message that names it
+// too ("--prefetch must be between 0 and 64, got 65").
+struct FieldError {
+  std::string field;
+  std::string message;
+};
+
+// Every bad field of a request, in the order the CLI's help lists them; empty when it is valid.
+// Nothing here touches a file, a device or libtorch's state: a TorchScript path is checked when it
+// is loaded.
+std::vector<FieldError> check(const RunRequest& request);
+std::vector<FieldError> check(const SweepRequest& request);
+
+// Thrown by the conversions below for an invalid request; what() is the first message, errors()
+// all of them.
+class RequestError : public std::invalid_argument {
+ public:
+  explicit RequestError(std::vector<FieldError> errors);
+  const std::vector<FieldError>& errors() const { return errors_; }
+
+ private:
+  std::vector<FieldError> errors_;
+};
+
+// --- Conversion
+// ------------------------------------------------------------------------------------ Each throws
+// RequestError when check() finds anything.
+
+// What a run records of its workload (dtype by its short name).
+profiler::Workload to_workload(const WorkloadFields& fields);
+
+// The backend as prepare_backend() takes it (profiler/backend.hpp).
+struct Backend {
+  BackendKind kind = BackendKind::Auto;
+  LinkModel link;
+  std::string link_name;
+  int64_t device_capacity = 0;  // bytes; 0: unlimited
+  int64_t threads = -1;
+  Collector collector = Collector::Auto;
+};
+Backend to_backend(const BackendFields& fields);
+
+// A run's engine settings (link recorded by name).
+profiler::EngineConfig to_engine_config(const RunRequest& request);
+// A sweep's grid: the points' shared knobs are the run's defaults but for the sweep's own fields,
+// so that a sweep's key (and resuming) does not depend on the front end that started it.
+profiler::Grid to_grid(const SweepRequest& request);
+// The number of points a sweep request measures, the baseline included (all shards).
+int64_t point_count(const SweepRequest& request);
+
+}  // namespace offtune::requests

@@ -1,0 +1,97 @@
+// Requests to measurements: the only file of offtune::requests that includes libtorch (through the
+// samples' registry).
+#include "offtune/requests/execute.hpp"
+
+#include <c10/core/ScalarType.h>
+
+#include "offtune/profiler/backend.hpp"
+#include "offtune/samples/registry.hpp"
+
+namespace offtune::requests {
+
+namespace {
+
+c10::ScalarType scalar_type(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::Bf16:
+      return c10::kBFloat16;
+    case Dtype::Fp16:
+      return c10::kHalf;
+    case Dtype::Fp32:
+      break;
+  }
+  return c10::kFloat;
+}
+
+struct Bound {
+  OffloadOptions base;
+  std::unique_ptr<WorkloadInstance> workload;
+};
+
+// Prepares the backend (filling `env`) and builds the workload on its device.
+Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Environment& env) {
+  profiler::BackendRequest b;
+  b.backend = backend.kind;
+  b.link = backend.link;
+  b.link_name = backend.link_name;
+  b.device_capacity = backend.device_capacity;
+  b.threads = backend.threads;
+  const auto prepared = profiler::prepare_backend(b, env);
+  samples::WorkloadSpec spec;
+  spec.model = fields.model;
+  spec.batch = fields.batch;
+  spec.seq = fields.seq;
+  spec.dtype = scalar_type(parse_dtype(fields.dtype));
+  spec.seed = fields.seed;
+  spec.optimizer = fields.optimizer;
+  spec.input_spec = fields.input_spec;
+  return {prepared.base, samples::make_workload(spec, prepared.device)};
+}
+
+}  // namespace
+
+PreparedRun prepare(const RunRequest& request) {
+  PreparedRun out;
+  out.spec.workload = to_workload(request.workload);
+  out.spec.config = to_engine_config(request);
+  const Backend backend = to_backend(request.backend);
+  out.spec.collector = std::string(to_string(backend.collector));
+  out.spec.label = request.label;
+  auto bound = bind(request.workload, backend, out.spec.env);
+  out.spec.base = bound.base;
+  out.workload = std::move(bound.workload);
+  return out;
+}
+
+PreparedSweep prepare(const SweepRequest& request) {
+  PreparedSweep out;
+  out.spec.name = request.name;
+  out.spec.workload = to_workload(request.workload);
+  out.spec.grid = to_grid(request);
+  out.spec.shard = profiler::parse_shard(request.shard);
+  const Backend backend = to_backend(request.backend);
+  out.spec.collector = std::string(to_string(backend.collector));
+  // The sweep key leaves the default input out, so that keys of sweeps of built-in models do not
+  // change.
+  if (request.workload.input_spec != kDefaultInputSpec) {
+    out.spec.model_input = request.workload.input_spec;
+  }
+  auto bound = bind(request.workload, backend, out.spec.env);
+  out.spec.base = bound.base;
+  out.workload = std::move(bound.workload);
+  return out;
+}
+
+profiler::RunOutcome execute(const RunRequest& request, profiler::Store& store) {
+  auto run = prepare(request);
+  return profiler::run_measured(*run.workload, run.spec, store);
+}
+
+profiler::SweepOutcome execute(const SweepRequest& request, profiler::Store& store,
+                               const std::function<void(const profiler::SweepProgress&)>& progress,
+                               const std::atomic<bool>* cancel) {
+  auto sweep = prepare(request);
+  return profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
+}
+
+}  // namespace offtune::requests

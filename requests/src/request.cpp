@@ -1,0 +1,248 @@
+// Defaults, validation and conversion of run and sweep requests: the only place where they live.
+#include "offtune/requests/request.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/units.hpp"
+#include "offtune/samples/registry.hpp"
+
+namespace offtune::requests {
+
+namespace {
+
+static_assert(kDefaultInputSpec == samples::kDefaultInputSpec,
+              "one default input for TorchScript models");
+
+// Collects the errors of one request, one per field: the first problem a field has is the one
+// reported.
+class Checker {
+ public:
+  // Runs `parse`; a std::invalid_argument (ParseError included) becomes the field's message,
+  // prefixed with the flag unless the message names it already.
+  template <typename Parse>
+  void parse(std::string_view field, Parse&& parse) {
+    try {
+      std::forward<Parse>(parse)();
+    } catch (const std::invalid_argument& e) {
+      fail(field, e.what());
+    }
+  }
+  void fail(std::string_view field, std::string message) {
+    if (has(field)) return;
+    if (message.find(field) == std::string::npos) message = std::string(field) + ": " + message;
+    errors_.push_back({std::string(field), std::move(message)});
+  }
+  void range(std::string_view field, int64_t value, int64_t lo, int64_t hi) {
+    if (value < lo || value > hi) {
+      fail(field, std::string(field) + " must be between " + std::to_string(lo) + " and " +
+                      std::to_string(hi) + ", got " + std::to_string(value));
+    }
+  }
+  bool has(std::string_view field) const {
+    return std::any_of(errors_.begin(), errors_.end(),
+                       [&](const FieldError& e) { return e.field == field; });
+  }
+  std::vector<FieldError> take() { return std::move(errors_); }
+
+ private:
+  std::vector<FieldError> errors_;
+};
+
+void check_workload(const WorkloadFields& w, Checker& c) {
+  const auto builtin = samples::builtin_model_names();
+  const bool is_builtin = std::find(builtin.begin(), builtin.end(), w.model) != builtin.end();
+  if (!is_builtin && !samples::is_torchscript_path(w.model)) {
+    std::string valid;
+    for (const auto& name : builtin) valid += name + ", ";
+    c.fail("--model",
+           "unknown model '" + w.model + "' (valid: " + valid + "or a .pt TorchScript file)");
+  }
+  c.range("--batch", w.batch, 1, int64_t{1} << 20);
+  c.range("--seq", w.seq, 1, int64_t{1} << 24);
+  c.parse("--dtype", [&] { parse_dtype(w.dtype); });
+  c.range("--steps", w.steps, 1, 100000);
+  c.range("--warmup", w.warmup, 0, 100000);
+  if (is_builtin && w.input_spec != kDefaultInputSpec) {
+    c.fail("--input-spec",
+           "--input-spec applies to TorchScript models (--model PATH.pt), not to "
+           "the built-in '" +
+               w.model + "'");
+  } else if (!is_builtin) {
+    c.parse("--input-spec", [&] { samples::parse_input_spec(w.input_spec); });
+  }
+}
+
+void check_backend(const BackendFields& b, Checker& c) {
+  BackendKind kind = BackendKind::Auto;
+  c.parse("--backend", [&] {
+    try {
+      kind = parse_backend(b.backend);
+    } catch (const OptionsError&) {
+      throw std::invalid_argument("unknown backend '" + b.backend +
+                                  "' (valid: auto, cuda, host-sim)");
+    }
+  });
+  c.parse("--link", [&] { profiler::parse_link(b.link); });
+  if (!b.device_capacity.empty()) {
+    c.parse("--device-capacity", [&] {
+      if (profiler::parse_size(b.device_capacity) <= 0) {
+        throw std::invalid_argument("--device-capacity must be positive");
+      }
+    });
+    if (kind == BackendKind::Cuda) c.fail("--device-capacity", "applies to host-sim only");
+  }
+  c.parse("--collector", [&] { parse_collector(b.collector); });
+}
+
+void check_engine(const EngineFields& e, Checker& c) {
+  c.range("--prefetch", e.prefetch, 0, kMaxPrefetch);
+}
+
+void throw_if_invalid(std::vector<FieldError> errors) {
+  if (!errors.empty()) throw RequestError(std::move(errors));
+}
+
+}  // namespace
+
+Dtype parse_dtype(std::string_view text) {
+  if (text == "fp32" || text == "float32" || text == "float") return Dtype::Fp32;
+  if (text == "bf16" || text == "bfloat16") return Dtype::Bf16;
+  if (text == "fp16" || text == "float16" || text == "half") return Dtype::Fp16;
+  throw std::invalid_argument("unknown dtype '" + std::string(text) +
+                              "' (valid: fp32, bf16, fp16)");
+}
+
+std::string_view to_string(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::Fp32:
+      return "fp32";
+    case Dtype::Bf16:
+      return "bf16";
+    case Dtype::Fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+Collector parse_collector(std::string_view text) {
+  if (text == "auto") return Collector::Auto;
+  if (text == "cupti") return Collector::Cupti;
+  if (text == "nvtx-only") return Collector::NvtxOnly;
+  throw std::invalid_argument("unknown collector '" + std::string(text) +
+                              "' (valid: auto, cupti, nvtx-only)");
+}
+
+std::string_view to_string(Collector collector) {
+  switch (collector) {
+    case Collector::Auto:
+      return "auto";
+    case Collector::Cupti:
+      return "cupti";
+    case Collector::NvtxOnly:
+      return "nvtx-only";
+  }
+  return "?";
+}
+
+RequestError::RequestError(std::vector<FieldError> errors)
+    : std::invalid_argument(errors.empty() ? "invalid request" : errors.front().message),
+      errors_(std::move(errors)) {}
+
+std::vector<FieldError> check(const RunRequest& r) {
+  Checker c;
+  check_workload(r.workload, c);
+  check_backend(r.backend, c);
+  c.parse("--min-offload-size", [&] { profiler::parse_size(r.min_offload_size); });
+  c.parse("--max-fwd-stash-size", [&] {
+    const auto values = profiler::parse_int_list(r.max_fwd_stash_size);
+    if (values.size() != 1 || values[0] < 1) {
+      throw std::invalid_argument(
+          "--max-fwd-stash-size takes one value, at least 1 (a list is "
+          "for sweep)");
+    }
+  });
+  c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
+  check_engine(r.engine, c);
+  return c.take();
+}
+
+std::vector<FieldError> check(const SweepRequest& r) {
+  Checker c;
+  if (r.name.empty()) c.fail("--name", "--name must not be empty");
+  check_workload(r.workload, c);
+  check_backend(r.backend, c);
+  c.parse("--min-offload-size", [&] { profiler::parse_size_list(r.min_offload_sizes); });
+  c.parse("--max-fwd-stash-size", [&] {
+    for (int64_t w : profiler::parse_int_list(r.max_fwd_stash_sizes)) {
+      if (w < 1) throw std::invalid_argument("--max-fwd-stash-size values must be at least 1");
+    }
+  });
+  check_engine(r.engine, c);
+  c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
+  return c.take();
+}
+
+profiler::Workload to_workload(const WorkloadFields& f) {
+  Checker c;
+  check_workload(f, c);
+  throw_if_invalid(c.take());
+  profiler::Workload w;
+  w.model = f.model;
+  w.batch = f.batch;
+  w.seq = f.seq;
+  w.dtype = std::string(to_string(parse_dtype(f.dtype)));
+  w.seed = f.seed;
+  w.steps = f.steps;
+  w.warmup = f.warmup;
+  w.optimizer = f.optimizer;
+  return w;
+}
+
+Backend to_backend(const BackendFields& f) {
+  Checker c;
+  check_backend(f, c);
+  throw_if_invalid(c.take());
+  Backend b;
+  b.kind = parse_backend(f.backend);
+  b.link = profiler::parse_link(f.link);
+  b.link_name = f.link;
+  b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
+  b.threads = f.threads;
+  b.collector = parse_collector(f.collector);
+  return b;
+}
+
+profiler::EngineConfig to_engine_config(const RunRequest& r) {
+  throw_if_invalid(check(r));
+  profiler::EngineConfig c;
+  c.offload = !r.no_offload;
+  c.min_offload_size = profiler::parse_size(r.min_offload_size);
+  c.max_fwd_stash_size = profiler::parse_int_list(r.max_fwd_stash_size).at(0);
+  c.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes);
+  c.prefetch = r.engine.prefetch;
+  c.use_streams = !r.engine.no_streams;
+  c.use_pin_memory = !r.engine.no_pin_memory;
+  c.link = r.backend.link;
+  return c;
+}
+
+profiler::Grid to_grid(const SweepRequest& r) {
+  throw_if_invalid(check(r));
+  profiler::Grid grid;
+  grid.min_offload_sizes = profiler::parse_size_list(r.min_offload_sizes);
+  grid.max_fwd_stash_sizes = profiler::parse_int_list(r.max_fwd_stash_sizes);
+  // Every knob a sweep has no field for at a run's default.
+  RunRequest defaults;
+  defaults.backend = r.backend;
+  defaults.engine = r.engine;
+  grid.base = to_engine_config(defaults);
+  return grid;
+}
+
+int64_t point_count(const SweepRequest& r) {
+  return static_cast<int64_t>(profiler::expand_grid(to_grid(r)).size());
+}
+
+}  // namespace offtune::requests

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs offtune from a build tree into a temporary prefix, builds tests/package/ against it with
+# find_package(offtune), and runs its training loop.
+#   run.sh BUILD_DIR TORCH_CMAKE_PREFIX [CMAKE_GENERATOR]
+set -euo pipefail
+build=$1 torch_prefix=$2 generator=${3:-Ninja}
+here=$(cd "$(dirname "$0")" && pwd)
+work="$build/package-test"
+rm -rf "$work/prefix" "$work/build"
+mkdir -p "$work"
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+# Nothing from the source tree: only the prefix and torch.
+test -f "$work/prefix/lib/cmake/offtune/offtuneConfig.cmake"
+test -f "$work/prefix/lib/cmake/offtune/offtuneConfigVersion.cmake"
+test -f "$work/prefix/include/offtune/offloader.hpp"
+test -f "$work/prefix/include/offtune/version.hpp"
+test -f "$work/prefix/include/offtune/profiler/store.hpp"
+launcher=()
+if command -v ccache > /dev/null; then
+  # Paths relative to the build tree, so that a fresh clone's consumer hits the cache.
+  export CCACHE_BASEDIR="$build"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S "$here" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+  -DCMAKE_PREFIX_PATH="$work/prefix;$torch_prefix" > "$work/configure.log" \
+  || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+"$work/build/train_loop"
