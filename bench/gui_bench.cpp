@@ -70,17 +70,6 @@ T median(std::vector<T> v) {
   return v[v.size() / 2];
 }
 
-pf::TimelineEvent event(EventKind kind, int64_t start, int64_t end, int64_t stream = 0,
-                        int64_t bytes = 0) {
-  pf::TimelineEvent e;
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.stream = stream;
-  e.bytes = bytes;
-  return e;
-}
-
 // About `n` events over 10 steps. Kernels of 3-60 µs with 0.3-3 µs gaps on stream 0; every third
 // kernel of the forward pass offloads its activation (pack, then a D2H copy on stream 1 that
 // overlaps the next kernels); backward reloads them in reverse (H2D, most of them prefetched, then
@@ -117,26 +106,27 @@ gui::RunData synthesize(int64_t n, uint64_t seed) {
   int64_t tensor = 0;
   for (int64_t s = 0; s < steps; ++s) {
     const size_t step_at = events.size();
-    events.push_back(event(EventKind::Step, t, t));
+    events.push_back(pf::event_span(EventKind::Step, t, t));
     std::vector<std::pair<int64_t, int64_t>> stash;  // tensor, bytes
     for (int phase = 0; phase < 2; ++phase) {
       const bool forward = phase == 0;
       const size_t phase_at = events.size();
-      events.push_back(event(forward ? EventKind::Forward : EventKind::Backward, t, t));
+      events.push_back(pf::event_span(forward ? EventKind::Forward : EventKind::Backward, t, t));
       int64_t copy_free = t;  // the copy stream runs one copy at a time
       for (int64_t k = 0; k < kernels_per_phase; ++k) {
         const int64_t d = kernel_ns(rng);
-        events.push_back(event(EventKind::Compute, t, t + d, 0));
+        events.push_back(pf::event_span(EventKind::Compute, t, t + d));
         events.back().name = kernels[static_cast<size_t>(k) % 6];
         if (k % 3 == 0) {
           if (forward) {
             const int64_t bytes = size_kib(rng) * 1024;
             const int64_t copy_start = std::max(copy_free, t + d);
             const int64_t copy_end = copy_start + bytes / 24;  // ~24 GB/s
-            events.push_back(event(EventKind::Pack, t + d, t + d, 0, bytes));
+            events.push_back(pf::event_span(EventKind::Pack, t + d, t + d, {.bytes = bytes}));
             events.back().tensor = tensor;
             events.back().name = "offload";
-            events.push_back(event(EventKind::CopyD2H, copy_start, copy_end, 1, bytes));
+            events.push_back(pf::event_span(EventKind::CopyD2H, copy_start, copy_end,
+                                            {.stream = 1, .bytes = bytes}));
             events.back().tensor = tensor;
             events.back().pinned = (tensor % 50) != 7;
             copy_free = copy_end;
@@ -150,12 +140,13 @@ gui::RunData synthesize(int64_t n, uint64_t seed) {
             stash.pop_back();
             const int64_t copy_start = std::max(copy_free, t);
             const int64_t copy_end = copy_start + bytes / 24;
-            events.push_back(event(EventKind::CopyH2D, copy_start, copy_end, 1, bytes));
+            events.push_back(pf::event_span(EventKind::CopyH2D, copy_start, copy_end,
+                                            {.stream = 1, .bytes = bytes}));
             events.back().tensor = id;
             events.back().prefetch = (id % 4) != 0;
             copy_free = copy_end;
             const int64_t use = std::max(copy_end, t + d);
-            events.push_back(event(EventKind::Unpack, use, use, 0, bytes));
+            events.push_back(pf::event_span(EventKind::Unpack, use, use, {.bytes = bytes}));
             events.back().tensor = id;
             events.back().name = "host";
             --fwd;
@@ -169,7 +160,7 @@ gui::RunData synthesize(int64_t n, uint64_t seed) {
             sample(use + d / 2);
           }
           if (k % 12 == 0) {
-            events.push_back(event(EventKind::Wait, t + d, t + d + 2'000));
+            events.push_back(pf::event_span(EventKind::Wait, t + d, t + d + 2'000));
             events.back().name = forward ? "stash_full" : "reload";
             t += 2'000;
           }

@@ -30,23 +30,6 @@ using nlohmann::json;
 constexpr int64_t kBaseA = 5'000'000'000;  // run A's clock at its first event
 constexpr int64_t kBaseB = 9'000'000;
 
-TimelineEvent ev(RunId run, EventKind kind, int64_t start, int64_t end, int64_t stream,
-                 const std::string& name, int64_t bytes = 0, int64_t tensor = -1,
-                 bool pinned = true, bool prefetch = false) {
-  TimelineEvent e;
-  e.run = run;
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.stream = stream;
-  e.bytes = bytes;
-  e.tensor = tensor;
-  e.pinned = pinned;
-  e.prefetch = prefetch;
-  e.name = name;
-  return e;
-}
-
 OccupancySample occ(RunId run, int64_t t, int64_t fwd_count, int64_t fwd_bytes, int64_t bwd_count,
                     int64_t bwd_bytes, int64_t device_bytes) {
   return {run, t, fwd_count, fwd_bytes, bwd_count, bwd_bytes, device_bytes};
@@ -80,17 +63,28 @@ struct Fixture {
 
     const int64_t T = kBaseA;
     store->add_events({
-        ev(a, EventKind::Step, T, T + 10000, 0, "step 0"),
-        ev(a, EventKind::Forward, T, T + 4000, 0, "forward"),
-        ev(a, EventKind::Compute, T, T + 1500, 0, "compute"),
-        ev(a, EventKind::Pack, T + 500, T + 500, 0, "offloaded", 4096, 3),
-        ev(a, EventKind::CopyD2H, T + 600, T + 1834, 1, "D2H", 4096, 3, true, false),
-        ev(a, EventKind::Compute, T + 1500, T + 4000, 0, "compute"),
-        ev(a, EventKind::Backward, T + 4000, T + 10000, 0, "backward"),
-        ev(a, EventKind::CopyH2D, T + 4200, T + 5200, 1, "prefetch", 4096, 3, false, true),
-        ev(a, EventKind::Wait, T + 5000, T + 5250, 0, "reload", 0, 3),
-        ev(a, EventKind::Unpack, T + 5300, T + 5300, 0, "host", 4096, 3),
-        ev(a, EventKind::Compute, T + 5300, T + 10000, 7, "gemm_kernel"),
+        event_span(EventKind::Step, T, T + 10000, {.run = a, .name = "step 0"}),
+        event_span(EventKind::Forward, T, T + 4000, {.run = a, .name = "forward"}),
+        event_span(EventKind::Compute, T, T + 1500, {.run = a, .name = "compute"}),
+        event_span(EventKind::Pack, T + 500, T + 500,
+                   {.run = a, .bytes = 4096, .tensor = 3, .name = "offloaded"}),
+        event_span(EventKind::CopyD2H, T + 600, T + 1834,
+                   {.run = a, .stream = 1, .bytes = 4096, .tensor = 3, .name = "D2H"}),
+        event_span(EventKind::Compute, T + 1500, T + 4000, {.run = a, .name = "compute"}),
+        event_span(EventKind::Backward, T + 4000, T + 10000, {.run = a, .name = "backward"}),
+        event_span(EventKind::CopyH2D, T + 4200, T + 5200,
+                   {.run = a,
+                    .stream = 1,
+                    .bytes = 4096,
+                    .tensor = 3,
+                    .pinned = false,
+                    .prefetch = true,
+                    .name = "prefetch"}),
+        event_span(EventKind::Wait, T + 5000, T + 5250, {.run = a, .tensor = 3, .name = "reload"}),
+        event_span(EventKind::Unpack, T + 5300, T + 5300,
+                   {.run = a, .bytes = 4096, .tensor = 3, .name = "host"}),
+        event_span(EventKind::Compute, T + 5300, T + 10000,
+                   {.run = a, .stream = 7, .name = "gemm_kernel"}),
     });
     store->add_occupancy(
         {occ(a, T + 500, 1, 4096, 0, 0, -1), occ(a, T + 4100, 0, 0, 1, 4096, 1234567)});
@@ -104,8 +98,9 @@ struct Fixture {
     store->add_steps({s});
 
     const int64_t U = kBaseB;
-    store->add_events({ev(b, EventKind::Step, U, U + 3000, 0, "step 0"),
-                       ev(b, EventKind::Compute, U + 100, U + 2900, 0, "compute")});
+    store->add_events(
+        {event_span(EventKind::Step, U, U + 3000, {.run = b, .name = "step 0"}),
+         event_span(EventKind::Compute, U + 100, U + 2900, {.run = b, .name = "compute"})});
     store->add_occupancy({occ(b, U + 50, 0, 0, 0, 0, 777)});
 
     SweepRecord sw;

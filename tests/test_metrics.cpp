@@ -9,16 +9,6 @@
 namespace offtune::profiler {
 namespace {
 
-TimelineEvent ev(EventKind kind, int64_t start, int64_t end, bool pinned = true) {
-  TimelineEvent e;
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.stream = (kind == EventKind::CopyD2H || kind == EventKind::CopyH2D) ? 1 : 0;
-  e.pinned = pinned;
-  return e;
-}
-
 OccupancySample occ(int64_t t, int64_t fwd_count, int64_t fwd_bytes, int64_t bwd_count = 0,
                     int64_t bwd_bytes = 0) {
   OccupancySample s;
@@ -93,7 +83,7 @@ TEST(ComputeOverlap, NoEventsIsAllZero) {
 }
 
 TEST(ComputeOverlap, NoCopyGivesZeroPercent) {
-  const OverlapMetrics m = compute_overlap({ev(EventKind::Compute, 0, 100)});
+  const OverlapMetrics m = compute_overlap({event_span(EventKind::Compute, 0, 100)});
   EXPECT_EQ(m.compute_ns, 100);
   EXPECT_EQ(m.copy_ns, 0);
   EXPECT_EQ(m.hidden_pct, 0.0);
@@ -102,8 +92,8 @@ TEST(ComputeOverlap, NoCopyGivesZeroPercent) {
 }
 
 TEST(ComputeOverlap, CopyFullyHidden) {
-  const OverlapMetrics m =
-      compute_overlap({ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 10, 30)});
+  const OverlapMetrics m = compute_overlap(
+      {event_span(EventKind::Compute, 0, 100), event_span(EventKind::CopyD2H, 10, 30)});
   EXPECT_EQ(m.compute_ns, 100);
   EXPECT_EQ(m.copy_ns, 20);
   EXPECT_EQ(m.hidden_ns, 20);
@@ -113,8 +103,8 @@ TEST(ComputeOverlap, CopyFullyHidden) {
 }
 
 TEST(ComputeOverlap, CopyFullyExposed) {
-  const OverlapMetrics m =
-      compute_overlap({ev(EventKind::Compute, 0, 10), ev(EventKind::CopyH2D, 20, 50)});
+  const OverlapMetrics m = compute_overlap(
+      {event_span(EventKind::Compute, 0, 10), event_span(EventKind::CopyH2D, 20, 50)});
   EXPECT_EQ(m.copy_ns, 30);
   EXPECT_EQ(m.hidden_ns, 0);
   EXPECT_EQ(m.exposed_ns, 30);
@@ -123,8 +113,8 @@ TEST(ComputeOverlap, CopyFullyExposed) {
 }
 
 TEST(ComputeOverlap, CopyPartlyHidden) {
-  const OverlapMetrics m =
-      compute_overlap({ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 90, 130)});
+  const OverlapMetrics m = compute_overlap(
+      {event_span(EventKind::Compute, 0, 100), event_span(EventKind::CopyD2H, 90, 130)});
   EXPECT_EQ(m.copy_ns, 40);
   EXPECT_EQ(m.hidden_ns, 10);
   EXPECT_EQ(m.exposed_ns, 30);
@@ -132,10 +122,10 @@ TEST(ComputeOverlap, CopyPartlyHidden) {
 }
 
 TEST(ComputeOverlap, ComputeOnSeveralStreamsIsUnioned) {
-  TimelineEvent a = ev(EventKind::Compute, 0, 50);
-  TimelineEvent b = ev(EventKind::Compute, 25, 75);
+  TimelineEvent a = event_span(EventKind::Compute, 0, 50);
+  TimelineEvent b = event_span(EventKind::Compute, 25, 75);
   b.stream = 7;
-  const OverlapMetrics m = compute_overlap({a, b, ev(EventKind::CopyD2H, 60, 80)});
+  const OverlapMetrics m = compute_overlap({a, b, event_span(EventKind::CopyD2H, 60, 80)});
   EXPECT_EQ(m.compute_ns, 75);
   EXPECT_EQ(m.hidden_ns, 15);
   EXPECT_EQ(m.exposed_ns, 5);
@@ -143,9 +133,9 @@ TEST(ComputeOverlap, ComputeOnSeveralStreamsIsUnioned) {
 
 TEST(ComputeOverlap, SplitsDirections) {
   const OverlapMetrics m = compute_overlap({
-      ev(EventKind::Compute, 0, 100), ev(EventKind::Compute, 200, 300),
-      ev(EventKind::CopyD2H, 50, 150),   // 50 of 100 hidden
-      ev(EventKind::CopyH2D, 190, 290),  // 90 of 100 hidden
+      event_span(EventKind::Compute, 0, 100), event_span(EventKind::Compute, 200, 300),
+      event_span(EventKind::CopyD2H, 50, 150),   // 50 of 100 hidden
+      event_span(EventKind::CopyH2D, 190, 290),  // 90 of 100 hidden
   });
   EXPECT_EQ(m.d2h_copy_ns, 100);
   EXPECT_EQ(m.d2h_hidden_ns, 50);
@@ -164,8 +154,9 @@ TEST(ComputeOverlap, SplitsDirections) {
 
 TEST(ComputeOverlap, ConcurrentCopiesCountOnceInTheTotal) {
   const OverlapMetrics m = compute_overlap({
-      ev(EventKind::Compute, 0, 40), ev(EventKind::CopyD2H, 0, 50), ev(EventKind::CopyH2D, 25, 75),
-      ev(EventKind::CopyD2H, 10, 20),  // inside the first D2H
+      event_span(EventKind::Compute, 0, 40), event_span(EventKind::CopyD2H, 0, 50),
+      event_span(EventKind::CopyH2D, 25, 75),
+      event_span(EventKind::CopyD2H, 10, 20),  // inside the first D2H
   });
   EXPECT_EQ(m.d2h_copy_ns, 50);
   EXPECT_EQ(m.h2d_copy_ns, 50);
@@ -179,11 +170,11 @@ TEST(ComputeOverlap, ConcurrentCopiesCountOnceInTheTotal) {
 
 TEST(ComputeOverlap, CountsPageableCopiesOnly) {
   const OverlapMetrics m = compute_overlap({
-      ev(EventKind::Compute, 0, 100, /*pinned=*/false),  // not a copy: never counted
-      ev(EventKind::CopyD2H, 0, 10, /*pinned=*/false),
-      ev(EventKind::CopyD2H, 10, 20, /*pinned=*/true),
-      ev(EventKind::CopyH2D, 30, 40, /*pinned=*/false),
-      ev(EventKind::CopyH2D, 50, 50, /*pinned=*/false),  // an instant still is a copy
+      event_span(EventKind::Compute, 0, 100, {.pinned = false}),  // not a copy: never counted
+      event_span(EventKind::CopyD2H, 0, 10, {.pinned = false}),
+      event_span(EventKind::CopyD2H, 10, 20),
+      event_span(EventKind::CopyH2D, 30, 40, {.pinned = false}),
+      event_span(EventKind::CopyH2D, 50, 50, {.pinned = false}),  // an instant still is a copy
   });
   EXPECT_EQ(m.copies, 4);
   EXPECT_EQ(m.pageable_copies, 3);
@@ -192,9 +183,10 @@ TEST(ComputeOverlap, CountsPageableCopiesOnly) {
 
 TEST(ComputeOverlap, ClipsToWindow) {
   const std::vector<TimelineEvent> events = {
-      ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 80, 120, /*pinned=*/false),
-      ev(EventKind::CopyH2D, 150, 160, /*pinned=*/false),  // outside the window
-      ev(EventKind::CopyH2D, 110, 110),                    // instant at the window's end: out
+      event_span(EventKind::Compute, 0, 100),
+      event_span(EventKind::CopyD2H, 80, 120, {.pinned = false}),
+      event_span(EventKind::CopyH2D, 150, 160, {.pinned = false}),  // outside the window
+      event_span(EventKind::CopyH2D, 110, 110),  // instant at the window's end: out
   };
   const OverlapMetrics m = compute_overlap(events, Interval{90, 110});
   EXPECT_EQ(m.compute_ns, 10);
@@ -216,7 +208,8 @@ TEST(ComputeOverlap, ClipsToWindow) {
 
 TEST(ComputeOverlap, EmptyWindowSeesNothing) {
   const OverlapMetrics m = compute_overlap(
-      {ev(EventKind::Compute, 0, 100), ev(EventKind::CopyD2H, 0, 100)}, Interval{50, 50});
+      {event_span(EventKind::Compute, 0, 100), event_span(EventKind::CopyD2H, 0, 100)},
+      Interval{50, 50});
   EXPECT_EQ(m.copy_ns, 0);
   EXPECT_EQ(m.compute_ns, 0);
   EXPECT_EQ(m.copies, 0);
@@ -224,10 +217,10 @@ TEST(ComputeOverlap, EmptyWindowSeesNothing) {
 
 TEST(ComputeOverlap, FallsBackToForwardAndBackwardWithoutComputeEvents) {
   const OverlapMetrics m = compute_overlap({
-      ev(EventKind::Step, 0, 100),  // a step span is not compute
-      ev(EventKind::Forward, 0, 50),
-      ev(EventKind::Backward, 60, 100),
-      ev(EventKind::CopyD2H, 40, 70),
+      event_span(EventKind::Step, 0, 100),  // a step span is not compute
+      event_span(EventKind::Forward, 0, 50),
+      event_span(EventKind::Backward, 60, 100),
+      event_span(EventKind::CopyD2H, 40, 70),
   });
   EXPECT_EQ(m.compute_ns, 90);
   EXPECT_EQ(m.copy_ns, 30);
@@ -237,9 +230,9 @@ TEST(ComputeOverlap, FallsBackToForwardAndBackwardWithoutComputeEvents) {
 
 TEST(ComputeOverlap, ForwardAndBackwardIgnoredWhenComputeEventsExist) {
   const OverlapMetrics m = compute_overlap({
-      ev(EventKind::Forward, 0, 100),
-      ev(EventKind::Compute, 0, 10),
-      ev(EventKind::CopyD2H, 20, 30),
+      event_span(EventKind::Forward, 0, 100),
+      event_span(EventKind::Compute, 0, 10),
+      event_span(EventKind::CopyD2H, 20, 30),
   });
   EXPECT_EQ(m.compute_ns, 10);
   EXPECT_EQ(m.hidden_ns, 0);

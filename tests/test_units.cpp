@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -166,6 +167,34 @@ TEST(FormatSize, ExactValuesRoundTrip) {
   for (const int64_t bytes : {MiB + MiB / 2, GiB + GiB / 4, 3 * KiB + 3 * KiB / 4}) {
     EXPECT_EQ(parse_size(format_size(bytes)), bytes) << format_size(bytes);
   }
+}
+
+TEST(FormatSize, FixedDecimals) {
+  const auto d = [](int64_t b) { return static_cast<double>(b); };
+  EXPECT_EQ(format_size(d(MiB + MiB / 2), 2), "1.50 MiB");
+  EXPECT_EQ(format_size(d(MiB + MiB / 2), 0), "2 MiB");
+  EXPECT_EQ(format_size(d(64 * MiB), 1), "64.0 MiB");
+  EXPECT_EQ(format_size(512.4, 2), "512 B");  // whole bytes below 1 KiB
+  EXPECT_EQ(format_size(0.0, 2), "0 B");
+  EXPECT_EQ(format_size(d(1000000), 1), "976.6 KiB");
+  EXPECT_EQ(format_size(d(MiB - 1), 1), "1.0 MiB");  // not "1024.0 KiB"
+  EXPECT_EQ(format_size(1023.7, 2), "1.0 KiB");      // not "1024 B"
+  EXPECT_EQ(format_size(d(-3 * GiB), 2), "-3.00 GiB");
+  EXPECT_EQ(format_size(-0.001 * d(KiB), 1), "-1 B");
+  EXPECT_EQ(format_size(d(5 * TiB), 12), "5.000000000 TiB");  // decimals clamped to 9
+  EXPECT_EQ(format_size(std::nan(""), 1), "n/a");
+}
+
+TEST(FormatSize, UnitIsTheLargestNotAboveTheValue) {
+  EXPECT_EQ(size_unit(0).name, "B");
+  EXPECT_EQ(size_unit(1023).name, "B");
+  EXPECT_EQ(size_unit(1024).name, "KiB");
+  EXPECT_EQ(size_unit(1024).bytes, 1024.0);
+  EXPECT_EQ(size_unit(static_cast<double>(MiB) - 1).name, "KiB");
+  EXPECT_EQ(size_unit(-static_cast<double>(3 * GiB)).name, "GiB");
+  EXPECT_EQ(size_unit(static_cast<double>(kMax)).name, "EiB");
+  EXPECT_EQ(size_unit(1e30).name, "EiB");
+  EXPECT_EQ(size_unit(std::nan("")).name, "B");
 }
 
 // --- parse_size_list -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/units.hpp"
 
 namespace offtune::gui {
 
@@ -61,12 +62,8 @@ std::string format_metric(SweepMetric m, double value) {
       return fmt::format("{:.{}f} ms", value, value < 10 ? 2 : 1);
     case SweepMetric::Slowdown:
       return fmt::format("{:.2f}x", value);
-    case SweepMetric::PeakMemory: {
-      constexpr double kMiB = 1024.0 * 1024.0;
-      if (value >= 1024 * kMiB) return fmt::format("{:.2f} GiB", value / (1024 * kMiB));
-      if (value >= kMiB) return fmt::format("{:.1f} MiB", value / kMiB);
-      return fmt::format("{:.1f} KiB", value / 1024.0);
-    }
+    case SweepMetric::PeakMemory:
+      return pf::format_size(value, 1);
     case SweepMetric::HiddenCopy:
       return fmt::format("{:.1f} %", value);
   }

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string_view>
+
+#include "offtune/profiler/units.hpp"
 
 namespace offtune::gui {
 
@@ -96,25 +99,14 @@ QRect chart_plot_rect(const QRect& area) {
 
 struct ByteTicks {
   double step = 1.0;
-  double unit = 1.0;
-  const char* unit_name = "B";
+  profiler::SizeUnit unit;
 };
 
 // A 1-2-5 step (in the largest binary unit not above the maximum) giving at most `max_ticks`.
 ByteTicks byte_ticks(double max_bytes, int max_ticks) {
   ByteTicks t;
-  static constexpr std::pair<double, const char*> kUnits[] = {
-      {1024.0, "KiB"},
-      {1024.0 * 1024.0, "MiB"},
-      {1024.0 * 1024.0 * 1024.0, "GiB"},
-      {1024.0 * 1024.0 * 1024.0 * 1024.0, "TiB"}};
-  for (const auto& [unit, name] : kUnits) {
-    if (max_bytes >= unit) {
-      t.unit = unit;
-      t.unit_name = name;
-    }
-  }
-  const double raw = std::max(max_bytes / t.unit / std::max(1, max_ticks), 1e-9);
+  t.unit = profiler::size_unit(max_bytes);
+  const double raw = std::max(max_bytes / t.unit.bytes / std::max(1, max_ticks), 1e-9);
   const double decade = std::pow(10.0, std::floor(std::log10(raw)));
   double m = 10.0;
   for (double c : {1.0, 2.0, 5.0}) {
@@ -123,7 +115,7 @@ ByteTicks byte_ticks(double max_bytes, int max_ticks) {
       break;
     }
   }
-  t.step = m * decade * t.unit;
+  t.step = m * decade * t.unit.bytes;
   return t;
 }
 
@@ -245,9 +237,10 @@ void RunChart::paintChart(QPainter& painter, const QRect& area, int64_t view_beg
     painter.setPen(kGrid);
     painter.drawLine(plot.left(), y, plot.right(), y);
     painter.setPen(kText);
-    const QString label = QStringLiteral("%1 %2")
-                              .arg(QString::number(v / ticks.unit, 'g', 4))
-                              .arg(QString::fromUtf8(v == 0.0 ? "B" : ticks.unit_name));
+    const QString label =
+        QStringLiteral("%1 %2")
+            .arg(QString::number(v / ticks.unit.bytes, 'g', 4))
+            .arg(QString::fromUtf8(v == 0.0 ? std::string_view("B") : ticks.unit.name));
     painter.drawText(QRect(area.left(), y - fm.height() / 2, kTimeGutter - 6, fm.height()),
                      Qt::AlignRight | Qt::AlignVCenter, label);
     ++stats.primitives;

@@ -792,20 +792,9 @@ ParetoWidget::Frame ParetoWidget::frame() const {
   f.caption = QRect(r.left(), r.top(), r.width(), lh + 4);
   if (plotted_.empty()) return f;
 
-  constexpr double kKiB = 1024.0;
-  const double max_abs = std::max(std::abs(x_lo_), std::abs(x_hi_));
-  if (max_abs >= kKiB * kKiB * kKiB) {
-    f.x_unit = kKiB * kKiB * kKiB;
-    f.x_unit_name = QStringLiteral("GiB");
-  } else if (max_abs >= kKiB * kKiB) {
-    f.x_unit = kKiB * kKiB;
-    f.x_unit_name = QStringLiteral("MiB");
-  } else if (max_abs >= kKiB) {
-    f.x_unit = kKiB;
-    f.x_unit_name = QStringLiteral("KiB");
-  } else {
-    f.x_unit_name = QStringLiteral("B");
-  }
+  const pf::SizeUnit unit = pf::size_unit(std::max(std::abs(x_lo_), std::abs(x_hi_)));
+  f.x_unit = unit.bytes;
+  f.x_unit_name = QString::fromUtf8(unit.name);
   // Ticks fall on round numbers of the unit shown, not of bytes.
   f.x = nice_axis(x_lo_ / f.x_unit, x_hi_ / f.x_unit, true);
   f.x.lo *= f.x_unit;

@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "offtune/profiler/units.hpp"
+
 namespace offtune::gui {
 
 namespace {
@@ -265,13 +267,8 @@ QString format_duration_ns(double ns) {
   return QStringLiteral("%1 s").arg(ns / 1e9, 0, 'f', 3);
 }
 
-QString format_bytes(double bytes) {
-  const double a = std::abs(bytes);
-  constexpr double kKiB = 1024.0;
-  if (a < kKiB) return QStringLiteral("%1 B").arg(bytes, 0, 'f', 0);
-  if (a < kKiB * kKiB) return QStringLiteral("%1 KiB").arg(bytes / kKiB, 0, 'f', 1);
-  if (a < kKiB * kKiB * kKiB) return QStringLiteral("%1 MiB").arg(bytes / (kKiB * kKiB), 0, 'f', 2);
-  return QStringLiteral("%1 GiB").arg(bytes / (kKiB * kKiB * kKiB), 0, 'f', 2);
+QString format_bytes(double bytes, int decimals) {
+  return QString::fromStdString(profiler::format_size(bytes, decimals));
 }
 
 // ---- TimeAxis ---------------------------------------------------------------------------------

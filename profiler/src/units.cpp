@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -217,6 +218,48 @@ std::string format_size(int64_t bytes) {
     out += static_cast<char>('0' + frac % 10);
   }
   return out + " " + kUnits[k];
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 7> kBinaryUnits = {"B",   "KiB", "MiB", "GiB",
+                                                          "TiB", "PiB", "EiB"};
+
+}  // namespace
+
+SizeUnit size_unit(double bytes) {
+  const double mag = std::abs(bytes);
+  SizeUnit u;
+  for (size_t k = 1; k < kBinaryUnits.size(); ++k) {
+    const double unit = std::ldexp(1.0, static_cast<int>(10 * k));
+    if (!(mag >= unit)) break;  // also stops on NaN
+    u = {unit, kBinaryUnits[k]};
+  }
+  return u;
+}
+
+std::string format_size(double bytes, int decimals) {
+  if (!std::isfinite(bytes)) return "n/a";
+  decimals = std::clamp(decimals, 0, 9);
+  SizeUnit u = size_unit(bytes);
+  if (u.name == "B") decimals = 0;
+  const auto rounded = [&] {
+    const double scale = std::pow(10.0, decimals);
+    return std::round(bytes / u.bytes * scale) / scale;
+  };
+  double v = rounded();
+  // 1023.96 KiB with one decimal would read "1024.0 KiB": say "1.0 MiB".
+  if (std::abs(v) >= 1024.0 && u.name != kBinaryUnits.back()) {
+    u = {u.bytes * 1024.0, kBinaryUnits[static_cast<size_t>(
+                               std::find(kBinaryUnits.begin(), kBinaryUnits.end(), u.name) -
+                               kBinaryUnits.begin() + 1)]};
+    decimals = std::max(decimals, 1);
+    v = rounded();
+  }
+  if (v == 0.0) v = 0.0;  // no "-0.0"
+  std::array<char, 64> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.*f", decimals, v);
+  return std::string(buf.data()) + " " + std::string(u.name);
 }
 
 namespace {

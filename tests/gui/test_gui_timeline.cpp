@@ -33,46 +33,35 @@ using offtune::gui::TimelineLevel;
 using offtune::gui::TimelineWidget;
 using pf::EventKind;
 
-pf::TimelineEvent ev(EventKind kind, int64_t start, int64_t end, int64_t stream = 0,
-                     int64_t bytes = 0) {
-  pf::TimelineEvent e;
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.stream = stream;
-  e.bytes = bytes;
-  return e;
-}
-
 // A small run with every kind of event, in time order.
 RunData small_run() {
   RunData run;
   auto& e = run.events;
-  e.push_back(ev(EventKind::Step, 0, 1000));
-  e.push_back(ev(EventKind::Forward, 0, 400));
-  e.push_back(ev(EventKind::Compute, 10, 50));
-  e.push_back(ev(EventKind::CopyD2H, 20, 80, 1, 1000));
-  e.push_back(ev(EventKind::Pack, 20, 20, 0, 1000));
+  e.push_back(pf::event_span(EventKind::Step, 0, 1000));
+  e.push_back(pf::event_span(EventKind::Forward, 0, 400));
+  e.push_back(pf::event_span(EventKind::Compute, 10, 50));
+  e.push_back(pf::event_span(EventKind::CopyD2H, 20, 80, {.stream = 1, .bytes = 1000}));
+  e.push_back(pf::event_span(EventKind::Pack, 20, 20, {.bytes = 1000}));
   e.back().tensor = 3;
   e.back().name = "offload";
-  e.push_back(ev(EventKind::Compute, 60, 100));
+  e.push_back(pf::event_span(EventKind::Compute, 60, 100));
   e.back().name = "gemm";
-  e.push_back(ev(EventKind::CopyD2H, 90, 130, 1, 4096));
+  e.push_back(pf::event_span(EventKind::CopyD2H, 90, 130, {.stream = 1, .bytes = 4096}));
   e.back().pinned = false;
-  e.push_back(ev(EventKind::Pack, 90, 90, 0, 4096));
-  e.push_back(ev(EventKind::Compute, 110, 150));
+  e.push_back(pf::event_span(EventKind::Pack, 90, 90, {.bytes = 4096}));
+  e.push_back(pf::event_span(EventKind::Compute, 110, 150));
   e.back().name = "gemm";
-  e.push_back(ev(EventKind::CopyD2H, 140, 200, 1, 1000));
-  e.push_back(ev(EventKind::Pack, 140, 140, 0, 1000));
-  e.push_back(ev(EventKind::Backward, 500, 1000));
-  e.push_back(ev(EventKind::Compute, 510, 550));
-  e.push_back(ev(EventKind::Compute, 560, 900));
-  e.push_back(ev(EventKind::Wait, 580, 600));
-  e.push_back(ev(EventKind::CopyH2D, 600, 650, 1, 4096));
+  e.push_back(pf::event_span(EventKind::CopyD2H, 140, 200, {.stream = 1, .bytes = 1000}));
+  e.push_back(pf::event_span(EventKind::Pack, 140, 140, {.bytes = 1000}));
+  e.push_back(pf::event_span(EventKind::Backward, 500, 1000));
+  e.push_back(pf::event_span(EventKind::Compute, 510, 550));
+  e.push_back(pf::event_span(EventKind::Compute, 560, 900));
+  e.push_back(pf::event_span(EventKind::Wait, 580, 600));
+  e.push_back(pf::event_span(EventKind::CopyH2D, 600, 650, {.stream = 1, .bytes = 4096}));
   e.back().prefetch = true;
-  e.push_back(ev(EventKind::Unpack, 650, 650, 0, 4096));
-  e.push_back(ev(EventKind::CopyH2D, 700, 750, 1, 1000));
-  e.push_back(ev(EventKind::Unpack, 750, 750, 0, 1000));
+  e.push_back(pf::event_span(EventKind::Unpack, 650, 650, {.bytes = 4096}));
+  e.push_back(pf::event_span(EventKind::CopyH2D, 700, 750, {.stream = 1, .bytes = 1000}));
+  e.push_back(pf::event_span(EventKind::Unpack, 750, 750, {.bytes = 1000}));
   pf::OccupancySample o;
   o.time_ns = 1200;
   run.occupancy.push_back(o);
@@ -94,27 +83,30 @@ std::shared_ptr<RunData> synthetic_run(int64_t n, uint32_t seed = 7) {
   int64_t t = 1'000'000;
   for (int64_t s = 0; s < steps; ++s) {
     const size_t step_at = events.size();
-    events.push_back(ev(EventKind::Step, t, t));
+    events.push_back(pf::event_span(EventKind::Step, t, t));
     for (int phase = 0; phase < 2; ++phase) {
       const bool forward = phase == 0;
       const size_t phase_at = events.size();
-      events.push_back(ev(forward ? EventKind::Forward : EventKind::Backward, t, t));
+      events.push_back(pf::event_span(forward ? EventKind::Forward : EventKind::Backward, t, t));
       for (int64_t i = 0; i < per_step / 2 - 2; i += 4) {
         const int64_t d = kernel(rng);
-        events.push_back(ev(EventKind::Compute, t, t + d, 0));
+        events.push_back(pf::event_span(EventKind::Compute, t, t + d));
         events.back().name = i % 8 == 0 ? "gemm" : "layernorm";
         const int64_t bytes = 1 << 20;
         if (forward) {
-          events.push_back(ev(EventKind::Pack, t, t, 0, bytes));
-          events.push_back(ev(EventKind::CopyD2H, t + 100, t + 100 + d / 2, 1, bytes));
+          events.push_back(pf::event_span(EventKind::Pack, t, t, {.bytes = bytes}));
+          events.push_back(pf::event_span(EventKind::CopyD2H, t + 100, t + 100 + d / 2,
+                                          {.stream = 1, .bytes = bytes}));
           events.back().pinned = (i % 64) != 0;
         } else {
-          events.push_back(ev(EventKind::CopyH2D, t + 100, t + 100 + d / 2, 1, bytes));
+          events.push_back(pf::event_span(EventKind::CopyH2D, t + 100, t + 100 + d / 2,
+                                          {.stream = 1, .bytes = bytes}));
           events.back().prefetch = (i % 3) != 0;
-          events.push_back(ev(EventKind::Unpack, t + 200 + d / 2, t + 200 + d / 2, 0, bytes));
+          events.push_back(pf::event_span(EventKind::Unpack, t + 200 + d / 2, t + 200 + d / 2,
+                                          {.bytes = bytes}));
         }
-        events.push_back(i % 16 == 0 ? ev(EventKind::Wait, t + d, t + d + 200)
-                                     : ev(EventKind::Compute, t + d + 50, t + d + 250, 0));
+        events.push_back(i % 16 == 0 ? pf::event_span(EventKind::Wait, t + d, t + d + 200)
+                                     : pf::event_span(EventKind::Compute, t + d + 50, t + d + 250));
         t += d + 300 + gap(rng);
       }
       events[phase_at].end_ns = t;
@@ -231,10 +223,10 @@ TEST(TimelineIndex, PutsEventsInTheirLanesWithCountsAndBounds) {
 
 TEST(TimelineIndex, SortsOutOfOrderEventsAndSplitsComputeStreams) {
   RunData run;
-  run.events.push_back(ev(EventKind::Compute, 300, 400, 13));
-  run.events.push_back(ev(EventKind::Compute, 100, 200, 7));
-  run.events.push_back(ev(EventKind::Compute, 50, 60, 13));
-  run.events.push_back(ev(EventKind::CopyD2H, 70, 90, 20));
+  run.events.push_back(pf::event_span(EventKind::Compute, 300, 400, {.stream = 13}));
+  run.events.push_back(pf::event_span(EventKind::Compute, 100, 200, {.stream = 7}));
+  run.events.push_back(pf::event_span(EventKind::Compute, 50, 60, {.stream = 13}));
+  run.events.push_back(pf::event_span(EventKind::CopyD2H, 70, 90, {.stream = 20}));
   const auto index = offtune::gui::build_timeline_index(run);
   ASSERT_EQ(index->lanes.size(), 7u);
   EXPECT_EQ(index->lanes[1].label, "compute s7");
@@ -276,7 +268,7 @@ TEST(TimelineIndex, LevelsCoverTheUnionPlusOnlyGapsUpToTheirThreshold) {
     if (i % 13 == 0) gap = -duration / 2;  // overlap the previous interval
     if (i % 17 == 0) gap = 0;              // touch it
     t = std::max<int64_t>(0, t + gap);
-    run.events.push_back(ev(EventKind::Compute, t, t + duration, 0, i));
+    run.events.push_back(pf::event_span(EventKind::Compute, t, t + duration, {.bytes = i}));
     bytes += i;
     t += duration;
   }
@@ -509,8 +501,9 @@ TEST(TimelineRender, RandomRunsViewsAndTooltipsStayInBounds) {
   for (int i = 0; i < 6000; ++i) {
     const int64_t start = base + static_cast<int64_t>(rng() % 50'000'000);
     const int64_t length = static_cast<int64_t>(rng() % 200'000) - 20'000;
-    auto e = ev(kinds[rng() % 9], start, start + length, static_cast<int64_t>(rng() % 12),
-                static_cast<int64_t>(rng() % 100'000));
+    auto e = pf::event_span(kinds[rng() % 9], start, start + length,
+                            {.stream = static_cast<int64_t>(rng() % 12),
+                             .bytes = static_cast<int64_t>(rng() % 100'000)});
     e.pinned = rng() % 5 != 0;
     e.prefetch = rng() % 2 == 0;
     if (i % 7 == 0) e.name = "n" + std::to_string(rng() % 20);

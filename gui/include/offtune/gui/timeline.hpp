@@ -41,8 +41,8 @@ std::pair<int64_t, int64_t> run_time_bounds(const RunData& run);
 
 // "850 ns", "12.40 µs", "3.250 ms", "1.204 s".
 QString format_duration_ns(double ns);
-// "512 B", "4.0 KiB", "1.50 MiB", "2.25 GiB".
-QString format_bytes(double bytes);
+// profiler::format_size(bytes, decimals) as a QString: "512 B", "4.00 KiB", "1.50 MiB".
+QString format_bytes(double bytes, int decimals = 2);
 
 // The visible time range shared by the timeline and the charts of one run, in ns on the run's
 // clock. The view always lies inside the bounds and spans at least kMinSpanNs (or the whole bounds

@@ -31,6 +31,20 @@ int64_t parse_size(std::string_view text);
 // one or two decimals ("1.25 MiB", and "1.0 MiB" for a value just above 1 MiB).
 std::string format_size(int64_t bytes);
 
+// The binary unit a size is shown in: the largest of B, KiB, MiB, ..., EiB that is not above
+// |bytes| (B below 1 KiB). Charts use it to pick the unit of a byte axis.
+struct SizeUnit {
+  double bytes = 1.0;
+  std::string_view name = "B";
+};
+SizeUnit size_unit(double bytes);
+
+// A measured or averaged size with a fixed number of decimals in its unit: format_size(1.5 * MiB,
+// 2) is "1.50 MiB"; bytes below 1 KiB print whole ("512 B"). A value that rounds up to 1024 of its
+// unit prints in the next ("1.0 MiB", not "1024.0 KiB"). Unlike format_size(int64_t) the result is
+// rounded for display and need not parse back to the same value. `decimals` is clamped to 0..9.
+std::string format_size(double bytes, int decimals);
+
 // Sizes from a comma-separated list whose items are sizes or ranges:
 //   LO:HI:xF     LO, LO*F, LO*F*F, ... while <= HI (F an integer >= 2, LO > 0)
 //   LO:HI:+STEP  LO, LO+STEP, ... while <= HI (STEP a size > 0)
