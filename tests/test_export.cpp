@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -632,6 +634,100 @@ TEST_F(ExportTest, StoreFailureMidExportKeepsThePreviousOutput) {
   EXPECT_EQ(read_all(sql_out), "previous");
   EXPECT_EQ(read_all(csv_out), "previous");
   EXPECT_EQ(entries(), (std::set<std::string>{"t.json", "t.sqlite", "p.csv"}));
+}
+
+// --- where an export may go (issue 11: "data destroyed with exit 0")
+// ------------------------------
+
+// An SQLite store with one small run, as the CLI exports it.
+struct FileStore {
+  explicit FileStore(const std::string& path) : store(open_sqlite_store(path)) {
+    RunRecord r;
+    r.status = RunStatus::Ok;
+    r.workload.model = "tiny";
+    run = store->begin_run(r);
+    store->add_events({event_span(EventKind::Compute, 0, 100, {.run = run, .name = "compute"})});
+    SweepRecord sw;
+    sw.name = "s";
+    sw.key = "k";
+    sweep = store->create_sweep(sw);
+  }
+  std::unique_ptr<Store> store;
+  RunId run;
+  SweepId sweep;
+};
+
+TEST_F(ExportTest, NeverReplacesTheStoreItsSideFilesOrAnotherStore) {
+  const std::string db = file("s.db");
+  FileStore fs_store(db);
+  Store& store = *fs_store.store;
+  const std::string before = read_all(db);
+  // Before the fix each of these printed "wrote ..." and replaced the file.
+  for (const std::string& target : {db, db + "-wal", db + "-shm", db + "-journal"}) {
+    EXPECT_THROW(export_points_csv(store, fs_store.sweep, target), ExportError) << target;
+    EXPECT_THROW(export_nsys_sqlite(store, {fs_store.run}, target), ExportError) << target;
+    EXPECT_THROW(export_chrome_trace(store, {fs_store.run}, target), ExportError) << target;
+  }
+  // The same file by another name.
+  fs::create_symlink(db, file("link.db"));
+  EXPECT_THROW(export_nsys_sqlite(store, {fs_store.run}, file("link.db")), ExportError);
+  EXPECT_THROW(export_chrome_trace(store, {fs_store.run}, dir_.string() + "/./s.db"), ExportError);
+  try {
+    export_points_csv(store, fs_store.sweep, db);
+  } catch (const ExportError& e) {
+    EXPECT_NE(std::string(e.what()).find("store being exported"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_all(db), before);
+
+  // Another offtune store is not an export either.
+  { FileStore other(file("other.db")); }
+  const std::string other_before = read_all(file("other.db"));
+  EXPECT_THROW(export_nsys_sqlite(store, {fs_store.run}, file("other.db")), ExportError);
+  EXPECT_EQ(read_all(file("other.db")), other_before);
+
+  // An earlier export is replaced, as always; through a symbolic link, the file it points to.
+  export_chrome_trace(store, {fs_store.run}, file("t.json"));
+  fs::create_symlink(file("t.json"), file("latest.json"));
+  export_chrome_trace(store, {fs_store.run}, file("latest.json"));
+  EXPECT_TRUE(fs::is_symlink(file("latest.json")));
+  EXPECT_NO_THROW(load_json(file("latest.json")));
+  export_nsys_sqlite(store, {fs_store.run}, file("n.sqlite"));
+  export_nsys_sqlite(store, {fs_store.run}, file("n.sqlite"));  // an export, not a store
+}
+
+TEST_F(ExportTest, DevicesAndFifosAreStreamsNeverReplaced) {
+  // /dev/null takes the export as a stream and stays a device (before: renamed over as root).
+  export_chrome_trace(*fx_.store, {fx_.a}, "/dev/null");
+  export_points_csv(*fx_.store, fx_.sweep, "/dev/null");
+  export_nsys_sqlite(*fx_.store, {fx_.a}, "/dev/null");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  // /dev/full refuses the bytes: an error, not "wrote /dev/full" (before: exit 0, and the device
+  // node became a regular file).
+  if (fs::is_character_file("/dev/full")) {
+    EXPECT_THROW(export_chrome_trace(*fx_.store, {fx_.a}, "/dev/full"), ExportError);
+    EXPECT_TRUE(fs::is_character_file("/dev/full"));
+  }
+  // A FIFO: whatever reads it gets the whole export.
+  const std::string fifo = file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = read_all(fifo); });
+  export_points_csv(*fx_.store, fx_.sweep, fifo);
+  reader.join();
+  EXPECT_EQ(received.rfind(kPointsCsvHeader, 0), 0U) << received.substr(0, 80);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(entries(), (std::set<std::string>{"pipe"}));  // no temporary left beside it
+}
+
+TEST_F(ExportTest, ADirectoryIsRefusedBeforeAnythingIsWritten) {
+  fs::create_directory(dir_ / "d");
+  try {
+    export_chrome_trace(*fx_.store, {fx_.a}, file("d"));
+    FAIL() << "no exception";
+  } catch (const ExportError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(entries(), (std::set<std::string>{"d"}));
 }
 
 // --- titles --------------------------------------------------------------------------------------

@@ -173,5 +173,113 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
   EXPECT_FALSE(to_engine_config(r).offload);
 }
 
+// --- issue 11: one rule per value, runs that end -------------------------------------------------
+
+TEST(Requests, AGridBeyondMaxPointsIsRefusedWithoutExpandingIt) {
+  SweepRequest r;
+  r.min_offload_sizes = "1B:1000B:+1";
+  r.max_fwd_stash_sizes = "1:1000";
+  // Before: accepted, and a million points started measuring.
+  const auto errors = check(r);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--max-points"});
+  EXPECT_NE(errors[0].message.find("1000001 points"), std::string::npos) << errors[0].message;
+  EXPECT_NE(errors[0].message.find("steps in all"), std::string::npos) << errors[0].message;
+  // Lists of 10,000 values each: 10^8 points are counted, not expanded.
+  r.min_offload_sizes = "1B:10000B:+1";
+  r.max_fwd_stash_sizes = "1:10000";
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
+  // Asked for explicitly, it is accepted.
+  r.min_offload_sizes = "1KiB:64KiB:x2";
+  r.max_fwd_stash_sizes = "1:200";
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
+  r.max_points = 2000;
+  EXPECT_TRUE(check(r).empty());
+  EXPECT_EQ(point_count(r), 1 + 7 * 200);
+  r.max_points = 0;
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
+}
+
+TEST(Requests, ThreadsAreAutoOrBoundByTheMachine) {
+  RunRequest r;
+  EXPECT_EQ(to_backend(r.backend).threads, -1);
+  r.backend.threads = "1";
+  EXPECT_EQ(to_backend(r.backend).threads, 1);
+  r.backend.threads = std::to_string(max_threads());
+  EXPECT_TRUE(check(r).empty());
+  // Before: --threads 999999 created threads until the machine choked; -1 was accepted.
+  for (const std::string& bad : std::vector<std::string>{
+           "999999", "0", "-1", std::to_string(max_threads() + 1), "two", ""}) {
+    r.backend.threads = bad;
+    EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--threads"}) << bad;
+  }
+}
+
+TEST(Requests, ALinkIsAFiniteBandwidthAndLatency) {
+  RunRequest r;
+  for (const char* good : {"none", "pcie4", "12:15", "25.5:0"}) {
+    r.backend.link = good;
+    EXPECT_TRUE(check(r).empty()) << good;
+  }
+  // Before: "inf:0" passed the request and every run failed (exit 1, a failed run stored).
+  for (const char* bad : {"inf:0", "nan:1", "0:1", "-5:1", "12:-1", "12:inf", " 12:15", "12:"}) {
+    r.backend.link = bad;
+    EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--link"}) << bad;
+  }
+}
+
+TEST(Requests, SizesAreWholeBytesWithoutSpaces) {
+  RunRequest r;
+  for (const char* bad : {"0.5", " 1KiB", "1KiB ", ""}) {
+    r.min_offload_size = bad;
+    EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--min-offload-size"}) << bad;
+  }
+  SweepRequest s;
+  s.min_offload_sizes = "1KiB, 4KiB";
+  EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--min-offload-size"});
+}
+
+TEST(Requests, SingleValuesOutsideRequests) {
+  EXPECT_EQ(parse_id("--sweep", "3"), 3);
+  EXPECT_EQ(parse_memory_budget("--memory-budget", "6GiB"), int64_t{6} << 30);
+  EXPECT_DOUBLE_EQ(parse_positive("--max-slowdown", "1.2"), 1.2);
+  const auto message = [](auto&& parse) {
+    try {
+      parse();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Before: --sweep -1 printed everything, nan became 1.25, an empty budget was ignored.
+  for (const char* bad : {"-1", "0", "", "1.5", "x"}) {
+    EXPECT_EQ(message([&] { parse_id("--sweep", bad); }).rfind("--sweep: ", 0), 0U) << bad;
+  }
+  for (const char* bad : {"nan", "inf", "0", "-1", ""}) {
+    EXPECT_EQ(message([&] { parse_positive("--max-slowdown", bad); }).rfind("--max-slowdown: ", 0),
+              0U)
+        << bad;
+  }
+  for (const char* bad : {"", "0", "-1GiB", "0.5"}) {
+    EXPECT_EQ(
+        message([&] { parse_memory_budget("--memory-budget", bad); }).rfind("--memory-budget: ", 0),
+        0U)
+        << bad;
+  }
+}
+
+TEST(Requests, TheInputSpecFormsTheMessagesShowAreAccepted) {
+  // Before: the help and the error both showed x:float32[B,F], which was refused.
+  try {
+    samples::parse_input_spec("x:float32[B,F]");
+    FAIL() << "F is no dimension";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    const auto at = what.find("x:float32[B,64]");
+    ASSERT_NE(at, std::string::npos) << what;
+    EXPECT_NO_THROW(samples::parse_input_spec("x:float32[B,64]"));
+    EXPECT_NO_THROW(samples::parse_input_spec("tokens:int64[B,T]:vocab=512"));
+  }
+}
+
 }  // namespace
 }  // namespace offtune::requests

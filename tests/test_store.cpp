@@ -20,6 +20,7 @@
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #define OFFTUNE_TEST_HAS_FORK 1
@@ -75,6 +76,75 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 bool has_side_files(const std::string& path) {
   return fs::exists(path + "-wal") || fs::exists(path + "-shm") || fs::exists(path + "-journal");
 }
+
+#ifdef OFFTUNE_TEST_HAS_FORK
+std::string this_host() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Another process, for what only a real one shows (its end, its death, its claims). It runs `body`,
+// which reports by its return value (no gtest in a forked child), tells the parent through a pipe
+// that it is done, then exits, or with `linger` stays alive until killed. The constructor returns
+// once `body` has run.
+class ChildProcess {
+ public:
+  ChildProcess(const std::function<int()>& body, bool linger) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      ADD_FAILURE() << "pipe failed";
+      return;
+    }
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(fds[0]);
+      int code = 0;
+      try {
+        code = body();
+      } catch (...) {
+        code = 2;
+      }
+      const char c = static_cast<char>(code);
+      if (write(fds[1], &c, 1) != 1) _exit(3);
+      while (linger) pause();
+      _exit(code);  // no destructors, no gtest teardown
+    }
+    close(fds[1]);
+    char c = 1;
+    if (read(fds[0], &c, 1) != 1 || c != 0) ADD_FAILURE() << "the child failed: " << int{c};
+    close(fds[0]);
+  }
+  ~ChildProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Waits for a child that exits on its own; returns its exit status.
+  int wait() {
+    int status = 0;
+    EXPECT_EQ(waitpid(pid_, &status, 0), pid_);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  // SIGKILL: no handler, no destructor, no chance to tidy up. Reaped, so that the pid is gone.
+  void kill_now() {
+    ASSERT_EQ(kill(pid_, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid_, &status, 0), pid_);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+#endif
 
 // A raw SQLite connection, for what the Store API cannot do: hand-made files, PRAGMAs, crashes.
 class RawDb {
@@ -592,9 +662,15 @@ TEST_P(StoreSemantics, SweepsRoundTripAndAreFoundByKey) {
   EXPECT_EQ(all[0].id, ida);
   EXPECT_EQ(all[1].id, idb);
   EXPECT_FALSE(store().find_sweep("no such key").has_value());
-  // The key is the sweep's identity: a second sweep with it is refused, not duplicated.
-  expect_store_error([&] { store().create_sweep(a); }, Kind::Invalid);
+  // The key is the sweep's identity: creating it again finds the first one (two identical sweeps
+  // started at once share it), never a duplicate, and leaves its record as it was.
+  SweepRecord again = a;
+  again.name = "renamed";
+  again.grid = "{}";
+  EXPECT_EQ(store().create_sweep(again), ida);
   EXPECT_EQ(store().sweeps().size(), 2u);
+  reopen();
+  expect_same(a, *store().sweep(ida));
 }
 
 TEST_P(StoreSemantics, PutPointInsertsOrdersByIndexAndUpserts) {
@@ -770,6 +846,30 @@ TEST_P(StoreSemantics, ConcurrentWritersFromManyThreads) {
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].start_ns, static_cast<int64_t>(i));
 }
 
+TEST_P(StoreSemantics, ClaimPointClaimsPendingPointsAndReportsFinishedOnes) {
+  const SweepId sweep = store().create_sweep(sample_sweep(1));
+  const Claim first = store().claim_point(sweep, 0);
+  EXPECT_EQ(first.status, ClaimStatus::Claimed);
+  EXPECT_EQ(first.holder, current_owner());
+  // This process again (a second thread, a resumed sweep): its own claim is no obstacle.
+  EXPECT_EQ(store().claim_point(sweep, 0).status, ClaimStatus::Claimed);
+  PointRecord p;
+  p.sweep = sweep;
+  p.index = 0;
+  p.status = PointStatus::Pending;
+  store().put_point(p);
+  EXPECT_EQ(store().claim_point(sweep, 0).status, ClaimStatus::Claimed) << "pending is not done";
+  p.status = PointStatus::Failed;
+  p.error = "boom";
+  store().put_point(p);
+  store().release_point(sweep, 0);
+  reopen();
+  EXPECT_EQ(store().claim_point(sweep, 0).status, ClaimStatus::Finished);
+  EXPECT_EQ(store().claim_point(sweep, 1).status, ClaimStatus::Claimed);
+  store().release_point(sweep, 1);
+  expect_store_error([&] { store().claim_point(SweepId(987654), 0); }, Kind::Invalid);
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, StoreSemantics,
                          ::testing::Values(Impl{"Sqlite", true}, Impl{"Memory", false}),
                          [](const ::testing::TestParamInfo<Impl>& param) {
@@ -831,18 +931,19 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsOneAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 1);
+TEST_F(SqliteStoreTest, SchemaVersionIsTwoAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 2);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 2);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
   EXPECT_FALSE(db.text("SELECT value FROM meta WHERE key = 'writer_version'").empty());
   // The tables and indexes docs/store.md describes.
-  for (const char* name : {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points",
-                           "recommendations", "events_run_start", "occupancy_run_time"}) {
+  for (const char* name :
+       {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points", "recommendations",
+        "events_run_start", "occupancy_run_time", "run_owners", "claims"}) {
     EXPECT_EQ(
         db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'"),
         1)
@@ -887,7 +988,7 @@ TEST_F(SqliteStoreTest, MigratesAZeroByteFile) {
   store->begin_run(sample_run(1));
   store.reset();
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), store_schema_version());
   EXPECT_EQ(db.integer("SELECT count(*) FROM runs"), 1);
 }
 
@@ -903,7 +1004,7 @@ TEST_F(SqliteStoreTest, MigratesAHandMadeVersionZeroFile) {
   store.reset();
   {
     RawDb db(path());
-    EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+    EXPECT_EQ(db.integer("PRAGMA user_version"), store_schema_version());
     EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   }
   // And the migrated file is a store that read-only opens accept.
@@ -918,7 +1019,7 @@ TEST_F(SqliteStoreTest, OpeningACurrentStoreDoesNotMigrateIt) {
   open_sqlite_store(path());
   RawDb db(path());
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'writer_version'"), "marker");
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), store_schema_version());
 }
 
 TEST_F(SqliteStoreTest, RefusesAFileThatIsNotSqlite) {
@@ -978,7 +1079,8 @@ TEST_F(SqliteStoreTest, RefusesANewerSchema) {
   }
   ASSERT_FALSE(has_side_files(path()));  // the raw connection was the last one: WAL checkpointed
   expect_refused(path(), Kind::NewerSchema,
-                 path() + " was written by a newer offtune (schema 99, this build reads up to 1)");
+                 path() + " was written by a newer offtune (schema 99, this build reads up to " +
+                     std::to_string(store_schema_version()) + ")");
 }
 
 TEST_F(SqliteStoreTest, ReadOnlyOpenOfAMissingFileIsCannotOpen) {
@@ -1018,6 +1120,8 @@ TEST_F(SqliteStoreTest, ReadOnlyStoreReadsButNeverWrites) {
     expect_store_error([&] { ro->begin_run(sample_run(2)); }, Kind::Invalid, "read-only");
     expect_store_error([&] { ro->add_events({event(run, 1, "x")}); }, Kind::Invalid, "read-only");
     expect_store_error([&] { ro->create_sweep(sample_sweep(7)); }, Kind::Invalid, "read-only");
+    expect_store_error([&] { ro->claim_point(SweepId(1), 0); }, Kind::Invalid, "read-only");
+    expect_store_error([&] { ro->release_point(SweepId(1), 0); }, Kind::Invalid, "read-only");
   }
   EXPECT_EQ(read_bytes(path()), before);
 }
@@ -1173,6 +1277,258 @@ TEST_F(SqliteStoreTest, CrashedWriterLeavesEarlierCommitsIntact) {
   GTEST_SKIP() << "needs fork()";
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Nothing left behind: side files of read-only opens, half-created stores.
+
+TEST_F(SqliteStoreTest, ReadOnlyOpenLeavesNoSideFiles) {
+  const RunId run = populate(path());
+  ASSERT_FALSE(has_side_files(path()));
+  const std::string before = read_bytes(path());
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    ASSERT_TRUE(ro->run(run).has_value());
+    EXPECT_EQ(ro->events(run).size(), 50u);
+  }
+  EXPECT_FALSE(fs::exists(path() + "-wal"));
+  EXPECT_FALSE(fs::exists(path() + "-shm"));
+  EXPECT_EQ(read_bytes(path()), before);
+}
+
+TEST_F(SqliteStoreTest, ReadOnlyOpenKeepsTheSideFilesOfAWriterStillOpen) {
+  const RunId run = populate(path());
+  auto ro = open_sqlite_store_readonly(path());
+  ASSERT_TRUE(ro->run(run).has_value());
+  // Opened after the read-only store, so the side files were not there when it opened.
+  auto writer = open_sqlite_store(path());
+  writer->add_events({event(run, 100, "while read")});
+  EXPECT_EQ(ro->events(run).size(), 51u);
+  ro.reset();
+  EXPECT_TRUE(fs::exists(path() + "-wal"));
+  EXPECT_TRUE(fs::exists(path() + "-shm"));
+  writer->add_events({event(run, 101, "after the reader closed")});
+  EXPECT_EQ(writer->events(run).size(), 52u);
+  writer.reset();
+  EXPECT_FALSE(has_side_files(path()));
+  EXPECT_EQ(open_sqlite_store_readonly(path())->events(run).size(), 52u);
+}
+
+TEST_F(SqliteStoreTest, AFailedCreationLeavesNoFile) {
+  const std::string file = path("new.db");
+  {
+    PageCap cap(1);  // the header page only: the schema does not fit
+    expect_store_error([&] { open_sqlite_store(file); }, Kind::Full, file);
+  }
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(has_side_files(file));
+  // Nothing in the way of the next attempt.
+  open_sqlite_store(file)->begin_run(sample_run(1));
+  EXPECT_EQ(open_sqlite_store_readonly(file)->runs().size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, AFailedOpenKeepsAFileThatWasThere) {
+  write_bytes(path(), "");
+  {
+    PageCap cap(1);
+    expect_store_error([&] { open_sqlite_store(path()); }, Kind::Full, path());
+  }
+  EXPECT_TRUE(fs::exists(path())) << "the user's file is not the open's to remove";
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Nothing hangs: runs of processes that ended, sweeps created at once.
+
+TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
+#ifdef OFFTUNE_TEST_HAS_FORK
+  const RunId mine = open_sqlite_store(path())->begin_run(sample_run(1));
+  ChildProcess exited(
+      [&] {
+        auto store = open_sqlite_store(path());
+        store->begin_run(sample_run(2));
+        const RunId ok = store->begin_run(sample_run(3));
+        store->finish_run(ok, RunStatus::Ok, "", sample_summary(3), 5);
+        return 0;
+      },
+      false);
+  const pid_t exited_pid = exited.pid();
+  ASSERT_EQ(exited.wait(), 0);
+  std::unique_ptr<Store> held;  // open in the child until it is killed
+  ChildProcess killed(
+      [&] {
+        held = open_sqlite_store(path());
+        held->begin_run(sample_run(4));
+        return 0;
+      },
+      true);
+  const pid_t killed_pid = killed.pid();
+  killed.kill_now();
+
+  const auto ended = [&](pid_t pid) {
+    return "interrupted: the process recording it ended (pid " + std::to_string(pid) + " on " +
+           this_host() + ")";
+  };
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const auto runs = ro->runs();
+    ASSERT_EQ(runs.size(), 4u);
+    EXPECT_EQ(runs[0].id, mine);
+    EXPECT_EQ(runs[0].status, RunStatus::Running) << "this process is alive";
+    EXPECT_EQ(runs[0].error, sample_run(1).error);
+    EXPECT_EQ(runs[1].label, sample_run(2).label);
+    EXPECT_EQ(runs[1].status, RunStatus::Interrupted);
+    EXPECT_EQ(runs[1].error, ended(exited_pid));
+    EXPECT_EQ(runs[2].status, RunStatus::Ok);
+    EXPECT_EQ(runs[3].label, sample_run(4).label);
+    EXPECT_EQ(runs[3].status, RunStatus::Interrupted);
+    EXPECT_EQ(runs[3].error, ended(killed_pid));
+    EXPECT_EQ(ro->run(runs[3].id)->status, RunStatus::Interrupted);
+  }
+  {
+    // The killed child's own (writable) open marked the run of the child that had exited; the
+    // read-only open wrote nothing.
+    RawDb db(path());
+    EXPECT_EQ(db.column_concat("SELECT status FROM runs ORDER BY id", 0),
+              "running | interrupted | ok | running");
+  }
+  open_sqlite_store(path());
+  RawDb db(path());
+  EXPECT_EQ(db.column_concat("SELECT status FROM runs ORDER BY id", 0),
+            "running | interrupted | ok | interrupted");
+  EXPECT_EQ(db.text("SELECT error FROM runs WHERE id = 4"), ended(killed_pid));
+#else
+  GTEST_SKIP() << "needs fork()";
+#endif
+}
+
+TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigrates) {
+  RunId running, finished;
+  {
+    auto store = open_sqlite_store(path());
+    running = store->begin_run(sample_run(1));
+    finished = store->begin_run(sample_run(2));
+    store->finish_run(finished, RunStatus::Ok, "", sample_summary(2), 7);
+  }
+  {
+    // What schema 1 is: the same tables without the run owners and the claims.
+    RawDb db(path());
+    db.must(
+        "DROP TABLE IF EXISTS run_owners; DROP TABLE IF EXISTS claims; PRAGMA user_version = 1");
+  }
+  const std::string message =
+      "interrupted: the process recording it ended (recorded by an older offtune)";
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    EXPECT_EQ(ro->run(running)->status, RunStatus::Interrupted);
+    EXPECT_EQ(ro->run(running)->error, message);
+    EXPECT_EQ(ro->runs()[1].status, RunStatus::Ok);
+  }
+  {
+    RawDb db(path());
+    EXPECT_EQ(db.integer("PRAGMA user_version"), 1) << "a read-only open never migrates";
+    EXPECT_EQ(db.text("SELECT status FROM runs WHERE id = 1"), "running");
+  }
+  open_sqlite_store(path());
+  RawDb db(path());
+  EXPECT_EQ(db.integer("PRAGMA user_version"), store_schema_version());
+  EXPECT_EQ(db.integer("SELECT count(*) FROM sqlite_master WHERE name IN ('run_owners', 'claims')"),
+            2);
+  EXPECT_EQ(db.column_concat("SELECT status FROM runs ORDER BY id", 0), "interrupted | ok");
+  EXPECT_EQ(db.text("SELECT error FROM runs WHERE id = 1"), message);
+}
+
+TEST_F(SqliteStoreTest, SweepsCreatedAtOnceThroughManyConnectionsAreOne) {
+  open_sqlite_store(path());  // created first, so that the threads race on the sweeps alone
+  constexpr int kThreads = 4;
+  constexpr int kKeys = 10;
+  std::vector<std::vector<SweepId>> ids(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        auto store = open_sqlite_store(path());  // a connection of its own, like another process
+        ++ready;
+        while (ready.load() < kThreads) std::this_thread::yield();
+        for (int k = 0; k < kKeys; ++k) ids[t].push_back(store->create_sweep(sample_sweep(k)));
+      } catch (const StoreError& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[t], "");
+    EXPECT_EQ(ids[t], ids[0]);
+  }
+  EXPECT_EQ(open_sqlite_store_readonly(path())->sweeps().size(), static_cast<size_t>(kKeys));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Owners and claims between processes.
+
+#ifdef OFFTUNE_TEST_HAS_FORK
+TEST(Owner, IsThisProcessAndAReusedPidIsNotIt) {
+  const Owner me = current_owner();
+  EXPECT_EQ(me.pid, getpid());
+  EXPECT_EQ(me.host, this_host());
+  EXPECT_GT(me.start, 0) << "the start time from /proc/self/stat";
+  EXPECT_TRUE(owner_alive(me));
+  Owner reused = me;
+  reused.start += 1;  // the same pid, another process
+  EXPECT_FALSE(owner_alive(reused));
+  Owner elsewhere = me;
+  elsewhere.host += ".elsewhere";
+  elsewhere.pid = 1 << 30;  // no such pid here; there, nobody can say
+  EXPECT_TRUE(owner_alive(elsewhere));
+  Owner gone = me;
+  gone.pid = 1 << 30;
+  EXPECT_FALSE(owner_alive(gone));
+}
+
+TEST_F(SqliteStoreTest, AClaimOfALiveProcessIsTakenAndOfAKilledOneIsTakenOver) {
+  const SweepId sweep = open_sqlite_store(path())->create_sweep(sample_sweep(1));
+  std::unique_ptr<Store> held;  // open in the child until it is killed
+  ChildProcess child(
+      [&] {
+        held = open_sqlite_store(path());
+        return held->claim_point(sweep, 0).status == ClaimStatus::Claimed ? 0 : 1;
+      },
+      true);
+  auto store = open_sqlite_store(path());
+  const Claim taken = store->claim_point(sweep, 0);
+  EXPECT_EQ(taken.status, ClaimStatus::Taken);
+  EXPECT_EQ(taken.holder.pid, child.pid());
+  EXPECT_EQ(taken.holder.host, this_host());
+  EXPECT_EQ(store->claim_point(sweep, 1).status, ClaimStatus::Claimed) << "other points are free";
+  store->release_point(sweep, 0);  // not this process's claim: it stays
+  EXPECT_EQ(store->claim_point(sweep, 0).status, ClaimStatus::Taken);
+
+  child.kill_now();
+  const Claim mine = store->claim_point(sweep, 0);
+  EXPECT_EQ(mine.status, ClaimStatus::Claimed);
+  EXPECT_EQ(mine.holder, current_owner());
+  store->release_point(sweep, 0);
+  store->release_point(sweep, 1);
+  store.reset();
+  RawDb db(path());
+  EXPECT_EQ(db.integer("SELECT count(*) FROM claims"), 0);
+}
+
+TEST_F(SqliteStoreTest, ClaimsOfEndedProcessesGoWhenTheStoreIsOpened) {
+  const SweepId sweep = open_sqlite_store(path())->create_sweep(sample_sweep(1));
+  ChildProcess child(
+      [&] {
+        auto store = open_sqlite_store(path());
+        return store->claim_point(sweep, 3).status == ClaimStatus::Claimed ? 0 : 1;
+      },
+      false);
+  ASSERT_EQ(child.wait(), 0);
+  EXPECT_EQ(RawDb(path()).integer("SELECT count(*) FROM claims"), 1) << "nobody released it";
+  open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("SELECT count(*) FROM claims"), 0);
+}
+#endif
 
 }  // namespace
 }  // namespace offtune::profiler

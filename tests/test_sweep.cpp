@@ -1,7 +1,26 @@
 // Sweeps, the runner and the recommender on the built-in tiny model (host-sim) and on hand-made
 // points: baseline always included, failed/out-of-memory points recorded, resume skips finished
-// points, shards + merge give the whole sweep, the Pareto front and the constraint rules.
+// points, shards + merge give the whole sweep, the Pareto front and the constraint rules. Two
+// processes on one store share a sweep: a point the other holds is waited for, or measured here
+// once the other is killed.
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define OFFTUNE_TEST_HAS_FORK 1
+#endif
 
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/recommend.hpp"
@@ -138,6 +157,219 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
     EXPECT_NE(p.error.find("out of memory"), std::string::npos) << p.error;
   }
 }
+
+#ifdef OFFTUNE_TEST_HAS_FORK
+// A fresh directory, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("offtune-sweep-test-" +
+             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
+             std::to_string(rd()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Another process sharing the store: it runs `first` (which returns 0 for success; no gtest in a
+// forked child), reports through a pipe, waits for go(), runs `then` and exits with its result. The
+// constructor returns once `first` has run.
+class OtherProcess {
+ public:
+  OtherProcess(const std::function<int()>& first, const std::function<int()>& then) {
+    int done[2];
+    int go[2];
+    if (pipe(done) != 0 || pipe(go) != 0) {
+      ADD_FAILURE() << "pipe failed";
+      return;
+    }
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(done[0]);
+      close(go[1]);
+      int code = 2;
+      try {
+        code = first();
+        const char c = static_cast<char>(code);
+        if (write(done[1], &c, 1) != 1) _exit(3);
+        char word = 0;
+        if (code == 0 && read(go[0], &word, 1) == 1) code = then();
+      } catch (...) {
+        code = 2;
+      }
+      _exit(code);  // no destructors, no gtest teardown
+    }
+    close(done[1]);
+    close(go[0]);
+    go_ = go[1];
+    char c = 1;
+    if (read(done[0], &c, 1) != 1 || c != 0) ADD_FAILURE() << "the other process failed";
+    close(done[0]);
+  }
+  ~OtherProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (go_ >= 0) close(go_);
+  }
+  OtherProcess(const OtherProcess&) = delete;
+  OtherProcess& operator=(const OtherProcess&) = delete;
+
+  void go() {
+    const char c = 1;
+    EXPECT_EQ(write(go_, &c, 1), 1);
+  }
+  int wait() {
+    int status = 0;
+    EXPECT_EQ(waitpid(pid_, &status, 0), pid_);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void kill_now() {
+    EXPECT_EQ(kill(pid_, SIGKILL), 0);
+    EXPECT_EQ(waitpid(pid_, nullptr, 0), pid_);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int go_ = -1;
+};
+
+SweepRecord record_of(const SweepSpec& spec) {
+  SweepRecord rec;
+  rec.name = spec.name;
+  rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input);
+  rec.workload = spec.workload;
+  rec.grid = grid_json(spec.grid);
+  return rec;
+}
+
+TEST(Sweep, APointAnotherProcessMeasuresIsWaitedForNotMeasuredTwice) {
+  TempDir dir;
+  const std::string db = dir.file("store.db");
+  auto spec = tiny_spec();
+  std::unique_ptr<Store> held;  // the other process's store, kept open in it
+  SweepId sweep;
+  OtherProcess other(
+      [&] {
+        held = open_sqlite_store(db);
+        sweep = held->create_sweep(record_of(spec));
+        return held->claim_point(sweep, 2).status == ClaimStatus::Claimed ? 0 : 1;
+      },
+      [&] {
+        PointRecord p;
+        p.sweep = sweep;
+        p.index = 2;
+        p.config = expand_grid(spec.grid)[2];
+        p.status = PointStatus::Ok;
+        p.summary.step_ms_median = 42.5;  // a figure this process would not measure
+        held->put_point(p);
+        held->release_point(sweep, 2);
+        return 0;
+      });
+  auto store = open_sqlite_store(db);
+  auto workload = workload_of(spec.workload);
+  std::vector<int64_t> done;
+  const auto out = run_sweep(*workload, spec, *store, [&](const SweepProgress& p) {
+    done.push_back(p.done);
+    EXPECT_EQ(p.total, 5);
+    if (p.done == 4) other.go();  // every other point is measured: now the other finishes
+  });
+  EXPECT_EQ(other.wait(), 0);
+  EXPECT_EQ(out.ran, 4);
+  EXPECT_EQ(out.by_other, 1);
+  EXPECT_EQ(out.skipped, 0);
+  EXPECT_FALSE(out.interrupted);
+  EXPECT_EQ(done, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  const auto points = store->points(out.sweep);
+  ASSERT_EQ(points.size(), 5u);
+  for (const auto& p : points) EXPECT_EQ(p.status, PointStatus::Ok) << p.index << ": " << p.error;
+  EXPECT_EQ(points[2].summary.step_ms_median, 42.5) << "the other process's result, kept";
+  EXPECT_FALSE(points[2].run.valid());
+  EXPECT_EQ(store->runs().size(), 4u);
+}
+
+TEST(Sweep, APointOfAKilledProcessIsMeasuredHere) {
+  TempDir dir;
+  const std::string db = dir.file("store.db");
+  auto spec = tiny_spec();
+  std::unique_ptr<Store> held;
+  OtherProcess other(
+      [&] {
+        held = open_sqlite_store(db);
+        const SweepId sweep = held->create_sweep(record_of(spec));
+        return held->claim_point(sweep, 2).status == ClaimStatus::Claimed ? 0 : 1;
+      },
+      [] { return 0; });
+  auto store = open_sqlite_store(db);
+  auto workload = workload_of(spec.workload);
+  const auto out = run_sweep(*workload, spec, *store, [&](const SweepProgress& p) {
+    if (p.done == 4) other.kill_now();  // it never measures its point
+  });
+  EXPECT_EQ(out.ran, 5);
+  EXPECT_EQ(out.by_other, 0);
+  EXPECT_EQ(out.ok, 5);
+  const auto points = store->points(out.sweep);
+  ASSERT_EQ(points.size(), 5u);
+  for (const auto& p : points) {
+    EXPECT_EQ(p.status, PointStatus::Ok) << p.index << ": " << p.error;
+    EXPECT_TRUE(p.run.valid());
+  }
+}
+
+TEST(Sweep, CancelStopsWaitingForAnotherProcess) {
+  TempDir dir;
+  const std::string db = dir.file("store.db");
+  auto spec = tiny_spec();
+  spec.grid.min_offload_sizes = {1024};
+  spec.grid.max_fwd_stash_sizes = {1};
+  std::unique_ptr<Store> held;
+  OtherProcess other(
+      [&] {
+        held = open_sqlite_store(db);
+        const SweepId sweep = held->create_sweep(record_of(spec));
+        return held->claim_point(sweep, 1).status == ClaimStatus::Claimed ? 0 : 1;
+      },
+      [] { return 0; });
+  auto store = open_sqlite_store(db);
+  auto workload = workload_of(spec.workload);
+  std::atomic<bool> cancel{false};
+  std::thread canceller;
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = std::chrono::steady_clock::duration{};
+  const auto out = run_sweep(
+      *workload, spec, *store,
+      [&](const SweepProgress&) {
+        // After the baseline: by the time this fires the sweep is waiting for point 1.
+        canceller = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(400));
+          waited = std::chrono::steady_clock::now() - start;
+          cancel = true;
+        });
+      },
+      &cancel);
+  const auto returned = std::chrono::steady_clock::now() - start;
+  canceller.join();
+  EXPECT_GE(returned, waited) << "it waited for point 1 until cancelled";
+  EXPECT_TRUE(out.interrupted);
+  EXPECT_EQ(out.ran, 1);
+  EXPECT_EQ(out.by_other, 0);
+}
+#endif
 
 TEST(Sweep, ShardsMergeIntoTheWholeSweep) {
   auto spec = tiny_spec();

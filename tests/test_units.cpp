@@ -72,16 +72,10 @@ TEST(ParseSize, GoodInputs) {
       {"2TB", 2000000000000},
       {"1 MiB", MiB},
       {"1   GiB", GiB},
-      {"  8 KiB  ", 8 * KiB},
       {"1.5MiB", 1572864},
       {"1.5 GB", 1500000000},
       {"0.5KiB", 512},
-      {"1.1KiB", 1126},    // 1126.4
-      {"1.0005KB", 1001},  // 1000.5 rounds up
-      {"1.0004KB", 1000},  // 1000.4 rounds down
-      {"1.5", 2},          // bytes round to nearest too
-      {"0.25", 0},
-      {"0.000000000000000001EiB", 1},  // 1.15 bytes: 18 decimals are exact
+      {"1.001KB", 1001},
       {"9223372036854775807", kMax},
       {"9223372036854775807B", kMax},
       {"7EiB", 7 * (int64_t{1} << 60)},
@@ -115,6 +109,16 @@ TEST(ParseSize, BadInputs) {
                                 {"8589934592GiB", "too large"},
                                 {"100000000000000000000000", "too large"},
                                 {"1.0000000000000000001", "too many decimal places"},
+                                // Issue 11: no trimming, no rounding to a byte.
+                                {"  8 KiB  ", "remove the spaces around the value"},
+                                {" 1KiB", "remove the spaces"},
+                                {"1KiB\t", "remove the spaces"},
+                                {"0.5", "not a whole number of bytes"},
+                                {"1.5", "not a whole number of bytes"},
+                                {"0.25", "not a whole number of bytes"},
+                                {"1.1KiB", "not a whole number of bytes"},
+                                {"1.0005KB", "not a whole number of bytes"},
+                                {"0.000000000000000001EiB", "not a whole number of bytes"},
                             });
 }
 
@@ -202,7 +206,8 @@ TEST(FormatSize, UnitIsTheLargestNotAboveTheValue) {
 TEST(ParseSizeList, GoodInputs) {
   EXPECT_EQ(parse_size_list("1MiB"), (Values{MiB}));
   EXPECT_EQ(parse_size_list("1MiB,2MiB"), (Values{MiB, 2 * MiB}));
-  EXPECT_EQ(parse_size_list(" 2KiB , 1KiB "), (Values{KiB, 2 * KiB}));
+  EXPECT_EQ(parse_size_list("2KiB,1KiB"), (Values{KiB, 2 * KiB}));
+  EXPECT_THROW(parse_size_list(" 2KiB , 1KiB "), ParseError);  // one rule: no outer spaces
   EXPECT_EQ(parse_size_list("4KiB,1KiB,4KiB"), (Values{KiB, 4 * KiB}));
   EXPECT_EQ(parse_size_list("1MiB:8MiB:x2"), (Values{MiB, 2 * MiB, 4 * MiB, 8 * MiB}));
   EXPECT_EQ(parse_size_list("1MiB:5MiB:x2"), (Values{MiB, 2 * MiB, 4 * MiB}));
@@ -255,7 +260,8 @@ TEST(ParseIntList, GoodInputs) {
   EXPECT_EQ(parse_int_list("3:3"), (Values{3}));
   EXPECT_EQ(parse_int_list("-1,0,2"), (Values{-1, 0, 2}));
   EXPECT_EQ(parse_int_list("-2:1"), (Values{-2, -1, 0, 1}));
-  EXPECT_EQ(parse_int_list("5,1,5, 3"), (Values{1, 3, 5}));
+  EXPECT_EQ(parse_int_list("5,1,5,3"), (Values{1, 3, 5}));
+  EXPECT_THROW(parse_int_list("5,1,5, 3"), ParseError);  // one rule: no spaces around items
   EXPECT_EQ(parse_int_list("0,1:4:x2,2:6:+2"), (Values{0, 1, 2, 4, 6}));
   EXPECT_EQ(parse_int_list("9223372036854775806:9223372036854775807"), (Values{kMax - 1, kMax}));
   const Values powers = parse_int_list("1:9223372036854775807:x2");
@@ -290,7 +296,7 @@ TEST(ParseShard, GoodInputs) {
   const Shard a = parse_shard("1/3");
   EXPECT_EQ(a.index, 1);
   EXPECT_EQ(a.count, 3);
-  const Shard b = parse_shard(" 2 / 5 ");
+  const Shard b = parse_shard("2/5");
   EXPECT_EQ(b.index, 2);
   EXPECT_EQ(b.count, 5);
   const Shard c = parse_shard("1/1");
@@ -309,7 +315,47 @@ TEST(ParseShard, BadInputs) {
                                  {"1/99999999999", "N must be between 1 and"},
                                  {"a/b", "invalid shard \"a/b\""},
                                  {"1/3/5", "invalid shard \"1/3/5\""},
+                                 {" 2/5", "remove the spaces"},
+                                 {"2 / 5", "invalid shard"},
                              });
+}
+
+// --- single values (issue 11: one rule per value, never clamped) ---------------------------------
+
+TEST(ParseInt64, GoodAndBad) {
+  EXPECT_EQ(parse_int64("4"), 4);
+  EXPECT_EQ(parse_int64("-1"), -1);
+  EXPECT_EQ(parse_int64("9223372036854775807"), kMax);
+  expect_errors(parse_int64, {
+                                 {"", "expected a whole number"},
+                                 {" 4", "remove the spaces"},
+                                 {"4 ", "remove the spaces"},
+                                 {"4.0", "expected a whole number"},
+                                 {"1e3", "expected a whole number"},
+                                 {"+4", "expected a whole number"},
+                                 {"99999999999999999999", "out of range"},
+                                 {"-99999999999999999999", "out of range"},
+                             });
+}
+
+TEST(ParseUint64, NeverWrapsANegativeOrClampsAnOverflow) {
+  EXPECT_EQ(parse_uint64("0"), 0U);
+  EXPECT_EQ(parse_uint64("18446744073709551615"), std::numeric_limits<uint64_t>::max());
+  expect_errors(parse_uint64, {
+                                  {"-1", "must not be negative"},
+                                  {"18446744073709551616", "out of range"},
+                                  {"", "expected a whole number"},
+                                  {"0x10", "expected a whole number"},
+                                  {" 1", "remove the spaces"},
+                              });
+}
+
+TEST(ParsePositiveNumber, FiniteAndAboveZero) {
+  EXPECT_DOUBLE_EQ(parse_positive_number("1.25"), 1.25);
+  EXPECT_DOUBLE_EQ(parse_positive_number("40"), 40.0);
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "0", "0.0", "-1", "", " 1", "1x", "1e999"}) {
+    EXPECT_THROW(parse_positive_number(bad), ParseError) << bad;
+  }
 }
 
 TEST(InShard, PartitionsPoints) {

@@ -25,7 +25,7 @@ inline constexpr int kInterrupted = 130;
 extern std::atomic<bool> g_cancel;
 
 // A bad command line that the request layer does not cover (a missing --db, an unknown --format):
-// exit 2 with a hint.
+// exit 2 with one `error:` line.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -36,6 +36,10 @@ struct Common {
   bool json = false;
 };
 void add_common_flags(CLI::App& sub, Common& common, bool db_required);
+// One rule for what a user types, attached to every option of every command by its value type:
+// integers go through profiler::parse_int64/parse_uint64 before CLI11 converts them (CLI11 2.1
+// clamps or wraps an out-of-range integer), and no option takes an empty value.
+void add_value_rules(CLI::App& app);
 bool show_progress(const Common& common);
 std::unique_ptr<profiler::Store> open_store(const Common& common, bool write);
 
@@ -53,12 +57,13 @@ void require_valid(const Request& request) {
   }
 }
 
-// --fail-if METRIC>VALUE: peak>SIZE, step-ms>X, slowdown>F.
+// --fail-if METRIC>VALUE: peak>SIZE, step-ms>MS, slowdown>F (slowdown only where there is a
+// baseline, i.e. for a sweep). Values are positive and finite; throws UsageError.
 struct Threshold {
   std::string metric;
   double value = 0;
 };
-std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs);
+std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs, bool allow_slowdown);
 // The crossed thresholds as messages.
 std::vector<std::string> check_thresholds(const std::vector<Threshold>& thresholds,
                                           const profiler::RunSummary& summary, double slowdown);

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "offtune/profiler/units.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
 
@@ -18,6 +19,47 @@ void add_common_flags(CLI::App& sub, Common& c, bool db_required) {
   if (db_required) opt->required();
   sub.add_flag("--quiet,-q", c.quiet, "no progress or text output");
   sub.add_flag("--json", c.json, "print the result as JSON");
+}
+
+namespace {
+
+CLI::Validator text_rule(void (*parse)(std::string_view), const char* name) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      "", name);
+}
+
+}  // namespace
+
+void add_value_rules(CLI::App& app) {
+  static const CLI::Validator kInt =
+      text_rule([](std::string_view t) { pf::parse_int64(t); }, "INT64");
+  static const CLI::Validator kUint =
+      text_rule([](std::string_view t) { pf::parse_uint64(t); }, "UINT64");
+  static const CLI::Validator kText = text_rule(
+      [](std::string_view t) {
+        if (t.empty()) throw std::invalid_argument("an empty value is not a value");
+      },
+      "NONEMPTY");
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size() == 0) continue;  // a flag
+    const std::string type = opt->get_type_name();
+    if (type == "INT") {
+      opt->check(kInt);
+    } else if (type == "UINT") {
+      opt->check(kUint);
+    } else {
+      opt->check(kText);
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands({})) add_value_rules(*sub);
 }
 
 bool show_progress(const Common& c) { return !c.quiet && isatty(STDERR_FILENO); }
@@ -46,13 +88,16 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
   app.add_option("--device-capacity", b.device_capacity,
                  "host-sim device memory size, e.g. 2GiB (allocations beyond it are out of "
                  "memory); default unlimited");
-  app.add_option("--threads", b.threads, "intra-op threads (default: cores-1 on host-sim)");
+  app.add_option("--threads", b.threads,
+                 "intra-op threads: auto (cores-1 on host-sim) or 1.." +
+                     std::to_string(requests::max_threads()) + " (this machine's cores)")
+      ->capture_default_str();
   app.add_option("--collector", b.collector,
                  "cuda device activity: auto (CUPTI if available), cupti, nvtx-only (under nsys)")
       ->capture_default_str();
   app.add_option("--input-spec", w.input_spec,
                  "input of a --model PATH.pt TorchScript model: NAME:int64[B,T]:vocab=V (token "
-                 "ids) or NAME:float32[B,F] (dense)")
+                 "ids) or NAME:float32[B,N] with N a number, e.g. x:float32[B,64] (dense)")
       ->capture_default_str();
 }
 
@@ -65,27 +110,34 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
   app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");
 }
 
-std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs) {
+std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,
+                                        bool allow_slowdown) {
+  const std::string forms =
+      allow_slowdown ? "peak>SIZE, step-ms>MS or slowdown>F" : "peak>SIZE or step-ms>MS";
   std::vector<Threshold> out;
   for (const auto& s : specs) {
     const auto gt = s.find('>');
-    if (gt == std::string::npos) {
-      throw UsageError("bad --fail-if '" + s + "' (form: peak>SIZE, step-ms>MS or slowdown>F)");
-    }
+    if (gt == std::string::npos)
+      throw UsageError("bad --fail-if '" + s + "' (form: " + forms + ")");
     Threshold t;
     t.metric = s.substr(0, gt);
     const std::string v = s.substr(gt + 1);
+    const std::string flag = "--fail-if " + t.metric;
     try {
       if (t.metric == "peak") {
-        t.value = static_cast<double>(pf::parse_size(v));
-      } else if (t.metric == "step-ms" || t.metric == "slowdown") {
-        t.value = std::stod(v);
+        t.value = static_cast<double>(requests::parse_memory_budget(flag, v));
+      } else if (t.metric == "step-ms" || (t.metric == "slowdown" && allow_slowdown)) {
+        t.value = requests::parse_positive(flag, v);
+      } else if (t.metric == "slowdown") {
+        throw UsageError(
+            "--fail-if slowdown needs a baseline to compare with: use it with offtune sweep");
       } else {
-        throw UsageError("unknown --fail-if metric '" + t.metric +
-                         "' (valid: peak, step-ms, slowdown)");
+        throw UsageError("unknown --fail-if metric '" + t.metric + "' (valid: " + forms + ")");
       }
-    } catch (const std::invalid_argument&) {
-      throw UsageError("bad --fail-if value in '" + s + "'");
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
     out.push_back(t);
   }

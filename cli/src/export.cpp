@@ -4,6 +4,7 @@
 
 #include "cli.hpp"
 #include "offtune/profiler/export.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
 namespace {
@@ -16,16 +17,24 @@ class ExportCommand final : public Command {
     app_ = parent.add_subcommand("export", "export timelines or sweep points");
     add_common_flags(*app_, common_, /*db_required=*/true);
     app_->add_option("--format", format_, "chrome (Perfetto), nsys-sqlite, csv")->required();
-    app_->add_option("-o,--output", output_, "output file")->required();
-    app_->add_option("--run", run_ids_, "runs to export (default: all)");
+    app_->add_option("-o,--output", output_,
+                     "output file, replaced atomically; - for standard output. Never the store "
+                     "itself or another offtune store; a FIFO or character device is written as "
+                     "a stream; a directory is refused")
+        ->required();
+    app_->add_option("--run", run_ids_, "runs to export, ids from 1 (default: all)");
     app_->add_option("--sweep", sweep_id_, "sweep for csv (default: the latest)");
   }
 
   int run() override {
     if (output_.empty()) throw UsageError("-o/--output is required");
-    auto store = open_store(common_, /*write=*/false);
+    if (format_ != "chrome" && format_ != "nsys-sqlite" && format_ != "csv") {
+      throw UsageError("unknown --format '" + format_ + "' (valid: chrome, nsys-sqlite, csv)");
+    }
     std::vector<pf::RunId> runs;
-    for (int64_t id : run_ids_) runs.emplace_back(id);
+    for (const auto& id : run_ids_) runs.emplace_back(requests::parse_id("--run", id));
+    const int64_t sweep_id = sweep_id_.empty() ? -1 : requests::parse_id("--sweep", sweep_id_);
+    auto store = open_store(common_, /*write=*/false);
     if (runs.empty()) {
       for (const auto& r : store->runs()) runs.push_back(r.id);
     }
@@ -34,21 +43,20 @@ class ExportCommand final : public Command {
     } else if (format_ == "nsys-sqlite") {
       pf::export_nsys_sqlite(*store, runs, output_);
     } else if (format_ == "csv") {
-      auto sweep = pick_sweep(*store, sweep_id_);
+      auto sweep = pick_sweep(*store, sweep_id);
       if (!sweep) throw UsageError("no sweep to export in " + common_.db);
       pf::export_points_csv(*store, sweep->id, output_);
-    } else {
-      throw UsageError("unknown --format '" + format_ + "' (valid: chrome, nsys-sqlite, csv)");
     }
-    if (!common_.quiet) std::cout << "wrote " << output_ << "\n";
+    // Standard output carries the export itself.
+    if (!common_.quiet && output_ != "-") std::cout << "wrote " << output_ << "\n";
     return kOk;
   }
 
  private:
   Common common_;
   std::string format_, output_;
-  std::vector<int64_t> run_ids_;
-  int64_t sweep_id_ = -1;
+  std::vector<std::string> run_ids_;
+  std::string sweep_id_;
 };
 
 }  // namespace

@@ -18,12 +18,12 @@ class MergeCommand final : public Command {
 
   int run() override {
     if (inputs_.empty()) throw UsageError("merge needs input stores");
+    // Every input is opened (and refused if it is not a store) before the target is created.
+    std::vector<std::unique_ptr<pf::Store>> sources;
+    for (const auto& in : inputs_) sources.push_back(pf::open_sqlite_store_readonly(in));
     auto dst = open_store(common_, /*write=*/true);
     int64_t copied = 0;
-    for (const auto& in : inputs_) {
-      auto src = pf::open_sqlite_store_readonly(in);
-      copied += pf::merge_stores(*dst, *src);
-    }
+    for (auto& src : sources) copied += pf::merge_stores(*dst, *src);
     if (!common_.quiet) std::cout << "merged " << copied << " point(s) into " << common_.db << "\n";
     return kOk;
   }

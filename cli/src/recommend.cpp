@@ -7,6 +7,7 @@
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/units.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
 namespace {
@@ -19,24 +20,27 @@ class RecommendCommand final : public Command {
   explicit RecommendCommand(CLI::App& parent) {
     app_ = parent.add_subcommand("recommend", "pick settings from a sweep");
     add_common_flags(*app_, common_, /*db_required=*/true);
-    app_->add_option("--sweep", sweep_id_, "sweep id (default: the latest)");
+    app_->add_option("--sweep", sweep_id_, "sweep id, from 1 (default: the latest)");
     auto* budget =
         app_->add_option("--memory-budget", budget_, "fastest point whose peak fits, e.g. 8GiB");
     app_->add_option("--max-slowdown", max_slowdown_,
                      "lowest-memory point within this step-time factor (default 1.25)")
-        ->excludes(budget)
-        ->check(CLI::PositiveNumber);
+        ->excludes(budget);
   }
 
   int run() override {
-    auto store = open_store(common_, /*write=*/false);
-    auto sweep = pick_sweep(*store, sweep_id_);
-    if (!sweep) {
-      throw UsageError("no sweep in " + common_.db + (sweep_id_ >= 0 ? " with that id" : ""));
-    }
+    // Every value is checked before the store is opened.
+    const int64_t id = sweep_id_.empty() ? -1 : requests::parse_id("--sweep", sweep_id_);
     pf::Constraint constraint;
-    if (!budget_.empty()) constraint.memory_budget = pf::parse_size(budget_);
-    if (max_slowdown_ > 0) constraint.max_slowdown = max_slowdown_;
+    if (!budget_.empty()) {
+      constraint.memory_budget = requests::parse_memory_budget("--memory-budget", budget_);
+    }
+    if (!max_slowdown_.empty()) {
+      constraint.max_slowdown = requests::parse_positive("--max-slowdown", max_slowdown_);
+    }
+    auto store = open_store(common_, /*write=*/false);
+    auto sweep = pick_sweep(*store, id);
+    if (!sweep) throw UsageError("no sweep in " + common_.db + (id >= 0 ? " with that id" : ""));
     const auto rec = pf::recommend(store->points(sweep->id), constraint);
     if (common_.json) {
       json front = json::array();
@@ -76,9 +80,9 @@ class RecommendCommand final : public Command {
 
  private:
   Common common_;
-  int64_t sweep_id_ = -1;
+  std::string sweep_id_;
   std::string budget_;
-  double max_slowdown_ = 0;
+  std::string max_slowdown_;
 };
 
 }  // namespace

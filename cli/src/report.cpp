@@ -6,6 +6,7 @@
 #include "cli.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/units.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
 namespace {
@@ -18,14 +19,15 @@ class ReportCommand final : public Command {
   explicit ReportCommand(CLI::App& parent) {
     app_ = parent.add_subcommand("report", "list sweeps and runs, or a sweep's points");
     add_common_flags(*app_, common_, /*db_required=*/true);
-    app_->add_option("--sweep", sweep_id_, "show this sweep's points");
+    app_->add_option("--sweep", sweep_id_, "show this sweep's points (ids start at 1)");
   }
 
   int run() override {
+    const int64_t id = sweep_id_.empty() ? -1 : requests::parse_id("--sweep", sweep_id_);
     auto store = open_store(common_, /*write=*/false);
-    if (sweep_id_ >= 0) {
-      auto sweep = store->sweep(pf::SweepId(sweep_id_));
-      if (!sweep) throw UsageError("no sweep " + std::to_string(sweep_id_) + " in " + common_.db);
+    if (id >= 0) {
+      auto sweep = store->sweep(pf::SweepId(id));
+      if (!sweep) throw UsageError("no sweep " + std::to_string(id) + " in " + common_.db);
       print_points(store->points(sweep->id));
       return kOk;
     }
@@ -56,7 +58,7 @@ class ReportCommand final : public Command {
                 << " points\n";
     }
     for (const auto& r : runs) {
-      std::printf("run %lld %-8s %10.2f ms  peak %-10s %s\n", static_cast<long long>(r.id.value),
+      std::printf("run %lld %-11s %10.2f ms  peak %-10s %s\n", static_cast<long long>(r.id.value),
                   pf::to_string(r.status), r.summary.step_ms_median,
                   pf::format_size(r.summary.peak_allocated).c_str(), r.label.c_str());
     }
@@ -65,7 +67,7 @@ class ReportCommand final : public Command {
 
  private:
   Common common_;
-  int64_t sweep_id_ = -1;
+  std::string sweep_id_;
 };
 
 }  // namespace

@@ -36,11 +36,13 @@ class RunCommand final : public Command {
   }
 
   int run() override {
-    const auto thresholds = parse_thresholds(fail_if_);
+    const auto thresholds = parse_thresholds(fail_if_, /*allow_slowdown=*/false);
     request_.db = common_.db;
-    require_valid(request_);  // before the store is created
-    auto store = open_store(common_, /*write=*/true);
+    require_valid(request_);
+    // The model is built (a TorchScript file loaded) before the store is created, so that a
+    // refused model leaves no file behind.
     auto run = requests::prepare(request_);
+    auto store = open_store(common_, /*write=*/true);
     if (show_progress(common_)) std::cerr << "running " << run.spec.workload.model << "...\n";
     const auto out = pf::run_measured(*run.workload, run.spec, *store);
     const auto& r = out.record;

@@ -31,18 +31,24 @@ class SweepCommand final : public Command {
     app_->add_option("--shard", request_.shard, "run only shard i of n (1-based), e.g. 2/4")
         ->capture_default_str();
     app_->add_option("--name", request_.name, "a name for the sweep")->capture_default_str();
+    app_->add_option("--max-points", request_.max_points,
+                     "refuse a grid of more points than this (up to " +
+                         std::to_string(requests::kMaxMaxPoints) + ")")
+        ->capture_default_str();
     app_->add_option("--fail-if", fail_if_,
                      "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS");
   }
 
   int run() override {
-    const auto thresholds = parse_thresholds(fail_if_);
+    const auto thresholds = parse_thresholds(fail_if_, /*allow_slowdown=*/true);
     request_.db = common_.db;
-    require_valid(request_);  // before the store is created
+    require_valid(request_);
+    // Built before the store is created: a refused model leaves no file behind.
+    auto prepared = requests::prepare(request_);
     auto store = open_store(common_, /*write=*/true);
     const bool progress = show_progress(common_);
-    const auto outcome = requests::execute(
-        request_, *store,
+    const auto outcome = pf::run_sweep(
+        *prepared.workload, prepared.spec, *store,
         [&](const pf::SweepProgress& p) {
           if (!progress) return;
           std::cerr << "\r[sweep] " << p.done << "/" << p.total << " points" << std::flush;
@@ -60,6 +66,7 @@ class SweepCommand final : public Command {
                         {"failed", outcome.failed},
                         {"oom", outcome.oom},
                         {"interrupted", outcome.interrupted},
+                        {"by_other", outcome.by_other},
                         {"points", pts},
                         {"db", common_.db}}
                        .dump(2)
@@ -67,7 +74,11 @@ class SweepCommand final : public Command {
     } else if (!common_.quiet) {
       std::cout << "sweep " << outcome.sweep.value << ": ran " << outcome.ran << ", skipped "
                 << outcome.skipped << " (already measured), ok " << outcome.ok << ", failed "
-                << outcome.failed << ", out of memory " << outcome.oom << "\n";
+                << outcome.failed << ", out of memory " << outcome.oom;
+      if (outcome.by_other > 0) {
+        std::cout << ", measured by another offtune process " << outcome.by_other;
+      }
+      std::cout << "\n";
       print_points(points);
     }
     if (outcome.interrupted) {

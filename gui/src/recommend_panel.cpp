@@ -23,6 +23,7 @@
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/units.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::gui {
 
@@ -146,11 +147,11 @@ std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
   switch (mode_->checkedId()) {
     case kBudget:
       try {
-        c.memory_budget = pf::parse_size(budget_->text().trimmed().toStdString());
-        if (*c.memory_budget <= 0) throw std::invalid_argument("the budget must be positive");
+        // The CLI's rule for --memory-budget (offtune/requests).
+        c.memory_budget =
+            requests::parse_memory_budget("memory budget", budget_->text().trimmed().toStdString());
       } catch (const std::exception& e) {
-        if (error)
-          *error = QStringLiteral("memory budget: %1").arg(QString::fromStdString(e.what()));
+        if (error) *error = QString::fromStdString(e.what());
         return std::nullopt;
       }
       break;
@@ -166,10 +167,15 @@ std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
 void RecommendPanel::setConstraint(const pf::Constraint& c) {
   const QSignalBlocker block_budget(budget_), block_slowdown(slowdown_);
   if (c.memory_budget) {
-    // A rounded "1.48 MiB" would parse back to fewer bytes than asked for: keep it exact.
+    // A rounded "1.48 MiB" is not the budget asked for (and is no whole number of bytes): keep it
+    // exact, in bytes, unless the short form is exact.
     const std::string text = pf::format_size(*c.memory_budget);
-    budget_->setText(QString::fromStdString(
-        pf::parse_size(text) == *c.memory_budget ? text : std::to_string(*c.memory_budget)));
+    bool exact = false;
+    try {
+      exact = pf::parse_size(text) == *c.memory_budget;
+    } catch (const pf::ParseError&) {
+    }
+    budget_->setText(QString::fromStdString(exact ? text : std::to_string(*c.memory_budget)));
     mode_->button(kBudget)->setChecked(true);
   } else if (c.max_slowdown) {
     slowdown_->setValue(*c.max_slowdown);

@@ -25,9 +25,13 @@ QSpinBox* spin(QWidget* parent, int lo, int hi, int value) {
   return s;
 }
 
-QComboBox* combo(QWidget* parent, const QStringList& items, bool editable) {
+QSpinBox* spin(QWidget* parent, requests::Range range, int value) {
+  return spin(parent, static_cast<int>(range.lo), static_cast<int>(range.hi), value);
+}
+
+QComboBox* combo(QWidget* parent, const std::vector<std::string>& items, bool editable) {
   auto* c = new QComboBox(parent);
-  c->addItems(items);
+  for (const auto& item : items) c->addItem(QString::fromStdString(item));
   c->setEditable(editable);
   return c;
 }
@@ -60,11 +64,12 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   db_row->addWidget(browse_db);
   form->addRow(QStringLiteral("Store"), db_row);
   name_ = new QLineEdit(this);
-  name_->setPlaceholderText(QStringLiteral("optional label"));
+  name_->setPlaceholderText(QStringLiteral("optional label (empty: %1)")
+                                .arg(QString::fromStdString(SweepRequest{}.name)));
   form->addRow(QStringLiteral("Name"), name_);
 
   auto* model_row = new QHBoxLayout;
-  model_ = combo(this, {"tiny", "small", "1b", "gpt-tiny", "gpt-small", "mlp"}, true);
+  model_ = combo(this, requests::model_names(), true);
   model_->setToolTip(QStringLiteral("a built-in model, or the path of a TorchScript file (.pt)"));
   auto* browse_model = new QPushButton(QStringLiteral("TorchScript\u2026"), this);
   model_row->addWidget(model_, 1);
@@ -72,13 +77,16 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   form->addRow(QStringLiteral("Model"), model_row);
   input_spec_ = new QLineEdit(this);
   input_spec_->setToolTip(
-      QStringLiteral("input of a TorchScript model: NAME:int64[B,T]:vocab=V or NAME:float32[B,F]"));
+      QStringLiteral("input of a TorchScript model: NAME:int64[B,T]:vocab=V or NAME:float32[B,N], "
+                     "e.g. x:float32[B,64]"));
   form->addRow(QStringLiteral("Input spec"), input_spec_);
-  batch_ = spin(this, 1, 1 << 20, 4);
-  seq_ = spin(this, 1, 1 << 24, 128);
-  dtype_ = combo(this, {"fp32", "bf16", "fp16"}, false);
-  steps_ = spin(this, 1, 100000, 3);
-  warmup_ = spin(this, 0, 100000, 1);
+  // Ranges, lists and starting values from the request layer: the form offers what the CLI takes.
+  const SweepRequest defaults;
+  batch_ = spin(this, requests::kBatchRange, static_cast<int>(defaults.workload.batch));
+  seq_ = spin(this, requests::kSeqRange, static_cast<int>(defaults.workload.seq));
+  dtype_ = combo(this, requests::dtype_names(), false);
+  steps_ = spin(this, requests::kStepsRange, static_cast<int>(defaults.workload.steps));
+  warmup_ = spin(this, requests::kWarmupRange, static_cast<int>(defaults.workload.warmup));
   seed_ = spin(this, 0, std::numeric_limits<int>::max(), 0);
   form->addRow(QStringLiteral("Batch"), batch_);
   form->addRow(QStringLiteral("Sequence length"), seq_);
@@ -86,8 +94,8 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   form->addRow(QStringLiteral("Measured steps"), steps_);
   form->addRow(QStringLiteral("Warm-up steps"), warmup_);
   form->addRow(QStringLiteral("Seed"), seed_);
-  backend_ = combo(this, {"auto", "cuda", "host-sim"}, false);
-  link_ = combo(this, {"pcie4", "none"}, true);
+  backend_ = combo(this, requests::backend_names(), false);
+  link_ = combo(this, requests::link_names(), true);
   link_->setToolTip(QStringLiteral("host-sim link model: none, pcie4, or GBPS:LATENCY_US"));
   capacity_ = new QLineEdit(this);
   capacity_->setPlaceholderText(
@@ -171,6 +179,7 @@ SweepRequest SweepForm::request() const {
   SweepRequest r;
   r.db = text_of(db_);
   r.name = text_of(name_);
+  if (r.name.empty()) r.name = SweepRequest{}.name;  // the placeholder's promise
   r.workload.model = text_of(model_);
   r.workload.batch = batch_->value();
   r.workload.seq = seq_->value();

@@ -9,6 +9,8 @@
 
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/backend.hpp"
+
+#include "offtune/profiler/units.hpp"
 #include "offtune/version.hpp"
 
 #ifndef OFFTUNE_GIT_REVISION
@@ -21,15 +23,15 @@ LinkModel parse_link(const std::string& s) {
   if (s == "none") return {};
   if (s == "pcie4") return LinkModel::pcie4();
   if (const auto colon = s.find(':'); colon != std::string::npos) {
+    // The units' parsers, so that "inf", "nan", spaces and the like mean the same as everywhere
+    // else: not a value. A latency of 0 is valid; a bandwidth must be positive and finite, and a
+    // latency beyond a second is a typo.
+    const std::string gbps_text = s.substr(0, colon), us_text = s.substr(colon + 1);
     try {
-      size_t used_gbps = 0, used_us = 0;
-      const std::string gbps_text = s.substr(0, colon), us_text = s.substr(colon + 1);
-      const double gbps = std::stod(gbps_text, &used_gbps);
-      const double us = std::stod(us_text, &used_us);
-      if (used_gbps == gbps_text.size() && used_us == us_text.size() && gbps > 0 && us >= 0) {
-        return LinkModel{gbps, 0.0, static_cast<int64_t>(us * 1000)};
-      }
-    } catch (const std::exception&) {
+      const double gbps = parse_positive_number(gbps_text);
+      const double us = us_text == "0" ? 0.0 : parse_positive_number(us_text);
+      if (gbps <= 1e6 && us <= 1e6) return LinkModel{gbps, 0.0, static_cast<int64_t>(us * 1000)};
+    } catch (const ParseError&) {
     }
   }
   throw std::invalid_argument("bad link '" + s + "' (valid: none, pcie4, GBPS:LATENCY_US)");

@@ -297,9 +297,9 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
 }  // namespace
 
 void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std::string& path) {
+  detail::PendingFile file(path, store.path());  // a target that must not be written: refused first
   const std::vector<RunRecord> records = detail::load_runs(store, runs);
 
-  detail::PendingFile file(path);
   {
     std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
     if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));

@@ -2,8 +2,11 @@
 // is renamed into place on success, run loading, and run titles.
 #include "offtune/profiler/export.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -12,9 +15,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <unordered_set>
+#include <utility>
 
 #include "offtune/profiler/units.hpp"
 
@@ -120,14 +125,86 @@ std::string run_title(const RunRecord& run) {
 
 namespace detail {
 
-PendingFile::PendingFile(std::string target) : target_(std::move(target)) {
-  // Unique per process and per export, hidden, and in the same directory as the target.
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void refuse(const std::string& target, const std::string& why) {
+  throw ExportError("will not write " + target + ": " + why);
+}
+
+// The file's identity, if it exists.
+std::optional<std::pair<dev_t, ino_t>> identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::pair{st.st_dev, st.st_ino};
+}
+
+// Whether `path` is an offtune store: an SQLite file whose header carries offtune's application id
+// ("OFTN" at offset 68, big-endian, as PRAGMA application_id writes it).
+bool is_offtune_store(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 72> head{};
+  if (!in.read(head.data(), head.size())) return false;
+  return std::string_view(head.data(), 16) == std::string_view("SQLite format 3\0", 16) &&
+         std::string_view(head.data() + 68, 4) == "OFTN";
+}
+
+// The store's own files, which an export of it must never replace: the database and the side files
+// SQLite keeps (or will create) beside it. Compared by identity where they exist and by resolved
+// path where they do not yet.
+void refuse_store_files(const std::string& target, const std::string& dest,
+                        const std::string& store_path) {
+  if (store_path.empty()) return;
+  const auto target_id = identity(dest);
+  std::error_code ec;
+  const fs::path dest_path = fs::weakly_canonical(dest, ec);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = store_path + suffix;
+    const auto id = identity(file);
+    const bool same = (target_id && id && *target_id == *id) ||
+                      (!ec && fs::weakly_canonical(file, ec) == dest_path && !ec);
+    if (same) {
+      refuse(target, *suffix == '\0' ? "it is the store being exported (" + store_path + ")"
+                                     : std::string("it is the store's ") + (suffix + 1) +
+                                           " file (" + store_path + ")");
+    }
+  }
+}
+
+}  // namespace
+
+PendingFile::PendingFile(std::string target, const std::string& store_path)
+    : target_(std::move(target)), dest_(target_) {
   static std::atomic<unsigned> counter{0};
-  const std::filesystem::path t(target_);
-  std::filesystem::path name = "." + t.filename().string() + ".tmp-" +
-                               std::to_string(static_cast<long long>(::getpid())) + "-" +
-                               std::to_string(counter.fetch_add(1));
-  temp_ = (t.parent_path() / name).string();
+  const std::string unique = ".tmp-" + std::to_string(static_cast<long long>(::getpid())) + "-" +
+                             std::to_string(counter.fetch_add(1));
+  if (target_ == "-") {
+    mode_ = Mode::Stdout;
+    temp_ = (fs::temp_directory_path() / ("offtune-export" + unique)).string();
+    return;
+  }
+  struct stat st {};
+  if (::stat(target_.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) refuse(target_, "it is a directory");
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+      mode_ = Mode::Stream;
+      temp_ = (fs::temp_directory_path() / ("offtune-export" + unique)).string();
+      return;
+    }
+    if (!S_ISREG(st.st_mode))
+      refuse(target_, "it is not a regular file, a FIFO or a character device");
+    std::error_code ec;
+    const fs::path resolved = fs::canonical(target_, ec);  // a symbolic link stays one
+    if (!ec) dest_ = resolved.string();
+    refuse_store_files(target_, dest_, store_path);
+    if (is_offtune_store(dest_)) refuse(target_, "it is an offtune store, not an export");
+  } else {
+    refuse_store_files(target_, dest_, store_path);
+  }
+  // Unique per process and per export, hidden, and in the same directory as the destination.
+  const fs::path d(dest_);
+  temp_ = (d.parent_path() / ("." + d.filename().string() + unique)).string();
 }
 
 PendingFile::~PendingFile() {
@@ -139,12 +216,46 @@ PendingFile::~PendingFile() {
 }
 
 void PendingFile::commit() {
-  if (std::rename(temp_.c_str(), target_.c_str()) != 0) {
-    const int err = errno;
+  const auto fail = [&](int err) {
     std::error_code ignored;
-    std::filesystem::remove(temp_, ignored);
+    fs::remove(temp_, ignored);
     throw ExportError("cannot write " + target_ + ": " + std::strerror(err));
+  };
+  if (mode_ == Mode::File) {
+    if (std::rename(temp_.c_str(), dest_.c_str()) != 0) fail(errno);
+    committed_ = true;
+    return;
   }
+  // A stream: the complete file is copied into it, and every byte must be taken.
+  const int in = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) fail(errno);
+  const int out =
+      mode_ == Mode::Stdout ? STDOUT_FILENO : ::open(dest_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (out < 0) {
+    const int err = errno;
+    ::close(in);
+    fail(err);
+  }
+  std::array<char, 1 << 16> buf{};
+  int err = 0;
+  while (err == 0) {
+    const ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno != EINTR) err = errno;
+      continue;
+    }
+    for (ssize_t done = 0; done < n && err == 0;) {
+      const ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno != EINTR) err = errno;
+      if (w > 0) done += w;
+    }
+  }
+  ::close(in);
+  if (mode_ == Mode::Stream && ::close(out) != 0 && err == 0) err = errno;
+  if (err != 0) fail(err);
+  std::error_code ignored;
+  fs::remove(temp_, ignored);
   committed_ = true;
 }
 
@@ -177,7 +288,7 @@ void export_points_csv(Store& store, SweepId sweep, const std::string& path) {
     throw ExportError("cannot read sweep " + std::to_string(sweep.value) + ": " + e.what());
   }
 
-  detail::PendingFile file(path);
+  detail::PendingFile file(path, store.path());
   {
     std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
     if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));

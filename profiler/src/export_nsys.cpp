@@ -484,9 +484,9 @@ void write_enum(Database& db, const char* table, const EnumRow* rows, size_t cou
 }  // namespace
 
 void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std::string& path) {
+  detail::PendingFile file(path, store.path());  // a target that must not be written: refused first
   const std::vector<RunRecord> records = detail::load_runs(store, runs);
 
-  detail::PendingFile file(path);
   {
     Database db(file.path(), path);
     // No journal and no syncs: a failed export deletes the file anyway, so there is nothing to

@@ -1,7 +1,9 @@
 // The in-memory store: the Store semantics of the SQLite store without a file, for tests and for
 // front ends that record nothing. It refuses what the SQLite schema refuses (unknown run or sweep
-// ids, a duplicate step or sweep key) with StoreError(Invalid), and a refused batch adds nothing,
-// so code tested against it behaves the same on the real store.
+// ids, a duplicate step) with StoreError(Invalid), and a refused batch adds nothing, so code tested
+// against it behaves the same on the real store. Only this process can see it, so every run's and
+// every claim's owner is this process: runs are never interrupted by another's end, and a pending
+// point is always free to claim.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -120,10 +122,7 @@ class MemoryStore final : public Store {
   SweepId create_sweep(const SweepRecord& sweep) override {
     std::lock_guard lock(mu_);
     for (const auto& [id, s] : sweeps_) {
-      if (s.key == sweep.key) {
-        throw StoreError(Kind::Invalid,
-                         "memory store: create sweep: a sweep with key '" + sweep.key + "' exists");
-      }
+      if (s.key == sweep.key) return s.id;  // find or create, as the SQLite store
     }
     SweepRecord s = sweep;
     s.id = SweepId(next_sweep_++);
@@ -177,6 +176,18 @@ class MemoryStore final : public Store {
     }
     return out;
   }
+
+  Claim claim_point(SweepId sweep, int64_t index) override {
+    std::lock_guard lock(mu_);
+    require_sweep("claim point", sweep);
+    auto it = points_.find(std::make_pair(sweep.value, index));
+    if (it != points_.end() && it->second.status != PointStatus::Pending) {
+      return {ClaimStatus::Finished, Owner{}};
+    }
+    return {ClaimStatus::Claimed, current_owner()};
+  }
+
+  void release_point(SweepId, int64_t) override {}
 
   void add_recommendation(const RecommendationRecord& rec) override {
     std::lock_guard lock(mu_);

@@ -6,9 +6,18 @@
 // reads the schema version and the offtune identity. Only a file that passes is opened for writing;
 // any error before that leaves the bytes, and the directory, as they were. docs/store.md describes
 // the schema.
+//
+// Nothing is left behind: a file this code created and could not make a store of is removed, and a
+// read-only store folds away the -wal/-shm files its connection made. Nothing hangs: runs and
+// claims name their owning process (Owner), and those of a process that ended are recognised as
+// such.
+#include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -18,9 +27,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -34,9 +46,11 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = StoreError::Kind;
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
+// The first schema with run_owners and claims.
+constexpr int kOwnersSchema = 2;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -54,6 +68,46 @@ std::string one_line(std::string text) {
     if (c == '\n' || c == '\r') c = ' ';
   }
   return text;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Owners: which process, on which host, and whether it still runs.
+
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown-host";
+  return name.data();
+}
+
+struct ProcStat {
+  char state = '?';
+  int64_t start = 0;  // field 22: clock ticks since boot
+};
+
+// /proc/PID/stat is "pid (comm) state ppid ... starttime ...". comm may contain spaces and ')', so
+// the fields are counted from the last ')'. nullopt: no such process (or no procfs).
+std::optional<ProcStat> proc_stat(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(paren + 1));
+  ProcStat st;
+  fields >> st.state;  // field 3
+  std::string skip;
+  for (int field = 4; field < 22; ++field) fields >> skip;
+  fields >> st.start;
+  if (!fields) return std::nullopt;
+  return st;
+}
+
+// Without procfs (another kernel, a sandbox) there is no start time: the pid alone is checked, and
+// a reused pid reads as alive. Erring that way waits for a point or shows a run as running; the
+// other way would take live work from a process.
+bool have_procfs() {
+  static const bool have = proc_stat(getpid()).has_value();
+  return have;
 }
 
 Kind kind_for(int rc) {
@@ -429,12 +483,38 @@ CREATE INDEX recommendations_sweep ON recommendations (sweep);
   }
 }
 
+// Schema 2: who owns what. run_owners names the process recording each run, so that a run whose
+// process ended (SIGKILL, a crash) is not `running` forever. claims names the process measuring a
+// sweep point, so that two processes running one sweep measure each point once. Runs of schema 1
+// have no owner row.
+void migrate_1_to_2(const Connection& c) {
+  c.exec(R"sql(
+CREATE TABLE run_owners (
+  run       INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  host      TEXT    NOT NULL,
+  pid       INTEGER NOT NULL,
+  pid_start INTEGER NOT NULL
+);
+
+CREATE TABLE claims (
+  sweep           INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  point_index     INTEGER NOT NULL,
+  host            TEXT    NOT NULL,
+  pid             INTEGER NOT NULL,
+  pid_start       INTEGER NOT NULL,
+  claimed_unix_ns INTEGER NOT NULL,
+  PRIMARY KEY (sweep, point_index)
+);
+)sql",
+         "migrate schema 1 -> 2");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 1> kMigrations{{{0, &migrate_0_to_1}}};
+constexpr std::array<Migration, 2> kMigrations{{{0, &migrate_0_to_1}, {1, &migrate_1_to_2}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 // ---------------------------------------------------------------------------------------------------
@@ -616,6 +696,154 @@ void migrate(const Connection& c) {
   tx.commit();
 }
 
+// The error of a run that is `running` while its owner has ended. No owner: written before
+// schema 2.
+std::string interrupted_error(const std::optional<Owner>& owner) {
+  if (!owner) return "interrupted: the process recording it ended (recorded by an older offtune)";
+  return "interrupted: the process recording it ended (pid " + std::to_string(owner->pid) + " on " +
+         owner->host + ")";
+}
+
+// On a writable open: the running runs of owners that ended become interrupted in the file, and
+// their claims go (nobody is left to release them). One transaction, under the write lock, so that
+// it sees every commit; an owner that ended cannot write again, so nothing it decides goes stale.
+void interrupt_orphans(const Connection& c) {
+  Transaction tx(c, "mark interrupted runs");
+  std::vector<std::pair<int64_t, std::string>> ended;
+  {
+    Statement s(c,
+                "SELECT r.id, o.run IS NOT NULL, coalesce(o.host, ''), coalesce(o.pid, 0), "
+                "coalesce(o.pid_start, 0) FROM runs r LEFT JOIN run_owners o ON o.run = r.id "
+                "WHERE r.status = ?",
+                "read running runs", false);
+    Query q(s);
+    q.text(to_string(RunStatus::Running));
+    while (q.next()) {
+      const int64_t id = q.col_i64();
+      std::optional<Owner> owner;
+      if (q.col_bool()) {
+        owner = Owner{};
+        owner->host = q.col_text();
+        owner->pid = q.col_i64();
+        owner->start = q.col_i64();
+      }
+      if (!owner || !owner_alive(*owner)) ended.emplace_back(id, interrupted_error(owner));
+    }
+  }
+  if (!ended.empty()) {
+    Statement s(c, "UPDATE runs SET status = ?, error = ? WHERE id = ?", "mark run interrupted",
+                false);
+    for (const auto& [id, error] : ended) {
+      Query q(s);
+      q.text(to_string(RunStatus::Interrupted)).text(error).i64(id).run();
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> stale;
+  {
+    Statement s(c, "SELECT sweep, point_index, host, pid, pid_start FROM claims", "read claims",
+                false);
+    Query q(s);
+    while (q.next()) {
+      const int64_t sweep = q.col_i64();
+      const int64_t index = q.col_i64();
+      Owner holder;
+      holder.host = q.col_text();
+      holder.pid = q.col_i64();
+      holder.start = q.col_i64();
+      if (!owner_alive(holder)) stale.emplace_back(sweep, index);
+    }
+  }
+  if (!stale.empty()) {
+    Statement s(c, "DELETE FROM claims WHERE sweep = ? AND point_index = ?", "drop stale claim",
+                false);
+    for (const auto& [sweep, index] : stale) {
+      Query q(s);
+      q.i64(sweep).i64(index).run();
+    }
+  }
+  tx.commit();
+}
+
+// Creates the store file, so that a failure later knows the file is this open's to remove: SQLite
+// would create it as well, but would not say whether it did. false: it appeared meanwhile (another
+// process is creating the same store), and is not ours.
+bool create_store_file(const std::string& path) {
+  // 0644: what SQLite itself creates files with (SQLITE_DEFAULT_FILE_PERMISSIONS), umask applied.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::close(fd);
+    return true;
+  }
+  const int err = errno;
+  if (err == EEXIST) return false;
+  const Kind kind = err == ENOSPC || err == EDQUOT ? Kind::Full : Kind::CannotOpen;
+  throw StoreError(kind, path + ": open: " + std::generic_category().message(err));
+}
+
+// Removes a store file this process created and could not finish, with its side files. Kept when
+// another process has meanwhile made a store of it (it holds schema objects) or is writing it now
+// (its write lock is taken): then it is not ours alone any more.
+void remove_unfinished_store(const std::string& path) noexcept {
+  try {
+    bool keep = false;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(file_uri(path).c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI,
+                        nullptr) == SQLITE_OK) {
+      if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+        keep = true;
+      } else {
+        sqlite3_stmt* stmt = nullptr;
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, nullptr) ==
+                SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW) {
+          keep = sqlite3_column_int64(stmt, 0) != 0;
+        }
+        sqlite3_finalize(stmt);
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      }
+    }
+    sqlite3_close_v2(db);
+    if (keep) return;
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
+  } catch (...) {
+    // Tidying up must not hide the error that brought us here.
+  }
+}
+
+// Closing the last connection of a WAL database checkpoints it and deletes -wal and -shm, but only
+// a connection that may write does so: a read-only one leaves them behind. A brief writable
+// connection that reads once (which opens the WAL) and closes is that last connection when nobody
+// else has the store open, and SQLite then tidies up; with another connection open it is not, and
+// the files stay with their owner. A file that cannot be written stays as it is.
+//
+// Only an empty -wal is folded: it holds no commit, so the checkpoint cannot change the store file
+// (a read-only command never writes the store), and it is what readers leave. A -wal with frames
+// is a writer's (live, or crashed: the next writer recovers it) and stays as it is.
+bool wal_has_frames(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path + "-wal", ec);
+  return !ec && size > 0;
+}
+
+void fold_side_files(const std::string& path) noexcept {
+  try {
+    std::error_code ec;
+    if (!fs::exists(path + "-wal", ec) && !fs::exists(path + "-shm", ec)) return;
+    if (wal_has_frames(path)) return;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(file_uri(path).c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI,
+                        nullptr) == SQLITE_OK &&
+        sqlite3_db_readonly(db, "main") == 0) {
+      sqlite3_busy_timeout(db, kBusyTimeoutMs);
+      sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    }
+    sqlite3_close_v2(db);
+  } catch (...) {
+    // Called from a destructor: side files left behind are untidy, not wrong.
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Column lists, shared by inserts and selects so that the order of binds and reads is one list.
 
@@ -757,8 +985,25 @@ std::string cols(std::initializer_list<std::string_view> parts) {
 
 class SqliteStore final : public Store {
  public:
-  SqliteStore(std::unique_ptr<Connection> conn, bool read_only)
-      : conn_(std::move(conn)), read_only_(read_only) {}
+  // `has_owners`: the file has schema 2's run_owners (a read-only open may read schema 1).
+  // `fold_side_files`: no -wal with frames was there before this (read-only) open.
+  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners,
+              bool fold_side_files)
+      : conn_(std::move(conn)),
+        read_only_(read_only),
+        has_owners_(has_owners),
+        fold_side_files_(fold_side_files) {}
+
+  ~SqliteStore() override {
+    if (!fold_side_files_) return;
+    // Only once every statement and the connection are closed can a last connection fold them.
+    const std::string path = conn_->path();
+    cache_.clear();
+    conn_.reset();
+    fold_side_files(path);
+  }
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
 
   RunId begin_run(const RunRecord& run) override {
     std::lock_guard lock(mu_);
@@ -768,15 +1013,28 @@ class SqliteStore final : public Store {
         cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
               "started_unix_ns, finished_unix_ns", kSummaryCols}) +
         ") VALUES (" + placeholders(3 + kEnvN + kWorkloadN + kConfigN + 2 + kSummaryN) + ")";
-    Query q(stmt(sql, "insert run"));
-    q.text(to_string(run.status)).text(run.error).text(run.label);
-    bind_env(q, run.env);
-    bind_workload(q, run.workload);
-    bind_config(q, run.config);
-    q.i64(run.started_unix_ns).i64(run.finished_unix_ns);
-    bind_summary(q, run.summary);
-    q.run();
-    return RunId(sqlite3_last_insert_rowid(conn_->get()));
+    // The run and its owner commit together: no moment when another process sees a running run
+    // without the owner that tells whether it still runs.
+    Transaction tx(*conn_, "insert run");
+    {
+      Query q(stmt(sql, "insert run"));
+      q.text(to_string(run.status)).text(run.error).text(run.label);
+      bind_env(q, run.env);
+      bind_workload(q, run.workload);
+      bind_config(q, run.config);
+      q.i64(run.started_unix_ns).i64(run.finished_unix_ns);
+      bind_summary(q, run.summary);
+      q.run();
+    }
+    const RunId id(sqlite3_last_insert_rowid(conn_->get()));
+    {
+      const Owner me = current_owner();
+      Query q(stmt("INSERT INTO run_owners (run, host, pid, pid_start) VALUES (?, ?, ?, ?)",
+                   "insert run owner"));
+      q.i64(id.value).text(me.host).i64(me.pid).i64(me.start).run();
+    }
+    tx.commit();
+    return id;
   }
 
   void finish_run(RunId id, RunStatus status, const std::string& error, const RunSummary& summary,
@@ -796,7 +1054,7 @@ class SqliteStore final : public Store {
 
   std::optional<RunRecord> run(RunId id) override {
     std::lock_guard lock(mu_);
-    Query q(stmt(select_runs() + " WHERE id = ?", "read run"));
+    Query q(stmt(select_runs() + " WHERE runs.id = ?", "read run"));
     q.i64(id.value);
     if (!q.next()) return std::nullopt;
     return read_run(q);
@@ -804,7 +1062,7 @@ class SqliteStore final : public Store {
 
   std::vector<RunRecord> runs() override {
     std::lock_guard lock(mu_);
-    Query q(stmt(select_runs() + " ORDER BY id", "read runs"));
+    Query q(stmt(select_runs() + " ORDER BY runs.id", "read runs"));
     std::vector<RunRecord> out;
     while (q.next()) out.push_back(read_run(q));
     return out;
@@ -941,14 +1199,26 @@ class SqliteStore final : public Store {
   SweepId create_sweep(const SweepRecord& sweep) override {
     std::lock_guard lock(mu_);
     writable("create sweep");
-    static const std::string sql = "INSERT INTO sweeps (" +
-                                   cols({"name, key", kWorkloadCols, "grid, created_unix_ns"}) +
-                                   ") VALUES (" + placeholders(2 + kWorkloadN + 2) + ")";
-    Query q(stmt(sql, "insert sweep"));
-    q.text(sweep.name).text(sweep.key);
-    bind_workload(q, sweep.workload);
-    q.text(sweep.grid).i64(sweep.created_unix_ns).run();
-    return SweepId(sqlite3_last_insert_rowid(conn_->get()));
+    static const std::string sql =
+        "INSERT INTO sweeps (" + cols({"name, key", kWorkloadCols, "grid, created_unix_ns"}) +
+        ") VALUES (" + placeholders(2 + kWorkloadN + 2) + ") ON CONFLICT (key) DO NOTHING";
+    // Find or create under the write lock: two processes starting the same sweep get one row and
+    // one id, where a find_sweep then create_sweep pair would let both insert and one fail.
+    Transaction tx(*conn_, "create sweep");
+    {
+      Query q(stmt(sql, "insert sweep"));
+      q.text(sweep.name).text(sweep.key);
+      bind_workload(q, sweep.workload);
+      q.text(sweep.grid).i64(sweep.created_unix_ns).run();
+    }
+    SweepId id;
+    {
+      Query q(stmt("SELECT id FROM sweeps WHERE key = ?", "read sweep id"));
+      q.text(sweep.key);
+      if (q.next()) id = SweepId(q.col_i64());
+    }
+    tx.commit();
+    return id;
   }
 
   std::optional<SweepRecord> find_sweep(const std::string& key) override {
@@ -1028,6 +1298,61 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  Claim claim_point(SweepId sweep, int64_t index) override {
+    std::lock_guard lock(mu_);
+    writable("claim point");
+    const Owner me = current_owner();
+    // The write lock from the first read: the point's state and its claim cannot change between
+    // the look and the claim.
+    Transaction tx(*conn_, "claim point");
+    {
+      Query q(stmt("SELECT id, status FROM points WHERE sweep = ? AND point_index = ?",
+                   "read point status"));
+      q.i64(sweep.value).i64(index);
+      if (q.next()) {
+        const int64_t row = q.col_i64();
+        if (parse_enum(&parse_point_status, q.col_text(), "points", row) != PointStatus::Pending) {
+          return {ClaimStatus::Finished, Owner{}};
+        }
+      }
+    }
+    {
+      Query q(stmt("SELECT host, pid, pid_start FROM claims WHERE sweep = ? AND point_index = ?",
+                   "read claim"));
+      q.i64(sweep.value).i64(index);
+      if (q.next()) {
+        Owner holder;
+        holder.host = q.col_text();
+        holder.pid = q.col_i64();
+        holder.start = q.col_i64();
+        if (holder != me && owner_alive(holder)) return {ClaimStatus::Taken, holder};
+      }
+    }
+    {
+      Query q(
+          stmt("INSERT INTO claims (sweep, point_index, host, pid, pid_start, claimed_unix_ns) "
+               "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sweep, point_index) DO UPDATE SET "
+               "host = excluded.host, pid = excluded.pid, pid_start = excluded.pid_start, "
+               "claimed_unix_ns = excluded.claimed_unix_ns",
+               "insert claim"));
+      q.i64(sweep.value).i64(index).text(me.host).i64(me.pid).i64(me.start).i64(now_unix_ns());
+      q.run();
+    }
+    tx.commit();
+    return {ClaimStatus::Claimed, me};
+  }
+
+  void release_point(SweepId sweep, int64_t index) override {
+    std::lock_guard lock(mu_);
+    writable("release point");
+    const Owner me = current_owner();
+    Query q(
+        stmt("DELETE FROM claims WHERE sweep = ? AND point_index = ? AND host = ? AND pid = ? "
+             "AND pid_start = ?",
+             "release claim"));
+    q.i64(sweep.value).i64(index).text(me.host).i64(me.pid).i64(me.start).run();
+  }
+
   void add_recommendation(const RecommendationRecord& rec) override {
     std::lock_guard lock(mu_);
     writable("add recommendation");
@@ -1059,6 +1384,8 @@ class SqliteStore final : public Store {
     }
     return out;
   }
+
+  std::string path() const override { return conn_->path(); }
 
  private:
   // Statements are prepared once per store and kept (SQLITE_PREPARE_PERSISTENT): a recorder calls
@@ -1095,14 +1422,20 @@ class SqliteStore final : public Store {
     }
   }
 
-  static const std::string& select_runs() {
-    static const std::string sql =
-        "SELECT id, " +
-        cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
-              "started_unix_ns, finished_unix_ns", kSummaryCols}) +
-        " FROM runs";
-    return sql;
+  // The run columns, then its owner: present, host, pid, start. A schema 1 file has no owners.
+  const std::string& select_runs() const {
+    static const std::string run_cols =
+        "runs.id, " + cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
+                            "started_unix_ns, finished_unix_ns", kSummaryCols});
+    static const std::string with_owners =
+        "SELECT " + run_cols +
+        ", o.run IS NOT NULL, coalesce(o.host, ''), coalesce(o.pid, 0), "
+        "coalesce(o.pid_start, 0) FROM runs LEFT JOIN run_owners o ON o.run = runs.id";
+    static const std::string without_owners = "SELECT " + run_cols + ", 0, '', 0, 0 FROM runs";
+    return has_owners_ ? with_owners : without_owners;
   }
+  // A running run whose owner ended reads as interrupted, also where the file still says running: a
+  // read-only open never writes, and a writable one may outlive the owner.
   RunRecord read_run(Query& q) const {
     RunRecord r;
     r.id = RunId(q.col_i64());
@@ -1115,6 +1448,17 @@ class SqliteStore final : public Store {
     r.started_unix_ns = q.col_i64();
     r.finished_unix_ns = q.col_i64();
     r.summary = read_summary(q);
+    std::optional<Owner> owner;
+    if (q.col_bool()) {
+      owner = Owner{};
+      owner->host = q.col_text();
+      owner->pid = q.col_i64();
+      owner->start = q.col_i64();
+    }
+    if (r.status == RunStatus::Running && (!owner || !owner_alive(*owner))) {
+      r.status = RunStatus::Interrupted;
+      r.error = interrupted_error(owner);
+    }
     return r;
   }
 
@@ -1140,34 +1484,110 @@ class SqliteStore final : public Store {
   // Declared after conn_: statements are finalized before the connection closes.
   std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
   bool read_only_;
+  bool has_owners_;
+  bool fold_side_files_;
 };
 
 }  // namespace
 
 int store_schema_version() { return kSchemaVersion; }
 
+Owner current_owner() {
+  Owner me;
+  me.host = host_name();
+  me.pid = getpid();  // not cached: a forked child is another owner
+  if (const auto st = proc_stat(me.pid)) me.start = st->start;
+  return me;
+}
+
+bool owner_alive(const Owner& owner) {
+  // A pid means nothing on another host, and nothing there can be asked: assume it runs.
+  if (owner.host != host_name()) return true;
+  if (owner.pid <= 0) return false;
+  if (!have_procfs()) {
+    // EPERM: the process exists but belongs to someone else.
+    return ::kill(static_cast<pid_t>(owner.pid), 0) == 0 || errno == EPERM;
+  }
+  const auto st = proc_stat(owner.pid);
+  // A zombie has ended; only its parent has not reaped it yet.
+  if (!st || st->state == 'Z' || st->state == 'X') return false;
+  return owner.start == 0 || st->start == owner.start;
+}
+
+Claim Store::claim_point(SweepId, int64_t) {
+  throw StoreError(Kind::Invalid, "claim point: this store cannot coordinate sweeps");
+}
+
+void Store::release_point(SweepId, int64_t) {
+  throw StoreError(Kind::Invalid, "release point: this store cannot coordinate sweeps");
+}
+
+namespace {
+
+// Switches the file to WAL (a no-op when it is already). The switch needs an exclusive lock, and
+// SQLite answers SQLITE_BUSY at once instead of calling the busy handler when another connection
+// holds a lock (two processes creating the same store at the same moment: the second failed with
+// "database is locked"), so it is retried here for as long as the busy timeout would wait.
+void set_wal(const Connection& c) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    const int rc = sqlite3_exec(c.get(), "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+      c.check(rc, "set journal mode");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, 1 + attempt * 5)));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Store> open_sqlite_store(const std::string& path) {
   // Everything that can refuse the file runs before the first write.
-  const FileState state = probe_file(path);
+  FileState state = probe_file(path);
+  bool created = false;
+  if (state == FileState::Missing) {
+    created = create_store_file(path);
+    // Not created: another process made it just now; it is an existing file like any other.
+    state = created ? FileState::Empty : probe_file(path);
+  }
   if (state == FileState::Sqlite) inspect_existing(path, true);
 
-  auto conn = std::make_unique<Connection>(path, file_uri(path),
-                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  // SQLite silently falls back to read-only when the file or directory is not writable.
-  if (sqlite3_db_readonly(conn->get(), "main") == 1) {
-    throw StoreError(Kind::CannotOpen, path + ": open: the file is not writable");
+  std::unique_ptr<Connection> conn;
+  try {
+    conn = std::make_unique<Connection>(path, file_uri(path),
+                                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    // SQLite silently falls back to read-only when the file or directory is not writable.
+    if (sqlite3_db_readonly(conn->get(), "main") == 1) {
+      throw StoreError(Kind::CannotOpen, path + ": open: the file is not writable");
+    }
+    // WAL: readers (the GUI, `offtune report`) do not block the recorder, and a crash loses at
+    // most the open transaction. synchronous=NORMAL is durable against process crashes in WAL
+    // mode, which is what a profiler needs; a power loss may drop the last commits, never corrupt.
+    set_wal(*conn);
+    conn->exec("PRAGMA synchronous = NORMAL", "set synchronous");
+    conn->exec("PRAGMA foreign_keys = ON", "enable foreign keys");
+    migrate(*conn);
+    interrupt_orphans(*conn);
+    return std::make_unique<SqliteStore>(std::move(conn), false, true, false);
+  } catch (...) {
+    // A store this call began and could not finish (a full disk) would be left as an empty file
+    // that later reads as "an empty SQLite database, not an offtune store yet".
+    if (created) {
+      conn.reset();
+      remove_unfinished_store(path);
+    }
+    throw;
   }
-  // WAL: readers (the GUI, `offtune report`) do not block the recorder, and a crash loses at most
-  // the open transaction. synchronous=NORMAL is durable against process crashes in WAL mode, which
-  // is what a profiler needs; a power loss may drop the last commits, never corrupt.
-  conn->exec("PRAGMA journal_mode = WAL", "set journal mode");
-  conn->exec("PRAGMA synchronous = NORMAL", "set synchronous");
-  conn->exec("PRAGMA foreign_keys = ON", "enable foreign keys");
-  migrate(*conn);
-  return std::make_unique<SqliteStore>(std::move(conn), false);
 }
 
 std::unique_ptr<Store> open_sqlite_store_readonly(const std::string& path) {
+  // A -wal with frames belongs to a writer (or a crashed one) and stays. Empty side files are what
+  // readers leave, this open's or another reader's (the dashboard reads on two threads at once):
+  // they are folded away when the store is destroyed, by whichever reader closes last.
+  std::error_code ec;
+  const bool side_files_before = wal_has_frames(path);
   const FileState state = probe_file(path);
   if (state == FileState::Missing) {
     throw StoreError(Kind::CannotOpen, path + ": open read-only: no such file");
@@ -1182,27 +1602,33 @@ std::unique_ptr<Store> open_sqlite_store_readonly(const std::string& path) {
   // The file may have changed hands between the inspection and this open: the identity is read
   // again through the connection that will be used.
   std::unique_ptr<Connection> conn;
-  Identity id;
   try {
-    conn = std::make_unique<Connection>(path, file_uri(path), SQLITE_OPEN_READONLY);
-    id = read_identity(*conn, false);
-  } catch (const StoreError& e) {
-    // A WAL database without -shm/-wal in a directory this process cannot write: SQLite cannot set
-    // up its shared index. Nobody can be writing the file either (a writer needs that directory),
-    // so reading it as immutable is safe.
-    // SQLite reports it as "attempt to write a readonly database" (Io) or as CannotOpen.
-    std::error_code ec;
-    const bool setup_failed = e.kind() == Kind::Io || e.kind() == Kind::CannotOpen;
-    if (!setup_failed || fs::exists(path + "-wal", ec)) throw;
-    conn =
-        std::make_unique<Connection>(path, file_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY);
-    id = read_identity(*conn, false);
+    Identity id;
+    try {
+      conn = std::make_unique<Connection>(path, file_uri(path), SQLITE_OPEN_READONLY);
+      id = read_identity(*conn, false);
+    } catch (const StoreError& e) {
+      // A WAL database without -shm/-wal in a directory this process cannot write: SQLite cannot
+      // set up its shared index. Nobody can be writing the file either (a writer needs that
+      // directory), so reading it as immutable is safe.
+      // SQLite reports it as "attempt to write a readonly database" (Io) or as CannotOpen.
+      const bool setup_failed = e.kind() == Kind::Io || e.kind() == Kind::CannotOpen;
+      if (!setup_failed || fs::exists(path + "-wal", ec)) throw;
+      conn =
+          std::make_unique<Connection>(path, file_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY);
+      id = read_identity(*conn, false);
+    }
+    if (id.empty) {
+      throw StoreError(Kind::Invalid,
+                       path + " is an empty SQLite database, not an offtune store yet");
+    }
+    return std::make_unique<SqliteStore>(std::move(conn), true, id.version >= kOwnersSchema,
+                                         !side_files_before);
+  } catch (...) {
+    conn.reset();
+    if (!side_files_before) fold_side_files(path);
+    throw;
   }
-  if (id.empty) {
-    throw StoreError(Kind::Invalid,
-                     path + " is an empty SQLite database, not an offtune store yet");
-  }
-  return std::make_unique<SqliteStore>(std::move(conn), true);
 }
 
 }  // namespace offtune::profiler

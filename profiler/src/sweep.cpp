@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <map>
+#include <thread>
+#include <vector>
 
 #include "offtune/profiler/json.hpp"
 
@@ -11,6 +13,10 @@ namespace offtune::profiler {
 namespace {
 
 bool finished(PointStatus s) { return s != PointStatus::Pending; }
+
+// How often a sweep looks at the points another process holds: short next to a point's measurement
+// (seconds), long enough that the look (one read of the points) costs nothing.
+constexpr auto kPollInterval = std::chrono::milliseconds(150);
 
 PointStatus point_status(RunStatus s) {
   switch (s) {
@@ -71,20 +77,16 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
                        const std::function<void(const SweepProgress&)>& progress,
                        const std::atomic<bool>* cancel) {
   SweepOutcome out;
-  const std::string key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input);
-  if (auto existing = store.find_sweep(key)) {
-    out.sweep = existing->id;
-  } else {
-    SweepRecord rec;
-    rec.name = spec.name;
-    rec.key = key;
-    rec.workload = spec.workload;
-    rec.grid = grid_json(spec.grid);
-    rec.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-    out.sweep = store.create_sweep(rec);
-  }
+  SweepRecord rec;
+  rec.name = spec.name;
+  rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input);
+  rec.workload = spec.workload;
+  rec.grid = grid_json(spec.grid);
+  rec.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  // Find or create in one step: the same sweep started twice at once is one sweep.
+  out.sweep = store.create_sweep(rec);
   std::map<int64_t, PointRecord> known;
   for (auto& p : store.points(out.sweep)) known[p.index] = p;
 
@@ -95,46 +97,124 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   }
   SweepProgress prog;
   prog.total = static_cast<int64_t>(mine.size());
-  for (int64_t index : mine) {
-    auto it = known.find(index);
-    if (it != known.end() && finished(it->second.status)) {
-      ++out.skipped;
-      ++prog.done;
-      if (progress) progress(prog);
-      continue;
+  const auto report = [&](const PointRecord* last) {
+    ++prog.done;
+    prog.last = last;
+    if (progress) progress(prog);
+    prog.last = nullptr;
+  };
+  const auto cancelled = [&] { return cancel != nullptr && cancel->load(); };
+  const auto release = [&](int64_t index) {
+    // A claim left behind is harmless: the point is finished, or this process's end frees it. A
+    // failure to release must not fail a sweep, nor hide the error that ended a measurement.
+    try {
+      store.release_point(out.sweep, index);
+    } catch (const StoreError&) {
     }
-    if (cancel && cancel->load()) {
-      out.interrupted = true;
-      break;
-    }
+  };
+  // Measures a point this process has claimed; the claim goes once the result is stored.
+  const auto measure = [&](int64_t index) {
     PointRecord point;
     point.sweep = out.sweep;
     point.index = index;
     point.config = configs[static_cast<size_t>(index)];
     point.status = PointStatus::Pending;
-    store.put_point(point);  // visible as pending while it runs
+    try {
+      store.put_point(point);  // visible as pending while it runs
 
-    RunSpec run;
-    run.workload = spec.workload;
-    run.config = point.config;
-    run.base = spec.base;
-    run.env = spec.env;
-    run.label = spec.name + " point " + std::to_string(index);
-    run.collector = spec.collector;
-    const RunOutcome result = run_measured(workload, run, store);
-    point.run = result.record.id;
-    point.status = point_status(result.record.status);
-    point.error = result.record.error;
-    point.summary = result.record.summary;
-    store.put_point(point);
+      RunSpec run;
+      run.workload = spec.workload;
+      run.config = point.config;
+      run.base = spec.base;
+      run.env = spec.env;
+      run.label = spec.name + " point " + std::to_string(index);
+      run.collector = spec.collector;
+      const RunOutcome result = run_measured(workload, run, store);
+      point.run = result.record.id;
+      point.status = point_status(result.record.status);
+      point.error = result.record.error;
+      point.summary = result.record.summary;
+      store.put_point(point);
+    } catch (...) {
+      release(index);
+      throw;
+    }
+    release(index);
     ++out.ran;
     out.ok += point.status == PointStatus::Ok;
     out.failed += point.status == PointStatus::Failed;
     out.oom += point.status == PointStatus::OutOfMemory;
-    ++prog.done;
-    prog.last = &point;
-    if (progress) progress(prog);
-    prog.last = nullptr;
+    report(&point);
+  };
+
+  // Points another live process holds, with their holder, to come back to.
+  struct Held {
+    int64_t index;
+    Owner holder;
+  };
+  std::vector<Held> held;
+  for (int64_t index : mine) {
+    auto it = known.find(index);
+    if (it != known.end() && finished(it->second.status)) {
+      ++out.skipped;
+      report(nullptr);
+      continue;
+    }
+    if (cancelled()) {
+      out.interrupted = true;
+      return out;
+    }
+    const Claim claim = store.claim_point(out.sweep, index);
+    switch (claim.status) {
+      case ClaimStatus::Finished:  // finished since the points were read
+        ++out.skipped;
+        report(nullptr);
+        break;
+      case ClaimStatus::Taken:
+        held.push_back({index, claim.holder});
+        break;
+      case ClaimStatus::Claimed:
+        measure(index);
+        break;
+    }
+  }
+
+  // Wait for the held points: each is finished by its holder, or measured here once the holder has
+  // ended (killed, crashed) and its claim can be taken over.
+  while (!held.empty()) {
+    if (cancelled()) {
+      out.interrupted = true;
+      return out;
+    }
+    std::map<int64_t, PointRecord> now;
+    for (auto& p : store.points(out.sweep)) now[p.index] = p;
+    std::vector<Held> still;
+    for (const Held& h : held) {
+      auto it = now.find(h.index);
+      if (it != now.end() && finished(it->second.status)) {
+        ++out.by_other;
+        report(&it->second);
+        continue;
+      }
+      if (owner_alive(h.holder) || cancelled()) {
+        still.push_back(h);
+        continue;
+      }
+      const Claim claim = store.claim_point(out.sweep, h.index);
+      switch (claim.status) {
+        case ClaimStatus::Finished:  // its holder finished it after all, just before it ended
+          still.push_back(h);        // reported on the next look, with its record
+          break;
+        case ClaimStatus::Taken:  // a third process took it over first
+          still.push_back({h.index, claim.holder});
+          break;
+        case ClaimStatus::Claimed:
+          measure(h.index);
+          break;
+      }
+    }
+    held = std::move(still);
+    if (!held.empty()) std::this_thread::sleep_for(kPollInterval);
   }
   return out;
 }
@@ -142,13 +222,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
 int64_t merge_stores(Store& dst, Store& src) {
   int64_t copied = 0;
   for (const auto& sweep : src.sweeps()) {
-    SweepId target;
-    if (auto existing = dst.find_sweep(sweep.key)) {
-      target = existing->id;
-    } else {
-      SweepRecord rec = sweep;
-      target = dst.create_sweep(rec);
-    }
+    const SweepId target = dst.create_sweep(sweep);  // dst's sweep with this key, or a new one
     std::map<int64_t, PointRecord> have;
     for (auto& p : dst.points(target)) have[p.index] = p;
     for (auto point : src.points(sweep.id)) {

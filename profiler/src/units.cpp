@@ -92,8 +92,18 @@ std::optional<int64_t> to_int64(std::string_view s) {
   return v;
 }
 
+// Leading or trailing white space is refused everywhere rather than trimmed here and kept there: a
+// value typed with a stray space means the same to every command, which is "not a value".
+void refuse_outer_space(std::string_view text, std::string_view what) {
+  if (!text.empty() && (is_space(text.front()) || is_space(text.back()))) {
+    fail("invalid " + std::string(what) + " " + quote(text) +
+         ": remove the spaces around the value");
+  }
+}
+
 int64_t parse_integer(std::string_view text) {
-  const std::string_view t = trim(text);
+  refuse_outer_space(text, "integer");
+  const std::string_view t = text;
   if (const auto v = to_int64(t)) return *v;
   if (!t.empty() && (is_digit(t.front()) || t.front() == '-') &&
       std::all_of(t.begin() + 1, t.end(), is_digit) && t != "-") {
@@ -106,8 +116,9 @@ int64_t parse_integer(std::string_view text) {
 }  // namespace
 
 int64_t parse_size(std::string_view text) {
-  const std::string_view t = trim(text);
-  if (t.empty()) fail("empty size: " + std::string(kSizeHelp));
+  if (trim(text).empty()) fail("empty size: " + std::string(kSizeHelp));
+  refuse_outer_space(text, "size");
+  const std::string_view t = text;
   if (t.front() == '-') fail("invalid size " + quote(text) + ": a size cannot be negative");
 
   size_t pos = 0;
@@ -173,9 +184,12 @@ int64_t parse_size(std::string_view text) {
     // Round the scaled fraction to the nearest byte, halves up.
     const u128 denom = pow_u128(10, frac_digits);
     const u128 scaled = frac_num * *mult;
-    u128 q = scaled / denom;
-    if (2 * (scaled % denom) >= denom) ++q;
-    bytes += q;
+    // A size is a count of bytes: "0.5" or "1.1KiB" would have to be rounded to mean anything,
+    // and a rounded threshold is not what the user asked for.
+    if (scaled % denom != 0) {
+      fail("invalid size " + quote(text) + ": not a whole number of bytes");
+    }
+    bytes += scaled / denom;
   }
   if (bytes > static_cast<u128>(kInt64Max)) too_large();
   return static_cast<int64_t>(bytes);
@@ -301,9 +315,9 @@ std::vector<int64_t> parse_list(std::string_view text, ListKind kind) {
     out.push_back(v);
   };
 
-  for (const std::string_view raw_item : split(text, ',')) {
-    const std::string_view item = trim(raw_item);
+  for (const std::string_view item : split(text, ',')) {
     if (item.empty()) fail(std::string("invalid ") + what + " " + quote(text) + ": empty item");
+    refuse_outer_space(item, what);
     const std::vector<std::string_view> parts = split(item, ':');
     if (parts.size() == 1) {
       push(value(item));
@@ -323,7 +337,7 @@ std::vector<int64_t> parse_list(std::string_view text, ListKind kind) {
     if (parts.size() == 2) {
       if (kind == ListKind::Size) bad_range("a size range needs a step");
     } else {
-      const std::string_view s = trim(parts[2]);
+      const std::string_view s = parts[2];
       if (!s.empty() && (s.front() == 'x' || s.front() == 'X')) {
         geometric = true;
         const std::optional<int64_t> f = to_int64(s.substr(1));
@@ -377,11 +391,12 @@ std::vector<int64_t> parse_int_list(std::string_view text) {
 Shard parse_shard(std::string_view text) {
   const std::string expected = "expected I/N with 1 <= I <= N, e.g. \"1/3\"";
   const std::string why = ": " + expected;
-  const std::string_view t = trim(text);
+  refuse_outer_space(text, "shard");
+  const std::string_view t = text;
   const size_t slash = t.find('/');
   if (slash == std::string_view::npos) fail("invalid shard " + quote(text) + why);
-  const std::optional<int64_t> i = to_int64(trim(t.substr(0, slash)));
-  const std::optional<int64_t> n = to_int64(trim(t.substr(slash + 1)));
+  const std::optional<int64_t> i = to_int64(t.substr(0, slash));
+  const std::optional<int64_t> n = to_int64(t.substr(slash + 1));
   if (!i || !n) fail("invalid shard " + quote(text) + why);
   if (*n < 1 || *n > std::numeric_limits<int>::max()) {
     fail("invalid shard " + quote(text) + ": N must be between 1 and " +
@@ -389,6 +404,36 @@ Shard parse_shard(std::string_view text) {
   }
   if (*i < 1 || *i > *n) fail("invalid shard " + quote(text) + why);
   return Shard{static_cast<int>(*i), static_cast<int>(*n)};
+}
+
+int64_t parse_int64(std::string_view text) { return parse_integer(text); }
+
+uint64_t parse_uint64(std::string_view text) {
+  refuse_outer_space(text, "integer");
+  uint64_t v = 0;
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), last, v);
+  if (!text.empty() && ec == std::errc() && ptr == last) return v;
+  if (!text.empty() && text.front() == '-') {
+    fail("invalid integer " + quote(text) + ": must not be negative");
+  }
+  if (ec == std::errc::result_out_of_range) {
+    fail("invalid integer " + quote(text) + ": out of range (at most " +
+         std::to_string(std::numeric_limits<uint64_t>::max()) + ")");
+  }
+  fail("invalid integer " + quote(text) + ": expected a whole number such as 42");
+}
+
+double parse_positive_number(std::string_view text) {
+  refuse_outer_space(text, "number");
+  double v = 0;
+  const char* last = text.data() + text.size();
+  // from_chars reads "nan" and "inf" too: they are refused below with the rest.
+  const auto [ptr, ec] = std::from_chars(text.data(), last, v);
+  if (text.empty() || ec != std::errc() || ptr != last || !std::isfinite(v) || v <= 0) {
+    fail("invalid number " + quote(text) + ": expected a positive finite number such as 1.25");
+  }
+  return v;
 }
 
 bool in_shard(int64_t point_index, Shard shard) {

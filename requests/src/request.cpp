@@ -2,6 +2,7 @@
 #include "offtune/requests/request.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "offtune/profiler/backend.hpp"
@@ -59,11 +60,11 @@ void check_workload(const WorkloadFields& w, Checker& c) {
     c.fail("--model",
            "unknown model '" + w.model + "' (valid: " + valid + "or a .pt TorchScript file)");
   }
-  c.range("--batch", w.batch, 1, int64_t{1} << 20);
-  c.range("--seq", w.seq, 1, int64_t{1} << 24);
+  c.range("--batch", w.batch, kBatchRange.lo, kBatchRange.hi);
+  c.range("--seq", w.seq, kSeqRange.lo, kSeqRange.hi);
   c.parse("--dtype", [&] { parse_dtype(w.dtype); });
-  c.range("--steps", w.steps, 1, 100000);
-  c.range("--warmup", w.warmup, 0, 100000);
+  c.range("--steps", w.steps, kStepsRange.lo, kStepsRange.hi);
+  c.range("--warmup", w.warmup, kWarmupRange.lo, kWarmupRange.hi);
   if (is_builtin && w.input_spec != kDefaultInputSpec) {
     c.fail("--input-spec",
            "--input-spec applies to TorchScript models (--model PATH.pt), not to "
@@ -94,6 +95,24 @@ void check_backend(const BackendFields& b, Checker& c) {
     if (kind == BackendKind::Cuda) c.fail("--device-capacity", "applies to host-sim only");
   }
   c.parse("--collector", [&] { parse_collector(b.collector); });
+  if (b.threads != "auto") {
+    c.parse("--threads", [&] {
+      const int64_t n = profiler::parse_int64(b.threads);
+      if (n < 1 || n > max_threads()) {
+        throw std::invalid_argument("--threads must be auto or between 1 and " +
+                                    std::to_string(max_threads()) +
+                                    " (this machine's cores), got " + b.threads);
+      }
+    });
+  }
+}
+
+// The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
+// very problem the bound prevents.
+int64_t count_points(const SweepRequest& r) {
+  const auto sizes = static_cast<int64_t>(profiler::parse_size_list(r.min_offload_sizes).size());
+  const auto windows = static_cast<int64_t>(profiler::parse_int_list(r.max_fwd_stash_sizes).size());
+  return 1 + sizes * windows;
 }
 
 void check_engine(const EngineFields& e, Checker& c) {
@@ -105,6 +124,11 @@ void throw_if_invalid(std::vector<FieldError> errors) {
 }
 
 }  // namespace
+
+std::vector<std::string> model_names() { return samples::builtin_model_names(); }
+std::vector<std::string> dtype_names() { return {"fp32", "bf16", "fp16"}; }
+std::vector<std::string> backend_names() { return {"auto", "cuda", "host-sim"}; }
+std::vector<std::string> link_names() { return {"pcie4", "none"}; }
 
 Dtype parse_dtype(std::string_view text) {
   if (text == "fp32" || text == "float32" || text == "float") return Dtype::Fp32;
@@ -181,6 +205,21 @@ std::vector<FieldError> check(const SweepRequest& r) {
   });
   check_engine(r.engine, c);
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
+  c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
+  if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points")) {
+    const int64_t points = count_points(r);
+    if (points > r.max_points) {
+      const int64_t steps = r.workload.warmup + r.workload.steps;
+      c.fail("--max-points",
+             "the grid has " + std::to_string(points) + " points (the baseline and " +
+                 std::to_string(points - 1) +
+                 " --min-offload-size x --max-fwd-stash-size pairs), more than --max-points " +
+                 std::to_string(r.max_points) + "; each point is a separate run of " +
+                 std::to_string(steps) + " steps of " + r.workload.model + ", " +
+                 std::to_string(points * steps) +
+                 " steps in all: narrow the lists, or raise --max-points if you mean it");
+    }
+  }
   return c.take();
 }
 
@@ -209,7 +248,7 @@ Backend to_backend(const BackendFields& f) {
   b.link = profiler::parse_link(f.link);
   b.link_name = f.link;
   b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
-  b.threads = f.threads;
+  b.threads = f.threads == "auto" ? -1 : profiler::parse_int64(f.threads);
   b.collector = parse_collector(f.collector);
   return b;
 }
@@ -242,7 +281,46 @@ profiler::Grid to_grid(const SweepRequest& r) {
 }
 
 int64_t point_count(const SweepRequest& r) {
-  return static_cast<int64_t>(profiler::expand_grid(to_grid(r)).size());
+  throw_if_invalid(check(r));
+  return count_points(r);
+}
+
+int64_t max_threads() {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
+namespace {
+
+// A value's parser with its flag in front of the message, as check() words them.
+template <typename Parse>
+auto with_flag(std::string_view flag, Parse&& parse) {
+  try {
+    return std::forward<Parse>(parse)();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+int64_t parse_id(std::string_view flag, std::string_view text) {
+  return with_flag(flag, [&] {
+    const int64_t id = profiler::parse_int64(text);
+    if (id < 1) throw std::invalid_argument("ids start at 1, got " + std::string(text));
+    return id;
+  });
+}
+
+int64_t parse_memory_budget(std::string_view flag, std::string_view text) {
+  return with_flag(flag, [&] {
+    const int64_t bytes = profiler::parse_size(text);
+    if (bytes < 1) throw std::invalid_argument("a memory budget must be at least 1 byte");
+    return bytes;
+  });
+}
+
+double parse_positive(std::string_view flag, std::string_view text) {
+  return with_flag(flag, [&] { return profiler::parse_positive_number(text); });
 }
 
 }  // namespace offtune::requests

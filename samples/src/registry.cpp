@@ -319,8 +319,10 @@ class TorchScriptWorkload final : public TrainingStep {
 };
 
 [[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
-  throw std::invalid_argument("bad --input-spec '" + std::string(spec) + "': " + why +
-                              " (form: NAME:int64[B,T]:vocab=V or NAME:float32[B,F])");
+  throw std::invalid_argument(
+      "bad --input-spec '" + std::string(spec) + "': " + why +
+      " (form: NAME:int64[B,T]:vocab=V, or NAME:float32[B,N] with N a number such as "
+      "x:float32[B,64])");
 }
 
 bool all_digits(std::string_view s) {

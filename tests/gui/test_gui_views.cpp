@@ -2,6 +2,10 @@
 // stale results dropped, rendering not blank, the recommendation panel's constraint and exports,
 // the main window, and the --screenshot renderer.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <QApplication>
 #include <QFile>
@@ -11,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gui_test_util.hpp"
+#include "offtune/gui/jobs.hpp"
 #include "offtune/gui/main_window.hpp"
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/recommend_panel.hpp"
@@ -20,6 +25,7 @@
 #include "offtune/gui/sweep_view.hpp"
 #include "offtune/gui/timeline.hpp"
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/store.hpp"
 
 namespace offtune::gui {
 namespace {
@@ -216,6 +222,67 @@ TEST_F(Views, MainWindowReportsAStoreItCannotRead) {
   QFile again(junk);
   ASSERT_TRUE(again.open(QIODevice::ReadOnly));
   EXPECT_EQ(again.readAll(), QByteArray(4096, 'x'));  // never modified
+}
+
+// Issue 11: the dashboard shares the store's and the exporters' rules, and is held to them too.
+TEST_F(Views, TheDashboardLeavesNoSideFilesShowsInterruptedRunsAndNeverExportsOverTheStore) {
+  // A run whose process was killed: a child records it as running and dies without finishing.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto store = pf::open_sqlite_store(path_);
+      pf::RunRecord r;
+      r.status = pf::RunStatus::Running;
+      r.label = "killed";
+      store->begin_run(r);
+    } catch (...) {
+      ::_exit(2);
+    }
+    ::_exit(0);  // no destructor, no finish_run: as after SIGKILL
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  QFile::remove(QString::fromStdString(path_ + "-wal"));  // as a crash may or may not leave them
+  QFile::remove(QString::fromStdString(path_ + "-shm"));
+  const QByteArray before = [&] {
+    QFile f(QString::fromStdString(path_));
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  }();
+
+  MainWindow window;
+  QSignalSpy loaded(&window, &MainWindow::storeLoaded);
+  window.openStore(QString::fromStdString(path_));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  const StoreIndex index = load_store_index(path_);
+  const auto killed = std::find_if(index.runs.begin(), index.runs.end(),
+                                   [](const pf::RunRecord& r) { return r.label == "killed"; });
+  ASSERT_NE(killed, index.runs.end());
+  EXPECT_EQ(killed->status, pf::RunStatus::Interrupted) << killed->error;
+  EXPECT_NE(killed->error.find("pid"), std::string::npos) << killed->error;
+
+  // An export onto the store itself fails in band; the store is as it was.
+  auto sweep = std::make_shared<const SweepData>(load_sweep(path_, pf::SweepId(1)));
+  RecommendPanel panel;
+  panel.setSweep(sweep, path_);
+  QSignalSpy done(&panel, &RecommendPanel::exportFinished);
+  panel.exportCsv(QString::fromStdString(path_));
+  ASSERT_TRUE(done.wait(kWaitMs));
+  EXPECT_FALSE(done[0][0].toBool());
+  EXPECT_TRUE(done[0][1].toString().contains("store being exported"))
+      << done[0][1].toString().toStdString();
+  panel.exportChromeTrace(QString::fromStdString(path_ + "-wal"));
+  ASSERT_TRUE(done.wait(kWaitMs));
+  EXPECT_FALSE(done[1][0].toBool());
+
+  // Every read the dashboard made was read-only: the file is unchanged and nothing is left beside
+  // it (before: -wal and -shm stayed after every read-only open).
+  QFile after(QString::fromStdString(path_));
+  ASSERT_TRUE(after.open(QIODevice::ReadOnly));
+  EXPECT_EQ(after.readAll(), before);
+  EXPECT_FALSE(QFile::exists(QString::fromStdString(path_ + "-wal")));
+  EXPECT_FALSE(QFile::exists(QString::fromStdString(path_ + "-shm")));
 }
 
 TEST_F(Views, ScreenshotsWriteEveryMainViewAndAreNotBlank) {

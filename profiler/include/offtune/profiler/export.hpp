@@ -4,9 +4,17 @@
 // sqlite` run on offtune's timelines; and a CSV of a sweep's points for spreadsheets and plotting.
 // docs/export.md describes the formats, how to open them, and where they differ from the originals.
 //
-// Every export is all or nothing: it writes a temporary file next to the target and renames it into
-// place only once complete, so a failure (a bad run id, a full disk) never leaves a half-written
-// output and never clobbers an earlier good one. Errors throw ExportError with a one-line message.
+// Every export is all or nothing: it writes a temporary file and puts it in place only once
+// complete, so a failure (a bad run id, a full disk) never leaves a half-written output and never
+// clobbers an earlier good one. Where it goes (the path given, `path`):
+//   - a new file, or an existing regular file: renamed into place atomically (through a symbolic
+//     link, onto the file it points to; the link stays);
+//   - "-": written to standard output;
+//   - a FIFO or a character device (/dev/null, /dev/stdout, a pipe): written to it as a stream;
+//   - refused, before anything is read: a directory, a block device, a socket; the store being
+//     exported and its -wal, -shm and -journal files; any other offtune store (an export never
+//     replaces a file that is not an export).
+// Errors throw ExportError with a one-line message.
 #pragma once
 
 #include <stdexcept>
@@ -60,25 +68,31 @@ std::string run_title(const RunRecord& run);
 
 namespace detail {
 
-// The file an export writes before it is complete: a uniquely named temporary in the target's
-// directory (so that the final rename stays on one file system and is atomic), removed on
-// destruction unless commit() renamed it into place.
+// The file an export writes before it is complete, and where it goes (see the top of this file).
+// The constructor checks the target and throws ExportError for one that must not be written;
+// `store_path` is the file of the store being exported ("" for none). The temporary is in the
+// target's directory for a file (so that the final rename stays on one file system and is atomic)
+// and in the system's temporary directory for a stream; it is removed on destruction unless
+// commit() put it in place.
 class PendingFile {
  public:
-  explicit PendingFile(std::string target);
+  explicit PendingFile(std::string target, const std::string& store_path = {});
   ~PendingFile();
   PendingFile(const PendingFile&) = delete;
   PendingFile& operator=(const PendingFile&) = delete;
 
   const std::string& path() const { return temp_; }
   const std::string& target() const { return target_; }
-  // Renames the temporary onto the target. Throws ExportError (and removes the temporary) on
-  // failure.
+  // Renames the temporary onto the target, or copies it into the stream. Throws ExportError (and
+  // removes the temporary) on failure: a stream that cannot take every byte (/dev/full) is one.
   void commit();
 
  private:
-  std::string target_;
+  enum class Mode { File, Stdout, Stream };
+  std::string target_;  // as given, for messages
+  std::string dest_;    // what is renamed onto or opened: symbolic links resolved
   std::string temp_;
+  Mode mode_ = Mode::File;
   bool committed_ = false;
 };
 

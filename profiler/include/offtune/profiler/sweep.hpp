@@ -2,8 +2,10 @@
 // no-offload baseline is always point 0. A point that fails or runs out of memory is recorded with
 // its error and the sweep goes on. Re-running the same sweep (same workload, grid and backend)
 // against the same store resumes it: finished points are skipped, so an interrupted sweep loses
-// nothing. Shards (i/n) split the points for a CI matrix or a cluster; merge_stores() joins their
-// stores.
+// nothing. The same sweep run by several processes at once on one store is shared: each point is
+// claimed (Store::claim_point) before it is measured, so it is measured once, and a point whose
+// process ended is measured again by another. Shards (i/n) split the points for a CI matrix or a
+// cluster; merge_stores() joins their stores.
 #pragma once
 
 #include <atomic>
@@ -50,28 +52,35 @@ struct SweepSpec {
 };
 
 struct SweepProgress {
-  int64_t done = 0;                   // points finished in this invocation or earlier (this shard)
-  int64_t total = 0;                  // points in this shard
-  const PointRecord* last = nullptr;  // the point just finished, null for skipped ones
+  int64_t done = 0;   // points finished in this invocation or earlier (this shard), anywhere
+  int64_t total = 0;  // points in this shard
+  // The point just finished, here or by another process; null for points found finished already.
+  const PointRecord* last = nullptr;
 };
 
 struct SweepOutcome {
   SweepId sweep;
-  int64_t ran = 0;
-  int64_t skipped = 0;  // already finished (resume)
-  int64_t ok = 0, failed = 0, oom = 0;
+  int64_t ran = 0;       // measured here
+  int64_t skipped = 0;   // already finished when this sweep came to them (resume)
+  int64_t by_other = 0;  // measured by another process while this one waited for them
+  int64_t ok = 0, failed = 0, oom = 0;  // of the points measured here
   bool interrupted = false;
 };
 
-// Runs the points of `spec.shard` not yet finished in `store`. Stops between points when *cancel
-// becomes true (the point in progress completes first), with outcome.interrupted set.
+// Runs the points of `spec.shard` not yet finished in `store`. The sweep is found or created by its
+// key (Store::create_sweep). Each point is claimed first: a finished one is skipped, one that
+// another live process holds is left for later, and the rest are measured here. Then the sweep
+// waits for the points it left, looking every ~150 ms: each is either finished by its holder
+// (by_other) or, when the holder ended, measured here. A holder on another host cannot be checked
+// and is waited for. Stops between points, and while waiting, when *cancel becomes true (the point
+// in progress completes first), with outcome.interrupted set.
 SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
                        const std::function<void(const SweepProgress&)>& progress = {},
                        const std::atomic<bool>* cancel = nullptr);
 
 // Copies every sweep, point and run (with steps, events, occupancy) of `src` into `dst`. Sweeps are
-// matched by key; a point already finished in dst is kept, a pending one is replaced. Returns the
-// number of points copied.
+// matched by key (create_sweep finds dst's sweep or creates it); a point already finished in dst is
+// kept, a pending one is replaced. Returns the number of points copied.
 int64_t merge_stores(Store& dst, Store& src);
 
 }  // namespace offtune::profiler

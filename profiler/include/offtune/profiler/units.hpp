@@ -19,12 +19,26 @@ class ParseError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// One rule for every value a user types, in every command and in the dashboard: no white space
+// before or after it (a stray space is refused, not trimmed), and no rounding of what was asked.
+
 // Bytes from a size: a non-negative decimal number (fractions allowed) and an optional unit,
-// case-insensitive, optionally separated by spaces:
+// case-insensitive, optionally separated by one space as format_size() prints it:
 //   none or B: bytes;  K, KiB, M, MiB, G, GiB, T, TiB: powers of 1024;  KB, MB, GB, TB: powers of
-//   1000. A fractional result is rounded to the nearest byte (halves up): "1.5MiB" -> 1572864.
-// Throws ParseError for empty text, a sign, junk, an unknown unit, or more than INT64_MAX bytes.
+//   1000. The result must be a whole number of bytes: "1.5MiB" -> 1572864, "0.5" is refused.
+// Throws ParseError for empty text, outer spaces, a sign, junk, an unknown unit, a fraction of a
+// byte, or more than INT64_MAX bytes.
 int64_t parse_size(std::string_view text);
+
+// A whole number with an optional '-': "4", "-1". Throws ParseError for anything else, outer
+// spaces, or a value outside int64 (never clamped).
+int64_t parse_int64(std::string_view text);
+// A whole number without a sign, up to 2^64-1 (seeds). Throws ParseError for a sign, outer spaces,
+// junk or overflow (never clamped or wrapped: "-1" is not 2^64-1).
+uint64_t parse_uint64(std::string_view text);
+// A positive finite decimal number ("1.25", "40"). Throws ParseError for nan, inf, zero, a
+// negative value, outer spaces or junk.
+double parse_positive_number(std::string_view text);
 
 // A short human-readable size in binary units: "0 B", "512 B", "1 KiB", "1.5 MiB", "2 GiB". Exact
 // multiples of the unit print without decimals (and parse back to the same value); others print
@@ -45,7 +59,7 @@ SizeUnit size_unit(double bytes);
 // rounded for display and need not parse back to the same value. `decimals` is clamped to 0..9.
 std::string format_size(double bytes, int decimals);
 
-// Sizes from a comma-separated list whose items are sizes or ranges:
+// Sizes from a comma-separated list (no spaces around items) whose items are sizes or ranges:
 //   LO:HI:xF     LO, LO*F, LO*F*F, ... while <= HI (F an integer >= 2, LO > 0)
 //   LO:HI:+STEP  LO, LO+STEP, ... while <= HI (STEP a size > 0)
 // LO and HI are sizes with LO <= HI. Returns the values sorted ascending without duplicates.

@@ -36,6 +36,22 @@ std::string_view to_string(Collector collector);
 
 // --- Requests, as given --------------------------------------------------------------------------
 
+// The valid range of each whole-number field, for check() and for a form's spin boxes.
+struct Range {
+  int64_t lo, hi;
+};
+inline constexpr Range kBatchRange{1, int64_t{1} << 20};
+inline constexpr Range kSeqRange{1, int64_t{1} << 24};
+inline constexpr Range kStepsRange{1, 100000};
+inline constexpr Range kWarmupRange{0, 100000};
+
+// What a front end offers in its lists: the samples' built-in models, and the names the parsers
+// below take (first the canonical one of each).
+std::vector<std::string> model_names();
+std::vector<std::string> dtype_names();    // fp32, bf16, fp16
+std::vector<std::string> backend_names();  // auto, cuda, host-sim
+std::vector<std::string> link_names();     // none, pcie4 (and GBPS:LATENCY_US by hand)
+
 // The default input of a TorchScript model (samples/registry.hpp has the grammar).
 inline constexpr std::string_view kDefaultInputSpec = "tokens:int64[B,T]:vocab=512";
 
@@ -58,7 +74,9 @@ struct BackendFields {
   std::string backend = "auto";  // auto (cuda when a GPU is visible), cuda, host-sim
   std::string link = "pcie4";    // host-sim link model: none, pcie4, GBPS:LATENCY_US
   std::string device_capacity;   // host-sim device memory ("2GiB"); empty: unlimited
-  int64_t threads = -1;          // intra-op threads; -1: cores-1 on host-sim, torch's on cuda
+  // Intra-op threads: "auto" (cores-1 on host-sim, torch's choice on cuda) or 1..the machine's
+  // cores (kMaxThreads()).
+  std::string threads = "auto";
   std::string collector = "auto";
 };
 
@@ -69,6 +87,11 @@ struct EngineFields {
   bool no_pin_memory = false;
 };
 inline constexpr int64_t kMaxPrefetch = 64;
+// The default bound on a sweep's points (--max-points), and the most it can be raised to.
+inline constexpr int64_t kDefaultMaxPoints = 1000;
+inline constexpr int64_t kMaxMaxPoints = 1000000;
+// The most intra-op threads a run may ask for: the machine's hardware threads (at least 1).
+int64_t max_threads();
 
 struct RunRequest {
   std::string db;
@@ -92,6 +115,9 @@ struct SweepRequest {
   std::string min_offload_sizes = "1KiB:64MiB:x8";
   std::string max_fwd_stash_sizes = "1,2,5";  // each >= 1
   std::string shard = "1/1";
+  // A grid larger than this is refused before anything runs: every point is a separate measured
+  // run, and a typo in a range ("1B:1000B:+1") would otherwise queue a sweep that never ends.
+  int64_t max_points = kDefaultMaxPoints;
 };
 
 // --- Validation
@@ -134,7 +160,7 @@ struct Backend {
   LinkModel link;
   std::string link_name;
   int64_t device_capacity = 0;  // bytes; 0: unlimited
-  int64_t threads = -1;
+  int64_t threads = -1;         // -1: auto (profiler/backend.hpp)
   Collector collector = Collector::Auto;
 };
 Backend to_backend(const BackendFields& fields);
@@ -144,7 +170,20 @@ profiler::EngineConfig to_engine_config(const RunRequest& request);
 // A sweep's grid: the points' shared knobs are the run's defaults but for the sweep's own fields,
 // so that a sweep's key (and resuming) does not depend on the front end that started it.
 profiler::Grid to_grid(const SweepRequest& request);
-// The number of points a sweep request measures, the baseline included (all shards).
+// The number of points a sweep request measures, the baseline included (all shards). Counted from
+// the lists' lengths, without expanding the grid.
 int64_t point_count(const SweepRequest& request);
+
+// --- Single values that are not part of a run or sweep request
+// ------------------------------------ Each throws std::invalid_argument with one line naming
+// `flag`; the CLI's recommend, report, export and --fail-if, and the dashboard's constraint fields
+// use them.
+
+// A store id (a sweep's or a run's): a whole number, at least 1.
+int64_t parse_id(std::string_view flag, std::string_view text);
+// A memory budget: a size, at least 1 byte.
+int64_t parse_memory_budget(std::string_view flag, std::string_view text);
+// A slowdown factor or a time in milliseconds: a positive finite number.
+double parse_positive(std::string_view flag, std::string_view text);
 
 }  // namespace offtune::requests

@@ -1,0 +1,19 @@
+// The `offtune` command as a function: what `main` runs, callable in-process so that tests can
+// drive every command with thousands of command lines without starting a process for each (each
+// process would load libtorch).
+#pragma once
+
+namespace offtune::cli {
+
+// Parses argv, runs the command and returns the exit status documented in `offtune --help` and the
+// README (0 ok, 1 failed, 2 usage, 3 store, 4 threshold, 5 no choice, 130 interrupted). Every
+// refusal writes exactly one line to stderr, starting with "error: ". Does not install signal
+// handlers: main() does.
+int run_command_line(int argc, char** argv);
+
+// Asks a running sweep to stop after the point in progress (its exit status is then 130). Returns
+// whether that had been asked already: a second Ctrl-C, on which main() exits at once. Safe in a
+// signal handler.
+bool request_stop() noexcept;
+
+}  // namespace offtune::cli
