@@ -119,6 +119,21 @@ if mount -t tmpfs -o size=192k tmpfs full 2>/dev/null; then
 else
   echo "skip: cannot mount a tmpfs here (not root?); the store's own tests cover SQLITE_FULL"
 fi
+# A new store on a file system with no room at all: one error line, exit 3, and no file left
+# behind (before: a 0-byte store stayed).
+mkdir -p nospace
+if mount -t tmpfs -o size=64k tmpfs nospace 2>/dev/null; then
+  dd if=/dev/zero of=nospace/filler bs=4k 2>/dev/null
+  "$OFFTUNE" sweep "${W[@]}" --min-offload-size 1KiB --max-fwd-stash-size 1 \
+    --db nospace/new.db >out.txt 2>err.txt
+  rc=$?
+  left=$(ls -A nospace | tr '\n' ' ')
+  umount nospace
+  [ "$rc" -eq 3 ] || fail "no space: exit $rc, want 3 :: $(cat err.txt)"
+  [ "$(wc -l <err.txt)" -eq 1 ] && grep -q '^error: ' err.txt || fail "no space: $(cat err.txt)"
+  [ "$left" = "filler " ] || fail "no space: left behind: $left"
+  ok
+fi
 
 echo "cli_end_to_end: $passed passed, 0 failed"
 echo "$passed passed, 0 failed"

@@ -783,15 +783,20 @@ bool create_store_file(const std::string& path) {
 // Removes a store file this process created and could not finish, with its side files. Kept when
 // another process has meanwhile made a store of it (it holds schema objects) or is writing it now
 // (its write lock is taken): then it is not ours alone any more.
+// A file of 0 bytes holds nothing of anybody's and always goes (on a full disk even BEGIN fails,
+// with SQLITE_FULL, not because somebody else writes).
 void remove_unfinished_store(const std::string& path) noexcept {
   try {
+    std::error_code size_ec;
+    const bool empty = fs::file_size(path, size_ec) == 0 && !size_ec;
     bool keep = false;
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(file_uri(path).c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI,
-                        nullptr) == SQLITE_OK) {
-      if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    if (!empty && sqlite3_open_v2(file_uri(path).c_str(), &db,
+                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, nullptr) == SQLITE_OK) {
+      const int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+      if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
         keep = true;
-      } else {
+      } else if (rc == SQLITE_OK) {
         sqlite3_stmt* stmt = nullptr;
         if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, nullptr) ==
                 SQLITE_OK &&
