@@ -13,9 +13,10 @@ set(OFFTUNE_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/offtune" CACHE STRIN
 set_target_properties(offtune_core offtune_profiler PROPERTIES POSITION_INDEPENDENT_CODE ON)
 set_target_properties(offtune_core PROPERTIES EXPORT_NAME core)
 set_target_properties(offtune_profiler PROPERTIES EXPORT_NAME profiler)
-set_target_properties(offtune_torch PROPERTIES EXPORT_NAME torch)
 
-install(TARGETS offtune_core offtune_profiler offtune_torch
+# offtune::torch is not installed: offtuneConfig.cmake defines offtune::libtorch from the
+# consumer's torch, and the installed targets link that.
+install(TARGETS offtune_core offtune_profiler
         EXPORT offtuneTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
