@@ -123,7 +123,6 @@ json step_args(const StepRecord& s) {
 }
 
 json run_json(const RunRecord& r, int64_t origin_ns) {
-  const Workload& w = r.workload;
   return {{"id", r.id.value},
           {"pid", r.id.value},
           {"title", run_title(r)},
@@ -133,15 +132,7 @@ json run_json(const RunRecord& r, int64_t origin_ns) {
           {"started_unix_ns", r.started_unix_ns},
           {"finished_unix_ns", r.finished_unix_ns},
           {"time_origin_ns", origin_ns},
-          {"workload",
-           {{"model", w.model},
-            {"batch", w.batch},
-            {"seq", w.seq},
-            {"dtype", w.dtype},
-            {"seed", w.seed},
-            {"steps", w.steps},
-            {"warmup", w.warmup},
-            {"optimizer", w.optimizer}}},
+          {"workload", to_json(r.workload)},
           {"config", to_json(r.config)},
           {"environment",
            {{"offtune_version", r.env.offtune_version},

@@ -109,7 +109,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     std::unique_ptr<ActivityCollector> collector;
     if (host_sim) {
       collector = make_null_collector("host-sim: copies timed by the copy thread");
-    } else if (spec.collector == "nvtx-only") {
+    } else if (spec.collector == Collector::NvtxOnly) {
       collector = make_null_collector("nvtx-only: device activity left to Nsight");
     } else {
       collector = make_cupti_collector();
@@ -117,7 +117,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     // Started with the first measured step, so warm-up activity stays out of the timeline.
     const auto start_collector = [&] {
       collector->start();
-      if (!collector->active() && spec.collector == "cupti") {
+      if (!collector->active() && spec.collector == Collector::Cupti) {
         throw std::runtime_error("CUPTI unavailable: " + collector->status());
       }
       out.collector_status = collector->status();

@@ -57,6 +57,9 @@ std::string grid_json(const Grid& grid) {
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,
                       std::string_view model_input) {
+  // The key is stored and compared byte for byte to resume a sweep: it is a file format, written
+  // out field by field here so that a field added to to_json(Workload) never changes the key of
+  // an existing sweep.
   nlohmann::json key{
       {"model", w.model},
       {"batch", w.batch},

@@ -55,7 +55,7 @@ PreparedRun prepare(const RunRequest& request) {
   out.spec.workload = to_workload(request.workload);
   out.spec.config = to_engine_config(request);
   const Backend backend = to_backend(request.backend);
-  out.spec.collector = std::string(to_string(backend.collector));
+  out.spec.collector = backend.collector;
   out.spec.label = request.label;
   auto bound = bind(request.workload, backend, out.spec.env);
   out.spec.base = bound.base;
@@ -70,7 +70,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   out.spec.grid = to_grid(request);
   out.spec.shard = profiler::parse_shard(request.shard);
   const Backend backend = to_backend(request.backend);
-  out.spec.collector = std::string(to_string(backend.collector));
+  out.spec.collector = backend.collector;
   // The sweep key leaves the default input out, so that keys of sweeps of built-in models do not
   // change.
   if (request.workload.input_spec != kDefaultInputSpec) {

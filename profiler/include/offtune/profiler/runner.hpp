@@ -4,6 +4,7 @@
 // failure is a result (status oom / failed with its message), never a crash.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +21,12 @@ namespace offtune::profiler {
 using offtune::StepPhases;
 using offtune::WorkloadInstance;
 
+// Device-activity source on cuda: Auto (CUPTI when it can be had, else NVTX only), Cupti (fail the
+// run if CUPTI is unavailable), NvtxOnly (for runs under nsys/ncu). host-sim always uses the
+// recorder's host timestamps. NVTX ranges and counters are emitted in every mode. Parsed from
+// "auto", "cupti", "nvtx-only" by offtune::requests.
+enum class Collector : uint8_t { Auto, Cupti, NvtxOnly };
+
 struct RunSpec {
   Workload workload;
   EngineConfig config;
@@ -27,10 +34,7 @@ struct RunSpec {
   Environment env;
   std::string label;
   bool record_timeline = true;
-  // Device-activity source on cuda: "auto" (CUPTI when it can be had, else NVTX only), "cupti"
-  // (fail the run if CUPTI is unavailable), "nvtx-only" (for runs under nsys/ncu). host-sim always
-  // uses the recorder's host timestamps. NVTX ranges and counters are emitted in every mode.
-  std::string collector = "auto";
+  Collector collector = Collector::Auto;
 };
 
 // Engine options for a config (base's backend/device/link, the config's knobs).

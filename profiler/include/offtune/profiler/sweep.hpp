@@ -48,7 +48,7 @@ struct SweepSpec {
   // A TorchScript model's input spec when it differs from the default (see sweep_key); the same
   // model with another input is another sweep.
   std::string model_input;
-  std::string collector = "auto";  // see RunSpec::collector
+  Collector collector = Collector::Auto;
 };
 
 struct SweepProgress {

@@ -29,7 +29,8 @@ enum class Dtype : uint8_t { Fp32, Bf16, Fp16 };
 Dtype parse_dtype(std::string_view text);
 std::string_view to_string(Dtype dtype);  // "fp32", "bf16", "fp16": what a run records
 
-enum class Collector : uint8_t { Auto, Cupti, NvtxOnly };
+// The profiler's enum: parsed here, carried as is to the runner.
+using profiler::Collector;
 // "auto" | "cupti" | "nvtx-only". Throws std::invalid_argument listing them.
 Collector parse_collector(std::string_view text);
 std::string_view to_string(Collector collector);
