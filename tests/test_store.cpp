@@ -2,7 +2,9 @@
 // file has: the schema version and its migrations, WAL, refusing files it must not touch (and
 // proving their bytes unchanged), read-only opens, disk full, atomic batches and crashed writers.
 #include <gtest/gtest.h>
+
 #include <sqlite3.h>
+#include "child_process.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -84,66 +86,7 @@ std::string this_host() {
   return name;
 }
 
-// Another process, for what only a real one shows (its end, its death, its claims). It runs `body`,
-// which reports by its return value (no gtest in a forked child), tells the parent through a pipe
-// that it is done, then exits, or with `linger` stays alive until killed. The constructor returns
-// once `body` has run.
-class ChildProcess {
- public:
-  ChildProcess(const std::function<int()>& body, bool linger) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-      ADD_FAILURE() << "pipe failed";
-      return;
-    }
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(fds[0]);
-      int code = 0;
-      try {
-        code = body();
-      } catch (...) {
-        code = 2;
-      }
-      const char c = static_cast<char>(code);
-      if (write(fds[1], &c, 1) != 1) _exit(3);
-      while (linger) pause();
-      _exit(code);  // no destructors, no gtest teardown
-    }
-    close(fds[1]);
-    char c = 1;
-    if (read(fds[0], &c, 1) != 1 || c != 0) ADD_FAILURE() << "the child failed: " << int{c};
-    close(fds[0]);
-  }
-  ~ChildProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  pid_t pid() const { return pid_; }
-  // Waits for a child that exits on its own; returns its exit status.
-  int wait() {
-    int status = 0;
-    EXPECT_EQ(waitpid(pid_, &status, 0), pid_);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  // SIGKILL: no handler, no destructor, no chance to tidy up. Reaped, so that the pid is gone.
-  void kill_now() {
-    ASSERT_EQ(kill(pid_, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid_, &status, 0), pid_);
-    EXPECT_TRUE(WIFSIGNALED(status));
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
+using test::ChildProcess;
 #endif
 
 // A raw SQLite connection, for what the Store API cannot do: hand-made files, PRAGMAs, crashes.
@@ -1349,7 +1292,7 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
         store->finish_run(ok, RunStatus::Ok, "", sample_summary(3), 5);
         return 0;
       },
-      false);
+      ChildProcess::After::Exit);
   const pid_t exited_pid = exited.pid();
   ASSERT_EQ(exited.wait(), 0);
   std::unique_ptr<Store> held;  // open in the child until it is killed
@@ -1359,7 +1302,7 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
         held->begin_run(sample_run(4));
         return 0;
       },
-      true);
+      ChildProcess::After::Linger);
   const pid_t killed_pid = killed.pid();
   killed.kill_now();
 
@@ -1494,7 +1437,7 @@ TEST_F(SqliteStoreTest, AClaimOfALiveProcessIsTakenAndOfAKilledOneIsTakenOver) {
         held = open_sqlite_store(path());
         return held->claim_point(sweep, 0).status == ClaimStatus::Claimed ? 0 : 1;
       },
-      true);
+      ChildProcess::After::Linger);
   auto store = open_sqlite_store(path());
   const Claim taken = store->claim_point(sweep, 0);
   EXPECT_EQ(taken.status, ClaimStatus::Taken);
@@ -1522,7 +1465,7 @@ TEST_F(SqliteStoreTest, ClaimsOfEndedProcessesGoWhenTheStoreIsOpened) {
         auto store = open_sqlite_store(path());
         return store->claim_point(sweep, 3).status == ClaimStatus::Claimed ? 0 : 1;
       },
-      false);
+      ChildProcess::After::Exit);
   ASSERT_EQ(child.wait(), 0);
   EXPECT_EQ(RawDb(path()).integer("SELECT count(*) FROM claims"), 1) << "nobody released it";
   open_sqlite_store(path());

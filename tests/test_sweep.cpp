@@ -5,6 +5,8 @@
 // once the other is killed.
 #include <gtest/gtest.h>
 
+#include "child_process.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -183,71 +185,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Another process sharing the store: it runs `first` (which returns 0 for success; no gtest in a
-// forked child), reports through a pipe, waits for go(), runs `then` and exits with its result. The
-// constructor returns once `first` has run.
-class OtherProcess {
- public:
-  OtherProcess(const std::function<int()>& first, const std::function<int()>& then) {
-    int done[2];
-    int go[2];
-    if (pipe(done) != 0 || pipe(go) != 0) {
-      ADD_FAILURE() << "pipe failed";
-      return;
-    }
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(done[0]);
-      close(go[1]);
-      int code = 2;
-      try {
-        code = first();
-        const char c = static_cast<char>(code);
-        if (write(done[1], &c, 1) != 1) _exit(3);
-        char word = 0;
-        if (code == 0 && read(go[0], &word, 1) == 1) code = then();
-      } catch (...) {
-        code = 2;
-      }
-      _exit(code);  // no destructors, no gtest teardown
-    }
-    close(done[1]);
-    close(go[0]);
-    go_ = go[1];
-    char c = 1;
-    if (read(done[0], &c, 1) != 1 || c != 0) ADD_FAILURE() << "the other process failed";
-    close(done[0]);
-  }
-  ~OtherProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (go_ >= 0) close(go_);
-  }
-  OtherProcess(const OtherProcess&) = delete;
-  OtherProcess& operator=(const OtherProcess&) = delete;
-
-  void go() {
-    const char c = 1;
-    EXPECT_EQ(write(go_, &c, 1), 1);
-  }
-  int wait() {
-    int status = 0;
-    EXPECT_EQ(waitpid(pid_, &status, 0), pid_);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  void kill_now() {
-    EXPECT_EQ(kill(pid_, SIGKILL), 0);
-    EXPECT_EQ(waitpid(pid_, nullptr, 0), pid_);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int go_ = -1;
-};
+using test::ChildProcess;
 
 SweepRecord record_of(const SweepSpec& spec) {
   SweepRecord rec;
@@ -264,7 +202,7 @@ TEST(Sweep, APointAnotherProcessMeasuresIsWaitedForNotMeasuredTwice) {
   auto spec = tiny_spec();
   std::unique_ptr<Store> held;  // the other process's store, kept open in it
   SweepId sweep;
-  OtherProcess other(
+  ChildProcess other(
       [&] {
         held = open_sqlite_store(db);
         sweep = held->create_sweep(record_of(spec));
@@ -308,7 +246,7 @@ TEST(Sweep, APointOfAKilledProcessIsMeasuredHere) {
   const std::string db = dir.file("store.db");
   auto spec = tiny_spec();
   std::unique_ptr<Store> held;
-  OtherProcess other(
+  ChildProcess other(
       [&] {
         held = open_sqlite_store(db);
         const SweepId sweep = held->create_sweep(record_of(spec));
@@ -338,7 +276,7 @@ TEST(Sweep, CancelStopsWaitingForAnotherProcess) {
   spec.grid.min_offload_sizes = {1024};
   spec.grid.max_fwd_stash_sizes = {1};
   std::unique_ptr<Store> held;
-  OtherProcess other(
+  ChildProcess other(
       [&] {
         held = open_sqlite_store(db);
         const SweepId sweep = held->create_sweep(record_of(spec));

@@ -696,6 +696,22 @@ void migrate(const Connection& c) {
   tx.commit();
 }
 
+// A run's owner from the next columns of a row that LEFT JOINs run_owners: (present, host, pid,
+// pid_start). Nothing when the run has no owner row (written before schema 2).
+std::optional<Owner> read_owner(Query& q) {
+  if (!q.col_bool()) {
+    q.col_text();  // skip the NULL columns of the missing row
+    q.col_i64();
+    q.col_i64();
+    return std::nullopt;
+  }
+  Owner owner;
+  owner.host = q.col_text();
+  owner.pid = q.col_i64();
+  owner.start = q.col_i64();
+  return owner;
+}
+
 // The error of a run that is `running` while its owner has ended. No owner: written before
 // schema 2.
 std::string interrupted_error(const std::optional<Owner>& owner) {
@@ -720,13 +736,7 @@ void interrupt_orphans(const Connection& c) {
     q.text(to_string(RunStatus::Running));
     while (q.next()) {
       const int64_t id = q.col_i64();
-      std::optional<Owner> owner;
-      if (q.col_bool()) {
-        owner = Owner{};
-        owner->host = q.col_text();
-        owner->pid = q.col_i64();
-        owner->start = q.col_i64();
-      }
+      const std::optional<Owner> owner = read_owner(q);
       if (!owner || !owner_alive(*owner)) ended.emplace_back(id, interrupted_error(owner));
     }
   }
@@ -1453,13 +1463,7 @@ class SqliteStore final : public Store {
     r.started_unix_ns = q.col_i64();
     r.finished_unix_ns = q.col_i64();
     r.summary = read_summary(q);
-    std::optional<Owner> owner;
-    if (q.col_bool()) {
-      owner = Owner{};
-      owner->host = q.col_text();
-      owner->pid = q.col_i64();
-      owner->start = q.col_i64();
-    }
+    const std::optional<Owner> owner = read_owner(q);
     if (r.status == RunStatus::Running && (!owner || !owner_alive(*owner))) {
       r.status = RunStatus::Interrupted;
       r.error = interrupted_error(owner);
