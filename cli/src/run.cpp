@@ -44,7 +44,7 @@ class RunCommand final : public Command {
     auto run = requests::prepare(request_);
     auto store = open_store(common_, /*write=*/true);
     if (show_progress(common_)) std::cerr << "running " << run.spec.workload.model << "...\n";
-    const auto out = pf::run_measured(*run.workload, run.spec, *store);
+    const auto out = requests::execute(run, *store);
     const auto& r = out.record;
     if (!common_.quiet && !common_.json) std::cerr << "collector: " << out.collector_status << "\n";
     if (common_.json) {

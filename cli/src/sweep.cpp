@@ -47,8 +47,8 @@ class SweepCommand final : public Command {
     auto prepared = requests::prepare(request_);
     auto store = open_store(common_, /*write=*/true);
     const bool progress = show_progress(common_);
-    const auto outcome = pf::run_sweep(
-        *prepared.workload, prepared.spec, *store,
+    const auto outcome = requests::execute(
+        prepared, *store,
         [&](const pf::SweepProgress& p) {
           if (!progress) return;
           std::cerr << "\r[sweep] " << p.done << "/" << p.total << " points" << std::flush;

@@ -55,9 +55,11 @@ void SweepRunner::work(SweepRequest r) {
   bool ok = false, interrupted = false;
   QString message;
   try {
+    // The model first: one that cannot be built leaves no store behind.
+    auto prepared = requests::prepare(r);
     auto store = pf::open_sqlite_store(r.db);
     const auto outcome = requests::execute(
-        r, *store,
+        prepared, *store,
         [this](const pf::SweepProgress& p) {
           if (p.last != nullptr) Q_EMIT pointFinished(*p.last);
           Q_EMIT progress(p.done, p.total);

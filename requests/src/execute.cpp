@@ -82,15 +82,13 @@ PreparedSweep prepare(const SweepRequest& request) {
   return out;
 }
 
-profiler::RunOutcome execute(const RunRequest& request, profiler::Store& store) {
-  auto run = prepare(request);
+profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store) {
   return profiler::run_measured(*run.workload, run.spec, store);
 }
 
-profiler::SweepOutcome execute(const SweepRequest& request, profiler::Store& store,
+profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
                                const std::atomic<bool>* cancel) {
-  auto sweep = prepare(request);
   return profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
 }
 

@@ -3,6 +3,7 @@
 // and live points in the main window.
 #include <gtest/gtest.h>
 
+#include <QFile>
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -181,6 +182,23 @@ TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
   ASSERT_NE(status, nullptr);
   EXPECT_TRUE(status->text().startsWith("error:")) << status->text().toStdString();
   EXPECT_FALSE(form.runner()->running());
+}
+
+// Issue 11: a model that passes the checks but cannot be loaded fails the sweep before its store is
+// created, as from the CLI.
+TEST(SweepFormTest, AModelThatDoesNotLoadLeavesNoStore) {
+  QTemporaryDir dir;
+  SweepForm form;
+  QSignalSpy finished(&form, &SweepForm::sweepFinished);
+  auto r = tiny_request(dir.filePath("new.db").toStdString(), "1KiB", "1");
+  r.workload.model = dir.filePath("missing.pt").toStdString();
+  form.setRequest(r);
+  ASSERT_TRUE(form.startSweep());
+  const auto args = wait_finished(form, finished);
+  ASSERT_EQ(args.size(), 3);
+  EXPECT_FALSE(args[0].toBool());
+  EXPECT_TRUE(args[2].toString().contains("cannot load")) << args[2].toString().toStdString();
+  EXPECT_FALSE(QFile::exists(dir.filePath("new.db")));
 }
 
 TEST(SweepFormTest, MainWindowShowsPointsAsTheyFinish) {

@@ -31,9 +31,10 @@ struct PreparedSweep {
 };
 PreparedSweep prepare(const SweepRequest& request);
 
-// prepare() and measure, writing to `store`.
-profiler::RunOutcome execute(const RunRequest& request, profiler::Store& store);
-profiler::SweepOutcome execute(const SweepRequest& request, profiler::Store& store,
+// Measures a prepared request into `store`. A front end prepares first and opens (creates) the
+// store after, so that a model that cannot be built leaves no store file behind.
+profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store);
+profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
                                const std::atomic<bool>* cancel);
 
