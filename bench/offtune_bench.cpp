@@ -169,6 +169,7 @@ struct Env {
 // ---- section 1: hook overhead ------------------------------------------------------------------
 
 struct HookMode {
+  std::string key;  // baseline, floor, nothing, everything
   std::string name;
   double median_pass_ms = kNaN;
   double saved_per_pass = kNaN;  // from the offloader's stats (no offloader: not counted)
@@ -234,9 +235,10 @@ PythonFloor measure_python_floor(const Args& args) {
   return floor;
 }
 
-// One forward+backward of `chain` x sin on x, under the offloader's scope when one is given.
-// Returns milliseconds, copies and compute included.
-double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* offloader,
+// One forward+backward of `chain` x sin on x, under the offloader's scope when one is given, or
+// under a HookFloorScope (autograd's own cost of a C++ hook). Returns milliseconds, copies and
+// compute included.
+double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* offloader, bool floor,
                   const Env& env) {
   env.sync(offloader);
   const auto start = Clock::now();
@@ -244,7 +246,9 @@ double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* of
     at::Tensor y = x;
     {
       std::optional<offtune::OffloadScope> scope;
+      std::optional<offtune::HookFloorScope> floor_scope;
       if (offloader != nullptr) scope.emplace(offloader->scope());
+      if (floor) floor_scope.emplace();
       for (int64_t i = 0; i < chain; ++i) y = y.sin();  // each sin saves its input
     }
     y.sum().backward();
@@ -273,32 +277,48 @@ HookResult bench_hooks(const Args& args, const Env& env) {
   offtune::ActivationOffloader all_offloader(offload_all);
 
   struct Mode {
+    std::string key;  // as --hook-mode names it
     std::string name;
     offtune::ActivationOffloader* offloader;
+    bool floor;  // under a HookFloorScope
     std::vector<double> ms;
     std::vector<double> saved, offloaded, waits;
     bool resting = true;
   };
   std::vector<Mode> modes;
   if (args.hook_mode == "all" || args.hook_mode == "baseline") {
-    modes.push_back({"no scope (baseline)", nullptr, {}, {}, {}, {}, true});
+    modes.push_back({"baseline", "no scope (baseline)", nullptr, false, {}, {}, {}, {}, true});
+  }
+  if (args.hook_mode == "all" || args.hook_mode == "floor") {
+    modes.push_back(
+        {"floor", "no-op C++ hook (autograd's floor)", nullptr, true, {}, {}, {}, {}, true});
   }
   if (args.hook_mode == "all" || args.hook_mode == "nothing") {
-    modes.push_back({"scope, nothing offloaded", &hook_offloader, {}, {}, {}, {}, true});
+    modes.push_back(
+        {"nothing", "scope, nothing offloaded", &hook_offloader, false, {}, {}, {}, {}, true});
   }
   if (args.hook_mode == "all" || args.hook_mode == "everything") {
-    modes.push_back({"scope, all offloaded", &all_offloader, {}, {}, {}, {}, true});
+    modes.push_back(
+        {"everything", "scope, all offloaded", &all_offloader, false, {}, {}, {}, {}, true});
   }
 
   // One unmeasured pass each (allocator, thread pools, host pool slabs), then interleaved
-  // repetitions, so that drift in machine speed hits every mode alike.
-  for (Mode& mode : modes) chain_pass(x, args.chain, mode.offloader, env);
+  // repetitions, so that drift in machine speed hits every mode alike. The order rotates from one
+  // repetition to the next: a pass pays for the heap and caches the one before it left, and no mode
+  // should always follow the same one.
+  for (Mode& mode : modes) chain_pass(x, args.chain, mode.offloader, mode.floor, env);
   for (int64_t rep = 0; rep < args.repetitions; ++rep) {
-    for (Mode& mode : modes) {
+    for (size_t k = 0; k < modes.size(); ++k) {
+      Mode& mode = modes[(k + static_cast<size_t>(rep)) % modes.size()];
       offtune::OffloadStats before;
       if (mode.offloader != nullptr) before = mode.offloader->stats();
-      mode.ms.push_back(chain_pass(x, args.chain, mode.offloader, env));
-      if (mode.offloader != nullptr) {
+      mode.ms.push_back(chain_pass(x, args.chain, mode.offloader, mode.floor, env));
+      if (mode.floor) {
+        // No offloader counts them: each sin saves its input (the nothing mode's stats show it).
+        mode.saved.push_back(static_cast<double>(args.chain));
+        mode.offloaded.push_back(0);
+        mode.waits.push_back(0);
+      } else if (mode.offloader != nullptr) {
         const offtune::OffloadStats after = mode.offloader->stats();
         mode.saved.push_back(static_cast<double>(after.packed - before.packed));
         mode.offloaded.push_back(static_cast<double>(after.offloaded - before.offloaded));
@@ -309,13 +329,14 @@ HookResult bench_hooks(const Args& args, const Env& env) {
   }
 
   const Mode& base = modes.front();
-  const bool has_baseline = base.offloader == nullptr;
+  const bool has_baseline = base.key == "baseline";
   for (const Mode& mode : modes) {
     HookMode out;
     out.name = mode.name;
+    out.key = mode.key;
     out.median_pass_ms = median(mode.ms);
     out.resting = mode.resting;
-    if (mode.offloader != nullptr) {
+    if (mode.offloader != nullptr || mode.floor) {
       out.saved_per_pass = median(mode.saved);
       out.offloaded_per_pass = median(mode.offloaded);
       out.window_waits_per_pass = median(mode.waits);
@@ -368,9 +389,16 @@ void print_hooks(const HookResult& r) {
   for (const HookMode& m : r.modes) {
     if (!m.resting) fmt::print("note: '{}': engine not at rest after a pass\n", m.name);
   }
-  if (r.modes.size() == 3) {
-    const HookMode& nothing = r.modes[1];
-    const HookMode& all = r.modes[2];
+  const auto find = [&](const char* key) -> const HookMode* {
+    for (const HookMode& m : r.modes) {
+      if (m.key == key) return &m;
+    }
+    return nullptr;
+  };
+  const HookMode* floor = find("floor");
+  const HookMode* nothing = find("nothing");
+  const HookMode* all = find("everything");
+  if (floor != nullptr && nothing != nullptr && all != nullptr) {
     // A ratio over a cost that the noise can make zero or negative says nothing: print why instead.
     const auto ratio = [](double num, double den, double den_min) -> std::string {
       if (!std::isfinite(num) || !std::isfinite(den) || den <= 0) {
@@ -380,22 +408,29 @@ void print_hooks(const HookResult& r) {
       if (den_min <= 0) text += " (uncertain: the denominator's spread includes 0)";
       return text;
     };
+    fmt::print(
+        "autograd's own cost of a C++ hook (no-op hook): {:.0f} ns; offtune's hooks above it, "
+        "nothing offloaded: {:+.0f} ns\n",
+        floor->ns_per_saved_tensor, nothing->ns_per_saved_tensor - floor->ns_per_saved_tensor);
     if (r.python.measured) {
       fmt::print(
-          "python floor (torch {}): {:.0f} ns; Python / nothing offloaded: {} (target >= 5x)\n",
+          "python floor (torch {}): {:.0f} ns; Python / nothing offloaded: {} (target >= 5x; a "
+          "C++ hook can reach at most Python / no-op C++ hook: {})\n",
           r.python.torch_version, r.python.ns_per_saved_tensor,
-          ratio(r.python.ns_per_saved_tensor, nothing.ns_per_saved_tensor, nothing.ns_min));
+          ratio(r.python.ns_per_saved_tensor, nothing->ns_per_saved_tensor, nothing->ns_min),
+          ratio(r.python.ns_per_saved_tensor, floor->ns_per_saved_tensor, floor->ns_min));
     } else if (!r.python.why_not.empty()) {
       fmt::print("python floor: not measured ({})\n", r.python.why_not);
     }
     fmt::print("everything offloaded / nothing offloaded: {} (target <= 3x)\n",
-               ratio(all.ns_per_saved_tensor, nothing.ns_per_saved_tensor, nothing.ns_min));
+               ratio(all->ns_per_saved_tensor, nothing->ns_per_saved_tensor, nothing->ns_min));
     if (r.python.measured) {
       fmt::print(
-          "best passes: python {:.0f} ns, nothing {:.0f} ns (python / nothing: {}), everything "
-          "{:.0f} ns (everything / nothing: {})\n",
-          r.python.ns_best, nothing.ns_best, ratio(r.python.ns_best, nothing.ns_best, 1.0),
-          all.ns_best, ratio(all.ns_best, nothing.ns_best, 1.0));
+          "best passes: python {:.0f} ns, no-op C++ hook {:.0f} ns, nothing {:.0f} ns (python / "
+          "nothing: {}), everything {:.0f} ns (everything / nothing: {})\n",
+          r.python.ns_best, floor->ns_best, nothing->ns_best,
+          ratio(r.python.ns_best, nothing->ns_best, 1.0), all->ns_best,
+          ratio(all->ns_best, nothing->ns_best, 1.0));
     }
     fmt::print(
         "(medians over interleaved repetitions; on a shared machine one figure is noise: compare "
@@ -407,7 +442,8 @@ void print_hooks(const HookResult& r) {
 json hooks_json(const HookResult& r) {
   json modes = json::array();
   for (const HookMode& m : r.modes) {
-    modes.push_back({{"mode", m.name},
+    modes.push_back({{"key", m.key},
+                     {"mode", m.name},
                      {"median_pass_ms", number_or_null(m.median_pass_ms)},
                      {"saved_per_pass", number_or_null(m.saved_per_pass)},
                      {"offloaded_per_pass", number_or_null(m.offloaded_per_pass)},
@@ -823,7 +859,7 @@ int main(int argc, char** argv) {
   app.add_option("--hook-mode", args.hook_mode,
                  "hook section: every mode, interleaved, or one alone (for a profiler: perf "
                  "stat/record); one alone reports pass times only")
-      ->check(CLI::IsMember({"all", "baseline", "nothing", "everything"}))
+      ->check(CLI::IsMember({"all", "baseline", "floor", "nothing", "everything"}))
       ->capture_default_str();
   app.add_option("--python", args.python,
                  "hook section (host-sim): the Python with torch that measures the floor of no-op "

@@ -59,5 +59,50 @@ TEST(Seam, InnermostScopeWins) {
   EXPECT_GT(b.stats().packed, 0);
 }
 
+// The benchmarks' floor: every saved tensor goes through a C++ hook that only keeps it, and no
+// offloader sees it, even inside an offload scope.
+TEST(Seam, HookFloorScopeHooksEverySavedTensorAndOffloadsNothing) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  torch::manual_seed(0);
+  auto w = torch::randn({16, 16}, torch::requires_grad());
+  auto x = torch::randn({8, 16});
+  const auto loss = [&] { return x.matmul(w).tanh().exp().pow(2).mean(); };
+  const at::Tensor reference = torch::autograd::grad({loss()}, {w})[0];
+  at::Tensor got;
+  {
+    auto scope = off.scope();
+    HookFloorScope floor;
+    EXPECT_FALSE(offloading_active());
+    got = torch::autograd::grad({loss()}, {w})[0];
+  }
+  EXPECT_TRUE(bitwise_equal(reference, got));
+  EXPECT_EQ(obs->packs.size(), 0u);
+  EXPECT_EQ(off.stats().packed, 0);
+
+  // A hook is there: like any hook that does not check versions, it lets an in-place change of a
+  // saved tensor through, where plain autograd (and offtune's own hooks) raise.
+  {
+    HookFloorScope floor;
+    auto v = torch::randn({4}, torch::requires_grad());
+    auto h = v.mul(2);
+    auto y = h.sin();
+    h.add_(1);
+    EXPECT_NO_THROW(y.sum().backward());
+  }
+
+  // A tensor saved by its own node (exp saves its output) is not kept in a reference cycle: it dies
+  // with the graph.
+  c10::weak_intrusive_ptr<c10::StorageImpl> weak{c10::intrusive_ptr<c10::StorageImpl>()};
+  {
+    HookFloorScope floor;
+    auto v = torch::randn({1024}, torch::requires_grad());
+    auto y = v.exp();
+    weak = y.storage().getWeakStorageImpl();
+  }
+  EXPECT_EQ(weak.use_count(), 0) << "the saved output leaked (node -> hook -> tensor -> node)";
+}
+
 }  // namespace
 }  // namespace offtune::test

@@ -38,6 +38,7 @@
 #include <deque>
 #include <exception>
 #include <iostream>
+#include <memory_resource>
 #include <mutex>
 #include <sstream>
 #include <typeinfo>
@@ -107,12 +108,15 @@ thread_local int t_sinks = 0;
 thread_local const Context* t_holding = nullptr;  // the context whose lock this thread holds
 
 // Delivers what was collected on this thread once the outermost engine call ends (after its lock
-// is released: declare it before the lock).
+// is released: declare it before the lock). The hooks make an inactive one when there is no
+// observer (nothing is collected then): it costs a branch.
 class EventSink {
  public:
-  EventSink() { ++t_sinks; }
+  explicit EventSink(bool active = true) : active_(active) {
+    if (active_) ++t_sinks;
+  }
   ~EventSink() {
-    if (--t_sinks > 0 || t_pending.empty()) return;
+    if (!active_ || --t_sinks > 0 || t_pending.empty()) return;
     std::vector<Pending> batch;
     batch.swap(t_pending);
     for (auto& p : batch) deliver(p);
@@ -123,6 +127,7 @@ class EventSink {
   EventSink& operator=(const EventSink&) = delete;
 
  private:
+  const bool active_;
   static void deliver(Pending& p) noexcept {
     try {
       std::visit(
@@ -192,6 +197,8 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   OffloadStats stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
     OffloadStats s = stats_;
+    s.packed = packed_.load(std::memory_order_relaxed);
+    s.kept = kept_.load(std::memory_order_relaxed);
     s.pageable_fallbacks = pool_->pageable_fallbacks();
     return s;
   }
@@ -272,14 +279,23 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::atomic<uint64_t> next_generation_{0};
 
   mutable std::mutex mutex_;
-  int64_t next_id_ = 0;
+  // The kept path (most saved tensors) takes no lock: ids and its counters are atomics, and the
+  // registry of never-offload storages is looked up under the lock only when it is not empty.
+  std::atomic<int64_t> next_id_{0};
   std::atomic<int64_t> live_slots_{0};
+  std::atomic<int64_t> packed_{0};
+  std::atomic<int64_t> kept_{0};
+  std::atomic<bool> has_registered_{false};
+  std::atomic<bool> warned_other_device_{false};
   Entry* live_head_ = nullptr;
   std::vector<std::unique_ptr<Entry>> spare_;  // recycled entries
-  std::unordered_map<uint64_t, Entry*> chain_tail_;
-  std::unordered_multimap<c10::StorageImpl*, Entry*> by_storage_;
+  // The maps below gain and lose a node per offloaded tensor: their nodes come from a pool (used
+  // under the lock only), not from the heap.
+  std::pmr::unsynchronized_pool_resource nodes_;
+  std::pmr::unordered_map<uint64_t, Entry*> chain_tail_{&nodes_};
+  std::pmr::unordered_multimap<c10::StorageImpl*, Entry*> by_storage_{&nodes_};
   std::deque<Entry*> fwd_stash_;
-  std::unordered_map<c10::StorageImpl*, int> held_;  // storages the window holds, with counts
+  std::pmr::unordered_map<c10::StorageImpl*, int> held_{&nodes_};  // held storages, with counts
   int64_t fwd_bytes_ = 0;
   int64_t bwd_count_ = 0;
   int64_t bwd_bytes_ = 0;
@@ -297,8 +313,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::deque<Unreported> unreported_;  // copies whose completion observers have not heard of
   std::unordered_map<c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> registered_;
   std::unordered_set<const void*> excluded_;
-  bool warned_other_device_ = false;
-  OffloadStats stats_;
+  OffloadStats stats_;  // packed and kept live in the atomics above
 };
 
 namespace {
@@ -387,12 +402,67 @@ std::string describe(at::ScalarType dtype, c10::Device device, c10::IntArrayRef 
 
 }  // namespace
 
+// Autograd makes and destroys a slot for every saved tensor: each thread keeps the memory of the
+// slots it destroyed for the next ones instead of going to the heap (on cuda, backward runs on
+// autograd's device threads: their slots go back to the heap when their cache is full). Not under
+// AddressSanitizer, which should see every slot's memory freed.
+#if defined(__SANITIZE_ADDRESS__)
+#define OFFTUNE_SLOT_MEMORY_FROM_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OFFTUNE_SLOT_MEMORY_FROM_HEAP 1
+#endif
+#endif
+class SlotMemory {
+ public:
+#if defined(OFFTUNE_SLOT_MEMORY_FROM_HEAP)
+  static void* take(size_t n) { return ::operator new(n); }
+  static void give(void* p) noexcept { ::operator delete(p); }
+#else
+  static void* take(size_t n) {
+    if (t_alive) {
+      Cache& c = cache();
+      if (c.count > 0) return c.blocks[--c.count];
+    }
+    return ::operator new(n);
+  }
+  static void give(void* p) noexcept {
+    if (t_alive) {
+      Cache& c = cache();
+      if (c.count < kBlocks) {
+        c.blocks[c.count++] = p;
+        return;
+      }
+    }
+    ::operator delete(p);
+  }
+
+ private:
+  static constexpr int kBlocks = 1024;
+  struct Cache {
+    void* blocks[kBlocks];
+    int count = 0;
+    ~Cache() {
+      t_alive = false;  // a slot destroyed later in this thread's exit goes to the heap
+      while (count > 0) ::operator delete(blocks[--count]);
+    }
+  };
+  static Cache& cache() {
+    thread_local Cache c;
+    return c;
+  }
+  static inline thread_local bool t_alive = true;
+#endif
+};
+
 // One saved tensor's share in the engine; see seam.hpp.
 class Slot final : public SavedTensorSlot {
  public:
   Slot(std::shared_ptr<Context> ctx, uint64_t generation)
       : ctx_(std::move(ctx)), generation_(generation) {}
   ~Slot() override { ctx_->release(*this); }
+  static void* operator new(size_t n) { return SlotMemory::take(n); }
+  static void operator delete(void* p) noexcept { SlotMemory::give(p); }
 
  protected:
   void pack(const at::Tensor& tensor) override { ctx_->pack(*this, tensor); }
@@ -439,7 +509,8 @@ KeepReason Context::classify(const at::Tensor& t) const {
     const at::TensorBase& base = t._base();
     if (base.is_leaf() && base.requires_grad()) return KeepReason::Parameter;
   }
-  if (!registered_.empty()) {
+  if (has_registered_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mutex_);
     auto it = registered_.find(t.storage().unsafeGetStorageImpl());
     if (it != registered_.end() && it->second.use_count() > 0) {
       return KeepReason::RegisteredStorage;
@@ -499,63 +570,62 @@ void Context::unhold_storage(const c10::Storage& s) {
 
 void Context::pack(Slot& slot, const at::Tensor& t) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Pack});
-  EventSink sink;
+  EventSink sink(observer_ != nullptr);
+  slot.packed_ = true;
+  slot.id_ = TensorId(next_id_.fetch_add(1, std::memory_order_relaxed));
+  slot.saved_version_ = t.defined() ? t._version() : 0;
+  live_slots_.fetch_add(1, std::memory_order_relaxed);
+  packed_.fetch_add(1, std::memory_order_relaxed);
+
+  KeepReason reason = classify(t);
+  int64_t lo = 0, hi = 0;
+  if (reason == KeepReason::None) {
+    const auto [elo, ehi] = element_span(t);
+    const int64_t itemsize = static_cast<int64_t>(t.element_size());
+    lo = elo * itemsize;
+    hi = ehi * itemsize;
+    if (hi - lo < options_.min_offload_size) reason = KeepReason::BelowThreshold;
+  }
+  PackEvent ev;
+  ev.id = slot.id_;
+  ev.time_ns = observer_ ? now_ns() : 0;
+  if (reason != KeepReason::None) {
+    // Kept: the slot alone, no lock. The tensor itself, as autograd keeps a saved input, unless it
+    // may be an output saved by its own node: keeping it would close a reference cycle (node ->
+    // slot -> tensor -> node) and leak the graph. Such a tensor is kept as its storage and geometry
+    // (rebuilt at unpack) when it is an ordinary one, else detached.
+    if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
+      slot.kept_ = t;
+    } else if (plain_tensor(t)) {
+      slot.kept_storage_ = t.storage();
+      slot.kept_offset_ = t.storage_offset();
+      slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
+      slot.strides_.assign(t.strides().begin(), t.strides().end());
+      slot.dtype_ = t.scalar_type();
+      slot.device_ = t.device();
+      slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+    } else {
+      slot.kept_ = t.detach();  // shares the version counter
+    }
+    kept_.fetch_add(1, std::memory_order_relaxed);
+    if (reason == KeepReason::OtherDevice && !warned_other_device_.exchange(true)) {
+      TORCH_WARN("offtune: a tensor on ", t.device(), " was saved under an offloader for ",
+                 backend_->device_name(),
+                 "; it stays on its device (create one offloader per device)");
+    }
+    if (observer_) {
+      ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
+      ev.decision = PackDecision::Kept;
+      ev.reason = reason;
+      emit(ev);
+    }
+    return;
+  }
+
   WindowWaits waits;
   Stream stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
   {
     Lock lock(*this);
-    slot.packed_ = true;
-    slot.id_ = TensorId(next_id_++);
-    slot.saved_version_ = t.defined() ? t._version() : 0;
-    live_slots_.fetch_add(1, std::memory_order_relaxed);
-    ++stats_.packed;
-
-    KeepReason reason = classify(t);
-    int64_t lo = 0, hi = 0;
-    if (reason == KeepReason::None) {
-      const auto [elo, ehi] = element_span(t);
-      const int64_t itemsize = static_cast<int64_t>(t.element_size());
-      lo = elo * itemsize;
-      hi = ehi * itemsize;
-      if (hi - lo < options_.min_offload_size) reason = KeepReason::BelowThreshold;
-    }
-    PackEvent ev;
-    ev.id = slot.id_;
-    ev.time_ns = observer_ ? now_ns() : 0;
-    if (reason != KeepReason::None) {
-      // The tensor itself, as autograd keeps a saved input, unless it may be an output saved by
-      // its own node: keeping it would close a reference cycle (node -> slot -> tensor -> node)
-      // and leak the graph. Such a tensor is kept as its storage and geometry (rebuilt at unpack)
-      // when it is an ordinary one, else detached.
-      if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
-        slot.kept_ = t;
-      } else if (plain_tensor(t)) {
-        slot.kept_storage_ = t.storage();
-        slot.kept_offset_ = t.storage_offset();
-        slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
-        slot.strides_.assign(t.strides().begin(), t.strides().end());
-        slot.dtype_ = t.scalar_type();
-        slot.device_ = t.device();
-        slot.version_ = t.unsafeGetTensorImpl()->version_counter();
-      } else {
-        slot.kept_ = t.detach();  // shares the version counter
-      }
-      ++stats_.kept;
-      if (reason == KeepReason::OtherDevice && !warned_other_device_) {
-        warned_other_device_ = true;
-        TORCH_WARN("offtune: a tensor on ", t.device(), " was saved under an offloader for ",
-                   backend_->device_name(),
-                   "; it stays on its device (create one offloader per device)");
-      }
-      if (observer_) {
-        ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
-        ev.decision = PackDecision::Kept;
-        ev.reason = reason;
-        emit(ev);
-      }
-      return;
-    }
-
     report_completions();
     collect_pending();
     stream = backend_->current_stream();
@@ -764,7 +834,7 @@ void Context::prefetch_before(const Entry& e) {
 
 at::Tensor Context::unpack(Slot& slot) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
-  EventSink sink;
+  EventSink sink(observer_ != nullptr);
   note_unpack_in_backward(*this);
   if (!slot.entry_) {
     if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
@@ -1015,6 +1085,7 @@ void Context::never_offload(const at::Tensor& t) {
   }
   registered_.insert_or_assign(t.storage().unsafeGetStorageImpl(),
                                t.storage().getWeakStorageImpl());
+  has_registered_.store(true, std::memory_order_release);
 }
 
 ResidentState Context::resident() {
@@ -1121,6 +1192,12 @@ OffloadScope::~OffloadScope() {
 
 NoOffloadRegion::NoOffloadRegion() : token_(detail::push_frame(nullptr, 0)) {}
 NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(token_); }
+
+HookFloorScope::HookFloorScope() {
+  detail::ensure_engine_installed();
+  token_ = detail::push_floor_frame();
+}
+HookFloorScope::~HookFloorScope() { detail::pop_frame(token_); }
 
 ModuleRegion::ModuleRegion(const void* module) {
   Context* top = detail::top_frame();

@@ -52,6 +52,7 @@ struct Frame {
   Context* ctx = nullptr;
   uint64_t generation = 0;
   uint64_t token = 0;
+  bool floor = false;  // a HookFloorScope: the cheapest hook there is, no offloader
 };
 thread_local std::vector<Frame> t_frames;
 thread_local uint64_t t_next_token = 1;
@@ -112,6 +113,19 @@ void finish_task(int64_t id) {
   }
 }
 
+// HookFloorScope's hook: keeps the tensor (detached where keeping it could close a reference cycle,
+// as offtune's kept path does) and hands it back.
+class FloorHooks final : public ag::SavedVariableHooks {
+ public:
+  void call_pack_hook(const at::Tensor& t) override {
+    tensor_ = may_be_saved_by_its_own_node(t) ? t.detach() : t;
+  }
+  at::Tensor call_unpack_hook() override { return tensor_; }
+
+ private:
+  at::Tensor tensor_;
+};
+
 class OfftuneEngine final : public ag::Engine {
  public:
   OfftuneEngine() = default;
@@ -122,7 +136,8 @@ class OfftuneEngine final : public ag::Engine {
     // Hot path for every saved tensor in the process: one thread-local read when offtune is idle.
     if (!t_frames.empty()) {
       const Frame& f = t_frames.back();
-      return f.ctx == nullptr ? nullptr : make_slot(*f.ctx, f.generation);
+      if (f.ctx != nullptr) return make_slot(*f.ctx, f.generation);
+      return f.floor ? std::make_unique<FloorHooks>() : nullptr;
     }
     const int task = ag::get_current_graph_task_id();
     if (task < 0) return nullptr;
@@ -193,6 +208,12 @@ void ensure_engine_installed() {
 uint64_t push_frame(Context* ctx, uint64_t generation) {
   const uint64_t token = t_next_token++;
   t_frames.push_back({ctx, generation, token});
+  return token;
+}
+
+uint64_t push_floor_frame() {
+  const uint64_t token = t_next_token++;
+  t_frames.push_back({nullptr, 0, token, true});
   return token;
 }
 

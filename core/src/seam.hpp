@@ -44,6 +44,9 @@ void ensure_engine_installed();
 // nullptr for a no-offload region. Frames are removed by the token push_frame returned, wherever
 // they are in the stack (a movable scope may end out of order).
 uint64_t push_frame(Context* ctx, uint64_t generation);
+// A HookFloorScope's frame: no offloader (top_frame() is nullptr), and every saved tensor gets the
+// cheapest C++ hook there is.
+uint64_t push_floor_frame();
 void pop_frame(uint64_t token);
 Context* top_frame();  // nullptr when the stack is empty or a no-offload region is innermost
 

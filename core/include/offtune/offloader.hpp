@@ -145,6 +145,22 @@ class NoOffloadRegion {
   uint64_t token_;
 };
 
+// For benchmarks: while alive, every tensor autograd saves on this thread gets the cheapest C++
+// saved-tensor hook there is (pack keeps the tensor, unpack hands it back) and no offloader sees
+// it. It measures what autograd itself spends on any C++ hook (it detaches the tensor at pack and
+// rebuilds a variable at unpack): a floor that offtune's own hooks cannot go below.
+// `offtune-bench --section hooks` reports offtune's cost above it. Innermost wins, as with scopes.
+class HookFloorScope {
+ public:
+  HookFloorScope();
+  ~HookFloorScope();
+  HookFloorScope(const HookFloorScope&) = delete;
+  HookFloorScope& operator=(const HookFloorScope&) = delete;
+
+ private:
+  uint64_t token_;
+};
+
 // Marks the forward of one module. If the innermost active offloader excludes `module` (an output
 // head found by make_offloader_for()), the region behaves as a NoOffloadRegion; otherwise it costs
 // a thread-local read. Model code wraps submodule calls in it: the C++ stand-in for the forward
