@@ -347,6 +347,36 @@ TEST(StepStats, OddCount) {
   EXPECT_DOUBLE_EQ(s.stddev_ms, 1.0);  // sample stddev: sqrt((1 + 0 + 1) / 2)
 }
 
+// The median's interval from order statistics, against coverages computed by hand:
+// coverage of [x(j), x(n+1-j)] = 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2).
+TEST(StepStats, MedianIntervalFromOrderStatistics) {
+  // 5 steps: only min..max, 1 - 2/32 = 93.75%.
+  StepStats s = step_stats({5.0, 1.0, 4.0, 2.0, 3.0});
+  EXPECT_DOUBLE_EQ(s.ci_low_ms, 1.0);
+  EXPECT_DOUBLE_EQ(s.ci_high_ms, 5.0);
+  EXPECT_DOUBLE_EQ(s.ci_level, 0.9375);
+  // 10 steps: [x(2), x(9)], 1 - 2 * 11/1024 = 97.85%; [x(3), x(8)] would be 89.06% < 95%.
+  std::vector<double> ten;
+  for (int i = 10; i >= 1; --i) ten.push_back(i);
+  s = step_stats(ten);
+  EXPECT_DOUBLE_EQ(s.ci_low_ms, 2.0);
+  EXPECT_DOUBLE_EQ(s.ci_high_ms, 9.0);
+  EXPECT_NEAR(s.ci_level, 1.0 - 2.0 * 11.0 / 1024.0, 1e-12);
+  // 20 steps: [x(6), x(15)], 1 - 2 * 21700/1048576 = 95.86%.
+  std::vector<double> twenty;
+  for (int i = 1; i <= 20; ++i) twenty.push_back(100.0 + i);
+  s = step_stats(twenty);
+  EXPECT_DOUBLE_EQ(s.ci_low_ms, 106.0);
+  EXPECT_DOUBLE_EQ(s.ci_high_ms, 115.0);
+  EXPECT_NEAR(s.ci_level, 1.0 - 2.0 * 21700.0 / 1048576.0, 1e-12);
+  // 1 step: a point, with no coverage at all; 2 steps: min..max, 50%.
+  s = step_stats({7.0});
+  EXPECT_DOUBLE_EQ(s.ci_low_ms, 7.0);
+  EXPECT_DOUBLE_EQ(s.ci_high_ms, 7.0);
+  EXPECT_EQ(s.ci_level, 0.0);
+  EXPECT_DOUBLE_EQ(step_stats({7.0, 9.0}).ci_level, 0.5);
+}
+
 TEST(StepStats, EvenCountTakesMeanOfMiddleTwo) {
   const StepStats s = step_stats({10.0, 1.0, 3.0, 2.0});
   EXPECT_EQ(s.n, 4u);

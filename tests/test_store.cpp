@@ -189,6 +189,9 @@ RunSummary sample_summary(int salt) {
   s.step_ms_min = 0.1;
   s.step_ms_max = kInf;
   s.step_ms_stddev = 1e-300;
+  s.step_ms_ci_low = 11.5 + salt;
+  s.step_ms_ci_high = 14.0 + salt;
+  s.step_ms_ci_level = 0.9375;
   s.peak_allocated = kMax;
   s.peak_reserved = kMax - 1;
   s.host_bytes_peak = 123456789;
@@ -276,6 +279,9 @@ void expect_same(const RunSummary& a, const RunSummary& b) {
   expect_same_double(a.step_ms_min, b.step_ms_min, "step_ms_min");
   expect_same_double(a.step_ms_max, b.step_ms_max, "step_ms_max");
   expect_same_double(a.step_ms_stddev, b.step_ms_stddev, "step_ms_stddev");
+  expect_same_double(a.step_ms_ci_low, b.step_ms_ci_low, "step_ms_ci_low");
+  expect_same_double(a.step_ms_ci_high, b.step_ms_ci_high, "step_ms_ci_high");
+  expect_same_double(a.step_ms_ci_level, b.step_ms_ci_level, "step_ms_ci_level");
   EXPECT_EQ(a.peak_allocated, b.peak_allocated);
   EXPECT_EQ(a.peak_reserved, b.peak_reserved);
   EXPECT_EQ(a.host_bytes_peak, b.host_bytes_peak);
@@ -874,11 +880,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsTwoAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 2);
+TEST_F(SqliteStoreTest, SchemaVersionIsThreeAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 3);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 2);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 3);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -1343,6 +1349,44 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
+// What schema 3 added to schema 2: the step-time interval columns.
+constexpr const char* kDropSchema3 =
+    "ALTER TABLE runs DROP COLUMN step_ms_ci_low; ALTER TABLE runs DROP COLUMN step_ms_ci_high; "
+    "ALTER TABLE runs DROP COLUMN step_ms_ci_level; "
+    "ALTER TABLE points DROP COLUMN step_ms_ci_low; ALTER TABLE points DROP COLUMN "
+    "step_ms_ci_high; ALTER TABLE points DROP COLUMN step_ms_ci_level; ";
+
+// A schema 2 file reads (read-only, as is) with its intervals unknown, and migrates on a writable
+// open: its old rows keep them unknown, new ones have them.
+TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
+  RunId old_run;
+  {
+    auto store = open_sqlite_store(path());
+    old_run = store->begin_run(sample_run(1));
+    store->finish_run(old_run, RunStatus::Ok, "", sample_summary(1), 7);
+  }
+  {
+    RawDb db(path());
+    db.must(std::string(kDropSchema3) + "PRAGMA user_version = 2");
+  }
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const RunSummary s = ro->run(old_run)->summary;
+    EXPECT_EQ(s.step_ms_median, sample_summary(1).step_ms_median);
+    EXPECT_EQ(s.step_ms_ci_level, 0.0);
+    EXPECT_EQ(step_interval(s).low, s.step_ms_min) << "unknown: the interval is min..max";
+    EXPECT_EQ(step_interval(s).high, s.step_ms_max);
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 2) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 3);
+  EXPECT_EQ(store->run(old_run)->summary.step_ms_ci_level, 0.0);
+  const RunId new_run = store->begin_run(sample_run(2));
+  store->finish_run(new_run, RunStatus::Ok, "", sample_summary(2), 7);
+  EXPECT_EQ(store->run(new_run)->summary.step_ms_ci_level, 0.9375);
+  EXPECT_EQ(store->run(new_run)->summary.step_ms_ci_high, sample_summary(2).step_ms_ci_high);
+}
+
 TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigrates) {
   RunId running, finished;
   {
@@ -1352,9 +1396,10 @@ TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigra
     store->finish_run(finished, RunStatus::Ok, "", sample_summary(2), 7);
   }
   {
-    // What schema 1 is: the same tables without the run owners and the claims.
+    // What schema 1 is: the same tables without the run owners, the claims and the intervals.
     RawDb db(path());
     db.must(
+        std::string(kDropSchema3) +
         "DROP TABLE IF EXISTS run_owners; DROP TABLE IF EXISTS claims; PRAGMA user_version = 1");
   }
   const std::string message =

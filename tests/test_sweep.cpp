@@ -330,8 +330,9 @@ TEST(Sweep, ShardsMergeIntoTheWholeSweep) {
   }
 }
 
+// A measured point whose step time is known to +-`noise` ms (its median's interval).
 PointRecord point(int64_t index, bool offload, double ms, int64_t peak,
-                  PointStatus status = PointStatus::Ok) {
+                  PointStatus status = PointStatus::Ok, double noise = 0.0) {
   PointRecord p;
   p.index = index;
   p.config.offload = offload;
@@ -339,8 +340,17 @@ PointRecord point(int64_t index, bool offload, double ms, int64_t peak,
   p.config.max_fwd_stash_size = index;
   p.status = status;
   p.summary.step_ms_median = ms;
+  p.summary.step_ms_min = ms - 2 * noise;
+  p.summary.step_ms_max = ms + 2 * noise;
+  p.summary.step_ms_ci_low = ms - noise;
+  p.summary.step_ms_ci_high = ms + noise;
+  p.summary.step_ms_ci_level = 0.95;
   p.summary.peak_allocated = peak;
+  p.summary.offloaded_bytes = offload ? 1 << 20 : 0;
   return p;
+}
+PointRecord noisy(int64_t index, double ms, double noise, int64_t peak) {
+  return point(index, true, ms, peak, PointStatus::Ok, noise);
 }
 
 TEST(Recommend, ParetoFrontAndConstraints) {
@@ -366,6 +376,70 @@ TEST(Recommend, ParetoFrontAndConstraints) {
   EXPECT_FALSE(r.chosen);
   EXPECT_NE(r.rationale.find("no measured point fits"), std::string::npos);
   EXPECT_THROW(recommend(pts, Constraint{500, 1.2}), std::invalid_argument);
+}
+
+// Under a memory budget: points as fast as the fastest within noise are equal in time, and the
+// one with the lowest peak among them wins.
+TEST(Recommend, StepTimesWithinNoiseAreEqualAndTheLowerPeakWins) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), noisy(1, 100, 10, 500),
+                               noisy(2, 105, 10, 400)};  // [90..110] and [95..115] overlap
+  auto r = recommend(pts, Constraint{600, std::nullopt});
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 2) << "the medians differ by less than the noise";
+  EXPECT_TRUE(r.ties.empty()) << "400 B and 500 B are not equal within 1%";
+  EXPECT_NE(r.rationale.find("as fast within noise"), std::string::npos) << r.rationale;
+  pts[2] = noisy(2, 125, 10, 400);  // [115..135]: slower beyond the noise
+  r = recommend(pts, Constraint{600, std::nullopt});
+  EXPECT_EQ(r.chosen->index, 1);
+  EXPECT_NE(r.rationale.find("No other point is as good within noise"), std::string::npos);
+}
+
+// Under a slowdown bound: peaks within the tolerance are equal, and the faster point wins. The
+// case from the issue: 1 KiB / window 1 (47.0 ms, 7,466,248 B) was recommended over 16 KiB /
+// window 1 (43.3 ms, 7,486,728 B) because it used 20 KiB less out of 7.1 MiB.
+TEST(Recommend, PeaksWithinTheToleranceAreEqualAndTheFasterWins) {
+  const std::vector<PointRecord> pts{point(0, false, 40, 9'000'000), noisy(1, 47.0, 0.5, 7'466'248),
+                                     noisy(2, 43.3, 0.5, 7'486'728)};
+  auto r = recommend(pts, {});
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 2) << "20 KiB of 7.1 MiB is within 1%, and 43.3 ms is faster";
+  EXPECT_NE(r.rationale.find("the same peak within 1.0%"), std::string::npos) << r.rationale;
+  Constraint exact;
+  exact.memory_tolerance = 0.0;
+  r = recommend(pts, exact);
+  EXPECT_EQ(r.chosen->index, 1) << "with exact peaks the lower one wins";
+  Constraint wide;
+  wide.memory_tolerance = 1.5;
+  EXPECT_THROW(recommend(pts, wide), std::invalid_argument);
+}
+
+// Two points that cannot be told apart: the same peak within the tolerance and overlapping
+// intervals. The choice says it is within noise and names the other.
+TEST(Recommend, AChoiceWithinNoiseSaysSoAndListsItsTies) {
+  const std::vector<PointRecord> pts{point(0, false, 100, 1000), noisy(1, 110, 8, 500),
+                                     noisy(2, 112, 8, 502), noisy(3, 111, 1, 800)};
+  const auto r = recommend(pts, {});
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 1);
+  ASSERT_EQ(r.ties.size(), 1u);
+  EXPECT_EQ(r.ties[0].index, 2);
+  EXPECT_NE(r.rationale.find("within noise"), std::string::npos) << r.rationale;
+}
+
+// Points that offload nothing do the baseline's work: their spread is the sweep's noise figure.
+TEST(Recommend, PointsThatOffloadNothingGiveTheNoiseFigure) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 90, 1000),
+                               point(2, true, 110, 1000), point(3, true, 150, 400)};
+  pts[1].summary.offloaded_bytes = 0;
+  pts[2].summary.offloaded_bytes = 0;
+  const NoiseFigure f = noise_figure(pts);
+  EXPECT_EQ(f.points, 2);
+  EXPECT_DOUBLE_EQ(f.min_ratio, 0.9);
+  EXPECT_DOUBLE_EQ(f.max_ratio, 1.1);
+  EXPECT_NE(f.describe().find("0.90x..1.10x"), std::string::npos) << f.describe();
+  EXPECT_EQ(recommend(pts, {}).noise.points, 2);
+  pts[1].summary.offloaded_bytes = pts[2].summary.offloaded_bytes = 1;
+  EXPECT_EQ(noise_figure(pts).points, 0);
 }
 
 TEST(Recommend, SnippetsCarryTheSettings) {

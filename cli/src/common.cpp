@@ -169,16 +169,28 @@ std::optional<pf::SweepRecord> pick_sweep(pf::Store& store, int64_t id) {
 }
 
 void print_points(const std::vector<pf::PointRecord>& points) {
-  std::printf("%5s %-8s %-8s %14s %10s %12s %14s %10s\n", "index", "status", "offload",
-              "min_offload", "window", "step ms", "peak device", "hidden %");
+  // The step time with its interval (records.hpp: step_interval), and the peak in exact bytes
+  // beside the rounded size: two peaks that round alike may still differ.
+  std::printf("%5s %-8s %-8s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
+              "min_offload", "window", "step ms", "interval (level)", "peak device", "bytes",
+              "hidden %");
   for (const auto& p : points) {
-    std::printf("%5lld %-8s %-8s %14s %10lld %12.2f %14s %10.1f%s%s\n",
+    const pf::StepInterval ci = pf::step_interval(p.summary);
+    char interval[64];
+    std::snprintf(interval, sizeof interval, "%.2f..%.2f (%s)", ci.low, ci.high,
+                  ci.level > 0
+                      ? (std::to_string(static_cast<int>(ci.level * 100 + 0.5)) + "%").c_str()
+                      : "min..max");
+    const bool measured = p.status == pf::PointStatus::Ok;
+    std::printf("%5lld %-8s %-8s %14s %7lld %10.2f %-21s %14s %12lld %9.1f%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no",
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",
                 static_cast<long long>(p.config.offload ? p.config.max_fwd_stash_size : 0),
-                p.summary.step_ms_median, pf::format_size(p.summary.peak_allocated).c_str(),
-                p.summary.hidden_copy_pct, p.error.empty() ? "" : "  ", p.error.c_str());
+                p.summary.step_ms_median, measured ? interval : "-",
+                pf::format_size(p.summary.peak_allocated).c_str(),
+                static_cast<long long>(p.summary.peak_allocated), p.summary.hidden_copy_pct,
+                p.error.empty() ? "" : "  ", p.error.c_str());
   }
 }
 

@@ -26,6 +26,9 @@ class RecommendCommand final : public Command {
     app_->add_option("--max-slowdown", max_slowdown_,
                      "lowest-memory point within this step-time factor (default 1.25)")
         ->excludes(budget);
+    app_->add_option("--memory-tolerance", memory_tolerance_,
+                     "peaks that differ by at most this percentage are equal (default 1%; 0: "
+                     "exact)");
   }
 
   int run() override {
@@ -38,6 +41,10 @@ class RecommendCommand final : public Command {
     if (!max_slowdown_.empty()) {
       constraint.max_slowdown = requests::parse_positive("--max-slowdown", max_slowdown_);
     }
+    if (!memory_tolerance_.empty()) {
+      constraint.memory_tolerance =
+          requests::parse_tolerance_percent("--memory-tolerance", memory_tolerance_);
+    }
     auto store = open_store(common_, /*write=*/false);
     auto sweep = pick_sweep(*store, id);
     if (!sweep) throw UsageError("no sweep in " + common_.db + (id >= 0 ? " with that id" : ""));
@@ -45,16 +52,31 @@ class RecommendCommand final : public Command {
     if (common_.json) {
       json front = json::array();
       for (const auto& p : rec.front) front.push_back(pf::to_json(p));
+      json ties = json::array();
+      for (const auto& p : rec.ties) ties.push_back(p.index);
+      json noise = nullptr;
+      if (rec.noise.points > 0) {
+        noise = {{"points", rec.noise.points},
+                 {"min_ratio", rec.noise.min_ratio},
+                 {"max_ratio", rec.noise.max_ratio}};
+      }
       json out{{"sweep", sweep->id.value},
                {"constraint", rec.constraint.describe()},
+               {"memory_tolerance", rec.constraint.memory_tolerance},
                {"rationale", rec.rationale},
-               {"front", front}};
+               {"front", front},
+               {"ties", ties},
+               {"within_noise", !rec.ties.empty()},
+               {"noise", noise}};
       if (rec.chosen) {
         out["point"] = rec.chosen->index;
         out["min_offload_size"] = rec.chosen->config.min_offload_size;
         out["max_fwd_stash_size"] = rec.chosen->config.max_fwd_stash_size;
         out["offload"] = rec.chosen->config.offload;
         out["step_ms"] = rec.chosen->summary.step_ms_median;
+        const pf::StepInterval ci = pf::step_interval(rec.chosen->summary);
+        out["step_ms_ci"] = {ci.low, ci.high};
+        out["step_ms_ci_level"] = ci.level > 0 ? json(ci.level) : json();
         out["peak_allocated"] = rec.chosen->summary.peak_allocated;
         if (rec.baseline) out["slowdown"] = pf::slowdown(*rec.chosen, *rec.baseline);
         out["snippets"] = {{"cpp", rec.snippets.cpp},
@@ -68,6 +90,15 @@ class RecommendCommand final : public Command {
                 << "\nPareto front (step time vs peak device memory):\n";
       print_points(rec.front);
       std::cout << "\n" << rec.rationale << "\n";
+      if (!rec.ties.empty()) {
+        std::cout << (rec.ties.size() == 1 ? "Tied within noise: point "
+                                           : "Tied within noise: points ");
+        for (size_t i = 0; i < rec.ties.size(); ++i) {
+          std::cout << (i == 0 ? "" : ", ") << rec.ties[i].index;
+        }
+        std::cout << "\n";
+      }
+      std::cout << "Noise: " << rec.noise.describe() << ".\n";
       if (rec.chosen) {
         std::cout << "\n--- C++ ---\n"
                   << rec.snippets.cpp << "\n--- TRL ---\n"
@@ -83,6 +114,7 @@ class RecommendCommand final : public Command {
   std::string sweep_id_;
   std::string budget_;
   std::string max_slowdown_;
+  std::string memory_tolerance_;
 };
 
 }  // namespace

@@ -104,12 +104,13 @@ class SweepCommand final : public Command {
     if (rec.chosen && rec.chosen->config.offload) {
       std::cout << "recommended: min_offload_size "
                 << pf::format_size(rec.chosen->config.min_offload_size) << ", max_fwd_stash_size "
-                << rec.chosen->config.max_fwd_stash_size << " (" << rec.rationale << ")\n";
+                << rec.chosen->config.max_fwd_stash_size << "\n  why: " << rec.rationale << "\n";
     } else if (rec.chosen) {
-      std::cout << "recommended: no offloading (" << rec.rationale << ")\n";
+      std::cout << "recommended: no offloading\n  why: " << rec.rationale << "\n";
     } else {
       std::cout << "no recommendation: " << rec.rationale << "\n";
     }
+    std::cout << "  noise: " << rec.noise.describe() << "\n";
     std::cout << "details: offtune recommend --db " << common_.db << "\n";
     std::cout << "store: " << common_.db << "\n";
   }

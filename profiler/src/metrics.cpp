@@ -217,6 +217,23 @@ StepStats step_stats(const std::vector<double>& ms) {
     for (double x : v) ss += (x - st.mean_ms) * (x - st.mean_ms);
     st.stddev_ms = std::sqrt(ss / static_cast<double>(n - 1));
   }
+  // P(B <= k) for B ~ Binomial(n, 1/2), summed in doubles from the log of the binomial
+  // coefficients (exact enough for any n a run has).
+  const auto cdf = [n](size_t k) {
+    double total = 0.0;
+    for (size_t i = 0; i <= k; ++i) {
+      total += std::exp(
+          std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(i) + 1) -
+          std::lgamma(static_cast<double>(n - i) + 1) - static_cast<double>(n) * std::log(2.0));
+    }
+    return total;
+  };
+  // Rank j (1-based) from the outside in, while the interval still covers kMedianCiLevel.
+  size_t j = 1;
+  while (j + 1 <= (n + 1) / 2 && 1.0 - 2.0 * cdf(j) >= kMedianCiLevel) ++j;
+  st.ci_low_ms = v[j - 1];
+  st.ci_high_ms = v[n - j];
+  st.ci_level = std::max(0.0, 1.0 - 2.0 * cdf(j - 1));
   return st;
 }
 

@@ -87,6 +87,44 @@ Snippets make_snippets(const EngineConfig& c) {
   return s;
 }
 
+bool equal_in_memory(int64_t a, int64_t b, double tolerance) {
+  const int64_t lo = std::min(a, b), hi = std::max(a, b);
+  return static_cast<double>(hi - lo) <= tolerance * static_cast<double>(lo);
+}
+
+NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
+  NoiseFigure f;
+  const PointRecord* baseline = nullptr;
+  for (const auto& p : points) {
+    if (p.status == PointStatus::Ok && !p.config.offload) {
+      baseline = &p;
+      break;
+    }
+  }
+  if (baseline == nullptr || !(baseline->summary.step_ms_median > 0)) return f;
+  for (const auto& p : points) {
+    if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0)
+      continue;
+    const double ratio = slowdown(p, *baseline);
+    f.min_ratio = f.points == 0 ? ratio : std::min(f.min_ratio, ratio);
+    f.max_ratio = f.points == 0 ? ratio : std::max(f.max_ratio, ratio);
+    ++f.points;
+  }
+  return f;
+}
+
+std::string NoiseFigure::describe() const {
+  if (points == 0) return "no point offloaded nothing, so the sweep has no noise figure";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << points
+    << (points == 1 ? " point that offloads nothing (the baseline's work) measured "
+                    : " points that offload nothing (the baseline's work) measured ")
+    << min_ratio << "x";
+  if (points > 1) s << ".." << max_ratio << "x";
+  s << " of the baseline: differences in step time of that order are noise";
+  return s.str();
+}
+
 Recommendation recommend(const std::vector<PointRecord>& points, Constraint constraint) {
   if (constraint.memory_budget && constraint.max_slowdown) {
     throw std::invalid_argument("give either a memory budget or a maximum slowdown, not both");
@@ -97,10 +135,15 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   if (constraint.max_slowdown && !(*constraint.max_slowdown > 0.0)) {
     throw std::invalid_argument("the maximum slowdown must be a positive factor, e.g. 1.2");
   }
+  if (!(constraint.memory_tolerance >= 0.0 && constraint.memory_tolerance < 1.0)) {
+    throw std::invalid_argument("the memory tolerance must be a fraction in [0, 1), e.g. 0.01");
+  }
   if (!constraint.memory_budget && !constraint.max_slowdown) constraint.max_slowdown = 1.25;
+  const double tol = constraint.memory_tolerance;
 
   Recommendation r;
   r.constraint = constraint;
+  r.noise = noise_figure(points);
   std::vector<PointRecord> ok;
   for (const auto& p : points) {
     if (p.status != PointStatus::Ok) continue;
@@ -116,46 +159,115 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     return a.summary.step_ms_median < b.summary.step_ms_median;
   });
 
-  const auto better = [](const PointRecord& a, const PointRecord& b, bool by_time) {
-    const auto& x = a.summary;
-    const auto& y = b.summary;
-    if (by_time && x.step_ms_median != y.step_ms_median) return x.step_ms_median < y.step_ms_median;
-    if (x.peak_allocated != y.peak_allocated) return x.peak_allocated < y.peak_allocated;
-    if (!by_time && x.step_ms_median != y.step_ms_median)
-      return x.step_ms_median < y.step_ms_median;
+  // Exact orders, used within a set of finalists.
+  const auto faster = [](const PointRecord& a, const PointRecord& b) {
+    if (a.summary.step_ms_median != b.summary.step_ms_median) {
+      return a.summary.step_ms_median < b.summary.step_ms_median;
+    }
     return a.index < b.index;
   };
+  const auto smaller = [](const PointRecord& a, const PointRecord& b) {
+    if (a.summary.peak_allocated != b.summary.peak_allocated) {
+      return a.summary.peak_allocated < b.summary.peak_allocated;
+    }
+    return a.index < b.index;
+  };
+  // The best of `set` by `order`, or nullopt for an empty set.
+  const auto best = [](const std::vector<PointRecord>& set, auto order) {
+    std::optional<PointRecord> out;
+    for (const auto& p : set) {
+      if (!out || order(p, *out)) out = p;
+    }
+    return out;
+  };
+  const auto equal_time_to = [](const std::vector<PointRecord>& set, const PointRecord& ref) {
+    std::vector<PointRecord> out;
+    for (const auto& p : set) {
+      if (equal_in_time(p.summary, ref.summary)) out.push_back(p);
+    }
+    return out;
+  };
+
+  std::vector<PointRecord> finalists;
+  std::vector<PointRecord> allowed;  // the points that satisfy the constraint
   std::ostringstream why;
   if (constraint.memory_budget) {
+    std::vector<PointRecord> fits;
     for (const auto& p : ok) {
-      if (p.summary.peak_allocated > *constraint.memory_budget) continue;
-      if (!r.chosen || better(p, *r.chosen, /*by_time=*/true)) r.chosen = p;
+      if (p.summary.peak_allocated <= *constraint.memory_budget) fits.push_back(p);
     }
-    if (r.chosen) {
-      why << "fastest point whose peak device memory ("
-          << format_size(r.chosen->summary.peak_allocated) << ") fits the budget of "
-          << format_size(*constraint.memory_budget) << ": "
-          << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
+    allowed = fits;
+    if (const auto fastest = best(fits, faster)) {
+      finalists = equal_time_to(fits, *fastest);
+      r.chosen = best(finalists, smaller);
+      if (finalists.size() == 1) {
+        why << "fastest point whose peak device memory ("
+            << format_size(r.chosen->summary.peak_allocated) << ") fits the budget of "
+            << format_size(*constraint.memory_budget) << ": "
+            << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
+      } else {
+        why << "under the budget of " << format_size(*constraint.memory_budget)
+            << ", the fastest median step is " << fmt_ms(fastest->summary.step_ms_median)
+            << " (point " << fastest->index << "), and " << finalists.size() - 1
+            << (finalists.size() == 2 ? " other point is" : " other points are")
+            << " as fast within noise (overlapping step-time intervals); of these, this one has "
+               "the lowest peak device memory ("
+            << format_size(r.chosen->summary.peak_allocated)
+            << "): " << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
+      }
     } else {
       why << "no measured point fits the budget of " << format_size(*constraint.memory_budget);
     }
+  } else if (!r.baseline) {
+    why << "no baseline (no-offload point) finished, so slowdown cannot be judged";
   } else {
-    if (!r.baseline) {
-      why << "no baseline (no-offload point) finished, so slowdown cannot be judged";
+    std::vector<PointRecord> eligible;
+    for (const auto& p : ok) {
+      if (slowdown(p, *r.baseline) <= *constraint.max_slowdown) eligible.push_back(p);
+    }
+    allowed = eligible;
+    if (const auto lowest = best(eligible, smaller)) {
+      std::vector<PointRecord> same_memory;
+      for (const auto& p : eligible) {
+        if (equal_in_memory(p.summary.peak_allocated, lowest->summary.peak_allocated, tol)) {
+          same_memory.push_back(p);
+        }
+      }
+      // Equal in memory: the faster wins (by median; the ties below say whether by more than
+      // the noise).
+      r.chosen = best(same_memory, faster);
+      why << "lowest peak device memory (" << format_size(r.chosen->summary.peak_allocated)
+          << ", baseline " << format_size(r.baseline->summary.peak_allocated)
+          << ") within a slowdown of " << *constraint.max_slowdown
+          << "x: " << fmt_ms(r.chosen->summary.step_ms_median) << " per step, x" << std::fixed
+          << std::setprecision(2) << slowdown(*r.chosen, *r.baseline) << " the baseline";
+      if (same_memory.size() > 1) {
+        why << "; " << same_memory.size() - 1
+            << (same_memory.size() == 2 ? " other point has" : " other points have")
+            << " the same peak within " << std::setprecision(1) << tol * 100 << "% (the lowest is "
+            << format_size(lowest->summary.peak_allocated)
+            << "), and this one has the fastest median step of them";
+      }
     } else {
-      for (const auto& p : ok) {
-        if (slowdown(p, *r.baseline) > *constraint.max_slowdown) continue;
-        if (!r.chosen || better(p, *r.chosen, /*by_time=*/false)) r.chosen = p;
+      why << "no point is within a slowdown of " << *constraint.max_slowdown << "x";
+    }
+  }
+  if (r.chosen) {
+    // Points that cannot be told apart from the chosen one: the same time within noise and the
+    // same peak within the tolerance.
+    for (const auto& p : allowed) {
+      if (p.index != r.chosen->index && equal_in_time(p.summary, r.chosen->summary) &&
+          equal_in_memory(p.summary.peak_allocated, r.chosen->summary.peak_allocated, tol)) {
+        r.ties.push_back(p);
       }
-      if (r.chosen) {
-        why << "lowest peak device memory (" << format_size(r.chosen->summary.peak_allocated)
-            << ", baseline " << format_size(r.baseline->summary.peak_allocated)
-            << ") within a slowdown of " << *constraint.max_slowdown
-            << "x: " << fmt_ms(r.chosen->summary.step_ms_median) << " per step, x" << std::fixed
-            << std::setprecision(2) << slowdown(*r.chosen, *r.baseline) << " the baseline";
-      } else {
-        why << "no point is within a slowdown of " << *constraint.max_slowdown << "x";
-      }
+    }
+    if (r.ties.empty()) {
+      why << ". No other point is as good within noise.";
+    } else {
+      why << ". The choice is within noise: " << r.ties.size()
+          << (r.ties.size() == 1 ? " other point is" : " other points are")
+          << " as fast (overlapping step-time intervals) with the same peak within " << std::fixed
+          << std::setprecision(1) << tol * 100 << "%.";
     }
   }
   r.rationale = why.str();

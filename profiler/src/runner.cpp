@@ -200,6 +200,9 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     sum.step_ms_min = st.min_ms;
     sum.step_ms_max = st.max_ms;
     sum.step_ms_stddev = st.stddev_ms;
+    sum.step_ms_ci_low = st.ci_low_ms;
+    sum.step_ms_ci_high = st.ci_high_ms;
+    sum.step_ms_ci_level = st.ci_level;
     const auto steps = static_cast<int64_t>(std::max<size_t>(out.steps.size(), 1));
     for (const auto& s : out.steps) {
       sum.peak_allocated = std::max(sum.peak_allocated, s.peak_allocated);

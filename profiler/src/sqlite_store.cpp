@@ -19,6 +19,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -46,11 +47,13 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = StoreError::Kind;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with run_owners and claims.
 constexpr int kOwnersSchema = 2;
+// The first schema with the step-time confidence interval.
+constexpr int kCiSchema = 3;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -509,12 +512,27 @@ CREATE TABLE claims (
          "migrate schema 1 -> 2");
 }
 
+// Schema 3: the confidence interval of each run's and point's median step time, and its coverage
+// (metrics.hpp). Rows written before it read them as NULL: not known.
+void migrate_2_to_3(const Connection& c) {
+  c.exec(R"sql(
+ALTER TABLE runs ADD COLUMN step_ms_ci_low REAL;
+ALTER TABLE runs ADD COLUMN step_ms_ci_high REAL;
+ALTER TABLE runs ADD COLUMN step_ms_ci_level REAL;
+ALTER TABLE points ADD COLUMN step_ms_ci_low REAL;
+ALTER TABLE points ADD COLUMN step_ms_ci_high REAL;
+ALTER TABLE points ADD COLUMN step_ms_ci_level REAL;
+)sql",
+         "migrate schema 2 -> 3");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 2> kMigrations{{{0, &migrate_0_to_1}, {1, &migrate_1_to_2}}};
+constexpr std::array<Migration, 3> kMigrations{
+    {{0, &migrate_0_to_1}, {1, &migrate_1_to_2}, {2, &migrate_2_to_3}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 // ---------------------------------------------------------------------------------------------------
@@ -874,8 +892,15 @@ constexpr int kConfigN = 8;
 constexpr const char* kSummaryCols =
     "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
     "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
-    "hidden_d2h_pct, hidden_h2d_pct, exposed_copy_ns, pageable_copies, final_loss";
-constexpr int kSummaryN = 16;
+    "hidden_d2h_pct, hidden_h2d_pct, exposed_copy_ns, pageable_copies, final_loss, "
+    "step_ms_ci_low, step_ms_ci_high, step_ms_ci_level";
+constexpr int kSummaryN = 19;
+// What a read of a file older than schema 3 selects instead (it has no interval columns).
+constexpr const char* kSummaryColsBeforeCi =
+    "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
+    "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
+    "hidden_d2h_pct, hidden_h2d_pct, exposed_copy_ns, pageable_copies, final_loss, "
+    "NULL, NULL, NULL";
 
 std::string placeholders(int n) {
   std::string out;
@@ -965,6 +990,7 @@ void bind_summary(Query& q, const RunSummary& s) {
   q.i64(s.offloaded_bytes).i64(s.reloaded_bytes);
   q.real(s.hidden_copy_pct).real(s.hidden_d2h_pct).real(s.hidden_h2d_pct);
   q.i64(s.exposed_copy_ns).i64(s.pageable_copies).real(s.final_loss);
+  q.real(s.step_ms_ci_low).real(s.step_ms_ci_high).real(s.step_ms_ci_level);
 }
 RunSummary read_summary(Query& q) {
   RunSummary s;
@@ -984,6 +1010,10 @@ RunSummary read_summary(Query& q) {
   s.exposed_copy_ns = q.col_i64();
   s.pageable_copies = q.col_i64();
   s.final_loss = q.col_real();
+  const auto known_or_zero = [](double v) { return std::isnan(v) ? 0.0 : v; };
+  s.step_ms_ci_low = known_or_zero(q.col_real());
+  s.step_ms_ci_high = known_or_zero(q.col_real());
+  s.step_ms_ci_level = known_or_zero(q.col_real());
   return s;
 }
 
@@ -1001,12 +1031,14 @@ std::string cols(std::initializer_list<std::string_view> parts) {
 class SqliteStore final : public Store {
  public:
   // `has_owners`: the file has schema 2's run_owners (a read-only open may read schema 1).
+  // `has_ci`: it has schema 3's interval columns.
   // `fold_side_files`: no -wal with frames was there before this (read-only) open.
-  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners,
+  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners, bool has_ci,
               bool fold_side_files)
       : conn_(std::move(conn)),
         read_only_(read_only),
         has_owners_(has_owners),
+        has_ci_(has_ci),
         fold_side_files_(fold_side_files) {}
 
   ~SqliteStore() override {
@@ -1292,9 +1324,9 @@ class SqliteStore final : public Store {
 
   std::vector<PointRecord> points(SweepId sweep) override {
     std::lock_guard lock(mu_);
-    static const std::string sql = "SELECT id, sweep, point_index, " +
-                                   cols({kConfigCols, "status, error, run", kSummaryCols}) +
-                                   " FROM points WHERE sweep = ? ORDER BY point_index";
+    const std::string sql = "SELECT id, sweep, point_index, " +
+                            cols({kConfigCols, "status, error, run", summary_read_cols()}) +
+                            " FROM points WHERE sweep = ? ORDER BY point_index";
     Query q(stmt(sql, "read points"));
     q.i64(sweep.value);
     std::vector<PointRecord> out;
@@ -1439,15 +1471,17 @@ class SqliteStore final : public Store {
 
   // The run columns, then its owner: present, host, pid, start. A schema 1 file has no owners.
   const std::string& select_runs() const {
-    static const std::string run_cols =
-        "runs.id, " + cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
-                            "started_unix_ns, finished_unix_ns", kSummaryCols});
-    static const std::string with_owners =
-        "SELECT " + run_cols +
-        ", o.run IS NOT NULL, coalesce(o.host, ''), coalesce(o.pid, 0), "
-        "coalesce(o.pid_start, 0) FROM runs LEFT JOIN run_owners o ON o.run = runs.id";
-    static const std::string without_owners = "SELECT " + run_cols + ", 0, '', 0, 0 FROM runs";
-    return has_owners_ ? with_owners : without_owners;
+    if (select_runs_.empty()) {
+      const std::string run_cols =
+          "runs.id, " + cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
+                              "started_unix_ns, finished_unix_ns", summary_read_cols()});
+      select_runs_ = has_owners_ ? "SELECT " + run_cols +
+                                       ", o.run IS NOT NULL, coalesce(o.host, ''), "
+                                       "coalesce(o.pid, 0), coalesce(o.pid_start, 0) FROM runs "
+                                       "LEFT JOIN run_owners o ON o.run = runs.id"
+                                 : "SELECT " + run_cols + ", 0, '', 0, 0 FROM runs";
+    }
+    return select_runs_;
   }
   // A running run whose owner ended reads as interrupted, also where the file still says running: a
   // read-only open never writes, and a writable one may outlive the owner.
@@ -1492,9 +1526,14 @@ class SqliteStore final : public Store {
   std::unique_ptr<Connection> conn_;
   // Declared after conn_: statements are finalized before the connection closes.
   std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
+  // The summary columns a select reads: an older file's read-only open has no interval columns.
+  const char* summary_read_cols() const { return has_ci_ ? kSummaryCols : kSummaryColsBeforeCi; }
+
   bool read_only_;
   bool has_owners_;
+  bool has_ci_;
   bool fold_side_files_;
+  mutable std::string select_runs_;  // built once, for this file's schema
 };
 
 }  // namespace
@@ -1579,7 +1618,7 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path) {
     conn->exec("PRAGMA foreign_keys = ON", "enable foreign keys");
     migrate(*conn);
     interrupt_orphans(*conn);
-    return std::make_unique<SqliteStore>(std::move(conn), false, true, false);
+    return std::make_unique<SqliteStore>(std::move(conn), false, true, true, false);
   } catch (...) {
     // A store this call began and could not finish (a full disk) would be left as an empty file
     // that later reads as "an empty SQLite database, not an offtune store yet".
@@ -1632,7 +1671,7 @@ std::unique_ptr<Store> open_sqlite_store_readonly(const std::string& path) {
                        path + " is an empty SQLite database, not an offtune store yet");
     }
     return std::make_unique<SqliteStore>(std::move(conn), true, id.version >= kOwnersSchema,
-                                         !side_files_before);
+                                         id.version >= kCiSchema, !side_files_before);
   } catch (...) {
     conn.reset();
     if (!side_files_before) fold_side_files(path);

@@ -323,4 +323,23 @@ double parse_positive(std::string_view flag, std::string_view text) {
   return with_flag(flag, [&] { return profiler::parse_positive_number(text); });
 }
 
+double parse_tolerance_percent(std::string_view flag, std::string_view text) {
+  return with_flag(flag, [&] {
+    std::string_view number = text;
+    if (!number.empty() && number.back() == '%') number.remove_suffix(1);
+    if (number == "0") return 0.0;  // exact peaks
+    double pct = 0;
+    try {
+      pct = profiler::parse_positive_number(number);
+    } catch (const std::invalid_argument&) {
+      pct = -1;
+    }
+    if (!(pct > 0 && pct < 100)) {
+      throw std::invalid_argument("invalid tolerance '" + std::string(text) +
+                                  "': expected a percentage from 0 to below 100, such as 1%");
+    }
+    return pct / 100.0;
+  });
+}
+
 }  // namespace offtune::requests

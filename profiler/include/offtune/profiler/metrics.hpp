@@ -95,7 +95,16 @@ struct StepStats {
   double mean_ms = 0.0;
   double stddev_ms = 0.0;  // sample standard deviation (n - 1), 0 for fewer than two steps
   size_t n = 0;
+  // A distribution-free confidence interval for the median: the narrowest pair of order
+  // statistics x(j), x(n+1-j) whose coverage, 1 - 2 P(B < j) for B ~ Binomial(n, 1/2), is at least
+  // kMedianCiLevel. With too few steps for that (n < 6), the widest one, min..max, and its own
+  // coverage (93.75% for 5 steps, 87.5% for 4, 75% for 3, 50% for 2, 0 for 1).
+  double ci_low_ms = 0.0;
+  double ci_high_ms = 0.0;
+  double ci_level = 0.0;  // the interval's coverage, 0..1
 };
+
+constexpr double kMedianCiLevel = 0.95;
 
 // Step statistics of `ms`; all zeros when `ms` is empty.
 StepStats step_stats(const std::vector<double>& ms);

@@ -3,10 +3,18 @@
 // TRL and Axolotl.
 //
 // Rules. Only points with status ok count. A point is on the front when no other point is at least
-// as good on both axes and better on one. Constraint memory_budget: the fastest point whose peak
-// fits. Constraint max_slowdown: the point with the lowest peak whose step time is within that
-// factor of the baseline's. Neither given: max_slowdown 1.25. Ties go to the lower peak, then the
-// lower index.
+// as good on both axes and better on one (medians and exact peaks). Constraint memory_budget: the
+// fastest point whose peak fits. Constraint max_slowdown: the point with the lowest peak whose
+// median step time is within that factor of the baseline's. Neither given: max_slowdown 1.25.
+//
+// Noise. Two step times are equal when their intervals overlap (the median's confidence interval,
+// records.hpp: equal_in_time), and two peaks are equal when they differ by at most
+// memory_tolerance of the smaller (default 1%). Under a memory budget, every fitting point equal in
+// time to the fastest one is a finalist and the lowest peak among them wins; under a slowdown
+// bound, every eligible point equal in memory to the lowest peak is a finalist and the one with
+// the fastest median among them wins. Remaining ties go to the lower index. The ties of the chosen
+// point are the points that satisfy the constraint and cannot be told apart from it (equal in time
+// and in memory): a non-empty list means the choice is within noise, and the rationale says so.
 #pragma once
 
 #include <optional>
@@ -20,6 +28,7 @@ namespace offtune::profiler {
 struct Constraint {
   std::optional<int64_t> memory_budget;  // bytes of peak device memory
   std::optional<double> max_slowdown;    // step time / baseline step time
+  double memory_tolerance = 0.01;        // peaks within this fraction are equal (0 = exact)
   std::string describe() const;          // "memory-budget=8 GiB", "max-slowdown=1.25"
 };
 
@@ -29,14 +38,30 @@ struct Snippets {
   std::string axolotl;
 };
 
+// How much step times vary between points that do the same work: the points that offloaded
+// nothing (their thresholds keep every tensor) against the baseline. Their true slowdown is about
+// 1.0x (only the hooks' cost), so the spread of their ratios is the run's measurement noise.
+struct NoiseFigure {
+  int64_t points = 0;      // points that offloaded nothing (0: no figure)
+  double min_ratio = 0.0;  // their median step time / the baseline's
+  double max_ratio = 0.0;
+  std::string describe() const;  // "3 points that offload nothing measured 0.93x..1.12x ..."
+};
+
 struct Recommendation {
   std::vector<PointRecord> front;  // by step time
   std::optional<PointRecord> baseline;
   std::optional<PointRecord> chosen;
+  std::vector<PointRecord> ties;  // equal to the chosen point within noise (see the rules above)
   Constraint constraint;
-  std::string rationale;  // one or two sentences
+  std::string rationale;  // one or two sentences, and whether the choice is within noise
   Snippets snippets;      // empty when nothing was chosen
+  NoiseFigure noise;
 };
+
+// Whether two peaks are equal within `tolerance` (a fraction of the smaller one).
+bool equal_in_memory(int64_t a, int64_t b, double tolerance);
+NoiseFigure noise_figure(const std::vector<PointRecord>& points);
 
 // Throws std::invalid_argument for a constraint with both bounds, or non-positive ones.
 Recommendation recommend(const std::vector<PointRecord>& points, Constraint constraint);

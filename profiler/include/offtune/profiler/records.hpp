@@ -64,6 +64,11 @@ struct RunSummary {
   double step_ms_min = 0.0;
   double step_ms_max = 0.0;
   double step_ms_stddev = 0.0;
+  // Confidence interval of the median step time (metrics.hpp, StepStats) and its coverage, 0..1.
+  // A level of 0 with low = high = 0: not known (written before schema 3); use min..max.
+  double step_ms_ci_low = 0.0;
+  double step_ms_ci_high = 0.0;
+  double step_ms_ci_level = 0.0;
   int64_t peak_allocated = 0;  // max over measured steps, backward included
   int64_t peak_reserved = 0;
   int64_t host_bytes_peak = 0;   // host copies alive at most
@@ -77,6 +82,26 @@ struct RunSummary {
   int64_t pageable_copies = 0;  // per measured step
   double final_loss = 0.0;
 };
+
+// The step-time interval that comparisons use: the median's confidence interval, or min..max for
+// a summary without one (level 0), or the median alone when neither was recorded.
+struct StepInterval {
+  double low = 0.0;
+  double high = 0.0;
+  double level = 0.0;  // coverage, 0..1; 0 when not known
+};
+inline StepInterval step_interval(const RunSummary& s) {
+  if (s.step_ms_ci_level > 0 || s.step_ms_ci_low > 0 || s.step_ms_ci_high > 0) {
+    return {s.step_ms_ci_low, s.step_ms_ci_high, s.step_ms_ci_level};
+  }
+  if (s.step_ms_min > 0 || s.step_ms_max > 0) return {s.step_ms_min, s.step_ms_max, 0.0};
+  return {s.step_ms_median, s.step_ms_median, 0.0};
+}
+// Whether two step times are equal within measurement noise: their intervals overlap.
+inline bool equal_in_time(const RunSummary& a, const RunSummary& b) {
+  const StepInterval x = step_interval(a), y = step_interval(b);
+  return x.low <= y.high && y.low <= x.high;
+}
 
 struct RunRecord {
   RunId id;

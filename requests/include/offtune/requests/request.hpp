@@ -186,5 +186,7 @@ int64_t parse_id(std::string_view flag, std::string_view text);
 int64_t parse_memory_budget(std::string_view flag, std::string_view text);
 // A slowdown factor or a time in milliseconds: a positive finite number.
 double parse_positive(std::string_view flag, std::string_view text);
+// A tolerance in percent, "1" or "1%" or "0.5%": returned as a fraction in [0, 1) (0.01).
+double parse_tolerance_percent(std::string_view flag, std::string_view text);
 
 }  // namespace offtune::requests
