@@ -18,9 +18,10 @@ ok() { passed=$((passed + 1)); }
 SEED="${OFFTUNE_CRASH_SEED:-$RANDOM}"
 RANDOM=$SEED
 echo "seed $SEED (OFFTUNE_CRASH_SEED=$SEED reproduces the kill moments)"
-# 1 baseline + 4 x 2 = 9 points of a tiny model: each point well under a second.
+# 1 baseline + 4 x 2 = 9 points of a tiny model: each point well under a second. One run per
+# point: no re-measured finalists (test_sweep's Sweep.Refine* covers those).
 S=(sweep --model tiny --batch 2 --seq 64 --steps 3 --warmup 0 --link none
-   --min-offload-size 1KiB,4KiB,64KiB,1MiB --max-fwd-stash-size 1,2 --quiet)
+   --min-offload-size 1KiB,4KiB,64KiB,1MiB --max-fwd-stash-size 1,2 --refine-steps 0 --quiet)
 q() { sqlite3 "$1" "$2"; }
 
 # --- 1. kills at random moments, then resume --------------------------------------------------

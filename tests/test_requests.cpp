@@ -265,6 +265,28 @@ TEST(Requests, SingleValuesOutsideRequests) {
         0U)
         << bad;
   }
+  EXPECT_DOUBLE_EQ(parse_tolerance_percent("--memory-tolerance", "1"), 0.01);
+  EXPECT_DOUBLE_EQ(parse_tolerance_percent("--memory-tolerance", "2.5%"), 0.025);
+  EXPECT_EQ(parse_tolerance_percent("--memory-tolerance", "0"), 0.0);
+  EXPECT_EQ(parse_tolerance_percent("--memory-tolerance", "0%"), 0.0);
+  for (const char* bad : {"", "%", "-1", "100", "150%", "nan", "1 %", "x"}) {
+    EXPECT_EQ(message([&] {
+                parse_tolerance_percent("--memory-tolerance", bad);
+              }).rfind("--memory-tolerance: ", 0),
+              0U)
+        << bad;
+  }
+}
+
+TEST(Requests, RefineStepsAreZeroOrAStepCount) {
+  SweepRequest r;
+  EXPECT_EQ(r.refine_steps, kDefaultRefineSteps);
+  r.refine_steps = 0;  // never
+  EXPECT_TRUE(check(r).empty());
+  r.refine_steps = -1;
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--refine-steps"});
+  r.refine_steps = kRefineStepsRange.hi + 1;
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--refine-steps"});
 }
 
 TEST(Requests, TheInputSpecFormsTheMessagesShowAreAccepted) {

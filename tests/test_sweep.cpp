@@ -309,6 +309,58 @@ TEST(Sweep, CancelStopsWaitingForAnotherProcess) {
 }
 #endif
 
+// Finalists the recommendation cannot tell apart are measured again with more steps, and only
+// they; a second call finds them measured and does nothing.
+TEST(Sweep, RefineMeasuresTheTiedFinalistsAgainWithMoreSteps) {
+  auto spec = tiny_spec();
+  auto workload = workload_of(spec.workload);
+  auto store = make_memory_store();
+  const SweepOutcome outcome = run_sweep(*workload, spec, *store);
+  ASSERT_EQ(outcome.ok, 5);
+  // Make points 1 and 2 indistinguishable (same peak, overlapping intervals) and the best under
+  // the default constraint; points 3 and 4 clearly worse in memory.
+  auto points = store->points(outcome.sweep);
+  const int64_t base_peak = points[0].summary.peak_allocated;
+  for (auto& p : points) {
+    if (p.index == 0) continue;
+    p.summary.step_ms_median = points[0].summary.step_ms_median;
+    p.summary.step_ms_ci_low = p.summary.step_ms_median * 0.9;
+    p.summary.step_ms_ci_high = p.summary.step_ms_median * 1.1;
+    p.summary.step_ms_ci_level = 0.9;
+    p.summary.peak_allocated = p.index <= 2 ? base_peak / 2 : base_peak;
+    store->put_point(p);
+  }
+  const auto before = store->points(outcome.sweep);
+  const RefineOutcome refined =
+      refine_finalists(*workload, spec, *store, outcome.sweep, Constraint{}, 6);
+  EXPECT_EQ(refined.steps, 6);
+  std::vector<int64_t> got = refined.remeasured;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int64_t>{1, 2}));
+  const auto after = store->points(outcome.sweep);
+  for (size_t i = 0; i < after.size(); ++i) {
+    const bool finalist = after[i].index == 1 || after[i].index == 2;
+    EXPECT_EQ(after[i].run != before[i].run, finalist) << "point " << after[i].index;
+    EXPECT_EQ(store->run(after[i].run)->workload.steps, finalist ? 6 : spec.workload.steps);
+    EXPECT_EQ(after[i].status, PointStatus::Ok);
+  }
+  EXPECT_EQ(store->steps(after[1].run).size(), 6u);
+  EXPECT_TRUE(store->run(before[1].run).has_value()) << "the first measurement stays in the store";
+  // Tied again (their new runs kept): both already have 6 steps, so nothing is measured.
+  for (auto p : after) {
+    if (p.index != 1 && p.index != 2) continue;
+    p.summary = before[static_cast<size_t>(p.index)].summary;
+    store->put_point(p);
+  }
+  EXPECT_TRUE(
+      refine_finalists(*workload, spec, *store, outcome.sweep, Constraint{}, 6).remeasured.empty());
+  // Cancelled before it starts: nothing is measured.
+  std::atomic<bool> cancel{true};
+  const auto none =
+      refine_finalists(*workload, spec, *store, outcome.sweep, Constraint{}, 50, &cancel);
+  EXPECT_TRUE(none.remeasured.empty());
+}
+
 TEST(Sweep, ShardsMergeIntoTheWholeSweep) {
   auto spec = tiny_spec();
   auto workload = workload_of(spec.workload);

@@ -1,4 +1,5 @@
 // `offtune sweep`: measure min_offload_size x max_fwd_stash_size, resumable, shardable.
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,10 @@ class SweepCommand final : public Command {
                      "refuse a grid of more points than this (up to " +
                          std::to_string(requests::kMaxMaxPoints) + ")")
         ->capture_default_str();
+    app_->add_option("--refine-steps", request_.refine_steps,
+                     "when the recommended point is tied with others within noise, measure those "
+                     "finalists again with this many steps (0: never)")
+        ->capture_default_str();
     app_->add_option("--fail-if", fail_if_,
                      "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS");
   }
@@ -47,6 +52,7 @@ class SweepCommand final : public Command {
     auto prepared = requests::prepare(request_);
     auto store = open_store(common_, /*write=*/true);
     const bool progress = show_progress(common_);
+    pf::RefineOutcome refined;
     const auto outcome = requests::execute(
         prepared, *store,
         [&](const pf::SweepProgress& p) {
@@ -54,7 +60,7 @@ class SweepCommand final : public Command {
           std::cerr << "\r[sweep] " << p.done << "/" << p.total << " points" << std::flush;
           if (p.done == p.total) std::cerr << "\n";
         },
-        &g_cancel);
+        &g_cancel, &refined);
     const auto points = store->points(outcome.sweep);
     if (common_.json) {
       json pts = json::array();
@@ -67,6 +73,8 @@ class SweepCommand final : public Command {
                         {"oom", outcome.oom},
                         {"interrupted", outcome.interrupted},
                         {"by_other", outcome.by_other},
+                        {"refined", refined.remeasured},
+                        {"refine_steps", refined.steps},
                         {"points", pts},
                         {"db", common_.db}}
                        .dump(2)
@@ -79,6 +87,15 @@ class SweepCommand final : public Command {
         std::cout << ", measured by another offtune process " << outcome.by_other;
       }
       std::cout << "\n";
+      if (!refined.remeasured.empty()) {
+        std::cout << "re-measured with " << refined.steps
+                  << " steps, because the recommendation could not tell them apart: point"
+                  << (refined.remeasured.size() == 1 ? " " : "s ");
+        auto indices = refined.remeasured;
+        std::sort(indices.begin(), indices.end());
+        for (size_t i = 0; i < indices.size(); ++i) std::cout << (i == 0 ? "" : ", ") << indices[i];
+        std::cout << "\n";
+      }
       print_points(points);
     }
     if (outcome.interrupted) {

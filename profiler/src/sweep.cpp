@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <thread>
 #include <vector>
@@ -218,6 +220,49 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
     }
     held = std::move(still);
     if (!held.empty()) std::this_thread::sleep_for(kPollInterval);
+  }
+  return out;
+}
+
+RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
+                               SweepId sweep, const Constraint& constraint, int64_t steps,
+                               const std::atomic<bool>* cancel) {
+  RefineOutcome out;
+  out.steps = steps;
+  if (steps <= 0) return out;
+  const Recommendation rec = recommend(store.points(sweep), constraint);
+  if (!rec.chosen || rec.ties.empty()) return out;
+  std::vector<PointRecord> ties = rec.ties;
+  const double chosen_ms = rec.chosen->summary.step_ms_median;
+  std::stable_sort(ties.begin(), ties.end(), [&](const PointRecord& a, const PointRecord& b) {
+    return std::abs(a.summary.step_ms_median - chosen_ms) <
+           std::abs(b.summary.step_ms_median - chosen_ms);
+  });
+  std::vector<PointRecord> finalists{*rec.chosen};
+  for (const auto& t : ties) {
+    if (finalists.size() >= kMaxFinalists) break;
+    finalists.push_back(t);
+  }
+  for (PointRecord& point : finalists) {
+    if (cancel != nullptr && cancel->load()) {
+      out.interrupted = true;
+      break;
+    }
+    if (const auto run = store.run(point.run); run && run->workload.steps >= steps) continue;
+    RunSpec run;
+    run.workload = spec.workload;
+    run.workload.steps = steps;
+    run.config = point.config;
+    run.base = spec.base;
+    run.env = spec.env;
+    run.label = spec.name + " point " + std::to_string(point.index) + " (re-measured)";
+    run.collector = spec.collector;
+    const RunOutcome result = run_measured(workload, run, store);
+    if (result.record.status != RunStatus::Ok) continue;
+    point.run = result.record.id;
+    point.summary = result.record.summary;
+    store.put_point(point);
+    out.remeasured.push_back(point.index);
   }
   return out;
 }

@@ -79,6 +79,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   auto bound = bind(request.workload, backend, out.spec.env);
   out.spec.base = bound.base;
   out.workload = std::move(bound.workload);
+  out.refine_steps = request.refine_steps;
   return out;
 }
 
@@ -88,8 +89,16 @@ profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store) {
 
 profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
-                               const std::atomic<bool>* cancel) {
-  return profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
+                               const std::atomic<bool>* cancel, profiler::RefineOutcome* refined) {
+  auto outcome = profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
+  const bool whole = sweep.spec.shard.count == 1;
+  if (!outcome.interrupted && whole && sweep.refine_steps > 0) {
+    auto r = profiler::refine_finalists(*sweep.workload, sweep.spec, store, outcome.sweep,
+                                        profiler::Constraint{}, sweep.refine_steps, cancel);
+    outcome.interrupted = r.interrupted;
+    if (refined != nullptr) *refined = std::move(r);
+  }
+  return outcome;
 }
 
 }  // namespace offtune::requests

@@ -206,6 +206,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
   check_engine(r.engine, c);
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
+  c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
   if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points")) {
     const int64_t points = count_points(r);
     if (points > r.max_points) {

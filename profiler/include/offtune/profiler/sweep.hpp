@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/store.hpp"
@@ -77,6 +78,28 @@ struct SweepOutcome {
 SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
                        const std::function<void(const SweepProgress&)>& progress = {},
                        const std::atomic<bool>* cancel = nullptr);
+
+// What refine_finalists did.
+struct RefineOutcome {
+  std::vector<int64_t> remeasured;  // point indices measured again, in the order measured
+  int64_t steps = 0;                // measured steps of each new run
+  bool interrupted = false;
+};
+
+// At most this many points are measured again: the chosen one and its ties nearest in step time.
+constexpr size_t kMaxFinalists = 8;
+
+// Measures again, with `steps` measured steps each, the points that the recommendation under
+// `constraint` cannot tell apart (the chosen point and its ties, recommend.hpp), and stores their
+// new results in the sweep (each point's run becomes the new one; the first run stays in the
+// store). More steps narrow each point's step-time interval, so that the recommendation made
+// afterwards is decided by the measurements rather than by noise. A finalist whose run already has
+// `steps` or more steps is left as it is (a resumed sweep does not measure it again); a re-measure
+// that fails keeps the first result. Nothing happens when the choice is clear of the noise, when
+// `steps` <= 0, or when *cancel is true (checked before each run).
+RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
+                               SweepId sweep, const Constraint& constraint, int64_t steps,
+                               const std::atomic<bool>* cancel = nullptr);
 
 // Copies every sweep, point and run (with steps, events, occupancy) of `src` into `dst`. Sweeps are
 // matched by key (create_sweep finds dst's sweep or creates it); a point already finished in dst is

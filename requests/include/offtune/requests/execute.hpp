@@ -28,14 +28,18 @@ PreparedRun prepare(const RunRequest& request);
 struct PreparedSweep {
   profiler::SweepSpec spec;
   std::unique_ptr<WorkloadInstance> workload;
+  int64_t refine_steps = 0;  // SweepRequest::refine_steps
 };
 PreparedSweep prepare(const SweepRequest& request);
 
 // Measures a prepared request into `store`. A front end prepares first and opens (creates) the
 // store after, so that a model that cannot be built leaves no store file behind.
 profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store);
+// A sweep that ran to its end (not interrupted) as a whole (shard 1/1) then refines its finalists
+// (profiler::refine_finalists, default constraint); *refined says what that did.
 profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
-                               const std::atomic<bool>* cancel);
+                               const std::atomic<bool>* cancel,
+                               profiler::RefineOutcome* refined = nullptr);
 
 }  // namespace offtune::requests
