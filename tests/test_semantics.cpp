@@ -31,6 +31,71 @@ TEST(Semantics, ParametersAndTheirViewsAreNeverOffloaded) {
   EXPECT_EQ(off.stats().offloaded_bytes, 16 * 32 * 4);
 }
 
+// Semantics::Trl replays the reference's window rule: every saved tensor takes the next id, kept
+// ones included, and an offload with id T releases the held activations with ids <= T - window,
+// whether or not their copies finished. The test replays that rule beside the engine, pack by pack,
+// on a forward that mixes offloaded (1 KiB) and kept (16 B) saves, with copies so slow that none
+// finishes (offtune's own rule would release nothing early here either, but counts differently).
+TEST(Semantics, TrlWindowReplaysTheReferenceRuleStepByStep) {
+  for (const int64_t window : {1, 2, 3, 5}) {
+    OffloadOptions o = host_sim_options(/*min_offload_size=*/512, window);
+    o.semantics = Semantics::Trl;
+    o.prefetch = 2;                      // ignored under trl
+    o.debug_copy_delay_ns = 20'000'000;  // no copy finishes before the next op
+    ActivationOffloader off(o);
+    // 1 = offloaded save (sin of a 1 KiB tensor), 0 = kept save (sin of a 16 B tensor).
+    const std::vector<int> pattern{1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 1, 1};
+    auto big = torch::randn({256}, torch::requires_grad());
+    auto small = torch::randn({4}, torch::requires_grad());
+    std::vector<int64_t> reference;  // ids the reference holds, oldest first
+    int64_t id = 0;
+    at::Tensor loss = big.sum() * 0;
+    {
+      auto scope = off.scope();
+      at::Tensor b = big.mul(1), s = small.mul(1);  // activations, not leaves; mul saves nothing
+      for (size_t i = 0; i < pattern.size(); ++i) {
+        ++id;
+        if (pattern[i] == 1) {
+          b = b.sin();  // saves b: 1 KiB
+          while (!reference.empty() && reference.front() <= id - window) {
+            reference.erase(reference.begin());
+          }
+          reference.push_back(id);
+        } else {
+          s = s.sin();  // saves s: 16 B, kept, but it takes an id
+        }
+        ASSERT_EQ(off.stats().packed, id) << "each step saves exactly one tensor";
+        EXPECT_EQ(off.resident().fwd_stash_count, static_cast<int64_t>(reference.size()))
+            << "window " << window << ", after save " << id;
+      }
+      loss = b.sum() + s.sum();
+    }
+    loss.backward();
+    EXPECT_EQ(off.stats().prefetched, 0) << "the reference does not prefetch";
+    off.synchronize();
+  }
+}
+
+// Under trl a view of a parameter is offloaded (the reference checks isinstance(Parameter), which a
+// view is not) and a tensor saved twice is copied twice; gradients stay identical.
+TEST(Semantics, TrlOffloadsParameterViewsAndCopiesEachSaveOnItsOwn) {
+  OffloadOptions o = host_sim_options(/*min_offload_size=*/0);
+  o.semantics = Semantics::Trl;
+  ActivationOffloader off(o);
+  auto obs = observe(off);
+  auto w = torch::randn({32, 32}, torch::requires_grad());
+  auto a = torch::randn({16, 32}, torch::requires_grad());
+  expect_identical_step(
+      [&] {
+        auto h = a.mul(2);
+        return h.matmul(w.t()).sum() + (h * h).sum();  // w.t(): a view; h * h saves h twice
+      },
+      {a, w}, off);
+  EXPECT_EQ(count_reason(*obs, KeepReason::Parameter), 0);
+  EXPECT_EQ(off.stats().deduplicated, 0);
+  EXPECT_EQ(obs->count(PackDecision::Offloaded), off.stats().packed - off.stats().kept);
+}
+
 TEST(Semantics, RegisteredBuffersAreNeverOffloaded) {
   ActivationOffloader off(host_sim_options());
   auto obs = observe(off);

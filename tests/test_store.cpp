@@ -180,6 +180,7 @@ EngineConfig sample_config(int salt) {
   c.use_streams = false;
   c.use_pin_memory = false;
   c.link = "12.5:3";
+  c.semantics = salt % 3 == 0 ? "trl" : "offtune";
   return c;
 }
 
@@ -1349,12 +1350,13 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
-// What schema 3 added to schema 2: the step-time interval columns.
+// What schema 3 added to schema 2: the step-time interval columns and the semantics.
 constexpr const char* kDropSchema3 =
     "ALTER TABLE runs DROP COLUMN step_ms_ci_low; ALTER TABLE runs DROP COLUMN step_ms_ci_high; "
     "ALTER TABLE runs DROP COLUMN step_ms_ci_level; "
     "ALTER TABLE points DROP COLUMN step_ms_ci_low; ALTER TABLE points DROP COLUMN "
-    "step_ms_ci_high; ALTER TABLE points DROP COLUMN step_ms_ci_level; ";
+    "step_ms_ci_high; ALTER TABLE points DROP COLUMN step_ms_ci_level; "
+    "ALTER TABLE runs DROP COLUMN semantics; ALTER TABLE points DROP COLUMN semantics; ";
 
 // A schema 2 file reads (read-only, as is) with its intervals unknown, and migrates on a writable
 // open: its old rows keep them unknown, new ones have them.
@@ -1374,6 +1376,7 @@ TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
     const RunSummary s = ro->run(old_run)->summary;
     EXPECT_EQ(s.step_ms_median, sample_summary(1).step_ms_median);
     EXPECT_EQ(s.step_ms_ci_level, 0.0);
+    EXPECT_EQ(ro->run(old_run)->config.semantics, "offtune");
     EXPECT_EQ(step_interval(s).low, s.step_ms_min) << "unknown: the interval is min..max";
     EXPECT_EQ(step_interval(s).high, s.step_ms_max);
   }

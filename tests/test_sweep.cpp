@@ -506,6 +506,26 @@ TEST(Recommend, SnippetsCarryTheSettings) {
   EXPECT_NE(s.axolotl.find("activation_offloading: true"), std::string::npos);
   c.use_streams = false;
   EXPECT_NE(make_snippets(c).axolotl.find("activation_offloading: legacy"), std::string::npos);
+  // Knobs measured under offtune's rules say so in TRL's and Axolotl's snippets; knobs measured
+  // under TRL's rules say so in the C++ one.
+  EXPECT_NE(s.trl.find("--semantics trl"), std::string::npos) << s.trl;
+  EXPECT_NE(s.axolotl.find("--semantics trl"), std::string::npos);
+  EXPECT_EQ(s.cpp.find("semantics"), std::string::npos);
+  c.semantics = "trl";
+  const auto t = make_snippets(c);
+  EXPECT_EQ(t.trl.find("semantics"), std::string::npos) << t.trl;
+  EXPECT_NE(t.cpp.find("--semantics offtune"), std::string::npos) << t.cpp;
+}
+
+// A sweep under TRL's semantics is another sweep; one under offtune's keeps the key it always had.
+TEST(Sweep, SemanticsChangeTheKeyOnlyWhenNotOfftunes) {
+  const auto spec = tiny_spec();
+  const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
+  EXPECT_EQ(key.find("semantics"), std::string::npos);
+  auto trl = spec.grid;
+  trl.base.semantics = "trl";
+  EXPECT_NE(sweep_key(spec.workload, trl, spec.base), key);
+  EXPECT_EQ(to_options(trl.base, spec.base).semantics, Semantics::Trl);
 }
 
 }  // namespace

@@ -108,6 +108,10 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
       ->capture_default_str();
   app.add_flag("--no-streams", e.no_streams, "single-stream (legacy) mode");
   app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");
+  app.add_option("--semantics", e.semantics,
+                 "whose rules the engine follows: offtune, or trl (the reference's window, no "
+                 "prefetch, no de-duplication: what TRL's knobs mean)")
+      ->capture_default_str();
 }
 
 std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,

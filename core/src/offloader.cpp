@@ -253,7 +253,9 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   Entry* find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi);
   int64_t hold_storage(const c10::Storage& s);  // returns the bytes newly held
   void unhold_storage(const c10::Storage& s);
-  void make_room(const c10::Storage& incoming, WindowWaits& waits);
+  // Releases what the window must let go before an offload with id `incoming_id` is held.
+  void make_room(const c10::Storage& incoming, TensorId incoming_id, WindowWaits& waits);
+  bool trl() const { return options_.semantics == Semantics::Trl; }
   void drop_hold(Entry& e);
   void issue_reload(Entry& e, bool prefetch);
   bool try_prefetch(Entry& e);
@@ -505,7 +507,7 @@ KeepReason Context::classify(const at::Tensor& t) const {
   // Parameters, and views of them (linear saves weight.t(), a view, not the parameter itself: the
   // reference's isinstance(Parameter) check misses it and offloads the weights).
   if (t.is_leaf() && t.requires_grad()) return KeepReason::Parameter;
-  if (t.is_view()) {
+  if (t.is_view() && options_.semantics == Semantics::Offtune) {
     const at::TensorBase& base = t._base();
     if (base.is_leaf() && base.requires_grad()) return KeepReason::Parameter;
   }
@@ -584,7 +586,9 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     const int64_t itemsize = static_cast<int64_t>(t.element_size());
     lo = elo * itemsize;
     hi = ehi * itemsize;
-    if (hi - lo < options_.min_offload_size) reason = KeepReason::BelowThreshold;
+    // The reference weighs a tensor by its elements; offtune by the span its copy moves.
+    const int64_t weight = trl() ? t.numel() * itemsize : hi - lo;
+    if (weight < options_.min_offload_size) reason = KeepReason::BelowThreshold;
   }
   PackEvent ev;
   ev.id = slot.id_;
@@ -636,7 +640,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     slot.device_ = t.device();
     ev.bytes = hi - lo;
 
-    if (Entry* dup = find_duplicate(t, lo, hi)) {
+    if (Entry* dup = trl() ? nullptr : find_duplicate(t, lo, hi)) {
       slot.entry_ = dup;
       slot.offset_in_span_ =
           t.storage_offset() * static_cast<int64_t>(t.element_size()) - dup->span_lo;
@@ -650,7 +654,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     }
 
     const int64_t bytes = hi - lo;
-    if (options_.use_streams) make_room(t.storage(), waits);
+    if (options_.use_streams) make_room(t.storage(), slot.id_, waits);
     Entry& e = *new_entry();
     e.id = slot.id_;
     e.generation = slot.generation_;
@@ -723,9 +727,10 @@ void Context::report_completions() {
   }
 }
 
-void Context::make_room(const c10::Storage& incoming, WindowWaits& waits) {
-  // Copies known complete need no hold: release them first, whatever their position.
-  for (auto it = fwd_stash_.begin(); it != fwd_stash_.end();) {
+void Context::make_room(const c10::Storage& incoming, TensorId incoming_id, WindowWaits& waits) {
+  // Copies known complete need no hold: release them first, whatever their position. (The
+  // reference keeps them until the window moves past them.)
+  for (auto it = fwd_stash_.begin(); !trl() && it != fwd_stash_.end();) {
     Entry* e = *it;
     if (e->offload_fence->query()) {
       it = fwd_stash_.erase(it);
@@ -738,9 +743,16 @@ void Context::make_room(const c10::Storage& incoming, WindowWaits& waits) {
       held_.count(incoming.unsafeGetStorageImpl()) ? 0 : static_cast<int64_t>(incoming.nbytes());
   const auto count_limit = static_cast<size_t>(options_.max_fwd_stash_size);
   const Stream stream = backend_->current_stream();
-  while (!fwd_stash_.empty() && (fwd_stash_.size() >= count_limit ||
-                                 (options_.max_fwd_stash_bytes > 0 &&
-                                  fwd_bytes_ + incoming_bytes > options_.max_fwd_stash_bytes))) {
+  // offtune: at most max_fwd_stash_size copies in flight (and the byte bound). The reference: the
+  // held activations whose ids are max_fwd_stash_size or more behind the incoming one, kept
+  // tensors' ids counted.
+  const auto must_go = [&](const Entry& oldest) {
+    if (trl()) return oldest.id.value <= incoming_id.value - options_.max_fwd_stash_size;
+    return fwd_stash_.size() >= count_limit ||
+           (options_.max_fwd_stash_bytes > 0 &&
+            fwd_bytes_ + incoming_bytes > options_.max_fwd_stash_bytes);
+  };
+  while (!fwd_stash_.empty() && must_go(*fwd_stash_.front())) {
     Entry& e = *fwd_stash_.front();
     fwd_stash_.pop_front();
     e.in_fwd_stash = false;
@@ -824,7 +836,7 @@ bool Context::try_prefetch(Entry& e) {
 
 void Context::prefetch_before(const Entry& e) {
   // Single-stream mode copies on the compute stream: prefetching there only moves the wait.
-  if (options_.prefetch == 0 || !options_.use_streams) return;
+  if (options_.prefetch == 0 || !options_.use_streams || trl()) return;
   int64_t looked = 0;
   for (Entry* p = e.chain_prev; p != nullptr && looked < options_.prefetch; p = p->chain_prev) {
     ++looked;

@@ -26,6 +26,16 @@ BackendKind parse_backend(std::string_view text) {
   throw OptionsError("unknown backend '" + std::string(text) + "' (valid: auto, cuda, host-sim)");
 }
 
+std::string_view to_string(Semantics semantics) {
+  return semantics == Semantics::Trl ? "trl" : "offtune";
+}
+
+Semantics parse_semantics(std::string_view text) {
+  if (text == "offtune") return Semantics::Offtune;
+  if (text == "trl") return Semantics::Trl;
+  throw OptionsError("unknown semantics '" + std::string(text) + "' (valid: offtune, trl)");
+}
+
 int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
   if (!enabled()) return 0;
   double gbps = pinned ? pinned_gbps : (pageable_gbps > 0.0 ? pageable_gbps : pinned_gbps / 2.0);

@@ -114,6 +114,7 @@ std::string describe_config(const EngineConfig& c) {
   if (!c.use_streams) s += " single-stream";
   if (!c.use_pin_memory) s += " pageable";
   if (!c.link.empty() && c.link != "none") s += " link=" + c.link;
+  if (c.semantics != "offtune") s += " semantics=" + c.semantics;
   return s;
 }
 

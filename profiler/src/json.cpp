@@ -3,14 +3,18 @@
 namespace offtune::profiler {
 
 nlohmann::json to_json(const EngineConfig& c) {
-  return {{"offload", c.offload},
-          {"min_offload_size", c.min_offload_size},
-          {"max_fwd_stash_size", c.max_fwd_stash_size},
-          {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
-          {"prefetch", c.prefetch},
-          {"use_streams", c.use_streams},
-          {"use_pin_memory", c.use_pin_memory},
-          {"link", c.link}};
+  nlohmann::json j{{"offload", c.offload},
+                   {"min_offload_size", c.min_offload_size},
+                   {"max_fwd_stash_size", c.max_fwd_stash_size},
+                   {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
+                   {"prefetch", c.prefetch},
+                   {"use_streams", c.use_streams},
+                   {"use_pin_memory", c.use_pin_memory},
+                   {"link", c.link}};
+  // Only when not offtune's own: a sweep's key embeds this object, and the keys of sweeps
+  // recorded before semantics existed must not change (absent means "offtune").
+  if (c.semantics != "offtune") j["semantics"] = c.semantics;
+  return j;
 }
 
 nlohmann::json to_json(const RunSummary& s) {

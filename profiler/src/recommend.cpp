@@ -62,9 +62,22 @@ Snippets make_snippets(const EngineConfig& c) {
     cpp << "opts.max_fwd_stash_bytes = " << c.max_fwd_stash_bytes << ";\n";
   cpp << "opts.prefetch = " << c.prefetch << ";\n"
       << "auto setup = offtune::make_offloader_for(*model, opts);\n";
+  if (c.semantics == "trl") {
+    cpp << "// Measured under TRL's semantics (--semantics trl). offtune's own engine releases\n"
+        << "// finished copies early and prefetches: measure with --semantics offtune for its\n"
+        << "// figures.\n";
+  }
   s.cpp = cpp.str();
+  // The reference's window counts every saved tensor and keeps finished copies until it moves
+  // past them: the same knobs hold more memory there than in offtune's engine.
+  const std::string caveat =
+      c.semantics == "trl"
+          ? ""
+          : "# Measured under offtune's semantics. TRL's window counts every saved tensor and\n"
+            "# holds finished copies longer, so these knobs may use more memory there: sweep with\n"
+            "# --semantics trl for TRL's own figures.\n";
   std::ostringstream trl;
-  trl << "from trl.models.activation_offloading import get_act_offloading_ctx_manager\n\n"
+  trl << caveat << "from trl.models.activation_offloading import get_act_offloading_ctx_manager\n\n"
       << "ctx = get_act_offloading_ctx_manager(\n"
       << "    model,\n"
       << "    use_pin_memory=" << py(c.use_pin_memory) << ",\n"
@@ -76,7 +89,7 @@ Snippets make_snippets(const EngineConfig& c) {
   std::ostringstream ax;
   // Axolotl's YAML selects the variant only; the knobs are arguments of its mixin's
   // get_lora_act_offloading_ctx_manager (same names as TRL's).
-  ax << "gradient_checkpointing: true\n"
+  ax << caveat << "gradient_checkpointing: true\n"
      << "activation_offloading: " << (c.use_streams ? "true" : "legacy") << "\n"
      << "# The thresholds are not YAML keys: pass them to\n"
      << "# ActivationOffloadingMixin.get_lora_act_offloading_ctx_manager(model,\n"

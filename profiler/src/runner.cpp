@@ -74,6 +74,7 @@ OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base
   o.prefetch = config.prefetch;
   o.use_streams = config.use_streams;
   o.use_pin_memory = config.use_pin_memory;
+  o.semantics = parse_semantics(config.semantics);
   return o;
 }
 

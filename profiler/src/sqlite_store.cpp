@@ -513,7 +513,8 @@ CREATE TABLE claims (
 }
 
 // Schema 3: the confidence interval of each run's and point's median step time, and its coverage
-// (metrics.hpp). Rows written before it read them as NULL: not known.
+// (metrics.hpp), NULL (not known) in rows written before it; and the engine semantics each was
+// measured under, 'offtune' for those rows (the only one there was).
 void migrate_2_to_3(const Connection& c) {
   c.exec(R"sql(
 ALTER TABLE runs ADD COLUMN step_ms_ci_low REAL;
@@ -522,6 +523,8 @@ ALTER TABLE runs ADD COLUMN step_ms_ci_level REAL;
 ALTER TABLE points ADD COLUMN step_ms_ci_low REAL;
 ALTER TABLE points ADD COLUMN step_ms_ci_high REAL;
 ALTER TABLE points ADD COLUMN step_ms_ci_level REAL;
+ALTER TABLE runs ADD COLUMN semantics TEXT NOT NULL DEFAULT 'offtune';
+ALTER TABLE points ADD COLUMN semantics TEXT NOT NULL DEFAULT 'offtune';
 )sql",
          "migrate schema 2 -> 3");
 }
@@ -887,8 +890,12 @@ constexpr const char* kWorkloadCols = "model, batch, seq, dtype, seed, steps, wa
 constexpr int kWorkloadN = 8;
 constexpr const char* kConfigCols =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link";
-constexpr int kConfigN = 8;
+    "use_pin_memory, link, semantics";
+constexpr int kConfigN = 9;
+// What a read of a file older than schema 3 selects instead.
+constexpr const char* kConfigColsBeforeSemantics =
+    "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
+    "use_pin_memory, link, 'offtune'";
 constexpr const char* kSummaryCols =
     "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
     "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
@@ -969,7 +976,7 @@ Workload read_workload(Query& q) {
 void bind_config(Query& q, const EngineConfig& c) {
   q.boolean(c.offload).i64(c.min_offload_size).i64(c.max_fwd_stash_size);
   q.i64(c.max_fwd_stash_bytes).i64(c.prefetch).boolean(c.use_streams).boolean(c.use_pin_memory);
-  q.text(c.link);
+  q.text(c.link).text(c.semantics);
 }
 EngineConfig read_config(Query& q) {
   EngineConfig c;
@@ -981,6 +988,7 @@ EngineConfig read_config(Query& q) {
   c.use_streams = q.col_bool();
   c.use_pin_memory = q.col_bool();
   c.link = q.col_text();
+  c.semantics = q.col_text();
   return c;
 }
 
@@ -1325,7 +1333,7 @@ class SqliteStore final : public Store {
   std::vector<PointRecord> points(SweepId sweep) override {
     std::lock_guard lock(mu_);
     const std::string sql = "SELECT id, sweep, point_index, " +
-                            cols({kConfigCols, "status, error, run", summary_read_cols()}) +
+                            cols({config_read_cols(), "status, error, run", summary_read_cols()}) +
                             " FROM points WHERE sweep = ? ORDER BY point_index";
     Query q(stmt(sql, "read points"));
     q.i64(sweep.value);
@@ -1473,7 +1481,7 @@ class SqliteStore final : public Store {
   const std::string& select_runs() const {
     if (select_runs_.empty()) {
       const std::string run_cols =
-          "runs.id, " + cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
+          "runs.id, " + cols({"status, error, label", kEnvCols, kWorkloadCols, config_read_cols(),
                               "started_unix_ns, finished_unix_ns", summary_read_cols()});
       select_runs_ = has_owners_ ? "SELECT " + run_cols +
                                        ", o.run IS NOT NULL, coalesce(o.host, ''), "
@@ -1528,6 +1536,9 @@ class SqliteStore final : public Store {
   std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
   // The summary columns a select reads: an older file's read-only open has no interval columns.
   const char* summary_read_cols() const { return has_ci_ ? kSummaryCols : kSummaryColsBeforeCi; }
+  const char* config_read_cols() const {
+    return has_ci_ ? kConfigCols : kConfigColsBeforeSemantics;
+  }
 
   bool read_only_;
   bool has_owners_;

@@ -117,6 +117,13 @@ int64_t count_points(const SweepRequest& r) {
 
 void check_engine(const EngineFields& e, Checker& c) {
   c.range("--prefetch", e.prefetch, 0, kMaxPrefetch);
+  c.parse("--semantics", [&] {
+    try {
+      (void)parse_semantics(e.semantics);
+    } catch (const OptionsError& err) {
+      throw std::invalid_argument(err.what());
+    }
+  });
 }
 
 void throw_if_invalid(std::vector<FieldError> errors) {
@@ -128,6 +135,7 @@ void throw_if_invalid(std::vector<FieldError> errors) {
 std::vector<std::string> model_names() { return samples::builtin_model_names(); }
 std::vector<std::string> dtype_names() { return {"fp32", "bf16", "fp16"}; }
 std::vector<std::string> backend_names() { return {"auto", "cuda", "host-sim"}; }
+std::vector<std::string> semantics_names() { return {"offtune", "trl"}; }
 std::vector<std::string> link_names() { return {"pcie4", "none"}; }
 
 Dtype parse_dtype(std::string_view text) {
@@ -265,6 +273,7 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.use_streams = !r.engine.no_streams;
   c.use_pin_memory = !r.engine.no_pin_memory;
   c.link = r.backend.link;
+  c.semantics = r.engine.semantics;
   return c;
 }
 

@@ -35,6 +35,26 @@ std::string_view to_string(BackendKind kind);
 // Accepts "auto", "cuda", "host-sim" (also "hostsim", "host_sim"); throws OptionsError otherwise.
 BackendKind parse_backend(std::string_view text);
 
+// Whose rules the engine follows.
+enum class Semantics {
+  // offtune's: the window counts offloaded copies in flight and releases a copy as soon as it is
+  // known complete; tensors on one storage are copied once; backward prefetches; views of
+  // parameters stay; sizes are the storage span a tensor occupies.
+  Offtune,
+  // The reference's (TRL's and torchtune's OffloadActivations), to measure what its knobs mean:
+  // every saved tensor takes an id, kept ones included, and an offload with id T releases the held
+  // activations with ids <= T - max_fwd_stash_size, and only those (a finished copy is not
+  // released earlier); every offloaded tensor is copied on its own; no prefetch (prefetch and
+  // max_fwd_stash_bytes are ignored); only leaf tensors that require grad count as parameters
+  // (views of them are offloaded); sizes are element size x number of elements. Not reproduced:
+  // its pinned allocation per tensor (offtune's pool serves it) and its freeing of the whole
+  // forward window at the first backward node.
+  Trl,
+};
+std::string_view to_string(Semantics semantics);
+// Accepts "offtune", "trl"; throws OptionsError otherwise.
+Semantics parse_semantics(std::string_view text);
+
 // Cost model of the host<->device link on host-sim: a copy of n bytes takes at least
 // latency_ns + n / bandwidth. With every field 0 copies cost only their memcpy.
 struct LinkModel {
@@ -85,6 +105,8 @@ struct OffloadOptions {
   int64_t host_pool_slab_bytes = int64_t{64} << 20;
   // host-sim only: the link's cost.
   LinkModel link{};
+  // Whose rules the engine follows (see Semantics).
+  Semantics semantics = Semantics::Offtune;
   // host-sim only (debug): fill freed device and host-pool memory with 0xFF, so that a buffer freed
   // or reused too early shows up as NaNs instead of passing by luck.
   bool poison_freed = false;

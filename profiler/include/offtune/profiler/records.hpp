@@ -51,6 +51,7 @@ struct EngineConfig {
   bool use_streams = true;
   bool use_pin_memory = true;
   std::string link;  // host-sim link model: "none" | "pcie4" | "<gbps>:<latency_us>"
+  std::string semantics = "offtune";  // whose rules the engine followed: "offtune" | "trl"
   friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
 };
 

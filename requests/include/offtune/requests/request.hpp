@@ -89,7 +89,9 @@ struct EngineFields {
   int64_t prefetch = 1;  // backward reloads ahead of use, 0..kMaxPrefetch
   bool no_streams = false;
   bool no_pin_memory = false;
+  std::string semantics = "offtune";  // semantics_names(): whose rules the engine follows
 };
+std::vector<std::string> semantics_names();  // offtune, trl
 inline constexpr int64_t kMaxPrefetch = 64;
 // The default bound on a sweep's points (--max-points), and the most it can be raised to.
 inline constexpr int64_t kDefaultMaxPoints = 1000;
