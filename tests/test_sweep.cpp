@@ -75,6 +75,32 @@ TEST(Sweep, GridHasBaselineFirst) {
   EXPECT_EQ(c[2].max_fwd_stash_size, 3);
 }
 
+// Points are measured spread over the grid, baseline first, each exactly once.
+TEST(Sweep, PointsAreMeasuredSpreadOverTheGrid) {
+  EXPECT_EQ(measurement_order({0, 1, 2, 3, 4}), (std::vector<int64_t>{0, 4, 2, 1, 3}));
+  EXPECT_EQ(measurement_order({0, 1, 2, 3, 4, 5, 6, 7}),
+            (std::vector<int64_t>{0, 4, 2, 6, 1, 5, 3, 7}));
+  EXPECT_EQ(measurement_order({3, 7}), (std::vector<int64_t>{3, 7}));
+  EXPECT_TRUE(measurement_order({}).empty());
+  for (int64_t n = 1; n <= 70; ++n) {
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    auto order = measurement_order(all);
+    ASSERT_EQ(order.front(), 0) << n;
+    std::sort(order.begin(), order.end());
+    EXPECT_EQ(order, all) << "a permutation of the " << n << " points";
+  }
+  // A real sweep measures in that order.
+  auto spec = tiny_spec();
+  auto workload = workload_of(spec.workload);
+  auto store = make_memory_store();
+  std::vector<int64_t> measured;
+  run_sweep(*workload, spec, *store, [&](const SweepProgress& p) {
+    if (p.last != nullptr) measured.push_back(p.last->index);
+  });
+  EXPECT_EQ(measured, (std::vector<int64_t>{0, 4, 2, 1, 3}));
+}
+
 TEST(Sweep, KeyCountsATorchScriptInputOnlyWhenGiven) {
   const auto spec = tiny_spec();
   const auto plain = sweep_key(spec.workload, spec.grid, spec.base);

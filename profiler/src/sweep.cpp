@@ -50,6 +50,21 @@ std::vector<EngineConfig> expand_grid(const Grid& grid) {
   return out;
 }
 
+std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
+  // Bit-reversed positions: 0, m/2, m/4, 3m/4, ... (positions past the end are skipped).
+  const size_t m = indices.size();
+  int bits = 0;
+  while ((size_t{1} << bits) < m) ++bits;
+  std::vector<int64_t> out;
+  out.reserve(m);
+  for (size_t i = 0; i < (size_t{1} << bits); ++i) {
+    size_t r = 0;
+    for (int b = 0; b < bits; ++b) r |= ((i >> b) & 1U) << (bits - 1 - b);
+    if (r < m) out.push_back(indices[r]);
+  }
+  return out;
+}
+
 std::string grid_json(const Grid& grid) {
   return nlohmann::json{{"min_offload_size", grid.min_offload_sizes},
                         {"max_fwd_stash_size", grid.max_fwd_stash_sizes},
@@ -96,10 +111,11 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   for (auto& p : store.points(out.sweep)) known[p.index] = p;
 
   const auto configs = expand_grid(spec.grid);
-  std::vector<int64_t> mine;
+  std::vector<int64_t> in_grid_order;
   for (int64_t i = 0; i < static_cast<int64_t>(configs.size()); ++i) {
-    if (in_shard(i, spec.shard)) mine.push_back(i);
+    if (in_shard(i, spec.shard)) in_grid_order.push_back(i);
   }
+  const std::vector<int64_t> mine = measurement_order(in_grid_order);
   SweepProgress prog;
   prog.total = static_cast<int64_t>(mine.size());
   const auto report = [&](const PointRecord* last) {

@@ -31,6 +31,11 @@ struct Grid {
 // Point 0 is the baseline (offload = false); then every (min_offload_size, max_fwd_stash_size)
 // pair, sizes outer, windows inner.
 std::vector<EngineConfig> expand_grid(const Grid& grid);
+// The order a sweep measures its points in: the first one (the baseline) first, then the rest
+// spread over the grid (bit-reversed positions), so that a drift in machine speed during a sweep
+// (another job starting, thermal throttling) falls on points all over the grid rather than on one
+// region of it, where it would look like an effect of the knobs. Same indices, another order.
+std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices);
 // The grid as JSON text (stored with the sweep).
 std::string grid_json(const Grid& grid);
 // Identity of a sweep: workload, grid and the backend/link it runs on, and the input of a
