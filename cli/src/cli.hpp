@@ -71,6 +71,8 @@ std::vector<std::string> check_thresholds(const std::vector<Threshold>& threshol
 // The sweep `id`, or the latest when id < 0; nullopt when there is none.
 std::optional<profiler::SweepRecord> pick_sweep(profiler::Store& store, int64_t id);
 // Points as a table on stdout.
+// "1, 3, 9": point indices, sorted, for a line of text.
+std::string join_indices(std::vector<int64_t> indices);
 void print_points(const std::vector<profiler::PointRecord>& points);
 
 // A subcommand: registers its flags in its constructor, runs when parsed.

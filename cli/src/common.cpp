@@ -1,6 +1,7 @@
 // Flags, thresholds and tables shared by the commands.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -170,6 +171,13 @@ std::optional<pf::SweepRecord> pick_sweep(pf::Store& store, int64_t id) {
   auto all = store.sweeps();
   if (all.empty()) return std::nullopt;
   return all.back();
+}
+
+std::string join_indices(std::vector<int64_t> indices) {
+  std::sort(indices.begin(), indices.end());
+  std::string out;
+  for (int64_t i : indices) out += (out.empty() ? "" : ", ") + std::to_string(i);
+  return out;
 }
 
 void print_points(const std::vector<pf::PointRecord>& points) {

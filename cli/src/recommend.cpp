@@ -91,12 +91,11 @@ class RecommendCommand final : public Command {
       print_points(rec.front);
       std::cout << "\n" << rec.rationale << "\n";
       if (!rec.ties.empty()) {
-        std::cout << (rec.ties.size() == 1 ? "Tied within noise: point "
-                                           : "Tied within noise: points ");
-        for (size_t i = 0; i < rec.ties.size(); ++i) {
-          std::cout << (i == 0 ? "" : ", ") << rec.ties[i].index;
-        }
-        std::cout << "\n";
+        std::vector<int64_t> indices;
+        for (const auto& p : rec.ties) indices.push_back(p.index);
+        std::cout << (indices.size() == 1 ? "Tied within noise: point "
+                                          : "Tied within noise: points ")
+                  << join_indices(indices) << "\n";
       }
       std::cout << "Noise: " << rec.noise.describe() << ".\n";
       if (rec.chosen) {

@@ -1,5 +1,4 @@
 // `offtune sweep`: measure min_offload_size x max_fwd_stash_size, resumable, shardable.
-#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -90,11 +89,8 @@ class SweepCommand final : public Command {
       if (!refined.remeasured.empty()) {
         std::cout << "re-measured with " << refined.steps
                   << " steps, because the recommendation could not tell them apart: point"
-                  << (refined.remeasured.size() == 1 ? " " : "s ");
-        auto indices = refined.remeasured;
-        std::sort(indices.begin(), indices.end());
-        for (size_t i = 0; i < indices.size(); ++i) std::cout << (i == 0 ? "" : ", ") << indices[i];
-        std::cout << "\n";
+                  << (refined.remeasured.size() == 1 ? " " : "s ")
+                  << join_indices(refined.remeasured) << "\n";
       }
       print_points(points);
     }
@@ -102,9 +98,9 @@ class SweepCommand final : public Command {
       std::cerr << "interrupted: run the same command again to resume\n";
       return kInterrupted;
     }
-    if (!common_.quiet && !common_.json) print_recommendation(points);
+    const auto rec = pf::recommend(points, {});
+    if (!common_.quiet && !common_.json) print_recommendation(rec);
     if (!thresholds.empty()) {
-      const auto rec = pf::recommend(points, {});
       if (rec.chosen && rec.baseline) {
         const auto crossed = check_thresholds(thresholds, rec.chosen->summary,
                                               pf::slowdown(*rec.chosen, *rec.baseline));
@@ -116,8 +112,7 @@ class SweepCommand final : public Command {
   }
 
  private:
-  void print_recommendation(const std::vector<pf::PointRecord>& points) const {
-    const auto rec = pf::recommend(points, {});
+  void print_recommendation(const pf::Recommendation& rec) const {
     if (rec.chosen && rec.chosen->config.offload) {
       std::cout << "recommended: min_offload_size "
                 << pf::format_size(rec.chosen->config.min_offload_size) << ", max_fwd_stash_size "

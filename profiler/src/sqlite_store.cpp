@@ -1039,14 +1039,14 @@ std::string cols(std::initializer_list<std::string_view> parts) {
 class SqliteStore final : public Store {
  public:
   // `has_owners`: the file has schema 2's run_owners (a read-only open may read schema 1).
-  // `has_ci`: it has schema 3's interval columns.
+  // `schema3`: it has schema 3's columns (the step-time interval and the semantics).
   // `fold_side_files`: no -wal with frames was there before this (read-only) open.
-  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners, bool has_ci,
+  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners, bool schema3,
               bool fold_side_files)
       : conn_(std::move(conn)),
         read_only_(read_only),
         has_owners_(has_owners),
-        has_ci_(has_ci),
+        schema3_(schema3),
         fold_side_files_(fold_side_files) {}
 
   ~SqliteStore() override {
@@ -1535,14 +1535,14 @@ class SqliteStore final : public Store {
   // Declared after conn_: statements are finalized before the connection closes.
   std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
   // The summary columns a select reads: an older file's read-only open has no interval columns.
-  const char* summary_read_cols() const { return has_ci_ ? kSummaryCols : kSummaryColsBeforeCi; }
+  const char* summary_read_cols() const { return schema3_ ? kSummaryCols : kSummaryColsBeforeCi; }
   const char* config_read_cols() const {
-    return has_ci_ ? kConfigCols : kConfigColsBeforeSemantics;
+    return schema3_ ? kConfigCols : kConfigColsBeforeSemantics;
   }
 
   bool read_only_;
   bool has_owners_;
-  bool has_ci_;
+  bool schema3_;
   bool fold_side_files_;
   mutable std::string select_runs_;  // built once, for this file's schema
 };
