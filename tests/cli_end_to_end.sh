@@ -48,6 +48,25 @@ done
 py 'import json; d=json.load(open("m.json")); assert d["sweeps"][0]["points"]==5, d' "merged points"
 ok
 
+# The device model: the same sweep twice, into two stores, gives the same step times to the
+# nanosecond and no re-measured finalists; the recommendation says there is no noise.
+for i in 1 2; do
+  "$OFFTUNE" sweep --model tiny --batch 2 --seq 32 --steps 2 --warmup 1 "${G[@]}" \
+    --device-model h100 --db "dm$i.db" --json >"dm$i.json" ||
+    fail "sweep --device-model ($i)"
+done
+py 'import json
+a, b = (json.load(open(f"dm{i}.json")) for i in (1, 2))
+ms = lambda d: [(p["index"], p["summary"]["step_ms_median"], p["summary"]["peak_allocated"]) for p in d["points"]]
+assert ms(a) == ms(b), (ms(a), ms(b))
+assert all(p["summary"]["step_ms_ci_low"] == p["summary"]["step_ms_ci_high"] for p in a["points"]), a
+assert not a.get("refined"), a' "modelled sweeps differ"
+"$OFFTUNE" recommend --db dm1.db --json >dmr.json || fail "recommend modelled"
+py 'import json; d=json.load(open("dmr.json")); assert d["deterministic"] and not d["within_noise"], d' "modelled recommendation"
+sqlite3 dm1.db 'SELECT DISTINCT env_device FROM runs' | grep -q 'modelling NVIDIA H100 SXM5 80GB' ||
+  fail "runs do not record the modelled device"
+ok
+
 expect_exit() {
   local code=$1; shift
   "$@" >out.txt 2>err.txt
@@ -61,6 +80,8 @@ expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --min-offload-size 12XB
 expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --max-fwd-stash-size 0
 expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --min-offload-size 1KiB:1MiB:x1
 expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --model nosuch
+expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --device-model h800
+expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --device-model missing.json
 expect_exit 2 "$OFFTUNE" recommend --db s.db --memory-budget 1GiB --max-slowdown 2
 
 printf 'not a database, just text\n%.0s' {1..200} >bad.db

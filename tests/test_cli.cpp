@@ -133,6 +133,7 @@ std::vector<Flag> workload_flags() {
       {"--warmup", "int", {"-1"}},
       {"--backend", "enum"},
       {"--link", "enum", {"inf:0", "nan:1", "0:1", "12:-1", "12:"}},
+      {"--device-model", "", {"h800", " h100", "missing.json", "dir/", "."}},
       {"--device-capacity", "size", {"0"}},
       {"--threads", "", {"999999", "0", "-1", "", "two", "1.5"}},
       {"--collector", "enum"},

@@ -506,8 +506,10 @@ TEST(Recommend, AChoiceWithinNoiseSaysSoAndListsItsTies) {
 
 // Points that offload nothing do the baseline's work: their spread is the sweep's noise figure.
 TEST(Recommend, PointsThatOffloadNothingGiveTheNoiseFigure) {
-  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 90, 1000),
-                               point(2, true, 110, 1000), point(3, true, 150, 400)};
+  // Measured by a clock: each median has an interval (a modelled sweep has none, and no noise).
+  const auto ok = PointStatus::Ok;
+  std::vector<PointRecord> pts{point(0, false, 100, 1000, ok, 2), point(1, true, 90, 1000, ok, 2),
+                               point(2, true, 110, 1000, ok, 2), point(3, true, 150, 400, ok, 2)};
   pts[1].summary.offloaded_bytes = 0;
   pts[2].summary.offloaded_bytes = 0;
   const NoiseFigure f = noise_figure(pts);

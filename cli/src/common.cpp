@@ -84,8 +84,13 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
   app.add_flag("--optimizer", w.optimizer, "include an SGD optimizer step in each step");
   app.add_option("--backend", b.backend, "auto, cuda or host-sim")->capture_default_str();
   app.add_option("--link", b.link,
-                 "host-sim link model: none, pcie4, or GBPS:LATENCY_US (e.g. 12:15)")
+                 "host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US (e.g. "
+                 "12:15)")
       ->capture_default_str();
+  app.add_option("--device-model", b.device_model,
+                 "host-sim: time each step as this GPU would (h100-sxm, h200, a100-80gb, l4, "
+                 "rtx4090, or a JSON file; docs/device-model.md), deterministic; default: as this "
+                 "CPU does");
   app.add_option("--device-capacity", b.device_capacity,
                  "host-sim device memory size, e.g. 2GiB (allocations beyond it are out of "
                  "memory); default unlimited");
@@ -189,10 +194,15 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   for (const auto& p : points) {
     const pf::StepInterval ci = pf::step_interval(p.summary);
     char interval[64];
-    std::snprintf(interval, sizeof interval, "%.2f..%.2f (%s)", ci.low, ci.high,
-                  ci.level > 0
-                      ? (std::to_string(static_cast<int>(ci.level * 100 + 0.5)) + "%").c_str()
-                      : "min..max");
+    if (ci.level > 0 && ci.low == ci.high && ci.low == p.summary.step_ms_median) {
+      // Every step took the same time: a device model timed it (host_sim::set_device_model).
+      std::snprintf(interval, sizeof interval, "exact (modelled)");
+    } else {
+      std::snprintf(interval, sizeof interval, "%.2f..%.2f (%s)", ci.low, ci.high,
+                    ci.level > 0
+                        ? (std::to_string(static_cast<int>(ci.level * 100 + 0.5)) + "%").c_str()
+                        : "min..max");
+    }
     const bool measured = p.status == pf::PointStatus::Ok;
     std::printf("%5lld %-8s %-8s %14s %7lld %10.2f %-21s %14s %12lld %9.1f%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),

@@ -66,7 +66,8 @@ class RecommendCommand final : public Command {
                {"rationale", rec.rationale},
                {"front", front},
                {"ties", ties},
-               {"within_noise", !rec.ties.empty()},
+               {"within_noise", !rec.ties.empty() && !rec.noise.deterministic},
+               {"deterministic", rec.noise.deterministic},
                {"noise", noise}};
       if (rec.chosen) {
         out["point"] = rec.chosen->index;
@@ -93,8 +94,8 @@ class RecommendCommand final : public Command {
       if (!rec.ties.empty()) {
         std::vector<int64_t> indices;
         for (const auto& p : rec.ties) indices.push_back(p.index);
-        std::cout << (indices.size() == 1 ? "Tied within noise: point "
-                                          : "Tied within noise: points ")
+        const char* tied = rec.noise.deterministic ? "Tied" : "Tied within noise";
+        std::cout << tied << (indices.size() == 1 ? ": point " : ": points ")
                   << join_indices(indices) << "\n";
       }
       std::cout << "Noise: " << rec.noise.describe() << ".\n";

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "offtune/host_sim.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/units.hpp"
@@ -59,9 +60,13 @@ class RunCommand final : public Command {
     } else if (!common_.quiet) {
       std::cout << "run " << r.id.value << ": " << pf::to_string(r.status);
       if (!r.error.empty()) std::cout << " (" << r.error << ")";
-      std::cout << std::fixed << std::setprecision(2) << "\n  step " << r.summary.step_ms_median
-                << " ms (median of " << run.spec.workload.steps << "), peak device "
-                << pf::format_size(r.summary.peak_allocated) << ", offloaded "
+      std::cout << std::fixed << std::setprecision(2) << "\n  step " << r.summary.step_ms_median;
+      if (const DeviceModel* dm = host_sim::device_model()) {
+        std::cout << " ms (modelled for " << dm->title << ")";
+      } else {
+        std::cout << " ms (median of " << run.spec.workload.steps << ")";
+      }
+      std::cout << ", peak device " << pf::format_size(r.summary.peak_allocated) << ", offloaded "
                 << pf::format_size(r.summary.offloaded_bytes) << "/step, hidden copy "
                 << std::setprecision(1) << r.summary.hidden_copy_pct << "%\n  store: " << common_.db
                 << "\n";

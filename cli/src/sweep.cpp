@@ -37,7 +37,8 @@ class SweepCommand final : public Command {
         ->capture_default_str();
     app_->add_option("--refine-steps", request_.refine_steps,
                      "when the recommended point is tied with others within noise, measure those "
-                     "finalists again with this many steps (0: never)")
+                     "finalists again with this many steps (0: never; never with --device-model, "
+                     "whose times are exact)")
         ->capture_default_str();
     app_->add_option("--fail-if", fail_if_,
                      "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS");

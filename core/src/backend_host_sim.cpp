@@ -4,12 +4,20 @@
 // and host_block_for blocks the caller. The link model makes each copy take at least
 // latency + bytes / bandwidth; debug_copy_delay_ns holds every copy back so that races have room.
 //
+// With a device model (host_sim::set_device_model), time is simulated instead: a copy is not slowed
+// down, it gets a simulated end (it starts when both the copy stream and the compute work before it
+// are done, and takes the link model's time), a fence reads as complete once the compute clock has
+// reached that end, and every wait moves the compute clock to it. Decisions that depend on whether
+// a copy is done (the forward window's early release) then depend on the model alone, never on
+// this machine's thread timing.
+//
 // Hand-off cost: the worker takes every queued copy per wake-up and spins briefly before it
 // sleeps, and a producer wakes it only when it sleeps, so that a forward pass that offloads every
 // tensor pays no thread wake-up per tensor.
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +35,7 @@
 namespace offtune::detail {
 
 int64_t now_ns() {
+  if (sim::modelled()) return sim::compute_clock();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -75,25 +84,39 @@ class Ticket final : public Fence {
 
   bool query() override {
     if (cs_ == nullptr) return true;
-    if (cs_->completed.load(std::memory_order_acquire) < seq_) return false;
+    if (modelled_end_ >= 0) {
+      // Done in simulated time; then make it so physically (the copy thread is at most a copy or
+      // two behind).
+      if (sim::compute_clock() < modelled_end_) return false;
+      wait_completed(*cs_, seq_);
+    } else if (cs_->completed.load(std::memory_order_acquire) < seq_) {
+      return false;
+    }
     sim::note_observed(*cs_, seq_);
     return true;
   }
   void synchronize() override {
+    if (modelled_end_ >= 0) sim::compute_wait_until(modelled_end_);
     if (cs_ == nullptr) return;
     wait_completed(*cs_, seq_);
     sim::note_observed(*cs_, seq_);
   }
-  int64_t completed_ns() override { return done_ns_.load(std::memory_order_acquire); }
+  int64_t completed_ns() override {
+    return modelled_end_ >= 0 ? modelled_end_ : done_ns_.load(std::memory_order_acquire);
+  }
 
   CopyStream* stream() const { return cs_; }
   uint64_t seq() const { return seq_; }
   void set_done(int64_t t) { done_ns_.store(t, std::memory_order_release); }
+  // With a device model: the copy's simulated end (set once, before the ticket is shared).
+  void set_modelled_end(int64_t t) { modelled_end_ = t; }
+  int64_t modelled_end() const { return modelled_end_; }
 
  private:
   CopyStream* cs_ = nullptr;
   uint64_t seq_ = 0;
   std::atomic<int64_t> done_ns_{0};
+  int64_t modelled_end_ = -1;
 };
 
 void run_copy(void* dst, const void* src, int64_t bytes, const LinkModel& link, bool pinned) {
@@ -153,9 +176,16 @@ class HostSimBackend final : public Backend {
     const bool to_host = r.direction == CopyDirection::DeviceToHost;
     void* dst = to_host ? r.host : device;
     const void* src = to_host ? static_cast<const void*>(device) : r.host;
+    const bool modelled = sim::modelled();
     if (!r.side_stream) {
       // On the compute stream, which is this thread: it runs now.
-      run_copy(dst, src, r.bytes, link_, r.pinned);
+      if (modelled) {
+        std::memcpy(dst, src, static_cast<size_t>(r.bytes));
+        sim::compute_advance(link_.copy_ns(r.bytes, r.pinned));
+        sim::count_modelled_copy();
+      } else {
+        run_copy(dst, src, r.bytes, link_, r.pinned);
+      }
       return std::make_shared<Ticket>(now_ns());
     }
     std::shared_ptr<Ticket> ticket;
@@ -164,6 +194,13 @@ class HostSimBackend final : public Backend {
       std::lock_guard<std::mutex> lock(mutex_);
       const uint64_t seq = cs_.issued.load(std::memory_order_relaxed) + 1;
       ticket = std::make_shared<Ticket>(cs_, seq);
+      if (modelled) {
+        // After the copy stream's earlier copies and the compute work issued before it.
+        const int64_t start = std::max(modelled_copy_clock_, sim::compute_clock());
+        modelled_copy_clock_ = start + link_.copy_ns(r.bytes, r.pinned);
+        ticket->set_modelled_end(modelled_copy_clock_);
+        sim::count_modelled_copy();
+      }
       sim::note_copy(*r.device, cs_, seq, /*writes_device=*/!to_host);
       queue_.push_back(Task{dst, src, r.bytes, r.pinned, ticket});
       cs_.issued.store(seq, std::memory_order_release);
@@ -180,6 +217,8 @@ class HostSimBackend final : public Backend {
   }
 
   void stream_wait(Stream stream, const FencePtr& fence) override {
+    // With a device model the clock moves in host_block_for, which follows every stream wait
+    // here, so that the engine's wait events span the stall.
     const auto& t = static_cast<const Ticket&>(*fence);
     if (t.stream() != nullptr) sim::note_stream_wait(stream.id(), *t.stream(), t.seq());
   }
@@ -187,13 +226,21 @@ class HostSimBackend final : public Backend {
     // The stream's compute is this thread: it cannot go on before the copy ran. Not an
     // observation (a GPU stream wait would not be one).
     const auto& t = static_cast<const Ticket&>(*fence);
+    if (t.modelled_end() >= 0) sim::compute_wait_until(t.modelled_end());
     if (t.stream() != nullptr) wait_completed(*t.stream(), t.seq());
   }
   void record_stream(const c10::Storage& storage, Stream stream) override {
     sim::note_record_stream(storage, stream.id());
   }
   void synchronize() override {
-    const uint64_t issued = cs_.issued.load(std::memory_order_acquire);
+    uint64_t issued = 0;
+    int64_t modelled_end = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      issued = cs_.issued.load(std::memory_order_acquire);
+      modelled_end = modelled_copy_clock_;
+    }
+    if (sim::modelled()) sim::compute_wait_until(modelled_end);
     wait_completed(cs_, issued);
     sim::note_observed(cs_, issued);
   }
@@ -241,8 +288,12 @@ class HostSimBackend final : public Backend {
       }
       for (Task& task : batch) {
         if (delay_ns_ > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns_));
-        run_copy(task.dst, task.src, task.bytes, link_, task.pinned);
-        task.ticket->set_done(now_ns());
+        if (task.ticket->modelled_end() >= 0) {
+          std::memcpy(task.dst, task.src, static_cast<size_t>(task.bytes));  // time is modelled
+        } else {
+          run_copy(task.dst, task.src, task.bytes, link_, task.pinned);
+          task.ticket->set_done(now_ns());
+        }
         sim::note_copy_done(cs_, task.ticket->seq());
         cs_.completed.notify_all();
         task.ticket.reset();
@@ -260,6 +311,7 @@ class HostSimBackend final : public Backend {
   std::vector<Task> queue_;
   bool sleeping_ = false;
   bool stop_ = false;
+  int64_t modelled_copy_clock_ = 0;  // with a device model: when the copy stream is next free
   std::thread worker_;
 };
 

@@ -45,4 +45,14 @@ void note_record_stream(const c10::Storage& device, StreamId stream);
 // The engine hands `t` to autograd on the current stream (called after every unpack).
 void check_handout(const at::Tensor& t);
 
+// ---- the device model's clocks (sim_clock.cpp) --------------------------------------------------
+// With a device model set, time on host-sim is simulated: the compute stream's clock advances by
+// each op's modelled duration, each copy stream's by the link model's time per copy, and the two
+// meet where the engine waits. Without one, these do nothing and modelled() is false.
+bool modelled();
+int64_t compute_clock();             // the compute stream's simulated time, ns
+void compute_advance(int64_t ns);    // work on the compute stream (a single-stream copy)
+void compute_wait_until(int64_t t);  // the compute stream (and the host with it) waits for t
+void count_modelled_copy();          // for model_counters()
+
 }  // namespace offtune::detail::sim

@@ -45,6 +45,8 @@ int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
 }
 
 LinkModel LinkModel::pcie4() { return LinkModel{24.0, 10.0, 10'000}; }
+LinkModel LinkModel::pcie5() { return LinkModel{48.0, 16.0, 8'000}; }
+LinkModel LinkModel::nvlink_c2c() { return LinkModel{350.0, 120.0, 3'000}; }
 
 void OffloadOptions::validate() const {
   auto fail = [](const std::string& msg) { throw OptionsError(msg); };

@@ -6,12 +6,18 @@
 
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 
+#include <c10/util/FunctionRef.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 namespace at {
 class Tensor;
+}
+namespace offtune {
+struct OpCall;
 }
 
 namespace offtune::detail {
@@ -63,6 +69,23 @@ int current_graph_task_id();  // -1 outside backward
 // offloader of the tensors that backward saves on its threads, unless the thread that called
 // backward() named one (its innermost scope, or a no-offload region).
 void note_unpack_in_backward(Context& ctx);
+
+// ATen's op observer (record-function callbacks), the other libtorch API this seam confines: the
+// device model (sim_clock.cpp) hears every ATen op, on every thread, begin and end, to time it.
+// The describe callbacks build the op's shapes (offtune/device_model.hpp's OpCall) and are valid
+// only during the call: ATen keeps an op's inputs only until its begin callbacks have run, so
+// op_begin takes what op_end will need; op_end gets the outputs.
+class OpListener {
+ public:
+  virtual ~OpListener() = default;
+  // `inputs` gives the name, the input tensors and the first bool argument.
+  virtual void op_begin(std::string_view name, c10::function_ref<OpCall()> inputs) = 0;
+  // `outputs` fills call.outputs.
+  virtual void op_end(c10::function_ref<void(OpCall& call)> outputs) = 0;
+};
+// Installs `listener` (nullptr removes it); one at a time. The listener must outlive every op that
+// started while it was installed (sim_clock.cpp's is never destroyed).
+void set_op_listener(OpListener* listener);
 
 // Implemented by Context (offloader.cpp).
 std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx, uint64_t generation);

@@ -96,12 +96,19 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   form->addRow(QStringLiteral("Seed"), seed_);
   backend_ = combo(this, requests::backend_names(), false);
   link_ = combo(this, requests::link_names(), true);
-  link_->setToolTip(QStringLiteral("host-sim link model: none, pcie4, or GBPS:LATENCY_US"));
+  link_->setToolTip(
+      QStringLiteral("host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US"));
+  device_model_ = combo(this, requests::device_model_names(), true);
+  device_model_->lineEdit()->setPlaceholderText(QStringLiteral("none: time as this CPU does"));
+  device_model_->setToolTip(QStringLiteral(
+      "host-sim: time each step as this GPU would (h100-sxm, h200, a100-80gb, l4, rtx4090, or a "
+      "JSON file); empty: as this CPU does"));
   capacity_ = new QLineEdit(this);
   capacity_->setPlaceholderText(
       QStringLiteral("host-sim device memory, e.g. 2GiB (empty: unlimited)"));
   form->addRow(QStringLiteral("Backend"), backend_);
   form->addRow(QStringLiteral("Link"), link_);
+  form->addRow(QStringLiteral("Device model"), device_model_);
   form->addRow(QStringLiteral("Device capacity"), capacity_);
   sizes_ = new QLineEdit(this);
   sizes_->setToolTip(QStringLiteral("sizes and ranges, e.g. 1KiB,1MiB or 1KiB:64MiB:x4"));
@@ -136,6 +143,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
     connect(e, &QLineEdit::textChanged, this, &SweepForm::updatePointCount);
   }
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(browse_db, &QPushButton::clicked, this, [this] {
     const QString path =
         QFileDialog::getSaveFileName(this, QStringLiteral("Store"), db_->text(),
@@ -192,6 +200,7 @@ SweepRequest SweepForm::request() const {
   r.max_fwd_stash_sizes = text_of(windows_);
   r.backend.backend = text_of(backend_);
   r.backend.link = text_of(link_);
+  r.backend.device_model = text_of(device_model_);
   r.backend.device_capacity = text_of(capacity_);
   return r;
 }
@@ -211,6 +220,7 @@ void SweepForm::setRequest(const SweepRequest& r) {
   windows_->setText(QString::fromStdString(r.max_fwd_stash_sizes));
   set_text(backend_, r.backend.backend);
   set_text(link_, r.backend.link);
+  set_text(device_model_, r.backend.device_model);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));
   updatePointCount();
 }

@@ -4,6 +4,10 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +26,8 @@ namespace offtune::profiler {
 LinkModel parse_link(const std::string& s) {
   if (s == "none") return {};
   if (s == "pcie4") return LinkModel::pcie4();
+  if (s == "pcie5") return LinkModel::pcie5();
+  if (s == "nvlink-c2c") return LinkModel::nvlink_c2c();
   if (const auto colon = s.find(':'); colon != std::string::npos) {
     // The units' parsers, so that "inf", "nan", spaces and the like mean the same as everywhere
     // else: not a value. A latency of 0 is valid; a bandwidth must be positive and finite, and a
@@ -34,7 +40,101 @@ LinkModel parse_link(const std::string& s) {
     } catch (const ParseError&) {
     }
   }
-  throw std::invalid_argument("bad link '" + s + "' (valid: none, pcie4, GBPS:LATENCY_US)");
+  throw std::invalid_argument("bad link '" + s +
+                              "' (valid: none, pcie4, pcie5, nvlink-c2c, GBPS:LATENCY_US)");
+}
+
+DeviceModel load_device_model(const std::string& spec) {
+  const auto names = device_model_names();
+  const bool looks_like_file =
+      spec.find('/') != std::string::npos || spec.find('.') != std::string::npos;
+  if (!looks_like_file) {
+    try {
+      return device_model_named(spec);
+    } catch (const OptionsError& e) {
+      throw std::invalid_argument(e.what());
+    }
+  }
+  std::ifstream in(spec);
+  if (!in) throw std::invalid_argument("cannot read device model file '" + spec + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string where = "device model file '" + spec + "'";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(where + ": not JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object()) throw std::invalid_argument(where + ": not a JSON object");
+  DeviceModel m;
+  m.kernel_overhead_ns = 2'000;
+  bool based = false;
+  if (j.contains("base")) {
+    if (!j["base"].is_string()) throw std::invalid_argument(where + ": base must be a string");
+    try {
+      m = device_model_named(j["base"].get<std::string>());
+    } catch (const OptionsError& e) {
+      throw std::invalid_argument(where + ": " + e.what());
+    }
+    based = true;
+  }
+  m.name = spec;
+  auto number = [&](const char* field, double& out, bool required) {
+    if (!j.contains(field)) {
+      if (required && !based) throw std::invalid_argument(where + ": " + field + " is missing");
+      return;
+    }
+    if (!j[field].is_number())
+      throw std::invalid_argument(where + ": " + field + " must be a number");
+    out = j[field].get<double>();
+  };
+  auto integer = [&](const char* field, int64_t& out) {
+    if (!j.contains(field)) return;
+    if (!j[field].is_number_integer() && !j[field].is_number_unsigned()) {
+      throw std::invalid_argument(where + ": " + field + " must be an integer");
+    }
+    out = j[field].get<int64_t>();
+  };
+  auto text_field = [&](const char* field, std::string& out) {
+    if (!j.contains(field)) return;
+    if (!j[field].is_string())
+      throw std::invalid_argument(where + ": " + field + " must be a string");
+    out = j[field].get<std::string>();
+  };
+  const std::vector<std::string> known = {"base",
+                                          "title",
+                                          "fp32_tflops",
+                                          "bf16_tflops",
+                                          "memory_gbps",
+                                          "memory_bytes",
+                                          "kernel_overhead_ns",
+                                          "matmul_efficiency",
+                                          "attention_efficiency",
+                                          "memory_efficiency",
+                                          "source"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw std::invalid_argument(where + ": unknown field '" + key + "'");
+    }
+  }
+  text_field("title", m.title);
+  text_field("source", m.source);
+  number("fp32_tflops", m.fp32_tflops, true);
+  number("bf16_tflops", m.bf16_tflops, true);
+  number("memory_gbps", m.memory_gbps, true);
+  integer("memory_bytes", m.memory_bytes);
+  integer("kernel_overhead_ns", m.kernel_overhead_ns);
+  number("matmul_efficiency", m.matmul_efficiency, false);
+  number("attention_efficiency", m.attention_efficiency, false);
+  number("memory_efficiency", m.memory_efficiency, false);
+  if (m.title.empty()) m.title = spec;
+  try {
+    m.validate();
+  } catch (const OptionsError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  return m;
 }
 
 PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
@@ -50,8 +150,12 @@ PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
     // Set every time, unlimited included: a process that runs several sweeps (the GUI) must not
     // keep an earlier sweep's capacity.
     host_sim::set_capacity(r.device_capacity);
+    // Set every time too (nullptr turns it off).
+    host_sim::set_device_model(r.device_model ? &*r.device_model : nullptr);
   } else if (r.device_capacity != 0) {
     throw std::invalid_argument("--device-capacity applies to host-sim only");
+  } else if (r.device_model) {
+    throw std::invalid_argument("--device-model applies to host-sim only (cuda measures the GPU)");
   }
   if (const int64_t t = host_sim::default_threads(r.threads, on_host_sim); t > 0) {
     at::set_num_threads(static_cast<int>(t));
@@ -60,7 +164,13 @@ PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
   env.offtune_version = std::string(kVersion);
   env.torch_version = TORCH_VERSION;
   env.backend = std::string(to_string(out.base.backend));
-  env.device = on_host_sim ? "host-sim (link " + r.link_name + ")" : "cuda:0";
+  if (!on_host_sim) {
+    env.device = "cuda:0";
+  } else if (r.device_model) {
+    env.device = "host-sim modelling " + r.device_model->title + " (link " + r.link_name + ")";
+  } else {
+    env.device = "host-sim (link " + r.link_name + ")";
+  }
   env.git_revision = OFFTUNE_GIT_REVISION;
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) env.host = host;

@@ -114,6 +114,17 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
       break;
     }
   }
+  f.deterministic = std::any_of(points.begin(), points.end(),
+                                [](const PointRecord& p) { return p.status == PointStatus::Ok; });
+  for (const auto& p : points) {
+    if (p.status != PointStatus::Ok) continue;
+    const auto& s = p.summary;
+    // Two or more steps (an interval with a level) that all measured the same.
+    if (!(s.step_ms_ci_high > 0) || !(s.step_ms_ci_level > 0) ||
+        s.step_ms_ci_low != s.step_ms_ci_high || s.step_ms_median != s.step_ms_ci_low) {
+      f.deterministic = false;
+    }
+  }
   if (baseline == nullptr || !(baseline->summary.step_ms_median > 0)) return f;
   for (const auto& p : points) {
     if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0)
@@ -127,6 +138,10 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
 }
 
 std::string NoiseFigure::describe() const {
+  if (deterministic) {
+    return "none: every point's steps took the same modelled time (a device model timed the "
+           "sweep), so every difference in step time is real";
+  }
   if (points == 0) return "no point offloaded nothing, so the sweep has no noise figure";
   std::ostringstream s;
   s << std::fixed << std::setprecision(2) << points
@@ -223,8 +238,10 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
             << ", the fastest median step is " << fmt_ms(fastest->summary.step_ms_median)
             << " (point " << fastest->index << "), and " << finalists.size() - 1
             << (finalists.size() == 2 ? " other point is" : " other points are")
-            << " as fast within noise (overlapping step-time intervals); of these, this one has "
-               "the lowest peak device memory ("
+            << (r.noise.deterministic
+                    ? " exactly as fast; of these, this one has the lowest peak device memory ("
+                    : " as fast within noise (overlapping step-time intervals); of these, this one "
+                      "has the lowest peak device memory (")
             << format_size(r.chosen->summary.peak_allocated)
             << "): " << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
       }
@@ -275,7 +292,13 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
       }
     }
     if (r.ties.empty()) {
-      why << ". No other point is as good within noise.";
+      why << (r.noise.deterministic ? ". No other point is as good."
+                                    : ". No other point is as good within noise.");
+    } else if (r.noise.deterministic) {
+      why << ". A tie: " << r.ties.size()
+          << (r.ties.size() == 1 ? " other point takes" : " other points take")
+          << " exactly the same modelled time with the same peak within " << std::fixed
+          << std::setprecision(1) << tol * 100 << "%.";
     } else {
       why << ". The choice is within noise: " << r.ties.size()
           << (r.ties.size() == 1 ? " other point is" : " other points are")

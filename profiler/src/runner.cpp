@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "offtune/host_sim.hpp"
 #include "offtune/profiler/cupti.hpp"
 #include "offtune/profiler/metrics.hpp"
 #include "offtune/profiler/nvtx.hpp"
@@ -19,11 +20,9 @@ int64_t unix_now_ns() {
       .count();
 }
 
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// The steady clock, or host-sim's simulated one with a device model (the engine's events use the
+// same clock).
+int64_t steady_now_ns() { return host_sim::clock_ns(); }
 
 std::string one_line(std::string s) {
   // c10 errors carry a backtrace after the first line: keep the message.
@@ -109,7 +108,11 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     // Device activity: CUPTI on cuda unless told otherwise; host timestamps on host-sim.
     std::unique_ptr<ActivityCollector> collector;
     if (host_sim) {
-      collector = make_null_collector("host-sim: copies timed by the copy thread");
+      const DeviceModel* dm = host_sim::device_model();
+      collector = make_null_collector(
+          dm != nullptr
+              ? "host-sim: time modelled for " + dm->title + " (device model " + dm->name + ")"
+              : std::string("host-sim: copies timed by the copy thread"));
     } else if (spec.collector == Collector::NvtxOnly) {
       collector = make_null_collector("nvtx-only: device activity left to Nsight");
     } else {

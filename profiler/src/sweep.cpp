@@ -73,7 +73,7 @@ std::string grid_json(const Grid& grid) {
 }
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,
-                      std::string_view model_input) {
+                      std::string_view model_input, const DeviceModel* dm) {
   // The key is stored and compared byte for byte to resume a sweep: it is a file format, written
   // out field by field here so that a field added to to_json(Workload) never changes the key of
   // an existing sweep.
@@ -90,6 +90,15 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
       {"backend", std::string(to_string(base.backend))},
       {"link", {base.link.pinned_gbps, base.link.pageable_gbps, base.link.latency_ns}}};
   if (!model_input.empty()) key["input"] = std::string(model_input);
+  if (dm != nullptr) {
+    key["device_model"] = {
+        {"title", dm->title},
+        {"fp32_tflops", dm->fp32_tflops},
+        {"bf16_tflops", dm->bf16_tflops},
+        {"memory_gbps", dm->memory_gbps},
+        {"kernel_overhead_ns", dm->kernel_overhead_ns},
+        {"efficiency", {dm->matmul_efficiency, dm->attention_efficiency, dm->memory_efficiency}}};
+  }
   return key.dump();
 }
 
@@ -99,7 +108,8 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   SweepOutcome out;
   SweepRecord rec;
   rec.name = spec.name;
-  rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input);
+  rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input,
+                      spec.device_model ? &*spec.device_model : nullptr);
   rec.workload = spec.workload;
   rec.grid = grid_json(spec.grid);
   rec.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -34,6 +34,7 @@ Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Envir
   b.backend = backend.kind;
   b.link = backend.link;
   b.link_name = backend.link_name;
+  b.device_model = backend.device_model;
   b.device_capacity = backend.device_capacity;
   b.threads = backend.threads;
   const auto prepared = profiler::prepare_backend(b, env);
@@ -71,6 +72,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   out.spec.shard = profiler::parse_shard(request.shard);
   const Backend backend = to_backend(request.backend);
   out.spec.collector = backend.collector;
+  out.spec.device_model = backend.device_model;
   // The sweep key leaves the default input out, so that keys of sweeps of built-in models do not
   // change.
   if (request.workload.input_spec != kDefaultInputSpec) {
@@ -92,7 +94,9 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::atomic<bool>* cancel, profiler::RefineOutcome* refined) {
   auto outcome = profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
   const bool whole = sweep.spec.shard.count == 1;
-  if (!outcome.interrupted && whole && sweep.refine_steps > 0) {
+  // A device model times every step the same: measuring finalists again cannot narrow anything.
+  const bool deterministic = sweep.spec.device_model.has_value();
+  if (!outcome.interrupted && whole && sweep.refine_steps > 0 && !deterministic) {
     auto r = profiler::refine_finalists(*sweep.workload, sweep.spec, store, outcome.sweep,
                                         profiler::Constraint{}, sweep.refine_steps, cancel);
     outcome.interrupted = r.interrupted;

@@ -86,6 +86,12 @@ void check_backend(const BackendFields& b, Checker& c) {
     }
   });
   c.parse("--link", [&] { profiler::parse_link(b.link); });
+  if (!b.device_model.empty()) {
+    c.parse("--device-model", [&] { profiler::load_device_model(b.device_model); });
+    if (kind == BackendKind::Cuda) {
+      c.fail("--device-model", "applies to host-sim only (cuda measures the GPU)");
+    }
+  }
   if (!b.device_capacity.empty()) {
     c.parse("--device-capacity", [&] {
       if (profiler::parse_size(b.device_capacity) <= 0) {
@@ -136,7 +142,13 @@ std::vector<std::string> model_names() { return samples::builtin_model_names(); 
 std::vector<std::string> dtype_names() { return {"fp32", "bf16", "fp16"}; }
 std::vector<std::string> backend_names() { return {"auto", "cuda", "host-sim"}; }
 std::vector<std::string> semantics_names() { return {"offtune", "trl"}; }
-std::vector<std::string> link_names() { return {"pcie4", "none"}; }
+std::vector<std::string> link_names() { return {"pcie4", "pcie5", "nvlink-c2c", "none"}; }
+
+std::vector<std::string> device_model_names() {
+  std::vector<std::string> out{""};
+  for (auto& n : offtune::device_model_names()) out.push_back(std::move(n));
+  return out;
+}
 
 Dtype parse_dtype(std::string_view text) {
   if (text == "fp32" || text == "float32" || text == "float") return Dtype::Fp32;
@@ -256,6 +268,7 @@ Backend to_backend(const BackendFields& f) {
   b.kind = parse_backend(f.backend);
   b.link = profiler::parse_link(f.link);
   b.link_name = f.link;
+  if (!f.device_model.empty()) b.device_model = profiler::load_device_model(f.device_model);
   b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
   b.threads = f.threads == "auto" ? -1 : profiler::parse_int64(f.threads);
   b.collector = parse_collector(f.collector);

@@ -11,13 +11,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 
+#include "offtune/host_sim.hpp"
 #include "offtune/model_support.hpp"
 #include "offtune/samples/gpt.hpp"
 #include "offtune/samples/layer_hooks.hpp"
@@ -28,11 +28,8 @@
 namespace offtune::samples {
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// The engine's clock: steady, or host-sim's simulated one with a device model.
+int64_t now_ns() { return host_sim::clock_ns(); }
 
 // A driver's block marks as the built-in models' layer hooks. Unset marks stay unset, so that the
 // models then skip the per-block calls and the backward tensor hooks altogether.

@@ -20,6 +20,13 @@
 //   waited for its reload. Violations are recorded (take_stream_races()) and the block is poisoned
 //   at once, so that the values go wrong too.
 //
+// - Time, optionally as a named GPU would spend it (set_device_model): every ATen op advances a
+//   simulated compute clock by its modelled duration (offtune/device_model.hpp), every side-stream
+//   copy a simulated copy clock by the link model's time, and the engine's waits join the two. The
+//   engine's event times, fence completions and the profiler's step times then read that clock:
+//   identical from run to run and from machine to machine. The copies still run (the values are
+//   real); only time is modelled.
+//
 // install() is idempotent and process-wide; the first host-sim ActivationOffloader calls it. Call
 // it yourself before building the model if parameter bytes should count from the start. Every
 // setting here is process-wide.
@@ -28,6 +35,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "offtune/device_model.hpp"
 
 namespace at {
 class Tensor;
@@ -103,5 +112,22 @@ void set_check_streams(bool on);
 bool check_streams();
 // Violations found since the last call, one line each, oldest first (at most 1000 are kept).
 std::vector<std::string> take_stream_races();
+
+// The device model (see above): nullptr turns it off. Validates and copies the model
+// (OptionsError). Process-wide: set it before a run, not while one is in progress.
+void set_device_model(const DeviceModel* model);
+// The model in use, or nullptr; stays valid for the life of the process.
+const DeviceModel* device_model();
+// The clock that events and step times use: the simulated compute clock with a device model, else
+// the steady clock. Nanoseconds, monotonic.
+int64_t clock_ns();
+struct ModelCounters {
+  int64_t kernels = 0;     // ops timed as kernels
+  int64_t kernel_ns = 0;   // their modelled time
+  int64_t copies = 0;      // copies timed by the link model on a copy stream
+  int64_t stalled_ns = 0;  // compute clock time spent waiting for copies
+};
+// Since the process started (monotonic); take differences.
+ModelCounters model_counters();
 
 }  // namespace offtune::host_sim

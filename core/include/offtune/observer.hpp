@@ -5,7 +5,8 @@
 //
 // Threads: events arrive on the forward thread and on autograd's backward threads, never under the
 // engine's lock (an observer may call the offloader's stats() or resident()). An observer must be
-// thread-safe. Times are steady_clock nanoseconds. A copy's completion is reported when the engine
+// thread-safe. Times are host_sim::clock_ns() nanoseconds: the steady clock, or on host-sim with a
+// device model the simulated one. A copy's completion is reported when the engine
 // next notices it (a hook, the end of a backward, synchronize()), with the time the copy finished.
 // An exception from an event is caught and warned about.
 #pragma once

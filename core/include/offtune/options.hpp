@@ -65,8 +65,15 @@ struct LinkModel {
   bool enabled() const { return pinned_gbps > 0.0 || latency_ns > 0; }
   // Time a copy of `bytes` takes under this model, in nanoseconds (0 when disabled).
   int64_t copy_ns(int64_t bytes, bool pinned) const;
-  // A PCIe 4.0 x16 link as measured on typical servers: ~24 GB/s pinned, ~10 GB/s pageable, 10 us.
+  // Planning profiles, about 75-80% of the link's per-direction peak for pinned memory (what
+  // cudaMemcpyAsync reaches in practice), less for pageable memory (a staging copy on the CPU).
+  // PCIe 4.0 x16 (31.5 GB/s per direction, PCI-SIG): 24 GB/s pinned, 10 GB/s pageable, 10 us.
   static LinkModel pcie4();
+  // PCIe 5.0 x16 (63 GB/s per direction, PCI-SIG): 48 GB/s pinned, 16 GB/s pageable, 8 us.
+  static LinkModel pcie5();
+  // NVLink-C2C of Grace Hopper (450 GB/s per direction, NVIDIA GH200 whitepaper): 350 GB/s
+  // pinned, 120 GB/s pageable, 3 us.
+  static LinkModel nvlink_c2c();
 };
 
 struct OffloadOptions {

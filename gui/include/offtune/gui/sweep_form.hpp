@@ -99,6 +99,7 @@ class SweepForm : public QWidget {
   QSpinBox* seed_ = nullptr;
   QComboBox* backend_ = nullptr;
   QComboBox* link_ = nullptr;
+  QComboBox* device_model_ = nullptr;
   QLineEdit* capacity_ = nullptr;
   QLineEdit* sizes_ = nullptr;
   QLineEdit* windows_ = nullptr;

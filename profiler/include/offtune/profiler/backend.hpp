@@ -6,7 +6,10 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "offtune/device_model.hpp"
 
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/records.hpp"
@@ -17,20 +20,32 @@ namespace offtune::profiler {
 // valid forms.
 LinkModel parse_link(const std::string& s);
 
-// Where a run or sweep measures (the --backend, --link, --device-capacity and --threads flags),
-// parsed.
+// A device model by profile name (device_model_names(), "h100", "a100") or from a JSON file:
+//   {"base": "h100-sxm", "memory_gbps": 3000, "kernel_overhead_ns": 3000}
+// "base" (optional) names the profile the other fields change; without it every figure of
+// offtune/device_model.hpp's DeviceModel is required but the efficiencies and the per-kernel cost.
+// Fields: title, fp32_tflops, bf16_tflops, memory_gbps, memory_bytes, kernel_overhead_ns,
+// matmul_efficiency, attention_efficiency, memory_efficiency, source. Throws std::invalid_argument
+// (one line naming the file and the field) for an unknown name, an unreadable file or a bad field.
+DeviceModel load_device_model(const std::string& name_or_file);
+
+// Where a run or sweep measures (the --backend, --link, --device-model, --device-capacity and
+// --threads flags), parsed.
 struct BackendRequest {
   BackendKind backend = BackendKind::Auto;  // Auto: cuda when a GPU is visible, else host-sim
   LinkModel link = LinkModel::pcie4();      // host-sim's link model
   std::string link_name = "pcie4";          // as given (parse_link's input), for the record
-  int64_t device_capacity = 0;              // host-sim device memory in bytes; 0: unlimited
+  // host-sim times steps as this GPU would (host_sim::set_device_model); none: as this CPU does.
+  std::optional<DeviceModel> device_model;
+  int64_t device_capacity = 0;  // host-sim device memory in bytes; 0: unlimited
   int64_t threads = -1;  // intra-op threads; -1: cores-1 on host-sim, torch's default on cuda
 };
 
 // Resolves the backend (auto picks cuda when a GPU is visible), prepares host-sim (installs its
 // allocator, sets the capacity) and the intra-op threads, fills `env` (versions, device, git
 // revision, host) and returns the engine's base options and the device the workload runs on.
-// Throws std::invalid_argument (one line) when a device capacity is given for cuda. Process-wide:
+// Throws std::invalid_argument (one line) when a device capacity or a device model is given for
+// cuda. Process-wide:
 // the host-sim allocator and thread count are global, so call it once per process or with the same
 // request.
 struct PreparedBackend {

@@ -15,6 +15,8 @@
 // the fastest median among them wins. Remaining ties go to the lower index. The ties of the chosen
 // point are the points that satisfy the constraint and cannot be told apart from it (equal in time
 // and in memory): a non-empty list means the choice is within noise, and the rationale says so.
+// Deterministic sweeps (host-sim with a device model: every point's steps measured the same) have
+// no noise: equal times are exactly equal, ties are real ties, and the rationale says that instead.
 #pragma once
 
 #include <optional>
@@ -45,6 +47,9 @@ struct NoiseFigure {
   int64_t points = 0;      // points that offloaded nothing (0: no figure)
   double min_ratio = 0.0;  // their median step time / the baseline's
   double max_ratio = 0.0;
+  // Every ok point's steps (two or more) measured the same time (zero-width intervals): a device
+  // model, not a clock, timed the sweep.
+  bool deterministic = false;
   std::string describe() const;  // "3 points that offload nothing measured 0.93x..1.12x ..."
 };
 

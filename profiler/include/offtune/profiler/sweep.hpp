@@ -10,10 +10,12 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "offtune/device_model.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/runner.hpp"
@@ -40,9 +42,10 @@ std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices);
 std::string grid_json(const Grid& grid);
 // Identity of a sweep: workload, grid and the backend/link it runs on, and the input of a
 // TorchScript model when it is not the default one (empty: left out, so that the keys of sweeps
-// recorded before it counted stay the same).
+// recorded before it counted stay the same), and the device model host-sim times steps with (every
+// figure of it; none: left out, likewise).
 std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base,
-                      std::string_view model_input = {});
+                      std::string_view model_input = {}, const DeviceModel* device_model = nullptr);
 
 struct SweepSpec {
   std::string name;
@@ -54,6 +57,8 @@ struct SweepSpec {
   // A TorchScript model's input spec when it differs from the default (see sweep_key); the same
   // model with another input is another sweep.
   std::string model_input;
+  // The device model the backend was prepared with (prepare_backend), for the sweep's identity.
+  std::optional<DeviceModel> device_model;
   Collector collector = Collector::Auto;
 };
 

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "offtune/device_model.hpp"
 #include "offtune/options.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -54,7 +56,8 @@ inline constexpr Range kRefineStepsRange{0, 100000};
 std::vector<std::string> model_names();
 std::vector<std::string> dtype_names();    // fp32, bf16, fp16
 std::vector<std::string> backend_names();  // auto, cuda, host-sim
-std::vector<std::string> link_names();     // none, pcie4 (and GBPS:LATENCY_US by hand)
+std::vector<std::string> link_names();     // pcie4, pcie5, nvlink-c2c, none (and GBPS:LATENCY_US)
+std::vector<std::string> device_model_names();  // "" (none) and the built-in profiles
 
 // The default input of a TorchScript model (samples/registry.hpp has the grammar).
 inline constexpr std::string_view kDefaultInputSpec = "tokens:int64[B,T]:vocab=512";
@@ -76,8 +79,11 @@ struct WorkloadFields {
 // Where it is measured (--backend, --link, --device-capacity, --threads, --collector).
 struct BackendFields {
   std::string backend = "auto";  // auto (cuda when a GPU is visible), cuda, host-sim
-  std::string link = "pcie4";    // host-sim link model: none, pcie4, GBPS:LATENCY_US
-  std::string device_capacity;   // host-sim device memory ("2GiB"); empty: unlimited
+  std::string link = "pcie4";    // host-sim link model: link_names() or GBPS:LATENCY_US
+  // host-sim: time steps as this GPU would (device_model_names() or a JSON file); empty: as this
+  // CPU does.
+  std::string device_model;
+  std::string device_capacity;  // host-sim device memory ("2GiB"); empty: unlimited
   // Intra-op threads: "auto" (cores-1 on host-sim, torch's choice on cuda) or 1..the machine's
   // cores (kMaxThreads()).
   std::string threads = "auto";
@@ -169,6 +175,7 @@ struct Backend {
   BackendKind kind = BackendKind::Auto;
   LinkModel link;
   std::string link_name;
+  std::optional<DeviceModel> device_model;
   int64_t device_capacity = 0;  // bytes; 0: unlimited
   int64_t threads = -1;         // -1: auto (profiler/backend.hpp)
   Collector collector = Collector::Auto;
