@@ -314,6 +314,25 @@ TEST_F(DeviceModelClock, EachOpAdvancesTheClockByItsModelledTimeAndViewsByNothin
   EXPECT_EQ(v.dim(), 2);
 }
 
+TEST_F(DeviceModelClock, ReservedMemoryIsWhatCudasCachingAllocatorWouldHold) {
+  host_sim::empty_cache();
+  const auto before = host_sim::counters();
+  {
+    // On a stream of their own, so that no block cached by an earlier test can serve them. 400
+    // bytes: one 2 MiB small segment; 3 MiB: a 20 MiB large segment.
+    host_sim::StreamGuard stream(host_sim::new_stream());
+    const at::Tensor a = at::empty({100});
+    const at::Tensor b = at::empty({3 << 18});
+    const auto c = host_sim::counters();
+    EXPECT_EQ(c.modelled_reserved - before.modelled_reserved, (2 << 20) + (20 << 20));
+    EXPECT_EQ(c.allocated - before.allocated, 400 + (3 << 20));
+  }
+  // Freed tensors stay cached, as on a GPU, until empty_cache.
+  EXPECT_EQ(host_sim::counters().modelled_reserved - before.modelled_reserved, 22 << 20);
+  host_sim::empty_cache();
+  EXPECT_LE(host_sim::counters().modelled_reserved, before.modelled_reserved);
+}
+
 TEST_F(DeviceModelClock, WithoutAModelTheClockIsTheSteadyClock) {
   host_sim::set_device_model(nullptr);
   EXPECT_EQ(host_sim::device_model(), nullptr);
@@ -434,6 +453,10 @@ TEST_F(DeviceModelClock, AMeasuredRunTakesTheSameTimeEveryTimeAndOnAnyThreadCoun
   EXPECT_EQ(a.step_ms_median, c.step_ms_median);
   EXPECT_EQ(a.step_ms_ci_low, a.step_ms_ci_high);  // every step the same
   EXPECT_EQ(a.hidden_copy_pct, b.hidden_copy_pct);
+  // Reserved is CUDA's caching allocator's: whole segments, at least the peak allocated.
+  EXPECT_GE(a.peak_reserved, a.peak_allocated);
+  EXPECT_EQ(a.peak_reserved % 512, 0);
+  EXPECT_EQ(a.peak_reserved, c.peak_reserved);
   // Peak memory is exact for one thread count; CPU kernels' scratch buffers (a parallel
   // reduction's partial sums) count as device memory on host-sim, so another count may move it by
   // a few hundred bytes.
@@ -442,6 +465,13 @@ TEST_F(DeviceModelClock, AMeasuredRunTakesTheSameTimeEveryTimeAndOnAnyThreadCoun
   // Offloading over PCIe 4 costs time on a GPU this fast; keeping everything does not.
   const auto kept = measure(tiny_run(int64_t{1} << 40), 1);
   EXPECT_LT(kept.step_ms_median, a.step_ms_median);
+  // Each run starts from an empty allocator cache: what a bigger run before it left cached does
+  // not count.
+  auto big = tiny_run(int64_t{1} << 40);
+  big.workload.batch = 8;
+  big.workload.seq = 128;
+  EXPECT_GT(measure(big, 1).peak_reserved, a.peak_reserved);
+  EXPECT_EQ(measure(spec, 1).peak_reserved, a.peak_reserved);
   // Another GPU, another time.
   const DeviceModel l4 = device_model_named("l4");
   host_sim::set_device_model(&l4);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "alloc_model.hpp"
 #include "backend.hpp"
 #include "host_sim_internal.hpp"
 #include "offtune/host_sim.hpp"
@@ -208,6 +209,86 @@ TEST_F(Emulator, AnAllocationThatWouldFailAsksReclaimersFirst) {
     NoReclaimScope no;  // a prefetch's own allocation fails instead
     EXPECT_THROW(block(n, host_sim::kDefaultStream, 3), c10::OutOfMemoryError);
   }
+}
+
+// ---- the caching allocator model (reserved memory with a device model) ------------------------
+
+constexpr int64_t MiB = int64_t{1} << 20;
+
+TEST(CachingAllocatorModel, SizesRoundTo512AndSegmentsComeIn2And20MiBOrRoundedTo2MiB) {
+  using M = sim::CachingAllocatorModel;
+  EXPECT_EQ(M::round_size(1), 512);
+  EXPECT_EQ(M::round_size(512), 512);
+  EXPECT_EQ(M::round_size(513), 1024);
+  EXPECT_EQ(M::segment_size(512), 2 * MiB);
+  EXPECT_EQ(M::segment_size(MiB), 2 * MiB);
+  EXPECT_EQ(M::segment_size(MiB + 512), 20 * MiB);
+  EXPECT_EQ(M::segment_size(10 * MiB - 512), 20 * MiB);
+  EXPECT_EQ(M::segment_size(10 * MiB), 10 * MiB);
+  EXPECT_EQ(M::segment_size(11 * MiB), 12 * MiB);
+}
+
+TEST(CachingAllocatorModel, SmallRequestsShareASegmentPerStreamAndFreedBlocksAreReused) {
+  sim::CachingAllocatorModel m;
+  auto* a = m.allocate(100, 0);  // a 2 MiB small segment, split
+  EXPECT_EQ(m.reserved(), 2 * MiB);
+  auto* b = m.allocate(1000, 0);  // from the same segment's remainder
+  EXPECT_EQ(m.reserved(), 2 * MiB);
+  auto* c = m.allocate(100, 1);  // another stream: its own segment
+  EXPECT_EQ(m.reserved(), 4 * MiB);
+  EXPECT_EQ(m.segments(), 2);
+  EXPECT_EQ(m.allocate(0, 0), nullptr);  // no block for nothing
+  m.free(a);
+  m.free(b);
+  m.free(c);
+  EXPECT_EQ(m.reserved(), 4 * MiB);  // cached, not given back
+  // The whole segment merged back: a 2 MiB request... is large (over 1 MiB): a new 20 MiB segment.
+  auto* d = m.allocate(2 * MiB, 0);
+  EXPECT_EQ(m.reserved(), 24 * MiB);
+  auto* e = m.allocate(MiB, 0);  // small: the merged 2 MiB block of stream 0
+  EXPECT_EQ(m.reserved(), 24 * MiB);
+  m.free(d);
+  m.free(e);
+  m.empty_cache();  // every segment is free: all given back
+  EXPECT_EQ(m.reserved(), 0);
+  EXPECT_EQ(m.peak_reserved(), 24 * MiB);
+  m.reset_peak();
+  EXPECT_EQ(m.peak_reserved(), 0);
+}
+
+TEST(CachingAllocatorModel, LargeBlocksSplitOnlyWhenMoreThan1MiBRemains) {
+  sim::CachingAllocatorModel m;
+  auto* a = m.allocate(3 * MiB, 0);             // a 20 MiB segment: 17 MiB remain, split off
+  auto* b = m.allocate(16 * MiB + MiB / 2, 0);  // fits the 17 MiB remainder: 0.5 MiB left, kept
+  EXPECT_EQ(m.reserved(), 20 * MiB);
+  auto* c = m.allocate(2 * MiB, 0);  // nothing left in that segment: a new one
+  EXPECT_EQ(m.reserved(), 40 * MiB);
+  m.free(b);
+  auto* d = m.allocate(17 * MiB, 0);  // b's whole 17 MiB block (not split) fits
+  EXPECT_EQ(m.reserved(), 40 * MiB);
+  m.free(a);
+  m.free(c);
+  m.free(d);
+  m.empty_cache();
+  EXPECT_EQ(m.reserved(), 0);
+  // A request of 10 MiB and more gets a segment of its own size rounded to 2 MiB.
+  auto* big = m.allocate(11 * MiB, 0);
+  EXPECT_EQ(m.reserved(), 12 * MiB);
+  m.free(big);
+}
+
+TEST(CachingAllocatorModel, FragmentationHoldsMoreThanIsAllocated) {
+  // Two small tensors per 2 MiB segment, then every other one freed: the segments stay.
+  sim::CachingAllocatorModel m;
+  std::vector<sim::CachingAllocatorModel::Block*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(m.allocate(MiB, 0));
+  EXPECT_EQ(m.reserved(), 8 * MiB);
+  for (size_t i = 0; i < blocks.size(); i += 2) m.free(blocks[i]);
+  m.empty_cache();  // no segment is wholly free
+  EXPECT_EQ(m.reserved(), 8 * MiB);
+  for (size_t i = 1; i < blocks.size(); i += 2) m.free(blocks[i]);
+  m.empty_cache();
+  EXPECT_EQ(m.reserved(), 0);
 }
 
 }  // namespace

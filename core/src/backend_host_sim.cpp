@@ -252,6 +252,8 @@ class HostSimBackend final : public Backend {
 
   DeviceMemory memory() const override {
     const auto c = host_sim::counters();
+    if (sim::modelled())
+      return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved};
     return {c.allocated, c.peak, c.reserved, c.peak_reserved};
   }
   void reset_peak() override { host_sim::reset_peak(); }

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "alloc_model.hpp"
 #include "host_sim_internal.hpp"
 #include "pressure.hpp"
 
@@ -44,6 +45,8 @@ struct Header {
   CopyStream* recorded_on = nullptr;
   uint64_t recorded_seq = 0;
   std::atomic<bool> checked{false};  // the checker tracks this block (g_tracked has an entry)
+  // With a device model: the block the caching-allocator model gave this allocation.
+  detail::sim::CachingAllocatorModel::Block* modelled = nullptr;
 };
 static_assert(sizeof(Header) <= kHeader);
 
@@ -69,6 +72,14 @@ void raise(std::atomic<int64_t>& peak, int64_t now) {
   int64_t p = peak.load(std::memory_order_relaxed);
   while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
   }
+}
+
+// ---- the caching allocator's reserved memory, modelled (with a device model) -------------------
+
+std::mutex g_model_mutex;
+detail::sim::CachingAllocatorModel& alloc_model() {
+  static auto* m = new detail::sim::CachingAllocatorModel();  // leaked: frees at exit
+  return *m;
 }
 
 // ---- the block cache -------------------------------------------------------------------------
@@ -277,6 +288,11 @@ void free_allocation(void* data) {
   if (data == nullptr) return;
   Header* h = header_of(data);
   g_allocated.fetch_sub(h->bytes, std::memory_order_relaxed);
+  if (h->modelled != nullptr) {
+    std::lock_guard<std::mutex> lock(g_model_mutex);
+    alloc_model().free(h->modelled);
+    h->modelled = nullptr;
+  }
   if (h->checked.load(std::memory_order_acquire)) {
     bool raced = false;
     std::pair<CopyStream*, uint64_t> wait{nullptr, 0};
@@ -331,6 +347,10 @@ class AccountingAllocator final : public c10::Allocator {
     }
     raise(g_peak, g_allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (detail::sim::modelled()) {
+      std::lock_guard<std::mutex> lock(g_model_mutex);
+      h->modelled = alloc_model().allocate(bytes, stream);
+    }
     void* data = reinterpret_cast<char*>(h) + kHeader;
     return {data, data, &free_allocation, c10::Device(c10::DeviceType::CPU)};
   }
@@ -369,13 +389,19 @@ void install() {
 bool installed() { return g_installed.load(); }
 
 Counters counters() {
-  return {g_allocated.load(), g_peak.load(),          g_allocations.load(),
-          g_reserved.load(),  g_peak_reserved.load(), g_flushes.load()};
+  Counters c{g_allocated.load(), g_peak.load(),          g_allocations.load(),
+             g_reserved.load(),  g_peak_reserved.load(), g_flushes.load()};
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  c.modelled_reserved = alloc_model().reserved();
+  c.modelled_peak_reserved = alloc_model().peak_reserved();
+  return c;
 }
 
 void reset_peak() {
   g_peak.store(g_allocated.load());
   g_peak_reserved.store(g_reserved.load());
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  alloc_model().reset_peak();
 }
 
 void set_capacity(int64_t bytes) { g_capacity.store(bytes > 0 ? bytes : 0); }
@@ -394,6 +420,8 @@ bool caching() { return g_caching.load(); }
 void empty_cache() {
   wait_for_deferred();
   flush_caches();
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  alloc_model().empty_cache();
 }
 
 StreamId new_stream() { return g_next_stream.fetch_add(1); }

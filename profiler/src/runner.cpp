@@ -95,6 +95,10 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     workload.set_marks(nvtx_step_marks());
     auto offloader = workload.make_offloader(options);
     const bool host_sim = offloader->backend() == BackendKind::HostSim;
+    // Each run starts from an empty allocator cache, as in a fresh process: what an earlier run of
+    // the same process left cached would otherwise count in this one's reserved memory (and make
+    // it depend on which points a sweep ran before it).
+    if (host_sim) host_sim::empty_cache();
     auto recorder = std::make_shared<Recorder>(host_sim);
     // Device memory along the step, at each stash change (the offloader outlives its events).
     recorder->set_device_probe([off = offloader.get()] { return off->device_memory().allocated; });

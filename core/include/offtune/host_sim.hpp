@@ -64,6 +64,11 @@ struct Counters {
   int64_t peak_reserved = 0;
   int64_t cache_flushes = 0;  // allocations that emptied the caches to fit the capacity (CUDA's
                               // "alloc retries")
+  // With a device model: what CUDA's caching allocator would hold from the driver for the same
+  // allocations (512-byte rounding, 2 MiB and 20 MiB segments, blocks split and reused per stream;
+  // docs/device-model.md). Counts allocations made while a model was set; 0 without one.
+  int64_t modelled_reserved = 0;
+  int64_t modelled_peak_reserved = 0;
 };
 Counters counters();
 void reset_peak();  // both peaks

@@ -33,7 +33,9 @@ class Context;
 struct DeviceMemory {
   int64_t allocated = 0;       // bytes in live tensors now
   int64_t peak_allocated = 0;  // since the last reset_peak()
-  int64_t reserved = 0;        // held by the allocator (cuda); equals allocated on host-sim
+  // Held by the allocator: CUDA's on cuda; on host-sim the emulator's (allocated, cached and
+  // deferred blocks), or with a device model what CUDA's caching allocator would hold.
+  int64_t reserved = 0;
   int64_t peak_reserved = 0;
 };
 
