@@ -67,6 +67,17 @@ sqlite3 dm1.db 'SELECT DISTINCT env_device FROM runs' | grep -q 'modelling NVIDI
   fail "runs do not record the modelled device"
 ok
 
+# Semantics as an axis: each pair once under TRL's rules and once under offtune's; each tool's
+# snippet from its own points.
+"$OFFTUNE" sweep "${W[@]}" "${G[@]}" --semantics trl,offtune --device-model h100 --db sem.db --quiet ||
+  fail "sweep --semantics trl,offtune"
+"$OFFTUNE" recommend --db sem.db --memory-budget 1GiB --json >sem.json || fail "recommend mixed"
+py 'import json; d=json.load(open("sem.json")); pts={p["index"]: p for p in d["front"]}
+sp=d["snippet_points"]; assert sp["trl"] is not None and sp["cpp"] is not None, d
+assert "From point" in d["snippets"]["trl"] and "From point" in d["snippets"]["cpp"], d' "mixed snippets"
+[ "$(sqlite3 sem.db 'SELECT count(*) FROM points')" -eq 9 ] || fail "mixed sweep points"
+ok
+
 expect_exit() {
   local code=$1; shift
   "$@" >out.txt 2>err.txt
@@ -81,6 +92,7 @@ expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --max-fwd-stash-size 0
 expect_exit 2 "$OFFTUNE" sweep "${W[@]}" --db x.db --min-offload-size 1KiB:1MiB:x1
 expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --model nosuch
 expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --device-model h800
+expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --semantics trl,offtune
 expect_exit 2 "$OFFTUNE" run "${W[@]}" --db x.db --device-model missing.json
 expect_exit 2 "$OFFTUNE" recommend --db s.db --memory-budget 1GiB --max-slowdown 2
 

@@ -282,6 +282,31 @@ TEST(Requests, SingleValuesOutsideRequests) {
   }
 }
 
+// A sweep takes semantics as an axis (comma-separated, each once); a run takes one.
+TEST(Requests, SemanticsAreAnAxisOfASweepAndOneValueForARun) {
+  SweepRequest s;
+  s.min_offload_sizes = "1KiB,1MiB";
+  s.max_fwd_stash_sizes = "1,2,5";
+  EXPECT_EQ(point_count(s), 7);
+  s.engine.semantics = "trl,offtune";
+  EXPECT_EQ(point_count(s), 13);
+  const auto grid = to_grid(s);
+  EXPECT_EQ(grid.semantics, (std::vector<std::string>{"trl", "offtune"}));
+  EXPECT_EQ(grid.base.semantics, "trl");
+  s.engine.semantics = "trl";
+  EXPECT_TRUE(to_grid(s).semantics.empty());  // one semantics: no axis, the key unchanged
+  EXPECT_EQ(to_grid(s).base.semantics, "trl");
+  for (const std::string bad : {"trl,trl", "trl,", "trl,bogus", ",offtune", ""}) {
+    s.engine.semantics = bad;
+    EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--semantics"}) << bad;
+  }
+  RunRequest r;
+  r.engine.semantics = "trl,offtune";
+  const auto errors = check(r);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--semantics"});
+  EXPECT_NE(errors[0].message.find("a list is for sweep"), std::string::npos) << errors[0].message;
+}
+
 TEST(Requests, RefineStepsAreZeroOrAStepCount) {
   SweepRequest r;
   EXPECT_EQ(r.refine_steps, kDefaultRefineSteps);

@@ -556,5 +556,56 @@ TEST(Sweep, SemanticsChangeTheKeyOnlyWhenNotOfftunes) {
   EXPECT_EQ(to_options(trl.base, spec.base).semantics, Semantics::Trl);
 }
 
+// Semantics as an axis: every pair once per semantics, in the order given; the key says so, and a
+// grid with one semantics keeps the key it had before the axis existed.
+TEST(Sweep, SemanticsAsAnAxisCrossTheGrid) {
+  auto spec = tiny_spec();  // 2 sizes x 2 windows
+  const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
+  spec.grid.semantics = {"trl", "offtune"};
+  const auto points = expand_grid(spec.grid);
+  ASSERT_EQ(points.size(), 9u);
+  EXPECT_FALSE(points[0].offload);
+  for (size_t i = 1; i < points.size(); ++i) {
+    EXPECT_EQ(points[i].semantics, i <= 4 ? "trl" : "offtune") << i;
+    EXPECT_EQ(points[i].min_offload_size, points[(i - 1) % 4 + 1].min_offload_size);
+    EXPECT_EQ(points[i].max_fwd_stash_size, points[(i - 1) % 4 + 1].max_fwd_stash_size);
+  }
+  EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
+  EXPECT_NE(grid_json(spec.grid).find("\"semantics\":[\"trl\",\"offtune\"]"), std::string::npos);
+  spec.grid.semantics.clear();
+  EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
+}
+
+// Each tool's snippet from the points measured under its own rules, under the same constraint.
+TEST(Recommend, MixedSemanticsGiveEachToolItsOwnSnippet) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 110, 500),
+                               point(2, true, 105, 700), point(3, true, 115, 400),
+                               point(4, true, 200, 100)};
+  pts[1].config.semantics = pts[2].config.semantics = "trl";
+  const auto r = recommend(pts, {});  // lowest peak within 1.25x: point 3 (offtune)
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 3);
+  EXPECT_TRUE(r.mixed_semantics);
+  ASSERT_TRUE(r.offtune_choice && r.trl_choice);
+  EXPECT_EQ(r.offtune_choice->index, 3);
+  EXPECT_EQ(r.trl_choice->index, 1);  // the lowest peak among TRL's points within 1.25x
+  EXPECT_NE(r.snippets.cpp.find("From point 3"), std::string::npos) << r.snippets.cpp;
+  EXPECT_NE(r.snippets.trl.find("From point 1"), std::string::npos) << r.snippets.trl;
+  EXPECT_NE(r.snippets.trl.find("min_offload_size=1024,"), std::string::npos) << r.snippets.trl;
+  EXPECT_NE(r.snippets.axolotl.find("From point 1"), std::string::npos);
+  // No TRL point within the bound: the TRL snippet says so.
+  pts[1].summary.step_ms_median = pts[2].summary.step_ms_median = 300;
+  pts[1].summary.step_ms_ci_low = pts[1].summary.step_ms_ci_high = 300;
+  pts[2].summary.step_ms_ci_low = pts[2].summary.step_ms_ci_high = 300;
+  const auto none = recommend(pts, {});
+  ASSERT_TRUE(none.trl_choice);
+  EXPECT_FALSE(none.trl_choice->config.offload);  // the baseline: no offloading pays
+  // One semantics only: snippets from the chosen point, as before.
+  pts[1].config.semantics = pts[2].config.semantics = "offtune";
+  const auto plain = recommend(pts, {});
+  EXPECT_FALSE(plain.mixed_semantics);
+  EXPECT_EQ(plain.snippets.cpp.find("From point"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace offtune::profiler

@@ -116,7 +116,8 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
   app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");
   app.add_option("--semantics", e.semantics,
                  "whose rules the engine follows: offtune, or trl (the reference's window, no "
-                 "prefetch, no de-duplication: what TRL's knobs mean)")
+                 "prefetch, no de-duplication: what TRL's knobs mean); a sweep takes both as an "
+                 "axis: trl,offtune")
       ->capture_default_str();
 }
 
@@ -188,9 +189,13 @@ std::string join_indices(std::vector<int64_t> indices) {
 void print_points(const std::vector<pf::PointRecord>& points) {
   // The step time with its interval (records.hpp: step_interval), and the peak in exact bytes
   // beside the rounded size: two peaks that round alike may still differ.
-  std::printf("%5s %-8s %-8s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
-              "min_offload", "window", "step ms", "interval (level)", "peak device", "bytes",
-              "hidden %");
+  // Whose rules a point was measured under, when a sweep has other than offtune's.
+  const bool rules = std::any_of(points.begin(), points.end(), [](const pf::PointRecord& p) {
+    return p.config.offload && p.config.semantics != "offtune";
+  });
+  std::printf("%5s %-8s %-8s%s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
+              rules ? " rules  " : "", "min_offload", "window", "step ms", "interval (level)",
+              "peak device", "bytes", "hidden %");
   for (const auto& p : points) {
     const pf::StepInterval ci = pf::step_interval(p.summary);
     char interval[64];
@@ -204,9 +209,14 @@ void print_points(const std::vector<pf::PointRecord>& points) {
                         : "min..max");
     }
     const bool measured = p.status == pf::PointStatus::Ok;
-    std::printf("%5lld %-8s %-8s %14s %7lld %10.2f %-21s %14s %12lld %9.1f%s%s\n",
+    char rule[16] = "";
+    if (rules) {
+      std::snprintf(rule, sizeof rule, " %-7s",
+                    p.config.offload ? p.config.semantics.c_str() : "-");
+    }
+    std::printf("%5lld %-8s %-8s%s %14s %7lld %10.2f %-21s %14s %12lld %9.1f%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
-                p.config.offload ? "yes" : "no",
+                p.config.offload ? "yes" : "no", rule,
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",
                 static_cast<long long>(p.config.offload ? p.config.max_fwd_stash_size : 0),
                 p.summary.step_ms_median, measured ? interval : "-",

@@ -74,6 +74,7 @@ class RecommendCommand final : public Command {
         out["min_offload_size"] = rec.chosen->config.min_offload_size;
         out["max_fwd_stash_size"] = rec.chosen->config.max_fwd_stash_size;
         out["offload"] = rec.chosen->config.offload;
+        out["semantics"] = rec.chosen->config.semantics;
         out["step_ms"] = rec.chosen->summary.step_ms_median;
         const pf::StepInterval ci = pf::step_interval(rec.chosen->summary);
         out["step_ms_ci"] = {ci.low, ci.high};
@@ -83,6 +84,15 @@ class RecommendCommand final : public Command {
         out["snippets"] = {{"cpp", rec.snippets.cpp},
                            {"trl", rec.snippets.trl},
                            {"axolotl", rec.snippets.axolotl}};
+        if (rec.mixed_semantics) {
+          // Which point each snippet came from (semantics as an axis: each tool's own rules).
+          const auto index = [](const std::optional<pf::PointRecord>& p) -> json {
+            return p ? json(p->index) : json(nullptr);
+          };
+          out["snippet_points"] = {{"cpp", index(rec.offtune_choice)},
+                                   {"trl", index(rec.trl_choice)},
+                                   {"axolotl", index(rec.trl_choice)}};
+        }
       }
       std::cout << out.dump(2) << "\n";
     } else {

@@ -117,7 +117,27 @@ class SweepCommand final : public Command {
     if (rec.chosen && rec.chosen->config.offload) {
       std::cout << "recommended: min_offload_size "
                 << pf::format_size(rec.chosen->config.min_offload_size) << ", max_fwd_stash_size "
-                << rec.chosen->config.max_fwd_stash_size << "\n  why: " << rec.rationale << "\n";
+                << rec.chosen->config.max_fwd_stash_size;
+      if (rec.chosen->config.semantics != "offtune") {
+        std::cout << " (" << rec.chosen->config.semantics << " semantics)";
+      }
+      std::cout << "\n  why: " << rec.rationale << "\n";
+      const auto line = [](const char* tool, const std::optional<pf::PointRecord>& p) {
+        std::cout << "  " << tool << ": ";
+        if (!p) {
+          std::cout << "no point under its semantics satisfies the constraint\n";
+        } else if (!p->config.offload) {
+          std::cout << "no offloading\n";
+        } else {
+          std::cout << "point " << p->index << ", min_offload_size "
+                    << pf::format_size(p->config.min_offload_size) << ", max_fwd_stash_size "
+                    << p->config.max_fwd_stash_size << "\n";
+        }
+      };
+      if (rec.mixed_semantics) {
+        line("C++ (offtune semantics)", rec.offtune_choice);
+        line("TRL and Axolotl (trl semantics)", rec.trl_choice);
+      }
     } else if (rec.chosen) {
       std::cout << "recommended: no offloading\n  why: " << rec.rationale << "\n";
     } else {

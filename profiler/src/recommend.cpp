@@ -308,6 +308,42 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   }
   r.rationale = why.str();
   if (r.chosen) r.snippets = make_snippets(r.chosen->config);
+
+  // Semantics as an axis: each tool's snippet from the points measured under its own rules.
+  const auto measured_under = [&](const char* rules) {
+    return std::any_of(ok.begin(), ok.end(), [&](const PointRecord& p) {
+      return p.config.offload && p.config.semantics == rules;
+    });
+  };
+  if (measured_under("trl") && measured_under("offtune")) {
+    r.mixed_semantics = true;
+    const auto choose = [&](const char* rules) {
+      std::vector<PointRecord> subset;
+      for (const auto& p : points) {
+        if (!p.config.offload || p.config.semantics == rules) subset.push_back(p);
+      }
+      return recommend(subset, r.constraint).chosen;
+    };
+    r.offtune_choice = choose("offtune");
+    r.trl_choice = choose("trl");
+    const auto from = [](const std::optional<PointRecord>& p, const char* comment,
+                         const char* rules) {
+      std::ostringstream s;
+      if (p) {
+        s << comment << " From point " << p->index << ", the recommendation among the points "
+          << "measured under " << rules << " semantics.\n";
+      } else {
+        s << comment << " No point measured under " << rules
+          << " semantics satisfies the constraint.\n";
+      }
+      return s.str();
+    };
+    r.snippets.cpp = from(r.offtune_choice, "//", "offtune's") +
+                     (r.offtune_choice ? make_snippets(r.offtune_choice->config).cpp : "");
+    const Snippets trl = r.trl_choice ? make_snippets(r.trl_choice->config) : Snippets{};
+    r.snippets.trl = from(r.trl_choice, "#", "TRL's") + trl.trl;
+    r.snippets.axolotl = from(r.trl_choice, "#", "TRL's") + trl.axolotl;
+  }
   return r;
 }
 

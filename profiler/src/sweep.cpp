@@ -38,13 +38,18 @@ std::vector<EngineConfig> expand_grid(const Grid& grid) {
   EngineConfig baseline = grid.base;
   baseline.offload = false;
   out.push_back(baseline);
-  for (int64_t size : grid.min_offload_sizes) {
-    for (int64_t window : grid.max_fwd_stash_sizes) {
-      EngineConfig c = grid.base;
-      c.offload = true;
-      c.min_offload_size = size;
-      c.max_fwd_stash_size = window;
-      out.push_back(c);
+  const std::vector<std::string> semantics =
+      grid.semantics.empty() ? std::vector<std::string>{grid.base.semantics} : grid.semantics;
+  for (const std::string& rules : semantics) {
+    for (int64_t size : grid.min_offload_sizes) {
+      for (int64_t window : grid.max_fwd_stash_sizes) {
+        EngineConfig c = grid.base;
+        c.offload = true;
+        c.min_offload_size = size;
+        c.max_fwd_stash_size = window;
+        c.semantics = rules;
+        out.push_back(c);
+      }
     }
   }
   return out;
@@ -66,10 +71,11 @@ std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
 }
 
 std::string grid_json(const Grid& grid) {
-  return nlohmann::json{{"min_offload_size", grid.min_offload_sizes},
-                        {"max_fwd_stash_size", grid.max_fwd_stash_sizes},
-                        {"base", to_json(grid.base)}}
-      .dump();
+  nlohmann::json j{{"min_offload_size", grid.min_offload_sizes},
+                   {"max_fwd_stash_size", grid.max_fwd_stash_sizes},
+                   {"base", to_json(grid.base)}};
+  if (!grid.semantics.empty()) j["semantics"] = grid.semantics;
+  return j.dump();
 }
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,

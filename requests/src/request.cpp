@@ -118,16 +118,17 @@ void check_backend(const BackendFields& b, Checker& c) {
 int64_t count_points(const SweepRequest& r) {
   const auto sizes = static_cast<int64_t>(profiler::parse_size_list(r.min_offload_sizes).size());
   const auto windows = static_cast<int64_t>(profiler::parse_int_list(r.max_fwd_stash_sizes).size());
-  return 1 + sizes * windows;
+  const auto rules = static_cast<int64_t>(semantics_list(r.engine.semantics).size());
+  return 1 + rules * sizes * windows;
 }
 
-void check_engine(const EngineFields& e, Checker& c) {
+// `list`: a sweep takes several, comma-separated (an axis); a run one.
+void check_engine(const EngineFields& e, Checker& c, bool list) {
   c.range("--prefetch", e.prefetch, 0, kMaxPrefetch);
   c.parse("--semantics", [&] {
-    try {
-      (void)parse_semantics(e.semantics);
-    } catch (const OptionsError& err) {
-      throw std::invalid_argument(err.what());
+    const auto names = semantics_list(e.semantics);
+    if (!list && names.size() != 1) {
+      throw std::invalid_argument("--semantics takes one value for a run (a list is for sweep)");
     }
   });
 }
@@ -142,6 +143,26 @@ std::vector<std::string> model_names() { return samples::builtin_model_names(); 
 std::vector<std::string> dtype_names() { return {"fp32", "bf16", "fp16"}; }
 std::vector<std::string> backend_names() { return {"auto", "cuda", "host-sim"}; }
 std::vector<std::string> semantics_names() { return {"offtune", "trl"}; }
+
+std::vector<std::string> semantics_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma - start);
+    try {
+      (void)parse_semantics(name);
+    } catch (const OptionsError& err) {
+      throw std::invalid_argument(err.what());
+    }
+    if (std::find(out.begin(), out.end(), name) != out.end()) {
+      throw std::invalid_argument("--semantics names '" + name + "' twice");
+    }
+    out.push_back(name);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
 std::vector<std::string> link_names() { return {"pcie4", "pcie5", "nvlink-c2c", "none"}; }
 
 std::vector<std::string> device_model_names() {
@@ -208,7 +229,7 @@ std::vector<FieldError> check(const RunRequest& r) {
     }
   });
   c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
-  check_engine(r.engine, c);
+  check_engine(r.engine, c, /*list=*/false);
   return c.take();
 }
 
@@ -223,21 +244,24 @@ std::vector<FieldError> check(const SweepRequest& r) {
       if (w < 1) throw std::invalid_argument("--max-fwd-stash-size values must be at least 1");
     }
   });
-  check_engine(r.engine, c);
+  check_engine(r.engine, c, /*list=*/true);
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
-  if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points")) {
+  if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points") &&
+      !c.has("--semantics")) {
     const int64_t points = count_points(r);
     if (points > r.max_points) {
       const int64_t steps = r.workload.warmup + r.workload.steps;
       c.fail("--max-points",
              "the grid has " + std::to_string(points) + " points (the baseline and " +
                  std::to_string(points - 1) +
-                 " --min-offload-size x --max-fwd-stash-size pairs), more than --max-points " +
-                 std::to_string(r.max_points) + "; each point is a separate run of " +
-                 std::to_string(steps) + " steps of " + r.workload.model + ", " +
-                 std::to_string(points * steps) +
+                 (semantics_list(r.engine.semantics).size() > 1
+                      ? " --semantics x --min-offload-size x --max-fwd-stash-size points"
+                      : " --min-offload-size x --max-fwd-stash-size pairs") +
+                 "), more than --max-points " + std::to_string(r.max_points) +
+                 "; each point is a separate run of " + std::to_string(steps) + " steps of " +
+                 r.workload.model + ", " + std::to_string(points * steps) +
                  " steps in all: narrow the lists, or raise --max-points if you mean it");
     }
   }
@@ -299,6 +323,10 @@ profiler::Grid to_grid(const SweepRequest& r) {
   RunRequest defaults;
   defaults.backend = r.backend;
   defaults.engine = r.engine;
+  // One semantics: the points' own knob, as before; several: an axis of the grid.
+  const auto rules = semantics_list(r.engine.semantics);
+  defaults.engine.semantics = rules.front();
+  if (rules.size() > 1) grid.semantics = rules;
   grid.base = to_engine_config(defaults);
   return grid;
 }

@@ -62,6 +62,13 @@ struct Recommendation {
   std::string rationale;  // one or two sentences, and whether the choice is within noise
   Snippets snippets;      // empty when nothing was chosen
   NoiseFigure noise;
+  // A sweep with semantics as an axis (points measured under offtune's and under TRL's rules): the
+  // same constraint applied to each set of points (with the baseline). The C++ snippet comes from
+  // offtune_choice, the TRL and Axolotl snippets from trl_choice: each tool's knobs as measured
+  // under its own rules. Unset in other sweeps (the snippets come from `chosen`).
+  std::optional<PointRecord> offtune_choice;
+  std::optional<PointRecord> trl_choice;
+  bool mixed_semantics = false;
 };
 
 // Whether two peaks are equal within `tolerance` (a fraction of the smaller one).

@@ -27,11 +27,15 @@ namespace offtune::profiler {
 struct Grid {
   std::vector<int64_t> min_offload_sizes;
   std::vector<int64_t> max_fwd_stash_sizes;
+  // Engine semantics as an axis ("trl", "offtune"); empty: base.semantics only (and the grid's
+  // JSON, hence the sweep's key, stays what it was before this axis existed).
+  std::vector<std::string> semantics;
   EngineConfig base;  // every other knob, shared by all points
 };
 
-// Point 0 is the baseline (offload = false); then every (min_offload_size, max_fwd_stash_size)
-// pair, sizes outer, windows inner.
+// Point 0 is the baseline (offload = false; it has no semantics to speak of); then every
+// (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner, once per semantics in
+// the order given.
 std::vector<EngineConfig> expand_grid(const Grid& grid);
 // The order a sweep measures its points in: the first one (the baseline) first, then the rest
 // spread over the grid (bit-reversed positions), so that a drift in machine speed during a sweep

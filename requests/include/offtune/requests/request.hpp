@@ -95,9 +95,13 @@ struct EngineFields {
   int64_t prefetch = 1;  // backward reloads ahead of use, 0..kMaxPrefetch
   bool no_streams = false;
   bool no_pin_memory = false;
-  std::string semantics = "offtune";  // semantics_names(): whose rules the engine follows
+  // semantics_names(): whose rules the engine follows; a sweep takes a list (an axis).
+  std::string semantics = "offtune";
 };
 std::vector<std::string> semantics_names();  // offtune, trl
+// "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
+// std::invalid_argument for an unknown or repeated name.
+std::vector<std::string> semantics_list(const std::string& text);
 inline constexpr int64_t kMaxPrefetch = 64;
 // The default bound on a sweep's points (--max-points), and the most it can be raised to.
 inline constexpr int64_t kDefaultMaxPoints = 1000;
