@@ -2,7 +2,9 @@
 # GPU check: on a machine with an NVIDIA GPU and a Python `torch` (any recent CUDA build), builds
 # core, samples and the tests against *that* torch, runs every suite with the cuda backend available
 # (test_cuda exercises it; the rest run as everywhere), the demo on the GPU, and prints a summary:
-# tests run/failed, and the decoder's step time and peak device memory with and without offloading.
+# tests run/failed, the decoder's step time and peak device memory with and without offloading, the
+# hook cost, and (when the CLI was built and the GPU has a device-model profile) the same sweep
+# measured on the GPU and modelled on host-sim, with the error per point.
 #
 #   scripts/gpu-check.sh [--python /path/to/python] [--out DIR]
 #
@@ -49,6 +51,42 @@ demo_rc=$?
 # Hook cost on the GPU (per saved tensor; prints figures, asserts nothing).
 "$OUT/build/bench/offtune-bench" --backend cuda --section hooks --repetitions 21 \
   >"$OUT/bench-hooks.log" 2>&1
+# The device model against this GPU (docs/device-model.md): one sweep measured here, the same
+# sweep on host-sim modelling this GPU, and the error per point (prints figures, asserts nothing).
+model=""
+case "$torch_info" in
+  *H200*) model=h200 ;; *H100*) model=h100-sxm ;; *A100*) model=a100-80gb ;;
+  *" L4"*) model=l4 ;; *4090*) model=rtx4090 ;;
+esac
+cli="$OUT/build/cli/offtune"
+if [[ -n "$model" && -x "$cli" ]]; then
+  grid=(--model small --batch 8 --seq 512 --steps 10 --warmup 2 --refine-steps 0
+        --min-offload-size 64KiB,1MiB,16MiB --max-fwd-stash-size 1,2,5 --quiet)
+  rm -f "$OUT/dm-gpu.db" "$OUT/dm-model.db"
+  "$cli" sweep "${grid[@]}" --backend cuda --db "$OUT/dm-gpu.db" >"$OUT/dm-gpu.log" 2>&1
+  "$cli" sweep "${grid[@]}" --backend host-sim --device-model "$model" --db "$OUT/dm-model.db" \
+    >"$OUT/dm-model.log" 2>&1
+  "$PY" - "$OUT/dm-gpu.db" "$OUT/dm-model.db" "$model" >"$OUT/device-model-check.md" <<'PYEOF'
+import sqlite3, sys
+q = ("SELECT point_index, offload, min_offload_size, max_fwd_stash_size, step_ms_median, "
+     "peak_allocated FROM points WHERE status = 'ok' ORDER BY point_index")
+def load(path):
+    try:
+        return {row[0]: row[1:] for row in sqlite3.connect(path).execute(q)}
+    except sqlite3.Error as e:
+        sys.exit(f"cannot read {path}: {e}")
+gpu, model = load(sys.argv[1]), load(sys.argv[2])
+print(f"| point | min_offload_size / window | GPU ms | {sys.argv[3]} model ms | error "
+      "| GPU peak B | model peak B | error |")
+print("|---|---|---|---|---|---|---|---|")
+for i in sorted(set(gpu) & set(model)):
+    g, m = gpu[i], model[i]
+    config = f"{g[1]} / {g[2]}" if g[0] else "baseline"
+    te = (m[3] - g[3]) / g[3] * 100 if g[3] else float("nan")
+    pe = (m[4] - g[4]) / g[4] * 100 if g[4] else float("nan")
+    print(f"| {i} | {config} | {g[3]:.2f} | {m[3]:.2f} | {te:+.1f}% | {g[4]} | {m[4]} | {pe:+.1f}% |")
+PYEOF
+fi
 
 echo "=== offtune GPU check summary ==="
 echo "torch/cuda/device: $torch_info"
@@ -59,6 +97,10 @@ echo "--- demo (decoder, step time and peak device memory) ---"
 cat "$OUT/demo.log"
 echo "--- hook cost (offtune-bench --section hooks) ---"
 grep -E 'scope|baseline' "$OUT/bench-hooks.log"
+if [[ -s "$OUT/device-model-check.md" ]]; then
+  echo "--- device model ($model) against this GPU, per point ---"
+  cat "$OUT/device-model-check.md"
+fi
 ((ctest_rc == 0 && cuda_rc == 0 && demo_rc == 0)) && exit 0
 echo "gpu-check: failures (logs in $OUT)" >&2
 exit 1

@@ -23,7 +23,8 @@ namespace offtune::detail::sim {
 namespace {
 
 std::atomic<const DeviceModel*> g_model{nullptr};
-std::atomic<int64_t> g_compute{0};
+// Starts at one second, not zero: callers take a zero time for "not set" (a phase never marked).
+std::atomic<int64_t> g_compute{1'000'000'000};
 std::atomic<int64_t> g_kernels{0};
 std::atomic<int64_t> g_kernel_ns{0};
 std::atomic<int64_t> g_copies{0};

@@ -21,10 +21,12 @@ QString size_text(int64_t bytes) { return bytes > 0 ? qs(pf::format_size(bytes))
 
 QString point_name(const pf::PointRecord& p) {
   if (!p.config.offload) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
-  return QStringLiteral("#%1 min %2, stash %3")
-      .arg(p.index)
-      .arg(qs(pf::format_size(p.config.min_offload_size)))
-      .arg(p.config.max_fwd_stash_size);
+  QString name = QStringLiteral("#%1 min %2, stash %3")
+                     .arg(p.index)
+                     .arg(qs(pf::format_size(p.config.min_offload_size)))
+                     .arg(p.config.max_fwd_stash_size);
+  if (p.config.semantics != "offtune") name += QStringLiteral(", %1").arg(qs(p.config.semantics));
+  return name;
 }
 
 QString sweep_name(const pf::SweepRecord& s) {

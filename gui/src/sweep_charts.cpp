@@ -175,6 +175,7 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point) {
                  .arg(qs(pf::format_size(c.min_offload_size)))
                  .arg(c.max_fwd_stash_size);
     QStringList knobs;
+    if (c.semantics != "offtune") knobs << QStringLiteral("%1 semantics").arg(qs(c.semantics));
     knobs << QStringLiteral("prefetch %1").arg(c.prefetch);
     if (c.max_fwd_stash_bytes > 0) {
       knobs << QStringLiteral("max_fwd_stash_bytes %1")

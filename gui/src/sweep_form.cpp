@@ -116,6 +116,10 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   windows_->setToolTip(QStringLiteral("integers and ranges, e.g. 1,2,5 or 1:8"));
   form->addRow(QStringLiteral("min_offload_size"), sizes_);
   form->addRow(QStringLiteral("max_fwd_stash_size"), windows_);
+  semantics_ = combo(this, {"offtune", "trl", "trl,offtune"}, true);
+  semantics_->setToolTip(QStringLiteral(
+      "whose rules the engine follows: offtune, trl (what TRL's knobs mean), or both as an axis"));
+  form->addRow(QStringLiteral("Semantics"), semantics_);
   points_ = new QLabel(this);
   form->addRow(QStringLiteral("Points"), points_);
 
@@ -144,6 +148,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   }
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  connect(semantics_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(browse_db, &QPushButton::clicked, this, [this] {
     const QString path =
         QFileDialog::getSaveFileName(this, QStringLiteral("Store"), db_->text(),
@@ -201,6 +206,7 @@ SweepRequest SweepForm::request() const {
   r.backend.backend = text_of(backend_);
   r.backend.link = text_of(link_);
   r.backend.device_model = text_of(device_model_);
+  r.engine.semantics = text_of(semantics_);
   r.backend.device_capacity = text_of(capacity_);
   return r;
 }
@@ -221,6 +227,7 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(backend_, r.backend.backend);
   set_text(link_, r.backend.link);
   set_text(device_model_, r.backend.device_model);
+  set_text(semantics_, r.engine.semantics);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));
   updatePointCount();
 }

@@ -45,7 +45,6 @@ LinkModel parse_link(const std::string& s) {
 }
 
 DeviceModel load_device_model(const std::string& spec) {
-  const auto names = device_model_names();
   const bool looks_like_file =
       spec.find('/') != std::string::npos || spec.find('.') != std::string::npos;
   if (!looks_like_file) {

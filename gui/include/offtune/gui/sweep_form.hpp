@@ -100,6 +100,7 @@ class SweepForm : public QWidget {
   QComboBox* backend_ = nullptr;
   QComboBox* link_ = nullptr;
   QComboBox* device_model_ = nullptr;
+  QComboBox* semantics_ = nullptr;
   QLineEdit* capacity_ = nullptr;
   QLineEdit* sizes_ = nullptr;
   QLineEdit* windows_ = nullptr;
