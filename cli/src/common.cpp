@@ -214,14 +214,19 @@ void print_points(const std::vector<pf::PointRecord>& points) {
       std::snprintf(rule, sizeof rule, " %-7s",
                     p.config.offload ? p.config.semantics.c_str() : "-");
     }
-    std::printf("%5lld %-8s %-8s%s %14s %7lld %10.2f %-21s %14s %12lld %9.1f%s%s\n",
+    // A point that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
+    char hidden[16] = "n/a";
+    if (p.summary.offloaded_bytes > 0 || p.summary.reloaded_bytes > 0) {
+      std::snprintf(hidden, sizeof hidden, "%.1f", p.summary.hidden_copy_pct);
+    }
+    std::printf("%5lld %-8s %-8s%s %14s %7lld %10.2f %-21s %14s %12lld %9s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no", rule,
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",
                 static_cast<long long>(p.config.offload ? p.config.max_fwd_stash_size : 0),
                 p.summary.step_ms_median, measured ? interval : "-",
                 pf::format_size(p.summary.peak_allocated).c_str(),
-                static_cast<long long>(p.summary.peak_allocated), p.summary.hidden_copy_pct,
+                static_cast<long long>(p.summary.peak_allocated), hidden,
                 p.error.empty() ? "" : "  ", p.error.c_str());
   }
 }

@@ -49,8 +49,12 @@ std::optional<double> metric_value(const SweepData& sweep, const pf::PointRecord
     case SweepMetric::PeakMemory:
       return static_cast<double>(point.summary.peak_allocated);
     case SweepMetric::HiddenCopy:
-      // The baseline copies nothing: "0 % hidden" would read as the worst overlap, not as n/a.
-      if (!point.config.offload) return std::nullopt;
+      // A point that copies nothing (the baseline, or thresholds that keep every tensor): "0 %
+      // hidden" would read as the worst overlap, not as n/a.
+      if (!point.config.offload ||
+          (point.summary.offloaded_bytes == 0 && point.summary.reloaded_bytes == 0)) {
+        return std::nullopt;
+      }
       return point.summary.hidden_copy_pct;
   }
   return std::nullopt;

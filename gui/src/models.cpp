@@ -380,7 +380,12 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       return qs(p.error);
     default: {
       const auto v = metric(*column_metric);
-      return v ? qs(format_metric(*column_metric, *v)) : QString();
+      if (v) return qs(format_metric(*column_metric, *v));
+      // Measured, but nothing was copied: no overlap to speak of.
+      if (*column_metric == SweepMetric::HiddenCopy && p.status == pf::PointStatus::Ok) {
+        return QStringLiteral("n/a");
+      }
+      return QString();
     }
   }
 }

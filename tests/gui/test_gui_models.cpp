@@ -94,7 +94,7 @@ TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {
   EXPECT_EQ(model.columnCount(), PointsTableModel::ColumnCount);
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::MinOffloadSize)).toString(), "baseline");
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::Slowdown)).toString(), "1.00x");
-  EXPECT_EQ(model.data(model.index(0, PointsTableModel::HiddenCopy)).toString(), "");
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::HiddenCopy)).toString(), "n/a");
   EXPECT_EQ(model.data(model.index(1, PointsTableModel::MinOffloadSize)).toString(), "1 KiB");
   EXPECT_EQ(model.data(model.index(3, PointsTableModel::MinOffloadSize)).toString(), "64 KiB");
   EXPECT_EQ(model.data(model.index(2, PointsTableModel::MaxFwdStashSize)).toString(), "4");

@@ -39,6 +39,7 @@ pf::PointRecord make_point(int64_t index, bool offload, int64_t min_size, int64_
   p.summary.step_ms_median = ms;
   p.summary.peak_allocated = peak_mib * kMiB;
   p.summary.hidden_copy_pct = hidden;
+  p.summary.offloaded_bytes = offload ? kMiB : 0;
   return p;
 }
 
@@ -273,6 +274,19 @@ TEST_F(Heatmap, SwitchingMetricsRecolours) {
   img = render(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)), sequential_color(1.0)));
   EXPECT_EQ(w.sweepMetric(), SweepMetric::Slowdown);
+}
+
+// A point whose thresholds kept every tensor copied nothing: its hidden-copy share is not 0 % (the
+// worst colour) but not applicable, like the baseline's.
+TEST(SweepMetrics, HiddenCopyOfAPointThatCopiedNothingIsNotApplicable) {
+  const auto sweep = make_sweep();
+  pf::PointRecord p = sweep->points[1];
+  ASSERT_TRUE(metric_value(*sweep, p, SweepMetric::HiddenCopy));
+  p.summary.offloaded_bytes = 0;
+  p.summary.hidden_copy_pct = 0.0;
+  EXPECT_FALSE(metric_value(*sweep, p, SweepMetric::HiddenCopy));
+  EXPECT_TRUE(metric_value(*sweep, p, SweepMetric::StepTime));
+  EXPECT_FALSE(metric_value(*sweep, sweep->points[0], SweepMetric::HiddenCopy));  // the baseline
 }
 
 TEST_F(Heatmap, HighlightedCellIsOutlined) {
