@@ -146,31 +146,39 @@ void MainWindow::rebuildRecentMenu() {
   recent_menu_->setEnabled(!list.isEmpty());
 }
 
-void MainWindow::openStore(const QString& path) {
-  path_ = path;
-  show_newest_on_load_ = true;
-  form_->setStorePath(path);
-  reloadStore();
-}
+void MainWindow::openStore(const QString& path) { loadStore(path, /*switching=*/true); }
 
 void MainWindow::reloadStore() {
-  if (path_.isEmpty()) return;
+  if (!path_.isEmpty()) loadStore(path_, /*switching=*/false);
+}
+
+// The app switches to `candidate` (window title, form's store, F5's target) only once its index
+// loaded: a store that cannot be read leaves everything on the store the app had.
+void MainWindow::loadStore(const QString& candidate, bool switching) {
   const uint64_t job = jobs_.next();
-  const std::string path = path_.toStdString();
-  store_label_->setText(path_);
-  statusBar()->showMessage(QStringLiteral("Loading %1\u2026").arg(path_));
+  const std::string path = candidate.toStdString();
+  statusBar()->showMessage(QStringLiteral("Loading %1\u2026").arg(candidate));
   run_job<StoreIndex>(
       this, [path] { return load_store_index(path); },
-      [this, job, path](const JobResult<StoreIndex>& r) {
+      [this, job, path, switching](const JobResult<StoreIndex>& r) {
         if (!jobs_.is_current(job)) return;
+        const QString qpath = QString::fromStdString(path);
         if (!r.value) {
-          const QString msg =
-              QStringLiteral("Could not open %1: %2").arg(QString::fromStdString(path), r.error);
+          QString msg = QStringLiteral("Could not open %1: %2").arg(qpath, r.error);
+          if (switching && !path_.isEmpty() && path_ != qpath) {
+            msg += QStringLiteral(" (still showing %1)").arg(path_);
+          }
           statusBar()->showMessage(msg);
           Q_EMIT storeFailed(r.error);
           return;
         }
-        rememberRecent(QString::fromStdString(path));
+        if (switching) {
+          path_ = qpath;
+          show_newest_on_load_ = true;
+          form_->setStorePath(qpath);
+        }
+        store_label_->setText(path_);
+        rememberRecent(qpath);
         tree_model_->setIndex(r.value);
         tree_->expand(tree_model_->index(0, 0));
         tree_->expand(tree_model_->index(1, 0));

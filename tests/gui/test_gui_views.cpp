@@ -22,6 +22,7 @@
 #include "offtune/gui/run_charts.hpp"
 #include "offtune/gui/run_view.hpp"
 #include "offtune/gui/sweep_charts.hpp"
+#include "offtune/gui/sweep_form.hpp"
 #include "offtune/gui/sweep_view.hpp"
 #include "offtune/gui/timeline.hpp"
 #include "offtune/profiler/export.hpp"
@@ -222,6 +223,32 @@ TEST_F(Views, MainWindowReportsAStoreItCannotRead) {
   QFile again(junk);
   ASSERT_TRUE(again.open(QIODevice::ReadOnly));
   EXPECT_EQ(again.readAll(), QByteArray(4096, 'x'));  // never modified
+}
+
+// Issue 14, item 7: a File > Open that fails leaves the app on the store it had: the window's
+// store, the form's store field (what Run sweep writes to) and the tree stay as they were.
+TEST_F(Views, AFailedOpenLeavesTheAppOnTheStoreItHad) {
+  MainWindow window;
+  QSignalSpy loaded(&window, &MainWindow::storeLoaded);
+  window.openStore(QString::fromStdString(path_));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  ASSERT_EQ(window.storePath().toStdString(), path_);
+
+  const QString junk = dir_.filePath("junk2.db");
+  QFile f(junk);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  f.write(QByteArray(4096, 'x'));
+  f.close();
+  QSignalSpy failed(&window, &MainWindow::storeFailed);
+  window.openStore(junk);
+  ASSERT_TRUE(failed.wait(kWaitMs));
+  EXPECT_EQ(window.storePath().toStdString(), path_);
+  EXPECT_EQ(window.sweepForm()->request().db, path_);
+  EXPECT_EQ(window.storeModel()->rowCount(), 2);  // the good store's tree is still there
+  // F5 reloads the good store, not the bad one.
+  window.reloadStore();
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  EXPECT_EQ(window.storePath().toStdString(), path_);
 }
 
 // Issue 11: the dashboard shares the store's and the exporters' rules, and is held to them too.

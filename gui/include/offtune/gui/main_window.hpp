@@ -56,6 +56,7 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildMenus();
+  void loadStore(const QString& candidate, bool switching);
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();
   void onPointFinished(const profiler::PointRecord& point);
