@@ -403,7 +403,11 @@ void RunSummaryModel::setRun(RunDataPtr run) {
     const auto& s = r.summary;
     const auto ms = [](double v) { return QString::number(v, 'f', 3) + QStringLiteral(" ms"); };
     const auto size = [](int64_t b) { return qs(pf::format_size(b)); };
-    const auto pct = [](double v) { return QString::number(v, 'f', 1) + QStringLiteral(" %"); };
+    // Hidden-copy shares of a run that copied nothing are not applicable, not 0 % (the worst).
+    const bool copied = s.offloaded_bytes > 0 || s.reloaded_bytes > 0;
+    const auto pct = [copied](double v) {
+      return copied ? QString::number(v, 'f', 1) + QStringLiteral(" %") : QStringLiteral("n/a");
+    };
     rows_ = {
         {QStringLiteral("run"), QString::number(r.id.value)},
         {QStringLiteral("status"), QString::fromLatin1(pf::to_string(r.status))},

@@ -152,6 +152,16 @@ TEST_F(ItemModels, RunSummaryListsTheRunsFigures) {
   EXPECT_EQ(rows["timeline events"], QString::number(run->events.size()));
   EXPECT_EQ(rows["step time (median)"],
             QString::number(run->run.summary.step_ms_median, 'f', 3) + " ms");
+  // A run that copied nothing has no hidden-copy share: n/a, not 0 %.
+  auto kept = std::make_shared<RunData>(*run);
+  kept->run.summary.offloaded_bytes = kept->run.summary.reloaded_bytes = 0;
+  kept->run.summary.hidden_copy_pct = 0.0;
+  model.setRun(kept);
+  for (int r = 0; r < model.rowCount(); ++r) {
+    rows[model.data(model.index(r, 0)).toString()] = model.data(model.index(r, 1)).toString();
+  }
+  EXPECT_EQ(rows["hidden copy (all)"], "n/a");
+  EXPECT_EQ(rows["hidden copy D2H / H2D"], "n/a / n/a");
   model.setRun(nullptr);
   EXPECT_EQ(model.rowCount(), 0);
 }
