@@ -182,9 +182,12 @@ void MainWindow::loadStore(const QString& candidate, bool switching) {
         tree_model_->setIndex(r.value);
         tree_->expand(tree_model_->index(0, 0));
         tree_->expand(tree_model_->index(1, 0));
-        statusBar()->showMessage(QStringLiteral("%1 sweeps, %2 runs")
-                                     .arg(r.value->sweeps.size())
-                                     .arg(r.value->runs.size()),
+        const auto count = [](size_t n, const char* one, const char* many) {
+          return QStringLiteral("%1 %2").arg(n).arg(QLatin1String(n == 1 ? one : many));
+        };
+        statusBar()->showMessage(count(r.value->sweeps.size(), "sweep", "sweeps") +
+                                     QStringLiteral(", ") +
+                                     count(r.value->runs.size(), "run", "runs"),
                                  5000);
         if (show_newest_on_load_) {
           show_newest_on_load_ = false;

@@ -17,6 +17,7 @@
 #include <QRadioButton>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "offtune/gui/models.hpp"
@@ -106,6 +107,7 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
 
   auto* buttons = new QHBoxLayout;
   auto* copy = new QPushButton(QStringLiteral("Copy snippet"), this);
+  copy->setObjectName(QStringLiteral("copySnippet"));
   export_chrome_ = new QPushButton(QStringLiteral("Export Chrome trace\u2026"), this);
   export_chrome_->setToolTip(
       QStringLiteral("the chosen point's run, for Perfetto / chrome://tracing"));
@@ -120,8 +122,12 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   export_status_->setWordWrap(true);
   layout->addWidget(export_status_);
 
-  connect(copy, &QPushButton::clicked, this,
-          [this] { QApplication::clipboard()->setText(snippet(snippets_->currentIndex())); });
+  connect(copy, &QPushButton::clicked, this, [this, copy] {
+    QApplication::clipboard()->setText(snippet(snippets_->currentIndex()));
+    // Say it happened: the button reads "Copied" for a moment.
+    copy->setText(QStringLiteral("Copied \u2713"));
+    QTimer::singleShot(1500, copy, [copy] { copy->setText(QStringLiteral("Copy snippet")); });
+  });
   connect(export_chrome_, &QPushButton::clicked, this, [this] { chooseExport(true); });
   connect(export_csv_, &QPushButton::clicked, this, [this] { chooseExport(false); });
   connect(mode_, &QButtonGroup::idClicked, this, [this] { recompute(); });

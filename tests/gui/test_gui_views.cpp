@@ -8,10 +8,13 @@
 #include <algorithm>
 
 #include <QApplication>
+#include <QClipboard>
 #include <QFile>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTest>
 #include <nlohmann/json.hpp>
 
 #include "gui_test_util.hpp"
@@ -138,6 +141,15 @@ TEST_F(Views, RecommendPanelFollowsTheConstraintAndExports) {
   EXPECT_EQ(c->memory_budget, lowest - 1);
 
   panel.setConstraint({});
+  // Copy snippet copies the shown snippet and says so.
+  auto* copy = panel.findChild<QPushButton*>(QStringLiteral("copySnippet"));
+  ASSERT_NE(copy, nullptr);
+  copy->click();
+  EXPECT_EQ(QApplication::clipboard()->text(), panel.snippet(0));
+  EXPECT_TRUE(copy->text().startsWith(QStringLiteral("Copied")));
+  EXPECT_TRUE(
+      QTest::qWaitFor([&] { return copy->text() == QStringLiteral("Copy snippet"); }, 5000));
+
   QSignalSpy done(&panel, &RecommendPanel::exportFinished);
   const QString csv = dir_.filePath("points.csv");
   panel.exportCsv(csv);
