@@ -34,12 +34,8 @@
 
 namespace offtune::detail {
 
-int64_t now_ns() {
-  if (sim::modelled()) return sim::compute_clock();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// One clock for the engine and the profiler: steady, or the device model's (sim_clock.cpp).
+int64_t now_ns() { return host_sim::clock_ns(); }
 
 namespace {
 

@@ -391,9 +391,11 @@ bool installed() { return g_installed.load(); }
 Counters counters() {
   Counters c{g_allocated.load(), g_peak.load(),          g_allocations.load(),
              g_reserved.load(),  g_peak_reserved.load(), g_flushes.load()};
-  std::lock_guard<std::mutex> lock(g_model_mutex);
-  c.modelled_reserved = alloc_model().reserved();
-  c.modelled_peak_reserved = alloc_model().peak_reserved();
+  if (detail::sim::modelled()) {  // 0 without a model (host_sim.hpp)
+    std::lock_guard<std::mutex> lock(g_model_mutex);
+    c.modelled_reserved = alloc_model().reserved();
+    c.modelled_peak_reserved = alloc_model().peak_reserved();
+  }
   return c;
 }
 

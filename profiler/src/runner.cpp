@@ -20,10 +20,6 @@ int64_t unix_now_ns() {
       .count();
 }
 
-// The steady clock, or host-sim's simulated one with a device model (the engine's events use the
-// same clock).
-int64_t steady_now_ns() { return host_sim::clock_ns(); }
-
 std::string one_line(std::string s) {
   // c10 errors carry a backtrace after the first line: keep the message.
   if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
@@ -141,7 +137,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       const auto stats_before = offloader->stats();
       offloader->reset_peak_device_memory();
       StepPhases phases;
-      const int64_t begin = steady_now_ns();
+      // The engine's clock (its events use it): steady, or host-sim's device model's.
+      const int64_t begin = host_sim::clock_ns();
       recorder->sample_device_bytes(begin, offloader->device_memory().allocated);
       {
         NvtxRange range(NvtxPhase::Step, measured ? i - spec.workload.warmup : -1);
@@ -149,7 +146,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
         workload.synchronize();
         offloader->synchronize();
       }
-      const int64_t end = steady_now_ns();
+      const int64_t end = host_sim::clock_ns();
       nvtx->sample_device_bytes(offloader->device_memory().allocated);
       if (!measured) continue;
       const auto mem = offloader->device_memory();

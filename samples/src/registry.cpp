@@ -28,9 +28,6 @@
 namespace offtune::samples {
 namespace {
 
-// The engine's clock: steady, or host-sim's simulated one with a device model.
-int64_t now_ns() { return host_sim::clock_ns(); }
-
 // A driver's block marks as the built-in models' layer hooks. Unset marks stay unset, so that the
 // models then skip the per-block calls and the backward tensor hooks altogether.
 LayerHooks layer_hooks_of(const StepMarks& marks) {
@@ -68,7 +65,7 @@ class TrainingStep : public WorkloadInstance {
  public:
   void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) final {
     prepare(index);
-    phases.forward_begin = now_ns();
+    phases.forward_begin = host_sim::clock_ns();
     at::Tensor loss;
     {
       // The driver's marks (NVTX ranges under the profiler, which marks the step around them).
@@ -82,14 +79,14 @@ class TrainingStep : public WorkloadInstance {
       // Outside the scope: the loss's saved tensors are the first backward needs.
       loss = loss_of(out);
     }
-    phases.forward_end = now_ns();
+    phases.forward_end = host_sim::clock_ns();
     {
       PhaseMark backward_mark(marks_, StepPhase::Backward);
       loss.backward();
     }
     if (optimizer_) optimizer_->step();
     synchronize();
-    phases.backward_end = now_ns();
+    phases.backward_end = host_sim::clock_ns();
     phases.loss = loss.item<double>();
     input_ = at::Tensor();
     targets_ = at::Tensor();
