@@ -738,6 +738,7 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
   const bool do_store = section("store");
   const bool do_export = section("export");
   const bool do_sweep = section("sweep");
+  const bool do_predict = section("predict");
   const auto start = Clock::now();
 
   if (!args.json) {
@@ -791,6 +792,19 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
     if (!args.json) offtune::bench::print_sweep(*sweep);
   }
   tmp.reset();
+  std::optional<offtune::bench::PredictResult> predicted;
+  if (do_predict && env.backend == offtune::BackendKind::HostSim) {
+    offtune::bench::PredictArgs p;
+    if (args.quick) {
+      p.models = {"tiny", "mlp"};
+      p.batch = 1;
+      p.seq = 32;
+      p.sizes = "1KiB,64KiB";
+      p.windows = "1,5";
+    }
+    predicted = offtune::bench::bench_predict(p);
+    if (!args.json) offtune::bench::print_predict(*predicted);
+  }
   const double total_s = ms_since(start) / 1e3;
 
   if (args.json) {
@@ -819,6 +833,7 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
     }
     if (exported) out["export"] = offtune::bench::export_json(*exported);
     if (sweep) out["sweep"] = offtune::bench::sweep_json(*sweep);
+    if (predicted) out["predict"] = offtune::bench::predict_json(*predicted);
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("total: {:.1f} s\n", total_s);
@@ -833,14 +848,15 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Measure activation offloading and its profiler: saved-tensor hook overhead; step time / "
       "peak device memory of the sample Llama with and without offloading; the store's insert "
-      "rate; trace export time; the wall time of the default sweep.",
+      "rate; trace export time; the wall time of the default sweep; the what-if predictor's error "
+      "against measured points and its speed (host-sim).",
       "offtune-bench"};
   app.add_option("--backend", args.backend,
                  "where tensors live; auto picks cuda when a GPU is usable")
       ->check(CLI::IsMember({"auto", "cuda", "host-sim"}))
       ->capture_default_str();
   app.add_option("--section", args.section, "which sections to run")
-      ->check(CLI::IsMember({"all", "hooks", "decoder", "store", "export", "sweep"}))
+      ->check(CLI::IsMember({"all", "hooks", "decoder", "store", "export", "sweep", "predict"}))
       ->capture_default_str();
   app.add_flag("--quick", args.quick,
                "smoke run: few repetitions and steps, 100,000 events, a 2x2 sweep of 1 step "

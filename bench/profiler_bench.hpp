@@ -121,4 +121,45 @@ SweepResult bench_sweep(const ProfilerArgs& args, const std::filesystem::path& d
 void print_sweep(const SweepResult& r);
 json sweep_json(const SweepResult& r);
 
+// ---- predict -----------------------------------------------------------------------------------
+
+struct PredictArgs {
+  std::vector<std::string> models = {"tiny", "small", "gpt-small", "mlp"};
+  int64_t batch = 4;  // the CLI's defaults
+  int64_t seq = 128;
+  std::string sizes = "1KiB:64MiB:x8";  // the CLI's default grid
+  std::string windows = "1,2,5";
+  std::string device_model = "h100-sxm";
+};
+
+struct PredictRow {
+  std::string model;
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t points = 0;  // measured and compared
+  int64_t failed = 0;
+  double record_ms = 0.0;
+  double predict_ms = 0.0;  // the whole grid
+  double max_step_err_pct = 0.0;
+  double mean_step_err_pct = kNaN;
+  double max_peak_err_pct = 0.0;
+  double mean_peak_err_pct = kNaN;
+  double max_hidden_err_pts = 0.0;
+  double measure_s = 0.0;
+};
+
+struct PredictResult {
+  std::string device_model;
+  std::string link;
+  std::vector<PredictRow> rows;
+  int64_t grid48_points = 0;
+  std::string grid48_model;
+  double grid48_ms_median = kNaN;
+  double grid48_ms_max = kNaN;
+};
+
+PredictResult bench_predict(const PredictArgs& args);
+void print_predict(const PredictResult& r);
+json predict_json(const PredictResult& r);
+
 }  // namespace offtune::bench

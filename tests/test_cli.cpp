@@ -15,6 +15,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -170,9 +171,21 @@ std::vector<Command> commands() {
   Args sweep_base = {
       "sweep", "--db", "new.db", "--min-offload-size", "1MiB", "--max-fwd-stash-size", "1"};
   sweep_base.insert(sweep_base.end(), tiny.begin(), tiny.end());
+  // predict: the workload flags, but --prefetch and --link take lists there.
+  auto predict_flags = workload_flags();
+  std::erase_if(predict_flags, [](const Flag& f) { return f.name == "--prefetch"; });
+  predict_flags.push_back({"--prefetch", "", {"-1", "65", "", "x", "1, 2", "0,,1"}});
+  predict_flags.push_back({"--min-offload-size", "size_list"});
+  predict_flags.push_back({"--max-fwd-stash-size", "int_list"});
+  predict_flags.push_back({"--max-points", "int", {"0", "-1", "1000001"}});
+  predict_flags.push_back({"--semantics", "enum", {"trl,trl"}});
+  Args predict_base = {"predict", "--device-model",       "h100", "--min-offload-size",
+                       "1MiB",    "--max-fwd-stash-size", "1"};
+  predict_base.insert(predict_base.end(), tiny.begin(), tiny.end());
   return {
       {run_base, run_flags},
       {sweep_base, sweep_flags},
+      {predict_base, predict_flags},
       {{"recommend", "--db", "s.db"},
        {{"--sweep", "id"}, {"--memory-budget", "size", {"0"}}, {"--max-slowdown", "positive"}}},
       {{"report", "--db", "s.db"}, {{"--sweep", "id"}}},
@@ -256,6 +269,58 @@ TEST_F(CommandLine, RefusalsThatAreNotAboutOneValue) {
   EXPECT_EQ(big.code, 2);
   EXPECT_NE(big.err.find("1000001 points"), std::string::npos) << big.err;
   expect_refused({"sweep", "--db", "new.db", "--max-points", "1"});
+}
+
+TEST_F(CommandLine, PredictAGridAndMeasureOnlyThePointsThatMatter) {
+  // clang-format off
+  const Args w = {"--batch", "2", "--seq", "64", "--warmup", "0", "--device-model", "h100",
+                  "--min-offload-size", "1KiB:4MiB:x2", "--max-fwd-stash-size", "1,2"};
+  // clang-format on
+  Args predict = {"predict", "--json", "--prefetch", "0,1", "--link", "pcie4,pcie5"};
+  predict.insert(predict.end(), w.begin(), w.end());
+  const auto before = snapshot(fs::current_path());
+  const Outcome p = offtune(predict);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(snapshot(fs::current_path()), before) << "predict wrote a file";
+  const auto pj = nlohmann::json::parse(p.out);
+  ASSERT_EQ(pj["points"].size(), 1U + 13 * 2 * 2 * 2);
+  EXPECT_FALSE(pj["points"][0]["config"]["offload"].get<bool>());
+  // A slower link cannot make a point faster.
+  for (size_t i = 1; i + 1 < pj["points"].size(); i += 2) {
+    const auto& pcie4 = pj["points"][i];
+    const auto& pcie5 = pj["points"][i + 1];
+    ASSERT_EQ(pcie4["config"]["link"], "pcie4");
+    ASSERT_EQ(pcie5["config"]["link"], "pcie5");
+    EXPECT_GE(pcie4["step_ms"].get<double>(), pcie5["step_ms"].get<double>());
+  }
+
+  Args sweep = {"sweep", "--db", "pf.db", "--json", "--predict-first", "--steps", "1"};
+  sweep.insert(sweep.end(), w.begin(), w.end());
+  const Outcome s = offtune(sweep);
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto sj = nlohmann::json::parse(s.out);
+  const auto& measured = sj["predict_first"]["measured"];
+  ASSERT_EQ(sj["predict_first"]["predicted"].size(), 27U);
+  EXPECT_LE(measured.size(), 27U / 2) << "predict-first measured most of the grid";
+  EXPECT_EQ(measured[0], 0) << "the baseline is always measured";
+  ASSERT_EQ(sj["points"].size(), measured.size());
+  for (const auto& point : sj["points"]) {
+    const double ms = point["summary"]["step_ms_median"].get<double>();
+    EXPECT_NEAR(point["predicted"]["step_ms"].get<double>(), ms, ms * 0.01) << point.dump();
+    EXPECT_EQ(point["predicted"]["peak_allocated"], point["summary"]["peak_allocated"]);
+  }
+  // The same sweep without it measures the rest (it resumes).
+  sweep.erase(std::find(sweep.begin(), sweep.end(), "--predict-first"));
+  const Outcome rest = offtune(sweep);
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  const auto rj = nlohmann::json::parse(rest.out);
+  EXPECT_EQ(rj["ran"].get<size_t>(), 27U - measured.size());
+  EXPECT_EQ(rj["skipped"].get<size_t>(), measured.size());
+
+  // Both need a device model: one line, exit 2, no file.
+  expect_refused({"predict", "--batch", "1", "--seq", "16"});
+  expect_refused({"sweep", "--db", "new.db", "--predict-first", "--batch", "1", "--seq", "16"});
+  expect_refused({"predict", "--device-model", "h100", "--backend", "cuda"});
 }
 
 TEST_F(CommandLine, NoArgumentsPrintsTheUsageAndVersionWorks) {

@@ -1,5 +1,6 @@
 // `offtune` as a function (offtune/cli/command_line.hpp): run a workload under the offload engine
-// and record it, sweep min_offload_size x max_fwd_stash_size, recommend settings, report, export
+// and record it, sweep min_offload_size x max_fwd_stash_size, predict a grid from one recorded
+// step, recommend settings, report, export
 // timelines, merge sharded stores. Headless
 // and CI-friendly: progress on a terminal only, --quiet, --json, documented exit codes. Each
 // command is a file of its own (run.cpp, sweep.cpp, ...); requests are checked and run by
@@ -50,6 +51,7 @@ int parse_and_run(int argc, char** argv) {
   std::vector<std::unique_ptr<Command>> commands;
   commands.push_back(add_run_command(app));
   commands.push_back(add_sweep_command(app));
+  commands.push_back(add_predict_command(app));
   commands.push_back(add_recommend_command(app));
   commands.push_back(add_report_command(app));
   commands.push_back(add_export_command(app));

@@ -1,4 +1,5 @@
 // `offtune sweep`: measure min_offload_size x max_fwd_stash_size, resumable, shardable.
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,10 @@ class SweepCommand final : public Command {
                      "finalists again with this many steps (0: never; never with --device-model, "
                      "whose times are exact)")
         ->capture_default_str();
+    app_->add_flag("--predict-first", request_.predict_first,
+                   "predict every point from one recorded step, then measure only the points "
+                   "that matter: the predicted front and its grid neighbours (needs "
+                   "--device-model; run again without it to measure the rest)");
     app_->add_option("--fail-if", fail_if_,
                      "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS");
   }
@@ -62,9 +67,19 @@ class SweepCommand final : public Command {
         },
         &g_cancel, &refined);
     const auto points = store->points(outcome.sweep);
+    const auto& predictions = prepared.predictions;
     if (common_.json) {
       json pts = json::array();
-      for (const auto& p : points) pts.push_back(pf::to_json(p));
+      for (const auto& p : points) {
+        json j = pf::to_json(p);
+        if (predictions && p.index < static_cast<int64_t>(predictions->points.size())) {
+          const auto& q = predictions->points[static_cast<size_t>(p.index)];
+          j["predicted"] = {{"step_ms", q.step_ms()},
+                            {"peak_allocated", q.peak_allocated},
+                            {"hidden_copy_pct", q.hidden_copy_pct}};
+        }
+        pts.push_back(std::move(j));
+      }
       std::cout << json{{"sweep", outcome.sweep.value},
                         {"ran", outcome.ran},
                         {"skipped", outcome.skipped},
@@ -76,6 +91,7 @@ class SweepCommand final : public Command {
                         {"refined", refined.remeasured},
                         {"refine_steps", refined.steps},
                         {"points", pts},
+                        {"predict_first", predictions ? prediction_json(*predictions) : json()},
                         {"db", common_.db}}
                        .dump(2)
                 << "\n";
@@ -94,6 +110,7 @@ class SweepCommand final : public Command {
                   << join_indices(refined.remeasured) << "\n";
       }
       print_points(points);
+      if (predictions) print_predictions(*predictions, points);
     }
     if (outcome.interrupted) {
       std::cerr << "interrupted: run the same command again to resume\n";
@@ -113,6 +130,47 @@ class SweepCommand final : public Command {
   }
 
  private:
+  static json prediction_json(const requests::SweepPredictions& p) {
+    json all = json::array();
+    for (size_t i = 0; i < p.points.size(); ++i) {
+      const auto& q = p.points[i];
+      all.push_back({{"index", i},
+                     {"step_ms", q.step_ms()},
+                     {"peak_allocated", q.peak_allocated},
+                     {"hidden_copy_pct", q.hidden_copy_pct}});
+    }
+    return {{"measured", p.chosen},
+            {"record_ms", p.record_ms},
+            {"predict_ms", p.predict_ms},
+            {"predicted", all}};
+  }
+
+  // Predicted next to measured for every point measured, with the error of each.
+  static void print_predictions(const requests::SweepPredictions& p,
+                                const std::vector<pf::PointRecord>& points) {
+    std::printf(
+        "predicted first: %zu points from one recorded step (recording %.0f ms, "
+        "predicting %.1f ms); measured the %zu that matter (the predicted front and its "
+        "neighbours)\n",
+        p.points.size(), p.record_ms, p.predict_ms, p.chosen.size());
+    std::printf("%5s %12s %12s %8s %14s %14s %8s\n", "index", "predicted ms", "measured ms",
+                "error %", "predicted peak", "measured peak", "error %");
+    for (const auto& m : points) {
+      if (m.status != pf::PointStatus::Ok || m.index >= static_cast<int64_t>(p.points.size())) {
+        continue;
+      }
+      const auto& q = p.points[static_cast<size_t>(m.index)];
+      const double ms = m.summary.step_ms_median;
+      const auto peak = static_cast<double>(m.summary.peak_allocated);
+      std::printf("%5lld %12.3f %12.3f %8.2f %14lld %14lld %8.2f\n",
+                  static_cast<long long>(m.index), q.step_ms(), ms,
+                  ms > 0 ? 100.0 * (q.step_ms() - ms) / ms : 0.0,
+                  static_cast<long long>(q.peak_allocated),
+                  static_cast<long long>(m.summary.peak_allocated),
+                  peak > 0 ? 100.0 * (static_cast<double>(q.peak_allocated) - peak) / peak : 0.0);
+    }
+  }
+
   void print_recommendation(const pf::Recommendation& rec) const {
     if (rec.chosen && rec.chosen->config.offload) {
       std::cout << "recommended: min_offload_size "

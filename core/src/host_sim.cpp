@@ -67,6 +67,7 @@ std::atomic<bool> g_installed{false};
 std::atomic<int64_t> g_capacity{0};
 std::atomic<StreamId> g_next_stream{1};
 thread_local StreamId t_stream = kDefaultStream;
+std::atomic<AllocationListener*> g_listener{nullptr};
 
 void raise(std::atomic<int64_t>& peak, int64_t now) {
   int64_t p = peak.load(std::memory_order_relaxed);
@@ -288,6 +289,9 @@ void free_allocation(void* data) {
   if (data == nullptr) return;
   Header* h = header_of(data);
   g_allocated.fetch_sub(h->bytes, std::memory_order_relaxed);
+  if (AllocationListener* l = g_listener.load(std::memory_order_acquire)) {
+    l->on_free(data, h->bytes, clock_ns());
+  }
   if (h->modelled != nullptr) {
     std::lock_guard<std::mutex> lock(g_model_mutex);
     alloc_model().free(h->modelled);
@@ -352,6 +356,9 @@ class AccountingAllocator final : public c10::Allocator {
       h->modelled = alloc_model().allocate(bytes, stream);
     }
     void* data = reinterpret_cast<char*>(h) + kHeader;
+    if (AllocationListener* l = g_listener.load(std::memory_order_acquire)) {
+      l->on_allocate(data, bytes, clock_ns());
+    }
     return {data, data, &free_allocation, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_allocation; }
@@ -397,6 +404,10 @@ Counters counters() {
     c.modelled_peak_reserved = alloc_model().peak_reserved();
   }
   return c;
+}
+
+void set_allocation_listener(AllocationListener* listener) {
+  g_listener.store(listener, std::memory_order_release);
 }
 
 void reset_peak() {

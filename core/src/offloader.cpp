@@ -97,7 +97,7 @@ class Slot;
 
 // What the engine tells observers, collected under the lock and delivered after it.
 using Emission = std::variant<PackEvent, std::pair<bool, CopyEvent>, UnpackEvent, WaitEvent,
-                              StashEvent>;  // pair: (completed?, copy)
+                              StashEvent, ReleaseEvent>;  // pair: (completed?, copy)
 
 struct Pending {
   Observer* observer;
@@ -145,6 +145,8 @@ class EventSink {
               p.observer->on_unpack(e);
             } else if constexpr (std::is_same_v<T, WaitEvent>) {
               p.observer->on_wait(e);
+            } else if constexpr (std::is_same_v<T, ReleaseEvent>) {
+              p.observer->on_release(e);
             } else {
               p.observer->on_stash(e);
             }
@@ -580,6 +582,9 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
   packed_.fetch_add(1, std::memory_order_relaxed);
 
   KeepReason reason = classify(t);
+  PackEvent ev;
+  ev.id = slot.id_;
+  ev.time_ns = observer_ ? now_ns() : 0;
   int64_t lo = 0, hi = 0;
   if (reason == KeepReason::None) {
     const auto [elo, ehi] = element_span(t);
@@ -589,10 +594,16 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     // The reference weighs a tensor by its elements; offtune by the span its copy moves.
     const int64_t weight = trl() ? t.numel() * itemsize : hi - lo;
     if (weight < options_.min_offload_size) reason = KeepReason::BelowThreshold;
+    if (observer_) {
+      ev.storage = reinterpret_cast<uint64_t>(t.storage().data());
+      ev.storage_bytes = static_cast<int64_t>(t.storage().nbytes());
+      ev.span_lo = lo;
+      ev.weight = weight;
+      ev.item_bytes = itemsize;
+      ev.version = slot.saved_version_;
+      ev.generation = slot.generation_;
+    }
   }
-  PackEvent ev;
-  ev.id = slot.id_;
-  ev.time_ns = observer_ ? now_ns() : 0;
   if (reason != KeepReason::None) {
     // Kept: the slot alone, no lock. The tensor itself, as autograd keeps a saved input, unless it
     // may be an output saved by its own node: keeping it would close a reference cycle (node ->
@@ -1041,6 +1052,7 @@ void Context::release(Slot& slot) noexcept {
   try {
     EventSink sink;
     Lock lock(*this);
+    if (observer_) emit(ReleaseEvent{slot.id_, now_ns()});
     if (--slot.entry_->slots == 0) destroy_entry(*slot.entry_);
     slot.entry_ = nullptr;
     collect_pending();

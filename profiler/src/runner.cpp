@@ -46,6 +46,9 @@ void TeeObserver::on_wait(const WaitEvent& e) {
 void TeeObserver::on_stash(const StashEvent& e) {
   for (auto& t : targets_) t->on_stash(e);
 }
+void TeeObserver::on_release(const ReleaseEvent& e) {
+  for (auto& t : targets_) t->on_release(e);
+}
 void TeeObserver::on_span_begin(Span span) {
   size_t begun = 0;
   try {
@@ -208,6 +211,13 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     sum.step_ms_ci_low = st.ci_low_ms;
     sum.step_ms_ci_high = st.ci_high_ms;
     sum.step_ms_ci_level = st.ci_level;
+    if (host_sim && host_sim::device_model() != nullptr && !step_ms.empty() &&
+        st.min_ms == st.max_ms) {
+      // A device model times every step of a workload alike: even one step is exact (a level
+      // above 0 with zero width, as several equal steps give).
+      sum.step_ms_ci_low = sum.step_ms_ci_high = st.median_ms;
+      sum.step_ms_ci_level = 1.0;
+    }
     const auto steps = static_cast<int64_t>(std::max<size_t>(out.steps.size(), 1));
     for (const auto& s : out.steps) {
       sum.peak_allocated = std::max(sum.peak_allocated, s.peak_allocated);

@@ -129,7 +129,9 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   const auto configs = expand_grid(spec.grid);
   std::vector<int64_t> in_grid_order;
   for (int64_t i = 0; i < static_cast<int64_t>(configs.size()); ++i) {
-    if (in_shard(i, spec.shard)) in_grid_order.push_back(i);
+    const bool wanted =
+        spec.only.empty() || std::find(spec.only.begin(), spec.only.end(), i) != spec.only.end();
+    if (wanted && in_shard(i, spec.shard)) in_grid_order.push_back(i);
   }
   const std::vector<int64_t> mine = measurement_order(in_grid_order);
   SweepProgress prog;

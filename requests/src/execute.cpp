@@ -4,6 +4,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <chrono>
+#include <map>
+
 #include "offtune/profiler/backend.hpp"
 #include "offtune/samples/registry.hpp"
 
@@ -82,6 +85,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   out.spec.base = bound.base;
   out.workload = std::move(bound.workload);
   out.refine_steps = request.refine_steps;
+  out.predict_first = request.predict_first;
   return out;
 }
 
@@ -89,9 +93,41 @@ profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store) {
   return profiler::run_measured(*run.workload, run.spec, store);
 }
 
+SweepPredictions predict_sweep(PreparedSweep& sweep) {
+  using Clock = std::chrono::steady_clock;
+  const auto configs = profiler::expand_grid(sweep.spec.grid);
+  SweepPredictions out;
+  std::map<Semantics, profiler::Trace> traces;
+  auto start = Clock::now();
+  for (const auto& c : configs) {
+    const Semantics s = c.offload ? parse_semantics(c.semantics) : Semantics::Offtune;
+    if (c.offload && !traces.count(s)) {
+      traces.emplace(
+          s, profiler::record_trace(*sweep.workload, sweep.spec.workload, sweep.spec.base, s));
+    }
+  }
+  if (traces.empty()) {  // the baseline alone
+    traces.emplace(Semantics::Offtune, profiler::record_trace(*sweep.workload, sweep.spec.workload,
+                                                              sweep.spec.base, Semantics::Offtune));
+  }
+  out.record_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  start = Clock::now();
+  for (const auto& c : configs) {
+    const auto it = c.offload ? traces.find(parse_semantics(c.semantics)) : traces.begin();
+    out.points.push_back(profiler::predict(it->second, c, sweep.spec.base.link));
+  }
+  out.chosen = profiler::points_that_matter(configs, out.points);
+  out.predict_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return out;
+}
+
 profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
                                const std::atomic<bool>* cancel, profiler::RefineOutcome* refined) {
+  if (sweep.predict_first && !sweep.predictions) {
+    sweep.predictions = predict_sweep(sweep);
+    sweep.spec.only = sweep.predictions->chosen;
+  }
   auto outcome = profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
   const bool whole = sweep.spec.shard.count == 1;
   // A device model times every step the same: measuring finalists again cannot narrow anything.

@@ -248,6 +248,11 @@ std::vector<FieldError> check(const SweepRequest& r) {
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
+  if (r.predict_first && (r.backend.device_model.empty() || r.backend.backend == "cuda")) {
+    c.fail("--predict-first",
+           "--predict-first replays one recorded step, which needs its op times known ahead: "
+           "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
+  }
   if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points") &&
       !c.has("--semantics")) {
     const int64_t points = count_points(r);

@@ -73,6 +73,20 @@ struct Counters {
 Counters counters();
 void reset_peak();  // both peaks
 
+// Every device allocation and free as it happens, with host_sim::clock_ns() times: what the
+// what-if predictor replays (profiler/predict.hpp) and what a memory curve samples where memory
+// changes. Called on the allocating or freeing thread, outside the allocator's locks; must be
+// thread-safe, must not allocate device memory and must not throw. `data` identifies the block
+// while it lives (addresses are reused once it is freed).
+class AllocationListener {
+ public:
+  virtual ~AllocationListener() = default;
+  virtual void on_allocate(const void* data, int64_t bytes, int64_t time_ns) noexcept = 0;
+  virtual void on_free(const void* data, int64_t bytes, int64_t time_ns) noexcept = 0;
+};
+// One listener at a time (nullptr: none); the caller keeps it alive until it is replaced.
+void set_allocation_listener(AllocationListener* listener);
+
 // Device capacity in bytes (0 = unlimited). Reserved bytes beyond it throw c10::OutOfMemoryError,
 // as the CUDA allocator does, after emptying the caches and asking offloaders to give back
 // prefetched buffers they can bring back later.

@@ -62,6 +62,22 @@ struct PackEvent {
   PackDecision decision = PackDecision::Kept;
   KeepReason reason = KeepReason::None;
   int64_t time_ns = 0;
+  // What a replay of the engine's rules needs (the what-if predictor, profiler/predict.hpp); set
+  // for tensors the engine could offload (reason None or BelowThreshold), else left 0.
+  uint64_t storage = 0;       // the storage's data address (identifies it while it lives)
+  int64_t storage_bytes = 0;  // the whole storage's size
+  int64_t span_lo = 0;        // first byte of the span the tensor touches, in its storage
+  int64_t weight = 0;         // the size compared with min_offload_size under the semantics in use
+  int64_t item_bytes = 0;     // element size
+  uint32_t version = 0;       // the tensor's version counter at pack
+  uint64_t generation = 0;    // the offload scope it was packed in
+};
+
+// A saved tensor that owned a share of an offloaded entry was released (its autograd node ran or
+// its graph died). Kept tensors report nothing on release.
+struct ReleaseEvent {
+  TensorId id;
+  int64_t time_ns = 0;
 };
 
 struct CopyEvent {
@@ -124,6 +140,7 @@ class Observer {
   virtual void on_unpack(const UnpackEvent&) {}
   virtual void on_wait(const WaitEvent&) {}
   virtual void on_stash(const StashEvent&) {}
+  virtual void on_release(const ReleaseEvent&) {}
 
   // Spans nest strictly per thread, and both ends of one span are on the same thread (the one
   // running the hook or the wait), so a push/pop range per call is sound: a Wait span opens and

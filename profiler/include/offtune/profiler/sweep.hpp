@@ -64,6 +64,10 @@ struct SweepSpec {
   // The device model the backend was prepared with (prepare_backend), for the sweep's identity.
   std::optional<DeviceModel> device_model;
   Collector collector = Collector::Auto;
+  // Empty: every point of the shard. Else only these grid indices are measured (a predict-first
+  // sweep's points that matter, predict.hpp); the others stay unmeasured, and the same sweep run
+  // again without the list measures them.
+  std::vector<int64_t> only;
 };
 
 struct SweepProgress {

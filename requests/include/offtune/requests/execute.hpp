@@ -6,7 +6,10 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -25,18 +28,33 @@ struct PreparedRun {
 };
 PreparedRun prepare(const RunRequest& request);
 
+// What a predict-first sweep predicted (execute fills it).
+struct SweepPredictions {
+  std::vector<profiler::Prediction> points;  // by grid index, every point of the grid
+  std::vector<int64_t> chosen;               // the grid indices it then measured
+  double record_ms = 0.0;                    // recording the step(s), wall time
+  double predict_ms = 0.0;                   // replaying every point, wall time
+};
+
 struct PreparedSweep {
   profiler::SweepSpec spec;
   std::unique_ptr<WorkloadInstance> workload;
   int64_t refine_steps = 0;  // SweepRequest::refine_steps
+  bool predict_first = false;
+  std::optional<SweepPredictions> predictions;
 };
 PreparedSweep prepare(const SweepRequest& request);
 
 // Measures a prepared request into `store`. A front end prepares first and opens (creates) the
 // store after, so that a model that cannot be built leaves no store file behind.
 profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store);
+// Records one step per semantics of the sweep's grid and predicts every point (what execute does
+// first for a predict-first sweep). Throws std::invalid_argument without a device model.
+SweepPredictions predict_sweep(PreparedSweep& sweep);
 // A sweep that ran to its end (not interrupted) as a whole (shard 1/1) then refines its finalists
-// (profiler::refine_finalists, default constraint); *refined says what that did.
+// (profiler::refine_finalists, default constraint); *refined says what that did. A predict-first
+// sweep first records one step per semantics of its grid, predicts every point, and measures only
+// the points that matter (sweep.predictions says which, with every prediction).
 profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
                                const std::atomic<bool>* cancel,

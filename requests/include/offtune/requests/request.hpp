@@ -138,6 +138,9 @@ struct SweepRequest {
   // noise, those finalists are measured again with this many steps (profiler::refine_finalists)
   // before the sweep ends; 0: never. Only a whole sweep (shard 1/1) refines.
   int64_t refine_steps = kDefaultRefineSteps;
+  // Predict every point from one recorded step first (profiler/predict.hpp), then measure only the
+  // points that matter (the predicted front and its neighbours). Needs a device model on host-sim.
+  bool predict_first = false;
 };
 
 // --- Validation

@@ -1,0 +1,277 @@
+// `offtune predict`: every point of a grid (min_offload_size x max_fwd_stash_size x prefetch x
+// link, and semantics) predicted from one recorded step, without running them
+// (profiler/predict.hpp).
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/json.hpp"
+#include "offtune/profiler/predict.hpp"
+#include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/units.hpp"
+#include "offtune/requests/execute.hpp"
+
+namespace offtune::cli {
+namespace {
+
+namespace pf = offtune::profiler;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Point {
+  pf::EngineConfig config;
+  LinkModel link;
+  pf::Prediction predicted;
+  bool front = false;
+};
+
+[[noreturn]] void refuse(const std::string& field, const std::string& message) {
+  throw requests::RequestError(std::vector<requests::FieldError>{{field, message}});
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+class PredictCommand final : public Command {
+ public:
+  explicit PredictCommand(CLI::App& parent) {
+    app_ = parent.add_subcommand(
+        "predict",
+        "predict step time, peak memory and hidden copies of every point of a grid from one "
+        "recorded step (host-sim with --device-model), without running them");
+    app_->add_flag("--quiet,-q", quiet_, "no text output");
+    app_->add_flag("--json", json_, "print the result as JSON");
+    add_workload_flags(*app_, request_.workload, request_.backend);
+    app_->add_option("--min-offload-size", request_.min_offload_sizes,
+                     "list or range: 1KiB,1MiB or 1KiB:64MiB:x4")
+        ->capture_default_str();
+    app_->add_option("--max-fwd-stash-size", request_.max_fwd_stash_sizes,
+                     "list or range: 1,4 or 1:8")
+        ->capture_default_str();
+    app_->add_option("--prefetch", prefetch_,
+                     "list or range of backward reloads ahead of use (0.." +
+                         std::to_string(requests::kMaxPrefetch) + "), e.g. 0,1,2")
+        ->capture_default_str();
+    app_->add_flag("--no-streams", request_.engine.no_streams, "single-stream (legacy) mode");
+    app_->add_flag("--no-pin-memory", request_.engine.no_pin_memory, "pageable host memory");
+    app_->add_option("--semantics", request_.engine.semantics,
+                     "whose rules the engine follows: offtune, trl, or both: trl,offtune")
+        ->capture_default_str();
+    app_->add_option("--max-points", request_.max_points,
+                     "refuse a grid of more points than this (up to " +
+                         std::to_string(requests::kMaxMaxPoints) + ")")
+        ->capture_default_str();
+  }
+
+  int run() override {
+    // --link takes a list here: every link is an axis of the prediction.
+    const std::vector<std::string> link_names = split_list(request_.backend.link);
+    std::vector<LinkModel> links;
+    for (const auto& name : link_names) {
+      try {
+        links.push_back(pf::parse_link(name));
+      } catch (const std::invalid_argument& e) {
+        refuse("--link", std::string("--link: ") + e.what());
+      }
+    }
+    std::vector<int64_t> prefetches;
+    try {
+      prefetches = pf::parse_int_list(prefetch_);
+    } catch (const std::invalid_argument& e) {
+      refuse("--prefetch", std::string("--prefetch: ") + e.what());
+    }
+    for (int64_t p : prefetches) {
+      if (p < 0 || p > requests::kMaxPrefetch) {
+        refuse("--prefetch", "--prefetch values must be between 0 and " +
+                                 std::to_string(requests::kMaxPrefetch) + ", got " +
+                                 std::to_string(p));
+      }
+    }
+    request_.backend.link = link_names.front();
+    request_.engine.prefetch = prefetches.front();
+    request_.refine_steps = 0;
+    require_valid(request_);
+    if (request_.backend.device_model.empty() || request_.backend.backend == "cuda") {
+      refuse("--device-model",
+             "offtune predict replays one recorded step, which needs its op times known ahead: "
+             "give --device-model (host-sim), e.g. --device-model h100-sxm");
+    }
+    const int64_t grid_points = requests::point_count(request_);
+    const int64_t points = 1 + (grid_points - 1) * static_cast<int64_t>(prefetches.size()) *
+                                   static_cast<int64_t>(links.size());
+    if (points > request_.max_points) {
+      refuse("--max-points", "the grid has " + std::to_string(points) +
+                                 " points, more than --max-points " +
+                                 std::to_string(request_.max_points) +
+                                 ": narrow the lists, or raise --max-points if you mean it");
+    }
+
+    auto prepared = requests::prepare(request_);
+    std::vector<Point> grid;
+    for (const auto& c : pf::expand_grid(prepared.spec.grid)) {
+      if (!c.offload) {
+        grid.push_back({c, links.front(), {}, false});
+        continue;
+      }
+      for (int64_t p : prefetches) {
+        for (size_t l = 0; l < links.size(); ++l) {
+          pf::EngineConfig config = c;
+          config.prefetch = p;
+          config.link = link_names[l];
+          grid.push_back({config, links[l], {}, false});
+        }
+      }
+    }
+
+    auto start = Clock::now();
+    std::map<Semantics, pf::Trace> traces;
+    for (const auto& p : grid) {
+      const Semantics s =
+          p.config.offload ? parse_semantics(p.config.semantics) : Semantics::Offtune;
+      if (!traces.count(s)) {
+        traces.emplace(
+            s, pf::record_trace(*prepared.workload, prepared.spec.workload, prepared.spec.base, s));
+      }
+    }
+    const double record_ms = ms_since(start);
+    start = Clock::now();
+    for (auto& p : grid) {
+      const auto it =
+          p.config.offload ? traces.find(parse_semantics(p.config.semantics)) : traces.begin();
+      p.predicted = pf::predict(it->second, p.config, p.link);
+    }
+    const double predict_ms = ms_since(start);
+
+    std::vector<pf::EngineConfig> configs;
+    std::vector<pf::Prediction> predicted;
+    std::vector<pf::PointRecord> records;
+    for (size_t i = 0; i < grid.size(); ++i) {
+      configs.push_back(grid[i].config);
+      predicted.push_back(grid[i].predicted);
+      records.push_back(pf::as_point(static_cast<int64_t>(i), grid[i].config, grid[i].predicted));
+    }
+    const std::vector<bool> front = pf::predicted_front(predicted);
+    for (size_t i = 0; i < grid.size(); ++i) grid[i].front = front[i];
+    const auto rec = pf::recommend(records, {});
+    const double base_ms = grid.front().predicted.step_ms();
+    const std::string device = prepared.spec.env.device;
+
+    if (json_) {
+      json pts = json::array();
+      for (size_t i = 0; i < grid.size(); ++i) {
+        const auto& p = grid[i];
+        pts.push_back({{"index", i},
+                       {"config", pf::to_json(p.config)},
+                       {"step_ms", p.predicted.step_ms()},
+                       {"slowdown", base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0},
+                       {"peak_allocated", p.predicted.peak_allocated},
+                       {"hidden_copy_pct", p.predicted.hidden_copy_pct},
+                       {"offloaded_bytes", p.predicted.offloaded_bytes},
+                       {"reloaded_bytes", p.predicted.reloaded_bytes},
+                       {"window_waits", p.predicted.window_waits},
+                       {"stalled_ns", p.predicted.stalled_ns},
+                       {"front", p.front}});
+      }
+      json out{{"workload", pf::to_json(prepared.spec.workload)},
+               {"device", device},
+               {"record_ms", record_ms},
+               {"predict_ms", predict_ms},
+               {"points", pts},
+               {"recommended", rec.chosen ? json(rec.chosen->index) : json(nullptr)},
+               {"rationale", rec.rationale}};
+      std::cout << out.dump(2) << "\n";
+      return kOk;
+    }
+    if (quiet_) return kOk;
+    std::printf(
+        "predicted %zu points of %s (batch %lld, seq %lld) on %s from %zu recorded step%s: "
+        "recording %.0f ms, predicting %.1f ms\n",
+        grid.size(), prepared.spec.workload.model.c_str(),
+        static_cast<long long>(prepared.spec.workload.batch),
+        static_cast<long long>(prepared.spec.workload.seq), device.c_str(), traces.size(),
+        traces.size() == 1 ? "" : "s", record_ms, predict_ms);
+    const bool rules = traces.size() > 1 || grid.back().config.semantics != "offtune";
+    std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %9s\n", "index", "offload",
+                rules ? " rules  " : "", "min_offload", "window", "prefetch", "link", "step ms",
+                "x base", "peak device", "bytes", "hidden %");
+    for (size_t i = 0; i < grid.size(); ++i) {
+      const auto& p = grid[i];
+      const auto& c = p.config;
+      char hidden[16] = "n/a";
+      if (p.predicted.copies > 0) {
+        std::snprintf(hidden, sizeof hidden, "%.1f", p.predicted.hidden_copy_pct);
+      }
+      char rule[16] = "";
+      if (rules) std::snprintf(rule, sizeof rule, " %-7s", c.offload ? c.semantics.c_str() : "-");
+      std::printf(
+          "%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %9s%s\n", i,
+          c.offload ? "yes" : "no", rule,
+          c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
+          c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
+          c.offload ? std::to_string(c.prefetch).c_str() : "-", c.offload ? c.link.c_str() : "-",
+          p.predicted.step_ms(), base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
+          pf::format_size(p.predicted.peak_allocated).c_str(),
+          static_cast<long long>(p.predicted.peak_allocated), hidden, p.front ? "  front" : "");
+    }
+    if (rec.chosen) {
+      const auto& c = rec.chosen->config;
+      if (c.offload) {
+        std::printf(
+            "recommended (predicted): point %lld, min_offload_size %s, max_fwd_stash_size "
+            "%lld, prefetch %lld, link %s\n",
+            static_cast<long long>(rec.chosen->index), pf::format_size(c.min_offload_size).c_str(),
+            static_cast<long long>(c.max_fwd_stash_size), static_cast<long long>(c.prefetch),
+            c.link.c_str());
+      } else {
+        std::printf("recommended (predicted): no offloading\n");
+      }
+      std::printf("  why: %s\n", rec.rationale.c_str());
+    } else {
+      std::printf("no recommendation: %s\n", rec.rationale.c_str());
+    }
+    std::printf(
+        "  how sure: each figure is the recorded step replayed under the point's rules on the "
+        "device model's clock: a measured host-sim run of the point gives the same figures "
+        "(offtune-bench --section predict); how close they are to the GPU itself is the device "
+        "model's accuracy (docs/device-model.md). front: no other point is predicted both as "
+        "fast and as small (of equal points, the first). Measure the front and its neighbours: "
+        "offtune sweep --predict-first\n");
+    return kOk;
+  }
+
+ private:
+  static std::vector<std::string> split_list(const std::string& text) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = text.find(',', start);
+      out.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    for (const auto& s : out) {
+      if (s.empty()) {
+        refuse("--link", "--link: an empty name in '" + text + "'");
+      }
+    }
+    return out;
+  }
+
+  bool quiet_ = false;
+  bool json_ = false;
+  requests::SweepRequest request_;
+  std::string prefetch_ = "1";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_predict_command(CLI::App& app) {
+  return std::make_unique<PredictCommand>(app);
+}
+
+}  // namespace offtune::cli

@@ -1,0 +1,515 @@
+// The replay half of the what-if predictor (predict.hpp): the engine's rules (offloader.cpp)
+// applied to a recorded step, on two clocks, with device memory counted block by block. No libtorch
+// here: a 48-point grid replays in milliseconds.
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "offtune/profiler/metrics.hpp"
+#include "offtune/profiler/predict.hpp"
+
+namespace offtune::profiler {
+namespace {
+
+struct Entry {
+  int64_t id = 0;
+  int64_t block = -1;
+  int64_t span_lo = 0;
+  int64_t bytes = 0;
+  uint32_t version = 0;
+  uint64_t generation = 0;
+  int slots = 0;
+  bool alive = true;
+  bool in_fwd = false;     // in the forward window, holding its block
+  int64_t d2h_end = 0;     // when its offload copy ends
+  bool device = false;     // backward: has device bytes (a reload buffer or the held block)
+  bool from_hold = false;  // ... the held block
+  bool reloaded = false;
+  bool prefetched = false;
+  int64_t h2d_end = 0;
+  int64_t chain_prev = -1;  // entries of its generation, in pack order
+  int64_t chain_next = -1;
+};
+
+class Replay {
+ public:
+  Replay(const Trace& trace, const EngineConfig& config, const LinkModel& link)
+      : t_(trace), c_(config), link_(link), trl_(config.semantics == "trl") {
+    const size_t n = trace.blocks.size();
+    live_.assign(n, false);
+    dead_.assign(n, false);
+    refs_.assign(n, 0);
+    for (size_t b = 0; b < n; ++b) live_[b] = trace.blocks[b].before_step;
+    slot_entry_.assign(trace.slots.size(), -1);
+    slot_kept_.assign(trace.slots.size(), false);
+    mem_ = peak_ = trace.base_allocated;
+  }
+
+  Prediction run() {
+    for (const Trace::Event& ev : t_.events) {
+      now_ = ev.time_ns + delay_;
+      switch (ev.kind) {
+        case Trace::Kind::Alloc:
+          live_[ev.index] = true;
+          add_mem(t_.blocks[ev.index].bytes);
+          break;
+        case Trace::Kind::Free:
+          dead_[ev.index] = true;
+          if (refs_[ev.index] == 0) free_block(ev.index);
+          break;
+        case Trace::Kind::Pack:
+          pack(ev.index);
+          break;
+        case Trace::Kind::Unpack:
+          unpack(ev.index);
+          break;
+        case Trace::Kind::Release:
+          release(ev.index);
+          break;
+        case Trace::Kind::ForwardBegin:
+          forward_begin_ = now_;
+          break;
+        case Trace::Kind::ForwardEnd:
+          forward_end_ = now_;
+          break;
+        case Trace::Kind::BackwardEnd:
+          backward_end_ = now_;
+          end_of_backward();
+          break;
+      }
+    }
+    // The runner's drain: the step ends when the last copy has.
+    const int64_t end = std::max(t_.step_ns + delay_, copy_free_);
+    Prediction p;
+    p.step_ns = end;
+    p.peak_allocated = peak_;
+    p.offloaded_bytes = offloaded_;
+    p.reloaded_bytes = reloaded_;
+    p.copies = copies_;
+    p.window_waits = window_waits_;
+    p.stalled_ns = delay_;
+    p.hidden_copy_pct = hidden_pct();
+    return p;
+  }
+
+ private:
+  void add_mem(int64_t bytes) {
+    mem_ += bytes;
+    peak_ = std::max(peak_, mem_);
+  }
+  void free_block(int64_t b) {
+    if (!live_[b]) return;
+    live_[b] = false;
+    mem_ -= t_.blocks[b].bytes;
+  }
+  void ref(int64_t b) { ++refs_[b]; }
+  void unref(int64_t b) {
+    if (--refs_[b] == 0 && dead_[b]) free_block(b);
+  }
+
+  // The compute thread blocks until `until` (a wait, or a single-stream copy running on it).
+  void block_until(int64_t until, bool is_wait) {
+    if (until <= now_) return;
+    blocked_.push_back({now_, until});
+    if (is_wait) ++waits_;
+    delay_ += until - now_;
+    now_ = until;
+  }
+
+  // A copy of `bytes`: on the copy stream after the ones before it, or on the compute stream.
+  int64_t copy(int64_t bytes, bool d2h, bool prefetch) {
+    const int64_t cost = link_.copy_ns(bytes, c_.use_pin_memory);
+    ++copies_;
+    TimelineEvent e;
+    e.kind = d2h ? EventKind::CopyD2H : EventKind::CopyH2D;
+    e.bytes = bytes;
+    e.pinned = c_.use_pin_memory;
+    e.prefetch = prefetch;
+    if (!c_.use_streams) {
+      e.stream = 0;
+      e.start_ns = now_;
+      block_until(now_ + cost, /*is_wait=*/false);
+      e.end_ns = now_;
+      copy_events_.push_back(e);
+      return now_;
+    }
+    e.stream = 1;
+    e.start_ns = std::max(copy_free_, now_);
+    copy_free_ = e.start_ns + cost;
+    e.end_ns = copy_free_;
+    copy_events_.push_back(e);
+    return copy_free_;
+  }
+
+  int64_t held_bytes(int64_t block) const {
+    auto it = held_.find(block);
+    return it == held_.end() ? 0 : it->second;
+  }
+  void hold(int64_t block) {
+    if (held_[block]++ == 0) fwd_bytes_ += t_.blocks[block].bytes;
+  }
+  void unhold(int64_t block) {
+    auto it = held_.find(block);
+    if (it == held_.end()) return;
+    if (--it->second == 0) {
+      fwd_bytes_ -= t_.blocks[block].bytes;
+      held_.erase(it);
+    }
+  }
+  void leave_window(Entry& e) {
+    fwd_.erase(std::find(fwd_.begin(), fwd_.end(), &e - entries_.data()));
+    e.in_fwd = false;
+    unhold(e.block);
+  }
+
+  void pack(int64_t s) {
+    const Trace::Slot& slot = t_.slots[s];
+    if (slot.reason != KeepReason::None) return;  // kept whatever the knobs (its life is recorded)
+    // The baseline keeps every saved tensor, as autograd does without an offloader.
+    if (!c_.offload || slot.weight < c_.min_offload_size) {
+      slot_kept_[s] = true;
+      ref(slot.block);
+      return;
+    }
+    if (!trl_) {
+      if (const int64_t dup = find_duplicate(slot); dup >= 0) {
+        slot_entry_[s] = dup;
+        ++entries_[dup].slots;
+        return;
+      }
+    }
+    std::vector<int64_t> waits;
+    if (c_.use_streams) make_room(slot, waits);
+    const auto index = static_cast<int64_t>(entries_.size());
+    Entry& e = entries_.emplace_back();
+    e.id = slot.id;
+    e.block = slot.block;
+    e.span_lo = slot.span_lo;
+    e.bytes = slot.bytes;
+    e.version = slot.version;
+    e.generation = slot.generation;
+    e.slots = 1;
+    if (auto [it, inserted] = chain_tail_.try_emplace(e.generation, index); !inserted) {
+      e.chain_prev = it->second;
+      entries_[it->second].chain_next = index;
+      it->second = index;
+    }
+    slot_entry_[s] = index;
+    by_block_.emplace(e.block, index);
+    offloaded_ += e.bytes;
+    e.d2h_end = copy(e.bytes, /*d2h=*/true, /*prefetch=*/false);
+    if (c_.use_streams) {
+      ref(e.block);
+      hold(e.block);
+      e.in_fwd = true;
+      fwd_.push_back(index);
+    }
+    // Forward's waits for the entries that left the window, then their blocks may go.
+    for (const int64_t w : waits) {
+      block_until(entries_[w].d2h_end, /*is_wait=*/true);
+      ++window_waits_;
+    }
+    for (const int64_t w : waits) unref(entries_[w].block);
+  }
+
+  int64_t find_duplicate(const Trace::Slot& slot) const {
+    if (!live_[slot.block]) return -1;
+    auto [first, last] = by_block_.equal_range(slot.block);
+    for (auto it = first; it != last; ++it) {
+      const Entry& e = entries_[it->second];
+      if (!e.alive || e.version != slot.version) continue;
+      const int64_t lo = slot.span_lo;
+      const int64_t hi = slot.span_lo + slot.bytes;
+      if (e.span_lo <= lo && hi <= e.span_lo + e.bytes && (lo - e.span_lo) % slot.item_bytes == 0) {
+        return it->second;
+      }
+    }
+    return -1;
+  }
+
+  void make_room(const Trace::Slot& incoming, std::vector<int64_t>& waits) {
+    if (!trl_) {
+      // Finished copies leave the window first, wherever they are in it.
+      for (auto it = fwd_.begin(); it != fwd_.end();) {
+        Entry& e = entries_[*it];
+        if (e.d2h_end <= now_) {
+          it = fwd_.erase(it);
+          e.in_fwd = false;
+          unhold(e.block);
+          unref(e.block);
+        } else {
+          ++it;
+        }
+      }
+    }
+    const int64_t incoming_bytes =
+        held_bytes(incoming.block) > 0 ? 0 : t_.blocks[incoming.block].bytes;
+    const auto must_go = [&](const Entry& oldest) {
+      if (trl_) return oldest.id <= incoming.id - c_.max_fwd_stash_size;
+      return static_cast<int64_t>(fwd_.size()) >= c_.max_fwd_stash_size ||
+             (c_.max_fwd_stash_bytes > 0 && fwd_bytes_ + incoming_bytes > c_.max_fwd_stash_bytes);
+    };
+    while (!fwd_.empty() && must_go(entries_[fwd_.front()])) {
+      const int64_t index = fwd_.front();
+      fwd_.pop_front();
+      Entry& e = entries_[index];
+      e.in_fwd = false;
+      unhold(e.block);
+      waits.push_back(index);  // its reference goes after the wait
+    }
+  }
+
+  void reload(Entry& e, bool prefetch) {
+    add_mem(e.bytes);
+    reloaded_ += e.bytes;
+    e.device = true;
+    e.from_hold = false;
+    e.reloaded = true;
+    e.prefetched = prefetch;
+    e.h2d_end = copy(e.bytes, /*d2h=*/false, prefetch);
+  }
+
+  void unpack(int64_t s) {
+    const int64_t index = slot_entry_[s];
+    if (index < 0) return;
+    Entry& e = entries_[index];
+    if (!e.device) {
+      if (e.in_fwd) {
+        // Backward began before the copy was known complete: the held block serves it.
+        leave_window(e);
+        e.device = true;
+        e.from_hold = true;
+        e.reloaded = false;
+      } else {
+        reload(e, /*prefetch=*/false);
+      }
+    }
+    e.prefetched = false;
+    const bool wait = e.reloaded && e.h2d_end > now_;
+    const int64_t until = e.h2d_end;
+    prefetch_before(e);
+    if (wait) block_until(until, /*is_wait=*/true);
+  }
+
+  void prefetch_before(const Entry& e) {
+    if (c_.prefetch == 0 || !c_.use_streams || trl_) return;
+    int64_t looked = 0;
+    for (int64_t p = e.chain_prev; p >= 0 && looked < c_.prefetch; p = entries_[p].chain_prev) {
+      ++looked;
+      Entry& q = entries_[p];
+      if (!q.device && !q.in_fwd) reload(q, /*prefetch=*/true);
+    }
+  }
+
+  void release_device(Entry& e) {
+    if (!e.device) return;
+    if (e.from_hold) {
+      unref(e.block);
+    } else {
+      mem_ -= e.bytes;
+    }
+    e.device = e.from_hold = e.reloaded = e.prefetched = false;
+  }
+
+  void release(int64_t s) {
+    if (slot_kept_[s]) {
+      slot_kept_[s] = false;
+      unref(t_.slots[s].block);
+      return;
+    }
+    const int64_t index = slot_entry_[s];
+    if (index < 0) return;
+    slot_entry_[s] = -1;
+    Entry& e = entries_[index];
+    if (--e.slots > 0) return;
+    if (e.in_fwd) {
+      leave_window(e);
+      unref(e.block);
+    }
+    release_device(e);
+    e.alive = false;
+    auto [first, last] = by_block_.equal_range(e.block);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == index) {
+        by_block_.erase(it);
+        break;
+      }
+    }
+    if (e.chain_next >= 0) {
+      entries_[e.chain_next].chain_prev = e.chain_prev;
+    } else if (auto it = chain_tail_.find(e.generation);
+               it != chain_tail_.end() && it->second == index) {
+      if (e.chain_prev >= 0) {
+        it->second = e.chain_prev;
+      } else {
+        chain_tail_.erase(it);
+      }
+    }
+    if (e.chain_prev >= 0) entries_[e.chain_prev].chain_next = e.chain_next;
+  }
+
+  // The engine gives back what backward brought in and nobody released (unconsumed prefetches).
+  void end_of_backward() {
+    for (Entry& e : entries_) {
+      if (e.alive && e.device) release_device(e);
+    }
+  }
+
+  // As the runner measures it: copy time overlapped by the compute thread's busy time (forward
+  // and backward, less its waits and the copies it ran itself).
+  double hidden_pct() const {
+    if (copy_events_.empty()) return 0.0;
+    std::vector<TimelineEvent> events = copy_events_;
+    std::vector<std::pair<int64_t, int64_t>> blocked = blocked_;
+    std::sort(blocked.begin(), blocked.end());
+    if (forward_begin_ >= 0 && backward_end_ >= 0) {
+      int64_t cursor = forward_begin_;
+      for (auto [b, e] : blocked) {
+        if (e <= cursor || b >= backward_end_) continue;
+        if (b > cursor) events.push_back(event_span(EventKind::Compute, cursor, b));
+        cursor = std::max(cursor, e);
+      }
+      if (cursor < backward_end_) {
+        events.push_back(event_span(EventKind::Compute, cursor, backward_end_));
+      }
+    }
+    if (std::none_of(events.begin(), events.end(),
+                     [](const TimelineEvent& e) { return e.kind == EventKind::Compute; })) {
+      return 0.0;
+    }
+    return compute_overlap(events).hidden_pct;
+  }
+
+  const Trace& t_;
+  const EngineConfig& c_;
+  const LinkModel link_;
+  const bool trl_;
+  std::vector<bool> live_, dead_;
+  std::vector<int64_t> refs_;
+  std::vector<int64_t> slot_entry_;
+  std::vector<bool> slot_kept_;
+  std::vector<Entry> entries_;
+  std::unordered_multimap<int64_t, int64_t> by_block_;
+  std::unordered_map<uint64_t, int64_t> chain_tail_;
+  std::deque<int64_t> fwd_;
+  std::unordered_map<int64_t, int64_t> held_;
+  int64_t fwd_bytes_ = 0;
+  int64_t mem_ = 0, peak_ = 0;
+  int64_t now_ = 0, delay_ = 0, copy_free_ = 0;
+  int64_t forward_begin_ = -1, forward_end_ = -1, backward_end_ = -1;
+  int64_t offloaded_ = 0, reloaded_ = 0, copies_ = 0, window_waits_ = 0, waits_ = 0;
+  std::vector<TimelineEvent> copy_events_;
+  std::vector<std::pair<int64_t, int64_t>> blocked_;
+};
+
+}  // namespace
+
+Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link) {
+  if (config.offload && parse_semantics(config.semantics) != trace.semantics) {
+    throw std::invalid_argument("a trace recorded under " +
+                                std::string(to_string(trace.semantics)) +
+                                " semantics cannot predict a point under " + config.semantics);
+  }
+  if (config.offload && config.max_fwd_stash_size < 1) {
+    throw std::invalid_argument("max_fwd_stash_size must be >= 1, got " +
+                                std::to_string(config.max_fwd_stash_size));
+  }
+  return Replay(trace, config, link).run();
+}
+
+PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction& prediction) {
+  PointRecord p;
+  p.index = index;
+  p.config = config;
+  p.status = PointStatus::Ok;
+  RunSummary& s = p.summary;
+  s.step_ms_median = s.step_ms_min = s.step_ms_max = prediction.step_ms();
+  // Every replayed step is the same: an exact interval (a level above 0 with zero width).
+  s.step_ms_ci_low = s.step_ms_ci_high = prediction.step_ms();
+  s.step_ms_ci_level = 1.0;
+  s.peak_allocated = prediction.peak_allocated;
+  s.offloaded_bytes = prediction.offloaded_bytes;
+  s.reloaded_bytes = prediction.reloaded_bytes;
+  s.hidden_copy_pct = prediction.hidden_copy_pct;
+  s.host_bytes_peak = prediction.offloaded_bytes;
+  return p;
+}
+
+std::vector<bool> predicted_front(const std::vector<Prediction>& predicted) {
+  const size_t n = predicted.size();
+  std::vector<bool> front(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const Prediction& y = predicted[i];
+    bool dominated = false;
+    for (size_t j = 0; j < n && !dominated; ++j) {
+      const Prediction& x = predicted[j];
+      const bool no_worse = x.peak_allocated <= y.peak_allocated && x.step_ns <= y.step_ns;
+      const bool better = x.peak_allocated < y.peak_allocated || x.step_ns < y.step_ns;
+      // A point predicted exactly as an earlier one (the same copies, or none) is the same
+      // measurement: the earlier one stands for it.
+      dominated = j != i && no_worse && (better || j < i);
+    }
+    front[i] = !dominated;
+  }
+  return front;
+}
+
+std::vector<int64_t> points_that_matter(const std::vector<EngineConfig>& configs,
+                                        const std::vector<Prediction>& predicted) {
+  if (configs.size() != predicted.size()) {
+    throw std::invalid_argument("points_that_matter: one prediction per point");
+  }
+  const size_t n = configs.size();
+  const std::vector<bool> on_front = predicted_front(predicted);
+  std::vector<bool> keep(n, false);
+  std::vector<size_t> front;
+  for (size_t i = 0; i < n; ++i) {
+    if (!configs[i].offload) keep[i] = true;  // the baseline, which every slowdown refers to
+    if (on_front[i]) {
+      keep[i] = true;
+      front.push_back(i);
+    }
+  }
+  // Positions of each knob's value among the values the grid takes, for "next up and down".
+  const auto rank = [&](auto field) {
+    std::vector<int64_t> values;
+    for (const auto& c : configs) {
+      if (c.offload) values.push_back(field(c));
+    }
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    std::vector<int64_t> r(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      if (configs[i].offload) {
+        r[i] = std::lower_bound(values.begin(), values.end(), field(configs[i])) - values.begin();
+      }
+    }
+    return r;
+  };
+  const auto size_rank = rank([](const EngineConfig& c) { return c.min_offload_size; });
+  const auto window_rank = rank([](const EngineConfig& c) { return c.max_fwd_stash_size; });
+  for (size_t f : front) {
+    if (!configs[f].offload) continue;
+    for (size_t i = 0; i < n; ++i) {
+      const EngineConfig& a = configs[f];
+      const EngineConfig& b = configs[i];
+      if (!b.offload || a.semantics != b.semantics || a.prefetch != b.prefetch ||
+          a.use_streams != b.use_streams || a.use_pin_memory != b.use_pin_memory ||
+          a.link != b.link) {
+        continue;
+      }
+      const int64_t d =
+          std::abs(size_rank[f] - size_rank[i]) + std::abs(window_rank[f] - window_rank[i]);
+      if (d == 1) keep[i] = true;
+    }
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (keep[i]) out.push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+}  // namespace offtune::profiler

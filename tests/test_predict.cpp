@@ -1,0 +1,232 @@
+// The what-if predictor: one recorded step, replayed under each point's rules, against the same
+// points measured (host-sim with a device model, where both are exact and repeatable).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "offtune/device_model.hpp"
+#include "offtune/host_sim.hpp"
+#include "offtune/profiler/predict.hpp"
+#include "offtune/profiler/runner.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/sweep.hpp"
+#include "offtune/samples/registry.hpp"
+#include "offtune/samples/workload.hpp"
+
+namespace offtune {
+namespace {
+
+namespace pf = profiler;
+
+class Predict : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_sim::install();
+    at::set_num_threads(1);
+    model_ = device_model_named("h100-sxm");
+    host_sim::set_device_model(&model_);
+  }
+  void TearDown() override { host_sim::set_device_model(nullptr); }
+
+  static pf::Workload workload(const std::string& model, int64_t batch, int64_t seq) {
+    pf::Workload w;
+    w.model = model;
+    w.batch = batch;
+    w.seq = seq;
+    w.dtype = "fp32";
+    w.steps = 2;
+    w.warmup = 1;
+    return w;
+  }
+  static std::unique_ptr<WorkloadInstance> instance(const pf::Workload& w) {
+    samples::WorkloadSpec s;
+    s.model = w.model;
+    s.batch = w.batch;
+    s.seq = w.seq;
+    return samples::make_workload(s, c10::kCPU);
+  }
+  static OffloadOptions base(const LinkModel& link) {
+    OffloadOptions o;
+    o.backend = BackendKind::HostSim;
+    o.link = link;
+    return o;
+  }
+  static pf::RunSummary measure(WorkloadInstance& wi, const pf::Workload& w,
+                                const pf::EngineConfig& config, const LinkModel& link) {
+    pf::RunSpec spec;
+    spec.workload = w;
+    spec.config = config;
+    spec.base = base(link);
+    spec.env.backend = "host-sim";
+    spec.record_timeline = false;
+    auto store = pf::make_memory_store();
+    const auto out = pf::run_measured(wi, spec, *store);
+    EXPECT_EQ(out.record.status, pf::RunStatus::Ok) << out.record.error;
+    return out.record.summary;
+  }
+
+  // Every point of `grid`, measured and predicted: step time within `time_tol` and peak within
+  // `peak_tol` (relative), hidden-copy share within 10 points.
+  void expect_accurate(const std::string& model, int64_t batch, int64_t seq, pf::Grid grid,
+                       const LinkModel& link, double time_tol = 0.01, double peak_tol = 0.01) {
+    const auto w = workload(model, batch, seq);
+    auto wi = instance(w);
+    const auto sem = grid.base.semantics;
+    const pf::Trace trace = pf::record_trace(*wi, w, base(link), parse_semantics(sem));
+    ASSERT_FALSE(trace.events.empty());
+    double worst_step = 0.0, worst_peak = 0.0;
+    for (const auto& config : pf::expand_grid(grid)) {
+      const auto p = pf::predict(trace, config, link);
+      const auto m = measure(*wi, w, config, link);
+      const double step_err = std::abs(p.step_ms() - m.step_ms_median) / m.step_ms_median;
+      const double peak_err = std::abs(static_cast<double>(p.peak_allocated - m.peak_allocated)) /
+                              static_cast<double>(m.peak_allocated);
+      const std::string what = model + " offload=" + std::to_string(config.offload) +
+                               " min=" + std::to_string(config.min_offload_size) +
+                               " window=" + std::to_string(config.max_fwd_stash_size) +
+                               " prefetch=" + std::to_string(config.prefetch) + " " +
+                               config.semantics;
+      EXPECT_LE(step_err, time_tol)
+          << what << ": predicted " << p.step_ms() << " ms, measured " << m.step_ms_median << " ms";
+      EXPECT_LE(peak_err, peak_tol) << what << ": predicted " << p.peak_allocated << " B, measured "
+                                    << m.peak_allocated << " B";
+      if (m.offloaded_bytes > 0) {
+        EXPECT_NEAR(p.hidden_copy_pct, m.hidden_copy_pct, 10.0) << what;
+      }
+      EXPECT_EQ(p.offloaded_bytes, m.offloaded_bytes) << what;
+      if (std::getenv("OFFTUNE_PREDICT_VERBOSE")) {
+        std::cout << what << ": " << p.step_ms() << " vs " << m.step_ms_median << " ms, "
+                  << p.peak_allocated << " vs " << m.peak_allocated << " B, hidden "
+                  << p.hidden_copy_pct << " vs " << m.hidden_copy_pct << "\n";
+      }
+      worst_step = std::max(worst_step, step_err);
+      worst_peak = std::max(worst_peak, peak_err);
+    }
+    std::cout << "[ predict  ] " << model << " b" << batch << " s" << seq << " " << sem
+              << ": worst step-time error " << worst_step * 100 << "%, worst peak error "
+              << worst_peak * 100 << "%\n";
+  }
+
+  static pf::Grid default_grid() {
+    pf::Grid g;
+    g.min_offload_sizes = {1024, 8192, 65536, 524288, 4194304, 33554432};
+    g.max_fwd_stash_sizes = {1, 2, 5};
+    return g;
+  }
+
+  DeviceModel model_;
+};
+
+TEST_F(Predict, TheBaselineIsTheRecordedStepWithEverySavedTensorKept) {
+  const auto w = workload("tiny", 2, 32);
+  auto wi = instance(w);
+  const auto trace = pf::record_trace(*wi, w, base(LinkModel::pcie4()), Semantics::Offtune);
+  pf::EngineConfig baseline;
+  baseline.offload = false;
+  const auto p = pf::predict(trace, baseline, LinkModel::pcie4());
+  const auto m = measure(*wi, w, baseline, LinkModel::pcie4());
+  // No copies, no waits: the recorded compute, and the recorded memory with saved tensors held.
+  EXPECT_EQ(p.copies, 0);
+  EXPECT_EQ(p.stalled_ns, 0);
+  EXPECT_NEAR(p.step_ms(), m.step_ms_median, m.step_ms_median * 0.01);
+  EXPECT_EQ(p.peak_allocated, m.peak_allocated);
+  // One modelled step is as exact as several: an interval of zero width at a level above 0 (the
+  // table's "exact (modelled)"), not an unknown one.
+  auto one = w;
+  one.steps = 1;
+  const auto m1 = measure(*wi, one, baseline, LinkModel::pcie4());
+  EXPECT_GT(m1.step_ms_ci_level, 0.0);
+  EXPECT_EQ(m1.step_ms_ci_low, m1.step_ms_ci_high);
+  EXPECT_EQ(m1.step_ms_ci_low, m1.step_ms_median);
+}
+
+TEST_F(Predict, TinysDefaultGridOverPcie4) {
+  expect_accurate("tiny", 2, 64, default_grid(), LinkModel::pcie4());
+}
+
+TEST_F(Predict, OtherModelsPrefetchAndLinks) {
+  auto g = default_grid();
+  g.base.prefetch = 2;
+  expect_accurate("mlp", 4, 64, g, LinkModel::pcie5());
+  g.base.prefetch = 0;
+  expect_accurate("gpt-tiny", 2, 32, g, LinkModel::nvlink_c2c());
+}
+
+TEST_F(Predict, TrlSemanticsAndTheByteWindow) {
+  auto g = default_grid();
+  g.base.semantics = "trl";
+  expect_accurate("tiny", 2, 32, g, LinkModel::pcie4());
+  auto b = default_grid();
+  b.base.max_fwd_stash_bytes = 256 * 1024;
+  expect_accurate("tiny", 2, 32, b, LinkModel::pcie4());
+}
+
+TEST_F(Predict, SingleStreamMode) {
+  auto g = default_grid();
+  g.base.use_streams = false;
+  expect_accurate("tiny", 2, 32, g, LinkModel::pcie4());
+}
+
+TEST_F(Predict, ATraceOfOneSemanticsRefusesTheOther) {
+  const auto w = workload("tiny", 1, 16);
+  auto wi = instance(w);
+  const auto trace = pf::record_trace(*wi, w, base(LinkModel::pcie4()), Semantics::Offtune);
+  pf::EngineConfig trl;
+  trl.semantics = "trl";
+  EXPECT_THROW(pf::predict(trace, trl, LinkModel::pcie4()), std::invalid_argument);
+}
+
+TEST(PredictFront, ThePointsThatMatterAreTheFrontItsNeighboursAndTheBaseline) {
+  // Baseline, then sizes {1, 2, 4} KiB x windows {1, 2, 5}: index 1 + 3 * size + window.
+  pf::Grid g;
+  g.min_offload_sizes = {1024, 2048, 4096};
+  g.max_fwd_stash_sizes = {1, 2, 5};
+  const auto configs = pf::expand_grid(g);
+  ASSERT_EQ(configs.size(), 10U);
+  std::vector<pf::Prediction> p(configs.size());
+  for (auto& x : p) {  // every point slow and big: dominated by the two below
+    x.step_ns = 9'000;
+    x.peak_allocated = 9'000;
+  }
+  p[0] = {.step_ns = 1'000, .peak_allocated = 8'000};  // the baseline: fast, big
+  p[5] = {.step_ns = 2'000, .peak_allocated = 4'000};  // 2 KiB / window 2: the trade-off
+  p[9] = p[5];                                         // 4 KiB / window 5: the same again
+  EXPECT_EQ(pf::predicted_front(p), (std::vector<bool>{true, false, false, false, false, true,
+                                                       false, false, false, false}));
+  // 2 KiB / 2's neighbours: 1 KiB / 2 (2), 4 KiB / 2 (8), 2 KiB / 1 (4), 2 KiB / 5 (6). Point 9,
+  // predicted exactly as point 5, is not measured again.
+  EXPECT_EQ(pf::points_that_matter(configs, p), (std::vector<int64_t>{0, 2, 4, 5, 6, 8}));
+  // One prediction per point.
+  EXPECT_THROW(pf::points_that_matter(configs, {}), std::invalid_argument);
+}
+
+TEST(PredictWithoutModel, NeedsADeviceModel) {
+  host_sim::install();
+  host_sim::set_device_model(nullptr);
+  samples::WorkloadSpec s;
+  s.model = "tiny";
+  s.batch = 1;
+  s.seq = 16;
+  auto wi = samples::make_workload(s, c10::kCPU);
+  pf::Workload w;
+  w.model = "tiny";
+  w.batch = 1;
+  w.seq = 16;
+  w.warmup = 0;
+  OffloadOptions o;
+  o.backend = BackendKind::HostSim;
+  try {
+    pf::record_trace(*wi, w, o, Semantics::Offtune);
+    FAIL() << "recorded without a device model";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--device-model"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace offtune
