@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -25,6 +26,7 @@
 #endif
 
 #include "offtune/host_sim.hpp"
+#include "offtune/profiler/metrics.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -152,6 +154,124 @@ TEST(Sweep, RunsRecordsAndResumes) {
   EXPECT_EQ(second.skipped, 5);
   EXPECT_EQ(store->points(first.sweep).size(), 5u);
   EXPECT_EQ(store->runs().size(), 5u);
+}
+
+TEST(Sweep, RepeatMeasuresEveryPointInRoundsAndCombinesTheirSteps) {
+  auto store = make_memory_store();
+  auto spec = tiny_spec();
+  spec.grid.min_offload_sizes = {1024};  // the baseline and two points
+  spec.repeat = 3;
+  auto workload = workload_of(spec.workload);
+  int64_t last_total = 0, reports = 0;
+  const auto first = run_sweep(*workload, spec, *store, [&](const SweepProgress& p) {
+    last_total = p.total;
+    ++reports;
+  });
+  EXPECT_EQ(first.ran, 3);
+  EXPECT_EQ(first.repeated, 6);
+  EXPECT_EQ(last_total, 9);
+  EXPECT_EQ(reports, 9);
+  const auto runs = store->runs();
+  ASSERT_EQ(runs.size(), 9u);
+  // Rounds, not repetitions of one point: every first-round run comes before any later one.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const bool later = runs[i].label.find("repeat") != std::string::npos;
+    EXPECT_EQ(later, i >= 3) << runs[i].label;
+  }
+  for (const auto& p : store->points(first.sweep)) {
+    ASSERT_EQ(p.status, PointStatus::Ok);
+    // The point keeps its first run; its step time is the median of its six steps.
+    const auto own = store->run(p.run);
+    ASSERT_TRUE(own.has_value());
+    EXPECT_EQ(own->label.find("repeat"), std::string::npos);
+    std::vector<double> ms;
+    for (const auto& r : runs) {
+      if (r.id != p.run &&
+          r.label.rfind(spec.name + " point " + std::to_string(p.index) + " (sweep ", 0) != 0) {
+        continue;
+      }
+      for (const auto& st : store->steps(r.id)) {
+        ms.push_back(static_cast<double>(st.end_ns - st.begin_ns) / 1e6);
+      }
+    }
+    ASSERT_EQ(ms.size(), 6u) << p.index;
+    const auto stats = step_stats(ms);
+    EXPECT_DOUBLE_EQ(p.summary.step_ms_median, stats.median_ms);
+    EXPECT_DOUBLE_EQ(p.summary.step_ms_ci_low, stats.ci_low_ms);
+    EXPECT_DOUBLE_EQ(p.summary.step_ms_ci_high, stats.ci_high_ms);
+  }
+  // A larger repeat adds only the missing round; the same again adds nothing.
+  spec.repeat = 4;
+  const auto more = run_sweep(*workload, spec, *store);
+  EXPECT_EQ(more.ran, 0);
+  EXPECT_EQ(more.repeated, 3);
+  EXPECT_EQ(run_sweep(*workload, spec, *store).repeated, 0);
+  EXPECT_EQ(store->runs().size(), 12u);
+}
+
+// A workload whose first `slow` steps take 40 ms and the rest 4 ms: warm-up the requested --warmup
+// does not cover.
+class SettlingWorkload final : public WorkloadInstance {
+ public:
+  explicit SettlingWorkload(int64_t slow) : slow_(slow) {}
+  std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
+    return std::make_unique<ActivationOffloader>(options);
+  }
+  void step(ActivationOffloader*, int64_t index, StepPhases&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(index < slow_ ? 40 : 4));
+  }
+
+ private:
+  int64_t slow_;
+};
+
+TEST(Runner, WarmUpGoesOnUntilTheStepsSettle) {
+  RunSpec spec;
+  spec.workload.model = "settling";
+  spec.workload.steps = 3;
+  spec.workload.warmup = 1;
+  spec.config.offload = false;
+  spec.base.backend = BackendKind::HostSim;
+  auto store = make_memory_store();
+  // Steps 0 (warm-up), 1 and 2 are slow: the first two measured ones are dropped as warm-up and
+  // two more are measured.
+  SettlingWorkload settling(3);
+  const auto out = run_measured(settling, spec, *store);
+  ASSERT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
+  EXPECT_EQ(out.warmup_added, 2);
+  ASSERT_EQ(out.steps.size(), 3u);
+  for (size_t k = 0; k < out.steps.size(); ++k) {
+    EXPECT_EQ(out.steps[k].step, static_cast<int64_t>(k));
+    EXPECT_LT(out.steps[k].end_ns - out.steps[k].begin_ns, 30'000'000) << "a slow step was kept";
+  }
+  EXPECT_LT(out.record.summary.step_ms_max, 30.0);
+  int64_t marks = 0;
+  for (const auto& e : store->events(out.record.id)) {
+    if (e.kind != EventKind::Step) continue;
+    EXPECT_EQ(e.name, "step " + std::to_string(marks));
+    EXPECT_GE(e.start_ns, out.steps.front().begin_ns);
+    ++marks;
+  }
+  EXPECT_EQ(marks, 3);
+  // Steps steady from the start, slow or fast, are measured as asked.
+  SettlingWorkload fast(0), slow(1000);
+  EXPECT_EQ(run_measured(fast, spec, *store).warmup_added, 0);
+  EXPECT_EQ(run_measured(slow, spec, *store).warmup_added, 0);
+  // A workload that never settles (each step 30% faster than the one before) gives up after
+  // kMaxExtraWarmup steps and keeps what it has.
+  class Speeding final : public WorkloadInstance {
+   public:
+    std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& o) override {
+      return std::make_unique<ActivationOffloader>(o);
+    }
+    void step(ActivationOffloader*, int64_t index, StepPhases&) override {
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          static_cast<int64_t>(250000.0 * std::pow(0.7, static_cast<double>(index)))));
+    }
+  } speeding;
+  const auto gave_up = run_measured(speeding, spec, *store);
+  EXPECT_EQ(gave_up.warmup_added, kMaxExtraWarmup);
+  EXPECT_EQ(gave_up.steps.size(), 3u);
 }
 
 TEST(Sweep, CancelStopsBetweenPointsAndResumeFinishes) {

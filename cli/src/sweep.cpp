@@ -41,6 +41,10 @@ class SweepCommand final : public Command {
                      "finalists again with this many steps (0: never; never with --device-model, "
                      "whose times are exact)")
         ->capture_default_str();
+    app_->add_option("--repeat", request_.repeat,
+                     "measure each point this many times, in rounds over the whole grid (so that "
+                     "drift falls on every point alike); a point's step time covers all its runs")
+        ->capture_default_str();
     app_->add_flag("--predict-first", request_.predict_first,
                    "predict every point from one recorded step, then measure only the points "
                    "that matter: the predicted front and its grid neighbours (needs "
@@ -87,6 +91,7 @@ class SweepCommand final : public Command {
                         {"failed", outcome.failed},
                         {"oom", outcome.oom},
                         {"interrupted", outcome.interrupted},
+                        {"repeated", outcome.repeated},
                         {"by_other", outcome.by_other},
                         {"refined", refined.remeasured},
                         {"refine_steps", refined.steps},
@@ -101,6 +106,10 @@ class SweepCommand final : public Command {
                 << outcome.failed << ", out of memory " << outcome.oom;
       if (outcome.by_other > 0) {
         std::cout << ", measured by another offtune process " << outcome.by_other;
+      }
+      if (outcome.repeated > 0) {
+        std::cout << ", runs of later rounds (--repeat " << request_.repeat << ") "
+                  << outcome.repeated;
       }
       std::cout << "\n";
       if (!refined.remeasured.empty()) {

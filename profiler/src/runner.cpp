@@ -14,6 +14,10 @@
 namespace offtune::profiler {
 namespace {
 
+// Warm-up until stable (run_measured): a first measured step this much slower than the median of
+// the others is warm-up.
+constexpr double kUnsettled = 1.25;
+
 int64_t unix_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -130,7 +134,13 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       out.collector_status = collector->status();
     };
 
-    const int64_t total = spec.workload.warmup + spec.workload.steps;
+    // Warm-up until stable: a first measured step much slower than the others is warm-up that the
+    // requested --warmup did not cover (allocator growth, caches, autotuning); it is dropped and
+    // one more step is measured, at most kMaxExtraWarmup times. Needs 3 steps to judge; a device
+    // model times every step alike, so it never applies there.
+    const bool modelled = host_sim && host_sim::device_model() != nullptr;
+    const bool settle = !modelled && spec.workload.steps >= 3;
+    int64_t total = spec.workload.warmup + spec.workload.steps;
     for (int64_t i = 0; i < total; ++i) {
       const bool measured = i >= spec.workload.warmup;
       workload.synchronize();
@@ -177,10 +187,39 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       s.loss = phases.loss;
       out.steps.push_back(s);
       step_ms.push_back(static_cast<double>(end - begin) / 1e6);
+      if (settle && static_cast<int64_t>(step_ms.size()) == spec.workload.steps &&
+          out.warmup_added < kMaxExtraWarmup) {
+        std::vector<double> rest(step_ms.begin() + 1, step_ms.end());
+        std::sort(rest.begin(), rest.end());
+        const size_t m = rest.size() / 2;
+        const double median = rest.size() % 2 == 1 ? rest[m] : 0.5 * (rest[m - 1] + rest[m]);
+        if (step_ms.front() > kUnsettled * median) {
+          step_ms.erase(step_ms.begin());
+          out.steps.erase(out.steps.begin());
+          ++out.warmup_added;
+          ++total;
+        }
+      }
     }
+    // Steps are numbered from the first one kept; the timeline keeps what they covered.
+    for (size_t k = 0; k < out.steps.size(); ++k) out.steps[k].step = static_cast<int64_t>(k);
+    const int64_t kept_from = out.steps.empty() ? 0 : out.steps.front().begin_ns;
     collector->stop();
     out.dropped_records = collector->dropped_records();
     auto snapshot = recorder->take();
+    if (out.warmup_added > 0) {
+      // The dropped steps lead: what the recorder saw before the first kept step goes, and the
+      // step marks are named by the steps kept. (On cuda, CUPTI's records, merged below, keep
+      // the GPU's own clock and are left as they are.)
+      std::erase_if(snapshot.events,
+                    [&](const TimelineEvent& e) { return e.start_ns < kept_from; });
+      std::erase_if(snapshot.occupancy,
+                    [&](const OccupancySample& o) { return o.time_ns < kept_from; });
+      int64_t n = 0;
+      for (auto& e : snapshot.events) {
+        if (e.kind == EventKind::Step) e.name = "step " + std::to_string(n++);
+      }
+    }
     if (collector->active() || !host_sim) {
       // CUPTI's kernels and copies replace the engine's observed copy times on cuda.
       auto device_events = collector->take();

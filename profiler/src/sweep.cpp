@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "offtune/profiler/json.hpp"
+#include "offtune/profiler/metrics.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -108,6 +109,39 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
   return key.dump();
 }
 
+namespace {
+
+// The summary of a point measured in several runs: the step time over every step of all of them,
+// the peaks at their highest, the rest as the last run had it.
+RunSummary combined_summary(Store& store, const std::vector<RunId>& runs) {
+  std::vector<double> step_ms;
+  RunSummary out;
+  int64_t peak_allocated = 0, peak_reserved = 0;
+  for (const RunId id : runs) {
+    const auto run = store.run(id);
+    if (!run) continue;
+    out = run->summary;
+    peak_allocated = std::max(peak_allocated, run->summary.peak_allocated);
+    peak_reserved = std::max(peak_reserved, run->summary.peak_reserved);
+    for (const StepRecord& s : store.steps(id)) {
+      step_ms.push_back(static_cast<double>(s.end_ns - s.begin_ns) / 1e6);
+    }
+  }
+  const StepStats st = step_stats(step_ms);
+  out.step_ms_median = st.median_ms;
+  out.step_ms_min = st.min_ms;
+  out.step_ms_max = st.max_ms;
+  out.step_ms_stddev = st.stddev_ms;
+  out.step_ms_ci_low = st.ci_low_ms;
+  out.step_ms_ci_high = st.ci_high_ms;
+  out.step_ms_ci_level = st.ci_level;
+  out.peak_allocated = peak_allocated;
+  out.peak_reserved = peak_reserved;
+  return out;
+}
+
+}  // namespace
+
 SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
                        const std::function<void(const SweepProgress&)>& progress,
                        const std::atomic<bool>* cancel) {
@@ -135,7 +169,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   }
   const std::vector<int64_t> mine = measurement_order(in_grid_order);
   SweepProgress prog;
-  prog.total = static_cast<int64_t>(mine.size());
+  prog.total = static_cast<int64_t>(mine.size()) * std::max<int64_t>(spec.repeat, 1);
   const auto report = [&](const PointRecord* last) {
     ++prog.done;
     prog.last = last;
@@ -254,6 +288,50 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
     }
     held = std::move(still);
     if (!held.empty()) std::this_thread::sleep_for(kPollInterval);
+  }
+
+  // Rounds 2..repeat: every point that measured ok, once more per round, in the same order.
+  for (int64_t round = 2; round <= spec.repeat; ++round) {
+    const std::vector<RunRecord> runs = store.runs();
+    std::map<int64_t, PointRecord> points;
+    for (auto& p : store.points(out.sweep)) points[p.index] = p;
+    for (int64_t index : mine) {
+      if (cancelled()) {
+        out.interrupted = true;
+        return out;
+      }
+      auto it = points.find(index);
+      if (it == points.end() || it->second.status != PointStatus::Ok) {
+        report(nullptr);
+        continue;
+      }
+      PointRecord& point = it->second;
+      const std::string prefix = spec.name + " point " + std::to_string(index) + " (sweep " +
+                                 std::to_string(out.sweep.value) + ", repeat ";
+      std::vector<RunId> rounds{point.run};
+      for (const RunRecord& r : runs) {
+        if (r.status == RunStatus::Ok && r.label.rfind(prefix, 0) == 0) rounds.push_back(r.id);
+      }
+      if (static_cast<int64_t>(rounds.size()) >= round) {  // measured in an earlier invocation
+        report(nullptr);
+        continue;
+      }
+      RunSpec run;
+      run.workload = spec.workload;
+      run.config = point.config;
+      run.base = spec.base;
+      run.env = spec.env;
+      run.label = prefix + std::to_string(round) + " of " + std::to_string(spec.repeat) + ")";
+      run.collector = spec.collector;
+      const RunOutcome result = run_measured(workload, run, store);
+      ++out.repeated;
+      if (result.record.status == RunStatus::Ok) {
+        rounds.push_back(result.record.id);
+        point.summary = combined_summary(store, rounds);
+        store.put_point(point);
+      }
+      report(&point);
+    }
   }
   return out;
 }

@@ -86,6 +86,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   out.workload = std::move(bound.workload);
   out.refine_steps = request.refine_steps;
   out.predict_first = request.predict_first;
+  out.spec.repeat = request.repeat;
   return out;
 }
 

@@ -248,6 +248,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
+  c.range("--repeat", r.repeat, kRepeatRange.lo, kRepeatRange.hi);
   if (r.predict_first && (r.backend.device_model.empty() || r.backend.backend == "cuda")) {
     c.fail("--predict-first",
            "--predict-first replays one recorded step, which needs its op times known ahead: "

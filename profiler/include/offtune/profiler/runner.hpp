@@ -45,7 +45,11 @@ struct RunOutcome {
   std::vector<StepRecord> steps;
   std::string collector_status;  // what recorded device activity, or why CUPTI stepped aside
   int64_t dropped_records = 0;   // CUPTI records lost (buffers full)
+  // Leading measured steps found to be warm-up and measured again (warm-up until stable: a first
+  // step more than 25% slower than the median of the others; at most kMaxExtraWarmup).
+  int64_t warmup_added = 0;
 };
+inline constexpr int64_t kMaxExtraWarmup = 10;
 
 // Fans engine events out to several observers (the recorder and NVTX), in order. Spans end in the
 // reverse order they began, so that targets that open ranges of their own nest them properly.

@@ -68,11 +68,17 @@ struct SweepSpec {
   // sweep's points that matter, predict.hpp); the others stay unmeasured, and the same sweep run
   // again without the list measures them.
   std::vector<int64_t> only;
+  // Each point is measured this many times, in rounds: every point once, then every point again,
+  // so that a drift in machine speed falls on all of them alike. The rounds after the first are
+  // runs labelled "NAME point I (sweep S, repeat K of N)"; the point keeps its first run and its
+  // step time becomes the median (with its interval) over the steps of all its runs. Not part of
+  // the sweep's identity: the same sweep run again with a larger N adds the missing rounds.
+  int64_t repeat = 1;
 };
 
 struct SweepProgress {
   int64_t done = 0;   // points finished in this invocation or earlier (this shard), anywhere
-  int64_t total = 0;  // points in this shard
+  int64_t total = 0;  // points in this shard, times SweepSpec::repeat
   // The point just finished, here or by another process; null for points found finished already.
   const PointRecord* last = nullptr;
 };
@@ -83,6 +89,7 @@ struct SweepOutcome {
   int64_t skipped = 0;   // already finished when this sweep came to them (resume)
   int64_t by_other = 0;  // measured by another process while this one waited for them
   int64_t ok = 0, failed = 0, oom = 0;  // of the points measured here
+  int64_t repeated = 0;                 // runs of later rounds (SweepSpec::repeat) made here
   bool interrupted = false;
 };
 

@@ -50,6 +50,7 @@ inline constexpr Range kWarmupRange{0, 100000};
 // 20 steps give the median a 95.9% interval between the 6th and 15th fastest steps.
 inline constexpr int64_t kDefaultRefineSteps = 20;
 inline constexpr Range kRefineStepsRange{0, 100000};
+inline constexpr Range kRepeatRange{1, 1000};
 
 // What a front end offers in its lists: the samples' built-in models, and the names the parsers
 // below take (first the canonical one of each).
@@ -141,6 +142,8 @@ struct SweepRequest {
   // Predict every point from one recorded step first (profiler/predict.hpp), then measure only the
   // points that matter (the predicted front and its neighbours). Needs a device model on host-sim.
   bool predict_first = false;
+  // Each point measured this many times, in interleaved rounds (profiler::SweepSpec::repeat).
+  int64_t repeat = 1;
 };
 
 // --- Validation
