@@ -774,8 +774,10 @@ int64_t HeatmapWidget::pointAt(QPoint pos) const {
 
 // The text of a cell: the first form that fits inside the cell (less kLabelInset each side) in
 // the label font: the value with its unit, the number alone, the number with the metric's usual
-// digits; a second line with the step time's spread where there is room for it.
-HeatmapWidget::CellLabel HeatmapWidget::labelFor(const Layout& l, const Placement& pl) const {
+// digits; a second line with the step time's spread where there is room for it. Values start at
+// form `min_form`, so that all cells can show the same form (uniformForm).
+HeatmapWidget::CellLabel HeatmapWidget::labelFor(const Layout& l, const Placement& pl, int min_form,
+                                                 int* form_used) const {
   CellLabel out;
   out.cell = placementRect(l, pl).adjusted(1, 1, -1, -1);
   out.font = labelFont();
@@ -783,12 +785,14 @@ HeatmapWidget::CellLabel HeatmapWidget::labelFor(const Layout& l, const Placemen
   const auto& pt = record(pl);
   QStringList forms;
   QString second;
+  int first = 0;
   switch (pt.status) {
     case pf::PointStatus::Ok:
       if (const auto v = metric_value(*data_, pt, metric_); v && has_range_ && std::isfinite(*v)) {
         const int d = decimals_.of(metric_);
         forms << legendText(*v) << qs(format_metric_number(metric_, *v, d))
               << qs(format_metric_number(metric_, *v, 0));
+        first = std::clamp(min_form, 0, static_cast<int>(forms.size()) - 1);
         if (metric_ == SweepMetric::StepTime || metric_ == SweepMetric::Slowdown) {
           second = qs(short_spread(pt.summary));
         }
@@ -809,8 +813,10 @@ HeatmapWidget::CellLabel HeatmapWidget::labelFor(const Layout& l, const Placemen
   const QRect inner = out.cell.adjusted(kLabelInset, kLabelInset, -kLabelInset, -kLabelInset);
   if (inner.width() <= 0 || inner.height() <= 0) return out;
   const QFontMetrics fm(out.font);
-  for (const QString& f : forms) {
+  for (int i = first; i < static_cast<int>(forms.size()); ++i) {
+    const QString& f = forms[i];
     if (fm.horizontalAdvance(f) > inner.width() || fm.height() > inner.height()) continue;
+    if (form_used != nullptr) *form_used = i;
     out.text = f;
     if (!second.isEmpty() && fm.horizontalAdvance(second) <= inner.width() &&
         2 * fm.height() <= inner.height()) {
@@ -822,11 +828,24 @@ HeatmapWidget::CellLabel HeatmapWidget::labelFor(const Layout& l, const Placemen
   return out;
 }
 
+// The form every value cell can use: cells differ by a pixel or two, and "1.87" beside
+// "1.87 ms" reads as two kinds of figure. Cells too small for any form do not count.
+int HeatmapWidget::uniformForm(const Layout& l) const {
+  int form = 0;
+  for (const auto& pl : placements_) {
+    if (!pl.held || data_->points[pl.pos].status != pf::PointStatus::Ok) continue;
+    int used = -1;
+    labelFor(l, pl, 0, &used);
+    form = std::max(form, used);
+  }
+  return form;
+}
+
 HeatmapWidget::CellLabel HeatmapWidget::cellLabel(int64_t point_index) const {
   if (!data_) return {};
   const Layout l = layout();
   for (const auto& pl : placements_) {
-    if (pl.index == point_index) return labelFor(l, pl);
+    if (pl.index == point_index) return labelFor(l, pl, uniformForm(l));
   }
   return {};
 }
@@ -920,9 +939,10 @@ void HeatmapWidget::paintCells(QPainter& p, const Layout& l) const {
   p.drawRect(l.grid.adjusted(0, 0, -1, -1));
   p.save();
   p.setFont(labelFont());
+  const int form = uniformForm(l);
   for (const auto& pl : placements_) {
     const auto& pt = record(pl);
-    const CellLabel label = labelFor(l, pl);
+    const CellLabel label = labelFor(l, pl, form);
     const QRect& cell = label.cell;
     if (cell.isEmpty()) continue;
     QColor text_color = pal.color(QPalette::Text);
@@ -1369,6 +1389,37 @@ std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const
   const QRectF& plot = f.plot;
   const QFontMetrics fm(font());
   const int lh = f.line_height;
+  // The recommended point's ring and label (as paintPoints places them): the constraint's label
+  // goes where it does not cover them.
+  std::vector<QRectF> taken;
+  if (rec_.chosen) {
+    const QPointF at = f.map(static_cast<double>(rec_.chosen->summary.peak_allocated),
+                             rec_.chosen->summary.step_ms_median);
+    taken.emplace_back(at.x() - 12, at.y() - 12, 24, 24);
+    const double w = fm.horizontalAdvance(QStringLiteral("recommended")) + 4;
+    const double lx = at.x() + 13 + w <= plot.right() ? at.x() + 13 : at.x() - 13 - w;
+    const double ly = std::max(plot.top(), std::min(at.y() - 12.0 - lh, plot.bottom() - lh));
+    taken.emplace_back(lx, ly, w, lh);
+  }
+  // The first candidate in the plot that covers none of them, else the one that covers least.
+  const auto pick = [&](const std::vector<QRectF>& candidates) {
+    QRectF best = candidates.front();
+    double best_overlap = -1;
+    for (const QRectF& c : candidates) {
+      if (!plot.contains(c)) continue;
+      double overlap = 0;
+      for (const QRectF& t : taken) {
+        const QRectF i = t.intersected(c);
+        overlap += i.width() * i.height();
+      }
+      if (best_overlap < 0 || overlap < best_overlap) {
+        best = c;
+        best_overlap = overlap;
+      }
+      if (overlap == 0) break;
+    }
+    return best;
+  };
   if (rec_.constraint.memory_budget) {
     const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
     const double px = f.map(budget, f.y.lo).x();
@@ -1376,9 +1427,10 @@ std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const
     const QString name =
         QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
     const double w = fm.horizontalAdvance(name) + 6;
-    const double lx = px - 5 - w >= plot.left() + 2 ? px - 5 - w : px + 5;
+    const double low = plot.bottom() - lh - 4, high = plot.top() + lh + 6;
     return ConstraintMark{QLineF(px, plot.top(), px, plot.bottom()),
-                          QRectF(lx, plot.bottom() - lh - 4, w, lh)};
+                          pick({QRectF(px - 5 - w, low, w, lh), QRectF(px + 5, low, w, lh),
+                                QRectF(px - 5 - w, high, w, lh), QRectF(px + 5, high, w, lh)})};
   }
   if (rec_.constraint.max_slowdown) {
     const double base = baselineMs();
@@ -1390,9 +1442,11 @@ std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const
                              .arg(*rec_.constraint.max_slowdown)
                              .arg(qs(format_metric(SweepMetric::StepTime, limit)));
     const double w = fm.horizontalAdvance(text) + 6;
-    const double ly = py - 3 - lh >= plot.top() + 1 ? py - 3 - lh : py + 3;
+    const double above = py - 3 - lh, below = py + 3;
+    const double left = plot.left() + 4, right = plot.right() - 4 - w;
     return ConstraintMark{QLineF(plot.left(), py, plot.right(), py),
-                          QRectF(plot.left() + 4, ly, w, lh)};
+                          pick({QRectF(left, above, w, lh), QRectF(right, above, w, lh),
+                                QRectF(left, below, w, lh), QRectF(right, below, w, lh)})};
   }
   return std::nullopt;
 }

@@ -163,7 +163,9 @@ class HeatmapWidget : public SweepChart {
   QString legendText(double value) const;
   QColor valueColor(double value) const;
   QFont labelFont() const;
-  CellLabel labelFor(const Layout& l, const Placement& pl) const;
+  CellLabel labelFor(const Layout& l, const Placement& pl, int min_form = 0,
+                     int* form_used = nullptr) const;
+  int uniformForm(const Layout& l) const;
   void paintHeader(QPainter& p, const Layout& l) const;
   void paintAxes(QPainter& p, const Layout& l) const;
   void paintCells(QPainter& p, const Layout& l) const;
