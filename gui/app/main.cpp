@@ -16,11 +16,14 @@
 int main(int argc, char** argv) {
   using namespace offtune::gui;
   CLI::App cli{"offtune-gui: the offtune tuning dashboard over a store written by `offtune`"};
-  std::string store, screenshot_dir;
+  std::string store, screenshot_dir, size_text;
   cli.add_option("store", store, "the store to open (an SQLite file written by offtune)");
   cli.add_option("--screenshot", screenshot_dir,
                  "render the sweep, recommendation, run and new-sweep views of STORE to PNG files "
                  "in this directory and exit (use QT_QPA_PLATFORM=offscreen without a display)");
+  cli.add_option("--size", size_text,
+                 "the window's size in pixels, WIDTHxHEIGHT (e.g. 1280x800, 1920x1080); default "
+                 "1500x950");
   cli.footer(
       "Exit codes: 0 ok, 1 a view could not be rendered or written, 2 usage, 3 the store cannot "
       "be read.");
@@ -32,6 +35,22 @@ int main(int argc, char** argv) {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : kShotUsage;
+  }
+  QSize size = kDefaultWindowSize;
+  if (!size_text.empty()) {
+    // WIDTHxHEIGHT, each 200..16384: a screen's size, not a typo's.
+    int w = 0, h = 0;
+    char x = 0, tail = 0;
+    const bool plain = size_text.find_first_not_of("0123456789x") == std::string::npos;
+    if (!plain || std::sscanf(size_text.c_str(), "%d%c%d%c", &w, &x, &h, &tail) != 3 || x != 'x' ||
+        w < 200 || h < 200 || w > 16384 || h > 16384) {
+      std::fprintf(stderr,
+                   "error: --size: '%s' is not WIDTHxHEIGHT\nhint: --size 1280x800 (each 200 to "
+                   "16384 pixels)\n",
+                   size_text.c_str());
+      return kShotUsage;
+    }
+    size = QSize(w, h);
   }
   if (!screenshot_dir.empty() && store.empty()) {
     std::fprintf(stderr,
@@ -57,7 +76,7 @@ int main(int argc, char** argv) {
   if (!screenshot_dir.empty()) {
     QString error;
     const int rc = take_screenshots(window, QString::fromStdString(store),
-                                    QString::fromStdString(screenshot_dir), &error);
+                                    QString::fromStdString(screenshot_dir), &error, 120000, size);
     if (rc != kShotOk) {
       std::fprintf(stderr, "error: %s\n", qPrintable(error));
     } else {
@@ -65,7 +84,7 @@ int main(int argc, char** argv) {
     }
     return rc;
   }
-  window.resize(1500, 950);
+  window.resize(size);
   window.show();
   if (!store.empty()) window.openStore(QString::fromStdString(store));
   return QApplication::exec();

@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
 
 namespace offtune::gui {
@@ -60,18 +65,238 @@ std::optional<double> metric_value(const SweepData& sweep, const pf::PointRecord
   return std::nullopt;
 }
 
-std::string format_metric(SweepMetric m, double value) {
+namespace {
+
+// Each metric's own decimals for a value, before a sweep asks for more.
+int base_decimals(SweepMetric m, double value) {
   switch (m) {
     case SweepMetric::StepTime:
-      return fmt::format("{:.{}f} ms", value, value < 10 ? 2 : 1);
+      return std::abs(value) < 10 ? 2 : 1;
     case SweepMetric::Slowdown:
-      return fmt::format("{:.2f}x", value);
+      return 2;
     case SweepMetric::PeakMemory:
-      return pf::format_size(value, 1);
     case SweepMetric::HiddenCopy:
-      return fmt::format("{:.1f} %", value);
+      return 1;
+  }
+  return 1;
+}
+
+// Decimals beyond which more digits say nothing: a microsecond of step time, a kibibyte of a
+// mebibyte-sized peak, 0.001x, 0.01 %.
+int max_decimals(SweepMetric m) {
+  switch (m) {
+    case SweepMetric::StepTime:
+      return 3;
+    case SweepMetric::Slowdown:
+      return 3;
+    case SweepMetric::PeakMemory:
+      return 3;
+    case SweepMetric::HiddenCopy:
+      return 2;
+  }
+  return 2;
+}
+
+int decimals_for(SweepMetric m, double value, int min_decimals) {
+  return std::max(base_decimals(m, value), std::min(min_decimals, max_decimals(m)));
+}
+
+}  // namespace
+
+std::string format_metric(SweepMetric m, double value, int min_decimals) {
+  const int d = decimals_for(m, value, min_decimals);
+  switch (m) {
+    case SweepMetric::StepTime:
+      return fmt::format("{:.{}f} ms", value, d);
+    case SweepMetric::Slowdown:
+      return fmt::format("{:.{}f}x", value, d);
+    case SweepMetric::PeakMemory:
+      return pf::format_size(value, d);
+    case SweepMetric::HiddenCopy:
+      return fmt::format("{:.{}f} %", value, d);
   }
   return {};
+}
+
+std::string format_metric_number(SweepMetric m, double value, int min_decimals) {
+  if (m == SweepMetric::PeakMemory) {
+    std::string s = format_metric(m, value, min_decimals);
+    return s.substr(0, s.find(' '));
+  }
+  return fmt::format("{:.{}f}", value, decimals_for(m, value, min_decimals));
+}
+
+int MetricDecimals::of(SweepMetric m) const {
+  switch (m) {
+    case SweepMetric::StepTime:
+      return step;
+    case SweepMetric::Slowdown:
+      return slowdown;
+    case SweepMetric::PeakMemory:
+      return peak;
+    case SweepMetric::HiddenCopy:
+      return hidden;
+  }
+  return 0;
+}
+
+MetricDecimals metric_decimals(const SweepData& sweep) {
+  MetricDecimals out;
+  for (SweepMetric m : kSweepMetrics) {
+    std::vector<double> values;
+    for (const auto& p : sweep.points) {
+      if (const auto v = metric_value(sweep, p, m); v && std::isfinite(*v)) values.push_back(*v);
+    }
+    std::sort(values.begin(), values.end());
+    // Values a rounding error apart (1.87 computed two ways) are one value, not a reason for
+    // more digits.
+    values.erase(std::unique(values.begin(), values.end(),
+                             [](double a, double b) {
+                               return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b));
+                             }),
+                 values.end());
+    int d = 0;
+    for (; d < max_decimals(m); ++d) {
+      bool distinct = true;
+      for (size_t i = 1; i < values.size() && distinct; ++i) {
+        distinct = format_metric(m, values[i - 1], d) != format_metric(m, values[i], d);
+      }
+      if (distinct) break;
+    }
+    switch (m) {
+      case SweepMetric::StepTime:
+        out.step = d;
+        break;
+      case SweepMetric::Slowdown:
+        out.slowdown = d;
+        break;
+      case SweepMetric::PeakMemory:
+        out.peak = d;
+        break;
+      case SweepMetric::HiddenCopy:
+        out.hidden = d;
+        break;
+    }
+  }
+  return out;
+}
+
+std::string format_bytes_exact(int64_t bytes) {
+  std::string digits = std::to_string(bytes < 0 ? -bytes : bytes);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return (bytes < 0 ? "-" : "") + digits + " bytes";
+}
+
+StepSpread step_spread(const pf::RunSummary& s) {
+  StepSpread out;
+  const pf::StepInterval ci = pf::step_interval(s);
+  out.low = ci.low;
+  out.high = ci.high;
+  out.level = ci.level;
+  if (ci.level > 0 && ci.low == ci.high) {
+    // Every step took the same time: a device model timed it (as the CLI's report says).
+    out.kind = SpreadKind::Exact;
+  } else if (ci.level > 0) {
+    out.kind = SpreadKind::Interval;
+  } else if (ci.low < ci.high) {
+    out.kind = SpreadKind::MinMax;
+  }
+  if ((out.kind == SpreadKind::Interval || out.kind == SpreadKind::MinMax) &&
+      s.step_ms_median > 0) {
+    out.relative = (out.high - out.low) / 2.0 / s.step_ms_median;
+  }
+  return out;
+}
+
+std::string describe_spread(const pf::RunSummary& s, int min_decimals) {
+  const StepSpread sp = step_spread(s);
+  const auto ms = [&](double v) {
+    return fmt::format("{:.{}f}", v, decimals_for(SweepMetric::StepTime, v, min_decimals));
+  };
+  switch (sp.kind) {
+    case SpreadKind::Exact:
+      return "exact (modelled)";
+    case SpreadKind::Interval:
+      return fmt::format("{}\u2013{} ms ({:.0f} % CI)", ms(sp.low), ms(sp.high), sp.level * 100);
+    case SpreadKind::MinMax:
+      return fmt::format("{}\u2013{} ms (min\u2013max)", ms(sp.low), ms(sp.high));
+    case SpreadKind::None:
+      break;
+  }
+  return {};
+}
+
+bool exact_times(const SweepData& sweep) {
+  bool any = false;
+  for (const auto& p : sweep.points) {
+    if (p.status != pf::PointStatus::Ok) continue;
+    if (step_spread(p.summary).kind != SpreadKind::Exact) return false;
+    any = true;
+  }
+  return any;
+}
+
+std::string short_spread(const pf::RunSummary& s) {
+  const StepSpread sp = step_spread(s);
+  if (sp.relative <= 0) return {};
+  return fmt::format("\u00b1{:.{}f} %", sp.relative * 100, sp.relative < 0.1 ? 1 : 0);
+}
+
+std::vector<pf::EngineConfig> grid_configs(const std::string& grid_json) {
+  try {
+    const auto j = nlohmann::json::parse(grid_json);
+    pf::Grid g;
+    g.min_offload_sizes = j.at("min_offload_size").get<std::vector<int64_t>>();
+    g.max_fwd_stash_sizes = j.at("max_fwd_stash_size").get<std::vector<int64_t>>();
+    if (j.contains("semantics")) g.semantics = j["semantics"].get<std::vector<std::string>>();
+    // The knobs every point shares (profiler::to_json(EngineConfig)); absent ones keep defaults.
+    if (j.contains("base")) {
+      const auto& b = j["base"];
+      g.base.max_fwd_stash_bytes = b.value("max_fwd_stash_bytes", g.base.max_fwd_stash_bytes);
+      g.base.prefetch = b.value("prefetch", g.base.prefetch);
+      g.base.use_streams = b.value("use_streams", g.base.use_streams);
+      g.base.use_pin_memory = b.value("use_pin_memory", g.base.use_pin_memory);
+      g.base.link = b.value("link", g.base.link);
+      g.base.semantics = b.value("semantics", g.base.semantics);
+    }
+    return pf::expand_grid(g);
+  } catch (const std::exception&) {
+    return {};  // not a grid this version can read: counts fall back to the points held
+  }
+}
+
+SweepData make_sweep_data(pf::SweepRecord sweep, std::vector<pf::PointRecord> points) {
+  SweepData d;
+  d.grid = grid_configs(sweep.grid);
+  d.sweep = std::move(sweep);
+  d.points = std::move(points);
+  return d;
+}
+
+SweepCounts sweep_counts(const SweepData& sweep) {
+  SweepCounts c;
+  int64_t last_index = -1;
+  for (const auto& p : sweep.points) {
+    c.ok += p.status == pf::PointStatus::Ok;
+    c.failed += p.status == pf::PointStatus::Failed;
+    c.oom += p.status == pf::PointStatus::OutOfMemory;
+    c.pending += p.status == pf::PointStatus::Pending;
+    last_index = std::max(last_index, p.index);
+  }
+  c.measured = c.ok + c.failed + c.oom;
+  // A grid that cannot be read, or points beyond it (a store written by a newer grid layout):
+  // never claim fewer points than are held.
+  c.total = sweep.grid.empty()
+                ? static_cast<int64_t>(sweep.points.size())
+                : std::max({static_cast<int64_t>(sweep.grid.size()),
+                            static_cast<int64_t>(sweep.points.size()), last_index + 1});
+  return c;
+}
+
+std::string describe_counts(const SweepCounts& c) {
+  return fmt::format("{}/{} measured", c.measured, c.total);
 }
 
 }  // namespace offtune::gui

@@ -40,10 +40,8 @@ StoreIndex load_store_index(const std::string& path) {
   StoreIndex index;
   index.path = path;
   for (auto& sweep : store->sweeps()) {
-    SweepData data;
-    data.points = store->points(sweep.id);
-    data.sweep = std::move(sweep);
-    index.sweeps.push_back(std::move(data));
+    auto points = store->points(sweep.id);
+    index.sweeps.push_back(make_sweep_data(std::move(sweep), std::move(points)));
   }
   index.runs = store->runs();
   return index;
@@ -54,10 +52,7 @@ SweepData load_sweep(const std::string& path, pf::SweepId sweep) {
   auto record = store->sweep(sweep);
   if (!record)
     throw std::invalid_argument("no sweep " + std::to_string(sweep.value) + " in " + path);
-  SweepData data;
-  data.sweep = std::move(*record);
-  data.points = store->points(sweep);
-  return data;
+  return make_sweep_data(std::move(*record), store->points(sweep));
 }
 
 RunData load_run(const std::string& path, pf::RunId run) {

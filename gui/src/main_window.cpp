@@ -43,10 +43,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tree_model_ = new StoreTreeModel(this);
   tree_->setModel(tree_model_);
   tree_->setUniformRowHeights(true);
+  // Labels whole, never elided: columns as wide as their contents, the tree scrolls sideways when
+  // it is narrower. Step and peak are in the sweep view's table (and the items' tooltips), so the
+  // tree keeps to what and how far: item and status.
   tree_->header()->setStretchLastSection(false);
   tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  tree_->header()->setSectionResizeMode(StoreTreeModel::Name, QHeaderView::Stretch);
-  tree_->setMinimumWidth(360);
+  tree_->setTextElideMode(Qt::ElideNone);
+  tree_->setColumnHidden(StoreTreeModel::StepTime, true);
+  tree_->setColumnHidden(StoreTreeModel::Peak, true);
+  tree_->setMinimumWidth(200);
   tabs_ = new QTabWidget(split);
   sweep_view_ = new SweepView(tabs_);
   run_view_ = new RunView(tabs_);
@@ -54,9 +59,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(sweep_view_, QStringLiteral("Sweep"));
   tabs_->addTab(run_view_, QStringLiteral("Run"));
   tabs_->addTab(form_, QStringLiteral("New sweep"));
-  split->setStretchFactor(0, 1);
-  split->setStretchFactor(1, 4);
-  split->setSizes({380, 1120});
+  // The tree holds a few short rows: a sixth of the window at most, the rest for the views.
+  split->setStretchFactor(0, 0);
+  split->setStretchFactor(1, 1);
+  split->setSizes({250, 1350});
   setCentralWidget(split);
   store_label_ = new QLabel(QStringLiteral("no store open"), this);
   statusBar()->addPermanentWidget(store_label_);
@@ -235,7 +241,10 @@ void MainWindow::onPointFinished(const pf::PointRecord& point) {
     sweep_view_->showSweep(path_.toStdString(), point.sweep);
     tabs_->setCurrentWidget(sweep_view_);
   }
-  reload_timer_->start();  // the tree's counts, once the points stop coming for a moment
+  // The tree's row and count now, in place, as the heading's and the form's; the reload (new
+  // runs, the next point in progress) once the points stop coming for a moment.
+  tree_model_->applyPoint(point);
+  reload_timer_->start();
 }
 
 void MainWindow::exportRunTrace() {
@@ -315,13 +324,13 @@ bool save(QWidget* w, const QString& path, QString* error) {
 }  // namespace
 
 int take_screenshots(MainWindow& window, const QString& store, const QString& dir, QString* error,
-                     int timeout_ms) {
+                     int timeout_ms, QSize size) {
   if (!QDir().mkpath(dir)) {
     *error = QStringLiteral("cannot create %1").arg(dir);
     return kShotFailed;
   }
   const QDir out(dir);
-  window.resize(1500, 950);
+  window.resize(size);
   window.show();
   QString e;
   if (!wait_for(

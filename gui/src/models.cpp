@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QFont>
 #include <QString>
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -31,62 +32,256 @@ QString point_name(const pf::PointRecord& p) {
 
 QString sweep_name(const pf::SweepRecord& s) {
   QString name = QStringLiteral("sweep %1").arg(s.id.value);
-  if (!s.name.empty()) name += QStringLiteral(" \u2014 ") + qs(s.name);
+  // "sweep" is the default name (offtune sweep --name): saying it again adds only width.
+  if (!s.name.empty() && s.name != "sweep") name += QStringLiteral(" \u2014 ") + qs(s.name);
   return name + QStringLiteral(" (%1, b%2 s%3)")
                     .arg(qs(s.workload.model))
                     .arg(s.workload.batch)
                     .arg(s.workload.seq);
 }
 
-// Internal ids of the tree's items: the kind in the top byte, then row numbers.
+// Internal ids of the tree's items: the kind in the top byte and, for a point, its sweep's row.
+// An item's own row is QModelIndex::row(), not part of the id, so that inserting a point before
+// others leaves the ids of persistent indexes (a view's selection and expansion) valid.
 enum Kind : quintptr { kGroup = 1, kSweep = 2, kPoint = 3, kRun = 4 };
 constexpr int kKindShift = 56;
 constexpr int kRowShift = 28;
 constexpr quintptr kRowMask = (quintptr{1} << kRowShift) - 1;
 constexpr int kSweepsGroup = 0, kRunsGroup = 1;
 
-quintptr make_id(Kind kind, quintptr a, quintptr b = 0) {
-  return (static_cast<quintptr>(kind) << kKindShift) | (a << kRowShift) | b;
+quintptr make_id(Kind kind, quintptr a = 0) {
+  return (static_cast<quintptr>(kind) << kKindShift) | (a << kRowShift);
 }
 Kind kind_of(quintptr id) { return static_cast<Kind>(id >> kKindShift); }
 int row_a(quintptr id) { return static_cast<int>((id >> kRowShift) & kRowMask); }
-int row_b(quintptr id) { return static_cast<int>(id & kRowMask); }
+
+bool same_workload(const pf::Workload& a, const pf::Workload& b) {
+  return a.model == b.model && a.batch == b.batch && a.seq == b.seq && a.dtype == b.dtype &&
+         a.seed == b.seed;
+}
+
+bool same_point(const pf::PointRecord& a, const pf::PointRecord& b) {
+  return a.status == b.status && a.run == b.run && a.error == b.error &&
+         a.summary.step_ms_median == b.summary.step_ms_median &&
+         a.summary.step_ms_ci_low == b.summary.step_ms_ci_low &&
+         a.summary.step_ms_ci_high == b.summary.step_ms_ci_high &&
+         a.summary.peak_allocated == b.summary.peak_allocated && a.config == b.config;
+}
+
+// Sorted merge of `next` into `cur` (both ascending by key): rows only in cur are removed, rows
+// only in next inserted, rows in both replaced when they differ, each through the callbacks that
+// tell the views.
+template <typename T, typename Key, typename Remove, typename Insert, typename Change>
+void merge_sorted(std::vector<T>& cur, std::vector<T> next, Key key, Remove on_remove,
+                  Insert on_insert, Change on_change) {
+  size_t i = 0;
+  for (auto& item : next) {
+    while (i < cur.size() && key(cur[i]) < key(item)) on_remove(static_cast<int>(i));  // erases
+    if (i < cur.size() && key(cur[i]) == key(item)) {
+      on_change(static_cast<int>(i), std::move(item));
+    } else {
+      on_insert(static_cast<int>(i), std::move(item));
+    }
+    ++i;
+  }
+  while (i < cur.size()) on_remove(static_cast<int>(i));
+}
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // StoreTreeModel
 
+namespace {
+
+// Splits the index into sweeps (with the runs measuring their pending points) and standalone runs.
+void split_index(const StoreIndex& index, std::vector<pf::RunRecord>* standalone,
+                 std::vector<std::vector<std::pair<int64_t, pf::RunRecord>>>* live) {
+  std::set<int64_t> in_sweeps;
+  for (const auto& s : index.sweeps) {
+    for (const auto& p : s.points) {
+      if (p.run.valid()) in_sweeps.insert(p.run.value);
+    }
+  }
+  live->assign(index.sweeps.size(), {});
+  for (const auto& r : index.runs) {
+    if (in_sweeps.contains(r.id.value)) continue;
+    // A run not (yet) linked to a point: the sweep runner labels the run of a point
+    // "<sweep name> point <index>" and stores the point as pending while it measures.
+    bool placed = false;
+    if (r.status == pf::RunStatus::Running || r.status == pf::RunStatus::Interrupted) {
+      for (size_t si = 0; si < index.sweeps.size() && !placed; ++si) {
+        const auto& s = index.sweeps[si];
+        if (!same_workload(s.sweep.workload, r.workload)) continue;
+        for (const auto& p : s.points) {
+          if (p.status == pf::PointStatus::Pending && p.config == r.config &&
+              r.label == s.sweep.name + " point " + std::to_string(p.index)) {
+            (*live)[si].emplace_back(p.index, r);
+            placed = true;
+            break;
+          }
+        }
+      }
+    }
+    if (!placed) standalone->push_back(r);
+  }
+}
+
+}  // namespace
+
 StoreTreeModel::StoreTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
 
 void StoreTreeModel::setIndex(StoreIndexPtr index) {
-  beginResetModel();
-  index_ = std::move(index);
-  standalone_.clear();
-  if (index_) {
-    std::set<int64_t> in_sweeps;
-    for (const auto& s : index_->sweeps) {
-      for (const auto& p : s.points) {
-        if (p.run.valid()) in_sweeps.insert(p.run.value);
-      }
-    }
-    for (const auto& r : index_->runs) {
-      if (!in_sweeps.contains(r.id.value)) standalone_.push_back(&r);
+  std::vector<SweepItem> sweeps;
+  std::vector<pf::RunRecord> standalone;
+  if (index) {
+    std::vector<std::vector<std::pair<int64_t, pf::RunRecord>>> live;
+    split_index(*index, &standalone, &live);
+    for (size_t i = 0; i < index->sweeps.size(); ++i) {
+      SweepItem item{index->sweeps[i], std::move(live[i]), {}};
+      item.decimals = metric_decimals(item.data);
+      sweeps.push_back(std::move(item));
     }
   }
-  endResetModel();
+  // The same store, grown: merge, so that views keep their state. Sweeps are only ever added (by
+  // id, at the end); anything else resets.
+  bool mergeable =
+      index_ && index && index_->path == index->path && sweeps.size() >= sweeps_.size();
+  for (size_t i = 0; mergeable && i < sweeps_.size(); ++i) {
+    mergeable = sweeps_[i].data.sweep.id == sweeps[i].data.sweep.id;
+  }
+  if (!mergeable) {
+    beginResetModel();
+    index_ = std::move(index);
+    sweeps_ = std::move(sweeps);
+    runs_ = std::move(standalone);
+    endResetModel();
+    return;
+  }
+  index_ = std::move(index);
+  for (size_t i = 0; i < sweeps_.size(); ++i) mergeSweep(static_cast<int>(i), std::move(sweeps[i]));
+  if (sweeps.size() > sweeps_.size()) {
+    const QModelIndex group = this->index(kSweepsGroup, 0);
+    beginInsertRows(group, static_cast<int>(sweeps_.size()), static_cast<int>(sweeps.size()) - 1);
+    for (size_t i = sweeps_.size(); i < sweeps.size(); ++i) sweeps_.push_back(std::move(sweeps[i]));
+    endInsertRows();
+    Q_EMIT dataChanged(group, group);
+  }
+  mergeRuns(std::move(standalone));
+}
+
+void StoreTreeModel::mergeSweep(int row, SweepItem next) {
+  SweepItem& cur = sweeps_[static_cast<size_t>(row)];
+  const QModelIndex parent = index(row, 0, index(kSweepsGroup, 0));
+  auto points = std::move(next.data.points);
+  const bool decimals_changed = !(cur.decimals == next.decimals);
+  cur.data.sweep = std::move(next.data.sweep);
+  cur.data.grid = std::move(next.data.grid);
+  cur.live = std::move(next.live);
+  cur.decimals = next.decimals;
+  auto& rows = cur.data.points;
+  merge_sorted(
+      rows, std::move(points), [](const pf::PointRecord& p) { return p.index; },
+      [&](int i) {
+        beginRemoveRows(parent, i, i);
+        rows.erase(rows.begin() + i);
+        endRemoveRows();
+      },
+      [&](int i, pf::PointRecord p) {
+        beginInsertRows(parent, i, i);
+        rows.insert(rows.begin() + i, std::move(p));
+        endInsertRows();
+      },
+      [&](int i, pf::PointRecord p) {
+        auto& at = rows[static_cast<size_t>(i)];
+        const bool changed = !same_point(at, p);
+        at = std::move(p);
+        // A pending point's live run may have changed without the point.
+        if (changed || decimals_changed || at.status == pf::PointStatus::Pending) {
+          Q_EMIT dataChanged(index(i, 0, parent), index(i, ColumnCount - 1, parent));
+        }
+      });
+  Q_EMIT dataChanged(parent, parent.siblingAtColumn(ColumnCount - 1));
+}
+
+void StoreTreeModel::mergeRuns(std::vector<pf::RunRecord> next) {
+  const QModelIndex parent = index(kRunsGroup, 0);
+  merge_sorted(
+      runs_, std::move(next), [](const pf::RunRecord& r) { return r.id.value; },
+      [&](int i) {
+        beginRemoveRows(parent, i, i);
+        runs_.erase(runs_.begin() + i);
+        endRemoveRows();
+      },
+      [&](int i, pf::RunRecord r) {
+        beginInsertRows(parent, i, i);
+        runs_.insert(runs_.begin() + i, std::move(r));
+        endInsertRows();
+      },
+      [&](int i, pf::RunRecord r) {
+        auto& at = runs_[static_cast<size_t>(i)];
+        const bool changed = at.status != r.status ||
+                             at.summary.step_ms_median != r.summary.step_ms_median ||
+                             at.summary.peak_allocated != r.summary.peak_allocated;
+        at = std::move(r);
+        if (changed) Q_EMIT dataChanged(index(i, 0, parent), index(i, ColumnCount - 1, parent));
+      });
+  Q_EMIT dataChanged(parent, parent);  // "Runs (n)"
+}
+
+void StoreTreeModel::applyPoint(const pf::PointRecord& point) {
+  for (size_t s = 0; s < sweeps_.size(); ++s) {
+    if (sweeps_[s].data.sweep.id == point.sweep) {
+      setPoint(static_cast<int>(s), point);
+      return;
+    }
+  }
+}
+
+void StoreTreeModel::setPoint(int sweep_row, const pf::PointRecord& point) {
+  SweepItem& item = sweeps_[static_cast<size_t>(sweep_row)];
+  const QModelIndex parent = index(sweep_row, 0, index(kSweepsGroup, 0));
+  auto& rows = item.data.points;
+  auto it = std::lower_bound(rows.begin(), rows.end(), point.index,
+                             [](const pf::PointRecord& p, int64_t i) { return p.index < i; });
+  const int row = static_cast<int>(it - rows.begin());
+  if (point.status != pf::PointStatus::Pending) {
+    std::erase_if(item.live, [&](const auto& l) { return l.first == point.index; });
+  }
+  if (it != rows.end() && it->index == point.index) {
+    *it = point;
+  } else {
+    beginInsertRows(parent, row, row);
+    rows.insert(it, point);
+    endInsertRows();
+  }
+  const MetricDecimals before = item.decimals;
+  item.decimals = metric_decimals(item.data);
+  if (!(before == item.decimals) && !rows.empty()) {
+    Q_EMIT dataChanged(index(0, 0, parent),
+                       index(static_cast<int>(rows.size()) - 1, ColumnCount - 1, parent));
+  } else {
+    Q_EMIT dataChanged(index(row, 0, parent), index(row, ColumnCount - 1, parent));
+  }
+  Q_EMIT dataChanged(parent, parent.siblingAtColumn(ColumnCount - 1));
+}
+
+const pf::RunRecord* StoreTreeModel::liveRun(const SweepItem& s, int64_t point_index) const {
+  for (const auto& [index, run] : s.live) {
+    if (index == point_index) return &run;
+  }
+  return nullptr;
 }
 
 QModelIndex StoreTreeModel::index(int row, int column, const QModelIndex& parent) const {
   if (!hasIndex(row, column, parent)) return {};
-  const auto r = static_cast<quintptr>(row);
-  if (!parent.isValid()) return createIndex(row, column, make_id(kGroup, 0, r));
+  if (!parent.isValid()) return createIndex(row, column, make_id(kGroup));
   const quintptr pid = parent.internalId();
   switch (kind_of(pid)) {
     case kGroup:
-      return createIndex(row, column, make_id(row_b(pid) == kSweepsGroup ? kSweep : kRun, 0, r));
+      return createIndex(row, column, make_id(parent.row() == kSweepsGroup ? kSweep : kRun));
     case kSweep:
-      return createIndex(row, column, make_id(kPoint, static_cast<quintptr>(row_b(pid)), r));
+      return createIndex(row, column, make_id(kPoint, static_cast<quintptr>(parent.row())));
     default:
       return {};
   }
@@ -97,11 +292,11 @@ QModelIndex StoreTreeModel::parent(const QModelIndex& child) const {
   const quintptr id = child.internalId();
   switch (kind_of(id)) {
     case kSweep:
-      return createIndex(kSweepsGroup, 0, make_id(kGroup, 0, kSweepsGroup));
+      return createIndex(kSweepsGroup, 0, make_id(kGroup));
     case kRun:
-      return createIndex(kRunsGroup, 0, make_id(kGroup, 0, kRunsGroup));
+      return createIndex(kRunsGroup, 0, make_id(kGroup));
     case kPoint:
-      return createIndex(row_a(id), 0, make_id(kSweep, 0, static_cast<quintptr>(row_a(id))));
+      return createIndex(row_a(id), 0, make_id(kSweep));
     default:
       return {};
   }
@@ -110,13 +305,12 @@ QModelIndex StoreTreeModel::parent(const QModelIndex& child) const {
 int StoreTreeModel::rowCount(const QModelIndex& parent) const {
   if (!parent.isValid()) return index_ ? 2 : 0;
   if (parent.column() != 0) return 0;
-  const quintptr id = parent.internalId();
-  switch (kind_of(id)) {
+  switch (kind_of(parent.internalId())) {
     case kGroup:
-      return row_b(id) == kSweepsGroup ? static_cast<int>(index_->sweeps.size())
-                                       : static_cast<int>(standalone_.size());
+      return parent.row() == kSweepsGroup ? static_cast<int>(sweeps_.size())
+                                          : static_cast<int>(runs_.size());
     case kSweep:
-      return static_cast<int>(index_->sweeps[static_cast<size_t>(row_b(id))].points.size());
+      return static_cast<int>(sweeps_[static_cast<size_t>(parent.row())].data.points.size());
     default:
       return 0;
   }
@@ -144,12 +338,16 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
   if (!checkIndex(idx, CheckIndexOption::IndexIsValid) || !index_) return {};
   const quintptr id = idx.internalId();
   const int col = idx.column();
+  const auto row = static_cast<size_t>(idx.row());
   switch (kind_of(id)) {
     case kGroup: {
-      const bool sweeps = row_b(id) == kSweepsGroup;
+      const bool sweeps = idx.row() == kSweepsGroup;
       if (role == Qt::DisplayRole && col == Name) {
-        return sweeps ? QStringLiteral("Sweeps (%1)").arg(index_->sweeps.size())
-                      : QStringLiteral("Runs (%1)").arg(standalone_.size());
+        return sweeps ? QStringLiteral("Sweeps (%1)").arg(sweeps_.size())
+                      : QStringLiteral("Runs (%1)").arg(runs_.size());
+      }
+      if (role == Qt::ToolTipRole && !sweeps) {
+        return QStringLiteral("runs that belong to no sweep (offtune run)");
       }
       if (role == Qt::FontRole) {
         QFont f;
@@ -159,44 +357,86 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
       return {};
     }
     case kSweep: {
-      const auto& s = index_->sweeps[static_cast<size_t>(row_b(id))];
+      const auto& s = sweeps_[row].data;
       if (role == SweepIdRole) return QVariant::fromValue<qint64>(s.sweep.id.value);
       if (role == Qt::DisplayRole && col == Name) return sweep_name(s.sweep);
       if (role == Qt::DisplayRole && col == Status) {
-        int64_t done = 0;
-        for (const auto& p : s.points) done += p.status != pf::PointStatus::Pending;
-        return QStringLiteral("%1/%2 done").arg(done).arg(s.points.size());
+        // The count of describe_counts() without its word: the tree is narrow, and the tooltip
+        // and the heading say what it counts.
+        const SweepCounts c = sweep_counts(s);
+        return QStringLiteral("%1/%2").arg(c.measured).arg(c.total);
       }
-      if (role == Qt::ToolTipRole) return qs(s.sweep.grid);
+      if (role == Qt::ToolTipRole) {
+        const SweepCounts c = sweep_counts(s);
+        return QStringLiteral(
+                   "%1<br/>%2 of %3 points measured: %4 ok, %5 failed, %6 out of memory"
+                   "%7<br/>grid: %8")
+            .arg(sweep_name(s.sweep).toHtmlEscaped())
+            .arg(c.measured)
+            .arg(c.total)
+            .arg(c.ok)
+            .arg(c.failed)
+            .arg(c.oom)
+            .arg(c.pending > 0 ? QStringLiteral("; %1 in progress").arg(c.pending) : QString())
+            .arg(qs(s.sweep.grid).toHtmlEscaped());
+      }
       return {};
     }
     case kPoint: {
-      const auto& s = index_->sweeps[static_cast<size_t>(row_a(id))];
-      const auto& p = s.points[static_cast<size_t>(row_b(id))];
+      const auto& item = sweeps_[static_cast<size_t>(row_a(id))];
+      const auto& s = item.data;
+      const auto& p = s.points[row];
+      const pf::RunRecord* live =
+          p.status == pf::PointStatus::Pending ? liveRun(item, p.index) : nullptr;
       if (role == SweepIdRole) return QVariant::fromValue<qint64>(s.sweep.id.value);
       if (role == PointIndexRole) return QVariant::fromValue<qint64>(p.index);
-      if (role == RunIdRole) return QVariant::fromValue<qint64>(p.run.value);
-      if (role == Qt::ToolTipRole && !p.error.empty()) return qs(p.error);
+      if (role == RunIdRole) {
+        return QVariant::fromValue<qint64>(live != nullptr ? live->id.value : p.run.value);
+      }
+      if (role == Qt::ToolTipRole) {
+        if (!p.error.empty()) return qs(p.error);
+        if (col == Peak && p.status == pf::PointStatus::Ok) {
+          return qs(format_bytes_exact(p.summary.peak_allocated));
+        }
+        if (col == StepTime && p.status == pf::PointStatus::Ok) {
+          return qs(describe_spread(p.summary, item.decimals.step));
+        }
+        return {};
+      }
       if (role != Qt::DisplayRole) return {};
       const bool ok = p.status == pf::PointStatus::Ok;
       switch (col) {
         case Name:
           return point_name(p);
         case Status:
+          if (live != nullptr) {
+            return live->status == pf::RunStatus::Running ? QStringLiteral("measuring")
+                                                          : QStringLiteral("interrupted");
+          }
           return QString::fromLatin1(pf::to_string(p.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, p.summary.step_ms_median))
+          return ok ? qs(format_metric(SweepMetric::StepTime, p.summary.step_ms_median,
+                                       item.decimals.step))
                     : QString();
         case Peak:
-          return ok ? size_text(p.summary.peak_allocated) : QString();
+          return ok ? qs(format_metric(SweepMetric::PeakMemory,
+                                       static_cast<double>(p.summary.peak_allocated),
+                                       item.decimals.peak))
+                    : QString();
         default:
           return {};
       }
     }
     case kRun: {
-      const auto& r = *standalone_[static_cast<size_t>(row_b(id))];
+      const auto& r = runs_[row];
       if (role == RunIdRole) return QVariant::fromValue<qint64>(r.id.value);
-      if (role == Qt::ToolTipRole && !r.error.empty()) return qs(r.error);
+      if (role == Qt::ToolTipRole) {
+        if (!r.error.empty()) return qs(r.error);
+        if (col == Peak && r.status == pf::RunStatus::Ok) {
+          return qs(format_bytes_exact(r.summary.peak_allocated));
+        }
+        return qs(pf::run_title(r));
+      }
       if (role != Qt::DisplayRole) return {};
       const bool ok = r.status == pf::RunStatus::Ok;
       switch (col) {
@@ -220,22 +460,25 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
 QModelIndex StoreTreeModel::sweepIndex(pf::SweepId id) const {
   if (!index_) return {};
   const QModelIndex group = index(kSweepsGroup, 0);
-  for (size_t i = 0; i < index_->sweeps.size(); ++i) {
-    if (index_->sweeps[i].sweep.id == id) return index(static_cast<int>(i), 0, group);
+  for (size_t i = 0; i < sweeps_.size(); ++i) {
+    if (sweeps_[i].data.sweep.id == id) return index(static_cast<int>(i), 0, group);
   }
   return {};
 }
 
 QModelIndex StoreTreeModel::runIndex(pf::RunId id) const {
   if (!index_) return {};
-  for (size_t i = 0; i < standalone_.size(); ++i) {
-    if (standalone_[i]->id == id) return index(static_cast<int>(i), 0, index(kRunsGroup, 0));
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (runs_[i].id == id) return index(static_cast<int>(i), 0, index(kRunsGroup, 0));
   }
   const QModelIndex group = index(kSweepsGroup, 0);
-  for (size_t s = 0; s < index_->sweeps.size(); ++s) {
-    const auto& points = index_->sweeps[s].points;
+  for (size_t s = 0; s < sweeps_.size(); ++s) {
+    const auto& points = sweeps_[s].data.points;
     for (size_t p = 0; p < points.size(); ++p) {
-      if (points[p].run == id) {
+      const auto* live = points[p].status == pf::PointStatus::Pending
+                             ? liveRun(sweeps_[s], points[p].index)
+                             : nullptr;
+      if (points[p].run == id || (live != nullptr && live->id == id)) {
         return index(static_cast<int>(p), 0, index(static_cast<int>(s), 0, group));
       }
     }
@@ -250,9 +493,12 @@ PointsTableModel::PointsTableModel(QObject* parent) : QAbstractTableModel(parent
 
 void PointsTableModel::setSweep(SweepDataPtr sweep,
                                 std::optional<std::vector<pf::PointRecord>> subset,
-                                int64_t highlight) {
+                                int64_t highlight, std::vector<int64_t> ties) {
   beginResetModel();
   sweep_ = std::move(sweep);
+  ties_ = std::move(ties);
+  decimals_ = sweep_ ? metric_decimals(*sweep_) : MetricDecimals{};
+  exact_ = sweep_ && exact_times(*sweep_);
   rows_.clear();
   if (subset) {
     rows_ = std::move(*subset);
@@ -266,6 +512,11 @@ void PointsTableModel::setSweep(SweepDataPtr sweep,
 const pf::PointRecord* PointsTableModel::point(int row) const {
   return row >= 0 && static_cast<size_t>(row) < rows_.size() ? &rows_[static_cast<size_t>(row)]
                                                              : nullptr;
+}
+
+void PointsTableModel::setCompactHeaders(bool compact) {
+  compact_ = compact;
+  Q_EMIT headerDataChanged(Qt::Horizontal, 0, ColumnCount - 1);
 }
 
 int PointsTableModel::rowOfPoint(int64_t point_index) const {
@@ -284,18 +535,59 @@ int PointsTableModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  if (o != Qt::Horizontal) return {};
+  if (role == Qt::ToolTipRole) {
+    switch (section) {
+      case Choice:
+        return QStringLiteral(
+            "the recommended point, and the points it cannot be told apart from: equal step time "
+            "within noise (overlapping intervals) and equal peak within 1 %");
+      case StepInterval:
+        return QStringLiteral(
+            "confidence interval of the median step time; exact (modelled) when a device model "
+            "timed every step alike");
+      case Peak:
+        return QStringLiteral("peak device memory (exact bytes in the cell's tooltip)");
+      case MinOffloadSize:
+        return QStringLiteral("min_offload_size");
+      case MaxFwdStashSize:
+        return QStringLiteral("max_fwd_stash_size");
+      case StepTime:
+        return QStringLiteral("median step time");
+      default:
+        return {};
+    }
+  }
+  if (role != Qt::DisplayRole) return {};
+  if (compact_) {
+    switch (section) {
+      case MinOffloadSize:
+        return QStringLiteral("min size");
+      case MaxFwdStashSize:
+        return QStringLiteral("stash");
+      case StepTime:
+        return QStringLiteral("step");
+      case Peak:
+        return QStringLiteral("peak");
+      default:
+        break;
+    }
+  }
   switch (section) {
     case Index:
       return QStringLiteral("#");
     case Status:
       return QStringLiteral("Status");
+    case Choice:
+      return QStringLiteral("Recommended");
     case MinOffloadSize:
       return QStringLiteral("min_offload_size");
     case MaxFwdStashSize:
       return QStringLiteral("max_fwd_stash_size");
     case StepTime:
       return QStringLiteral("Step (median)");
+    case StepInterval:
+      return QStringLiteral("Step interval");
     case Slowdown:
       return QStringLiteral("Slowdown");
     case Peak:
@@ -325,8 +617,31 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       (p.status == pf::PointStatus::Failed || p.status == pf::PointStatus::OutOfMemory)) {
     return QBrush(QColor(0xb0, 0x20, 0x20));
   }
-  if (role == Qt::TextAlignmentRole && idx.column() != Status && idx.column() != Error) {
+  if (role == Qt::TextAlignmentRole && idx.column() != Status && idx.column() != Error &&
+      idx.column() != Choice) {
     return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+  }
+  const bool tie = std::find(ties_.begin(), ties_.end(), p.index) != ties_.end();
+  const bool ok = p.status == pf::PointStatus::Ok;
+  if (idx.column() == Choice && (role == Qt::DisplayRole || role == SortRole)) {
+    // Sorted: the recommended point first, then its ties, then the rest.
+    if (role == SortRole) return p.index == highlight_ ? 0 : tie ? 1 : 2;
+    if (p.index == highlight_) return QStringLiteral("recommended");
+    if (!tie) return QString();
+    return exact_ ? QStringLiteral("= tie (exact)") : QStringLiteral("\u2248 within noise");
+  }
+  if (idx.column() == StepInterval && (role == Qt::DisplayRole || role == SortRole)) {
+    const StepSpread sp = step_spread(p.summary);
+    if (role == SortRole) return ok ? sp.relative : std::numeric_limits<double>::infinity();
+    return ok ? qs(describe_spread(p.summary, decimals_.step)) : QString();
+  }
+  if (role == Qt::ToolTipRole && ok) {
+    if (idx.column() == Peak) return qs(format_bytes_exact(p.summary.peak_allocated));
+    if (idx.column() == StepTime) return qs(describe_spread(p.summary, decimals_.step));
+    if (idx.column() == Choice && tie) {
+      return exact_ ? QStringLiteral("exactly as good as the recommended point (modelled times)")
+                    : QStringLiteral("as good as the recommended point within noise");
+    }
   }
   const auto metric = [&](SweepMetric m) -> std::optional<double> {
     return sweep_ ? metric_value(*sweep_, p, m) : std::nullopt;
@@ -380,7 +695,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       return qs(p.error);
     default: {
       const auto v = metric(*column_metric);
-      if (v) return qs(format_metric(*column_metric, *v));
+      if (v) return qs(format_metric(*column_metric, *v, decimals_.of(*column_metric)));
       // Measured, but nothing was copied: no overlap to speak of.
       if (*column_metric == SweepMetric::HiddenCopy && p.status == pf::PointStatus::Ok) {
         return QStringLiteral("n/a");

@@ -72,10 +72,13 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   big.setPointSizeF(big.pointSizeF() * 1.2);
   big.setBold(true);
   result_->setFont(big);
+  // Wrapped labels must not widen the panel (and the window) to their longest line.
+  result_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(result_);
   rationale_ = new QLabel(this);
   rationale_->setWordWrap(true);
   rationale_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  rationale_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(rationale_);
 
   layout->addWidget(new QLabel(QStringLiteral("Pareto front (step time vs peak memory):"), this));
@@ -84,9 +87,17 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   front_->setModel(front_model_);
   front_->verticalHeader()->hide();
   front_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  // The columns that decide the choice, with short headers: the panel is narrow and a clipped
+  // header says nothing. The rest is in the sweep view's table.
+  front_model_->setCompactHeaders(true);
   front_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  front_->setColumnHidden(PointsTableModel::Error, true);
-  front_->setColumnHidden(PointsTableModel::Status, true);
+  front_->horizontalHeader()->setStretchLastSection(true);
+  for (int c :
+       {PointsTableModel::Error, PointsTableModel::Status, PointsTableModel::Choice,
+        PointsTableModel::StepInterval, PointsTableModel::Slowdown, PointsTableModel::HiddenCopy}) {
+    front_->setColumnHidden(c, true);
+  }
+  front_->verticalHeader()->setDefaultSectionSize(front_->fontMetrics().height() + 6);
   front_->setMinimumHeight(110);
   layout->addWidget(front_, 1);
   connect(front_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
@@ -100,7 +111,9 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
     snippet_text_[i] = new QPlainTextEdit(snippets_);
     snippet_text_[i]->setReadOnly(true);
     snippet_text_[i]->setFont(mono);
-    snippet_text_[i]->setLineWrapMode(QPlainTextEdit::NoWrap);
+    // Wrapped, not cut at the panel's edge: each line is still one statement to paste.
+    snippet_text_[i]->setLineWrapMode(QPlainTextEdit::WidgetWidth);
+    snippet_text_[i]->setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
     snippets_->addTab(snippet_text_[i], QString::fromLatin1(names[i]));
   }
   layout->addWidget(snippets_, 1);

@@ -87,6 +87,77 @@ const QColor kChosenColor(20, 150, 60);
 const QColor kOverLimitShade(220, 40, 40, 40);
 const QColor kLimitLine(190, 30, 30);
 const QColor kHighlightOutline(0, 0, 0);
+const QColor kTieColor(20, 150, 60);  // the recommended point's colour on the Pareto chart
+const QColor kUnmeasuredFill(246, 246, 246);
+const QColor kUnmeasuredHatch(200, 200, 200);
+
+// RdBu-like: dark red (slower), near-white (as fast as the baseline), dark blue (faster).
+constexpr std::array<std::array<int, 3>, 5> kDivergingStops = {{
+    {150, 30, 45},
+    {220, 110, 85},
+    {246, 246, 244},
+    {95, 160, 200},
+    {25, 75, 135},
+}};
+
+template <size_t N>
+QColor interpolate(const std::array<std::array<int, 3>, N>& stops, double t) {
+  if (!(t >= 0.0)) t = 0.0;  // NaN too
+  t = std::min(t, 1.0);
+  const double x = t * static_cast<double>(N - 1);
+  const auto i = std::min(static_cast<size_t>(x), N - 2);
+  const double f = x - static_cast<double>(i);
+  const auto mix = [&](int c) {
+    return static_cast<int>(std::lround(stops[i][static_cast<size_t>(c)] * (1.0 - f) +
+                                        stops[i + 1][static_cast<size_t>(c)] * f));
+  };
+  return QColor(mix(0), mix(1), mix(2));
+}
+
+// The small samples of a chart's legend, each drawn as the chart draws the mark it explains.
+enum class Sample {
+  Box,         // the heatmap's recommended outline
+  DashedBox,   // a tie's dashed outline
+  HatchedBox,  // a grid point not measured
+  Dot,         // a plotted point (colour)
+  Square,      // the baseline
+  Ring,        // the recommended point's ring
+  DashedRing,  // a tie's ring
+  Whisker,     // an interval
+};
+
+struct LegendItem {
+  Sample sample;
+  QString text;
+  QColor color;
+};
+
+// Legend items placed left to right from `origin`, wrapping at `right`; each item is a 16 px
+// sample and its text. Returns the rects (sample, text) and, in *bottom, the last line's bottom.
+struct PlacedItem {
+  QRect sample;
+  QRect text;
+};
+std::vector<PlacedItem> flow_legend(const QFontMetrics& fm, QPoint origin, int left, int right,
+                                    int line_height, const std::vector<LegendItem>& items,
+                                    int* bottom) {
+  std::vector<PlacedItem> out;
+  int x = origin.x(), y = origin.y();
+  for (const auto& item : items) {
+    const int w = 16 + 4 + fm.horizontalAdvance(item.text) + 2;
+    if (x + w > right && x > left) {
+      x = left;
+      y += line_height;
+    }
+    PlacedItem pl;
+    pl.sample = QRect(x, y + (line_height - 12) / 2, 16, 12);
+    pl.text = QRect(x + 20, y, std::min(w - 20, right - x - 20), line_height);
+    out.push_back(pl);
+    x += w + 12;
+  }
+  *bottom = y + line_height;
+  return out;
+}
 
 // A step of 1, 2 or 5 times a power of ten near `raw`: tick labels stay short and round.
 double nice_step(double raw) {
@@ -103,16 +174,28 @@ struct Axis {
   std::vector<double> ticks;
 };
 
-// Pads the data range (a degenerate one around its value), then widens it to whole ticks, so that
-// no point sits on the frame and the ends carry labels.
-Axis nice_axis(double lo, double hi, bool non_negative) {
+// Widens a range narrower than `min_relative` of its largest magnitude around its centre, pads it
+// (a degenerate one around its value), then widens it to whole ticks, so that no point sits on the
+// frame and the ends carry labels. `intervals` is about how many ticks apart the ends may be.
+Axis nice_axis(double lo, double hi, bool non_negative, double min_relative = 0.0,
+               int intervals = 5) {
+  const double min_span = min_relative * std::max(std::abs(lo), std::abs(hi));
+  if (hi - lo < min_span) {
+    const double mid = (lo + hi) / 2.0;
+    lo = mid - min_span / 2.0;
+    hi = mid + min_span / 2.0;
+    if (non_negative && lo < 0) {
+      hi -= lo;
+      lo = 0;
+    }
+  }
   const double span = hi - lo;
   const double pad = span > 0 ? span * 0.06 : (lo != 0.0 ? std::abs(lo) * 0.1 : 1.0);
   Axis a;
   a.lo = lo - pad;
   a.hi = hi + pad;
   if (non_negative && lo >= 0 && a.lo < 0) a.lo = 0;
-  const double step = nice_step((a.hi - a.lo) / 5.0);
+  const double step = nice_step((a.hi - a.lo) / std::max(1, intervals));
   a.lo = std::floor(a.lo / step) * step;
   a.hi = std::ceil(a.hi / step) * step;
   // Counted from an integer so that rounding does not accumulate or drop the last tick.
@@ -126,7 +209,7 @@ Axis nice_axis(double lo, double hi, bool non_negative) {
 
 QString tick_label(double v) {
   if (std::abs(v) < 1e-12) v = 0.0;  // no "-0" or "1e-17" from rounding
-  return QString::number(v, 'g', 6);
+  return QString::number(v, 'g', 8);
 }
 
 // Fills `r` with a colour under a hatch, the mark of a point that has no value to colour by.
@@ -148,25 +231,76 @@ void draw_outline(QPainter& p, const QRect& r, const QColor& color, int width,
   p.drawRect(QRectF(r).adjusted(half, half, -half, -half));
 }
 
-}  // namespace
-
-QColor sequential_color(double t) {
-  if (!(t >= 0.0)) t = 0.0;  // NaN too
-  t = std::min(t, 1.0);
-  const double x = t * static_cast<double>(kColorStops.size() - 1);
-  const auto i = std::min(static_cast<size_t>(x), kColorStops.size() - 2);
-  const double f = x - static_cast<double>(i);
-  const auto mix = [&](int c) {
-    return static_cast<int>(std::lround(kColorStops[i][static_cast<size_t>(c)] * (1.0 - f) +
-                                        kColorStops[i + 1][static_cast<size_t>(c)] * f));
-  };
-  return QColor(mix(0), mix(1), mix(2));
+void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  const QPointF c = QRectF(r).center();
+  switch (item.sample) {
+    case Sample::Box:
+      draw_outline(p, r, item.color, 3);
+      break;
+    case Sample::DashedBox:
+      draw_outline(p, r, item.color, 2, Qt::DashLine);
+      break;
+    case Sample::HatchedBox:
+      fill_hatched(p, r, kUnmeasuredFill, kUnmeasuredHatch, Qt::FDiagPattern);
+      draw_outline(p, r, QColor(150, 150, 150), 1, Qt::DashLine);
+      break;
+    case Sample::Dot:
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      p.drawEllipse(c, 4.0, 4.0);
+      break;
+    case Sample::Square:
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      p.drawRect(QRectF(c.x() - 4.5, c.y() - 4.5, 9, 9));
+      break;
+    case Sample::Ring:
+      p.setPen(QPen(item.color, 2.5));
+      p.setBrush(Qt::NoBrush);
+      p.drawEllipse(c, 5.5, 5.5);
+      break;
+    case Sample::DashedRing:
+      p.setPen(QPen(item.color, 1.5, Qt::DashLine));
+      p.setBrush(Qt::NoBrush);
+      p.drawEllipse(c, 5.5, 5.5);
+      break;
+    case Sample::Whisker:
+      p.setPen(QPen(item.color, 1.2));
+      p.drawLine(QPointF(c.x(), r.top()), QPointF(c.x(), r.bottom()));
+      p.drawLine(QPointF(c.x() - 3, r.top()), QPointF(c.x() + 3, r.top()));
+      p.drawLine(QPointF(c.x() - 3, r.bottom()), QPointF(c.x() + 3, r.bottom()));
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      p.drawEllipse(c, 3.0, 3.0);
+      break;
+  }
+  p.restore();
 }
 
-QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point) {
+void paint_legend(QPainter& p, const QFontMetrics& fm, const std::vector<LegendItem>& items,
+                  const std::vector<PlacedItem>& placed, const QColor& text) {
+  for (size_t i = 0; i < items.size() && i < placed.size(); ++i) {
+    paint_sample(p, placed[i].sample, items[i]);
+    p.setPen(text);
+    p.drawText(placed[i].text, Qt::AlignLeft | Qt::AlignVCenter,
+               fm.elidedText(items[i].text, Qt::ElideRight, placed[i].text.width()));
+  }
+}
+
+}  // namespace
+
+QColor sequential_color(double t) { return interpolate(kColorStops, t); }
+
+QColor diverging_color(double t) { return interpolate(kDivergingStops, t); }
+
+QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool held) {
   QStringList lines;
-  QString head =
-      QStringLiteral("<b>Point %1</b> \u2014 %2").arg(point.index).arg(status_label(point.status));
+  const QString status = held || point.status != pf::PointStatus::Pending
+                             ? status_label(point.status)
+                             : QStringLiteral("not measured");
+  QString head = QStringLiteral("<b>Point %1</b> \u2014 %2").arg(point.index).arg(status);
   if (!point.config.offload) head += QStringLiteral(" (baseline, no offload)");
   lines << head;
   const auto& c = point.config;
@@ -187,22 +321,33 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point) {
   }
   if (point.run.valid()) lines << QStringLiteral("run %1").arg(point.run.value);
   if (point.status == pf::PointStatus::Ok) {
+    const MetricDecimals dec = metric_decimals(sweep);
     const auto figure = [&](SweepMetric m, const QString& label, const QString& missing) {
       const auto v = metric_value(sweep, point, m);
-      return v ? QStringLiteral("%1 %2").arg(label, qs(format_metric(m, *v)))
+      return v ? QStringLiteral("%1 %2").arg(label, qs(format_metric(m, *v, dec.of(m))))
                : QStringLiteral("%1 n/a (%2)").arg(label, missing);
     };
-    lines << QStringLiteral("step time %1 (median)")
-                 .arg(qs(format_metric(SweepMetric::StepTime, point.summary.step_ms_median)));
+    QString step =
+        QStringLiteral("step time %1 (median)")
+            .arg(qs(format_metric(SweepMetric::StepTime, point.summary.step_ms_median, dec.step)));
+    if (const std::string spread = describe_spread(point.summary, dec.step); !spread.empty()) {
+      step += QStringLiteral(", %1").arg(qs(spread));
+    }
+    lines << step;
     lines << figure(SweepMetric::Slowdown, QStringLiteral("slowdown"),
                     QStringLiteral("no measured baseline"));
-    lines << QStringLiteral("peak device memory %1")
-                 .arg(qs(format_metric(SweepMetric::PeakMemory,
-                                       static_cast<double>(point.summary.peak_allocated))));
+    lines << QStringLiteral("peak device memory %1 (%2)")
+                 .arg(
+                     qs(format_metric(SweepMetric::PeakMemory,
+                                      static_cast<double>(point.summary.peak_allocated), dec.peak)))
+                 .arg(qs(format_bytes_exact(point.summary.peak_allocated)));
     lines << figure(SweepMetric::HiddenCopy, QStringLiteral("hidden copy"),
                     QStringLiteral("no copies"));
   } else if (point.status == pf::PointStatus::Pending) {
-    lines << QStringLiteral("not measured yet");
+    lines << (held ? QStringLiteral("not measured yet: being measured, or left by a sweep that "
+                                    "ended before finishing it")
+                   : QStringLiteral("not measured yet: the sweep has not reached it (cancelled, "
+                                    "still running, or another shard's)"));
   }
   if (!point.error.empty()) {
     lines << QStringLiteral("error: %1").arg(qs(point.error).toHtmlEscaped());
@@ -210,15 +355,6 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point) {
   // <qt> forces rich text: an error quoting "<...>" must not switch the tooltip's format.
   return QStringLiteral("<qt>") + lines.join(QStringLiteral("<br/>")) + QStringLiteral("</qt>");
 }
-
-struct HeatmapWidget::Layout {
-  QRect header;    // the line above the grid
-  QRect baseline;  // the baseline entry in it; empty without a baseline
-  QRect grid;      // the cells; empty when nothing fits
-  QRect bar;       // the colour legend; empty without values
-  int row_labels_right = 0;
-  int line_height = 0;
-};
 
 // ---------------------------------------------------------------------------------------------
 // SweepChart
@@ -236,6 +372,16 @@ void SweepChart::setSelected(int64_t point_index) {
 
 const pf::PointRecord* SweepChart::point(int64_t point_index) const {
   return find_point(data_.get(), point_index);
+}
+
+void SweepChart::setTies(std::vector<int64_t> ties) {
+  if (ties == ties_) return;
+  ties_ = std::move(ties);
+  update();
+}
+
+bool SweepChart::isTie(int64_t point_index) const {
+  return std::find(ties_.begin(), ties_.end(), point_index) != ties_.end();
 }
 
 void SweepChart::setHovered(int64_t point_index) {
@@ -256,7 +402,9 @@ bool SweepChart::event(QEvent* e) {
     const auto* he = static_cast<QHelpEvent*>(e);
     const int64_t index = pointAt(he->pos());
     if (const auto* pt = point(index)) {
-      QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt), this, tooltipRect(index));
+      const bool held = find_point(data_.get(), index) != nullptr;
+      QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt, held), this,
+                         tooltipRect(index));
     } else {
       QToolTip::hideText();
       e->ignore();
@@ -311,9 +459,25 @@ QRect ParetoWidget::tooltipRect(int64_t point_index) const {
 // ---------------------------------------------------------------------------------------------
 // HeatmapWidget
 
+// Top to bottom: the header (the baseline entry and what the marks mean, wrapped onto as many lines
+// as the width needs), the grid with its row labels on the left and column labels and axis title
+// below, then the colour scale as a horizontal bar under the grid. Nothing sits beside the grid but
+// its row labels, so that the cells get the pane's width.
+struct HeatmapWidget::Layout {
+  QRect header;    // the lines above the grid
+  QRect baseline;  // the baseline entry in it; empty without a baseline
+  std::vector<LegendItem> legend;
+  std::vector<PlacedItem> legend_at;
+  QRect grid;     // the cells; empty when nothing fits
+  QRect caption;  // what the colours stand for, above the bar
+  QRect bar;      // the colour scale; empty without values
+  int row_labels_right = 0;
+  int line_height = 0;
+};
+
 HeatmapWidget::HeatmapWidget(QWidget* parent) : SweepChart(parent) {}
 
-QSize HeatmapWidget::sizeHint() const { return {520, 340}; }
+QSize HeatmapWidget::sizeHint() const { return {520, 400}; }
 QSize HeatmapWidget::minimumSizeHint() const { return {240, 180}; }
 
 void HeatmapWidget::setData(SweepDataPtr data) {
@@ -335,48 +499,100 @@ void HeatmapWidget::setHighlighted(int64_t point_index) {
   update();
 }
 
+const pf::PointRecord& HeatmapWidget::record(const Placement& pl) const {
+  return pl.held ? data_->points[pl.pos] : unmeasured_[pl.pos];
+}
+
+const pf::PointRecord* HeatmapWidget::point(int64_t point_index) const {
+  if (const auto* p = SweepChart::point(point_index)) return p;
+  for (const auto& u : unmeasured_) {
+    if (u.index == point_index) return &u;
+  }
+  return nullptr;
+}
+
+std::vector<int64_t> HeatmapWidget::unmeasuredPoints() const {
+  std::vector<int64_t> out;
+  for (const auto& u : unmeasured_) out.push_back(u.index);
+  return out;
+}
+
 void HeatmapWidget::rebuild() {
   stash_sizes_.clear();
   min_sizes_.clear();
   placements_.clear();
+  unmeasured_.clear();
+  baseline_ = nullptr;
+  baseline_held_ = false;
   has_baseline_ = false;
+  decimals_ = {};
+  exact_ = false;
   if (data_) {
     const auto& pts = data_->points;
-    if (const auto* base = baseline_point(*data_)) {
-      has_baseline_ = true;
-      baseline_pos_ = static_cast<size_t>(base - pts.data());
-    }
+    decimals_ = metric_decimals(*data_);
+    exact_ = exact_times(*data_);
+    // The grid's points the store does not hold yet: shown (outlined and hatched) so that a
+    // cancelled sweep does not look complete.
+    std::vector<bool> held(data_->grid.size(), false);
     for (const auto& p : pts) {
-      if (!p.config.offload) continue;
+      if (p.index >= 0 && static_cast<size_t>(p.index) < held.size()) {
+        held[static_cast<size_t>(p.index)] = true;
+      }
+    }
+    for (size_t i = 0; i < held.size(); ++i) {
+      if (held[i]) continue;
+      pf::PointRecord u;
+      u.sweep = data_->sweep.id;
+      u.index = static_cast<int64_t>(i);
+      u.config = data_->grid[i];
+      u.status = pf::PointStatus::Pending;
+      unmeasured_.push_back(u);
+    }
+    if (const auto* base = baseline_point(*data_)) {
+      baseline_ = base;
+      baseline_held_ = true;
+    } else {
+      for (const auto& u : unmeasured_) {
+        if (!u.config.offload) baseline_ = &u;
+      }
+    }
+    has_baseline_ = baseline_ != nullptr;
+    const auto add_axes = [&](const pf::PointRecord& p) {
+      if (!p.config.offload) return;
       stash_sizes_.push_back(p.config.max_fwd_stash_size);
       min_sizes_.push_back(p.config.min_offload_size);
-    }
+    };
+    for (const auto& p : pts) add_axes(p);
+    for (const auto& u : unmeasured_) add_axes(u);
     for (auto* v : {&stash_sizes_, &min_sizes_}) {
       std::sort(v->begin(), v->end());
       v->erase(std::unique(v->begin(), v->end()), v->end());
     }
     // Points sharing a config (a grid over other knobs too, or a repeated measurement) split
     // their cell side by side in index order, so that each stays visible and clickable.
-    std::map<std::pair<int, int>, std::vector<size_t>> cells;
-    for (size_t i = 0; i < pts.size(); ++i) {
-      const auto& c = pts[i].config;
-      if (!c.offload) continue;
-      const auto col =
+    std::map<std::pair<int, int>, std::vector<Placement>> cells;
+    const auto place = [&](const pf::PointRecord& p, size_t pos, bool is_held) {
+      const auto& c = p.config;
+      if (!c.offload) return;
+      Placement pl;
+      pl.index = p.index;
+      pl.pos = pos;
+      pl.held = is_held;
+      pl.col = static_cast<int>(
           std::lower_bound(stash_sizes_.begin(), stash_sizes_.end(), c.max_fwd_stash_size) -
-          stash_sizes_.begin();
-      const auto row = std::lower_bound(min_sizes_.begin(), min_sizes_.end(), c.min_offload_size) -
-                       min_sizes_.begin();
-      cells[{static_cast<int>(row), static_cast<int>(col)}].push_back(i);
-    }
+          stash_sizes_.begin());
+      pl.row = static_cast<int>(
+          std::lower_bound(min_sizes_.begin(), min_sizes_.end(), c.min_offload_size) -
+          min_sizes_.begin());
+      cells[{pl.row, pl.col}].push_back(pl);
+    };
+    for (size_t i = 0; i < pts.size(); ++i) place(pts[i], i, true);
+    for (size_t i = 0; i < unmeasured_.size(); ++i) place(unmeasured_[i], i, false);
     for (auto& [rc, members] : cells) {
       std::sort(members.begin(), members.end(),
-                [&](size_t a, size_t b) { return pts[a].index < pts[b].index; });
+                [](const Placement& a, const Placement& b) { return a.index < b.index; });
       for (size_t k = 0; k < members.size(); ++k) {
-        Placement pl;
-        pl.index = pts[members[k]].index;
-        pl.pos = members[k];
-        pl.row = rc.first;
-        pl.col = rc.second;
+        Placement pl = members[k];
         pl.slot = static_cast<int>(k);
         pl.slots = static_cast<int>(members.size());
         placements_.push_back(pl);
@@ -390,6 +606,7 @@ void HeatmapWidget::updateRange() {
   has_range_ = false;
   if (!data_) return;
   for (const auto& pl : placements_) {
+    if (!pl.held) continue;
     const auto v = metric_value(*data_, data_->points[pl.pos], metric_);
     if (!v || !std::isfinite(*v)) continue;
     range_min_ = has_range_ ? std::min(range_min_, *v) : *v;
@@ -398,14 +615,32 @@ void HeatmapWidget::updateRange() {
   }
 }
 
-QString HeatmapWidget::legendText(double value) const { return qs(format_metric(metric_, value)); }
+QString HeatmapWidget::legendText(double value) const {
+  return qs(format_metric(metric_, value, decimals_.of(metric_)));
+}
+
+// Slowdown is a ratio to the baseline: its scale diverges from 1.0x (as fast as the baseline,
+// near-white) towards red (slower) and blue (faster), symmetric, so that the colour says which
+// side of the baseline a point is on. The other metrics run from worse (dark) to better (light).
+QColor HeatmapWidget::valueColor(double v) const {
+  if (metric_ == SweepMetric::Slowdown) {
+    const double half = std::max({range_max_ - 1.0, 1.0 - range_min_, 1e-9});
+    return diverging_color(0.5 - (v - 1.0) / (2.0 * half));
+  }
+  const double span = range_max_ - range_min_;
+  double t = span > 0 ? (v - range_min_) / span : 0.5;
+  if (lower_is_better(metric_) && span > 0) t = 1.0 - t;
+  return sequential_color(t);
+}
 
 QString HeatmapWidget::baselineText() const {
   if (!has_baseline_) return {};
-  const auto& base = data_->points[baseline_pos_];
+  const auto& base = *baseline_;
   QString value;
-  if (const auto v = metric_value(*data_, base, metric_)) {
-    value = qs(format_metric(metric_, *v));
+  if (!baseline_held_) {
+    value = QStringLiteral("not measured");
+  } else if (const auto v = metric_value(*data_, base, metric_)) {
+    value = legendText(*v);
   } else if (base.status == pf::PointStatus::Ok) {
     value = QStringLiteral("n/a");
   } else {
@@ -414,51 +649,89 @@ QString HeatmapWidget::baselineText() const {
   return QStringLiteral("baseline: %1").arg(value);
 }
 
+QFont HeatmapWidget::labelFont() const {
+  QFont f = font();
+  if (f.pointSizeF() > 0 && f.pointSizeF() < kMinLabelPointSize)
+    f.setPointSizeF(kMinLabelPointSize);
+  return f;
+}
+
 HeatmapWidget::Layout HeatmapWidget::layout() const {
   Layout l;
   const QFontMetrics fm(font());
   const int lh = fm.height();
   l.line_height = lh;
   const QRect r = rect().adjusted(6, 6, -6, -6);
-  l.header = QRect(r.left(), r.top(), r.width(), lh + 8);
+  int x = r.left();
   if (has_baseline_) {
     l.baseline = QRect(r.left(), r.top(),
                        std::min(fm.horizontalAdvance(baselineText()) + 16, r.width()), lh + 8);
+    x = l.baseline.right() + 12;
   }
+  // What the marks mean: only those on show.
+  if (highlighted_ >= 0 && point(highlighted_) != nullptr) {
+    l.legend.push_back({Sample::Box, QStringLiteral("recommended"), kHighlightOutline});
+  }
+  bool any_tie = false;
+  for (const auto& pl : placements_) any_tie = any_tie || isTie(pl.index);
+  if (any_tie) {
+    l.legend.push_back(
+        {Sample::DashedBox,
+         exact_ ? QStringLiteral("tied (exact)") : QStringLiteral("as good within noise"),
+         kHighlightOutline});
+  }
+  if (!unmeasured_.empty()) {
+    l.legend.push_back({Sample::HatchedBox,
+                        QStringLiteral("not measured (%1)").arg(unmeasured_.size()), QColor()});
+  }
+  int header_bottom = r.top() + lh + 8;
+  if (!l.legend.empty()) {
+    l.legend_at = flow_legend(fm, QPoint(x, r.top() + 4), r.left(), r.right(), lh + 2, l.legend,
+                              &header_bottom);
+    header_bottom = std::max(header_bottom + 4, r.top() + lh + 8);
+  }
+  l.header = QRect(QPoint(r.left(), r.top()), QPoint(r.right(), header_bottom - 1));
   if (placements_.empty()) return l;
 
   int row_label_w = 0;
   for (int64_t v : min_sizes_) {
     row_label_w = std::max(row_label_w, fm.horizontalAdvance(qs(pf::format_size(v))));
   }
-  // Room for the legend is kept even before any value is in, and for labels wider than most, so
-  // that the grid does not jump while a sweep fills in.
-  int legend_label_w = fm.horizontalAdvance(QStringLiteral("000.00 MiB"));
-  if (has_range_) {
-    legend_label_w = std::max({legend_label_w, fm.horizontalAdvance(legendText(range_min_)),
-                               fm.horizontalAdvance(legendText(range_max_))});
-  }
-  const int legend_w = 14 + 6 + legend_label_w;
-  const int top = l.header.bottom() + 1 + lh / 2 + 4;  // room for the legend's top label
+  // Below the grid: column labels, the axis title, the caption of the colours and the bar (its
+  // room is kept before any value is in, so that the grid does not jump while a sweep fills in).
+  const int below = (lh + 3) + (lh + 2) + 6 + lh + 14 + 2;
+  const int top = l.header.bottom() + 1 + 6;
   const int left = r.left() + lh + 6 + row_label_w + 6;
-  const int right = r.right() - legend_w - 12;
-  const int bottom = r.bottom() - 2 * (lh + 4);
+  const int right = r.right() - 4;
+  const int bottom = r.bottom() - below;
   QRect grid(QPoint(left, top), QPoint(right, bottom));
   if (grid.width() < 8 || grid.height() < 8) return l;
 
   // A few cells should not each fill a quarter of the screen: cap their size and centre the grid.
   const int ncols = static_cast<int>(stash_sizes_.size());
   const int nrows = static_cast<int>(min_sizes_.size());
-  const int max_w = 220 * ncols;
-  const int max_h = 120 * nrows;
-  if (grid.width() > max_w) grid.setWidth(max_w);
+  const int max_w = 240 * ncols;
+  const int max_h = 140 * nrows;
+  if (grid.width() > max_w) {
+    grid.moveLeft(grid.left() + (grid.width() - max_w) / 2);
+    grid.setWidth(max_w);
+  }
   if (grid.height() > max_h) {
     grid.moveTop(grid.top() + (grid.height() - max_h) / 2);
     grid.setHeight(max_h);
   }
   l.grid = grid;
-  l.row_labels_right = left - 6;
-  if (has_range_) l.bar = QRect(grid.right() + 12, grid.top(), 14, grid.height());
+  l.row_labels_right = grid.left() - 6;
+  const int scale_top = grid.bottom() + 1 + (lh + 3) + (lh + 2) + 6;
+  l.caption = QRect(r.left(), scale_top, r.width(), lh);
+  if (has_range_) {
+    QString worst = legendText(lower_is_better(metric_) ? range_max_ : range_min_);
+    QString best = legendText(lower_is_better(metric_) ? range_min_ : range_max_);
+    const int lw = std::max(fm.horizontalAdvance(worst), fm.horizontalAdvance(best)) + 8;
+    const int bar_w = std::min(grid.width(), std::max(60, r.width() - 2 * lw));
+    const int bar_left = std::max(r.left() + lw, grid.center().x() - bar_w / 2);
+    l.bar = QRect(bar_left, scale_top + lh + 2, std::min(bar_w, r.right() - lw - bar_left), 12);
+  }
   return l;
 }
 
@@ -481,7 +754,7 @@ QRect HeatmapWidget::placementRect(const Layout& l, const Placement& p) const {
 QRect HeatmapWidget::cellRect(int64_t point_index) const {
   if (!data_ || point_index < 0) return {};
   const Layout l = layout();
-  if (has_baseline_ && data_->points[baseline_pos_].index == point_index) return l.baseline;
+  if (has_baseline_ && baseline_->index == point_index) return l.baseline;
   for (const auto& pl : placements_) {
     if (pl.index == point_index) return placementRect(l, pl);
   }
@@ -491,12 +764,90 @@ QRect HeatmapWidget::cellRect(int64_t point_index) const {
 int64_t HeatmapWidget::pointAt(QPoint pos) const {
   if (!data_) return -1;
   const Layout l = layout();
-  if (has_baseline_ && l.baseline.contains(pos)) return data_->points[baseline_pos_].index;
+  if (has_baseline_ && l.baseline.contains(pos)) return baseline_->index;
   if (!l.grid.contains(pos)) return -1;
   for (const auto& pl : placements_) {
     if (placementRect(l, pl).contains(pos)) return pl.index;
   }
   return -1;
+}
+
+// The text of a cell: the first form that fits inside the cell (less kLabelInset each side) in
+// the label font: the value with its unit, the number alone, the number with the metric's usual
+// digits; a second line with the step time's spread where there is room for it. Values start at
+// form `min_form`, so that all cells can show the same form (uniformForm).
+HeatmapWidget::CellLabel HeatmapWidget::labelFor(const Layout& l, const Placement& pl, int min_form,
+                                                 int* form_used) const {
+  CellLabel out;
+  out.cell = placementRect(l, pl).adjusted(1, 1, -1, -1);
+  out.font = labelFont();
+  if (out.cell.isEmpty()) return out;
+  const auto& pt = record(pl);
+  QStringList forms;
+  QString second;
+  int first = 0;
+  switch (pt.status) {
+    case pf::PointStatus::Ok:
+      if (const auto v = metric_value(*data_, pt, metric_); v && has_range_ && std::isfinite(*v)) {
+        const int d = decimals_.of(metric_);
+        forms << legendText(*v) << qs(format_metric_number(metric_, *v, d))
+              << qs(format_metric_number(metric_, *v, 0));
+        first = std::clamp(min_form, 0, static_cast<int>(forms.size()) - 1);
+        if (metric_ == SweepMetric::StepTime || metric_ == SweepMetric::Slowdown) {
+          second = qs(short_spread(pt.summary));
+        }
+      } else {
+        forms << QStringLiteral("n/a");
+      }
+      break;
+    case pf::PointStatus::Failed:
+      forms << QStringLiteral("failed") << QStringLiteral("fail");
+      break;
+    case pf::PointStatus::OutOfMemory:
+      forms << QStringLiteral("OOM");
+      break;
+    case pf::PointStatus::Pending:
+      if (pl.held) forms << QStringLiteral("pending") << QStringLiteral("\u2026");
+      break;
+  }
+  const QRect inner = out.cell.adjusted(kLabelInset, kLabelInset, -kLabelInset, -kLabelInset);
+  if (inner.width() <= 0 || inner.height() <= 0) return out;
+  const QFontMetrics fm(out.font);
+  for (int i = first; i < static_cast<int>(forms.size()); ++i) {
+    const QString& f = forms[i];
+    if (fm.horizontalAdvance(f) > inner.width() || fm.height() > inner.height()) continue;
+    if (form_used != nullptr) *form_used = i;
+    out.text = f;
+    if (!second.isEmpty() && fm.horizontalAdvance(second) <= inner.width() &&
+        2 * fm.height() <= inner.height()) {
+      out.text += QLatin1Char('\n') + second;
+    }
+    out.rect = fm.boundingRect(inner, Qt::AlignCenter, out.text);
+    break;
+  }
+  return out;
+}
+
+// The form every value cell can use: cells differ by a pixel or two, and "1.87" beside
+// "1.87 ms" reads as two kinds of figure. Cells too small for any form do not count.
+int HeatmapWidget::uniformForm(const Layout& l) const {
+  int form = 0;
+  for (const auto& pl : placements_) {
+    if (!pl.held || data_->points[pl.pos].status != pf::PointStatus::Ok) continue;
+    int used = -1;
+    labelFor(l, pl, 0, &used);
+    form = std::max(form, used);
+  }
+  return form;
+}
+
+HeatmapWidget::CellLabel HeatmapWidget::cellLabel(int64_t point_index) const {
+  if (!data_) return {};
+  const Layout l = layout();
+  for (const auto& pl : placements_) {
+    if (pl.index == point_index) return labelFor(l, pl, uniformForm(l));
+  }
+  return {};
 }
 
 void HeatmapWidget::paintEvent(QPaintEvent*) {
@@ -517,44 +868,27 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   paintLegend(p, l);
 }
 
-// The baseline entry, the mark of the recommended point, and what the colours mean.
+// The baseline entry and what the marks mean.
 void HeatmapWidget::paintHeader(QPainter& p, const Layout& l) const {
   const QPalette& pal = palette();
   const QFontMetrics fm(font());
-  int x = l.header.left();
   if (has_baseline_) {
-    const auto& base = data_->points[baseline_pos_];
-    p.fillRect(l.baseline, pal.color(QPalette::AlternateBase));
+    const auto& base = *baseline_;
+    if (baseline_held_) {
+      p.fillRect(l.baseline, pal.color(QPalette::AlternateBase));
+    } else {
+      fill_hatched(p, l.baseline, kUnmeasuredFill, kUnmeasuredHatch, Qt::FDiagPattern);
+    }
     draw_outline(p, l.baseline, pal.color(QPalette::Mid), 1);
     if (base.index == highlighted_) draw_outline(p, l.baseline, kHighlightOutline, 3);
+    if (isTie(base.index)) draw_outline(p, l.baseline, kHighlightOutline, 2, Qt::DashLine);
     if (base.index == selected_) draw_outline(p, l.baseline, pal.color(QPalette::Highlight), 3);
     if (base.index == hovered_) draw_outline(p, l.baseline, pal.color(QPalette::Text), 1);
     p.setPen(pal.color(QPalette::Text));
-    p.drawText(l.baseline, Qt::AlignCenter, baselineText());
-    x = l.baseline.right() + 12;
+    p.drawText(l.baseline, Qt::AlignCenter,
+               fm.elidedText(baselineText(), Qt::ElideRight, l.baseline.width() - 8));
   }
-  if (highlighted_ >= 0 && point(highlighted_) != nullptr) {
-    const QString text = QStringLiteral("recommended");
-    const QRect sample(x, l.header.center().y() - 6, 18, 12);
-    const QRect label(sample.right() + 6, l.header.top(), fm.horizontalAdvance(text) + 2,
-                      l.header.height());
-    if (label.right() < l.header.right()) {
-      draw_outline(p, sample, kHighlightOutline, 3);
-      p.setPen(pal.color(QPalette::Text));
-      p.drawText(label, Qt::AlignVCenter | Qt::AlignLeft, text);
-      x = label.right() + 12;
-    }
-  }
-  if (x < l.header.right() - 20) {
-    const QString what =
-        QStringLiteral("colour: %1, %2 is better")
-            .arg(QString::fromLatin1(metric_label(metric_)),
-                 lower_is_better(metric_) ? QStringLiteral("lower") : QStringLiteral("higher"));
-    p.setPen(pal.color(QPalette::PlaceholderText));
-    p.drawText(QRect(x, l.header.top(), l.header.right() - x, l.header.height()),
-               Qt::AlignVCenter | Qt::AlignLeft,
-               fm.elidedText(what, Qt::ElideRight, l.header.right() - x));
-  }
+  paint_legend(p, fm, l.legend, l.legend_at, pal.color(QPalette::Text));
 }
 
 // Axis titles and value labels; on a dense grid only every k-th label, so that none overlap.
@@ -599,82 +933,69 @@ void HeatmapWidget::paintAxes(QPainter& p, const Layout& l) const {
 
 void HeatmapWidget::paintCells(QPainter& p, const Layout& l) const {
   const QPalette& pal = palette();
-  const QFontMetrics fm(font());
-  // Values that do not fit get a second chance in a smaller font before they are left out.
-  QFont small_font = font();
-  small_font.setPointSizeF(font().pointSizeF() * 0.85);
-  const QFontMetrics small_fm(small_font);
-  const bool lower_better = lower_is_better(metric_);
-  const double span = range_max_ - range_min_;
-
   // Empty grid positions (a sparse grid) keep the background inside a faint frame.
   p.setPen(QPen(pal.color(QPalette::Midlight), 1));
   p.setBrush(Qt::NoBrush);
   p.drawRect(l.grid.adjusted(0, 0, -1, -1));
+  p.save();
+  p.setFont(labelFont());
+  const int form = uniformForm(l);
   for (const auto& pl : placements_) {
-    const auto& pt = data_->points[pl.pos];
-    const QRect cell = placementRect(l, pl).adjusted(1, 1, -1, -1);
+    const auto& pt = record(pl);
+    const CellLabel label = labelFor(l, pl, form);
+    const QRect& cell = label.cell;
     if (cell.isEmpty()) continue;
-    QString text;
     QColor text_color = pal.color(QPalette::Text);
     std::optional<QColor> plate;  // behind the text, so that a hatch does not cross it
     switch (pt.status) {
       case pf::PointStatus::Ok: {
         const auto v = metric_value(*data_, pt, metric_);
         if (v && has_range_ && std::isfinite(*v)) {
-          double t = span > 0 ? (*v - range_min_) / span : 0.5;
-          if (lower_better && span > 0) t = 1.0 - t;
-          const QColor fill = sequential_color(t);
+          const QColor fill = valueColor(*v);
           p.fillRect(cell, fill);
-          text = legendText(*v);
           text_color = text_color_on(fill);
         } else {
           p.fillRect(cell, pal.color(QPalette::AlternateBase));
-          text = QStringLiteral("n/a");
         }
         break;
       }
       case pf::PointStatus::Failed:
         fill_hatched(p, cell, kFailedFill, kFailedHatch, Qt::BDiagPattern);
-        text = QStringLiteral("failed");
         text_color = QColor(40, 40, 40);
         plate = kFailedFill;
         break;
       case pf::PointStatus::OutOfMemory:
         fill_hatched(p, cell, kOomFill, kOomHatch, Qt::DiagCrossPattern);
-        text = QStringLiteral("OOM");
         text_color = QColor(150, 0, 0);
         plate = kOomFill;
         break;
       case pf::PointStatus::Pending:
-        draw_outline(p, cell, pal.color(QPalette::Mid), 1, Qt::DashLine);
-        text = QStringLiteral("pending");
-        text_color = pal.color(QPalette::PlaceholderText);
+        if (pl.held) {
+          // In the store, not finished: being measured now (or left by a crash).
+          draw_outline(p, cell, pal.color(QPalette::Mid), 1, Qt::DashLine);
+          text_color = pal.color(QPalette::PlaceholderText);
+        } else {
+          // Not reached: a light hatch under a dashed outline, no text.
+          fill_hatched(p, cell, kUnmeasuredFill, kUnmeasuredHatch, Qt::FDiagPattern);
+          draw_outline(p, cell, QColor(150, 150, 150), 1, Qt::DashLine);
+        }
         break;
     }
-    const auto fits = [&](const QFontMetrics& m) {
-      return m.horizontalAdvance(text) <= cell.width() - 4 && m.height() <= cell.height() - 2;
-    };
-    const bool normal = fits(fm);
-    if (!normal && !fits(small_fm)) continue;
-    p.save();
-    if (!normal) p.setFont(small_font);
-    if (plate) {
-      const QFontMetrics& m = normal ? fm : small_fm;
-      p.fillRect(
-          m.boundingRect(cell, Qt::AlignCenter, text).adjusted(-3, 0, 3, 0).intersected(cell),
-          *plate);
-    }
+    if (label.text.isEmpty()) continue;
+    if (plate) p.fillRect(label.rect.adjusted(-3, 0, 3, 0).intersected(cell), *plate);
     p.setPen(text_color);
-    p.drawText(cell, Qt::AlignCenter, text);
-    p.restore();
+    p.drawText(label.rect, Qt::AlignCenter, label.text);
   }
-  // Marks last, above every cell.
+  p.restore();
+  // Marks last, above every cell, each inside the cell's kLabelInset margin.
   for (const auto& pl : placements_) {
     const QRect cell = placementRect(l, pl).adjusted(1, 1, -1, -1);
     if (pl.index == highlighted_) {
       draw_outline(p, cell, kHighlightOutline, 3);
       draw_outline(p, cell.adjusted(3, 3, -3, -3), QColor(255, 255, 255), 1);
+    } else if (isTie(pl.index)) {
+      draw_outline(p, cell, kHighlightOutline, 2, Qt::DashLine);
+      draw_outline(p, cell.adjusted(2, 2, -2, -2), QColor(255, 255, 255), 1, Qt::DashLine);
     }
     if (pl.index == selected_) draw_outline(p, cell, pal.color(QPalette::Highlight), 3);
     if (pl.index == hovered_ && hovered_ != selected_) {
@@ -683,26 +1004,48 @@ void HeatmapWidget::paintCells(QPainter& p, const Layout& l) const {
   }
 }
 
-// The colour bar: best at the top, as the cells' colours say.
+// The colour scale under the grid: what it stands for, then worst on the left and best on the
+// right (for slowdown, the baseline's 1.00x marked where it falls).
 void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
+  const QPalette& pal = palette();
+  const QFontMetrics fm(font());
+  QString what =
+      QStringLiteral("colour: %1, %2 is better")
+          .arg(QString::fromLatin1(metric_label(metric_)),
+               lower_is_better(metric_) ? QStringLiteral("lower") : QStringLiteral("higher"));
+  if (metric_ == SweepMetric::Slowdown) what += QStringLiteral("; white: 1.00x (the baseline)");
+  p.setPen(pal.color(QPalette::PlaceholderText));
+  p.drawText(l.caption, Qt::AlignHCenter | Qt::AlignVCenter,
+             fm.elidedText(what, Qt::ElideRight, l.caption.width()));
   if (l.bar.isEmpty() || !has_range_) return;
-  QLinearGradient grad(l.bar.bottomLeft(), l.bar.topLeft());
-  for (size_t i = 0; i < kColorStops.size(); ++i) {
-    const double t = static_cast<double>(i) / static_cast<double>(kColorStops.size() - 1);
-    grad.setColorAt(t, sequential_color(t));
+  const bool lower_better = lower_is_better(metric_);
+  double worst = lower_better ? range_max_ : range_min_;
+  double best = lower_better ? range_min_ : range_max_;
+  QLinearGradient grad(l.bar.topLeft(), l.bar.topRight());
+  constexpr int kSteps = 16;
+  if (metric_ == SweepMetric::Slowdown) {
+    const double half = std::max({range_max_ - 1.0, 1.0 - range_min_, 1e-9});
+    worst = 1.0 + half;
+    best = 1.0 - half;
+    for (int i = 0; i <= kSteps; ++i)
+      grad.setColorAt(i / double(kSteps), diverging_color(i / double(kSteps)));
+  } else {
+    for (int i = 0; i <= kSteps; ++i)
+      grad.setColorAt(i / double(kSteps), sequential_color(i / double(kSteps)));
   }
   p.fillRect(l.bar, grad);
-  draw_outline(p, l.bar, palette().color(QPalette::Mid), 1);
-  p.setPen(palette().color(QPalette::Text));
-  const bool lower_better = lower_is_better(metric_);
-  const double best = lower_better ? range_min_ : range_max_;
-  const double worst = lower_better ? range_max_ : range_min_;
+  draw_outline(p, l.bar, pal.color(QPalette::Mid), 1);
+  p.setPen(pal.color(QPalette::Text));
   const int lh = l.line_height;
-  const int tx = l.bar.right() + 6;
-  p.drawText(QRect(tx, l.bar.top() - lh / 2, width() - tx, lh), Qt::AlignLeft | Qt::AlignVCenter,
-             legendText(best));
-  p.drawText(QRect(tx, l.bar.bottom() - lh / 2, width() - tx, lh), Qt::AlignLeft | Qt::AlignVCenter,
-             legendText(worst));
+  p.drawText(QRect(0, l.bar.center().y() - lh / 2, l.bar.left() - 6, lh),
+             Qt::AlignRight | Qt::AlignVCenter, legendText(worst));
+  p.drawText(QRect(l.bar.right() + 6, l.bar.center().y() - lh / 2, width() - l.bar.right() - 6, lh),
+             Qt::AlignLeft | Qt::AlignVCenter, legendText(best));
+  if (metric_ == SweepMetric::Slowdown) {
+    const int x = l.bar.center().x();
+    p.setPen(QPen(pal.color(QPalette::Text), 1));
+    p.drawLine(x, l.bar.top() - 2, x, l.bar.bottom() + 2);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -711,6 +1054,8 @@ void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
 struct ParetoWidget::Frame {
   QRectF plot;  // empty when nothing is plotted
   QRect caption;
+  std::vector<LegendItem> legend;
+  std::vector<PlacedItem> legend_at;
   Axis x;  // bytes
   Axis y;  // ms
   double x_unit = 1.0;
@@ -726,7 +1071,7 @@ struct ParetoWidget::Frame {
 
 ParetoWidget::ParetoWidget(QWidget* parent) : SweepChart(parent) {}
 
-QSize ParetoWidget::sizeHint() const { return {520, 340}; }
+QSize ParetoWidget::sizeHint() const { return {520, 400}; }
 QSize ParetoWidget::minimumSizeHint() const { return {240, 180}; }
 
 void ParetoWidget::setData(SweepDataPtr data) {
@@ -750,10 +1095,15 @@ void ParetoWidget::rebuild() {
     const auto& s = pts[i].summary;
     if (!std::isfinite(s.step_ms_median)) continue;
     const auto x = static_cast<double>(s.peak_allocated);
+    // The step time's interval is drawn as a whisker: keep it on the axes.
+    const StepSpread sp = step_spread(s);
+    const bool whisker = sp.kind == SpreadKind::Interval || sp.kind == SpreadKind::MinMax;
+    const double lo = whisker ? std::min(sp.low, s.step_ms_median) : s.step_ms_median;
+    const double hi = whisker ? std::max(sp.high, s.step_ms_median) : s.step_ms_median;
     x_lo_ = plotted_.empty() ? x : std::min(x_lo_, x);
     x_hi_ = plotted_.empty() ? x : std::max(x_hi_, x);
-    y_lo_ = plotted_.empty() ? s.step_ms_median : std::min(y_lo_, s.step_ms_median);
-    y_hi_ = plotted_.empty() ? s.step_ms_median : std::max(y_hi_, s.step_ms_median);
+    y_lo_ = plotted_.empty() ? lo : std::min(y_lo_, lo);
+    y_hi_ = plotted_.empty() ? hi : std::max(y_hi_, hi);
     plotted_.push_back(i);
   }
 }
@@ -793,24 +1143,89 @@ ParetoWidget::Frame ParetoWidget::frame() const {
   f.caption = QRect(r.left(), r.top(), r.width(), lh + 4);
   if (plotted_.empty()) return f;
 
+  // What the marks mean, under the caption.
+  bool any_interval = false, any_other = false;
+  const std::vector<int64_t> front = [&] {
+    std::vector<int64_t> v;
+    if (has_rec_) {
+      for (const auto& q : rec_.front) v.push_back(q.index);
+    }
+    return v;
+  }();
+  const auto* base = baseline_point(*data_);
+  for (size_t i : plotted_) {
+    const auto& p = data_->points[i];
+    const SpreadKind k = step_spread(p.summary).kind;
+    any_interval = any_interval || k == SpreadKind::Interval || k == SpreadKind::MinMax;
+    any_other =
+        any_other || (&p != base && std::find(front.begin(), front.end(), p.index) == front.end());
+  }
+  if (!front.empty())
+    f.legend.push_back({Sample::Dot, QStringLiteral("Pareto front"), kFrontColor});
+  if (any_other || front.empty()) {
+    f.legend.push_back({Sample::Dot,
+                        front.empty() ? QStringLiteral("measured") : QStringLiteral("other points"),
+                        kPointColor});
+  }
+  if (base != nullptr && base->status == pf::PointStatus::Ok) {
+    f.legend.push_back({Sample::Square, QStringLiteral("baseline"), kBaselineColor});
+  }
+  if (has_rec_ && rec_.chosen) {
+    f.legend.push_back({Sample::Ring, QStringLiteral("recommended"), kChosenColor});
+  }
+  if (has_rec_ && !rec_.ties.empty()) {
+    f.legend.push_back({Sample::DashedRing,
+                        rec_.noise.deterministic ? QStringLiteral("tied (exact)")
+                                                 : QStringLiteral("as good within noise"),
+                        kChosenColor});
+  }
+  if (any_interval) {
+    f.legend.push_back({Sample::Whisker, QStringLiteral("step-time interval"), kPointColor});
+  }
+  int legend_bottom = f.caption.bottom() + 1;
+  if (!f.legend.empty()) {
+    f.legend_at = flow_legend(fm, QPoint(r.left(), f.caption.bottom() + 1), r.left(), r.right(),
+                              lh + 2, f.legend, &legend_bottom);
+  }
+
   const pf::SizeUnit unit = pf::size_unit(std::max(std::abs(x_lo_), std::abs(x_hi_)));
   f.x_unit = unit.bytes;
   f.x_unit_name = QString::fromUtf8(unit.name);
   // Ticks fall on round numbers of the unit shown, not of bytes.
-  f.x = nice_axis(x_lo_ / f.x_unit, x_hi_ / f.x_unit, true);
-  f.x.lo *= f.x_unit;
-  f.x.hi *= f.x_unit;
-  for (double& t : f.x.ticks) t *= f.x_unit;
-  f.y = nice_axis(y_lo_, y_hi_, true);
-
+  const auto x_axis = [&](int intervals) {
+    Axis a = nice_axis(x_lo_ / f.x_unit, x_hi_ / f.x_unit, true, kMinRelativeSpan, intervals);
+    a.lo *= f.x_unit;
+    a.hi *= f.x_unit;
+    for (double& t : a.ticks) t *= f.x_unit;
+    return a;
+  };
+  const double top = legend_bottom + lh / 2.0 + 4;
+  const double bottom = r.bottom() - 2.0 * (lh + 3);
+  // As many y ticks as fit two lines apart, at most 6 intervals.
+  const int y_intervals = std::clamp(static_cast<int>((bottom - top) / (2.5 * lh)), 1, 6);
+  f.y = nice_axis(y_lo_, y_hi_, true, kMinRelativeSpan, y_intervals);
   int y_label_w = 0;
   for (double t : f.y.ticks) y_label_w = std::max(y_label_w, fm.horizontalAdvance(tick_label(t)));
   const double left = r.left() + lh + 6 + y_label_w + 6;
-  const double top = f.caption.bottom() + 1 + lh / 2.0 + 4;
-  const double bottom = r.bottom() - 2.0 * (lh + 3);
   const double right = r.right();
   if (right - left < 16 || bottom - top < 16) return f;
   f.plot = QRectF(QPointF(left, top), QPointF(right, bottom));
+  // X ticks no closer than their widest label and a gap: fewer intervals until they fit.
+  int x_intervals = 5;
+  for (int tries = 0; tries < 6; ++tries) {
+    f.x = x_axis(x_intervals);
+    double widest = 0;
+    for (double t : f.x.ticks) {
+      widest =
+          std::max(widest, static_cast<double>(fm.horizontalAdvance(tick_label(t / f.x_unit))));
+    }
+    const double spacing = f.x.ticks.size() > 1
+                               ? f.plot.width() * (f.x.ticks[1] - f.x.ticks[0]) / (f.x.hi - f.x.lo)
+                               : f.plot.width();
+    if (spacing >= widest + 12 || x_intervals == 1) break;
+    x_intervals =
+        std::clamp(static_cast<int>(x_intervals * spacing / (widest + 12)), 1, x_intervals - 1);
+  }
   return f;
 }
 
@@ -866,10 +1281,19 @@ void ParetoWidget::paintEvent(QPaintEvent*) {
   const Frame f = frame();
   const QString cap = caption();
   p.setPen(pal.color(QPalette::PlaceholderText));
+  QString head = cap.isEmpty()
+                     ? QStringLiteral("%1 measured").arg(plotted_.size())
+                     : QStringLiteral("%1 measured; not plotted: %2").arg(plotted_.size()).arg(cap);
+  if (has_rec_ && rec_.noise.deterministic) {
+    head += QStringLiteral("; step times exact (modelled)");
+  } else if (has_rec_ && rec_.noise.points > 0) {
+    head += QStringLiteral("; noise %1x\u2013%2x of the baseline")
+                .arg(rec_.noise.min_ratio, 0, 'f', 2)
+                .arg(rec_.noise.max_ratio, 0, 'f', 2);
+  }
   p.drawText(f.caption, Qt::AlignLeft | Qt::AlignVCenter,
-             cap.isEmpty()
-                 ? QStringLiteral("%1 measured").arg(plotted_.size())
-                 : QStringLiteral("%1 measured; not plotted: %2").arg(plotted_.size()).arg(cap));
+             QFontMetrics(font()).elidedText(head, Qt::ElideRight, f.caption.width()));
+  paint_legend(p, QFontMetrics(font()), f.legend, f.legend_at, pal.color(QPalette::Text));
   if (f.plot.isEmpty()) {
     p.setPen(pal.color(QPalette::Text));
     p.drawText(rect().adjusted(0, f.caption.bottom() + 1, 0, 0), Qt::AlignCenter,
@@ -890,27 +1314,61 @@ void ParetoWidget::paintEvent(QPaintEvent*) {
   p.drawRect(f.plot);
 }
 
+std::vector<QRectF> ParetoWidget::tickLabelRectsIn(const Frame& f, Qt::Orientation o) const {
+  std::vector<QRectF> out;
+  if (f.plot.isEmpty()) return out;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  if (o == Qt::Horizontal) {
+    for (double t : f.x.ticks) {
+      const double px = f.map(t, f.y.lo).x();
+      const double w = fm.horizontalAdvance(tick_label(t / f.x_unit));
+      out.emplace_back(px - w / 2.0, f.plot.bottom() + 3, w, lh);
+    }
+  } else {
+    for (double t : f.y.ticks) {
+      const double py = f.map(f.x.lo, t).y();
+      const double w = fm.horizontalAdvance(tick_label(t));
+      out.emplace_back(f.plot.left() - 6 - w, py - lh / 2.0, w, lh);
+    }
+  }
+  return out;
+}
+
+std::vector<QRectF> ParetoWidget::tickLabelRects(Qt::Orientation o) const {
+  return tickLabelRectsIn(frame(), o);
+}
+
+std::pair<double, double> ParetoWidget::axisRange(Qt::Orientation o) const {
+  const Frame f = frame();
+  if (f.plot.isEmpty()) return {0.0, 0.0};
+  return o == Qt::Horizontal ? std::pair{f.x.lo, f.x.hi} : std::pair{f.y.lo, f.y.hi};
+}
+
 void ParetoWidget::paintAxes(QPainter& p, const Frame& f) const {
   const QPalette& pal = palette();
   const QRectF& plot = f.plot;
   const int lh = f.line_height;
   QColor grid_color = pal.color(QPalette::Text);
   grid_color.setAlpha(28);
-  for (double t : f.x.ticks) {
+  const auto x_labels = tickLabelRectsIn(f, Qt::Horizontal);
+  for (size_t i = 0; i < f.x.ticks.size(); ++i) {
+    const double t = f.x.ticks[i];
     const double px = f.map(t, f.y.lo).x();
     p.setPen(QPen(grid_color, 1));
     p.drawLine(QPointF(px, plot.top()), QPointF(px, plot.bottom()));
     p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRectF(px - 60, plot.bottom() + 3, 120, lh), Qt::AlignHCenter | Qt::AlignTop,
+    p.drawText(x_labels[i].adjusted(-2, 0, 2, 0), Qt::AlignHCenter | Qt::AlignTop,
                tick_label(t / f.x_unit));
   }
-  for (double t : f.y.ticks) {
+  const auto y_labels = tickLabelRectsIn(f, Qt::Vertical);
+  for (size_t i = 0; i < f.y.ticks.size(); ++i) {
+    const double t = f.y.ticks[i];
     const double py = f.map(f.x.lo, t).y();
     p.setPen(QPen(grid_color, 1));
     p.drawLine(QPointF(plot.left(), py), QPointF(plot.right(), py));
     p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRectF(0, py - lh / 2.0, plot.left() - 6, lh), Qt::AlignRight | Qt::AlignVCenter,
-               tick_label(t));
+    p.drawText(y_labels[i].adjusted(-2, 0, 0, 0), Qt::AlignRight | Qt::AlignVCenter, tick_label(t));
   }
   p.setPen(pal.color(QPalette::Text));
   p.drawText(QRectF(plot.left(), plot.bottom() + 3 + lh + 2, plot.width(), lh),
@@ -924,20 +1382,95 @@ void ParetoWidget::paintAxes(QPainter& p, const Frame& f) const {
   p.restore();
 }
 
+// The limit's line and its label: the label beside the line (left of a budget line, above a
+// slowdown line; the other side where there is no room), never across it.
+std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const Frame& f) const {
+  if (!has_rec_ || f.plot.isEmpty()) return std::nullopt;
+  const QRectF& plot = f.plot;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  // The recommended point's ring and label (as paintPoints places them): the constraint's label
+  // goes where it does not cover them.
+  std::vector<QRectF> taken;
+  if (rec_.chosen) {
+    const QPointF at = f.map(static_cast<double>(rec_.chosen->summary.peak_allocated),
+                             rec_.chosen->summary.step_ms_median);
+    taken.emplace_back(at.x() - 12, at.y() - 12, 24, 24);
+    const double w = fm.horizontalAdvance(QStringLiteral("recommended")) + 4;
+    const double lx = at.x() + 13 + w <= plot.right() ? at.x() + 13 : at.x() - 13 - w;
+    const double ly = std::max(plot.top(), std::min(at.y() - 12.0 - lh, plot.bottom() - lh));
+    taken.emplace_back(lx, ly, w, lh);
+  }
+  // The first candidate in the plot that covers none of them, else the one that covers least.
+  const auto pick = [&](const std::vector<QRectF>& candidates) {
+    QRectF best = candidates.front();
+    double best_overlap = -1;
+    for (const QRectF& c : candidates) {
+      if (!plot.contains(c)) continue;
+      double overlap = 0;
+      for (const QRectF& t : taken) {
+        const QRectF i = t.intersected(c);
+        overlap += i.width() * i.height();
+      }
+      if (best_overlap < 0 || overlap < best_overlap) {
+        best = c;
+        best_overlap = overlap;
+      }
+      if (overlap == 0) break;
+    }
+    return best;
+  };
+  if (rec_.constraint.memory_budget) {
+    const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
+    const double px = f.map(budget, f.y.lo).x();
+    if (px < plot.left() || px > plot.right()) return std::nullopt;
+    const QString name =
+        QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
+    const double w = fm.horizontalAdvance(name) + 6;
+    const double low = plot.bottom() - lh - 4, high = plot.top() + lh + 6;
+    return ConstraintMark{QLineF(px, plot.top(), px, plot.bottom()),
+                          pick({QRectF(px - 5 - w, low, w, lh), QRectF(px + 5, low, w, lh),
+                                QRectF(px - 5 - w, high, w, lh), QRectF(px + 5, high, w, lh)})};
+  }
+  if (rec_.constraint.max_slowdown) {
+    const double base = baselineMs();
+    if (!(base > 0)) return std::nullopt;
+    const double limit = base * *rec_.constraint.max_slowdown;
+    const double py = f.map(f.x.lo, limit).y();
+    if (py < plot.top() || py > plot.bottom()) return std::nullopt;
+    const QString text = QStringLiteral("slowdown %1x = %2")
+                             .arg(*rec_.constraint.max_slowdown)
+                             .arg(qs(format_metric(SweepMetric::StepTime, limit)));
+    const double w = fm.horizontalAdvance(text) + 6;
+    const double above = py - 3 - lh, below = py + 3;
+    const double left = plot.left() + 4, right = plot.right() - 4 - w;
+    return ConstraintMark{QLineF(plot.left(), py, plot.right(), py),
+                          pick({QRectF(left, above, w, lh), QRectF(right, above, w, lh),
+                                QRectF(left, below, w, lh), QRectF(right, below, w, lh)})};
+  }
+  return std::nullopt;
+}
+
+std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMark() const {
+  return constraintMarkIn(frame());
+}
+
 // What lies beyond the limit is shaded, so that the allowed region reads as the clear one. A limit
 // outside the axes is not pulled into range (that would squash the points): the plot is then all
 // clear or all shaded, and a note says where the limit is.
 void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
   if (!has_rec_) return;
   const QRectF& plot = f.plot;
-  const int lh = f.line_height;
   const QPen limit_pen(kLimitLine, 1.5, Qt::DashLine);
+  const auto mark = constraintMarkIn(f);
   QString off_axis_note;
+  QString label_text;
   if (rec_.constraint.memory_budget) {
     const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
     const double px = f.map(budget, f.y.lo).x();
     const QString name =
         QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
+    label_text = name;
     if (px < plot.right()) {
       const QRectF over(QPointF(std::max(px, plot.left()), plot.top()), plot.bottomRight());
       p.fillRect(over, kOverLimitShade);
@@ -945,13 +1478,7 @@ void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
       p.drawText(over.adjusted(4, 2, -2, -2), Qt::AlignTop | Qt::AlignLeft,
                  QStringLiteral("over budget"));
     }
-    if (px >= plot.left() && px <= plot.right()) {
-      p.setPen(limit_pen);
-      p.drawLine(QPointF(px, plot.top()), QPointF(px, plot.bottom()));
-      p.setPen(kLimitLine);
-      p.drawText(QRectF(px - 4 - 200, plot.bottom() - lh - 2, 200, lh),
-                 Qt::AlignRight | Qt::AlignVCenter, name);
-    } else {
+    if (!mark) {
       off_axis_note = name + (px > plot.right() ? QStringLiteral(" (right of the axis)")
                                                 : QStringLiteral(" (left of the axis)"));
     }
@@ -962,7 +1489,7 @@ void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
     const QString name = QStringLiteral("slowdown %1x").arg(factor);
     if (base > 0) {
       const double limit = base * factor;
-      const QString limit_text =
+      label_text =
           QStringLiteral("%1 = %2").arg(name, qs(format_metric(SweepMetric::StepTime, limit)));
       const double py = f.map(f.x.lo, limit).y();
       if (py > plot.top()) {
@@ -972,19 +1499,23 @@ void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
         p.drawText(over.adjusted(4, 2, -4, -2), Qt::AlignTop | Qt::AlignRight,
                    QStringLiteral("slower than %1").arg(name));
       }
-      if (py >= plot.top() && py <= plot.bottom()) {
-        p.setPen(limit_pen);
-        p.drawLine(QPointF(plot.left(), py), QPointF(plot.right(), py));
-        p.setPen(kLimitLine);
-        p.drawText(QRectF(plot.left() + 4, py + 2, plot.width() - 8, lh),
-                   Qt::AlignLeft | Qt::AlignTop, limit_text);
-      } else {
-        off_axis_note = limit_text + (py < plot.top() ? QStringLiteral(" (above the axis)")
+      if (!mark) {
+        off_axis_note = label_text + (py < plot.top() ? QStringLiteral(" (above the axis)")
                                                       : QStringLiteral(" (below the axis)"));
       }
     } else {
       off_axis_note = name + QStringLiteral(" (no measured baseline)");
     }
+  }
+  if (mark) {
+    p.setPen(limit_pen);
+    p.drawLine(mark->line);
+    // A plate under the label: grid lines and points pass under it, not through it.
+    QColor plate = palette().color(QPalette::Base);
+    plate.setAlpha(215);
+    p.fillRect(mark->label, plate);
+    p.setPen(kLimitLine);
+    p.drawText(mark->label, Qt::AlignCenter, label_text);
   }
   if (!off_axis_note.isEmpty()) {
     p.setPen(kLimitLine);
@@ -1034,6 +1565,22 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
   }
 
   const auto* base = baseline_point(*data_);
+  // The spread first, under every mark: the median's interval as a whisker.
+  for (size_t i : plotted_) {
+    const auto& pt = data_->points[i];
+    const StepSpread sp = step_spread(pt.summary);
+    if (sp.kind != SpreadKind::Interval && sp.kind != SpreadKind::MinMax) continue;
+    const auto x = static_cast<double>(pt.summary.peak_allocated);
+    const QPointF lo = f.map(x, sp.low), hi = f.map(x, sp.high);
+    QColor c = std::find(on_front.begin(), on_front.end(), pt.index) != on_front.end()
+                   ? kFrontColor
+                   : (&pt == base ? kBaselineColor : kPointColor);
+    c.setAlpha(150);
+    p.setPen(QPen(c, 1.2));
+    p.drawLine(lo, hi);
+    p.drawLine(lo - QPointF(3, 0), lo + QPointF(3, 0));
+    p.drawLine(hi - QPointF(3, 0), hi + QPointF(3, 0));
+  }
   for (size_t i : plotted_) {
     const auto& pt = data_->points[i];
     const QPointF at = at_of(pt);
@@ -1049,6 +1596,13 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
         std::find(on_front.begin(), on_front.end(), pt.index) != on_front.end();
     p.setBrush(front_point ? kFrontColor : kPointColor);
     p.drawEllipse(at, radius, radius);
+  }
+  if (has_rec_) {
+    for (const auto& tie : rec_.ties) {
+      p.setPen(QPen(kChosenColor, 1.5, Qt::DashLine));
+      p.setBrush(Qt::NoBrush);
+      p.drawEllipse(at_of(tie), 8.0, 8.0);
+    }
   }
   if (has_rec_ && rec_.chosen) {
     const QPointF at = at_of(*rec_.chosen);

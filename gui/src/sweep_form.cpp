@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <limits>
 
 #include "offtune/gui/sweep_form.hpp"
@@ -76,9 +77,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   model_row->addWidget(browse_model);
   form->addRow(QStringLiteral("Model"), model_row);
   input_spec_ = new QLineEdit(this);
-  input_spec_->setToolTip(
-      QStringLiteral("input of a TorchScript model: NAME:int64[B,T]:vocab=V or NAME:float32[B,N], "
-                     "e.g. x:float32[B,64]"));
+  input_spec_->setObjectName(QStringLiteral("inputSpec"));
   form->addRow(QStringLiteral("Input spec"), input_spec_);
   // Ranges, lists and starting values from the request layer: the form offers what the CLI takes.
   const SweepRequest defaults;
@@ -121,6 +120,11 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       "whose rules the engine follows: offtune, trl (what TRL's knobs mean), or both as an axis"));
   form->addRow(QStringLiteral("Semantics"), semantics_);
   points_ = new QLabel(this);
+  points_->setObjectName(QStringLiteral("points"));
+  // A long error wraps inside the form instead of widening the window past the screen.
+  points_->setWordWrap(true);
+  points_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  points_->setMinimumWidth(100);
   form->addRow(QStringLiteral("Points"), points_);
 
   auto* buttons = new QHBoxLayout;
@@ -136,6 +140,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("status"));
   status_->setWordWrap(true);
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   outer->addWidget(status_);
   outer->addStretch(1);
@@ -146,6 +151,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   for (QLineEdit* e : {db_, sizes_, windows_, capacity_, input_spec_}) {
     connect(e, &QLineEdit::textChanged, this, &SweepForm::updatePointCount);
   }
+  connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(semantics_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
@@ -165,18 +171,25 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(run_, &QPushButton::clicked, this, &SweepForm::startSweep);
   connect(cancel_, &QPushButton::clicked, this, &SweepForm::cancelSweep);
   connect(runner_, &SweepRunner::progress, this, [this](qint64 done, qint64 total) {
+    done_ = done;
+    total_ = total;
     progress_->setRange(0, static_cast<int>(total));
     progress_->setValue(static_cast<int>(done));
-    status_->setText(QStringLiteral("Measured %1 of %2 points\u2026").arg(done).arg(total));
+    progress_->setFormat(QStringLiteral("%1/%2 measured").arg(done).arg(total));
+    status_->setText(QStringLiteral("%1/%2 measured\u2026").arg(done).arg(total));
   });
   connect(runner_, &SweepRunner::pointFinished, this, &SweepForm::pointFinished);
-  connect(
-      runner_, &SweepRunner::finished, this,
-      [this](bool ok, bool interrupted, const QString& message) {
-        setRunning(false);
-        status_->setText(ok || interrupted ? message : QStringLiteral("error: %1").arg(message));
-        Q_EMIT sweepFinished(ok, interrupted, message);
-      });
+  connect(runner_, &SweepRunner::finished, this,
+          [this](bool ok, bool interrupted, const QString& message) {
+            setRunning(false);
+            // Ended (or cancelled): the count as the tree and the heading give it, then the
+            // outcome.
+            const QString count =
+                total_ >= 0 ? QStringLiteral("%1/%2 measured. ").arg(done_).arg(total_) : QString();
+            status_->setText(ok || interrupted ? count + message
+                                               : QStringLiteral("error: %1").arg(message));
+            Q_EMIT sweepFinished(ok, interrupted, message);
+          });
 }
 
 SweepForm::~SweepForm() {
@@ -200,7 +213,10 @@ SweepRequest SweepForm::request() const {
   r.workload.seed = static_cast<uint64_t>(seed_->value());
   r.workload.steps = steps_->value();
   r.workload.warmup = warmup_->value();
-  r.workload.input_spec = text_of(input_spec_);
+  // A built-in model takes no input spec (the field is disabled): send the default, as the CLI
+  // does when --input-spec is not given.
+  r.workload.input_spec =
+      input_spec_->isEnabled() ? text_of(input_spec_) : std::string(requests::kDefaultInputSpec);
   r.min_offload_sizes = text_of(sizes_);
   r.max_fwd_stash_sizes = text_of(windows_);
   r.backend.backend = text_of(backend_);
@@ -233,10 +249,26 @@ void SweepForm::setRequest(const SweepRequest& r) {
 }
 
 void SweepForm::updatePointCount() {
+  // The input spec belongs to a TorchScript model; a built-in model has its own input, so the
+  // field is shown (with the default it would get) but not editable.
+  const auto builtin = requests::model_names();
+  const bool torchscript =
+      std::find(builtin.begin(), builtin.end(), text_of(model_)) == builtin.end();
+  input_spec_->setEnabled(torchscript);
+  input_spec_->setToolTip(
+      torchscript
+          ? QStringLiteral("input of the TorchScript model: NAME:int64[B,T]:vocab=V or "
+                           "NAME:float32[B,N], e.g. x:float32[B,64]")
+          : QStringLiteral("only for a TorchScript model (.pt): a built-in model makes its own "
+                           "input"));
   try {
     SweepRequest r = request();
     if (r.db.empty()) r.db = "-";  // the count does not depend on the store
     points_->setText(QStringLiteral("%1 (baseline included)").arg(validate_sweep_request(r)));
+    // An error of an earlier Run sweep is about input that is fixed now.
+    if (!runner_->running() && status_->text().startsWith(QStringLiteral("error: "))) {
+      status_->clear();
+    }
   } catch (const std::exception& e) {
     points_->setText(QStringLiteral("invalid: %1").arg(QString::fromStdString(e.what())));
   }
@@ -250,6 +282,7 @@ bool SweepForm::startSweep() {
     return false;
   }
   setRunning(true);
+  done_ = total_ = -1;
   progress_->setRange(0, 0);  // busy until the first point reports the total
   status_->setText(QStringLiteral("Preparing the workload\u2026"));
   Q_EMIT sweepStarted(QString::fromStdString(r.db));

@@ -29,9 +29,14 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(left);
   auto* header = new QHBoxLayout;
   title_ = new QLabel(QStringLiteral("No sweep open"), left);
+  title_->setObjectName(QStringLiteral("sweepTitle"));
   QFont bold = title_->font();
   bold.setBold(true);
   title_->setFont(bold);
+  // A long title wraps rather than widening the window.
+  title_->setWordWrap(true);
+  title_->setMinimumWidth(120);
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   header->addWidget(title_, 1);
   header->addWidget(new QLabel(QStringLiteral("Colour by:"), left));
   metric_ = new QComboBox(left);
@@ -59,14 +64,21 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // Columns as wide as their header and figures: nothing clipped (the table scrolls sideways).
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(PointsTableModel::Error, QHeaderView::Stretch);
+  table_->horizontalHeader()->setMinimumSectionSize(40);
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
   vsplit->setStretchFactor(0, 3);
   vsplit->setStretchFactor(1, 2);
   layout->addWidget(vsplit, 1);
 
   panel_ = new RecommendPanel(split);
-  panel_->setMinimumWidth(360);
+  panel_->setMinimumWidth(340);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
+  split->setCollapsible(0, false);
+  split->setCollapsible(1, false);
 
   connect(metric_, &QComboBox::currentIndexChanged, this, [this] {
     heatmap_->setMetric(static_cast<SweepMetric>(metric_->currentData().toInt()));
@@ -82,9 +94,13 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   });
   connect(panel_, &RecommendPanel::recommendationChanged, this, [this] {
     const auto& rec = panel_->recommendation();
+    std::vector<int64_t> ties;
+    for (const auto& t : rec.ties) ties.push_back(t.index);
     pareto_->setRecommendation(rec);
+    pareto_->setTies(ties);
     heatmap_->setHighlighted(rec.chosen ? rec.chosen->index : -1);
-    points_->setSweep(sweep_, std::nullopt, rec.chosen ? rec.chosen->index : -1);
+    heatmap_->setTies(ties);
+    points_->setSweep(sweep_, std::nullopt, rec.chosen ? rec.chosen->index : -1, ties);
   });
 }
 
@@ -137,9 +153,9 @@ void SweepView::setMetric(SweepMetric metric) {
 void SweepView::refresh() {
   if (sweep_) {
     const auto& s = sweep_->sweep;
-    int64_t done = 0;
-    for (const auto& p : sweep_->points) done += p.status != pf::PointStatus::Pending;
-    title_->setText(QStringLiteral("Sweep %1%2 \u2014 %3, batch %4, seq %5, %6 \u2014 %7/%8 points")
+    // The count the tree and the form show too (sweep_counts): the grid's points, measured/total.
+    const SweepCounts c = sweep_counts(*sweep_);
+    title_->setText(QStringLiteral("Sweep %1%2 \u2014 %3, batch %4, seq %5, %6 \u2014 %7")
                         .arg(s.id.value)
                         .arg(s.name.empty()
                                  ? QString()
@@ -148,8 +164,16 @@ void SweepView::refresh() {
                         .arg(s.workload.batch)
                         .arg(s.workload.seq)
                         .arg(QString::fromStdString(s.workload.dtype))
-                        .arg(done)
-                        .arg(sweep_->points.size()));
+                        .arg(QString::fromStdString(describe_counts(c))));
+    title_->setToolTip(
+        QStringLiteral("%1 of %2 points measured: %3 ok, %4 failed, %5 out of memory; %6 not "
+                       "measured")
+            .arg(c.measured)
+            .arg(c.total)
+            .arg(c.ok)
+            .arg(c.failed)
+            .arg(c.oom)
+            .arg(c.unmeasured()));
   }
   heatmap_->setData(sweep_);
   pareto_->setData(sweep_);

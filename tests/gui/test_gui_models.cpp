@@ -50,7 +50,7 @@ TEST_F(ItemModels, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
   ASSERT_EQ(model.rowCount(sweeps), 1);
   const QModelIndex sweep = model.index(0, 0, sweeps);
   EXPECT_EQ(model.data(sweep, StoreTreeModel::SweepIdRole).toLongLong(), 1);
-  EXPECT_EQ(model.data(sweep.siblingAtColumn(StoreTreeModel::Status)).toString(), "5/5 done");
+  EXPECT_EQ(model.data(sweep.siblingAtColumn(StoreTreeModel::Status)).toString(), "5/5");
   ASSERT_EQ(model.rowCount(sweep), 5);
   const QModelIndex baseline = model.index(0, 0, sweep);
   EXPECT_EQ(baseline.parent(), sweep);
@@ -72,14 +72,15 @@ TEST_F(ItemModels, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
   EXPECT_EQ(model.runIndex(pf::RunId(3)).parent(), sweep);
   EXPECT_FALSE(model.sweepIndex(pf::SweepId(42)).isValid());
 
-  // A reset to a smaller index (the tester checks the reset signals and every index again).
+  // A smaller index of the same store: merged row by row (the tester checks the removals and every
+  // index again); the count is still of the sweep's grid (2 x 2 and the baseline).
   auto smaller = std::make_shared<StoreIndex>(*index_);
   smaller->sweeps[0].points.resize(2);
   smaller->sweeps[0].points[1].status = pf::PointStatus::Pending;
   model.setIndex(smaller);
   EXPECT_EQ(model.rowCount(model.index(0, 0, model.index(0, 0))), 2);
   EXPECT_EQ(model.data(model.index(0, StoreTreeModel::Status, model.index(0, 0))).toString(),
-            "1/2 done");
+            "1/5");
   EXPECT_EQ(model.data(model.index(1, 0)).toString(), "Runs (4)");  // runs 3-6 are now standalone
   model.setIndex(nullptr);
   EXPECT_EQ(model.rowCount(), 0);
@@ -93,7 +94,8 @@ TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {
   ASSERT_EQ(model.rowCount(), 5);
   EXPECT_EQ(model.columnCount(), PointsTableModel::ColumnCount);
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::MinOffloadSize)).toString(), "baseline");
-  EXPECT_EQ(model.data(model.index(0, PointsTableModel::Slowdown)).toString(), "1.00x");
+  // As many digits as tell the fixture's slowdowns apart.
+  EXPECT_TRUE(model.data(model.index(0, PointsTableModel::Slowdown)).toString().startsWith("1.00"));
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::HiddenCopy)).toString(), "n/a");
   EXPECT_EQ(model.data(model.index(1, PointsTableModel::MinOffloadSize)).toString(), "1 KiB");
   EXPECT_EQ(model.data(model.index(3, PointsTableModel::MinOffloadSize)).toString(), "64 KiB");

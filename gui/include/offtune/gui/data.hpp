@@ -13,11 +13,37 @@
 
 namespace offtune::gui {
 
-// One sweep and its points (by index; point 0 is the no-offload baseline).
+// One sweep and its points (by index; point 0 is the no-offload baseline). `points` are those the
+// store holds: finished ones and the one being measured (pending); a cancelled or sharded sweep has
+// fewer than its grid. `grid` is every point the sweep was asked for, by index (read from
+// sweep.grid; empty when that cannot be read), so that the views can count and show what is left.
 struct SweepData {
   profiler::SweepRecord sweep;
   std::vector<profiler::PointRecord> points;
+  std::vector<profiler::EngineConfig> grid;
 };
+
+// The configs of a sweep's grid by point index, from its stored JSON (SweepRecord::grid, written
+// by profiler::grid_json), expanded by profiler::expand_grid as the sweep ran them; empty when the
+// text is not such a grid.
+std::vector<profiler::EngineConfig> grid_configs(const std::string& grid_json);
+// A snapshot with its grid filled in.
+SweepData make_sweep_data(profiler::SweepRecord sweep, std::vector<profiler::PointRecord> points);
+
+// The one count of a sweep's progress that the tree, the sweep heading and the form all show:
+// points of the grid finished (ok, failed or out of memory) out of the grid's points.
+struct SweepCounts {
+  int64_t total = 0;     // points of the grid (the points held, when the grid is unknown)
+  int64_t measured = 0;  // finished: ok + failed + oom
+  int64_t ok = 0;
+  int64_t failed = 0;
+  int64_t oom = 0;
+  int64_t pending = 0;  // held by the store but not finished (being measured, or left by a crash)
+  int64_t unmeasured() const { return total - measured; }
+};
+SweepCounts sweep_counts(const SweepData& sweep);
+// "10/61 measured" (the tree), the same count for every front end.
+std::string describe_counts(const SweepCounts& c);
 
 // What the store lists: every sweep with its points, and every run without its per-run data.
 struct StoreIndex {
@@ -51,8 +77,45 @@ bool lower_is_better(SweepMetric m);
 // baseline is ok too).
 std::optional<double> metric_value(const SweepData& sweep, const profiler::PointRecord& point,
                                    SweepMetric m);
-// The value as shown in a cell or tooltip: "12.3 ms", "1.07x", "48.0 MiB", "83.1 %".
-std::string format_metric(SweepMetric m, double value);
+// The value as shown in a cell or tooltip: "12.3 ms", "1.07x", "48.0 MiB", "83.1 %". With
+// min_decimals, at least that many decimals (metric_decimals picks them per sweep).
+std::string format_metric(SweepMetric m, double value, int min_decimals = 0);
+// The value without its unit ("12.3", "1.07", "48.0", "83.1"): a heatmap cell too small for the
+// whole text; the unit is in the legend. For peak memory the unit is the value's own (MiB here).
+std::string format_metric_number(SweepMetric m, double value, int min_decimals = 0);
+
+// The fewest decimals (within each metric's cap) with which the sweep's distinct values of each
+// metric print distinctly: 7,466,248 and 7,486,728 bytes read "7.12 MiB" and "7.14 MiB", not both
+// "7.1 MiB". Values that still print alike differ by less than the cap shows (see tooltips for
+// exact bytes).
+struct MetricDecimals {
+  int step = 0, slowdown = 0, peak = 0, hidden = 0;
+  int of(SweepMetric m) const;
+  friend bool operator==(const MetricDecimals&, const MetricDecimals&) = default;
+};
+MetricDecimals metric_decimals(const SweepData& sweep);
+
+// Exact bytes with thousands separators: "46,285,832 bytes".
+std::string format_bytes_exact(int64_t bytes);
+
+// The spread of a point's step time. Kinds: a confidence interval of the median (level > 0), an
+// exact time (a device model timed every step alike: zero width), min..max of the steps (recorded
+// before intervals were), or nothing known.
+enum class SpreadKind { None, Interval, Exact, MinMax };
+struct StepSpread {
+  SpreadKind kind = SpreadKind::None;
+  double low = 0.0, high = 0.0, level = 0.0;
+  // Half the width relative to the median, e.g. 0.031 for +-3.1 %; 0 when exact or unknown.
+  double relative = 0.0;
+};
+StepSpread step_spread(const profiler::RunSummary& s);
+// "190.4-202.4 ms (95 % CI)", "exact (modelled)", "188.1-210.0 ms (min-max)", or "".
+std::string describe_spread(const profiler::RunSummary& s, int min_decimals = 0);
+// Whether every ok point's step time is exact (a device model timed the sweep): then points "as
+// good as the recommended one" are exact ties, not equal within noise.
+bool exact_times(const SweepData& sweep);
+// "+-3.1 %" for a cell's second line; "" when exact or unknown.
+std::string short_spread(const profiler::RunSummary& s);
 // The sweep's baseline point (offload = false), if it has one.
 const profiler::PointRecord* baseline_point(const SweepData& sweep);
 

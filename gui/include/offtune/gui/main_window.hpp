@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 
@@ -81,11 +82,14 @@ class MainWindow : public QMainWindow {
 // Exit codes of offtune-gui's --screenshot mode (also documented in its --help and the README).
 enum ScreenshotExit { kShotOk = 0, kShotFailed = 1, kShotUsage = 2, kShotStore = 3 };
 
-// Opens `store` in `window`, shows the newest sweep and a run (the recommended point's, else the
-// first measured one, else the newest run), and writes into `dir` (created if absent):
+// The window's size when none is given (offtune-gui, --screenshot).
+inline constexpr QSize kDefaultWindowSize{1500, 950};
+
+// Opens `store` in `window` at `size`, shows the newest sweep and a run (the recommended point's,
+// else the first measured one, else the newest run), and writes into `dir` (created if absent):
 // dashboard.png (the whole window on the sweep tab), sweep.png, recommend.png, run.png and
 // sweep-form.png. Returns a ScreenshotExit; on failure *error holds one line.
 int take_screenshots(MainWindow& window, const QString& store, const QString& dir, QString* error,
-                     int timeout_ms = 120000);
+                     int timeout_ms = 120000, QSize size = kDefaultWindowSize);
 
 }  // namespace offtune::gui

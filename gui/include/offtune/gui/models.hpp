@@ -13,7 +13,14 @@
 namespace offtune::gui {
 
 // The store's contents as a tree: "Sweeps" > each sweep > its points, and "Runs" > runs that belong
-// to no sweep point (from `offtune run`). Columns: name, status, step time, peak memory.
+// to no sweep point (from `offtune run`). Columns: name, status, step time, peak memory. A run that
+// is measuring a sweep's pending point (its label and config say which) shows as that point, under
+// its sweep, not under "Runs".
+//
+// Updates are incremental: a newer index of the same store is merged in (rows inserted, removed
+// and changed one by one), and a point just measured is applied in place, so that a view keeps its
+// expanded items, its selection and its scroll position while a sweep fills the store. Only a
+// different store (or a sweep list that did not just grow) resets the model.
 class StoreTreeModel : public QAbstractItemModel {
   Q_OBJECT
 
@@ -24,7 +31,10 @@ class StoreTreeModel : public QAbstractItemModel {
 
   explicit StoreTreeModel(QObject* parent = nullptr);
   void setIndex(StoreIndexPtr index);
+  // The index last set (points applied since are in the tree, not in it).
   const StoreIndexPtr& storeIndex() const { return index_; }
+  // A point of a sweep in the tree, just measured: its row is updated (or inserted) in place.
+  void applyPoint(const profiler::PointRecord& point);
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
@@ -38,8 +48,20 @@ class StoreTreeModel : public QAbstractItemModel {
   QModelIndex runIndex(profiler::RunId id) const;
 
  private:
+  struct SweepItem {
+    SweepData data;
+    // Runs measuring a pending point now (or left running by a crash), by point index.
+    std::vector<std::pair<int64_t, profiler::RunRecord>> live;
+    MetricDecimals decimals;  // of the sweep's figures, so that its rows print alike
+  };
+  void mergeSweep(int row, SweepItem next);
+  void mergeRuns(std::vector<profiler::RunRecord> next);
+  void setPoint(int sweep_row, const profiler::PointRecord& point);
+  const profiler::RunRecord* liveRun(const SweepItem& s, int64_t point_index) const;
+
   StoreIndexPtr index_;
-  std::vector<const profiler::RunRecord*> standalone_;  // runs of no sweep point, into *index_
+  std::vector<SweepItem> sweeps_;
+  std::vector<profiler::RunRecord> runs_;  // runs of no sweep point, by id
 };
 
 // A sweep's points as a table (one row per point). Sortable through a QSortFilterProxyModel: the
@@ -51,9 +73,11 @@ class PointsTableModel : public QAbstractTableModel {
   enum Column {
     Index,
     Status,
+    Choice,  // "recommended", or "= within noise" for a point the recommender cannot tell apart
     MinOffloadSize,
     MaxFwdStashSize,
     StepTime,
+    StepInterval,  // the median's interval, "exact (modelled)" with a device model
     Slowdown,
     Peak,
     HiddenCopy,
@@ -63,11 +87,15 @@ class PointsTableModel : public QAbstractTableModel {
   enum Role { SortRole = Qt::UserRole + 1, PointIndexRole, RunIdRole };
 
   explicit PointsTableModel(QObject* parent = nullptr);
-  // Shows `points` (all of the sweep's when empty) of `sweep`; `highlight` is drawn bold.
+  // Shows `points` (all of the sweep's when empty) of `sweep`; `highlight` (the recommended point)
+  // is drawn bold, and `ties` (points equal to it within noise) are marked.
   void setSweep(SweepDataPtr sweep, std::optional<std::vector<profiler::PointRecord>> subset = {},
-                int64_t highlight = -1);
+                int64_t highlight = -1, std::vector<int64_t> ties = {});
   const profiler::PointRecord* point(int row) const;
   int rowOfPoint(int64_t point_index) const;
+  // Short headers ("min size", "stash", "step", "peak"; the knob names in their tooltips) for a
+  // table in a narrow panel.
+  void setCompactHeaders(bool compact);
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -78,6 +106,10 @@ class PointsTableModel : public QAbstractTableModel {
   SweepDataPtr sweep_;
   std::vector<profiler::PointRecord> rows_;
   int64_t highlight_ = -1;
+  std::vector<int64_t> ties_;
+  MetricDecimals decimals_;
+  bool exact_ = false;  // every measured step time exact (a device model): ties are exact ties
+  bool compact_ = false;
 };
 
 // A run's summary figures as (figure, value) rows.

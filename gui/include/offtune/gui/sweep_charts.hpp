@@ -8,12 +8,16 @@
 #pragma once
 
 #include <QColor>
+#include <QFont>
+#include <QLineF>
 #include <QPointF>
 #include <QRect>
 #include <QRectF>
 #include <QString>
 #include <QWidget>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "offtune/gui/data.hpp"
@@ -23,13 +27,17 @@ class QPainter;
 
 namespace offtune::gui {
 
-// Rich text with the point's figures: index, status, config, run, step time (median), slowdown,
-// peak device memory, hidden copy %, and the error of a failed point.
-QString point_tooltip(const SweepData& sweep, const profiler::PointRecord& point);
+// Rich text with the point's figures: index, status, config, run, step time (median) with its
+// interval, slowdown, peak device memory (and its exact bytes), hidden copy %, and the error of a
+// failed point. `held`: the store holds the point (false: a grid point the sweep has not reached).
+QString point_tooltip(const SweepData& sweep, const profiler::PointRecord& point, bool held = true);
 
 // A perceptually ordered sequential colour map, from dark purple (t = 0) to light yellow (t = 1);
 // t is clamped to [0, 1]. The heatmap puts the best value at 1.
 QColor sequential_color(double t);
+// A diverging map for a ratio around a neutral value (slowdown around 1.0x): dark red (t = 0,
+// worse), near-white at t = 0.5 (no change), dark blue (t = 1, better); t is clamped to [0, 1].
+QColor diverging_color(double t);
 
 // What the two charts share: the snapshot, the point hovered, selected and pressed, and the mouse.
 // Hovering reports the point under the mouse, a click (press and release on one point) asks for
@@ -41,6 +49,10 @@ class SweepChart : public QWidget {
   const SweepDataPtr& data() const { return data_; }
   // The point drawn at `pos`, or -1.
   virtual int64_t pointAt(QPoint pos) const = 0;
+  // Points equal to the recommended one within noise (Recommendation::ties), marked as such.
+  void setTies(std::vector<int64_t> ties);
+  const std::vector<int64_t>& ties() const { return ties_; }
+  bool isTie(int64_t point_index) const;
 
  public Q_SLOTS:
   // The point to mark as selected (e.g. hovered in the other chart), -1 for none.
@@ -54,7 +66,8 @@ class SweepChart : public QWidget {
   explicit SweepChart(QWidget* parent);
   // Where the tooltip of a point may stay up.
   virtual QRect tooltipRect(int64_t point_index) const = 0;
-  const profiler::PointRecord* point(int64_t point_index) const;
+  // The record of a point shown: the sweep's, or (the heatmap) a grid point not measured yet.
+  virtual const profiler::PointRecord* point(int64_t point_index) const;
   void setHovered(int64_t point_index);
   // Clears the widget to the palette's base with the text pen set; false (after saying so) when
   // there is no sweep to paint.
@@ -67,6 +80,7 @@ class SweepChart : public QWidget {
   void leaveEvent(QEvent* e) override;
 
   SweepDataPtr data_;
+  std::vector<int64_t> ties_;
   int64_t selected_ = -1;
   int64_t hovered_ = -1;
   int64_t pressed_ = -1;
@@ -95,6 +109,26 @@ class HeatmapWidget : public SweepChart {
   // a config), or the baseline entry; an empty rect for a point that is not shown.
   QRect cellRect(int64_t point_index) const;
 
+  // Cell text never shrinks below this (the widget's font, at least this big): a cell too small
+  // for the value with its unit shows the number alone, then with fewer digits, then nothing
+  // (the tooltip has it all).
+  static constexpr double kMinLabelPointSize = 8.0;
+  // Text keeps this far inside its cell: clear of the recommended point's outline (3 px and a 1 px
+  // inner line) and of the other marks, whichever cell they land on.
+  static constexpr int kLabelInset = 5;
+  // The text drawn in a point's cell as painted at the current size: its lines (a value, and the
+  // step time's spread when there is room), font and bounding rect; empty text when none fits.
+  struct CellLabel {
+    QString text;  // lines joined by '\n'
+    QFont font;
+    QRect rect;  // where the text's ink may go
+    QRect cell;
+  };
+  CellLabel cellLabel(int64_t point_index) const;
+  // Grid points the store does not hold (the sweep was cancelled or sharded before them): outlined
+  // and hatched, by index.
+  std::vector<int64_t> unmeasuredPoints() const;
+
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
@@ -105,18 +139,21 @@ class HeatmapWidget : public SweepChart {
  protected:
   void paintEvent(QPaintEvent* e) override;
   QRect tooltipRect(int64_t point_index) const override;
+  const profiler::PointRecord* point(int64_t point_index) const override;
 
  private:
   struct Layout;
   // Where a point sits in the grid; slot/slots split a cell among points with the same config.
   struct Placement {
     int64_t index = -1;
-    size_t pos = 0;  // in data_->points
+    size_t pos = 0;    // in data_->points, or in unmeasured_ when !held
+    bool held = true;  // the store holds the point
     int row = 0;
     int col = 0;
     int slot = 0;
     int slots = 1;
   };
+  const profiler::PointRecord& record(const Placement& pl) const;
 
   void rebuild();
   void updateRange();
@@ -124,17 +161,26 @@ class HeatmapWidget : public SweepChart {
   QRect placementRect(const Layout& l, const Placement& p) const;
   QString baselineText() const;
   QString legendText(double value) const;
+  QColor valueColor(double value) const;
+  QFont labelFont() const;
+  CellLabel labelFor(const Layout& l, const Placement& pl, int min_form = 0,
+                     int* form_used = nullptr) const;
+  int uniformForm(const Layout& l) const;
   void paintHeader(QPainter& p, const Layout& l) const;
   void paintAxes(QPainter& p, const Layout& l) const;
   void paintCells(QPainter& p, const Layout& l) const;
   void paintLegend(QPainter& p, const Layout& l) const;
 
   SweepMetric metric_ = SweepMetric::StepTime;
+  MetricDecimals decimals_;
   std::vector<int64_t> stash_sizes_;
   std::vector<int64_t> min_sizes_;
   std::vector<Placement> placements_;
-  size_t baseline_pos_ = 0;
+  std::vector<profiler::PointRecord> unmeasured_;  // grid points not in data_->points
+  const profiler::PointRecord* baseline_ = nullptr;
+  bool baseline_held_ = false;
   bool has_baseline_ = false;
+  bool exact_ = false;  // exact_times(): ties are exact ties
   bool has_range_ = false;
   double range_min_ = 0.0;
   double range_max_ = 0.0;
@@ -165,6 +211,21 @@ class ParetoWidget : public SweepChart {
   // (empty when nothing is left out).
   QString caption() const;
 
+  // The axes at the current size: their range (bytes, ms) and where each tick label is drawn. A
+  // range is never narrower than kMinRelativeSpan of its largest value (peaks a few KiB apart do
+  // not fill the plot with the noise of an allocator), and ticks are spaced so that labels never
+  // overlap.
+  static constexpr double kMinRelativeSpan = 0.05;
+  std::pair<double, double> axisRange(Qt::Orientation o) const;
+  std::vector<QRectF> tickLabelRects(Qt::Orientation o) const;
+  // The constraint's line and its label as drawn (the label clear of the line); empty without a
+  // constraint on the axes.
+  struct ConstraintMark {
+    QLineF line;
+    QRectF label;
+  };
+  std::optional<ConstraintMark> constraintMark() const;
+
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
@@ -176,6 +237,8 @@ class ParetoWidget : public SweepChart {
   struct Frame;
   void rebuild();
   Frame frame() const;
+  std::vector<QRectF> tickLabelRectsIn(const Frame& f, Qt::Orientation o) const;
+  std::optional<ConstraintMark> constraintMarkIn(const Frame& f) const;
   QPointF positionIn(const Frame& f, int64_t point_index) const;
   void paintAxes(QPainter& p, const Frame& f) const;
   void paintConstraint(QPainter& p, const Frame& f) const;

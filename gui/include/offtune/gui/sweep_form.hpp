@@ -109,6 +109,9 @@ class SweepForm : public QWidget {
   QPushButton* cancel_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
+  // The last progress of the sweep running or just ended: points of its grid finished / total,
+  // the count the tree and the sweep heading show (sweep_counts) while the sweep fills the store.
+  qint64 done_ = -1, total_ = -1;
 };
 
 }  // namespace offtune::gui
