@@ -123,7 +123,23 @@ void split_index(const StoreIndex& index, std::vector<pf::RunRecord>* standalone
         }
       }
     }
-    if (!placed) standalone->push_back(r);
+    if (placed) continue;
+    // The other runs of a sweep's point (a later round of --repeat, a re-measured finalist),
+    // labelled "<sweep name> point <index> (...)": their steps are in the point's figures, and
+    // "Runs" is for runs outside any sweep.
+    bool extra = false;
+    for (size_t si = 0; si < index.sweeps.size() && !extra; ++si) {
+      const auto& s = index.sweeps[si];
+      if (!same_workload(s.sweep.workload, r.workload)) continue;
+      for (const auto& p : s.points) {
+        const std::string prefix = s.sweep.name + " point " + std::to_string(p.index) + " (";
+        if (p.config == r.config && r.label.rfind(prefix, 0) == 0) {
+          extra = true;
+          break;
+        }
+      }
+    }
+    if (!extra) standalone->push_back(r);
   }
 }
 

@@ -1,3 +1,4 @@
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -119,6 +120,24 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   semantics_->setToolTip(QStringLiteral(
       "whose rules the engine follows: offtune, trl (what TRL's knobs mean), or both as an axis"));
   form->addRow(QStringLiteral("Semantics"), semantics_);
+  prefetch_ = spin(this, 0, static_cast<int>(requests::kMaxPrefetch),
+                   static_cast<int>(defaults.engine.prefetch));
+  prefetch_->setObjectName(QStringLiteral("prefetch"));
+  prefetch_->setToolTip(QStringLiteral("backward reloads ahead of use, every point alike"));
+  form->addRow(QStringLiteral("Prefetch"), prefetch_);
+  repeat_ = spin(this, requests::kRepeatRange, static_cast<int>(defaults.repeat));
+  repeat_->setObjectName(QStringLiteral("repeat"));
+  repeat_->setToolTip(QStringLiteral(
+      "measure each point this many times, in rounds over the whole grid; a point's step time "
+      "covers all its runs"));
+  form->addRow(QStringLiteral("Repeat"), repeat_);
+  predict_first_ =
+      new QCheckBox(QStringLiteral("predict every point, measure only those that matter"), this);
+  predict_first_->setObjectName(QStringLiteral("predictFirst"));
+  predict_first_->setToolTip(QStringLiteral(
+      "replay one recorded step for every point, then measure the baseline, the predicted front "
+      "and its neighbours (needs a device model)"));
+  form->addRow(QStringLiteral("Predict first"), predict_first_);
   points_ = new QLabel(this);
   points_->setObjectName(QStringLiteral("points"));
   // A long error wraps inside the form instead of widening the window past the screen.
@@ -155,6 +174,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(semantics_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  connect(predict_first_, &QCheckBox::toggled, this, &SweepForm::updatePointCount);
   connect(browse_db, &QPushButton::clicked, this, [this] {
     const QString path =
         QFileDialog::getSaveFileName(this, QStringLiteral("Store"), db_->text(),
@@ -223,6 +243,9 @@ SweepRequest SweepForm::request() const {
   r.backend.link = text_of(link_);
   r.backend.device_model = text_of(device_model_);
   r.engine.semantics = text_of(semantics_);
+  r.engine.prefetch = prefetch_->value();
+  r.repeat = repeat_->value();
+  r.predict_first = predict_first_->isChecked();
   r.backend.device_capacity = text_of(capacity_);
   return r;
 }
@@ -244,6 +267,9 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(link_, r.backend.link);
   set_text(device_model_, r.backend.device_model);
   set_text(semantics_, r.engine.semantics);
+  prefetch_->setValue(static_cast<int>(r.engine.prefetch));
+  repeat_->setValue(static_cast<int>(r.repeat));
+  predict_first_->setChecked(r.predict_first);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));
   updatePointCount();
 }

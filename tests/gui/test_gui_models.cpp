@@ -2,6 +2,8 @@
 // mode: a broken model contract aborts the suite), with the figures read back checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <QAbstractItemModelTester>
 #include <QFont>
 #include <QSortFilterProxyModel>
@@ -84,6 +86,31 @@ TEST_F(ItemModels, StoreTreeGroupsSweepsPointsAndStandaloneRuns) {
   EXPECT_EQ(model.data(model.index(1, 0)).toString(), "Runs (4)");  // runs 3-6 are now standalone
   model.setIndex(nullptr);
   EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST_F(ItemModels, ARepeatOrRemeasureOfASweepPointIsNotAStandaloneRun) {
+  // A later round of --repeat and a re-measured finalist: runs of the sweep's points that the
+  // points do not link (each keeps its first run), labelled "<sweep> point <i> (...)".
+  auto index = std::make_shared<StoreIndex>(*index_);
+  const auto& point = index->sweeps[0].points[2];
+  auto run = *std::find_if(index->runs.begin(), index->runs.end(),
+                           [&](const pf::RunRecord& r) { return r.id == point.run; });
+  run.id = pf::RunId(100);
+  run.label = "fixture point 2 (sweep 1, repeat 2 of 3)";
+  index->runs.push_back(run);
+  run.id = pf::RunId(101);
+  run.label = "fixture point 2 (re-measured)";
+  index->runs.push_back(run);
+  // Not one of them: another point's label with this point's config.
+  run.id = pf::RunId(102);
+  run.label = "fixture point 3 (sweep 1, repeat 2 of 3)";
+  index->runs.push_back(run);
+  StoreTreeModel model;
+  Tester tester(&model, Tester::FailureReportingMode::Fatal);
+  model.setIndex(index);
+  EXPECT_EQ(model.data(model.index(1, 0)).toString(), "Runs (2)");
+  EXPECT_TRUE(model.runIndex(pf::RunId(102)).isValid());
+  EXPECT_FALSE(model.runIndex(pf::RunId(100)).isValid());
 }
 
 TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {

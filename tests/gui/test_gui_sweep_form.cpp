@@ -184,6 +184,29 @@ TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
   EXPECT_FALSE(form.runner()->running());
 }
 
+// Every knob of the request layer is in the form, and round-trips; predicting first without a
+// device model is the CLI's refusal.
+TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
+  SweepForm form;
+  auto r = tiny_request("x.db", "1KiB", "1");
+  r.engine.prefetch = 3;
+  r.repeat = 4;
+  r.predict_first = true;
+  r.backend.device_model = "h100-sxm";
+  form.setRequest(r);
+  const auto back = form.request();
+  EXPECT_EQ(back.engine.prefetch, 3);
+  EXPECT_EQ(back.repeat, 4);
+  EXPECT_TRUE(back.predict_first);
+  const auto* points = form.findChild<QLabel*>(QStringLiteral("points"));
+  ASSERT_NE(points, nullptr);
+  EXPECT_TRUE(points->text().contains("baseline included")) << points->text().toStdString();
+  r.backend.device_model.clear();
+  form.setRequest(r);
+  EXPECT_TRUE(points->text().contains("--predict-first")) << points->text().toStdString();
+  EXPECT_FALSE(form.startSweep());
+}
+
 // Issue 11: a model that passes the checks but cannot be loaded fails the sweep before its store is
 // created, as from the CLI.
 TEST(SweepFormTest, AModelThatDoesNotLoadLeavesNoStore) {

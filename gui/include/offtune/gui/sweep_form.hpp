@@ -19,6 +19,7 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QCheckBox;
 
 namespace offtune::gui {
 
@@ -101,6 +102,9 @@ class SweepForm : public QWidget {
   QComboBox* link_ = nullptr;
   QComboBox* device_model_ = nullptr;
   QComboBox* semantics_ = nullptr;
+  QSpinBox* prefetch_ = nullptr;
+  QSpinBox* repeat_ = nullptr;
+  QCheckBox* predict_first_ = nullptr;
   QLineEdit* capacity_ = nullptr;
   QLineEdit* sizes_ = nullptr;
   QLineEdit* windows_ = nullptr;
