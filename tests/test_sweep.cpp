@@ -274,6 +274,33 @@ TEST(Runner, WarmUpGoesOnUntilTheStepsSettle) {
   EXPECT_EQ(gave_up.steps.size(), 3u);
 }
 
+// Issue 14, item 4: the memory curve is sampled where device memory changes, so it reaches the
+// peak the run reports, with or without offloading (the baseline has no engine events at all).
+TEST(Runner, TheMemoryCurveReachesThePeak) {
+  auto spec = tiny_spec();
+  auto workload = workload_of(spec.workload);
+  for (const bool offload : {false, true}) {
+    RunSpec run;
+    run.workload = spec.workload;
+    run.config.offload = offload;
+    run.config.min_offload_size = 1024;
+    run.base = spec.base;
+    auto store = make_memory_store();
+    const auto out = run_measured(*workload, run, *store);
+    ASSERT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
+    int64_t highest = 0;
+    size_t samples = 0;
+    for (const auto& o : store->occupancy(out.record.id)) {
+      highest = std::max(highest, o.device_bytes);
+      ++samples;
+    }
+    EXPECT_EQ(highest, out.record.summary.peak_allocated) << "offload " << offload;
+    // Thinned, not one sample per allocation: at most a few hundred a step, and the stash's own.
+    EXPECT_LT(samples, static_cast<size_t>(spec.workload.steps) * 1000) << "offload " << offload;
+    EXPECT_GT(samples, static_cast<size_t>(spec.workload.steps) * 20) << "offload " << offload;
+  }
+}
+
 TEST(Sweep, CancelStopsBetweenPointsAndResumeFinishes) {
   auto store = make_memory_store();
   auto spec = tiny_spec();

@@ -78,6 +78,11 @@ void Recorder::set_device_probe(std::function<int64_t()> probe) {
   device_probe_ = std::move(probe);
 }
 
+void Recorder::add_device_curve(const std::vector<std::pair<int64_t, int64_t>>& points) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_curve_.insert(device_curve_.end(), points.begin(), points.end());
+}
+
 void Recorder::mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std::string& name) {
   TimelineEvent ev;
   ev.kind = kind;
@@ -145,6 +150,24 @@ Recorder::Snapshot Recorder::take() {
   s.occupancy = std::move(occupancy_);
   events_.clear();
   occupancy_.clear();
+  if (!device_curve_.empty()) {
+    const auto early = [](const OccupancySample& a, const OccupancySample& b) {
+      return a.time_ns < b.time_ns;
+    };
+    std::stable_sort(s.occupancy.begin(), s.occupancy.end(), early);
+    const size_t stash_samples = s.occupancy.size();
+    std::sort(device_curve_.begin(), device_curve_.end());
+    size_t before = 0;  // samples of the stash at or before the curve's point
+    for (const auto& [time, bytes] : device_curve_) {
+      while (before < stash_samples && s.occupancy[before].time_ns <= time) ++before;
+      OccupancySample o{};
+      if (before > 0) o = s.occupancy[before - 1];
+      o.time_ns = time;
+      o.device_bytes = bytes;
+      s.occupancy.push_back(o);
+    }
+    device_curve_.clear();
+  }
   std::stable_sort(
       s.events.begin(), s.events.end(),
       [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_ns < b.start_ns; });

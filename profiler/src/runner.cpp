@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/cupti.hpp"
@@ -29,6 +32,80 @@ std::string one_line(std::string s) {
   if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
   return s;
 }
+
+// Device memory as the allocator changes it, one step at a time (host-sim): every allocation and
+// free moves a running total, and the step's curve is kept at kCurvePoints buckets, each at its
+// highest value (so that the peak survives the thinning).
+class MemoryCurve final : public host_sim::AllocationListener {
+ public:
+  void begin(int64_t time_ns, int64_t allocated) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bytes_ = allocated;
+    points_.clear();
+    points_.emplace_back(time_ns, allocated);
+    active_ = true;
+  }
+  // The step's curve, thinned; recording stops until the next begin().
+  std::vector<std::pair<int64_t, int64_t>> end(int64_t time_ns) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_ = false;
+    if (points_.empty()) return {};
+    const int64_t t0 = points_.front().first;
+    const int64_t width = std::max<int64_t>((time_ns - t0) / kCurvePoints, 1);
+    std::vector<std::pair<int64_t, int64_t>> out;
+    int64_t bucket = -1;
+    for (const auto& p : points_) {
+      const int64_t b = (p.first - t0) / width;
+      if (b != bucket || out.empty()) {
+        out.push_back(p);
+        bucket = b;
+      } else if (p.second > out.back().second) {
+        out.back() = p;
+      }
+    }
+    out.emplace_back(time_ns, points_.back().second);
+    points_.clear();
+    return out;
+  }
+  void on_allocate(const void*, int64_t bytes, int64_t time_ns) noexcept override {
+    add(bytes, time_ns);
+  }
+  void on_free(const void*, int64_t bytes, int64_t time_ns) noexcept override {
+    add(-bytes, time_ns);
+  }
+
+ private:
+  static constexpr int64_t kCurvePoints = 400;
+  void add(int64_t delta, int64_t time_ns) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!active_) return;
+    bytes_ += delta;
+    try {
+      points_.emplace_back(time_ns, bytes_);
+    } catch (...) {  // out of host memory: the curve is thinner, the run goes on
+    }
+  }
+  std::mutex mutex_;
+  bool active_ = false;
+  int64_t bytes_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> points_;
+};
+
+// Installs a listener for its lifetime (one at a time, process-wide).
+class ListenerScope {
+ public:
+  explicit ListenerScope(host_sim::AllocationListener* l) : on_(l != nullptr) {
+    if (on_) host_sim::set_allocation_listener(l);
+  }
+  ~ListenerScope() {
+    if (on_) host_sim::set_allocation_listener(nullptr);
+  }
+  ListenerScope(const ListenerScope&) = delete;
+  ListenerScope& operator=(const ListenerScope&) = delete;
+
+ private:
+  bool on_;
+};
 
 }  // namespace
 
@@ -105,6 +182,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     auto recorder = std::make_shared<Recorder>(host_sim);
     // Device memory along the step, at each stash change (the offloader outlives its events).
     recorder->set_device_probe([off = offloader.get()] { return off->device_memory().allocated; });
+    MemoryCurve curve;
+    const ListenerScope listening(host_sim ? &curve : nullptr);
     auto nvtx = std::make_shared<NvtxObserver>();
     if (spec.config.offload) {
       offloader->set_observer(
@@ -153,6 +232,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       // The engine's clock (its events use it): steady, or host-sim's device model's.
       const int64_t begin = host_sim::clock_ns();
       recorder->sample_device_bytes(begin, offloader->device_memory().allocated);
+      if (host_sim && measured) curve.begin(begin, offloader->device_memory().allocated);
       {
         NvtxRange range(NvtxPhase::Step, measured ? i - spec.workload.warmup : -1);
         workload.step(active, i, phases);
@@ -162,6 +242,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       const int64_t end = host_sim::clock_ns();
       nvtx->sample_device_bytes(offloader->device_memory().allocated);
       if (!measured) continue;
+      if (host_sim) recorder->add_device_curve(curve.end(end));
       const auto mem = offloader->device_memory();
       const auto stats_after = offloader->stats();
       recorder->mark(EventKind::Step, begin, end,

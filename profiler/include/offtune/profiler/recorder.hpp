@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "offtune/observer.hpp"
@@ -39,6 +40,10 @@ class Recorder : public Observer {
   // of the event, outside the recorder's lock; must be thread-safe (the backends' counters are).
   // Set it before events arrive.
   void set_device_probe(std::function<int64_t()> probe);
+  // Device bytes at the given times, from the allocator's own events (host-sim's allocation
+  // listener): merged into the occupancy samples by time at take(), each with the stash counts of
+  // the sample before it, so that the memory curve follows every change, its peak included.
+  void add_device_curve(const std::vector<std::pair<int64_t, int64_t>>& points);
 
   // Everything recorded so far, cleared. Events are sorted by start time; copies appear once
   // completed.
@@ -61,6 +66,7 @@ class Recorder : public Observer {
   int64_t copy_stream_free_at_ = 0;  // host-sim copies run one after another
   int64_t last_device_bytes_ = -1;
   std::function<int64_t()> device_probe_;
+  std::vector<std::pair<int64_t, int64_t>> device_curve_;
 };
 
 }  // namespace offtune::profiler
