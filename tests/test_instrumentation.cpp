@@ -36,6 +36,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "offtune/device_model.hpp"
+#include "offtune/host_sim.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/samples/layer_hooks.hpp"
 #include "offtune/samples/registry.hpp"
@@ -532,9 +534,15 @@ class NvtxTrainingStep : public NvtxEmission {
 
   // One training step of a built-in model on host-sim, as the runner runs it (step range around
   // the workload's step, the engine drained inside it), under NvtxObserver when `observe`. A very
-  // slow link (10 ms a copy, longer than any op here even on a loaded machine) and a window of one
-  // make forward wait for copies, so that every kind of range shows up.
+  // slow link (10 ms a copy) and a window of one make forward wait for copies, so that every kind
+  // of range shows up; time is simulated (a device model), so that a loaded machine that
+  // deschedules the compute thread for longer than a copy takes cannot make the waits go away.
   Step run_step(const std::string& model, bool observe) {
+    struct ModelledTime {
+      DeviceModel model = device_model_named("h100-sxm");
+      ModelledTime() { host_sim::set_device_model(&model); }
+      ~ModelledTime() { host_sim::set_device_model(nullptr); }
+    } modelled;
     samples::WorkloadSpec w;
     w.model = model;
     w.batch = 2;

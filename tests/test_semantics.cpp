@@ -3,6 +3,8 @@
 // mode.
 #include <gtest/gtest.h>
 
+#include "offtune/device_model.hpp"
+#include "offtune/host_sim.hpp"
 #include "test_support.hpp"
 
 namespace offtune::test {
@@ -298,7 +300,22 @@ TEST(Semantics, LinkModelWindowMakesForwardWait) {
   EXPECT_EQ(obs->waits.empty(), false);
 }
 
+// Simulated time (host_sim::set_device_model) for the tests below whose outcome depends on a copy
+// still running when the next tensor is packed: on this CPU's clock a loaded machine can deschedule
+// the compute thread for longer than the copy takes, and the wait the test looks for never comes.
+class ModelledTime {
+ public:
+  ModelledTime() : model_(device_model_named("h100-sxm")) { host_sim::set_device_model(&model_); }
+  ~ModelledTime() { host_sim::set_device_model(nullptr); }
+  ModelledTime(const ModelledTime&) = delete;
+  ModelledTime& operator=(const ModelledTime&) = delete;
+
+ private:
+  DeviceModel model_;
+};
+
 TEST(Semantics, ByteWindowBoundsInFlightBytes) {
+  const ModelledTime modelled;
   OffloadOptions o = host_sim_options(0, /*window=*/100);
   o.max_fwd_stash_bytes = 64 * 256 * 4;  // one tensor's worth
   o.link = LinkModel{1.0, 0.0, 20'000'000};
@@ -311,6 +328,7 @@ TEST(Semantics, ByteWindowBoundsInFlightBytes) {
 }
 
 TEST(Semantics, BackwardUsesForwardStashWhenCopiesAreStillInFlight) {
+  const ModelledTime modelled;
   OffloadOptions o = host_sim_options(0, /*window=*/8);
   o.link = LinkModel{0.5, 0.0, 100'000'000};  // 100 ms per copy: still in flight at backward
   ActivationOffloader off(o);
