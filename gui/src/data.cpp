@@ -299,4 +299,71 @@ std::string describe_counts(const SweepCounts& c) {
   return fmt::format("{}/{} measured", c.measured, c.total);
 }
 
+namespace {
+
+// The settings that make a variant, each as (what differs, its text).
+std::vector<std::string> variant_fields(const pf::EngineConfig& c) {
+  return {c.semantics + " semantics",
+          "prefetch " + std::to_string(c.prefetch),
+          c.link.empty() ? std::string("link -") : c.link,
+          c.use_streams ? "streams" : "single stream",
+          c.use_pin_memory ? "pinned" : "pageable",
+          c.max_fwd_stash_bytes > 0 ? "window bytes " + std::to_string(c.max_fwd_stash_bytes)
+                                    : std::string("no byte window")};
+}
+
+// Which fields differ among the sweep's offload configs.
+std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs) {
+  std::vector<std::vector<std::string>> seen;
+  for (const auto& c : configs) {
+    if (c.offload) seen.push_back(variant_fields(c));
+  }
+  std::vector<bool> differs(6, false);
+  for (const auto& f : seen) {
+    for (size_t k = 0; k < f.size(); ++k) differs[k] = differs[k] || f[k] != seen.front()[k];
+  }
+  return differs;
+}
+
+std::string label(const pf::EngineConfig& c, const std::vector<bool>& differs) {
+  const auto f = variant_fields(c);
+  std::string out;
+  for (size_t k = 0; k < f.size(); ++k) {
+    if (!differs[k]) continue;
+    if (!out.empty()) out += ", ";
+    out += f[k];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<int64_t, std::string> variants_by_index(const SweepData& sweep) {
+  std::vector<std::pair<int64_t, const pf::EngineConfig*>> configs;
+  if (!sweep.grid.empty()) {
+    for (size_t i = 0; i < sweep.grid.size(); ++i) {
+      configs.emplace_back(static_cast<int64_t>(i), &sweep.grid[i]);
+    }
+  }
+  for (const auto& p : sweep.points) {  // points beyond the grid (or no grid): their own configs
+    if (p.index < 0 || static_cast<size_t>(p.index) >= sweep.grid.size()) {
+      configs.emplace_back(p.index, &p.config);
+    }
+  }
+  std::vector<pf::EngineConfig> all;
+  for (const auto& [index, c] : configs) all.push_back(*c);
+  const auto differs = differing_fields(all);
+  std::map<int64_t, std::string> out;
+  for (const auto& [index, c] : configs) out[index] = c->offload ? label(*c, differs) : "";
+  return out;
+}
+
+std::vector<std::string> sweep_variants(const SweepData& sweep) {
+  std::vector<std::string> out;
+  for (const auto& [index, l] : variants_by_index(sweep)) {
+    if (!l.empty() && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+  }
+  return out;
+}
+
 }  // namespace offtune::gui

@@ -486,6 +486,16 @@ void HeatmapWidget::setData(SweepDataPtr data) {
   update();
 }
 
+void HeatmapWidget::setShownPoints(std::optional<std::vector<int64_t>> indices) {
+  if (indices) {
+    shown_.emplace(indices->begin(), indices->end());
+  } else {
+    shown_.reset();
+  }
+  rebuild();
+  update();
+}
+
 void HeatmapWidget::setMetric(SweepMetric metric) {
   if (metric == metric_) return;
   metric_ = metric;
@@ -557,8 +567,11 @@ void HeatmapWidget::rebuild() {
       }
     }
     has_baseline_ = baseline_ != nullptr;
+    const auto hidden = [&](const pf::PointRecord& p) {
+      return p.config.offload && shown_ && !shown_->contains(p.index);
+    };
     const auto add_axes = [&](const pf::PointRecord& p) {
-      if (!p.config.offload) return;
+      if (!p.config.offload || hidden(p)) return;
       stash_sizes_.push_back(p.config.max_fwd_stash_size);
       min_sizes_.push_back(p.config.min_offload_size);
     };
@@ -573,7 +586,7 @@ void HeatmapWidget::rebuild() {
     std::map<std::pair<int, int>, std::vector<Placement>> cells;
     const auto place = [&](const pf::PointRecord& p, size_t pos, bool is_held) {
       const auto& c = p.config;
-      if (!c.offload) return;
+      if (!c.offload || hidden(p)) return;
       Placement pl;
       pl.index = p.index;
       pl.pos = pos;

@@ -4,6 +4,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTableView>
@@ -44,6 +45,19 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     metric_->addItem(QString::fromLatin1(metric_label(m)), static_cast<int>(m));
   }
   header->addWidget(metric_);
+  // A sweep over other knobs too (semantics, prefetch, ...): the heatmap shows one variant at a
+  // time, or all of them with their cells split.
+  variant_label_ = new QLabel(QStringLiteral("Variant:"), left);
+  variant_ = new QComboBox(left);
+  variant_->setObjectName(QStringLiteral("variant"));
+  variant_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  variant_->setToolTip(QStringLiteral(
+      "the settings besides min_offload_size and max_fwd_stash_size that this sweep varies: the "
+      "heatmap shows one of them, or all with each cell split among them"));
+  header->addWidget(variant_label_);
+  header->addWidget(variant_);
+  variant_label_->hide();
+  variant_->hide();
   layout->addLayout(header);
 
   auto* vsplit = new QSplitter(Qt::Vertical, left);
@@ -83,6 +97,7 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   connect(metric_, &QComboBox::currentIndexChanged, this, [this] {
     heatmap_->setMetric(static_cast<SweepMetric>(metric_->currentData().toInt()));
   });
+  connect(variant_, &QComboBox::currentIndexChanged, this, [this] { applyVariant(); });
   connect(heatmap_, &HeatmapWidget::pointActivated, this, &SweepView::activatePoint);
   connect(pareto_, &ParetoWidget::pointActivated, this, &SweepView::activatePoint);
   connect(panel_, &RecommendPanel::pointActivated, this, &SweepView::activatePoint);
@@ -150,7 +165,39 @@ void SweepView::setMetric(SweepMetric metric) {
   metric_->setCurrentIndex(metric_->findData(static_cast<int>(metric)));
 }
 
+void SweepView::setVariant(const QString& label) {
+  const int i = label.isEmpty() ? 0 : variant_->findText(label);
+  if (i >= 0) variant_->setCurrentIndex(i);
+}
+
+void SweepView::applyVariant() {
+  const QString chosen = variant_->currentIndex() > 0 ? variant_->currentText() : QString();
+  if (!sweep_ || chosen.isEmpty()) {
+    heatmap_->setShownPoints(std::nullopt);
+    return;
+  }
+  std::vector<int64_t> shown;
+  for (const auto& [index, label] : variants_by_index(*sweep_)) {
+    if (QString::fromStdString(label) == chosen) shown.push_back(index);
+  }
+  heatmap_->setShownPoints(shown);
+}
+
 void SweepView::refresh() {
+  // The variant list of this sweep, keeping the choice when it still exists.
+  {
+    const QString kept = variant_->currentIndex() > 0 ? variant_->currentText() : QString();
+    const auto variants = sweep_ ? sweep_variants(*sweep_) : std::vector<std::string>{};
+    QSignalBlocker block(variant_);
+    variant_->clear();
+    variant_->addItem(QStringLiteral("all (cells split)"));
+    for (const auto& v : variants) variant_->addItem(QString::fromStdString(v));
+    const int i = kept.isEmpty() ? 0 : variant_->findText(kept);
+    variant_->setCurrentIndex(std::max(i, 0));
+    variant_->setVisible(!variants.empty());
+    variant_label_->setVisible(!variants.empty());
+  }
+  applyVariant();
   if (sweep_) {
     const auto& s = sweep_->sweep;
     // The count the tree and the form show too (sweep_counts): the grid's points, measured/total.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QComboBox>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -588,6 +589,65 @@ TEST(Issue14, TheInputSpecIsForTorchScriptModelsOnly) {
   r.workload.model = "/tmp/model.pt";
   form.setRequest(r);
   EXPECT_TRUE(spec->isEnabled());
+}
+
+// The new axes: a sweep over another knob besides the two of the heatmap (here the semantics)
+// offers its variants; one chosen fills each cell alone, "all" splits the cells among them.
+TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->sweep.name = "axes";
+  const auto point = [](int64_t index, bool offload, int64_t size, const char* semantics,
+                        double ms) {
+    pf::PointRecord p;
+    p.sweep = pf::SweepId(3);
+    p.index = index;
+    p.config.offload = offload;
+    p.config.min_offload_size = size;
+    p.config.max_fwd_stash_size = 1;
+    p.config.semantics = semantics;
+    p.status = pf::PointStatus::Ok;
+    p.run = pf::RunId(index + 1);
+    p.summary.step_ms_median = ms;
+    p.summary.peak_allocated = 1000 + index;
+    return p;
+  };
+  d->points = {point(0, false, 1024, "offtune", 1.0), point(1, true, 1024, "offtune", 2.0),
+               point(2, true, 1024, "trl", 2.5), point(3, true, 1 << 20, "offtune", 1.5),
+               point(4, true, 1 << 20, "trl", 1.7)};
+  SweepView view;
+  view.resize(1280, 800);
+  view.show();
+  view.setSweepData(d, "");
+  QApplication::processEvents();
+  const auto* variant = view.findChild<QComboBox*>(QStringLiteral("variant"));
+  ASSERT_NE(variant, nullptr);
+  EXPECT_TRUE(variant->isVisible());
+  ASSERT_EQ(variant->count(), 3);
+  EXPECT_EQ(variant->itemText(1).toStdString(), "offtune semantics");
+  EXPECT_EQ(variant->itemText(2).toStdString(), "trl semantics");
+  HeatmapWidget* heat = view.heatmap();
+  const QRect split_offtune = heat->cellRect(1), split_trl = heat->cellRect(2);
+  ASSERT_FALSE(split_offtune.isEmpty());
+  EXPECT_FALSE(split_offtune.intersects(split_trl));  // one cell, two halves
+  view.setVariant(QStringLiteral("trl semantics"));
+  EXPECT_TRUE(heat->cellRect(1).isEmpty());
+  EXPECT_TRUE(heat->cellRect(3).isEmpty());
+  const QRect alone = heat->cellRect(2);
+  EXPECT_GE(alone.width(), 2 * split_trl.width() - 2);
+  EXPECT_TRUE(alone.contains(split_offtune.center()));
+  EXPECT_EQ(heat->pointAt(alone.center()), 2);
+  EXPECT_FALSE(heat->cellRect(0).isEmpty()) << "the baseline is always shown";
+  // The choice survives a point measured live; "all" splits again.
+  view.applyPoint(point(4, true, 1 << 20, "trl", 1.6));
+  EXPECT_TRUE(heat->cellRect(1).isEmpty());
+  view.setVariant(QString());
+  EXPECT_FALSE(heat->cellRect(1).isEmpty());
+  // One variant: nothing to choose.
+  auto one = std::make_shared<SweepData>(*d);
+  one->points.resize(2);
+  view.setSweepData(one, "");
+  EXPECT_FALSE(variant->isVisible());
 }
 
 }  // namespace

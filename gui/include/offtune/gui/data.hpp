@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,15 @@ struct SweepCounts {
 SweepCounts sweep_counts(const SweepData& sweep);
 // "10/61 measured" (the tree), the same count for every front end.
 std::string describe_counts(const SweepCounts& c);
+
+// A sweep's variants: the settings of its offload points other than the heatmap's two axes
+// (semantics, prefetch, link, streams, pinned memory, byte window), as labels naming only what
+// differs among them ("trl semantics", "prefetch 2, pcie5"), in grid order. Empty when every point
+// shares them (one variant: nothing to choose).
+std::vector<std::string> sweep_variants(const SweepData& sweep);
+// Each point's variant label (as sweep_variants names it) by point index, over the sweep's grid
+// (its points when the grid is unknown): empty for the baseline and in a sweep of one variant.
+std::map<int64_t, std::string> variants_by_index(const SweepData& sweep);
 
 // What the store lists: every sweep with its points, and every run without its per-run data.
 struct StoreIndex {

@@ -17,6 +17,7 @@
 #include <QWidget>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,10 @@ class HeatmapWidget : public SweepChart {
   // so that a sweep filling in live does not flicker.
   void setData(SweepDataPtr data);
   void setMetric(SweepMetric metric);
+  // Shows only these offload points (a variant of a sweep with other knobs than the two axes:
+  // each cell then holds one point), or every point (nullopt: points sharing a cell split it).
+  // The baseline is always shown.
+  void setShownPoints(std::optional<std::vector<int64_t>> indices);
   // Not metric(): that would hide QWidget::metric(PaintDeviceMetric).
   SweepMetric sweepMetric() const { return metric_; }
 
@@ -176,6 +181,7 @@ class HeatmapWidget : public SweepChart {
   std::vector<int64_t> stash_sizes_;
   std::vector<int64_t> min_sizes_;
   std::vector<Placement> placements_;
+  std::optional<std::set<int64_t>> shown_;         // setShownPoints
   std::vector<profiler::PointRecord> unmeasured_;  // grid points not in data_->points
   const profiler::PointRecord* baseline_ = nullptr;
   bool baseline_held_ = false;

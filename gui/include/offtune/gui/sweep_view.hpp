@@ -36,6 +36,8 @@ class SweepView : public QWidget {
   // Merges a point just measured into the sweep on show, if it belongs to it.
   void applyPoint(const profiler::PointRecord& point);
   void setMetric(SweepMetric metric);
+  // The heatmap's variant, by its label (sweep_variants), or every variant (empty).
+  void setVariant(const QString& label);
 
   const SweepDataPtr& sweepData() const { return sweep_; }
   HeatmapWidget* heatmap() const { return heatmap_; }
@@ -51,12 +53,15 @@ class SweepView : public QWidget {
  private:
   void activatePoint(qint64 point_index);
   void refresh();
+  void applyVariant();
 
   JobTicket jobs_;
   SweepDataPtr sweep_;
   std::string store_path_;
   QLabel* title_ = nullptr;
   QComboBox* metric_ = nullptr;
+  QLabel* variant_label_ = nullptr;
+  QComboBox* variant_ = nullptr;  // which variant the heatmap shows (sweeps of several)
   HeatmapWidget* heatmap_ = nullptr;
   ParetoWidget* pareto_ = nullptr;
   QTableView* table_ = nullptr;
