@@ -159,7 +159,13 @@ class PredictCommand final : public Command {
     for (size_t i = 0; i < grid.size(); ++i) grid[i].front = front[i];
     const auto rec = pf::recommend(records, {});
     const double base_ms = grid.front().predicted.step_ms();
-    const std::string device = prepared.spec.env.device;
+    // The model and every link predicted (the run environment names only the first link).
+    std::string device =
+        "host-sim modelling " + (prepared.spec.device_model ? prepared.spec.device_model->title
+                                                            : request_.backend.device_model);
+    device += link_names.size() == 1 ? " (link " : " (links ";
+    for (size_t l = 0; l < link_names.size(); ++l) device += (l ? ", " : "") + link_names[l];
+    device += ")";
 
     if (json_) {
       json pts = json::array();
