@@ -124,7 +124,44 @@ enum class Sample {
   Ring,        // the recommended point's ring
   DashedRing,  // a tie's ring
   Whisker,     // an interval
+  Shape0,      // a variant's marker (ParetoWidget::markerShape): circle, triangle, diamond, cross
+  Shape1,
+  Shape2,
+  Shape3,
 };
+
+// A variant's marker at `c` with `radius` (shape modulo ParetoWidget::kShapes; circle for < 0).
+void draw_marker(QPainter& p, const QPointF& c, double radius, int shape) {
+  switch (shape < 0 ? 0 : shape % 4) {
+    case 0:
+      p.drawEllipse(c, radius, radius);
+      break;
+    case 1: {
+      const double r = radius * 1.25;
+      const QPointF tri[3] = {{c.x(), c.y() - r},
+                              {c.x() + r * 0.87, c.y() + r * 0.5},
+                              {c.x() - r * 0.87, c.y() + r * 0.5}};
+      p.drawPolygon(tri, 3);
+      break;
+    }
+    case 2: {
+      const double r = radius * 1.2;
+      const QPointF dia[4] = {
+          {c.x(), c.y() - r}, {c.x() + r, c.y()}, {c.x(), c.y() + r}, {c.x() - r, c.y()}};
+      p.drawPolygon(dia, 4);
+      break;
+    }
+    default: {  // a cross, thick enough to read as a marker
+      const double r = radius, w = radius * 0.45;
+      QPainterPath plus;
+      plus.addRect(QRectF(c.x() - r, c.y() - w, 2 * r, 2 * w));
+      plus.addRect(QRectF(c.x() - w, c.y() - r, 2 * w, 2 * r));
+      plus.setFillRule(Qt::WindingFill);
+      p.drawPath(plus.simplified());
+      break;
+    }
+  }
+}
 
 struct LegendItem {
   Sample sample;
@@ -265,6 +302,14 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
       p.setPen(QPen(item.color, 1.5, Qt::DashLine));
       p.setBrush(Qt::NoBrush);
       p.drawEllipse(c, 5.5, 5.5);
+      break;
+    case Sample::Shape0:
+    case Sample::Shape1:
+    case Sample::Shape2:
+    case Sample::Shape3:
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      draw_marker(p, c, 4.0, static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0));
       break;
     case Sample::Whisker:
       p.setPen(QPen(item.color, 1.2));
@@ -1099,9 +1144,23 @@ void ParetoWidget::setRecommendation(const pf::Recommendation& rec) {
   update();
 }
 
+int ParetoWidget::markerShape(int64_t point_index) const {
+  auto it = shape_of_.find(point_index);
+  return it == shape_of_.end() ? -1 : it->second % kShapes;
+}
+
 void ParetoWidget::rebuild() {
   plotted_.clear();
+  variants_.clear();
+  shape_of_.clear();
   if (!data_) return;
+  variants_ = sweep_variants(*data_);
+  if (variants_.size() > 1) {
+    for (const auto& [index, label] : variants_by_index(*data_)) {
+      auto it = std::find(variants_.begin(), variants_.end(), label);
+      if (it != variants_.end()) shape_of_[index] = static_cast<int>(it - variants_.begin());
+    }
+  }
   const auto& pts = data_->points;
   for (size_t i = 0; i < pts.size(); ++i) {
     if (pts[i].status != pf::PointStatus::Ok) continue;
@@ -1194,6 +1253,14 @@ ParetoWidget::Frame ParetoWidget::frame() const {
   }
   if (any_interval) {
     f.legend.push_back({Sample::Whisker, QStringLiteral("step-time interval"), kPointColor});
+  }
+  // Variants by marker shape (the colours say front or not).
+  if (variants_.size() > 1) {
+    for (size_t k = 0; k < variants_.size(); ++k) {
+      const auto shape =
+          static_cast<Sample>(static_cast<int>(Sample::Shape0) + static_cast<int>(k % kShapes));
+      f.legend.push_back({shape, QString::fromStdString(variants_[k]), kPointColor});
+    }
   }
   int legend_bottom = f.caption.bottom() + 1;
   if (!f.legend.empty()) {
@@ -1608,7 +1675,7 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     const bool front_point =
         std::find(on_front.begin(), on_front.end(), pt.index) != on_front.end();
     p.setBrush(front_point ? kFrontColor : kPointColor);
-    p.drawEllipse(at, radius, radius);
+    draw_marker(p, at, radius, markerShape(pt.index));
   }
   if (has_rec_) {
     for (const auto& tie : rec_.ties) {

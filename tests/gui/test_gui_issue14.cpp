@@ -643,11 +643,19 @@ TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
   EXPECT_TRUE(heat->cellRect(1).isEmpty());
   view.setVariant(QString());
   EXPECT_FALSE(heat->cellRect(1).isEmpty());
-  // One variant: nothing to choose.
+  // The Pareto chart tells the variants apart by marker shape (colour says front or not).
+  ParetoWidget* pareto = view.pareto();
+  EXPECT_EQ(pareto->markerShape(0), -1);  // the baseline's square
+  EXPECT_EQ(pareto->markerShape(1), 0);
+  EXPECT_EQ(pareto->markerShape(3), 0);
+  EXPECT_EQ(pareto->markerShape(2), 1);
+  EXPECT_EQ(pareto->markerShape(4), 1);
+  // One variant: nothing to choose, one shape.
   auto one = std::make_shared<SweepData>(*d);
   one->points.resize(2);
   view.setSweepData(one, "");
   EXPECT_FALSE(variant->isVisible());
+  EXPECT_EQ(pareto->markerShape(1), -1);
 }
 
 }  // namespace

@@ -16,8 +16,10 @@
 #include <QString>
 #include <QWidget>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -232,6 +234,12 @@ class ParetoWidget : public SweepChart {
   };
   std::optional<ConstraintMark> constraintMark() const;
 
+  // A sweep of several variants (sweep_variants): each variant's points have their own marker
+  // shape (0 circle, 1 triangle, 2 diamond, 3 cross, then again), and the legend names them. -1
+  // for the baseline, a point of a sweep of one variant, or a point not plotted.
+  int markerShape(int64_t point_index) const;
+  static constexpr int kShapes = 4;
+
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
@@ -253,7 +261,9 @@ class ParetoWidget : public SweepChart {
 
   profiler::Recommendation rec_;
   bool has_rec_ = false;
-  std::vector<size_t> plotted_;  // positions in data_->points of the ok points
+  std::vector<size_t> plotted_;        // positions in data_->points of the ok points
+  std::vector<std::string> variants_;  // sweep_variants, when there are several
+  std::map<int64_t, int> shape_of_;    // point index -> its variant's position in variants_
   double x_lo_ = 0.0, x_hi_ = 0.0, y_lo_ = 0.0, y_hi_ = 0.0;  // data range, unpadded
 };
 
