@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -349,6 +351,112 @@ TEST_F(ExportTest, ChromeTraceExportsARepeatedRunOnce) {
   const json trace = load_json(out);
   EXPECT_EQ(trace.at("metadata").at("runs").size(), 1u);
   EXPECT_EQ(select(trace, "X", fx_.b.value).size(), 2u);
+}
+
+// Microseconds as written by the exporter, back to whole nanoseconds.
+int64_t ns_of(const json& us) { return std::llround(us.get<double>() * 1000.0); }
+
+// The slice a viewer binds a flow event at `ts_ns` on (pid, tid) to: of the complete events there
+// that hold it (start <= ts < end, or == start for an empty slice), the innermost, the one on top
+// of the track's stack (the latest to start); null when none does.
+const json* enclosing(const json& trace, int64_t pid, int64_t tid, int64_t ts_ns) {
+  const json* found = nullptr;
+  int64_t found_start = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X" || e.at("pid") != pid || e.at("tid") != tid) continue;
+    const int64_t start = ns_of(e.at("ts"));
+    const int64_t end = start + ns_of(e.at("dur"));
+    const bool holds = start <= ts_ns && (ts_ns < end || (start == end && ts_ns == start));
+    if (holds && (!found || start > found_start)) {
+      found = &e;
+      found_start = start;
+    }
+  }
+  return found;
+}
+
+TEST_F(ExportTest, ChromeTraceLinksEachWaitToTheCopyItWaitedOn) {
+  // A run of its own: offloads and reloads of tensors 5 and 6, and waits of every kind.
+  RunRecord rr;
+  rr.status = RunStatus::Ok;
+  rr.workload.model = "flows";
+  const RunId r = fx_.store->begin_run(rr);
+  const int64_t T = 2'000'000;
+  const auto copy = [&](EventKind kind, int64_t from, int64_t to, int64_t tensor) {
+    return event_span(kind, T + from, T + to,
+                      {.run = r, .stream = 1, .bytes = 4096, .tensor = tensor});
+  };
+  const auto wait = [&](int64_t from, int64_t to, int64_t tensor, const char* kind) {
+    return event_span(EventKind::Wait, T + from, T + to,
+                      {.run = r, .tensor = tensor, .name = kind});
+  };
+  fx_.store->add_events({
+      event_span(EventKind::Forward, T, T + 2000, {.run = r, .name = "forward"}),
+      copy(EventKind::CopyD2H, 100, 600, 5),    // an older offload of 5
+      copy(EventKind::CopyD2H, 200, 300, 6),    // the only copy of 6
+      copy(EventKind::CopyD2H, 700, 1200, 5),   // <- the forward-window wait's
+      wait(1000, 1300, 5, "forward-window"),    //
+      copy(EventKind::CopyD2H, 1400, 1500, 5),  // starts after that wait ended: not it
+      event_span(EventKind::Backward, T + 2000, T + 4000, {.run = r, .name = "backward"}),
+      copy(EventKind::CopyH2D, 2100, 2600, 5),  // <- the reload wait's
+      wait(2500, 2700, 5, "reload"),            //
+      wait(2800, 2900, 6, "reload"),            // 6 was never reloaded: no link
+      wait(3000, 3100, -1, "drain"),            // waits for every copy: no link
+      wait(3200, 3300, 6, ""),                  // kind unknown: the latest copy of 6, any way
+  });
+
+  const std::string out = file("flows.json");
+  export_chrome_trace(*fx_.store, {fx_.a, r}, out);
+  const json trace = load_json(out);
+
+  // Pairs by id: one start and one end each, same name and category, the end bound to its
+  // enclosing slice.
+  struct Pair {
+    const json* start = nullptr;
+    const json* end = nullptr;
+    int starts = 0;
+    int ends = 0;
+  };
+  std::map<std::string, Pair> pairs;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "s" && e.at("ph") != "f") continue;
+    Pair& p = pairs[e.at("id").dump()];
+    if (e.at("ph") == "s") {
+      p.start = &e;
+      ++p.starts;
+    } else {
+      p.end = &e;
+      ++p.ends;
+    }
+  }
+  // Run A's reload wait on tensor 3 and this run's three.
+  ASSERT_EQ(pairs.size(), 4u);
+
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> links;  // pid -> (copy ts, wait ts)
+  for (const auto& [id, p] : pairs) {
+    SCOPED_TRACE(id);
+    ASSERT_EQ(p.starts, 1);
+    ASSERT_EQ(p.ends, 1);
+    const json& s = *p.start;
+    const json& f = *p.end;
+    EXPECT_EQ(s.at("name"), f.at("name"));
+    EXPECT_EQ(s.at("cat"), f.at("cat"));
+    EXPECT_EQ(s.at("pid"), f.at("pid"));
+    EXPECT_EQ(f.at("bp"), "e");
+    const int64_t pid = s.at("pid").get<int64_t>();
+    const json* from = enclosing(trace, pid, s.at("tid").get<int64_t>(), ns_of(s.at("ts")));
+    const json* to = enclosing(trace, pid, f.at("tid").get<int64_t>(), ns_of(f.at("ts")));
+    ASSERT_NE(from, nullptr);
+    ASSERT_NE(to, nullptr);
+    EXPECT_EQ(from->at("cat"), "copy");
+    EXPECT_EQ(to->at("cat"), "wait");
+    EXPECT_EQ(from->at("args").at("tensor"), to->at("args").at("tensor"));
+    links[pid].emplace_back(ns_of(from->at("ts")), ns_of(to->at("ts")));
+  }
+  for (auto& [pid, l] : links) std::sort(l.begin(), l.end());
+  EXPECT_EQ(links[fx_.a.value], (std::vector<std::pair<int64_t, int64_t>>{{4200, 5000}}));
+  EXPECT_EQ(links[r.value],
+            (std::vector<std::pair<int64_t, int64_t>>{{200, 3200}, {700, 1000}, {2100, 2500}}));
 }
 
 // --- Nsight-shaped SQLite ------------------------------------------------------------------------

@@ -52,7 +52,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   memory_->setAxis(axis_);
   occupancy_->setMinimumHeight(110);
   memory_->setMinimumHeight(110);
-  charts->setStretchFactor(0, 3);
+  // The lanes share the timeline's height (timeline.hpp), so the handle beneath them sizes them:
+  // half the height for the lanes when the view is first shown (showEvent), a quarter for each
+  // chart, and a resize keeps those shares (stretch 2:1:1). None of them can be dragged shut.
+  charts_split_ = charts;
+  charts->setChildrenCollapsible(false);
+  charts->setHandleWidth(6);
+  charts->setStretchFactor(0, 2);
   charts->setStretchFactor(1, 1);
   charts->setStretchFactor(2, 1);
 
@@ -68,6 +74,17 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   outer->addWidget(split, 1);
 
   connect(reset, &QPushButton::clicked, axis_, &TimeAxis::resetView);
+}
+
+void RunView::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (split_sized_) return;
+  split_sized_ = true;
+  // Left to itself, QSplitter gives each widget its size hint and shares the rest by size policy,
+  // which gave the lanes two thirds; the shares are set once, then left to the user.
+  if (layout()) layout()->activate();
+  const int h = charts_split_->height();
+  if (h > 0) charts_split_->setSizes({h - 2 * (h / 4), h / 4, h / 4});
 }
 
 void RunView::showRun(const std::string& store_path, pf::RunId id) {
@@ -104,10 +121,6 @@ void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> in
   } else {
     title_->setText(QStringLiteral("No run open"));
   }
-  // The lanes have a fixed height; the charts beneath take the rest of the view.
-  const int lanes_height = timeline_height(index.get());
-  timeline_->setMinimumHeight(lanes_height);
-  timeline_->setMaximumHeight(lanes_height);
   timeline_->setIndex(std::move(index));
   occupancy_->setRun(run_);
   memory_->setRun(run_);

@@ -51,32 +51,32 @@ const QColor kRulerBackground(0xfa, 0xfa, 0xfa);
 const QColor kGrid(0xeb, 0xeb, 0xeb);
 const QColor kSeparator(0xd6, 0xd6, 0xd6);
 const QColor kText(0x33, 0x33, 0x33);
-const QColor kPageable(0xd6, 0x27, 0x28);
-const QColor kPrefetch(0x22, 0x22, 0x22);
+// Markings over events: black, which no kind uses, and told apart by shape (a solid band along
+// the top, a hatched band along the bottom, an arrow).
+const QColor kPrefetch(0x00, 0x00, 0x00);
+const QColor kPageable(0x00, 0x00, 0x00);
+const QColor kArrow(0x1a, 0x1a, 0x1a);
+const QColor kSwatchBar(0xd8, 0xd8, 0xd8);  // the bar the legend draws a marking on
 
-QColor kind_colour(EventKind k) {
-  switch (k) {
-    case EventKind::Step:
-      return QColor(0xdc, 0xdc, 0xdc);
-    case EventKind::Forward:
-      return QColor(0x72, 0xb7, 0xb2);
-    case EventKind::Backward:
-      return QColor(0xf2, 0xa6, 0x5a);
-    case EventKind::Compute:
-      return QColor(0x4c, 0x78, 0xa8);
-    case EventKind::CopyD2H:
-      return QColor(0xf5, 0x85, 0x18);
-    case EventKind::CopyH2D:
-      return QColor(0x54, 0xa2, 0x4b);
-    case EventKind::Pack:
-      return QColor(0x9d, 0x5c, 0xb0);
-    case EventKind::Unpack:
-      return QColor(0x3b, 0x7d, 0xd8);
-    case EventKind::Wait:
-      return QColor(0xe4, 0x57, 0x56);
+QColor kind_colour(EventKind k) { return timeline_kind_colour(k); }
+
+// A pageable copy's band: black diagonal hatching on white, legible over any kind's colour. Below
+// a few pixels wide no stripe would show: solid black, in one fill instead of two (zoomed out,
+// these are most of the marks).
+int fill_pageable(QPainter& p, const QRect& r) {
+  if (r.width() < 4) {
+    p.fillRect(r, kPageable);
+    return 1;
   }
-  return QColor(0x80, 0x80, 0x80);
+  p.fillRect(r, Qt::white);
+  p.fillRect(r, QBrush(kPageable, Qt::BDiagPattern));
+  return 2;
 }
+
+// The band heights in a bar of height h: thin at the natural lane height, growing with taller
+// lanes so that they stay visible in proportion.
+int prefetch_band(int h) { return std::max(3, h / 7); }
+int pageable_band(int h) { return std::max(5, h / 4); }
 
 // ---- building -----------------------------------------------------------------------------------
 
@@ -231,6 +231,126 @@ struct Destination {
   Slot slot = Slot::Spans;
 };
 
+// Host-sim's compute slices are what is left of forward and backward once the waits are cut out
+// (profiler/src/recorder.cpp, derive_compute_locked), all named "compute". Named here after what
+// ends them or holds them: a wait starting where the slice ends, else the phase.
+template <typename Intern>
+void name_compute_slices(TimelineIndex& index,
+                         const std::unordered_map<std::string_view, uint32_t>& name_ids,
+                         Intern&& intern, uint32_t phases_lane, uint32_t first_compute,
+                         uint32_t after_compute, uint32_t waits_lane) {
+  const auto generic = name_ids.find(std::string_view("compute"));
+  if (generic == name_ids.end()) return;
+  const TimelineIntervals& phases = index.lanes[phases_lane].spans;
+  const TimelineIntervals& waits = index.lanes[waits_lane].spans;
+  uint32_t forward = 0;
+  uint32_t backward = 0;
+  std::unordered_map<int64_t, uint32_t> before_wait;  // by tensor
+  for (uint32_t l = first_compute; l < after_compute; ++l) {
+    TimelineIntervals& set = index.lanes[l].spans;
+    for (size_t i = 0; i < set.size(); ++i) {
+      TimelineEventInfo& info = set.info[i];
+      if (info.name != generic->second) continue;
+      const auto w = std::lower_bound(waits.start.begin(), waits.start.end(), set.end[i]);
+      if (w != waits.start.end() && *w == set.end[i]) {
+        const TimelineEventInfo& wait = waits.info[static_cast<size_t>(w - waits.start.begin())];
+        if (wait.tensor >= 0) {
+          auto it = before_wait.find(wait.tensor);
+          if (it == before_wait.end()) {
+            it = before_wait
+                     .emplace(wait.tensor, intern("compute before wait on tensor " +
+                                                  std::to_string(wait.tensor)))
+                     .first;
+          }
+          info.name = it->second;
+        } else {
+          const std::string& kind = index.names[wait.name];
+          info.name = intern(kind.empty() ? std::string("compute before wait")
+                                          : "compute before " + kind + " wait");
+        }
+        continue;
+      }
+      // The phase holding the slice's start: the last one starting at or before it.
+      const auto p = std::upper_bound(phases.start.begin(), phases.start.end(), set.start[i]);
+      if (p == phases.start.begin()) continue;
+      const size_t k = static_cast<size_t>(p - phases.start.begin()) - 1;
+      if (phases.end[k] < set.start[i]) continue;
+      if (phases.info[k].flags & kFlagForward) {
+        if (forward == 0) forward = intern("forward compute");
+        info.name = forward;
+      } else {
+        if (backward == 0) backward = intern("backward compute");
+        info.name = backward;
+      }
+    }
+  }
+}
+
+// Each wait on a tensor, linked to the copy it waited on: the latest copy of that tensor that
+// started before the wait ended, offloads (D2H) for a forward-window wait, reloads (H2D) for a
+// reload wait, either for a wait of another or no kind (drains wait for every copy: no link).
+void link_waits_to_copies(TimelineIndex& index, uint32_t d2h_lane, uint32_t h2d_lane,
+                          uint32_t waits_lane) {
+  const TimelineIntervals& waits = index.lanes[waits_lane].spans;
+  if (std::none_of(waits.info.begin(), waits.info.end(),
+                   [](const TimelineEventInfo& i) { return i.tensor >= 0; })) {
+    return;
+  }
+  struct CopyRef {
+    int64_t tensor;
+    uint32_t lane;
+    int64_t start;
+    uint32_t index;
+  };
+  const auto key = [](const CopyRef& c) { return std::tie(c.tensor, c.lane, c.start); };
+  std::vector<CopyRef> copies;
+  for (uint32_t lane : {d2h_lane, h2d_lane}) {
+    const TimelineIntervals& set = index.lanes[lane].spans;
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (set.info[i].tensor >= 0) {
+        copies.push_back({set.info[i].tensor, lane, set.start[i], static_cast<uint32_t>(i)});
+      }
+    }
+  }
+  std::sort(copies.begin(), copies.end(),
+            [&key](const CopyRef& a, const CopyRef& b) { return key(a) < key(b); });
+  // The last copy of `tensor` in `lane` that started before `before`.
+  const auto latest = [&](int64_t tensor, uint32_t lane, int64_t before) -> const CopyRef* {
+    const CopyRef probe{tensor, lane, before, 0};
+    const auto it =
+        std::lower_bound(copies.begin(), copies.end(), probe,
+                         [&key](const CopyRef& a, const CopyRef& b) { return key(a) < key(b); });
+    if (it == copies.begin()) return nullptr;
+    const CopyRef& c = *(it - 1);
+    return c.tensor == tensor && c.lane == lane ? &c : nullptr;
+  };
+  for (size_t w = 0; w < waits.size(); ++w) {
+    const TimelineEventInfo& info = waits.info[w];
+    if (info.tensor < 0) continue;
+    const std::string& kind = index.names[info.name];
+    const CopyRef* copy = nullptr;
+    if (kind == "forward-window") {
+      copy = latest(info.tensor, d2h_lane, waits.end[w]);
+    } else if (kind == "reload") {
+      copy = latest(info.tensor, h2d_lane, waits.end[w]);
+    } else if (kind != "drain") {
+      const CopyRef* out = latest(info.tensor, d2h_lane, waits.end[w]);
+      const CopyRef* in = latest(info.tensor, h2d_lane, waits.end[w]);
+      copy = !in || (out && out->start > in->start) ? out : in;
+    }
+    if (!copy) continue;
+    TimelineFlow flow;
+    flow.from_ns = index.lanes[copy->lane].spans.end[copy->index];
+    flow.to_ns = waits.end[w];
+    flow.from_lane = copy->lane;
+    flow.copy = copy->index;
+    flow.wait = static_cast<uint32_t>(w);
+    index.flows.push_back(flow);
+  }
+  std::stable_sort(index.flows.begin(), index.flows.end(),
+                   [](const TimelineFlow& a, const TimelineFlow& b) { return a.to_ns < b.to_ns; });
+}
+
 }  // namespace
 
 // ---- public helpers ---------------------------------------------------------------------------
@@ -269,6 +389,162 @@ QString format_duration_ns(double ns) {
 
 QString format_bytes(double bytes, int decimals) {
   return QString::fromStdString(profiler::format_size(bytes, decimals));
+}
+
+// ---- colours and legend -----------------------------------------------------------------------
+
+QColor timeline_kind_colour(EventKind k) {
+  // Okabe-Ito and Paul Tol's colour-blind-safe sets, picked so that the smallest CIE76 difference
+  // between any two kinds, and between a kind and the run charts' forward stash (#4c78a8), backward
+  // stash (#f58518) and device memory (#7b4fa0), is as large as it gets: at least 24 for normal
+  // vision and 13 under simulated deuteranopia, protanopia and tritanopia (test_gui_timeline checks
+  // it). Black is left to the markings (prefetch, pageable, arrows).
+  switch (k) {
+    case EventKind::Step:
+      return QColor(0xe0, 0xe0, 0xe0);  // light grey, behind forward / backward
+    case EventKind::Forward:
+      return QColor(0x66, 0xcc, 0xee);  // cyan
+    case EventKind::Backward:
+      return QColor(0xdd, 0xcc, 0x77);  // sand
+    case EventKind::Compute:
+      return QColor(0x99, 0x99, 0x99);  // grey: the bulk of the picture, the quietest colour
+    case EventKind::CopyD2H:
+      return QColor(0x33, 0x22, 0x88);  // indigo
+    case EventKind::CopyH2D:
+      return QColor(0x22, 0x88, 0x33);  // green
+    case EventKind::Pack:
+      return QColor(0x9c, 0x75, 0x5f);  // brown
+    case EventKind::Unpack:
+      return QColor(0xaa, 0x33, 0x77);  // wine
+    case EventKind::Wait:
+      return QColor(0xcc, 0x33, 0x11);  // red: time lost
+  }
+  return QColor(0x80, 0x80, 0x80);
+}
+
+const std::vector<TimelineLegendEntry>& timeline_legend() {
+  static const std::vector<TimelineLegendEntry> entries = [] {
+    std::vector<TimelineLegendEntry> out;
+    const auto kind = [&out](const char* label, EventKind k) {
+      TimelineLegendEntry e;
+      e.label = QString::fromUtf8(label);
+      e.colour = timeline_kind_colour(k);
+      e.kind = k;
+      out.push_back(e);
+    };
+    const auto marking = [&out](const char* label, TimelineLegendEntry::Swatch swatch,
+                                const QColor& colour) {
+      TimelineLegendEntry e;
+      e.label = QString::fromUtf8(label);
+      e.colour = colour;
+      e.swatch = swatch;
+      out.push_back(e);
+    };
+    kind("step", EventKind::Step);
+    kind("forward", EventKind::Forward);
+    kind("backward", EventKind::Backward);
+    kind("compute", EventKind::Compute);
+    kind("copy D2H", EventKind::CopyD2H);
+    kind("copy H2D", EventKind::CopyH2D);
+    kind("wait", EventKind::Wait);
+    kind("pack", EventKind::Pack);
+    kind("unpack", EventKind::Unpack);
+    marking("prefetched", TimelineLegendEntry::Swatch::Prefetch, kPrefetch);
+    marking("pageable", TimelineLegendEntry::Swatch::Pageable, kPageable);
+    marking("waited on", TimelineLegendEntry::Swatch::Arrow, kArrow);
+    return out;
+  }();
+  return entries;
+}
+
+namespace {
+
+constexpr int kLegendSwatchWidth = 18;
+constexpr int kLegendSwatchGap = 5;
+constexpr int kLegendEntryGap = 14;
+constexpr int kLegendPadding = 4;
+
+int legend_entry_width(const QFontMetrics& fm, const TimelineLegendEntry& e) {
+  return kLegendSwatchWidth + kLegendSwatchGap + fm.horizontalAdvance(e.label);
+}
+
+// Lays the entries out left to right from the gutter's edge, wrapping; calls place(entry, rect)
+// for each and returns the height used.
+template <typename Place>
+int layout_legend(const QFontMetrics& fm, const QRect& area, Place&& place) {
+  const int row_height = fm.height() + 4;
+  const int left = area.left() + kTimeGutter;
+  const int right = std::max(left + 1, area.right() - kTimeRightMargin);
+  int x = left;
+  int y = area.top() + kLegendPadding;
+  for (const auto& e : timeline_legend()) {
+    const int w = legend_entry_width(fm, e);
+    if (x > left && x + w > right) {
+      x = left;
+      y += row_height;
+    }
+    place(e, QRect(x, y, w, row_height));
+    x += w + kLegendEntryGap;
+  }
+  return y + row_height + kLegendPadding - area.top();
+}
+
+void paint_swatch(QPainter& p, const TimelineLegendEntry& e, const QRect& r) {
+  switch (e.swatch) {
+    case TimelineLegendEntry::Swatch::Fill:
+      p.fillRect(r, e.colour);
+      break;
+    case TimelineLegendEntry::Swatch::Prefetch:
+      p.fillRect(r, kSwatchBar);
+      p.fillRect(QRect(r.left(), r.top(), r.width(), prefetch_band(r.height())), e.colour);
+      break;
+    case TimelineLegendEntry::Swatch::Pageable: {
+      p.fillRect(r, kSwatchBar);
+      const int h = pageable_band(r.height());
+      fill_pageable(p, QRect(r.left(), r.bottom() - h + 1, r.width(), h));
+      break;
+    }
+    case TimelineLegendEntry::Swatch::Arrow: {
+      const int y = r.center().y();
+      p.save();
+      p.setRenderHint(QPainter::Antialiasing, true);
+      p.setPen(QPen(e.colour, 1.2));
+      p.drawLine(QPointF(r.left(), y + 0.5), QPointF(r.right() - 4, y + 0.5));
+      p.setPen(Qt::NoPen);
+      p.setBrush(e.colour);
+      const QPointF head[] = {QPointF(r.right() + 1, y + 0.5), QPointF(r.right() - 5, y - 3.0),
+                              QPointF(r.right() - 5, y + 4.0)};
+      p.drawPolygon(head, 3);
+      p.restore();
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+int timeline_legend_height(const QFontMetrics& fm, int width) {
+  return layout_legend(fm, QRect(0, 0, width, 1), [](const auto&, const QRect&) {});
+}
+
+void render_timeline_legend(QPainter& painter, const QRect& area) {
+  painter.save();
+  painter.setClipRect(area, Qt::IntersectClip);
+  painter.fillRect(area, kBackground);
+  painter.fillRect(QRect(area.left(), area.top(), kTimeGutter, area.height()), kGutterBackground);
+  const QFontMetrics fm(painter.font());
+  painter.setPen(kText);
+  painter.drawText(
+      QRect(area.left() + 6, area.top() + kLegendPadding, kTimeGutter - 10, fm.height() + 4),
+      Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("legend"));
+  layout_legend(fm, area, [&](const TimelineLegendEntry& e, const QRect& r) {
+    const int h = std::min(12, r.height() - 2);
+    paint_swatch(painter, e, QRect(r.left(), r.center().y() - h / 2, kLegendSwatchWidth, h));
+    painter.setPen(kText);
+    painter.drawText(r.adjusted(kLegendSwatchWidth + kLegendSwatchGap, 0, 0, 0),
+                     Qt::AlignLeft | Qt::AlignVCenter, e.label);
+  });
+  painter.restore();
 }
 
 // ---- TimeAxis ---------------------------------------------------------------------------------
@@ -506,6 +782,21 @@ std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
       }
     }
   }
+
+  // Names made here (not in the run): looked up among the run's first, then kept apart, since
+  // name_ids' keys view the run's strings.
+  std::unordered_map<std::string, uint32_t> made_ids;
+  const auto intern = [&](std::string name) {
+    if (const auto it = name_ids.find(std::string_view(name)); it != name_ids.end()) {
+      return it->second;
+    }
+    const auto [it, fresh] =
+        made_ids.emplace(std::move(name), static_cast<uint32_t>(index->names.size()));
+    if (fresh) index->names.push_back(it->first);
+    return it->second;
+  };
+  name_compute_slices(*index, name_ids, intern, phases, first_compute, d2h, waits);
+  link_waits_to_copies(*index, d2h, h2d, waits);
   return index;
 }
 
@@ -516,10 +807,17 @@ int timeline_height(const TimelineIndex* index) {
   return kTimelineRulerHeight + static_cast<int>(lanes) * kTimelineLaneHeight + 1;
 }
 
-QRect timeline_lane_rect(const QRect& area, size_t lane) {
-  return QRect(area.left(),
-               area.top() + kTimelineRulerHeight + static_cast<int>(lane) * kTimelineLaneHeight,
-               area.width(), kTimelineLaneHeight);
+int timeline_lane_height(const QRect& area, size_t lane_count) {
+  if (lane_count == 0) return kTimelineLaneHeight;
+  const int available = area.height() - kTimelineRulerHeight - 1;
+  return std::clamp(available / static_cast<int>(lane_count), kTimelineMinLaneHeight,
+                    kTimelineMaxLaneHeight);
+}
+
+QRect timeline_lane_rect(const QRect& area, const TimelineIndex& index, size_t lane) {
+  const int h = timeline_lane_height(area, index.lanes.size());
+  return QRect(area.left(), area.top() + kTimelineRulerHeight + static_cast<int>(lane) * h,
+               area.width(), h);
 }
 
 namespace {
@@ -551,6 +849,12 @@ struct View {
   }
   int64_t time_at_x(double x) const { return begin + to_ns((x - plot.left()) * ns_per_px); }
 };
+
+// Where a lane's bars go: the plot's columns of its row, less a margin that grows with the row.
+QRect lane_band(const View& v, const QRect& row) {
+  const int margin = std::max(2, row.height() / 10);
+  return QRect(v.plot.left(), row.top() + margin, v.plot.width(), row.height() - 2 * margin);
+}
 
 // Zoomed in this far (at most about one event per column in view) a set is drawn event by event.
 int detail_budget(const View& v) { return std::max(64, v.plot.width()); }
@@ -621,6 +925,39 @@ class Painter {
     }
   }
 
+  // Arrows from the copies to the waits that waited on them, both ends in view; none when more
+  // than the cap end in view (zoomed out they would be a smear) and one per pixel column.
+  void arrows(const QRect& area, size_t waits_lane) {
+    const auto& flows = index_.flows;
+    if (flows.empty()) return;
+    const auto by_end = [](const TimelineFlow& f, int64_t t) { return f.to_ns < t; };
+    const auto first = std::lower_bound(flows.begin(), flows.end(), v_.begin, by_end);
+    const auto last = std::lower_bound(first, flows.end(), v_.end + 1, by_end);
+    const int cap = std::min(kTimelineMaxArrows, v_.plot.width() / 4);
+    if (last - first > cap) return;
+    const QRect waits = lane_band(v_, timeline_lane_rect(area, index_, waits_lane));
+    p_.save();
+    p_.setRenderHint(QPainter::Antialiasing, true);
+    p_.setPen(QPen(kArrow, 1.2));
+    p_.setBrush(kArrow);
+    int last_column = std::numeric_limits<int>::min();
+    for (auto it = first; it != last; ++it) {
+      ++stats.visited;
+      if (it->from_ns < v_.begin || it->from_ns > v_.end) continue;
+      const int column = v_.column(it->to_ns);
+      if (column == last_column) continue;
+      last_column = column;
+      const QRect from = lane_band(v_, timeline_lane_rect(area, index_, it->from_lane));
+      const bool down = from.top() < waits.top();
+      const QPointF a(v_.x_of(it->from_ns), down ? from.bottom() + 1.0 : from.top());
+      const QPointF b(v_.x_of(it->to_ns), down ? waits.top() : waits.bottom() + 1.0);
+      arrow(a, b);
+      ++stats.arrows;
+      stats.primitives += 2;
+    }
+    p_.restore();
+  }
+
   void instants(const TimelineInstants& set, const QRect& half, const QColor& colour) {
     const auto b = set.time.begin();
     auto it = std::lower_bound(b, set.time.end(), v_.begin);
@@ -641,6 +978,22 @@ class Painter {
   }
 
  private:
+  // A line from a to b with a filled head at b (pen and brush set by the caller).
+  void arrow(const QPointF& a, const QPointF& b) {
+    const double dx = b.x() - a.x();
+    const double dy = b.y() - a.y();
+    const double length = std::hypot(dx, dy);
+    if (length < 1.0) return;
+    const double ux = dx / length;
+    const double uy = dy / length;
+    const double head = std::min(7.0, length * 0.6);
+    const QPointF base(b.x() - ux * head, b.y() - uy * head);
+    p_.drawLine(a, base);
+    const QPointF tip[] = {b, QPointF(base.x() - uy * head * 0.45, base.y() + ux * head * 0.45),
+                           QPointF(base.x() + uy * head * 0.45, base.y() - ux * head * 0.45)};
+    p_.drawPolygon(tip, 3);
+  }
+
   void detail(const TimelineIntervals& set, const QRect& row, const QColor& lane_colour,
               bool colour_by_kind) {
     const VisibleEvents c = candidates(set, v_.begin, v_.end);
@@ -651,18 +1004,19 @@ class Painter {
       const int x0 = std::max(v_.column(set.start[k]), v_.plot.left());
       int x1 = std::min(v_.column_end(set.end[k]), v_.plot.right() + 1);
       if (x1 <= x0) x1 = x0 + 1;
+      // Back-to-back events (copies queue on one stream) keep a one-pixel seam between them: the
+      // column before the one holding the end is the last one drawn.
+      if (x1 - x0 >= 5) x1 = std::min(x1, v_.column(set.end[k])) - 1;
       const QRect r(x0, row.top(), x1 - x0, row.height());
       const QColor colour = colour_by_kind ? kind_colour(info.kind) : lane_colour;
       p_.fillRect(r, colour);
       ++stats.primitives;
       if (info.flags & kFlagPageable) {
-        p_.setPen(QPen(kPageable, 1));
-        p_.setBrush(Qt::NoBrush);
-        p_.drawRect(r.adjusted(0, 0, -1, -1));
-        ++stats.primitives;
+        const int h = std::min(row.height(), pageable_band(row.height()));
+        stats.primitives += fill_pageable(p_, QRect(x0, row.bottom() - h + 1, r.width(), h));
       }
       if (info.flags & kFlagPrefetch) {
-        p_.fillRect(QRect(x0, row.top(), r.width(), 3), kPrefetch);
+        p_.fillRect(QRect(x0, row.top(), r.width(), prefetch_band(row.height())), kPrefetch);
         ++stats.primitives;
       }
       if (r.width() >= 40 && info.name != 0) {
@@ -721,7 +1075,7 @@ class Painter {
         // The strip darkens with the share of prefetched reloads in the run.
         const double share = static_cast<double>(prefetched) /
                              static_cast<double>(std::max<int64_t>(1, level.count(first, last)));
-        p_.fillRect(QRect(r.left(), row.top(), r.width(), 3),
+        p_.fillRect(QRect(r.left(), row.top(), r.width(), prefetch_band(row.height())),
                     mix(base, kPrefetch, 0.2 + 0.8 * share));
         ++stats.primitives;
       }
@@ -757,8 +1111,9 @@ class Painter {
         next = after;
       }
       const int x1 = std::min(std::max(v_.column_end(run_end), x0 + 1), v_.plot.right() + 1);
-      p_.fillRect(QRect(x0, row.bottom() - 2, std::max(1, x1 - x0), 3), kPageable);
-      ++stats.primitives;
+      const int h = std::min(row.height(), pageable_band(row.height()));
+      stats.primitives +=
+          fill_pageable(p_, QRect(x0, row.bottom() - h + 1, std::max(1, x1 - x0), h));
       it = next;
     }
   }
@@ -831,7 +1186,7 @@ void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& 
   painter.fillRect(QRect(area.left(), area.top(), area.width(), kTimelineRulerHeight),
                    kRulerBackground);
   const int lanes_bottom =
-      std::min(area.bottom(), timeline_lane_rect(area, index.lanes.size()).top());
+      std::min(area.bottom(), timeline_lane_rect(area, index, index.lanes.size()).top());
   const int64_t origin = index.begin_ns;
   const int64_t rel0 = v.begin - origin;
   const RulerStep step =
@@ -859,14 +1214,17 @@ void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& 
 
   for (size_t l = 0; l < index.lanes.size(); ++l) {
     const TimelineLane& lane = index.lanes[l];
-    const QRect row = timeline_lane_rect(area, l);
+    const QRect row = timeline_lane_rect(area, index, l);
     if (row.top() > area.bottom()) break;
-    const QRect band(v.plot.left(), row.top() + 2, v.plot.width(), row.height() - 4);
+    const QRect band = lane_band(v, row);
     switch (lane.kind) {
-      case LaneKind::Phases:
+      case LaneKind::Phases: {
+        // Forward and backward inside the step, which shows above and below them.
+        const int inset = std::max(4, band.height() / 6);
         paint.intervals(lane, lane.steps, band);
-        paint.intervals(lane, lane.spans, band.adjusted(0, 4, 0, -4));
+        paint.intervals(lane, lane.spans, band.adjusted(0, inset, 0, -inset));
         break;
+      }
       case LaneKind::PackUnpack: {
         const int half = band.height() / 2;
         paint.instants(lane.packs, QRect(band.left(), band.top(), band.width(), half),
@@ -885,6 +1243,10 @@ void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& 
     ++paint.stats.primitives;
   }
 
+  if (const TimelineLane* waits = index.lane(LaneKind::Waits)) {
+    paint.arrows(area, static_cast<size_t>(waits - index.lanes.data()));
+  }
+
   // The gutter last, over anything a clamped rect left at the plot's edge.
   painter.fillRect(QRect(area.left(), area.top(), kTimeGutter, area.height()), kGutterBackground);
   painter.fillRect(
@@ -892,7 +1254,8 @@ void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& 
       kBackground);
   painter.setPen(kText);
   for (size_t l = 0; l < index.lanes.size(); ++l) {
-    const QRect row = timeline_lane_rect(area, l);
+    const QRect row = timeline_lane_rect(area, index, l);
+    if (row.top() > area.bottom()) break;
     painter.drawText(row.adjusted(6, 0, -(row.width() - kTimeGutter) - 4, 0),
                      Qt::AlignLeft | Qt::AlignVCenter,
                      fm.elidedText(QString::fromStdString(index.lanes[l].label), Qt::ElideRight,
@@ -929,6 +1292,22 @@ QString describe_event(const TimelineIndex& index, int64_t start, int64_t end,
     lines << QStringLiteral("name %1").arg(QString::fromStdString(index.names[info.name]));
   }
   lines << QStringLiteral("stream %1").arg(info.stream);
+  if (info.kind == EventKind::Wait) {
+    // The copy it waited on, when known: the flow ending at this wait.
+    const TimelineLane* waits = index.lane(LaneKind::Waits);
+    const auto by_end = [](const TimelineFlow& f, int64_t t) { return f.to_ns < t; };
+    for (auto it = std::lower_bound(index.flows.begin(), index.flows.end(), end, by_end);
+         waits && it != index.flows.end() && it->to_ns == end; ++it) {
+      if (waits->spans.start[it->wait] != start) continue;
+      const TimelineIntervals& copies = index.lanes[it->from_lane].spans;
+      lines << QStringLiteral("waited on %1 +%2 \u2013 +%3")
+                   .arg(QString::fromStdString(index.lanes[it->from_lane].label))
+                   .arg(format_duration_ns(
+                       static_cast<double>(copies.start[it->copy] - index.begin_ns)))
+                   .arg(format_duration_ns(static_cast<double>(it->from_ns - index.begin_ns)));
+      break;
+    }
+  }
   return lines.join(QLatin1Char('\n'));
 }
 
@@ -1022,10 +1401,11 @@ QString timeline_tooltip(const TimelineIndex& index, const QRect& area, int64_t 
     if (pos.x() < v.plot.left()) return {};
     return QStringLiteral("+%1").arg(format_duration_ns(static_cast<double>(t - index.begin_ns)));
   }
-  const int row_index = (pos.y() - area.top() - kTimelineRulerHeight) / kTimelineLaneHeight;
+  const int lane_height = timeline_lane_height(area, index.lanes.size());
+  const int row_index = (pos.y() - area.top() - kTimelineRulerHeight) / lane_height;
   if (row_index < 0 || static_cast<size_t>(row_index) >= index.lanes.size()) return {};
   const TimelineLane& lane = index.lanes[static_cast<size_t>(row_index)];
-  const QRect row = timeline_lane_rect(area, static_cast<size_t>(row_index));
+  const QRect row = timeline_lane_rect(area, index, static_cast<size_t>(row_index));
   if (pos.x() < v.plot.left()) {
     const size_t n =
         lane.spans.size() + lane.steps.size() + lane.packs.size() + lane.unpacks.size();
@@ -1183,14 +1563,48 @@ void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   update();
 }
 
-QSize TimelineWidget::sizeHint() const { return QSize(800, timeline_height(index_.get())); }
+void TimelineWidget::changeEvent(QEvent* e) {
+  if (e->type() == QEvent::FontChange) {
+    legend_cache_ = QPixmap();
+    updateGeometry();
+  }
+  TimePlotWidget::changeEvent(e);
+}
+
+int TimelineWidget::legendHeight() const {
+  return timeline_legend_height(fontMetrics(), std::max(width(), kTimeGutter + 100));
+}
+
+QRect TimelineWidget::lanesRect() const {
+  return QRect(0, 0, width(), std::max(0, height() - legendHeight()));
+}
+
+QRect TimelineWidget::legendRect() const {
+  const int h = std::min(height(), legendHeight());
+  return QRect(0, height() - h, width(), h);
+}
+
+QRect TimelineWidget::laneRect(size_t lane) const {
+  if (!index_) return {};
+  return timeline_lane_rect(lanesRect(), *index_, lane);
+}
+
+// Natural: lanes half again as tall as the minimum readable height, so that the run view gives the
+// lanes about half its height and the charts the rest. Minimum: every lane at its minimum height.
+QSize TimelineWidget::sizeHint() const {
+  const int lanes = index_ ? static_cast<int>(index_->lanes.size()) : 6;
+  return QSize(800, kTimelineRulerHeight + lanes * (3 * kTimelineLaneHeight / 2) + 1 +
+                        timeline_legend_height(fontMetrics(), 800));
+}
 QSize TimelineWidget::minimumSizeHint() const {
-  return QSize(kTimeGutter + 100, kTimelineRulerHeight + 2 * kTimelineLaneHeight);
+  const int lanes = index_ ? static_cast<int>(index_->lanes.size()) : 6;
+  return QSize(kTimeGutter + 100,
+               kTimelineRulerHeight + lanes * kTimelineMinLaneHeight + 1 + legendHeight());
 }
 
 QString TimelineWidget::toolTipAt(const QPoint& pos) const {
   if (!index_ || !axis()) return {};
-  return timeline_tooltip(*index_, rect(), axis()->viewBegin(), axis()->viewEnd(), pos);
+  return timeline_tooltip(*index_, lanesRect(), axis()->viewBegin(), axis()->viewEnd(), pos);
 }
 
 void TimelineWidget::paintEvent(QPaintEvent*) {
@@ -1204,7 +1618,19 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     last_stats_.primitives = 1;
     return;
   }
-  render_timeline(p, rect(), *index_, axis()->viewBegin(), axis()->viewEnd(), &last_stats_);
+  render_timeline(p, lanesRect(), *index_, axis()->viewBegin(), axis()->viewEnd(), &last_stats_);
+  const QRect legend = legendRect();
+  if (legend.isEmpty()) return;
+  const qreal ratio = devicePixelRatioF();
+  const QSize pixels = legend.size() * ratio;
+  if (legend_cache_.size() != pixels) {
+    legend_cache_ = QPixmap(pixels);
+    legend_cache_.setDevicePixelRatio(ratio);
+    QPainter lp(&legend_cache_);
+    lp.setFont(font());
+    render_timeline_legend(lp, QRect(QPoint(0, 0), legend.size()));
+  }
+  p.drawPixmap(legend.topLeft(), legend_cache_);
 }
 
 }  // namespace offtune::gui

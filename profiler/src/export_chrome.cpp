@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -143,8 +144,73 @@ json run_json(const RunRecord& r, int64_t origin_ns) {
             {"host", r.env.host}}}};
 }
 
+// A wait and the copy it waited on, as indices into a run's events.
+struct WaitFlow {
+  size_t copy = 0;
+  size_t wait = 0;
+};
+
+// Each wait on a tensor, paired with the copy it waited on: the latest copy of that tensor that
+// started before the wait ended, an offload (D2H) for a forward-window wait, a reload (H2D) for a
+// reload wait, either for a wait of another or no kind; drains wait for every copy and get none.
+// The GUI's timeline draws the same arrows (gui/src/timeline.cpp, link_waits_to_copies).
+std::vector<WaitFlow> wait_flows(const std::vector<TimelineEvent>& events) {
+  std::vector<WaitFlow> out;
+  const auto on_tensor = [](const TimelineEvent& e) {
+    return e.kind == EventKind::Wait && e.tensor >= 0;
+  };
+  if (std::none_of(events.begin(), events.end(), on_tensor)) return out;
+  struct CopyRef {
+    int64_t tensor;
+    EventKind kind;
+    int64_t start;
+    size_t index;
+  };
+  const auto key = [](const CopyRef& c) { return std::tie(c.tensor, c.kind, c.start); };
+  const auto before = [&key](const CopyRef& a, const CopyRef& b) { return key(a) < key(b); };
+  std::vector<CopyRef> copies;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& e = events[i];
+    if ((e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D) && e.tensor >= 0) {
+      copies.push_back({e.tensor, e.kind, e.start_ns, i});
+    }
+  }
+  std::sort(copies.begin(), copies.end(), before);
+  const auto latest = [&](int64_t tensor, EventKind kind, int64_t end) -> const CopyRef* {
+    const auto it =
+        std::lower_bound(copies.begin(), copies.end(), CopyRef{tensor, kind, end, 0}, before);
+    if (it == copies.begin()) return nullptr;
+    const CopyRef& c = *(it - 1);
+    return c.tensor == tensor && c.kind == kind ? &c : nullptr;
+  };
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& e = events[i];
+    if (!on_tensor(e)) continue;
+    const int64_t end = std::max(e.start_ns, e.end_ns);
+    const CopyRef* copy = nullptr;
+    if (e.name == "forward-window") {
+      copy = latest(e.tensor, EventKind::CopyD2H, end);
+    } else if (e.name == "reload") {
+      copy = latest(e.tensor, EventKind::CopyH2D, end);
+    } else if (e.name != "drain") {
+      const CopyRef* d2h = latest(e.tensor, EventKind::CopyD2H, end);
+      const CopyRef* h2d = latest(e.tensor, EventKind::CopyH2D, end);
+      copy = !h2d || (d2h && d2h->start > h2d->start) ? d2h : h2d;
+    }
+    if (copy) out.push_back({copy->index, i});
+  }
+  return out;
+}
+
+// A time inside an event's slice, for a flow event bound to it: its last nanosecond (its start
+// when it lasts none). Viewers bind a flow event to the slice open on its track at its time, and
+// a slice is no longer open at its end.
+int64_t inside(const TimelineEvent& e) { return e.end_ns > e.start_ns ? e.end_ns - 1 : e.start_ns; }
+
 // Writes one run's metadata, events and counters; returns its time origin (the first event).
-int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWriter& w) {
+// Flow ids count up across the file from `next_flow_id`.
+int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWriter& w,
+                  int64_t& next_flow_id) {
   const int64_t pid = run.id.value;
   std::vector<TimelineEvent> events;
   std::vector<OccupancySample> occupancy;
@@ -265,6 +331,27 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
     w.close();
   }
 
+  // Flow events (Trace Event Format, "Flow events"): an arrow from each copy to the wait that
+  // waited on it. The start ("s") lies inside the copy's slice on its track and the end ("f")
+  // inside the wait's, with "bp":"e" so that it binds to that enclosing slice rather than the next
+  // one. Both carry the same id, name and category: Perfetto pairs v1 flow events by all three.
+  for (const WaitFlow& f : wait_flows(events)) {
+    const TimelineEvent& copy = events[f.copy];
+    const TimelineEvent& wait = events[f.wait];
+    const std::string id = std::to_string(next_flow_id++);
+    w.open("s", "waited on", pid, track_of(copy, phases_tid));
+    w.field("cat", R"("flow")");
+    w.field("id", id);
+    w.field("ts", micros(inside(copy) - origin));
+    w.close();
+    w.open("f", "waited on", pid, track_of(wait, phases_tid));
+    w.field("cat", R"("flow")");
+    w.field("id", id);
+    w.field("ts", micros(inside(wait) - origin));
+    w.field("bp", R"("e")");
+    w.close();
+  }
+
   for (const auto& s : occupancy) {
     const std::string ts = micros(s.time_ns - origin);
     w.open("C", "stash bytes", pid, 0);
@@ -298,8 +385,9 @@ void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std
     EventWriter writer(out);
     json run_meta = json::array();
     int index = 0;
+    int64_t next_flow_id = 1;
     for (const RunRecord& r : records) {
-      const int64_t origin = write_run(store, r, index++, writer);
+      const int64_t origin = write_run(store, r, index++, writer, next_flow_id);
       run_meta.push_back(run_json(r, origin));
       if (!out) break;
     }

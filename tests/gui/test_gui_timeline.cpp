@@ -2,21 +2,31 @@
 // pyramid), the shared time axis, painting a million events at every zoom, and the run charts.
 #include <gtest/gtest.h>
 
+#include <QApplication>
+#include <QFontMetrics>
 #include <QImage>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QSet>
 #include <QSignalSpy>
+#include <QSplitter>
+#include <QTabWidget>
 #include <QTest>
 #include <QWheelEvent>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "offtune/gui/main_window.hpp"
 #include "offtune/gui/run_charts.hpp"
+#include "offtune/gui/run_view.hpp"
 #include "offtune/gui/timeline.hpp"
 
 namespace {
@@ -70,7 +80,8 @@ RunData small_run() {
 
 // A run shaped like a real one: steps of forward then backward, back-to-back kernels with small
 // gaps, offload copies during forward and reloads during backward, a pack per offload and an
-// unpack per reload, a few waits. About `n` events.
+// unpack per reload, a few waits, each on the tensor of the copy just issued (forward-window in
+// forward, reload in backward). About `n` events.
 std::shared_ptr<RunData> synthetic_run(int64_t n, uint32_t seed = 7) {
   auto run = std::make_shared<RunData>();
   std::mt19937_64 rng(seed);
@@ -93,20 +104,25 @@ std::shared_ptr<RunData> synthetic_run(int64_t n, uint32_t seed = 7) {
         events.push_back(pf::event_span(EventKind::Compute, t, t + d));
         events.back().name = i % 8 == 0 ? "gemm" : "layernorm";
         const int64_t bytes = 1 << 20;
+        const int64_t tensor = s * per_step + i;
         if (forward) {
           events.push_back(pf::event_span(EventKind::Pack, t, t, {.bytes = bytes}));
           events.push_back(pf::event_span(EventKind::CopyD2H, t + 100, t + 100 + d / 2,
-                                          {.stream = 1, .bytes = bytes}));
+                                          {.stream = 1, .bytes = bytes, .tensor = tensor}));
           events.back().pinned = (i % 64) != 0;
         } else {
           events.push_back(pf::event_span(EventKind::CopyH2D, t + 100, t + 100 + d / 2,
-                                          {.stream = 1, .bytes = bytes}));
+                                          {.stream = 1, .bytes = bytes, .tensor = tensor}));
           events.back().prefetch = (i % 3) != 0;
           events.push_back(pf::event_span(EventKind::Unpack, t + 200 + d / 2, t + 200 + d / 2,
                                           {.bytes = bytes}));
         }
-        events.push_back(i % 16 == 0 ? pf::event_span(EventKind::Wait, t + d, t + d + 200)
-                                     : pf::event_span(EventKind::Compute, t + d + 50, t + d + 250));
+        if (i % 16 == 0) {
+          events.push_back(pf::event_span(EventKind::Wait, t + d, t + d + 200, {.tensor = tensor}));
+          events.back().name = forward ? "forward-window" : "reload";
+        } else {
+          events.push_back(pf::event_span(EventKind::Compute, t + d + 50, t + d + 250));
+        }
         t += d + 300 + gap(rng);
       }
       events[phase_at].end_ns = t;
@@ -416,7 +432,7 @@ TEST_F(MillionEvents, ZoomedOutDrawsFewPrimitivesAndAFullPicture) {
 
   // Kernels fill almost all of each step: the compute row is mostly ink.
   const QRect plot = offtune::gui::time_plot_rect(image.rect());
-  const QRect compute_row = offtune::gui::timeline_lane_rect(image.rect(), 1);
+  const QRect compute_row = offtune::gui::timeline_lane_rect(image.rect(), *index_, 1);
   const int y = compute_row.center().y();
   int inked = 0;
   for (int x = plot.left(); x <= plot.right(); ++x) {
@@ -444,7 +460,7 @@ TEST_F(MillionEvents, ZoomedInDrawsTheEventsThemselves) {
   EXPECT_LT(stats.primitives, 500);
 
   const QRect plot = offtune::gui::time_plot_rect(image.rect());
-  const QRect row = offtune::gui::timeline_lane_rect(image.rect(), 1);
+  const QRect row = offtune::gui::timeline_lane_rect(image.rect(), *index_, 1);
   const double px_per_ns = plot.width() / static_cast<double>(end - begin);
   const auto x_of = [&](int64_t t) {
     return plot.left() + static_cast<int>((t - begin) * px_per_ns);
@@ -555,16 +571,16 @@ TEST(TimelineWidget, PaintsWithoutDataAndWithIt) {
   EXPECT_GT(non_background_pixels(image, offtune::gui::time_plot_rect(image.rect())), 500);
   EXPECT_EQ(TimelineWidget::kGutter, offtune::gui::kTimeGutter);
 
-  // Pageable copies are outlined in red: some strongly red pixel in the D2H row.
-  const QRect row = offtune::gui::timeline_lane_rect(image.rect(), 2);
-  bool red = false;
-  for (int y = row.top(); y <= row.bottom() && !red; ++y) {
-    for (int x = row.left(); x <= row.right() && !red; ++x) {
-      const QColor c(image.pixel(x, y));
-      red = c.red() > 180 && c.green() < 80 && c.blue() < 80;
-    }
-  }
-  EXPECT_TRUE(red);
+  // Pageable copies carry a hatched band (black stripes on white) along their bottom: both black
+  // and white pixels in the bottom half of the D2H row's plot, and none in its top half.
+  const QRect row = w.laneRect(2).intersected(w.plotRect());
+  const QRect bottom(row.left(), row.center().y() + 1, row.width(),
+                     row.bottom() - row.center().y());
+  const QRect top(row.left(), row.top(), row.width(), row.center().y() - row.top());
+  const QSet<QRgb> below = colours(image, bottom);
+  EXPECT_TRUE(below.contains(qRgb(0, 0, 0)));
+  EXPECT_TRUE(below.contains(qRgb(255, 255, 255)));
+  EXPECT_FALSE(colours(image, top).contains(qRgb(0, 0, 0)));
 }
 
 TEST(TimelineWidget, WheelDragKeysAndDoubleClickDriveTheAxis) {
@@ -629,20 +645,18 @@ TEST(TimelineWidget, TooltipDescribesTheEventUnderTheCursor) {
   axis.setBounds(0, 1000);
   const QRect plot = w.plotRect();
   // The pageable D2H copy [90, 130) at 1 ns per px.
-  const QRect d2h = offtune::gui::timeline_lane_rect(w.rect(), 2);
+  const QRect d2h = w.laneRect(2);
   const QString tip = w.toolTipAt(QPoint(plot.left() + 110, d2h.center().y()));
   EXPECT_TRUE(tip.contains(QStringLiteral("copy_d2h (pageable)"))) << tip.toStdString();
   EXPECT_TRUE(tip.contains(QStringLiteral("4096"))) << tip.toStdString();
   EXPECT_TRUE(tip.contains(QStringLiteral("duration 40 ns"))) << tip.toStdString();
   // A pack instant (top half of the last lane) with its tensor id and decision.
-  const QRect instants = offtune::gui::timeline_lane_rect(w.rect(), 5);
+  const QRect instants = w.laneRect(5);
   const QString pack = w.toolTipAt(QPoint(plot.left() + 20, instants.top() + 6));
   EXPECT_TRUE(pack.contains(QStringLiteral("tensor 3"))) << pack.toStdString();
   EXPECT_TRUE(pack.contains(QStringLiteral("offload"))) << pack.toStdString();
   // Nothing in the waits lane there.
-  EXPECT_TRUE(w.toolTipAt(QPoint(plot.left() + 300,
-                                 offtune::gui::timeline_lane_rect(w.rect(), 4).center().y()))
-                  .isEmpty());
+  EXPECT_TRUE(w.toolTipAt(QPoint(plot.left() + 300, w.laneRect(4).center().y())).isEmpty());
 }
 
 // ---- charts -------------------------------------------------------------------------------------
@@ -805,3 +819,407 @@ TEST(RunChart, WheelOnTheChartZoomsTheSharedAxis) {
 }
 
 }  // namespace
+
+// ---- colours, legend, layout, compute names, arrows ---------------------------------------------
+
+// CIE L*a*b* of an sRGB colour (D65), and the same colour as seen with a colour-vision deficiency
+// (Machado, Oliveira and Fernandes 2009, severity 1, applied in linear RGB).
+struct Lab {
+  double l, a, b;
+};
+enum class Vision { Normal, Deuteranopia, Protanopia, Tritanopia };
+
+double linear(double c) { return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4); }
+double gamma(double c) {
+  c = std::clamp(c, 0.0, 1.0);
+  return c <= 0.0031308 ? 12.92 * c : 1.055 * std::pow(c, 1 / 2.4) - 0.055;
+}
+
+Lab lab(const QColor& colour, Vision vision) {
+  double rgb[3] = {linear(colour.redF()), linear(colour.greenF()), linear(colour.blueF())};
+  static const double kMachado[3][3][3] = {
+      {{0.367322, 0.860646, -0.227968},
+       {0.280085, 0.672501, 0.047413},
+       {-0.011820, 0.042940, 0.968881}},  // deuteranopia
+      {{0.152286, 1.052583, -0.204868},
+       {0.114503, 0.786281, 0.099216},
+       {-0.003882, -0.048116, 1.051998}},  // protanopia
+      {{1.255528, -0.076749, -0.178779},
+       {-0.078411, 0.930809, 0.147602},
+       {0.004733, 0.691367, 0.303900}},  // tritanopia
+  };
+  if (vision != Vision::Normal) {
+    const auto& m = kMachado[static_cast<int>(vision) - 1];
+    double out[3];
+    for (int i = 0; i < 3; ++i) {
+      out[i] = gamma(m[i][0] * rgb[0] + m[i][1] * rgb[1] + m[i][2] * rgb[2]);
+    }
+    for (int i = 0; i < 3; ++i) rgb[i] = linear(out[i]);
+  }
+  const double x = (0.4124 * rgb[0] + 0.3576 * rgb[1] + 0.1805 * rgb[2]) / 0.95047;
+  const double y = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2];
+  const double z = (0.0193 * rgb[0] + 0.1192 * rgb[1] + 0.9505 * rgb[2]) / 1.08883;
+  const auto f = [](double t) { return t > 0.008856 ? std::cbrt(t) : 7.787 * t + 16.0 / 116.0; };
+  return {116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))};
+}
+
+double delta_e(const QColor& a, const QColor& b, Vision vision) {
+  const Lab p = lab(a, vision);
+  const Lab q = lab(b, vision);
+  return std::sqrt((p.l - q.l) * (p.l - q.l) + (p.a - q.a) * (p.a - q.a) +
+                   (p.b - q.b) * (p.b - q.b));
+}
+
+// The series colours of a run chart, read off its legend swatches (10 x 8 rects of one saturated
+// colour at the top of the plot).
+std::vector<QColor> chart_series_colours(RunChart::Mode mode) {
+  RunChart chart(mode);
+  chart.setRun(occupancy_run(50, true));
+  QImage image(900, 200, QImage::Format_ARGB32_Premultiplied);
+  {
+    QPainter p(&image);
+    chart.paintChart(p, image.rect(), 0, 60'000);
+  }
+  std::vector<QColor> out;
+  const int y = 8;
+  for (int x = 0; x < image.width();) {
+    const QColor c(image.pixel(x, y));
+    int run = 1;
+    while (x + run < image.width() && image.pixel(x + run, y) == image.pixel(x, y)) ++run;
+    if (run == 10 && c.hsvSaturation() > 60) out.push_back(c);
+    x += run;
+  }
+  return out;
+}
+
+// One event of each kind, laid out so that at 1 ns per pixel each has columns of its own.
+RunData every_kind_run() {
+  RunData run;
+  auto& e = run.events;
+  e.push_back(pf::event_span(EventKind::Step, 0, 1000));
+  e.push_back(pf::event_span(EventKind::Forward, 0, 400));
+  e.push_back(pf::event_span(EventKind::Compute, 10, 90));
+  e.back().name = "gemm";
+  e.push_back(pf::event_span(EventKind::CopyD2H, 100, 200, {.stream = 1, .bytes = 4096}));
+  e.push_back(pf::event_span(EventKind::Pack, 300, 300, {.bytes = 4096}));
+  e.push_back(pf::event_span(EventKind::Unpack, 350, 350, {.bytes = 4096}));
+  e.push_back(pf::event_span(EventKind::Backward, 500, 1000));
+  e.push_back(pf::event_span(EventKind::CopyH2D, 600, 700, {.stream = 1, .bytes = 4096}));
+  e.push_back(pf::event_span(EventKind::Wait, 800, 900));
+  return run;
+}
+
+TEST(TimelineColours, KindsAndChartSeriesAreDistinctAlsoUnderColourBlindness) {
+  // The colours as painted: sampled from the lanes at 1 ns per pixel.
+  const auto index = offtune::gui::build_timeline_index(every_kind_run());
+  const QImage image = paint(
+      *index, 1000 + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin, 0, 1000, nullptr);
+  const QRect plot = offtune::gui::time_plot_rect(image.rect());
+  const auto row = [&](size_t lane) {
+    return offtune::gui::timeline_lane_rect(image.rect(), *index, lane);
+  };
+  const auto at = [&](int64_t t, int y) { return QColor(image.pixel(plot.left() + int(t), y)); };
+  const QRect pu = row(5);
+  const int band_top = pu.top() + 2;  // the lanes' margin at the natural height
+  const int half = (pu.height() - 4) / 2;
+  const std::vector<std::pair<const char*, QColor>> kinds = {
+      {"step", at(450, row(0).top() + 3)},           // between forward and backward
+      {"forward", at(200, row(0).center().y())},     //
+      {"backward", at(700, row(0).center().y())},    //
+      {"compute", at(50, row(1).top() + 3)},         // above the kernel's name
+      {"copy D2H", at(150, row(2).center().y())},    //
+      {"copy H2D", at(650, row(3).center().y())},    //
+      {"wait", at(850, row(4).center().y())},        //
+      {"pack", at(300, band_top + half - 1)},        // the foot of the tick, top half
+      {"unpack", at(350, band_top + 2 * half - 1)},  // bottom half
+  };
+  std::vector<std::pair<std::string, QColor>> all(kinds.begin(), kinds.end());
+  const auto occupancy = chart_series_colours(RunChart::Occupancy);
+  const auto memory = chart_series_colours(RunChart::DeviceMemory);
+  ASSERT_EQ(occupancy.size(), 2u);
+  ASSERT_EQ(memory.size(), 1u);
+  all.emplace_back("forward stash", occupancy[0]);
+  all.emplace_back("backward stash", occupancy[1]);
+  all.emplace_back("device allocated", memory[0]);
+
+  // The lanes paint the colours the legend shows.
+  for (const auto& [label, colour] : kinds) {
+    const auto& legend = offtune::gui::timeline_legend();
+    const auto it = std::find_if(legend.begin(), legend.end(),
+                                 [&](const auto& e) { return e.label == QLatin1String(label); });
+    ASSERT_NE(it, legend.end()) << label;
+    EXPECT_EQ(it->colour.rgb(), colour.rgb()) << label;
+  }
+
+  // Pairwise: clearly apart for normal vision, and apart under each deficiency. The charts' own
+  // pairs are not the timeline's to choose (the forward stash and device memory, blue and purple,
+  // come close for deuteranopes), so only pairs with a timeline kind count.
+  const std::pair<Vision, double> limits[] = {{Vision::Normal, 20.0},
+                                              {Vision::Deuteranopia, 10.0},
+                                              {Vision::Protanopia, 10.0},
+                                              {Vision::Tritanopia, 10.0}};
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      if (i >= kinds.size() && j >= kinds.size()) continue;
+      for (const auto& [vision, limit] : limits) {
+        EXPECT_GE(delta_e(all[i].second, all[j].second, vision), limit)
+            << all[i].first << " vs " << all[j].first << " (vision " << static_cast<int>(vision)
+            << ")";
+      }
+    }
+  }
+}
+
+TEST(TimelineLegend, ListsEveryKindAndMarkingAndIsPaintedBeneathTheLanes) {
+  using Entry = offtune::gui::TimelineLegendEntry;
+  const auto& legend = offtune::gui::timeline_legend();
+  QSet<QString> labels;
+  QSet<QRgb> colours_seen;
+  int kinds = 0;
+  std::set<Entry::Swatch> markings;
+  for (const auto& e : legend) {
+    EXPECT_FALSE(e.label.isEmpty());
+    labels.insert(e.label);
+    if (e.swatch == Entry::Swatch::Fill) {
+      ++kinds;
+      EXPECT_EQ(e.colour, offtune::gui::timeline_kind_colour(e.kind)) << e.label.toStdString();
+      colours_seen.insert(e.colour.rgb());
+    } else {
+      markings.insert(e.swatch);
+    }
+  }
+  EXPECT_EQ(labels.size(), static_cast<qsizetype>(legend.size()));  // no label twice
+  EXPECT_EQ(kinds, static_cast<int>(offtune::gui::kEventKindCount));
+  EXPECT_EQ(colours_seen.size(), kinds);  // no colour twice
+  EXPECT_EQ(markings, (std::set<Entry::Swatch>{Entry::Swatch::Prefetch, Entry::Swatch::Pageable,
+                                               Entry::Swatch::Arrow}));
+
+  // It wraps: a narrow timeline gives it more rows.
+  const QFontMetrics fm(QApplication::font());
+  EXPECT_GT(offtune::gui::timeline_legend_height(fm, 400),
+            offtune::gui::timeline_legend_height(fm, 2000));
+
+  TimelineWidget w;
+  w.resize(700, 320);
+  TimeAxis axis;
+  w.setAxis(&axis);
+  const auto index = offtune::gui::build_timeline_index(small_run());
+  w.setIndex(index);
+  axis.setBounds(index->begin_ns, index->end_ns);
+  const QImage image = grab(w);
+  const QRect legend_rect = w.legendRect();
+  ASSERT_FALSE(legend_rect.isEmpty());
+  EXPECT_EQ(legend_rect.bottom(), w.rect().bottom());
+  EXPECT_LT(w.laneRect(index->lanes.size() - 1).bottom(), legend_rect.top());
+  // Every kind's swatch is in the legend's pixels.
+  const QSet<QRgb> painted = colours(image, legend_rect);
+  for (const auto& e : legend) {
+    if (e.swatch == Entry::Swatch::Fill) {
+      EXPECT_TRUE(painted.contains(e.colour.rgb())) << e.label.toStdString();
+    }
+  }
+  EXPECT_TRUE(painted.contains(qRgb(0, 0, 0)));  // the markings
+  // Painting again reuses the legend (cached) and gives the same pixels.
+  EXPECT_EQ(grab(w).copy(legend_rect), image.copy(legend_rect));
+}
+
+class RunViewLayout : public ::testing::TestWithParam<QSize> {};
+
+TEST_P(RunViewLayout, LanesGetAFairShareAndFollowTheSplitter) {
+  offtune::gui::MainWindow window;
+  window.resize(GetParam());
+  auto run = std::make_shared<RunData>(small_run());
+  run->occupancy.push_back(run->occupancy.back());
+  offtune::gui::RunView* view = window.runView();
+  view->setRunData(run, offtune::gui::build_timeline_index(*run));
+  window.tabs()->setCurrentWidget(view);
+  window.show();
+  QApplication::processEvents();
+
+  TimelineWidget* timeline = view->timeline();
+  QSplitter* split = view->chartsSplitter();
+  ASSERT_NE(split, nullptr);
+  ASSERT_EQ(split->indexOf(timeline), 0);
+  const auto& index = *timeline->index();
+  const int total = split->sizes()[0] + split->sizes()[1] + split->sizes()[2];
+  const auto lane_height = [&] { return timeline->laneRect(0).height(); };
+  // By default about half the height goes to the lanes, and every lane and the legend show.
+  EXPECT_GE(timeline->height(), total * 2 / 5) << timeline->height() << " of " << total;
+  EXPECT_LE(timeline->height(), total * 2 / 3) << timeline->height() << " of " << total;
+  EXPECT_GT(lane_height(), offtune::gui::kTimelineLaneHeight);
+  EXPECT_LT(timeline->laneRect(index.lanes.size() - 1).bottom(), timeline->legendRect().top());
+  EXPECT_EQ(timeline->legendRect().bottom(), timeline->height() - 1);
+
+  // setSizes moves the boundary, and the lanes follow it.
+  const int before = lane_height();
+  split->setSizes({total - 240, 120, 120});
+  QApplication::processEvents();
+  EXPECT_GT(timeline->height(), total - 240 - 4);
+  EXPECT_GT(lane_height(), before);
+
+  // So does dragging the handle beneath the timeline: 150 px up.
+  split->setSizes({total * 3 / 5, total / 5, total - total * 3 / 5 - total / 5});
+  QApplication::processEvents();
+  const int height_before_drag = timeline->height();
+  const int lanes_before_drag = lane_height();
+  QSplitterHandle* handle = split->handle(1);
+  const QPoint from = handle->rect().center();
+  const QPoint to = from - QPoint(0, 150);
+  QMouseEvent press(QEvent::MouseButtonPress, from, handle->mapToGlobal(from), Qt::LeftButton,
+                    Qt::LeftButton, Qt::NoModifier);
+  QMouseEvent move(QEvent::MouseMove, to, handle->mapToGlobal(to), Qt::NoButton, Qt::LeftButton,
+                   Qt::NoModifier);
+  QMouseEvent release(QEvent::MouseButtonRelease, to, handle->mapToGlobal(to), Qt::LeftButton,
+                      Qt::NoButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(handle, &press);
+  QCoreApplication::sendEvent(handle, &move);
+  QCoreApplication::sendEvent(handle, &release);
+  QApplication::processEvents();
+  EXPECT_NEAR(timeline->height(), height_before_drag - 150, 2);
+  EXPECT_LT(lane_height(), lanes_before_drag);
+  EXPECT_GE(lane_height(), offtune::gui::kTimelineMinLaneHeight);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, RunViewLayout,
+                         ::testing::Values(QSize(1280, 800), QSize(1920, 1080)),
+                         [](const auto& param_info) {
+                           return std::to_string(param_info.param.width()) + "x" +
+                                  std::to_string(param_info.param.height());
+                         });
+
+// Host-sim's shape: compute is forward / backward minus the waits, every slice named "compute".
+RunData host_sim_run() {
+  RunData run;
+  auto& e = run.events;
+  const auto compute = [&e](int64_t from, int64_t to, const char* name = "compute") {
+    e.push_back(pf::event_span(EventKind::Compute, from, to));
+    e.back().name = name;
+  };
+  const auto wait = [&e](int64_t from, int64_t to, int64_t tensor, const char* kind) {
+    e.push_back(pf::event_span(EventKind::Wait, from, to, {.tensor = tensor}));
+    e.back().name = kind;
+  };
+  const auto copy = [&e](EventKind kind, int64_t from, int64_t to, int64_t tensor) {
+    e.push_back(pf::event_span(kind, from, to, {.stream = 1, .bytes = 4096, .tensor = tensor}));
+  };
+  e.push_back(pf::event_span(EventKind::Step, 0, 4000));
+  e.push_back(pf::event_span(EventKind::Forward, 0, 2000));
+  compute(0, 1000);                         // 0: ends at the forward-window wait on 5
+  copy(EventKind::CopyD2H, 100, 600, 5);    // an older offload of 5
+  copy(EventKind::CopyD2H, 200, 300, 6);    // the only copy of 6
+  copy(EventKind::CopyD2H, 700, 1200, 5);   // <- the forward-window wait's
+  wait(1000, 1300, 5, "forward-window");    //
+  compute(1300, 2000);                      // 1: runs to the end of forward
+  copy(EventKind::CopyD2H, 1400, 1500, 5);  // starts after that wait ended: not it
+  e.push_back(pf::event_span(EventKind::Backward, 2000, 4000));
+  compute(2000, 2500);                      // 2: ends at the reload wait on 5
+  copy(EventKind::CopyH2D, 2100, 2600, 5);  // <- the reload wait's
+  wait(2500, 2700, 5, "reload");            //
+  compute(2700, 2800);                      // 3: ends at a reload wait on 6 (never reloaded)
+  wait(2800, 2900, 6, "reload");            //
+  compute(2900, 3000);                      // 4: ends at the drain
+  wait(3000, 3100, -1, "drain");            //
+  compute(3100, 3200);                      // 5: ends at a wait of no known kind on 6
+  wait(3200, 3300, 6, "");                  //
+  compute(3300, 4000);                      // 6: runs to the end of backward
+  compute(3400, 3500, "gemm_kernel");       // a real kernel name: kept
+  std::stable_sort(e.begin(), e.end(),
+                   [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  return run;
+}
+
+TEST(TimelineIndex, NamesHostSimComputeAfterItsPhaseOrTheWaitThatEndsIt) {
+  const auto index = offtune::gui::build_timeline_index(host_sim_run());
+  const auto& compute = lane(*index, LaneKind::Compute).spans;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < compute.size(); ++i) names.push_back(index->names[compute.info[i].name]);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "compute before wait on tensor 5", "forward compute",
+                       "compute before wait on tensor 5", "compute before wait on tensor 6",
+                       "compute before drain wait", "compute before wait on tensor 6",
+                       "backward compute", "gemm_kernel"}));
+  // Interned: both slices before a wait on 5 share one name.
+  EXPECT_EQ(compute.info[0].name, compute.info[2].name);
+
+  // The tooltip says it, zoomed in on the forward slice after the wait.
+  QImage image(1000 + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin,
+               offtune::gui::timeline_height(index.get()), QImage::Format_ARGB32_Premultiplied);
+  const QRect plot = offtune::gui::time_plot_rect(image.rect());
+  const QString tip = offtune::gui::timeline_tooltip(
+      *index, image.rect(), 1000, 2000,
+      QPoint(plot.left() + 600,
+             offtune::gui::timeline_lane_rect(image.rect(), *index, 1).center().y()));
+  EXPECT_TRUE(tip.contains(QStringLiteral("name forward compute"))) << tip.toStdString();
+}
+
+TEST(TimelineIndex, LinksEachWaitToTheCopyItWaitedOn) {
+  const auto index = offtune::gui::build_timeline_index(host_sim_run());
+  const auto* d2h = index->lane(LaneKind::CopyD2H);
+  const auto* h2d = index->lane(LaneKind::CopyH2D);
+  const auto& waits = lane(*index, LaneKind::Waits).spans;
+  ASSERT_EQ(index->flows.size(), 3u);
+  std::vector<std::tuple<const offtune::gui::TimelineLane*, int64_t, int64_t>> links;
+  for (const auto& f : index->flows) {
+    const auto& from = index->lanes[f.from_lane];
+    EXPECT_EQ(f.from_ns, from.spans.end[f.copy]);
+    EXPECT_EQ(f.to_ns, waits.end[f.wait]);
+    EXPECT_EQ(from.spans.info[f.copy].tensor, waits.info[f.wait].tensor);
+    links.emplace_back(&from, from.spans.start[f.copy], waits.start[f.wait]);
+  }
+  // Sorted by the wait's end; the latest copy that started before each wait ended, in the
+  // direction its kind waits on; none for the drain nor the reload of 6, never reloaded.
+  using L = std::tuple<const offtune::gui::TimelineLane*, int64_t, int64_t>;
+  EXPECT_EQ(links, (std::vector<L>{{d2h, 700, 1000}, {h2d, 2100, 2500}, {d2h, 200, 3200}}));
+
+  // A wait's tooltip names the copy.
+  QImage image(4000 + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin,
+               offtune::gui::timeline_height(index.get()), QImage::Format_ARGB32_Premultiplied);
+  const QRect plot = offtune::gui::time_plot_rect(image.rect());
+  const QString tip = offtune::gui::timeline_tooltip(
+      *index, image.rect(), 0, 4000,
+      QPoint(plot.left() + 1100,
+             offtune::gui::timeline_lane_rect(image.rect(), *index, 4).center().y()));
+  EXPECT_TRUE(tip.contains(QStringLiteral("waited on copy D2H +700 ns \u2013 +1.20 \u00b5s")))
+      << tip.toStdString();
+}
+
+TEST(TimelineRender, DrawsAnArrowFromEachCopyToTheWaitOnIt) {
+  const auto index = offtune::gui::build_timeline_index(host_sim_run());
+  const int width = 4000 + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin;
+  RenderStats stats;
+  const QImage image = paint(*index, width, 0, 4000, &stats);
+  EXPECT_EQ(stats.arrows, 3);
+  // The arrow into the forward-window wait ends at the wait's end (1300), at the top of the waits
+  // lane's bars: dark pixels there, coming down through the H2D lane above it.
+  const QRect plot = offtune::gui::time_plot_rect(image.rect());
+  const QRect waits = offtune::gui::timeline_lane_rect(image.rect(), *index, 4);
+  const QRect h2d = offtune::gui::timeline_lane_rect(image.rect(), *index, 3);
+  const auto dark_near = [&](int x, int y) {
+    for (int dx = -2; dx <= 2; ++dx) {
+      if (QColor(image.pixel(x + dx, y)).lightness() < 80) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(dark_near(plot.left() + 1300, waits.top() + 1));
+  EXPECT_TRUE(dark_near(plot.left() + 1250, h2d.center().y()));
+  EXPECT_FALSE(dark_near(plot.left() + 1800, h2d.center().y()));  // no arrow there
+
+  // Only both ends in view: [1250, 4000] cuts off the ends of the D2H copies (1200 and 300).
+  paint(*index, width, 1250, 4000, &stats);
+  EXPECT_EQ(stats.arrows, 1);
+}
+
+TEST_F(MillionEvents, ArrowsOnlyWhereFewWaitsAreInView) {
+  ASSERT_GT(index_->flows.size(), 10'000u);
+  RenderStats stats;
+  paint(*index_, 1200, index_->begin_ns, index_->end_ns, &stats);
+  EXPECT_EQ(stats.arrows, 0);  // thousands in view: none, and not one looked at
+  EXPECT_LT(stats.visited, 50'000);
+
+  // Zoomed in to about 40 waits: each drawn, at most one per column.
+  const auto& flows = index_->flows;
+  const size_t k = flows.size() / 2;
+  paint(*index_, 1200, flows[k].to_ns - 1, flows[k + 40].to_ns, &stats);
+  EXPECT_GT(stats.arrows, 30);
+  EXPECT_LE(stats.arrows, offtune::gui::kTimelineMaxArrows);
+}

@@ -12,6 +12,7 @@
 #include "offtune/gui/jobs.hpp"
 
 class QLabel;
+class QSplitter;
 class QTableView;
 
 namespace offtune::gui {
@@ -38,16 +39,23 @@ class RunView : public QWidget {
   RunChart* occupancyChart() const { return occupancy_; }
   RunChart* memoryChart() const { return memory_; }
   RunSummaryModel* summaryModel() const { return summary_; }
+  // Timeline, occupancy chart and memory chart, top to bottom.
+  QSplitter* chartsSplitter() const { return charts_split_; }
 
  Q_SIGNALS:
   void loaded();
   void loadFailed(const QString& error);
 
+ protected:
+  void showEvent(QShowEvent* e) override;
+
  private:
   JobTicket jobs_;
+  bool split_sized_ = false;
   RunDataPtr run_;
   QLabel* title_ = nullptr;
   TimeAxis* axis_ = nullptr;
+  QSplitter* charts_split_ = nullptr;
   TimelineWidget* timeline_ = nullptr;
   RunChart* occupancy_ = nullptr;
   RunChart* memory_ = nullptr;

@@ -4,9 +4,19 @@
 // least doubling per level), so that a frame costs about one binary search per drawn pixel run,
 // not one step per event: a million events pan and zoom as fluidly as a thousand. The same
 // painting code runs in the widget and, for tests and the benchmark, into any QPainter.
+//
+// Lanes share the height they are given (between kTimelineMinLaneHeight and kTimelineMaxLaneHeight
+// each), so that the splitter between the timeline and the charts sizes them. Every kind of event
+// has a colour of its own, distinct from the other kinds' and from the run charts' series under
+// colour-blind simulation too; the widget draws a legend beneath the lanes. A wait is linked to the
+// copy it waited on (same tensor; the latest such copy started before the wait ended: D2H for a
+// forward-window wait, H2D for a reload), and the link is drawn as an arrow from the copy's end to
+// the wait's end when few enough of them are in view.
 #pragma once
 
+#include <QColor>
 #include <QObject>
+#include <QPixmap>
 #include <QPointer>
 #include <QRect>
 #include <QString>
@@ -22,6 +32,7 @@
 #include "offtune/gui/data.hpp"
 #include "offtune/profiler/records.hpp"
 
+class QFontMetrics;
 class QPainter;
 
 namespace offtune::gui {
@@ -169,6 +180,15 @@ struct TimelineLane {
 
 inline constexpr size_t kEventKindCount = 9;
 
+// A wait and the copy it waited on: an arrow from the copy's end (in its lane) to the wait's end.
+struct TimelineFlow {
+  int64_t from_ns = 0;     // the copy's end
+  int64_t to_ns = 0;       // the wait's end
+  uint32_t from_lane = 0;  // the copy's lane (copy D2H or copy H2D)
+  uint32_t copy = 0;       // index of the copy in that lane's spans
+  uint32_t wait = 0;       // index of the wait in the waits lane's spans
+};
+
 // One run's timeline, ready to paint; immutable once built. Lanes top to bottom: phases,
 // compute (one per stream when several compute streams appear, up to kMaxComputeLanes), copy D2H,
 // copy H2D, waits, pack / unpack. Every lane is present even when empty, so rows never jump.
@@ -177,6 +197,8 @@ struct TimelineIndex {
 
   std::vector<TimelineLane> lanes;
   std::vector<std::string> names;  // interned event names; names[0] = ""
+  // Sorted by to_ns. At most one per wait: waits with a tensor id and a matching copy.
+  std::vector<TimelineFlow> flows;
   std::array<int64_t, kEventKindCount> kind_counts{};
   int64_t event_count = 0;
   // run_time_bounds() of the run.
@@ -189,6 +211,10 @@ struct TimelineIndex {
 };
 
 // Pure and thread-safe: runs on a worker thread. Events need not be sorted (they usually are).
+// Host-sim's derived compute slices (named "compute" by the recorder: forward or backward time
+// minus the waits) are renamed after what they belong to: "compute before wait on tensor N" when a
+// wait starts where the slice ends, else "forward compute" or "backward compute" after the phase
+// that holds them. Other names (CUDA kernels) are kept.
 std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run);
 
 // What one frame drew.
@@ -197,15 +223,51 @@ struct RenderStats {
   int detail_sets = 0;  // interval sets drawn event by event (zoomed in far enough)
   int merged_sets = 0;  // interval sets drawn from a level of detail
   int64_t visited = 0;  // blocks, events and instant buckets looked at
+  int arrows = 0;       // wait-to-copy arrows drawn
 };
 
-// Height of the ruler and of one lane row, in px.
+// Height of the ruler and of one lane row, in px: kTimelineLaneHeight is the natural height (what
+// timeline_height() gives each lane); painted into a taller or shorter area, lanes share its
+// height, each between the min and the max (below the min, the lanes that do not fit are cut).
 inline constexpr int kTimelineRulerHeight = 22;
 inline constexpr int kTimelineLaneHeight = 24;
-// The height that shows every lane of `index` (a default lane set when null).
+inline constexpr int kTimelineMinLaneHeight = 16;
+inline constexpr int kTimelineMaxLaneHeight = 72;
+// Arrows are drawn only when at most this many waits with a copy end in view (and at most a
+// quarter of the plot's width in px; never more than one per pixel column): zoomed out they would
+// be a dark smear, and each costs an antialiased line.
+inline constexpr int kTimelineMaxArrows = 200;
+// The height that shows every lane of `index` at the natural lane height (a default lane set when
+// null).
 int timeline_height(const TimelineIndex* index);
-// Row of lane `lane` (full width, gutter included) when painting into `area`.
-QRect timeline_lane_rect(const QRect& area, size_t lane);
+// The height of one lane when `lane_count` lanes are painted into `area`.
+int timeline_lane_height(const QRect& area, size_t lane_count);
+// Row of lane `lane` (full width, gutter included) when painting `index` into `area`.
+QRect timeline_lane_rect(const QRect& area, const TimelineIndex& index, size_t lane);
+
+// The colour of a kind of event in the lanes and the legend. Pairwise distinct, also from the run
+// charts' series, for normal vision and the three common colour-vision deficiencies (Okabe-Ito
+// and Paul Tol's colour-blind-safe sets, chosen for the largest smallest difference).
+QColor timeline_kind_colour(profiler::EventKind kind);
+
+// One entry of the legend: a kind (its colour as a filled swatch) or a marking drawn over events.
+struct TimelineLegendEntry {
+  enum class Swatch {
+    Fill,      // a kind of event: a rect of its colour
+    Prefetch,  // the band along the top of a prefetched reload
+    Pageable,  // the hatching of a pageable copy
+    Arrow,     // a wait's arrow from the copy it waited on
+  };
+  QString label;
+  QColor colour;
+  Swatch swatch = Swatch::Fill;
+  profiler::EventKind kind = profiler::EventKind::Compute;  // Fill only
+};
+// Every kind, then the markings, in the order the legend shows them.
+const std::vector<TimelineLegendEntry>& timeline_legend();
+// The height the legend needs over `width` px with the font `fm` (it wraps), and painting it.
+int timeline_legend_height(const QFontMetrics& fm, int width);
+void render_timeline_legend(QPainter& painter, const QRect& area);
 
 // Paints the ruler, the lane labels and the lanes of [view_begin, view_end) into `area`.
 void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& index,
@@ -262,6 +324,11 @@ class TimelineWidget : public TimePlotWidget {
 
   void setIndex(std::shared_ptr<const TimelineIndex> index);
   const std::shared_ptr<const TimelineIndex>& index() const { return index_; }
+  // Where the lanes (with the ruler) and the legend beneath them are painted.
+  QRect lanesRect() const;
+  QRect legendRect() const;
+  // Row of lane `lane` in widget coordinates (empty without an index).
+  QRect laneRect(size_t lane) const;
   // Rects and lines drawn by the last paint.
   int lastFramePrimitives() const { return last_stats_.primitives; }
   const RenderStats& lastFrameStats() const { return last_stats_; }
@@ -272,10 +339,15 @@ class TimelineWidget : public TimePlotWidget {
 
  protected:
   void paintEvent(QPaintEvent* e) override;
+  void changeEvent(QEvent* e) override;
 
  private:
+  int legendHeight() const;
+
   std::shared_ptr<const TimelineIndex> index_;
   RenderStats last_stats_;
+  // The legend never changes with the view: painted once per size and font, then copied.
+  QPixmap legend_cache_;
 };
 
 }  // namespace offtune::gui
