@@ -27,6 +27,7 @@ struct Point {
   LinkModel link;
   pf::Prediction predicted;
   bool front = false;
+  bool over_capacity = false;  // predicted peak beyond --device-capacity
 };
 
 [[noreturn]] void refuse(const std::string& field, const std::string& message) {
@@ -147,6 +148,12 @@ class PredictCommand final : public Command {
     }
     const double predict_ms = ms_since(start);
 
+    // The replay has no capacity: a point whose predicted peak of allocated bytes is beyond
+    // --device-capacity would run out of memory (one under it may still, by reserved bytes), and
+    // the recommendation is the fastest point under it.
+    const int64_t capacity = request_.backend.device_capacity.empty()
+                                 ? 0
+                                 : pf::parse_size(request_.backend.device_capacity);
     std::vector<pf::EngineConfig> configs;
     std::vector<pf::Prediction> predicted;
     std::vector<pf::PointRecord> records;
@@ -154,10 +161,15 @@ class PredictCommand final : public Command {
       configs.push_back(grid[i].config);
       predicted.push_back(grid[i].predicted);
       records.push_back(pf::as_point(static_cast<int64_t>(i), grid[i].config, grid[i].predicted));
+      grid[i].over_capacity = capacity > 0 && grid[i].predicted.peak_allocated > capacity;
     }
     const std::vector<bool> front = pf::predicted_front(predicted);
     for (size_t i = 0; i < grid.size(); ++i) grid[i].front = front[i];
-    const auto rec = pf::recommend(records, {});
+    // With a capacity the question is the fastest point that fits it (a memory budget); without,
+    // the recommender's default (the lowest peak within a slowdown of the baseline).
+    pf::Constraint constraint;
+    if (capacity > 0) constraint.memory_budget = capacity;
+    const auto rec = pf::recommend(records, constraint);
     const double base_ms = grid.front().predicted.step_ms();
     // The model and every link predicted (the run environment names only the first link).
     std::string device =
@@ -181,7 +193,8 @@ class PredictCommand final : public Command {
                        {"reloaded_bytes", p.predicted.reloaded_bytes},
                        {"window_waits", p.predicted.window_waits},
                        {"stalled_ns", p.predicted.stalled_ns},
-                       {"front", p.front}});
+                       {"front", p.front},
+                       {"over_capacity", p.over_capacity}});
       }
       json out{{"workload", pf::to_json(prepared.spec.workload)},
                {"device", device},
@@ -214,15 +227,16 @@ class PredictCommand final : public Command {
       }
       char rule[16] = "";
       if (rules) std::snprintf(rule, sizeof rule, " %-7s", c.offload ? c.semantics.c_str() : "-");
-      std::printf(
-          "%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %9s%s\n", i,
-          c.offload ? "yes" : "no", rule,
-          c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
-          c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
-          c.offload ? std::to_string(c.prefetch).c_str() : "-", c.offload ? c.link.c_str() : "-",
-          p.predicted.step_ms(), base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
-          pf::format_size(p.predicted.peak_allocated).c_str(),
-          static_cast<long long>(p.predicted.peak_allocated), hidden, p.front ? "  front" : "");
+      std::printf("%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %9s%s\n", i,
+                  c.offload ? "yes" : "no", rule,
+                  c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
+                  c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
+                  c.offload ? std::to_string(c.prefetch).c_str() : "-",
+                  c.offload ? c.link.c_str() : "-", p.predicted.step_ms(),
+                  base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
+                  pf::format_size(p.predicted.peak_allocated).c_str(),
+                  static_cast<long long>(p.predicted.peak_allocated), hidden,
+                  p.over_capacity ? "  over capacity" : (p.front ? "  front" : ""));
     }
     if (rec.chosen) {
       const auto& c = rec.chosen->config;
