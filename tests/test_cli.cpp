@@ -173,7 +173,9 @@ std::vector<Command> commands() {
   sweep_base.insert(sweep_base.end(), tiny.begin(), tiny.end());
   // predict: the workload flags, but --prefetch and --link take lists there.
   auto predict_flags = workload_flags();
-  std::erase_if(predict_flags, [](const Flag& f) { return f.name == "--prefetch"; });
+  std::erase_if(predict_flags, [](const Flag& f) {
+    return f.name == "--prefetch" || f.name == "--steps" || f.name == "--collector";
+  });
   predict_flags.push_back({"--prefetch", "", {"-1", "65", "", "x", "1, 2", "0,,1"}});
   predict_flags.push_back({"--min-offload-size", "size_list"});
   predict_flags.push_back({"--max-fwd-stash-size", "int_list"});
@@ -181,7 +183,7 @@ std::vector<Command> commands() {
   predict_flags.push_back({"--semantics", "enum", {"trl,trl"}});
   Args predict_base = {"predict", "--device-model",       "h100", "--min-offload-size",
                        "1MiB",    "--max-fwd-stash-size", "1"};
-  predict_base.insert(predict_base.end(), tiny.begin(), tiny.end());
+  for (const char* a : {"--batch", "1", "--seq", "16", "--warmup", "0"}) predict_base.push_back(a);
   return {
       {run_base, run_flags},
       {sweep_base, sweep_flags},

@@ -48,6 +48,13 @@ class PredictCommand final : public Command {
     app_->add_flag("--quiet,-q", quiet_, "no text output");
     app_->add_flag("--json", json_, "print the result as JSON");
     add_workload_flags(*app_, request_.workload, request_.backend);
+    // One step is recorded (after --warmup) and nothing is measured on a GPU: no --steps, no
+    // --collector; --link takes a list here.
+    app_->remove_option(app_->get_option("--steps"));
+    app_->remove_option(app_->get_option("--collector"));
+    app_->get_option("--link")->description(
+        "host-sim link models to predict over, a list: e.g. pcie4,pcie5 (each pcie4, pcie5, "
+        "nvlink-c2c, none, or GBPS:LATENCY_US)");
     app_->add_option("--min-offload-size", request_.min_offload_sizes,
                      "list or range: 1KiB,1MiB or 1KiB:64MiB:x4")
         ->capture_default_str();
