@@ -47,6 +47,8 @@ std::unique_ptr<profiler::Store> open_store(const Common& common, bool write);
 // are the request layer's).
 void add_workload_flags(CLI::App& sub, requests::WorkloadFields& workload,
                         requests::BackendFields& backend);
+// --min-offload-size and --max-fwd-stash-size: a sweep's (or a prediction's) grid.
+void add_grid_flags(CLI::App& sub, requests::SweepRequest& request);
 // --prefetch, --no-streams, --no-pin-memory.
 void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
 // Throws requests::RequestError when the request layer finds bad fields.

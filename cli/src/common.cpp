@@ -107,6 +107,14 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
       ->capture_default_str();
 }
 
+void add_grid_flags(CLI::App& app, requests::SweepRequest& r) {
+  app.add_option("--min-offload-size", r.min_offload_sizes,
+                 "list or range: 1KiB,1MiB or 1KiB:64MiB:x4")
+      ->capture_default_str();
+  app.add_option("--max-fwd-stash-size", r.max_fwd_stash_sizes, "list or range: 1,4 or 1:8")
+      ->capture_default_str();
+}
+
 void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
   app.add_option(
          "--prefetch", e.prefetch,

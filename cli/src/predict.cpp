@@ -55,12 +55,7 @@ class PredictCommand final : public Command {
     app_->get_option("--link")->description(
         "host-sim link models to predict over, a list: e.g. pcie4,pcie5 (each pcie4, pcie5, "
         "nvlink-c2c, none, or GBPS:LATENCY_US)");
-    app_->add_option("--min-offload-size", request_.min_offload_sizes,
-                     "list or range: 1KiB,1MiB or 1KiB:64MiB:x4")
-        ->capture_default_str();
-    app_->add_option("--max-fwd-stash-size", request_.max_fwd_stash_sizes,
-                     "list or range: 1,4 or 1:8")
-        ->capture_default_str();
+    add_grid_flags(*app_, request_);
     app_->add_option("--prefetch", prefetch_,
                      "list or range of backward reloads ahead of use (0.." +
                          std::to_string(requests::kMaxPrefetch) + "), e.g. 0,1,2")

@@ -22,12 +22,7 @@ class SweepCommand final : public Command {
     app_ = parent.add_subcommand("sweep", "sweep min_offload_size x max_fwd_stash_size");
     add_common_flags(*app_, common_, /*db_required=*/true);
     add_workload_flags(*app_, request_.workload, request_.backend);
-    app_->add_option("--min-offload-size", request_.min_offload_sizes,
-                     "list or range: 1KiB,1MiB or 1KiB:64MiB:x4")
-        ->capture_default_str();
-    app_->add_option("--max-fwd-stash-size", request_.max_fwd_stash_sizes,
-                     "list or range: 1,4 or 1:8")
-        ->capture_default_str();
+    add_grid_flags(*app_, request_);
     add_engine_flags(*app_, request_.engine);
     app_->add_option("--shard", request_.shard, "run only shard i of n (1-based), e.g. 2/4")
         ->capture_default_str();

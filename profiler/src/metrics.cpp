@@ -198,6 +198,16 @@ OccupancyStats occupancy_stats(const std::vector<OccupancySample>& samples,
   return st;
 }
 
+void set_step_time(RunSummary& summary, const StepStats& stats) {
+  summary.step_ms_median = stats.median_ms;
+  summary.step_ms_min = stats.min_ms;
+  summary.step_ms_max = stats.max_ms;
+  summary.step_ms_stddev = stats.stddev_ms;
+  summary.step_ms_ci_low = stats.ci_low_ms;
+  summary.step_ms_ci_high = stats.ci_high_ms;
+  summary.step_ms_ci_level = stats.ci_level;
+}
+
 StepStats step_stats(const std::vector<double>& ms) {
   StepStats st;
   st.n = ms.size();

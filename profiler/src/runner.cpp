@@ -324,13 +324,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
 
     RunSummary& sum = rec.summary;
     const auto st = step_stats(step_ms);
-    sum.step_ms_median = st.median_ms;
-    sum.step_ms_min = st.min_ms;
-    sum.step_ms_max = st.max_ms;
-    sum.step_ms_stddev = st.stddev_ms;
-    sum.step_ms_ci_low = st.ci_low_ms;
-    sum.step_ms_ci_high = st.ci_high_ms;
-    sum.step_ms_ci_level = st.ci_level;
+    set_step_time(sum, st);
     if (host_sim && host_sim::device_model() != nullptr && !step_ms.empty() &&
         st.min_ms == st.max_ms) {
       // A device model times every step of a workload alike: even one step is exact (a level

@@ -127,14 +127,7 @@ RunSummary combined_summary(Store& store, const std::vector<RunId>& runs) {
       step_ms.push_back(static_cast<double>(s.end_ns - s.begin_ns) / 1e6);
     }
   }
-  const StepStats st = step_stats(step_ms);
-  out.step_ms_median = st.median_ms;
-  out.step_ms_min = st.min_ms;
-  out.step_ms_max = st.max_ms;
-  out.step_ms_stddev = st.stddev_ms;
-  out.step_ms_ci_low = st.ci_low_ms;
-  out.step_ms_ci_high = st.ci_high_ms;
-  out.step_ms_ci_level = st.ci_level;
+  set_step_time(out, step_stats(step_ms));
   out.peak_allocated = peak_allocated;
   out.peak_reserved = peak_reserved;
   return out;

@@ -108,5 +108,7 @@ constexpr double kMedianCiLevel = 0.95;
 
 // Step statistics of `ms`; all zeros when `ms` is empty.
 StepStats step_stats(const std::vector<double>& ms);
+// A run's (or a point's) step-time figures from those stats: median, min, max, spread, interval.
+void set_step_time(RunSummary& summary, const StepStats& stats);
 
 }  // namespace offtune::profiler
