@@ -1,10 +1,8 @@
 // `offtune predict`: every point of a grid (min_offload_size x max_fwd_stash_size x prefetch x
 // link, and semantics) predicted from one recorded step, without running them
 // (profiler/predict.hpp).
-#include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
@@ -20,7 +18,6 @@ namespace {
 
 namespace pf = offtune::profiler;
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 struct Point {
   pf::EngineConfig config;
@@ -32,10 +29,6 @@ struct Point {
 
 [[noreturn]] void refuse(const std::string& field, const std::string& message) {
   throw requests::RequestError(std::vector<requests::FieldError>{{field, message}});
-}
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 class PredictCommand final : public Command {
@@ -131,24 +124,18 @@ class PredictCommand final : public Command {
       }
     }
 
-    auto start = Clock::now();
-    std::map<Semantics, pf::Trace> traces;
+    std::vector<pf::EngineConfig> configs;
+    std::vector<LinkModel> point_links;
     for (const auto& p : grid) {
-      const Semantics s =
-          p.config.offload ? parse_semantics(p.config.semantics) : Semantics::Offtune;
-      if (!traces.count(s)) {
-        traces.emplace(
-            s, pf::record_trace(*prepared.workload, prepared.spec.workload, prepared.spec.base, s));
-      }
+      configs.push_back(p.config);
+      point_links.push_back(p.link);
     }
-    const double record_ms = ms_since(start);
-    start = Clock::now();
-    for (auto& p : grid) {
-      const auto it =
-          p.config.offload ? traces.find(parse_semantics(p.config.semantics)) : traces.begin();
-      p.predicted = pf::predict(it->second, p.config, p.link);
-    }
-    const double predict_ms = ms_since(start);
+    const auto predicted_grid = pf::predict_grid(*prepared.workload, prepared.spec.workload,
+                                                 prepared.spec.base, configs, point_links);
+    const double record_ms = predicted_grid.record_ms;
+    const double predict_ms = predicted_grid.predict_ms;
+    const std::vector<pf::Prediction>& predicted = predicted_grid.points;
+    for (size_t i = 0; i < grid.size(); ++i) grid[i].predicted = predicted[i];
 
     // The replay has no capacity: a point whose predicted peak of allocated bytes is beyond
     // --device-capacity would run out of memory (one under it may still, by reserved bytes), and
@@ -156,12 +143,8 @@ class PredictCommand final : public Command {
     const int64_t capacity = request_.backend.device_capacity.empty()
                                  ? 0
                                  : pf::parse_size(request_.backend.device_capacity);
-    std::vector<pf::EngineConfig> configs;
-    std::vector<pf::Prediction> predicted;
     std::vector<pf::PointRecord> records;
     for (size_t i = 0; i < grid.size(); ++i) {
-      configs.push_back(grid[i].config);
-      predicted.push_back(grid[i].predicted);
       records.push_back(pf::as_point(static_cast<int64_t>(i), grid[i].config, grid[i].predicted));
       grid[i].over_capacity = capacity > 0 && grid[i].predicted.peak_allocated > capacity;
     }
@@ -214,9 +197,9 @@ class PredictCommand final : public Command {
         "recording %.0f ms, predicting %.1f ms\n",
         grid.size(), prepared.spec.workload.model.c_str(),
         static_cast<long long>(prepared.spec.workload.batch),
-        static_cast<long long>(prepared.spec.workload.seq), device.c_str(), traces.size(),
-        traces.size() == 1 ? "" : "s", record_ms, predict_ms);
-    const bool rules = traces.size() > 1 || grid.back().config.semantics != "offtune";
+        static_cast<long long>(prepared.spec.workload.seq), device.c_str(), predicted_grid.traces,
+        predicted_grid.traces == 1 ? "" : "s", record_ms, predict_ms);
+    const bool rules = predicted_grid.traces > 1 || grid.back().config.semantics != "offtune";
     std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %9s\n", "index", "offload",
                 rules ? " rules  " : "", "min_offload", "window", "prefetch", "link", "step ms",
                 "x base", "peak device", "bytes", "hidden %");

@@ -3,6 +3,7 @@
 // through the engine's events and host-sim's allocation listener.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -209,6 +210,38 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_begin)
           .count();
   return trace;
+}
+
+GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
+                            const OffloadOptions& base, const std::vector<EngineConfig>& configs,
+                            const std::vector<LinkModel>& links) {
+  if (links.size() != configs.size()) {
+    throw std::invalid_argument("predict_grid: one link per point");
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  GridPrediction out;
+  std::map<Semantics, Trace> traces;
+  auto start = Clock::now();
+  for (const auto& c : configs) {
+    const Semantics s = parse_semantics(c.semantics);
+    if (c.offload && !traces.count(s)) traces.emplace(s, record_trace(workload, spec, base, s));
+  }
+  if (traces.empty()) {  // the baseline alone: any semantics records the same step
+    traces.emplace(Semantics::Offtune, record_trace(workload, spec, base, Semantics::Offtune));
+  }
+  out.traces = traces.size();
+  out.record_ms = ms_since(start);
+  start = Clock::now();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const auto it =
+        configs[i].offload ? traces.find(parse_semantics(configs[i].semantics)) : traces.begin();
+    out.points.push_back(predict(it->second, configs[i], links[i]));
+  }
+  out.predict_ms = ms_since(start);
+  return out;
 }
 
 }  // namespace offtune::profiler

@@ -4,9 +4,6 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <chrono>
-#include <map>
-
 #include "offtune/profiler/backend.hpp"
 #include "offtune/samples/registry.hpp"
 
@@ -95,30 +92,15 @@ profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store) {
 }
 
 SweepPredictions predict_sweep(PreparedSweep& sweep) {
-  using Clock = std::chrono::steady_clock;
   const auto configs = profiler::expand_grid(sweep.spec.grid);
+  const std::vector<LinkModel> links(configs.size(), sweep.spec.base.link);
+  auto grid =
+      profiler::predict_grid(*sweep.workload, sweep.spec.workload, sweep.spec.base, configs, links);
   SweepPredictions out;
-  std::map<Semantics, profiler::Trace> traces;
-  auto start = Clock::now();
-  for (const auto& c : configs) {
-    const Semantics s = c.offload ? parse_semantics(c.semantics) : Semantics::Offtune;
-    if (c.offload && !traces.count(s)) {
-      traces.emplace(
-          s, profiler::record_trace(*sweep.workload, sweep.spec.workload, sweep.spec.base, s));
-    }
-  }
-  if (traces.empty()) {  // the baseline alone
-    traces.emplace(Semantics::Offtune, profiler::record_trace(*sweep.workload, sweep.spec.workload,
-                                                              sweep.spec.base, Semantics::Offtune));
-  }
-  out.record_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  start = Clock::now();
-  for (const auto& c : configs) {
-    const auto it = c.offload ? traces.find(parse_semantics(c.semantics)) : traces.begin();
-    out.points.push_back(profiler::predict(it->second, c, sweep.spec.base.link));
-  }
+  out.points = std::move(grid.points);
   out.chosen = profiler::points_that_matter(configs, out.points);
-  out.predict_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  out.record_ms = grid.record_ms;
+  out.predict_ms = grid.predict_ms;
   return out;
 }
 

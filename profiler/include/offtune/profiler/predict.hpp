@@ -99,6 +99,19 @@ struct Prediction {
 // recorded under config.semantics (std::invalid_argument otherwise).
 Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link);
 
+// Every point of `configs` predicted, points[i] over links[i]: one step recorded per semantics the
+// points use (offtune's when there is only the baseline), then each point replayed. Wall times of
+// the two phases, for the user to weigh against measuring. Throws as record_trace does.
+struct GridPrediction {
+  std::vector<Prediction> points;
+  size_t traces = 0;  // steps recorded
+  double record_ms = 0.0;
+  double predict_ms = 0.0;
+};
+GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
+                            const OffloadOptions& base, const std::vector<EngineConfig>& configs,
+                            const std::vector<LinkModel>& links);
+
 // A prediction as a sweep point (status ok, every step the same), so that the recommender and the
 // points table take it as they take a measured one.
 PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction& prediction);
