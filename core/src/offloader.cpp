@@ -195,6 +195,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
     observer_ = std::move(o);
   }
   const OffloadOptions& options() const { return options_; }
+  std::shared_ptr<Observer> observer() const { return observer_; }  // see SpanGuard
   Backend& backend() { return *backend_; }
   OffloadStats stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -499,7 +500,27 @@ std::weak_ptr<Context> weak_of(Context& ctx) { return ctx.weak_from_this(); }
 uint64_t new_generation(Context& ctx) { return ctx.new_generation(); }
 void end_of_backward(Context& ctx, int task) { ctx.end_of_backward(task); }
 
+namespace {
+thread_local bool t_packing_boundary = false;  // pack_boundary() is packing a checkpoint boundary
+}  // namespace
+
+void pack_boundary(SavedTensorSlot& slot, const at::Tensor& tensor) {
+  t_packing_boundary = true;
+  try {
+    slot.call_pack_hook(tensor);
+  } catch (...) {
+    t_packing_boundary = false;
+    throw;
+  }
+  t_packing_boundary = false;
+}
+
+std::shared_ptr<Observer> observer_of(Context& ctx) { return ctx.observer(); }
+
 KeepReason Context::classify(const at::Tensor& t) const {
+  if (options_.offload == OffloadSet::Boundaries && !t_packing_boundary) {
+    return KeepReason::NotBoundary;
+  }
   if (!t.defined() || !t.has_storage() || t.layout() != at::kStrided || t.is_quantized() ||
       t.is_nested() || t.is_conj() || t.is_neg() || t.numel() == 0) {
     return KeepReason::Unsupported;

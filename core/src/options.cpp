@@ -36,6 +36,16 @@ Semantics parse_semantics(std::string_view text) {
   throw OptionsError("unknown semantics '" + std::string(text) + "' (valid: offtune, trl)");
 }
 
+std::string_view to_string(OffloadSet set) {
+  return set == OffloadSet::Boundaries ? "boundaries" : "all";
+}
+
+OffloadSet parse_offload_set(std::string_view text) {
+  if (text == "all") return OffloadSet::All;
+  if (text == "boundaries") return OffloadSet::Boundaries;
+  throw OptionsError("unknown offload set '" + std::string(text) + "' (valid: all, boundaries)");
+}
+
 int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
   if (!enabled()) return 0;
   double gbps = pinned ? pinned_gbps : (pageable_gbps > 0.0 ? pageable_gbps : pinned_gbps / 2.0);
@@ -112,6 +122,8 @@ std::string_view to_string(KeepReason r) {
       return "other-device";
     case KeepReason::Unsupported:
       return "unsupported";
+    case KeepReason::NotBoundary:
+      return "not-boundary";
   }
   return "?";
 }

@@ -54,7 +54,8 @@ struct Frame {
   Context* ctx = nullptr;
   uint64_t generation = 0;
   uint64_t token = 0;
-  bool floor = false;  // a HookFloorScope: the cheapest hook there is, no offloader
+  bool floor = false;            // a HookFloorScope: the cheapest hook there is, no offloader
+  HookSource* source = nullptr;  // a checkpoint's region or recompute
 };
 thread_local std::vector<Frame> t_frames;
 thread_local uint64_t t_next_token = 1;
@@ -139,6 +140,7 @@ class OfftuneEngine final : public ag::Engine {
     if (!t_frames.empty()) {
       const Frame& f = t_frames.back();
       if (f.ctx != nullptr) return make_slot(*f.ctx, f.generation);
+      if (f.source != nullptr) return f.source->make_hooks();
       return f.floor ? std::make_unique<FloorHooks>() : nullptr;
     }
     const int task = ag::get_current_graph_task_id();
@@ -219,6 +221,12 @@ uint64_t push_floor_frame() {
   return token;
 }
 
+uint64_t push_source_frame(HookSource* source) {
+  const uint64_t token = t_next_token++;
+  t_frames.push_back({nullptr, 0, token, false, source});
+  return token;
+}
+
 void pop_frame(uint64_t token) {
   for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
     if (it->token == token) {
@@ -229,6 +237,11 @@ void pop_frame(uint64_t token) {
 }
 
 Context* top_frame() { return t_frames.empty() ? nullptr : t_frames.back().ctx; }
+
+OffloadTarget top_target() {
+  if (t_frames.empty()) return {};
+  return {t_frames.back().ctx, t_frames.back().generation};
+}
 
 bool may_be_saved_by_its_own_node(const at::Tensor& t) {
   // A node takes its sequence number when it is constructed, before the op saves anything: the

@@ -18,7 +18,8 @@ class Tensor;
 }
 namespace offtune {
 struct OpCall;
-}
+class Observer;
+}  // namespace offtune
 
 namespace offtune::detail {
 
@@ -53,8 +54,22 @@ uint64_t push_frame(Context* ctx, uint64_t generation);
 // A HookFloorScope's frame: no offloader (top_frame() is nullptr), and every saved tensor gets the
 // cheapest C++ hook there is.
 uint64_t push_floor_frame();
+// A frame whose saved tensors get their hooks from `source` (checkpoint.cpp: a checkpointed
+// region's forward, and its recompute). top_frame() is nullptr under it.
+class HookSource {
+ public:
+  virtual ~HookSource() = default;
+  virtual std::unique_ptr<torch::autograd::SavedVariableHooks> make_hooks() = 0;
+};
+uint64_t push_source_frame(HookSource* source);
 void pop_frame(uint64_t token);
 Context* top_frame();  // nullptr when the stack is empty or a no-offload region is innermost
+// The innermost frame's offloader and the generation its tensors join ({nullptr, 0} as above).
+struct OffloadTarget {
+  Context* ctx = nullptr;
+  uint64_t generation = 0;
+};
+OffloadTarget top_target();
 
 // Whether keeping `t` itself in its saved tensor could close a reference cycle: its grad_fn may be
 // the node that saves it (an op saving its own output), which is the newest node on this thread.
@@ -89,6 +104,12 @@ void set_op_listener(OpListener* listener);
 
 // Implemented by Context (offloader.cpp).
 std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx, uint64_t generation);
+// Packs a checkpoint boundary (a checkpointed region's input) into `slot`, made by make_slot: with
+// OffloadOptions::offload == CheckpointBoundaries, the only tensors the offloader moves.
+void pack_boundary(SavedTensorSlot& slot, const at::Tensor& tensor);
+// The offloader's observer (may be null), for the events of a checkpoint that stored its
+// boundaries there.
+std::shared_ptr<Observer> observer_of(Context& ctx);
 std::weak_ptr<Context> weak_of(Context& ctx);
 uint64_t new_generation(Context& ctx);
 void end_of_backward(Context& ctx, int task);

@@ -33,6 +33,7 @@ enum class KeepReason : uint8_t {
   Unsupported,  // no elements, or a kind offtune does not move (sparse, nested, quantized, conj/neg
                 // bit)
   OtherDevice,  // on another GPU than the offloader's (one offloader per device)
+  NotBoundary,  // OffloadSet::Boundaries and not a checkpointed region's input
 };
 
 enum class CopyDirection : uint8_t { DeviceToHost, HostToDevice };
@@ -116,6 +117,8 @@ enum class SpanKind : uint8_t {
   Unpack,  // the unpack hook: serving or reloading the tensor, the reload wait, prefetches
   Wait,    // one wait for a copy: blocking on host-sim; on cuda the host-side call that enqueues a
            // stream wait (the wait itself is the GPU's)
+  Recompute,  // a checkpointed region rerun in backward (offtune/checkpoint.hpp), from inside the
+              // unpack that needed it: its boundaries' unpacks (and their waits) nest inside
 };
 
 struct Span {
@@ -131,6 +134,15 @@ struct StashEvent {
   int64_t time_ns = 0;
 };
 
+// A checkpointed region recomputed in backward (offtune/checkpoint.hpp), reported to the observer
+// of the offloader that holds the region's boundaries.
+struct RecomputeEvent {
+  int64_t begin_ns = 0;  // the engine's clock, as every event's
+  int64_t end_ns = 0;
+  int64_t tensors = 0;  // saved tensors the rerun brought back for the region's backward
+  int64_t bytes = 0;    // their bytes (views counted at their own size)
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
@@ -141,6 +153,7 @@ class Observer {
   virtual void on_wait(const WaitEvent&) {}
   virtual void on_stash(const StashEvent&) {}
   virtual void on_release(const ReleaseEvent&) {}
+  virtual void on_recompute(const RecomputeEvent&) {}
 
   // Spans nest strictly per thread, and both ends of one span are on the same thread (the one
   // running the hook or the wait), so a push/pop range per call is sound: a Wait span opens and

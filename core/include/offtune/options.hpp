@@ -55,6 +55,21 @@ std::string_view to_string(Semantics semantics);
 // Accepts "offtune", "trl"; throws OptionsError otherwise.
 Semantics parse_semantics(std::string_view text);
 
+// Which saved tensors an offloader may move.
+enum class OffloadSet : uint8_t {
+  // Every saved tensor that passes the other rules (size, parameters, ...).
+  All,
+  // With gradient checkpointing (offtune/checkpoint.hpp): only the checkpoint boundaries, the
+  // inputs
+  // of checkpointed regions, which are all that a checkpointed forward keeps; everything else
+  // saved under the scope stays on the device (KeepReason::NotBoundary). Axolotl's offloaded
+  // gradient checkpointing; with use_streams = false, its `activation_offloading: legacy`.
+  Boundaries,
+};
+std::string_view to_string(OffloadSet set);
+// Accepts "all", "boundaries"; throws OptionsError otherwise.
+OffloadSet parse_offload_set(std::string_view text);
+
 // Cost model of the host<->device link on host-sim: a copy of n bytes takes at least
 // latency_ns + n / bandwidth. With every field 0 copies cost only their memcpy.
 struct LinkModel {
@@ -114,6 +129,8 @@ struct OffloadOptions {
   LinkModel link{};
   // Whose rules the engine follows (see Semantics).
   Semantics semantics = Semantics::Offtune;
+  // Which saved tensors may be offloaded (see OffloadSet).
+  OffloadSet offload = OffloadSet::All;
   // host-sim only (debug): fill freed device and host-pool memory with 0xFF, so that a buffer freed
   // or reused too early shows up as NaNs instead of passing by luck.
   bool poison_freed = false;

@@ -1,0 +1,81 @@
+// Gradient checkpointing for libtorch (which has none): a checkpointed region's forward keeps only
+// its inputs; backward reruns the region to get back what its ops saved. Non-reentrant, as
+// torch.utils.checkpoint(use_reentrant=False): the region's graph is the ordinary one, its saved
+// tensors are placeholders, and the first unpack of one in a backward recomputes the region once
+// for that backward (under the RNG state of the forward), handing each recomputed tensor to its
+// node and dropping it as the node takes it.
+//
+//   h = offtune::checkpoint([block](const at::Tensor& x) { return block->forward(x); }, h);
+//
+// With offloading (an OffloadScope active where checkpoint() is called) the inputs, the checkpoint
+// boundaries, go through that offloader like any saved tensor and are prefetched ahead of the
+// recompute in backward, and the recompute's own saved tensors are never offloaded; with
+// OffloadOptions::offload = OffloadSet::Boundaries the boundaries are all it moves.
+//
+// The function is kept until the graph is freed and called again in backward, maybe on another
+// thread: capture what it uses by value (modules by their holder, tensors by value), never by
+// reference to the caller's locals. It must compute the same thing both times; checkpoint()
+// checks that the recompute saves as many tensors, of the same shapes, dtypes and devices, and
+// throws CheckpointError otherwise. Inputs modified in place after the forward are detected at
+// recompute (autograd's "modified by an inplace operation" error).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace offtune {
+
+// The recompute saved other tensors than the forward did, or a region was misused (one line).
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CheckpointOptions {
+  // Restore the CPU generator's state (and that of each accelerator an input lives on) for the
+  // recompute, so that dropout draws the same mask; the caller's RNG stream is left as it was.
+  bool preserve_rng_state = true;
+  // Compare what the recompute saved with what the forward saved (count, shape, dtype, device).
+  bool check_recompute = true;
+};
+
+using CheckpointFunction = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
+// Runs `fn(inputs)` as a checkpointed region and returns its outputs. Undefined inputs are passed
+// through. Under no grad mode it is a plain call.
+std::vector<at::Tensor> checkpoint(CheckpointFunction fn, const std::vector<at::Tensor>& inputs,
+                                   const CheckpointOptions& options = {});
+// One input, one output.
+at::Tensor checkpoint(std::function<at::Tensor(const at::Tensor&)> fn, const at::Tensor& input,
+                      const CheckpointOptions& options = {});
+
+// Which blocks of a model are checkpointed: none, all, or every k-th (blocks 0, k, 2k, ...).
+struct CheckpointPolicy {
+  enum class Kind : uint8_t { None, All, Every };
+  Kind kind = Kind::None;
+  int64_t every = 1;  // for Kind::Every, >= 1
+
+  static CheckpointPolicy none() { return {}; }
+  static CheckpointPolicy all() { return {Kind::All, 1}; }
+  static CheckpointPolicy every_k(int64_t k) { return {Kind::Every, k}; }
+
+  bool enabled() const { return kind != Kind::None; }
+  bool applies(int64_t block) const {
+    return kind == Kind::All || (kind == Kind::Every && block % every == 0);
+  }
+  bool operator==(const CheckpointPolicy&) const = default;
+};
+// "none", "all", "every:K" (every:1 is all).
+std::string to_string(const CheckpointPolicy& policy);
+// Accepts what to_string writes; throws OptionsError (offtune/options.hpp) naming the valid forms.
+CheckpointPolicy parse_checkpoint_policy(std::string_view text);
+
+}  // namespace offtune

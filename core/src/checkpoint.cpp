@@ -1,0 +1,393 @@
+// Gradient checkpointing (offtune/checkpoint.hpp) on the seam's hook frames: a region's forward
+// runs under a frame whose saved tensors are placeholders (an index, and the shape for the check);
+// the first unpack of one in a backward reruns the region under a frame that captures what the
+// rerun saves, in the same order, and each placeholder takes its tensor by index. This is what
+// torch.utils.checkpoint does with saved-tensor hooks in Python; libtorch has no equivalent.
+//
+// Why per backward (graph task): with retain_graph a second backward unpacks the same placeholders
+// again, so each backward recomputes once and drops each tensor as its node takes it ("frees as it
+// goes"); what a backward did not take (autograd::grad() to an inner tensor) goes when the graph
+// is freed.
+#include "offtune/checkpoint.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "offtune/host_sim.hpp"
+#include "offtune/observer.hpp"
+#include "offtune/options.hpp"
+#include "seam.hpp"
+
+namespace offtune {
+namespace {
+
+namespace ag = torch::autograd;
+
+// ---- RNG ---------------------------------------------------------------------------------------
+
+at::Tensor generator_state(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_generator_state(at::Generator gen, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// The generators a region's ops may draw from: the CPU's (host-sim's device is the CPU) and the
+// default one of each accelerator an input lives on (torch.utils.checkpoint does the same).
+struct RngState {
+  std::vector<std::pair<c10::Device, at::Tensor>> states;
+
+  static at::Generator generator(c10::Device device) {
+    return device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                           : at::globalContext().defaultGenerator(device);
+  }
+  void capture(const std::vector<at::Tensor>& inputs) {
+    states.emplace_back(c10::Device(c10::kCPU), generator_state(generator(c10::kCPU)));
+    for (const at::Tensor& t : inputs) {
+      if (!t.defined() || t.device().is_cpu()) continue;
+      const c10::Device device = t.device();
+      const bool seen = std::any_of(states.begin(), states.end(),
+                                    [&](const auto& s) { return s.first == device; });
+      if (!seen) states.emplace_back(device, generator_state(generator(device)));
+    }
+  }
+};
+
+// While alive, the generators are where the forward left them; then back where they were.
+class RngFork {
+ public:
+  explicit RngFork(const RngState& saved) {
+    for (const auto& [device, state] : saved.states) {
+      at::Generator gen = RngState::generator(device);
+      current_.emplace_back(gen, generator_state(gen));
+      set_generator_state(gen, state);
+    }
+  }
+  ~RngFork() {
+    for (auto& [gen, state] : current_) set_generator_state(gen, state);
+  }
+  RngFork(const RngFork&) = delete;
+  RngFork& operator=(const RngFork&) = delete;
+
+ private:
+  std::vector<std::pair<at::Generator, at::Tensor>> current_;
+};
+
+// ---- frames ------------------------------------------------------------------------------------
+
+class FrameGuard {
+ public:
+  explicit FrameGuard(detail::HookSource* source) : token_(detail::push_source_frame(source)) {}
+  ~FrameGuard() { detail::pop_frame(token_); }
+  FrameGuard(const FrameGuard&) = delete;
+  FrameGuard& operator=(const FrameGuard&) = delete;
+
+ private:
+  uint64_t token_;
+};
+
+// Observer::on_span_begin/end around a recompute (observer.hpp: spans must not throw at the end).
+class SpanScope {
+ public:
+  SpanScope(Observer* observer, Span span) : observer_(observer), span_(span) {
+    if (observer_) observer_->on_span_begin(span_);
+  }
+  ~SpanScope() {
+    if (observer_) observer_->on_span_end(span_);
+  }
+  SpanScope(const SpanScope&) = delete;
+  SpanScope& operator=(const SpanScope&) = delete;
+
+ private:
+  Observer* observer_;
+  Span span_;
+};
+
+struct SavedMeta {
+  c10::SmallVector<int64_t, 5> sizes;
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::kCPU;
+
+  static SavedMeta of(const at::Tensor& t) {
+    return {c10::SmallVector<int64_t, 5>(t.sizes().begin(), t.sizes().end()), t.scalar_type(),
+            t.device()};
+  }
+  bool matches(const at::Tensor& t) const {
+    return t.scalar_type() == dtype && t.device() == device &&
+           std::equal(sizes.begin(), sizes.end(), t.sizes().begin(), t.sizes().end());
+  }
+  std::string describe() const {
+    std::ostringstream out;
+    out << c10::toString(dtype) << "[";
+    for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+    out << "] on " << device;
+    return out.str();
+  }
+};
+
+// The recompute's saved tensors, in the order they were saved.
+class Capture final : public detail::HookSource {
+ public:
+  std::unique_ptr<ag::SavedVariableHooks> make_hooks() override {
+    return std::make_unique<Hooks>(this);
+  }
+  std::vector<at::Tensor> tensors;
+
+ private:
+  class Hooks final : public ag::SavedVariableHooks {
+   public:
+    explicit Hooks(Capture* capture) : capture_(capture) {}
+    // Detached: the recomputed graph is dropped once the rerun returns, and a tensor kept with its
+    // grad_fn would keep that graph alive.
+    void call_pack_hook(const at::Tensor& t) override {
+      capture_->tensors.push_back(t.requires_grad() ? t.detach() : t);
+    }
+    at::Tensor call_unpack_hook() override {
+      throw CheckpointError("offtune checkpoint: a recomputed region's own graph was backwarded");
+    }
+
+   private:
+    Capture* capture_;  // only used during the rerun, while it is alive
+  };
+};
+
+// One checkpointed region: what its forward kept (the inputs, the RNG state, the function) and
+// the tensors a backward recomputed and its nodes have not taken yet.
+class Region final : public detail::HookSource, public std::enable_shared_from_this<Region> {
+ public:
+  Region(CheckpointFunction fn, const CheckpointOptions& options)
+      : fn_(std::move(fn)), options_(options) {}
+
+  // Keeps the inputs: through the offloader of the scope active here when there is one (they are
+  // the checkpoint boundaries), else as they are.
+  void keep_inputs(const std::vector<at::Tensor>& inputs) {
+    const detail::OffloadTarget target = detail::top_target();
+    inputs_.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& t = inputs[i];
+      Input& in = inputs_[i];
+      if (!t.defined()) continue;
+      in.defined = true;
+      in.requires_grad = t.requires_grad();
+      if (target.ctx != nullptr) {
+        in.boundary = detail::make_slot(*target.ctx, target.generation);
+        detail::pack_boundary(*in.boundary, t);
+      } else {
+        // Detached: shares the storage and the version counter (checked at recompute).
+        in.kept = t.detach();
+        in.version = t._version();
+      }
+    }
+    if (target.ctx != nullptr) observer_ = detail::observer_of(*target.ctx);
+    if (options_.preserve_rng_state) rng_.capture(inputs);
+  }
+
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs) {
+    FrameGuard frame(this);
+    return fn_(inputs);
+  }
+
+  std::unique_ptr<ag::SavedVariableHooks> make_hooks() override {
+    return std::make_unique<Placeholder>(shared_from_this());
+  }
+
+ private:
+  struct Input {
+    bool defined = false;
+    bool requires_grad = false;
+    at::Tensor kept;                                    // no offloader
+    std::unique_ptr<detail::SavedTensorSlot> boundary;  // through the offloader
+    uint32_t version = 0;
+  };
+
+  struct Recomputed {
+    std::vector<at::Tensor> tensors;
+    std::vector<bool> taken;
+    size_t left = 0;
+  };
+
+  // A saved tensor of the region's forward: its index in pack order.
+  class Placeholder final : public ag::SavedVariableHooks {
+   public:
+    explicit Placeholder(std::shared_ptr<Region> region) : region_(std::move(region)) {}
+    void call_pack_hook(const at::Tensor& t) override { index_ = region_->note_saved(t); }
+    at::Tensor call_unpack_hook() override { return region_->take(index_); }
+
+   private:
+    std::shared_ptr<Region> region_;
+    size_t index_ = 0;
+  };
+
+  size_t note_saved(const at::Tensor& t) {
+    if (options_.check_recompute) saved_.push_back(SavedMeta::of(t));
+    return count_++;
+  }
+
+  at::Tensor take(size_t index) {
+    const int task = detail::current_graph_task_id();
+    std::lock_guard<std::mutex> lock(mutex_);  // one recompute at a time; captures do not lock
+    auto it = by_task_.find(task);
+    if (it == by_task_.end()) it = by_task_.emplace(task, recompute()).first;
+    Recomputed& r = it->second;
+    if (index >= r.tensors.size() || r.taken[index]) {
+      throw CheckpointError(
+          "offtune checkpoint: a saved tensor of a checkpointed region was unpacked twice in one "
+          "backward");
+    }
+    at::Tensor out = std::move(r.tensors[index]);
+    r.taken[index] = true;
+    if (--r.left == 0) by_task_.erase(it);
+    return out;
+  }
+
+  Recomputed recompute() {
+    SpanScope span(observer_.get(), {SpanKind::Recompute});
+    const int64_t begin = observer_ ? host_sim::clock_ns() : 0;
+    std::vector<at::Tensor> args(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      Input& in = inputs_[i];
+      if (!in.defined) continue;
+      at::Tensor t;
+      if (in.boundary) {
+        t = in.boundary->call_unpack_hook();  // the offloader checks the version itself
+      } else {
+        t = in.kept;
+        TORCH_CHECK(t._version() == in.version,
+                    "one of the variables needed for gradient computation has been modified by "
+                    "an inplace operation: the input ",
+                    i, " of a checkpointed region, ", SavedMeta::of(t).describe(),
+                    ", is at version ", t._version(), "; expected version ", in.version,
+                    " instead. (offtune: the region recomputes from its inputs in backward.)");
+      }
+      args[i] = t.detach();
+      args[i].requires_grad_(in.requires_grad);
+    }
+    Capture capture;
+    {
+      std::optional<RngFork> fork;
+      if (options_.preserve_rng_state) fork.emplace(rng_);
+      at::AutoGradMode grad(true);
+      FrameGuard frame(&capture);
+      (void)fn_(args);
+    }
+    if (options_.check_recompute) check(capture.tensors);
+    if (capture.tensors.size() < count_) {
+      throw CheckpointError("offtune checkpoint: the recompute saved " +
+                            std::to_string(capture.tensors.size()) +
+                            " tensors where the forward saved " + std::to_string(count_));
+    }
+    capture.tensors.resize(count_);  // without the check: extra saves are ignored
+    Recomputed r;
+    r.left = count_;
+    r.taken.assign(count_, false);
+    r.tensors = std::move(capture.tensors);
+    if (observer_) {
+      RecomputeEvent ev;
+      ev.begin_ns = begin;
+      ev.end_ns = host_sim::clock_ns();
+      ev.tensors = static_cast<int64_t>(count_);
+      for (const at::Tensor& t : r.tensors) {
+        if (t.defined() && t.has_storage()) ev.bytes += static_cast<int64_t>(t.nbytes());
+      }
+      observer_->on_recompute(ev);
+    }
+    return r;
+  }
+
+  // The recompute must save what the forward saved: same count, shapes, dtypes and devices.
+  void check(const std::vector<at::Tensor>& got) const {
+    if (got.size() != saved_.size()) {
+      throw CheckpointError("offtune checkpoint: the recompute saved " +
+                            std::to_string(got.size()) + " tensors where the forward saved " +
+                            std::to_string(saved_.size()) +
+                            " (the region must compute the same thing twice: no data-dependent "
+                            "control flow, and capture by value what it uses)");
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!saved_[i].matches(got[i])) {
+        throw CheckpointError("offtune checkpoint: saved tensor " + std::to_string(i) +
+                              " of the region was " + saved_[i].describe() +
+                              " in the forward and " + SavedMeta::of(got[i]).describe() +
+                              " in the recompute");
+      }
+    }
+  }
+
+  CheckpointFunction fn_;
+  const CheckpointOptions options_;
+  std::vector<Input> inputs_;
+  RngState rng_;
+  std::shared_ptr<Observer> observer_;
+  std::vector<SavedMeta> saved_;
+  size_t count_ = 0;
+  std::mutex mutex_;
+  std::map<int, Recomputed> by_task_;
+};
+
+}  // namespace
+
+std::vector<at::Tensor> checkpoint(CheckpointFunction fn, const std::vector<at::Tensor>& inputs,
+                                   const CheckpointOptions& options) {
+  if (!fn) throw CheckpointError("offtune checkpoint: no function to run");
+  if (!at::GradMode::is_enabled()) return fn(inputs);  // nothing will be saved
+  detail::ensure_engine_installed();
+  auto region = std::make_shared<Region>(std::move(fn), options);
+  region->keep_inputs(inputs);
+  return region->forward(inputs);
+}
+
+at::Tensor checkpoint(std::function<at::Tensor(const at::Tensor&)> fn, const at::Tensor& input,
+                      const CheckpointOptions& options) {
+  if (!fn) throw CheckpointError("offtune checkpoint: no function to run");
+  auto outputs = checkpoint(
+      [fn = std::move(fn)](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{fn(in[0])};
+      },
+      std::vector<at::Tensor>{input}, options);
+  return outputs[0];
+}
+
+std::string to_string(const CheckpointPolicy& policy) {
+  switch (policy.kind) {
+    case CheckpointPolicy::Kind::None:
+      return "none";
+    case CheckpointPolicy::Kind::All:
+      return "all";
+    case CheckpointPolicy::Kind::Every:
+      return "every:" + std::to_string(policy.every);
+  }
+  return "none";
+}
+
+CheckpointPolicy parse_checkpoint_policy(std::string_view text) {
+  if (text == "none") return CheckpointPolicy::none();
+  if (text == "all") return CheckpointPolicy::all();
+  constexpr std::string_view kEvery = "every:";
+  if (text.substr(0, kEvery.size()) == kEvery) {
+    const std::string_view digits = text.substr(kEvery.size());
+    int64_t k = 0;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+    if (ec == std::errc{} && ptr == digits.data() + digits.size() && k >= 1) {
+      return k == 1 ? CheckpointPolicy::all() : CheckpointPolicy::every_k(k);
+    }
+  }
+  throw OptionsError("unknown checkpoint policy '" + std::string(text) +
+                     "' (valid: none, all, every:K with K >= 1)");
+}
+
+}  // namespace offtune

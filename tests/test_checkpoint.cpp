@@ -1,0 +1,467 @@
+// Gradient checkpointing (offtune/checkpoint.hpp): bit-identical loss and gradients to the same
+// model without it, alone and with offloading (all saved tensors, or the boundaries only, on one
+// stream or a side stream); dropout recomputed under the forward's RNG; retain_graph, gradient
+// accumulation and exceptions; the recompute checked against the forward; and the peak device
+// memory it is for, measured on host-sim.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "offtune/host_sim.hpp"
+#include "test_support.hpp"
+
+namespace offtune::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A residual MLP block with dropout: x + fc2(dropout(gelu(fc1(x)))).
+struct Block {
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  double dropout = 0.0;
+
+  Block(int64_t dim, int64_t hidden, double p) : fc1(dim, hidden), fc2(hidden, dim), dropout(p) {}
+  at::Tensor operator()(const at::Tensor& x) const {
+    at::Tensor h = torch::gelu(torch::linear(x, fc1->weight, fc1->bias));
+    h = torch::dropout(h, dropout, /*train=*/true);
+    return x + torch::linear(h, fc2->weight, fc2->bias);
+  }
+};
+
+struct Net {
+  std::vector<Block> blocks;
+  std::vector<at::Tensor> params;
+
+  Net(int64_t n, int64_t dim, int64_t hidden, double p, uint64_t seed = 7) {
+    torch::manual_seed(seed);
+    for (int64_t i = 0; i < n; ++i) {
+      blocks.emplace_back(dim, hidden, p);
+      for (auto& t : blocks.back().fc1->parameters()) params.push_back(t);
+      for (auto& t : blocks.back().fc2->parameters()) params.push_back(t);
+    }
+  }
+  // The forward under `policy`; blocks are captured by value (their modules are shared handles).
+  at::Tensor forward(at::Tensor x, const CheckpointPolicy& policy) const {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const Block& b = blocks[i];
+      if (policy.applies(static_cast<int64_t>(i))) {
+        x = checkpoint([b](const at::Tensor& in) { return b(in); }, x);
+      } else {
+        x = b(x);
+      }
+    }
+    return x;
+  }
+};
+
+// Loss and gradients of one step: the RNG seeded the same way before each, so dropout draws the
+// same masks in every variant.
+std::vector<at::Tensor> run_step(const Net& net, const at::Tensor& input,
+                                 const CheckpointPolicy& policy, ActivationOffloader* off) {
+  torch::manual_seed(1234);
+  return step([&] { return net.forward(input, policy).pow(2).mean(); }, net.params, off);
+}
+
+void expect_identical(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a[i], b[i])) << (i == 0 ? "loss" : "gradient " + std::to_string(i));
+  }
+}
+
+TEST(Checkpoint, GradientsAreBitIdenticalForEveryPolicyWithDropout) {
+  Net net(4, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({16, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  for (const auto& policy : {CheckpointPolicy::all(), CheckpointPolicy::every_k(2)}) {
+    SCOPED_TRACE(to_string(policy));
+    expect_identical(run_step(net, input, policy, nullptr), reference);
+  }
+}
+
+TEST(Checkpoint, DropoutWithoutTheForwardsRngStateGivesOtherGradients) {
+  // The RNG state is what makes the recompute draw the forward's mask: without it (and with the
+  // RNG moved on since the forward), the gradients differ. Shows the restore is not a no-op.
+  Net net(2, 32, 64, /*dropout=*/0.5);
+  const at::Tensor input = torch::randn({16, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  CheckpointOptions no_rng;
+  no_rng.preserve_rng_state = false;
+  torch::manual_seed(1234);
+  at::Tensor x = input;
+  for (const Block& b : net.blocks) {
+    x = checkpoint([b](const at::Tensor& in) { return b(in); }, x, no_rng);
+  }
+  const at::Tensor loss = x.pow(2).mean();
+  (void)torch::rand({1});  // the RNG moves on before backward
+  loss.backward();
+  const auto grads = take_grads(net.params);
+  EXPECT_TRUE(bitwise_equal(loss.detach(), reference[0]));  // the forward is the same
+  EXPECT_FALSE(bitwise_equal(grads[0], reference[1]));      // the recompute is not
+}
+
+TEST(Checkpoint, RecomputeLeavesTheCallersRngStreamAlone) {
+  Net net(2, 16, 32, /*dropout=*/0.5);
+  const at::Tensor input = torch::randn({8, 16});
+  auto after_step = [&](const CheckpointPolicy& policy) {
+    run_step(net, input, policy, nullptr);
+    return torch::rand({4});  // the next draw after the step
+  };
+  EXPECT_TRUE(
+      bitwise_equal(after_step(CheckpointPolicy::all()), after_step(CheckpointPolicy::none())));
+}
+
+TEST(Checkpoint, RetainGraphRecomputesForEachBackward) {
+  Net net(3, 16, 32, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({8, 16});
+  auto twice = [&](const CheckpointPolicy& policy) {
+    torch::manual_seed(99);
+    const at::Tensor loss = net.forward(input, policy).pow(2).mean();
+    loss.backward({}, /*retain_graph=*/true);
+    loss.backward();
+    return take_grads(net.params);
+  };
+  expect_identical(twice(CheckpointPolicy::all()), twice(CheckpointPolicy::none()));
+}
+
+TEST(Checkpoint, GradientAccumulationOverSeveralForwards) {
+  Net net(3, 16, 32, /*dropout=*/0.25);
+  const at::Tensor a = torch::randn({8, 16}), b = torch::randn({8, 16});
+  auto accumulate = [&](const CheckpointPolicy& policy) {
+    torch::manual_seed(5);
+    const at::Tensor la = net.forward(a, policy).pow(2).mean();
+    const at::Tensor lb = net.forward(b, policy).pow(2).mean();  // two graphs alive at once
+    lb.backward();
+    la.backward();
+    return take_grads(net.params);
+  };
+  expect_identical(accumulate(CheckpointPolicy::every_k(2)), accumulate(CheckpointPolicy::none()));
+}
+
+TEST(Checkpoint, InputGradientFlowsThroughTheRegion) {
+  Net net(2, 16, 32, 0.0);
+  auto input_grad = [&](const CheckpointPolicy& policy) {
+    torch::manual_seed(3);
+    at::Tensor x = torch::randn({4, 16}).requires_grad_(true);
+    net.forward(x * 2, policy).sum().backward();
+    take_grads(net.params);
+    return x.grad().clone();
+  };
+  EXPECT_TRUE(
+      bitwise_equal(input_grad(CheckpointPolicy::all()), input_grad(CheckpointPolicy::none())));
+}
+
+TEST(Checkpoint, SeveralInputsAndOutputsAndAnUndefinedOne) {
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  const at::Tensor a0 = torch::randn({4, 8}), b0 = torch::randn({4, 8});
+  auto body = [w](const std::vector<at::Tensor>& in) {
+    EXPECT_FALSE(in[2].defined());
+    at::Tensor h = in[0].matmul(w).tanh();
+    return std::vector<at::Tensor>{h * in[1].sigmoid(), h.sin()};
+  };
+  auto grads = [&](bool ckpt) {
+    at::Tensor a = a0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+    std::vector<at::Tensor> in{a * 1, b * 1, at::Tensor()};
+    auto out = ckpt ? checkpoint(body, in) : body(in);
+    (out[0].sum() + out[1].pow(2).sum()).backward();
+    std::vector<at::Tensor> g{a.grad().clone(), b.grad().clone(), w.grad().clone()};
+    w.mutable_grad().reset();
+    return g;
+  };
+  expect_identical(grads(true), grads(false));
+}
+
+TEST(Checkpoint, NoGradModeIsAPlainCall) {
+  Net net(2, 16, 32, 0.0);
+  at::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({4, 16});
+  EXPECT_TRUE(bitwise_equal(net.forward(x, CheckpointPolicy::all()),
+                            net.forward(x, CheckpointPolicy::none())));
+}
+
+TEST(Checkpoint, AnExceptionInTheForwardLeavesNoFrameBehind) {
+  ActivationOffloader off(host_sim_options(0));
+  Net net(2, 16, 32, 0.0);
+  const at::Tensor input = torch::randn({8, 16});
+  {
+    auto scope = off.scope();
+    EXPECT_THROW(checkpoint(
+                     [](const at::Tensor& x) -> at::Tensor {
+                       (void)x.sin();
+                       throw std::runtime_error("boom");
+                     },
+                     input * 1),
+                 std::runtime_error);
+    EXPECT_TRUE(offloading_active()) << "the region's frame was not popped";
+  }
+  EXPECT_FALSE(offloading_active());
+  expect_identical(run_step(net, input, CheckpointPolicy::all(), &off),
+                   run_step(net, input, CheckpointPolicy::none(), nullptr));
+}
+
+TEST(Checkpoint, AnExceptionInTheRecomputeFailsThatBackwardOnlyAndTheNextStepWorks) {
+  ActivationOffloader off(host_sim_options(0));
+  auto w = torch::randn({16, 16}, torch::requires_grad());
+  int calls = 0;
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    loss = checkpoint(
+               [w, &calls](const at::Tensor& x) {
+                 if (++calls == 2) throw std::runtime_error("recompute failed");
+                 return x.matmul(w).tanh();
+               },
+               torch::randn({8, 16}) * 1)
+               .sum();
+  }
+  try {
+    loss.backward();
+    ADD_FAILURE() << "backward did not fail";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("recompute failed"));
+  }
+  loss = at::Tensor();
+  w.mutable_grad().reset();
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+  EXPECT_FALSE(offloading_active());
+  Net net(2, 16, 32, 0.25);
+  const at::Tensor input = torch::randn({8, 16});
+  expect_identical(run_step(net, input, CheckpointPolicy::all(), &off),
+                   run_step(net, input, CheckpointPolicy::none(), nullptr));
+}
+
+TEST(Checkpoint, ARecomputeThatSavesOtherTensorsIsAnError) {
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  int calls = 0;
+  const at::Tensor loss = checkpoint(
+                              [w, &calls](const at::Tensor& x) {
+                                at::Tensor h = x.matmul(w);
+                                if (++calls == 2)
+                                  h = h.sin();  // the recompute saves one tensor more
+                                return h.tanh();
+                              },
+                              torch::randn({4, 8}))
+                              .sum();
+  try {
+    loss.backward();
+    ADD_FAILURE() << "backward did not fail";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the recompute saved"));
+  }
+}
+
+TEST(Checkpoint, AnInputModifiedInPlaceAfterTheForwardIsAutogradsError) {
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "boundary offloaded" : "boundary kept");
+    ActivationOffloader off(host_sim_options(0));
+    auto w = torch::randn({8, 8}, torch::requires_grad());
+    at::Tensor h = torch::randn({4, 8}).requires_grad_(true) * 2;
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (offload) scope.emplace(off.scope());
+      loss = checkpoint([w](const at::Tensor& x) { return x.matmul(w).tanh(); }, h).sum();
+    }
+    {
+      at::NoGradGuard no_grad;
+      h.add_(1);  // the region would recompute from the changed input
+    }
+    try {
+      loss.backward();
+      ADD_FAILURE() << "backward did not fail";
+    } catch (const c10::Error& e) {
+      EXPECT_THAT(e.what_without_backtrace(), HasSubstr("modified by an inplace operation"));
+    }
+  }
+}
+
+// ---- with offloading -------------------------------------------------------------------------
+
+TEST(CheckpointOffload, EveryVariantGivesBitIdenticalGradients) {
+  Net net(4, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({16, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  for (const auto set : {OffloadSet::All, OffloadSet::Boundaries}) {
+    for (const bool streams : {true, false}) {  // false: Axolotl's "legacy"
+      for (const auto& policy :
+           {CheckpointPolicy::all(), CheckpointPolicy::every_k(2), CheckpointPolicy::none()}) {
+        SCOPED_TRACE(std::string(to_string(set)) + (streams ? " streams " : " single-stream ") +
+                     to_string(policy));
+        OffloadOptions o = host_sim_options(0, /*window=*/1);
+        o.offload = set;
+        o.use_streams = streams;
+        o.debug_copy_delay_ns = 200'000;  // room for a missing wait to show
+        ActivationOffloader off(o);
+        for (int s = 0; s < 2; ++s) expect_identical(run_step(net, input, policy, &off), reference);
+        off.synchronize();
+        EXPECT_TRUE(off.resident().resting());
+        expect_no_stream_races();
+      }
+    }
+  }
+}
+
+TEST(CheckpointOffload, OnlyTheBoundariesAreOffloadedAndTheRecomputeSavesNothingThere) {
+  Net net(4, 32, 64, 0.0);
+  const at::Tensor input = torch::randn({16, 32});
+  for (const auto set : {OffloadSet::All, OffloadSet::Boundaries}) {
+    SCOPED_TRACE(to_string(set));
+    OffloadOptions o = host_sim_options(0);
+    o.offload = set;
+    ActivationOffloader off(o);
+    auto obs = std::make_shared<RecordingObserver>();
+    off.set_observer(obs);
+    run_step(net, input, CheckpointPolicy::all(), &off);
+    // Everything the step saved under the scope: the four boundaries, then what the loss saves
+    // outside every region (pow's input; mean saves nothing), offloaded only under OffloadSet::All.
+    const OffloadStats s = off.stats();
+    EXPECT_EQ(s.packed, 5);
+    EXPECT_EQ(s.offloaded, set == OffloadSet::All ? 5 : 4);
+    EXPECT_EQ(obs->count(PackDecision::Kept), set == OffloadSet::All ? 0 : 1);
+    EXPECT_EQ(s.reloaded + s.from_fwd_stash, s.offloaded);
+  }
+}
+
+TEST(CheckpointOffload, OffloadBoundariesWithoutCheckpointingKeepsEverything) {
+  Net net(2, 16, 32, 0.0);
+  OffloadOptions o = host_sim_options(0);
+  o.offload = OffloadSet::Boundaries;
+  ActivationOffloader off(o);
+  const at::Tensor input = torch::randn({8, 16});
+  expect_identical(run_step(net, input, CheckpointPolicy::none(), &off),
+                   run_step(net, input, CheckpointPolicy::none(), nullptr));
+  EXPECT_GT(off.stats().packed, 0);
+  EXPECT_EQ(off.stats().offloaded, 0);
+  EXPECT_EQ(off.stats().kept, off.stats().packed);
+}
+
+// The reference suite's case: an offloaded activation whose view is a checkpointed region's input,
+// and whose recompute saves views of the reloaded buffer (the checkpoint caches them until their
+// node runs). The reload buffer must outlive those views: with freed memory poisoned and reused at
+// once, an early free would show as NaNs or another tensor's values.
+TEST(CheckpointOffload, ViewsOfAReloadedActivationCachedByTheRecompute) {
+  torch::manual_seed(11);
+  auto w1 = torch::randn({32, 64}, torch::requires_grad());
+  auto w2 = torch::randn({16, 16}, torch::requires_grad());
+  const at::Tensor input = torch::randn({8, 32});
+  auto forward = [&](bool ckpt) {
+    at::Tensor a = input.matmul(w1);   // [8, 64]
+    at::Tensor outside = a.sigmoid();  // saves its output, on a's... own storage
+    at::Tensor kept_alive = a.cos();   // cos saves a: the same storage as the boundary below
+    at::Tensor v = a.view({32, 16});   // the region's input: a view of the activation
+    auto body = [w2](const at::Tensor& x) {
+      at::Tensor t = x.t();        // a view of the reloaded boundary...
+      at::Tensor y = t.matmul(x);  // ...saved by mm (as is x)
+      return y.matmul(w2).tanh() + x.narrow(0, 0, 16).sum();
+    };
+    at::Tensor r = ckpt ? checkpoint(body, v) : body(v);
+    return r.sum() + outside.sum() + kept_alive.sum();
+  };
+  const auto reference = step([&] { return forward(false); }, {w1, w2}, nullptr);
+  for (const auto set : {OffloadSet::All, OffloadSet::Boundaries}) {
+    for (const int64_t window : {int64_t{1}, int64_t{4}}) {
+      SCOPED_TRACE(std::string(to_string(set)) + " window " + std::to_string(window));
+      OffloadOptions o = host_sim_options(0, window);
+      o.offload = set;
+      o.debug_copy_delay_ns = 500'000;
+      ActivationOffloader off(o);
+      expect_identical(step([&] { return forward(true); }, {w1, w2}, &off), reference);
+      off.synchronize();
+      EXPECT_TRUE(off.resident().resting());
+      expect_no_stream_races();
+    }
+  }
+}
+
+// ---- peak device memory (host-sim's accounting allocator) ------------------------------------
+
+// Peak bytes above what was allocated before the step, over forward and backward. Gradients are
+// allocated by a first step and zeroed in place, so that they count in neither.
+int64_t step_peak(const Net& net, const at::Tensor& input, const CheckpointPolicy& policy,
+                  ActivationOffloader& off, bool offload) {
+  auto one = [&] {
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (offload) scope.emplace(off.scope());
+      loss = net.forward(input, policy).pow(2).mean();
+    }
+    loss.backward();
+    loss = at::Tensor();
+    off.synchronize();
+    for (auto& p : net.params) p.mutable_grad().zero_();
+  };
+  one();  // gradients exist from here on
+  const int64_t before = off.device_memory().allocated;
+  off.reset_peak_device_memory();
+  one();
+  return off.device_memory().peak_allocated - before;
+}
+
+TEST(CheckpointMemory, PeakIsAboutTheBoundariesPlusOneBlockAndOffloadingLowersIt) {
+  constexpr int64_t kBlocks = 8, kRows = 256, kDim = 64, kHidden = 256;
+  Net net(kBlocks, kDim, kHidden, 0.0);
+  Net one_block(1, kDim, kHidden, 0.0);
+  const at::Tensor input = torch::randn({kRows, kDim});
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.poison_freed = o.reuse_freed = false;  // plain accounting
+  o.offload = OffloadSet::Boundaries;
+  ActivationOffloader off(o);
+  const int64_t boundary = kRows * kDim * 4;
+  const int64_t block = step_peak(one_block, input, CheckpointPolicy::none(), off, false);
+  const int64_t plain = step_peak(net, input, CheckpointPolicy::none(), off, false);
+  const int64_t ckpt = step_peak(net, input, CheckpointPolicy::all(), off, false);
+  const int64_t every2 = step_peak(net, input, CheckpointPolicy::every_k(2), off, false);
+  const int64_t offloaded = step_peak(net, input, CheckpointPolicy::all(), off, true);
+  RecordProperty("block_peak", std::to_string(block));
+  RecordProperty("plain_peak", std::to_string(plain));
+  RecordProperty("checkpoint_all_peak", std::to_string(ckpt));
+  RecordProperty("checkpoint_every2_peak", std::to_string(every2));
+  RecordProperty("offloaded_boundaries_peak", std::to_string(offloaded));
+  std::printf(
+      "peaks (bytes): one block %lld, plain %lld, checkpoint all %lld, every:2 %lld, "
+      "+ offloaded boundaries %lld; boundary %lld\n",
+      static_cast<long long>(block), static_cast<long long>(plain), static_cast<long long>(ckpt),
+      static_cast<long long>(every2), static_cast<long long>(offloaded),
+      static_cast<long long>(boundary));
+  // Without checkpointing every block's saved activations are alive at the end of the forward:
+  // its input, fc1's output (gelu's input) and gelu's output (fc2's input).
+  EXPECT_GE(plain, kBlocks * (boundary + 2 * kRows * kHidden * 4));
+  // With it: the boundaries, and one block's activations recomputed at a time (its transient
+  // output and gradient buffers included in `block`).
+  EXPECT_LE(ckpt, kBlocks * boundary + block + 2 * boundary);
+  EXPECT_LT(ckpt, plain / 2);
+  // Every other block: half the blocks keep their activations.
+  EXPECT_GT(every2, ckpt);
+  EXPECT_LT(every2, plain);
+  // Offloaded boundaries: lower again by the boundaries, but those the window and the backward's
+  // reload and prefetch hold.
+  EXPECT_LE(offloaded, ckpt - (kBlocks - 4) * boundary);
+}
+
+TEST(CheckpointPolicyText, ParsesAndPrints) {
+  EXPECT_EQ(parse_checkpoint_policy("none"), CheckpointPolicy::none());
+  EXPECT_EQ(parse_checkpoint_policy("all"), CheckpointPolicy::all());
+  EXPECT_EQ(parse_checkpoint_policy("every:1"), CheckpointPolicy::all());
+  EXPECT_EQ(parse_checkpoint_policy("every:3"), CheckpointPolicy::every_k(3));
+  EXPECT_EQ(to_string(CheckpointPolicy::every_k(3)), "every:3");
+  for (const char* bad : {"", "every:", "every:0", "every:-2", "every:2x", "some"}) {
+    try {
+      parse_checkpoint_policy(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const OptionsError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("valid: none, all, every:K"));
+    }
+  }
+  EXPECT_TRUE(CheckpointPolicy::every_k(3).applies(0));
+  EXPECT_FALSE(CheckpointPolicy::every_k(3).applies(1));
+  EXPECT_TRUE(CheckpointPolicy::every_k(3).applies(3));
+  EXPECT_FALSE(CheckpointPolicy::none().applies(0));
+  EXPECT_EQ(parse_offload_set("boundaries"), OffloadSet::Boundaries);
+  EXPECT_THROW(parse_offload_set("some"), OptionsError);
+}
+
+}  // namespace
+}  // namespace offtune::test
