@@ -6,7 +6,9 @@
 # of the suite's time. A failure still names the test: ctest shows the suite's output, where
 # GoogleTest lists every failed test with its message (ctest --output-on-failure).
 #
-# A suite whose every test skipped (no GPU) is reported as skipped.
+# A suite whose every test skipped (no GPU) is reported as skipped: its main() exits 77
+# (tests/support/suite_exit.hpp). Not a regular expression on the output: a suite whose every test
+# failed prints the same "0 tests passed" line, and would read as skipped.
 set(_OFFTUNE_SUITES_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/OfftuneListSuites.cmake")
 
 function(offtune_discover_suites target)

@@ -158,8 +158,8 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
     EXPECT_EQ(r["domain"], "offtune");
     strings.push_back(r["text"]);
   }
-  std::vector<std::string> expected = {"step",    "forward", "backward", "pack", "unpack",
-                                       "offload", "reload",  "wait",     "layer"};
+  std::vector<std::string> expected = {"step",    "forward", "backward", "pack",      "unpack",
+                                       "offload", "reload",  "wait",     "recompute", "layer"};
   for (int i = 0; i < 128; ++i) expected.push_back("layer " + std::to_string(i));
   EXPECT_EQ(strings, expected);
 
@@ -175,9 +175,11 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
   EXPECT_EQ(categories["42"], "wait: drain");
   EXPECT_EQ(categories["50"], "hook: pack");
   EXPECT_EQ(categories["51"], "hook: unpack");
+  EXPECT_EQ(categories["52"], "checkpoint: recompute");
   EXPECT_EQ(categories["60"], "layer: forward");
   EXPECT_EQ(categories["61"], "layer: backward");
-  EXPECT_EQ(categories.size(), 18u);  // phase, 3 pack, 3 copy, 4 unpack, 3 wait, 2 hook, 2 layer
+  // phase, 3 pack, 3 copy, 4 unpack, 3 wait, 2 hook, recompute, 2 layer
+  EXPECT_EQ(categories.size(), 19u);
 
   // The counters extension found the tool, and the three counters are int64 byte levels with the
   // static ids offtune feeds forward.
@@ -202,7 +204,7 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
   { NvtxRange r(NvtxPhase::Step); }
   const auto after = read_log();
   EXPECT_EQ(only(after, "domain_create").size(), 1u);
-  EXPECT_EQ(only(after, "register_string").size(), 9u + 128u);
+  EXPECT_EQ(only(after, "register_string").size(), 10u + 128u);
   EXPECT_EQ(only(after, "counter_register").size(), 3u);
 }
 

@@ -307,6 +307,50 @@ TEST(Requests, SemanticsAreAnAxisOfASweepAndOneValueForARun) {
   EXPECT_NE(errors[0].message.find("a list is for sweep"), std::string::npos) << errors[0].message;
 }
 
+// The engine variants: lists (axes) for a sweep, one value for a run; boundaries need
+// checkpointing; every:1 is all; --predict-first cannot predict them.
+TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
+  SweepRequest s;
+  s.min_offload_sizes = "1KiB,1MiB";
+  s.max_fwd_stash_sizes = "1,2,5";
+  s.engine.checkpoint = "none,every:1";
+  s.engine.offload_set = "all,boundaries";
+  // baseline + checkpointing alone + (none, all) + (all, all) + (all, boundaries) x 6 pairs.
+  EXPECT_EQ(point_count(s), 2 + 3 * 6);
+  const auto grid = to_grid(s);
+  EXPECT_EQ(grid.checkpoints, (std::vector<std::string>{"none", "all"}));
+  EXPECT_EQ(grid.offload_sets, (std::vector<std::string>{"all", "boundaries"}));
+  EXPECT_EQ(static_cast<int64_t>(profiler::expand_grid(grid).size()), point_count(s));
+  s.engine.offload_set = "boundaries";
+  s.engine.checkpoint = "none";
+  auto errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--offload"});
+  EXPECT_NE(errors[0].message.find("--checkpoint all or every:K"), std::string::npos);
+  for (const std::string bad : {"all,all", "every:0", "some", "every:1,all"}) {
+    s.engine.checkpoint = bad;
+    s.engine.offload_set = "all";
+    EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--checkpoint"}) << bad;
+  }
+  s.engine.checkpoint = "all";
+  s.engine.tier = "tape";
+  errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
+  EXPECT_NE(errors[0].message.find("valid: host, disk, auto"), std::string::npos);
+  s.engine.tier = "host";
+  s.predict_first = true;
+  s.backend.device_model = "h100-sxm";
+  errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--predict-first"});
+  RunRequest r;
+  r.engine.checkpoint = "none,all";
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--checkpoint"});
+  r.engine.checkpoint = "every:3";
+  r.engine.offload_set = "boundaries";
+  const auto config = to_engine_config(r);
+  EXPECT_EQ(config.checkpoint, "every:3");
+  EXPECT_EQ(config.offload_set, "boundaries");
+}
+
 TEST(Requests, RefineStepsAreZeroOrAStepCount) {
   SweepRequest r;
   EXPECT_EQ(r.refine_steps, kDefaultRefineSteps);

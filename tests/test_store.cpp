@@ -181,6 +181,9 @@ EngineConfig sample_config(int salt) {
   c.use_pin_memory = false;
   c.link = "12.5:3";
   c.semantics = salt % 3 == 0 ? "trl" : "offtune";
+  c.checkpoint = salt % 2 == 0 ? "every:" + std::to_string(salt + 2) : "none";
+  c.offload_set = salt % 2 == 0 ? "boundaries" : "all";
+  c.tier = salt % 3 == 0 ? "disk" : "host";
   return c;
 }
 
@@ -881,11 +884,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsThreeAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 3);
+TEST_F(SqliteStoreTest, SchemaVersionIsFourAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 4);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 3);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 4);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -1350,8 +1353,17 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
-// What schema 3 added to schema 2: the step-time interval columns and the semantics.
+// What schema 4 added to schema 3: the engine variant columns.
+constexpr const char* kDropSchema4 =
+    "ALTER TABLE runs DROP COLUMN checkpoint; ALTER TABLE runs DROP COLUMN offload_set; "
+    "ALTER TABLE runs DROP COLUMN tier; ALTER TABLE points DROP COLUMN checkpoint; "
+    "ALTER TABLE points DROP COLUMN offload_set; ALTER TABLE points DROP COLUMN tier; ";
+
+// What schema 3 added to schema 2 (and 4 to 3): the step-time interval columns and the semantics.
 constexpr const char* kDropSchema3 =
+    "ALTER TABLE runs DROP COLUMN checkpoint; ALTER TABLE runs DROP COLUMN offload_set; "
+    "ALTER TABLE runs DROP COLUMN tier; ALTER TABLE points DROP COLUMN checkpoint; "
+    "ALTER TABLE points DROP COLUMN offload_set; ALTER TABLE points DROP COLUMN tier; "
     "ALTER TABLE runs DROP COLUMN step_ms_ci_low; ALTER TABLE runs DROP COLUMN step_ms_ci_high; "
     "ALTER TABLE runs DROP COLUMN step_ms_ci_level; "
     "ALTER TABLE points DROP COLUMN step_ms_ci_low; ALTER TABLE points DROP COLUMN "
@@ -1382,12 +1394,49 @@ TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
   }
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 2) << "a read-only open never migrates";
   auto store = open_sqlite_store(path());
-  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 3);
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4);
   EXPECT_EQ(store->run(old_run)->summary.step_ms_ci_level, 0.0);
   const RunId new_run = store->begin_run(sample_run(2));
   store->finish_run(new_run, RunStatus::Ok, "", sample_summary(2), 7);
   EXPECT_EQ(store->run(new_run)->summary.step_ms_ci_level, 0.9375);
   EXPECT_EQ(store->run(new_run)->summary.step_ms_ci_high, sample_summary(2).step_ms_ci_high);
+}
+
+// A schema 3 file reads (read-only, as is) with every run and point of the default variant (plain
+// offloading to host memory), and migrates on a writable open: its rows keep that, new rows carry
+// their variant.
+TEST_F(SqliteStoreTest, ASchemaThreeFileReadsAsPlainOffloadingAndMigrates) {
+  RunId old_run;
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    RunRecord r = sample_run(1);  // odd salt: no checkpointing, all, host
+    old_run = store->begin_run(r);
+    sweep = store->create_sweep(sample_sweep(1));
+    PointRecord p;
+    p.sweep = sweep;
+    p.index = 0;
+    p.config = r.config;
+    store->put_point(p);
+  }
+  RawDb(path()).must(std::string(kDropSchema4) + "PRAGMA user_version = 3");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const EngineConfig c = ro->run(old_run)->config;
+    EXPECT_EQ(c.checkpoint, "none");
+    EXPECT_EQ(c.offload_set, "all");
+    EXPECT_EQ(c.tier, "host");
+    EXPECT_EQ(c.semantics, sample_config(1).semantics) << "schema 3's own columns still read";
+    EXPECT_EQ(ro->points(sweep).at(0).config.checkpoint, "none");
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 3) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4);
+  EXPECT_EQ(store->run(old_run)->config.tier, "host");
+  const RunRecord variant = sample_run(6);  // every:8, boundaries, disk
+  const RunId new_run = store->begin_run(variant);
+  EXPECT_EQ(store->run(new_run)->config, variant.config);
+  EXPECT_EQ(store->run(new_run)->config.checkpoint, "every:8");
 }
 
 TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigrates) {

@@ -723,6 +723,111 @@ TEST(Sweep, SemanticsAsAnAxisCrossTheGrid) {
   EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
 }
 
+// The engine variants as axes: the baseline first, then checkpointing alone, then each variant's
+// grid; boundaries only where a point checkpoints; grid_size counts what expand_grid makes; the
+// JSON round-trips; a grid without the axes keeps its key.
+TEST(Sweep, VariantsAsAxesCrossTheGrid) {
+  auto spec = tiny_spec();  // 2 sizes x 2 windows
+  const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
+  spec.grid.checkpoints = {"none", "all"};
+  spec.grid.offload_sets = {"all", "boundaries"};
+  const auto points = expand_grid(spec.grid);
+  // baseline, "all" alone, then (none, all), (all, all), (all, boundaries): 3 x 4 pairs.
+  ASSERT_EQ(points.size(), 2u + 3u * 4u);
+  EXPECT_EQ(grid_size(spec.grid), static_cast<int64_t>(points.size()));
+  EXPECT_TRUE(is_baseline(points[0]));
+  EXPECT_FALSE(points[1].offload);
+  EXPECT_EQ(points[1].checkpoint, "all");
+  EXPECT_FALSE(is_baseline(points[1]));
+  for (size_t i = 2; i < points.size(); ++i) {
+    const size_t variant = (i - 2) / 4;
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(points[i].offload);
+    EXPECT_EQ(points[i].checkpoint, variant == 0 ? "none" : "all");
+    EXPECT_EQ(points[i].offload_set, variant == 2 ? "boundaries" : "all");
+    EXPECT_EQ(points[i].min_offload_size, points[(i - 2) % 4 + 2].min_offload_size);
+  }
+  EXPECT_EQ(describe_variant(points[13]), "checkpoint all, offload boundaries");
+  EXPECT_EQ(describe_variant(points[2]), "");
+  // Round trip through the stored text.
+  spec.grid.tiers = {"host", "disk"};
+  spec.grid.base.prefetch = 3;
+  const Grid back = parse_grid_json(grid_json(spec.grid));
+  EXPECT_EQ(expand_grid(back), expand_grid(spec.grid));
+  EXPECT_EQ(grid_size(back), 2 + 2 * 3 * 4);
+  EXPECT_THROW(parse_grid_json("{\"min_offload_size\": 3}"), std::invalid_argument);
+  EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
+  spec.grid.checkpoints.clear();
+  spec.grid.offload_sets.clear();
+  spec.grid.tiers.clear();
+  spec.grid.base.prefetch = tiny_spec().grid.base.prefetch;
+  EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
+}
+
+// A sweep across variants runs end to end on the built-in model, and its points differ the way the
+// variants should: checkpointing lowers the peak, checkpointing alone offloads nothing.
+TEST(Sweep, AcrossVariantsRunsAndRecordsEachPointsVariant) {
+  auto spec = tiny_spec();
+  spec.grid.min_offload_sizes = {1024};
+  spec.grid.max_fwd_stash_sizes = {2};
+  spec.grid.checkpoints = {"none", "all"};
+  spec.grid.offload_sets = {"all", "boundaries"};
+  auto workload = workload_of(spec.workload);
+  auto store = make_memory_store();
+  const auto out = run_sweep(*workload, spec, *store);
+  const auto points = store->points(out.sweep);
+  ASSERT_EQ(points.size(), 5u);
+  for (const auto& p : points) {
+    EXPECT_EQ(p.status, PointStatus::Ok) << p.index << ": " << p.error;
+    EXPECT_EQ(store->run(p.run)->config, p.config) << "the run records the point's variant";
+  }
+  EXPECT_EQ(points[1].config.checkpoint, "all");
+  EXPECT_LT(points[1].summary.peak_allocated, points[0].summary.peak_allocated);
+  EXPECT_EQ(points[1].summary.offloaded_bytes, 0);
+  // Offloading only the boundaries moves less than offloading everything outside the blocks too.
+  EXPECT_GT(points[4].summary.offloaded_bytes, 0);
+  EXPECT_LE(points[4].summary.offloaded_bytes, points[3].summary.offloaded_bytes);
+  // Recomputes are recorded in the timeline of a checkpointed, offloading point.
+  const auto events = store->events(points[4].run);
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(),
+                          [](const TimelineEvent& e) { return e.kind == EventKind::Recompute; }));
+}
+
+// Checkpointing alone is a candidate, never the baseline; the snippets speak each tool's terms.
+TEST(Recommend, CheckpointingAloneIsACandidateAndSnippetsNameTheVariant) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, false, 110, 500),
+                               point(2, true, 115, 450), point(3, true, 300, 100)};
+  pts[1].config.checkpoint = "all";
+  pts[2].config.checkpoint = "all";
+  pts[2].config.offload_set = "boundaries";
+  pts[2].config.use_streams = false;
+  const auto r = recommend(pts, {});  // lowest peak within 1.25x of point 0: point 2
+  ASSERT_TRUE(r.baseline);
+  EXPECT_EQ(r.baseline->index, 0);
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 2);
+  EXPECT_NE(r.snippets.cpp.find("opts.offload = offtune::OffloadSet::Boundaries"),
+            std::string::npos)
+      << r.snippets.cpp;
+  EXPECT_NE(r.snippets.cpp.find("parse_checkpoint_policy(\"all\")"), std::string::npos);
+  EXPECT_NE(r.snippets.axolotl.find("gradient_checkpointing: true"), std::string::npos);
+  EXPECT_NE(r.snippets.axolotl.find("activation_offloading: legacy"), std::string::npos)
+      << r.snippets.axolotl;
+  EXPECT_NE(r.snippets.trl.find("gradient_checkpointing=True"), std::string::npos);
+  // Without point 2, checkpointing alone wins: no offloading, with checkpointing in each snippet.
+  pts.erase(pts.begin() + 2);
+  const auto alone = recommend(pts, {});
+  ASSERT_TRUE(alone.chosen);
+  EXPECT_EQ(alone.chosen->index, 1);
+  EXPECT_NE(alone.snippets.axolotl.find("gradient_checkpointing: true\nactivation_offloading: "
+                                        "false"),
+            std::string::npos)
+      << alone.snippets.axolotl;
+  // A plain baseline that failed leaves no baseline, even with checkpointing alone measured.
+  pts[0].status = PointStatus::Failed;
+  EXPECT_FALSE(recommend(pts, {}).baseline);
+}
+
 // Each tool's snippet from the points measured under its own rules, under the same constraint.
 TEST(Recommend, MixedSemanticsGiveEachToolItsOwnSnippet) {
   std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 110, 500),

@@ -127,6 +127,19 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
                  "prefetch, no de-duplication: what TRL's knobs mean); a sweep takes both as an "
                  "axis: trl,offtune")
       ->capture_default_str();
+  app.add_option("--checkpoint", e.checkpoint,
+                 "gradient checkpointing of the model's blocks: none, all, or every:K (blocks 0, "
+                 "K, 2K, ...); a sweep takes a list as an axis: none,all,every:2")
+      ->capture_default_str();
+  app.add_option("--offload", e.offload_set,
+                 "what may be offloaded: all (every saved tensor over --min-offload-size), or "
+                 "boundaries (only checkpointed blocks' inputs: Axolotl's offloaded gradient "
+                 "checkpointing; with --no-streams its 'legacy'); a sweep takes a list")
+      ->capture_default_str();
+  app.add_option("--tier", e.tier,
+                 "where offloaded copies live: host (pinned memory), disk, or auto (host, "
+                 "spilling to disk); a sweep takes a list")
+      ->capture_default_str();
 }
 
 std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,
@@ -201,9 +214,19 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   const bool rules = std::any_of(points.begin(), points.end(), [](const pf::PointRecord& p) {
     return p.config.offload && p.config.semantics != "offtune";
   });
-  std::printf("%5s %-8s %-8s%s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
-              rules ? " rules  " : "", "min_offload", "window", "step ms", "interval (level)",
-              "peak device", "bytes", "hidden %");
+  // The engine variant (checkpointing, what is offloaded, the tier), when a sweep has any.
+  size_t variant_width = 0;
+  for (const auto& p : points) {
+    variant_width = std::max(variant_width, pf::describe_variant(p.config).size());
+  }
+  if (variant_width > 0) variant_width = std::max<size_t>(variant_width, 7);
+  const auto variant = [&](const std::string& text) {
+    if (variant_width == 0) return std::string();
+    return " " + text + std::string(variant_width - std::min(variant_width, text.size()), ' ');
+  };
+  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
+              rules ? " rules  " : "", variant("variant").c_str(), "min_offload", "window",
+              "step ms", "interval (level)", "peak device", "bytes", "hidden %");
   for (const auto& p : points) {
     const pf::StepInterval ci = pf::step_interval(p.summary);
     char interval[64];
@@ -227,9 +250,10 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     if (p.summary.offloaded_bytes > 0 || p.summary.reloaded_bytes > 0) {
       std::snprintf(hidden, sizeof hidden, "%.1f", p.summary.hidden_copy_pct);
     }
-    std::printf("%5lld %-8s %-8s%s %14s %7lld %10.2f %-21s %14s %12lld %9s%s%s\n",
+    const std::string v = pf::describe_variant(p.config);
+    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10.2f %-21s %14s %12lld %9s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
-                p.config.offload ? "yes" : "no", rule,
+                p.config.offload ? "yes" : "no", rule, variant(v.empty() ? "-" : v).c_str(),
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",
                 static_cast<long long>(p.config.offload ? p.config.max_fwd_stash_size : 0),
                 p.summary.step_ms_median, measured ? interval : "-",

@@ -183,6 +183,9 @@ class SweepCommand final : public Command {
       if (rec.chosen->config.semantics != "offtune") {
         std::cout << " (" << rec.chosen->config.semantics << " semantics)";
       }
+      if (const std::string v = pf::describe_variant(rec.chosen->config); !v.empty()) {
+        std::cout << ", " << v;
+      }
       std::cout << "\n  why: " << rec.rationale << "\n";
       const auto line = [](const char* tool, const std::optional<pf::PointRecord>& p) {
         std::cout << "  " << tool << ": ";
@@ -201,7 +204,9 @@ class SweepCommand final : public Command {
         line("TRL and Axolotl (trl semantics)", rec.trl_choice);
       }
     } else if (rec.chosen) {
-      std::cout << "recommended: no offloading\n  why: " << rec.rationale << "\n";
+      const std::string v = pf::describe_variant(rec.chosen->config);
+      std::cout << "recommended: no offloading" << (v.empty() ? "" : ", " + v)
+                << "\n  why: " << rec.rationale << "\n";
     } else {
       std::cout << "no recommendation: " << rec.rationale << "\n";
     }

@@ -32,7 +32,7 @@ bool lower_is_better(SweepMetric m) { return m != SweepMetric::HiddenCopy; }
 
 const pf::PointRecord* baseline_point(const SweepData& sweep) {
   for (const auto& p : sweep.points) {
-    if (!p.config.offload) return &p;
+    if (pf::is_baseline(p.config)) return &p;
   }
   return nullptr;
 }
@@ -246,22 +246,7 @@ std::string short_spread(const pf::RunSummary& s) {
 
 std::vector<pf::EngineConfig> grid_configs(const std::string& grid_json) {
   try {
-    const auto j = nlohmann::json::parse(grid_json);
-    pf::Grid g;
-    g.min_offload_sizes = j.at("min_offload_size").get<std::vector<int64_t>>();
-    g.max_fwd_stash_sizes = j.at("max_fwd_stash_size").get<std::vector<int64_t>>();
-    if (j.contains("semantics")) g.semantics = j["semantics"].get<std::vector<std::string>>();
-    // The knobs every point shares (profiler::to_json(EngineConfig)); absent ones keep defaults.
-    if (j.contains("base")) {
-      const auto& b = j["base"];
-      g.base.max_fwd_stash_bytes = b.value("max_fwd_stash_bytes", g.base.max_fwd_stash_bytes);
-      g.base.prefetch = b.value("prefetch", g.base.prefetch);
-      g.base.use_streams = b.value("use_streams", g.base.use_streams);
-      g.base.use_pin_memory = b.value("use_pin_memory", g.base.use_pin_memory);
-      g.base.link = b.value("link", g.base.link);
-      g.base.semantics = b.value("semantics", g.base.semantics);
-    }
-    return pf::expand_grid(g);
+    return pf::expand_grid(pf::parse_grid_json(grid_json));
   } catch (const std::exception&) {
     return {};  // not a grid this version can read: counts fall back to the points held
   }
@@ -303,7 +288,10 @@ namespace {
 
 // The settings that make a variant, each as (what differs, its text).
 std::vector<std::string> variant_fields(const pf::EngineConfig& c) {
-  return {c.semantics + " semantics",
+  return {c.checkpoint == "none" ? std::string("no checkpointing") : "checkpoint " + c.checkpoint,
+          "offload " + c.offload_set,
+          "tier " + c.tier,
+          c.semantics + " semantics",
           "prefetch " + std::to_string(c.prefetch),
           c.link.empty() ? std::string("link -") : c.link,
           c.use_streams ? "streams" : "single stream",
@@ -318,7 +306,7 @@ std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs)
   for (const auto& c : configs) {
     if (c.offload) seen.push_back(variant_fields(c));
   }
-  std::vector<bool> differs(6, false);
+  std::vector<bool> differs(variant_fields(pf::EngineConfig{}).size(), false);
   for (const auto& f : seen) {
     for (size_t k = 0; k < f.size(); ++k) differs[k] = differs[k] || f[k] != seen.front()[k];
   }

@@ -21,12 +21,17 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 QString size_text(int64_t bytes) { return bytes > 0 ? qs(pf::format_size(bytes)) : QString(); }
 
 QString point_name(const pf::PointRecord& p) {
-  if (!p.config.offload) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
+  const std::string variant = pf::describe_variant(p.config);
+  if (pf::is_baseline(p.config)) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
+  if (!p.config.offload) {
+    return QStringLiteral("#%1 %2 (no offload)").arg(p.index).arg(qs(variant));
+  }
   QString name = QStringLiteral("#%1 min %2, stash %3")
                      .arg(p.index)
                      .arg(qs(pf::format_size(p.config.min_offload_size)))
                      .arg(p.config.max_fwd_stash_size);
   if (p.config.semantics != "offtune") name += QStringLiteral(", %1").arg(qs(p.config.semantics));
+  if (!variant.empty()) name += QStringLiteral(", %1").arg(qs(variant));
   return name;
 }
 

@@ -230,12 +230,20 @@ void RecommendPanel::recompute() {
       result_->setText(QStringLiteral("Nothing satisfies %1")
                            .arg(QString::fromStdString(rec_.constraint.describe())));
     } else if (!rec_.chosen->config.offload) {
-      result_->setText(QStringLiteral("No offloading (point #%1)").arg(rec_.chosen->index));
+      const std::string variant = pf::describe_variant(rec_.chosen->config);
+      result_->setText(QStringLiteral("No offloading%1 (point #%2)")
+                           .arg(variant.empty()
+                                    ? QString()
+                                    : QStringLiteral(", ") + QString::fromStdString(variant))
+                           .arg(rec_.chosen->index));
     } else {
+      const std::string variant = pf::describe_variant(rec_.chosen->config);
       result_->setText(
-          QStringLiteral("min_offload_size %1, max_fwd_stash_size %2 (point #%3)")
+          QStringLiteral("min_offload_size %1, max_fwd_stash_size %2%3 (point #%4)")
               .arg(QString::fromStdString(pf::format_size(rec_.chosen->config.min_offload_size)))
               .arg(rec_.chosen->config.max_fwd_stash_size)
+              .arg(variant.empty() ? QString()
+                                   : QStringLiteral(", ") + QString::fromStdString(variant))
               .arg(rec_.chosen->index));
     }
   }

@@ -346,9 +346,15 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool
                              ? status_label(point.status)
                              : QStringLiteral("not measured");
   QString head = QStringLiteral("<b>Point %1</b> \u2014 %2").arg(point.index).arg(status);
-  if (!point.config.offload) head += QStringLiteral(" (baseline, no offload)");
-  lines << head;
   const auto& c = point.config;
+  const std::string variant = pf::describe_variant(c);
+  if (pf::is_baseline(c)) {
+    head += QStringLiteral(" (baseline, no offload)");
+  } else if (!c.offload) {
+    head += QStringLiteral(" (%1, no offload)").arg(qs(variant));
+  }
+  lines << head;
+  if (c.offload && !variant.empty()) lines << qs(variant);
   if (c.offload) {
     lines << QStringLiteral("min_offload_size %1 \u00b7 max_fwd_stash_size %2")
                  .arg(qs(pf::format_size(c.min_offload_size)))
@@ -608,7 +614,7 @@ void HeatmapWidget::rebuild() {
       baseline_held_ = true;
     } else {
       for (const auto& u : unmeasured_) {
-        if (!u.config.offload) baseline_ = &u;
+        if (pf::is_baseline(u.config)) baseline_ = &u;
       }
     }
     has_baseline_ = baseline_ != nullptr;

@@ -120,6 +120,22 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   semantics_->setToolTip(QStringLiteral(
       "whose rules the engine follows: offtune, trl (what TRL's knobs mean), or both as an axis"));
   form->addRow(QStringLiteral("Semantics"), semantics_);
+  checkpoint_ = combo(this, {"none", "all", "every:2", "none,all"}, true);
+  checkpoint_->setObjectName(QStringLiteral("checkpoint"));
+  checkpoint_->setToolTip(QStringLiteral(
+      "gradient checkpointing of the model's blocks: none, all, every:K, or a list as an axis"));
+  form->addRow(QStringLiteral("Checkpointing"), checkpoint_);
+  offload_set_ = combo(this, {"all", "boundaries", "all,boundaries"}, true);
+  offload_set_->setObjectName(QStringLiteral("offload_set"));
+  offload_set_->setToolTip(QStringLiteral(
+      "what may be offloaded: all, or boundaries (checkpointed blocks' inputs only; needs "
+      "checkpointing), or both as an axis"));
+  form->addRow(QStringLiteral("Offload"), offload_set_);
+  tier_ = combo(this, {"host", "disk", "auto", "host,disk"}, true);
+  tier_->setObjectName(QStringLiteral("tier"));
+  tier_->setToolTip(QStringLiteral(
+      "where offloaded copies live: host memory, disk, auto (host, spilling to disk), or a list"));
+  form->addRow(QStringLiteral("Tier"), tier_);
   prefetch_ = spin(this, 0, static_cast<int>(requests::kMaxPrefetch),
                    static_cast<int>(defaults.engine.prefetch));
   prefetch_->setObjectName(QStringLiteral("prefetch"));
@@ -173,7 +189,9 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
-  connect(semantics_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_}) {
+    connect(c, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  }
   connect(predict_first_, &QCheckBox::toggled, this, &SweepForm::updatePointCount);
   connect(browse_db, &QPushButton::clicked, this, [this] {
     const QString path =
@@ -243,6 +261,9 @@ SweepRequest SweepForm::request() const {
   r.backend.link = text_of(link_);
   r.backend.device_model = text_of(device_model_);
   r.engine.semantics = text_of(semantics_);
+  r.engine.checkpoint = text_of(checkpoint_);
+  r.engine.offload_set = text_of(offload_set_);
+  r.engine.tier = text_of(tier_);
   r.engine.prefetch = prefetch_->value();
   r.repeat = repeat_->value();
   r.predict_first = predict_first_->isChecked();
@@ -267,6 +288,9 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(link_, r.backend.link);
   set_text(device_model_, r.backend.device_model);
   set_text(semantics_, r.engine.semantics);
+  set_text(checkpoint_, r.engine.checkpoint);
+  set_text(offload_set_, r.engine.offload_set);
+  set_text(tier_, r.engine.tier);
   prefetch_->setValue(static_cast<int>(r.engine.prefetch));
   repeat_->setValue(static_cast<int>(r.repeat));
   predict_first_->setChecked(r.predict_first);

@@ -418,6 +418,8 @@ QColor timeline_kind_colour(EventKind k) {
       return QColor(0xaa, 0x33, 0x77);  // wine
     case EventKind::Wait:
       return QColor(0xcc, 0x33, 0x11);  // red: time lost
+    case EventKind::Recompute:
+      return QColor(0xee, 0x77, 0x33);  // orange: time spent again (checkpointing)
   }
   return QColor(0x80, 0x80, 0x80);
 }
@@ -447,6 +449,7 @@ const std::vector<TimelineLegendEntry>& timeline_legend() {
     kind("copy D2H", EventKind::CopyD2H);
     kind("copy H2D", EventKind::CopyH2D);
     kind("wait", EventKind::Wait);
+    kind("recompute", EventKind::Recompute);
     kind("pack", EventKind::Pack);
     kind("unpack", EventKind::Unpack);
     marking("prefetched", TimelineLegendEntry::Swatch::Prefetch, kPrefetch);
@@ -676,6 +679,8 @@ std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
         return {h2d, Slot::Spans};
       case EventKind::Wait:
         return {waits, Slot::Spans};
+      case EventKind::Recompute:
+        return {phases, Slot::Spans};
       case EventKind::Pack:
         return {instants, Slot::Packs};
       case EventKind::Unpack:

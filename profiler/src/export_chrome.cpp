@@ -75,7 +75,7 @@ bool is_phase(EventKind k) {
 // phases get their own track.
 int64_t track_of(const TimelineEvent& e, int64_t phases_tid) {
   if (is_phase(e.kind)) return phases_tid;
-  if (e.kind == EventKind::Wait) return 0;
+  if (e.kind == EventKind::Wait || e.kind == EventKind::Recompute) return 0;
   return e.stream;
 }
 
@@ -302,6 +302,14 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
                      {"prefetch", e.prefetch}};
         if (!e.name.empty()) args["name"] = e.name;
         w.field("args", dumped(args));
+        break;
+      }
+      case EventKind::Recompute: {
+        w.open("X", "recompute", pid, tid);
+        w.field("cat", R"("recompute")");
+        w.field("ts", ts);
+        w.field("dur", dur);
+        w.field("args", dumped(json{{"bytes", e.bytes}, {"tensors", e.tensor}}));
         break;
       }
       case EventKind::Wait: {

@@ -106,15 +106,19 @@ std::string point_line(const PointRecord& p) {
 }  // namespace
 
 std::string describe_config(const EngineConfig& c) {
-  if (!c.offload) return "no offload";
-  std::string s = "offload min=" + compact_size(c.min_offload_size) +
-                  " stash=" + std::to_string(c.max_fwd_stash_size);
+  const std::string ckpt = c.checkpoint != "none" ? "checkpoint " + c.checkpoint : "";
+  if (!c.offload) return ckpt.empty() ? "no offload" : ckpt + ", no offload";
+  std::string s = ckpt.empty() ? "" : ckpt + ", ";
+  if (c.offload_set != "all") s += "offload " + c.offload_set + " ";
+  s += "offload min=" + compact_size(c.min_offload_size) +
+       " stash=" + std::to_string(c.max_fwd_stash_size);
   if (c.max_fwd_stash_bytes > 0) s += " stash_bytes=" + compact_size(c.max_fwd_stash_bytes);
   s += " prefetch=" + std::to_string(c.prefetch);
   if (!c.use_streams) s += " single-stream";
   if (!c.use_pin_memory) s += " pageable";
   if (!c.link.empty() && c.link != "none") s += " link=" + c.link;
   if (c.semantics != "offtune") s += " semantics=" + c.semantics;
+  if (c.tier != "host") s += " tier=" + c.tier;
   return s;
 }
 

@@ -362,6 +362,8 @@ std::string nvtx_text(const TimelineEvent& e) {
       return "offtune:backward";
     case EventKind::Wait:
       return "offtune:wait" + suffix;
+    case EventKind::Recompute:
+      return "offtune:recompute";
     case EventKind::Pack:
       return "offtune:pack" + suffix;
     case EventKind::Unpack:
@@ -448,6 +450,10 @@ class NsysWriter {
         case EventKind::Wait:
           nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(),
                      text_of(json({{"tensor", e.tensor}, {"kind", e.name}}))});
+          break;
+        case EventKind::Recompute:
+          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
+                     text_of(json({{"bytes", e.bytes}, {"tensors", e.tensor}}))});
           break;
         case EventKind::Pack:
         case EventKind::Unpack: {

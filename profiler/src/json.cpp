@@ -14,6 +14,10 @@ nlohmann::json to_json(const EngineConfig& c) {
   // Only when not offtune's own: a sweep's key embeds this object, and the keys of sweeps
   // recorded before semantics existed must not change (absent means "offtune").
   if (c.semantics != "offtune") j["semantics"] = c.semantics;
+  // Likewise for the engine variants (schema 4): absent means the default.
+  if (c.checkpoint != "none") j["checkpoint"] = c.checkpoint;
+  if (c.offload_set != "all") j["offload_set"] = c.offload_set;
+  if (c.tier != "host") j["tier"] = c.tier;
   return j;
 }
 

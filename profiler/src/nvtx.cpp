@@ -27,7 +27,7 @@ constexpr uint32_t kCategoryPack = 10;    // + PackDecision
 constexpr uint32_t kCategoryCopy = 20;    // + 0 d2h, 1 h2d, 2 h2d prefetch
 constexpr uint32_t kCategoryUnpack = 30;  // + UnpackSource
 constexpr uint32_t kCategoryWait = 40;    // + WaitKind (wait ranges)
-constexpr uint32_t kCategoryHook = 50;    // + 0 pack, 1 unpack (hook ranges)
+constexpr uint32_t kCategoryHook = 50;    // + 0 pack, 1 unpack (hook ranges), 2 recompute
 constexpr uint32_t kCategoryLayer = 60;   // + 0 forward, 1 backward
 
 // Layers with a registered "layer N" of their own: more than the deepest common decoders (80 or
@@ -58,6 +58,7 @@ struct Registry {
   RegisteredString offload{"offload"};
   RegisteredString reload{"reload"};
   RegisteredString wait{"wait"};
+  RegisteredString recompute{"recompute"};
   RegisteredString layer{"layer"};
   // registered_string_in is neither copyable nor default-constructible: build the table in place.
   std::array<RegisteredString, kNamedLayers> layer_n =
@@ -79,6 +80,7 @@ struct Registry {
                                           {kCategoryWait + 2, "wait: drain"}}};
   NamedCategory hook_pack{kCategoryHook + 0, "hook: pack"};
   NamedCategory hook_unpack{kCategoryHook + 1, "hook: unpack"};
+  NamedCategory recompute_category{kCategoryHook + 2, "checkpoint: recompute"};
   NamedCategory layer_forward{kCategoryLayer + 0, "layer: forward"};
   NamedCategory layer_backward{kCategoryLayer + 1, "layer: backward"};
 
@@ -217,12 +219,15 @@ void NvtxObserver::on_unpack(const UnpackEvent& e) {
 
 void NvtxObserver::on_span_begin(Span span) {
   const Registry& reg = registry();
-  const RegisteredString& message = span.kind == SpanKind::Pack     ? reg.pack
-                                    : span.kind == SpanKind::Unpack ? reg.unpack
-                                                                    : reg.wait;
+  const RegisteredString& message = span.kind == SpanKind::Pack        ? reg.pack
+                                    : span.kind == SpanKind::Unpack    ? reg.unpack
+                                    : span.kind == SpanKind::Recompute ? reg.recompute
+                                                                       : reg.wait;
   const NamedCategory& category = span.kind == SpanKind::Pack     ? reg.hook_pack
                                   : span.kind == SpanKind::Unpack ? reg.hook_unpack
-                                                                  : pick(reg.wait_kind, span.wait);
+                                  : span.kind == SpanKind::Recompute
+                                      ? reg.recompute_category
+                                      : pick(reg.wait_kind, span.wait);
   // Push/pop: the engine ends each span on the thread that began it, within the same call
   // (observer.hpp), so the per-thread range stack stays balanced even on autograd's threads.
   nvtxDomainRangePushEx(nvtx3::domain::get<NvtxDomain>(),

@@ -166,6 +166,7 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
   o.link = LinkModel{};   // free: the compute clock sees only the ops
   o.semantics = semantics;
   o.debug_copy_delay_ns = 0;
+  workload.set_checkpoint(CheckpointPolicy::none());
   auto offloader = workload.make_offloader(o);
   if (offloader->backend() != BackendKind::HostSim) {
     throw std::invalid_argument("the what-if predictor needs backend host-sim");
@@ -222,6 +223,13 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
   const auto ms_since = [](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   };
+  for (const auto& c : configs) {
+    if (!plain_offloading(c)) {
+      throw std::invalid_argument(
+          "the what-if predictor replays plain offloading: points with --checkpoint, --offload "
+          "boundaries or --tier other than host are measured, not predicted");
+    }
+  }
   GridPrediction out;
   std::map<Semantics, Trace> traces;
   auto start = Clock::now();

@@ -39,14 +39,53 @@ double slowdown(const PointRecord& p, const PointRecord& baseline) {
              : 0.0;
 }
 
+namespace {
+
+// How the chosen point checkpoints, in each tool's terms.
+struct CheckpointText {
+  std::string cpp;      // C++ lines (empty: none)
+  std::string trl;      // Python comment lines for TRL / Transformers
+  std::string axolotl;  // the gradient_checkpointing line (and a note where Axolotl differs)
+};
+
+CheckpointText checkpoint_text(const EngineConfig& c) {
+  CheckpointText t;
+  if (c.checkpoint == "none") {
+    t.axolotl = "gradient_checkpointing: false\n";
+    return t;
+  }
+  t.cpp =
+      "// Gradient checkpointing: the built-in models take a policy; in your own forward, wrap\n"
+      "// each block in offtune::checkpoint([block](const at::Tensor& x) { ... }, x).\n"
+      "model->set_checkpoint(offtune::parse_checkpoint_policy(\"" +
+      c.checkpoint + "\"));\n";
+  t.trl =
+      "# Gradient checkpointing: TrainingArguments(gradient_checkpointing=True), or\n"
+      "# model.gradient_checkpointing_enable()";
+  t.trl += c.checkpoint == "all" ? ".\n"
+                                 : "; Transformers checkpoints every block, not " + c.checkpoint +
+                                       ": this point measured fewer.\n";
+  t.axolotl = "gradient_checkpointing: true\n";
+  if (c.checkpoint != "all") {
+    t.axolotl += "# Axolotl checkpoints every block, not " + c.checkpoint +
+                 " as measured here: expect a lower peak and a slower step.\n";
+  }
+  return t;
+}
+
+}  // namespace
+
 Snippets make_snippets(const EngineConfig& c) {
   Snippets s;
+  const CheckpointText ckpt = checkpoint_text(c);
   if (!c.offload) {
-    // The baseline won: offloading costs more time than the constraint allows for what it saves.
-    s.cpp = "// No offloading: run forward without an offtune::OffloadScope.\n";
+    // The baseline won, or checkpointing alone: offloading costs more time than the constraint
+    // allows for what it saves.
+    s.cpp = "// No offloading: run forward without an offtune::OffloadScope.\n" + ckpt.cpp;
     s.trl =
+        ckpt.trl +
         "# No offloading: leave activation offloading off (no get_act_offloading_ctx_manager).\n";
-    s.axolotl = "activation_offloading: false\n";
+    s.axolotl = ckpt.axolotl + "activation_offloading: false\n";
     return s;
   }
   const auto b = [](bool v) { return v ? "true" : "false"; };
@@ -60,8 +99,14 @@ Snippets make_snippets(const EngineConfig& c) {
       << "opts.max_fwd_stash_size = " << c.max_fwd_stash_size << ";\n";
   if (c.max_fwd_stash_bytes > 0)
     cpp << "opts.max_fwd_stash_bytes = " << c.max_fwd_stash_bytes << ";\n";
-  cpp << "opts.prefetch = " << c.prefetch << ";\n"
-      << "auto setup = offtune::make_offloader_for(*model, opts);\n";
+  cpp << "opts.prefetch = " << c.prefetch << ";\n";
+  if (c.offload_set == "boundaries") {
+    cpp << "opts.offload = offtune::OffloadSet::Boundaries;  // only checkpointed blocks' inputs\n";
+  }
+  if (c.tier != "host") {
+    cpp << "opts.tier = offtune::parse_tier(\"" << c.tier << "\");\n";
+  }
+  cpp << "auto setup = offtune::make_offloader_for(*model, opts);\n" << ckpt.cpp;
   if (c.semantics == "trl") {
     cpp << "// Measured under TRL's semantics (--semantics trl). offtune's own engine releases\n"
         << "// finished copies early and prefetches: measure with --semantics offtune for its\n"
@@ -77,7 +122,15 @@ Snippets make_snippets(const EngineConfig& c) {
             "# holds finished copies longer, so these knobs may use more memory there: sweep with\n"
             "# --semantics trl for TRL's own figures.\n";
   std::ostringstream trl;
-  trl << caveat << "from trl.models.activation_offloading import get_act_offloading_ctx_manager\n\n"
+  trl << caveat << ckpt.trl;
+  if (c.offload_set == "boundaries") {
+    trl << "# TRL's context manager offloads every saved tensor, not only the checkpoints' inputs\n"
+        << "# as measured here (Axolotl's activation_offloading does that).\n";
+  }
+  if (c.tier != "host") {
+    trl << "# TRL offloads to host memory only; this point used the " << c.tier << " tier.\n";
+  }
+  trl << "from trl.models.activation_offloading import get_act_offloading_ctx_manager\n\n"
       << "ctx = get_act_offloading_ctx_manager(\n"
       << "    model,\n"
       << "    use_pin_memory=" << py(c.use_pin_memory) << ",\n"
@@ -89,9 +142,29 @@ Snippets make_snippets(const EngineConfig& c) {
   std::ostringstream ax;
   // Axolotl's YAML selects the variant only; the knobs are arguments of its mixin's
   // get_lora_act_offloading_ctx_manager (same names as TRL's).
-  ax << caveat << "gradient_checkpointing: true\n"
-     << "activation_offloading: " << (c.use_streams ? "true" : "legacy") << "\n"
-     << "# The thresholds are not YAML keys: pass them to\n"
+  // Axolotl offloads with gradient checkpointing only (its doc: "required for activation
+  // offloading"): its offloader wraps a checkpointed forward, so it sees the blocks' inputs and
+  // what is saved outside the blocks, which is offtune's --checkpoint all --offload all.
+  ax << caveat;
+  if (c.checkpoint == "none") {
+    ax << "# Axolotl offloads activations only with gradient checkpointing on; this point\n"
+       << "# offloaded without it (TRL's or torchtune's OffloadActivations does that).\n"
+       << "gradient_checkpointing: true\n";
+  } else {
+    ax << ckpt.axolotl;
+    if (c.offload_set == "boundaries") {
+      ax << "# Axolotl also offloads what is saved outside the checkpointed blocks (offtune's\n"
+         << "# --offload all); this point offloaded the blocks' inputs only.\n";
+    }
+  }
+  ax << "activation_offloading: "
+     << (c.tier == "disk" ? "disk"
+         : c.use_streams  ? "true"
+                          : "legacy")
+     << "\n";
+  if (c.tier == "auto")
+    ax << "# (tier auto: host memory first, spilling to disk; Axolotl has disk)\n";
+  ax << "# The thresholds are not YAML keys: pass them to\n"
      << "# ActivationOffloadingMixin.get_lora_act_offloading_ctx_manager(model,\n"
      << "#     use_pin_memory=" << py(c.use_pin_memory) << ", use_streams=" << py(c.use_streams)
      << ", min_offload_size=" << c.min_offload_size
@@ -109,7 +182,7 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
   NoiseFigure f;
   const PointRecord* baseline = nullptr;
   for (const auto& p : points) {
-    if (p.status == PointStatus::Ok && !p.config.offload) {
+    if (p.status == PointStatus::Ok && is_baseline(p.config)) {
       baseline = &p;
       break;
     }
@@ -127,8 +200,11 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
   }
   if (baseline == nullptr || !(baseline->summary.step_ms_median > 0)) return f;
   for (const auto& p : points) {
-    if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0)
+    // Offloading nothing and recomputing nothing: the baseline's work.
+    if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0 ||
+        p.config.checkpoint != "none") {
       continue;
+    }
     const double ratio = slowdown(p, *baseline);
     f.min_ratio = f.points == 0 ? ratio : std::min(f.min_ratio, ratio);
     f.max_ratio = f.points == 0 ? ratio : std::max(f.max_ratio, ratio);
@@ -176,7 +252,8 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   for (const auto& p : points) {
     if (p.status != PointStatus::Ok) continue;
     ok.push_back(p);
-    if (!p.config.offload && !r.baseline) r.baseline = p;
+    // Plain training: checkpointing alone is a candidate, not the baseline.
+    if (is_baseline(p.config) && !r.baseline) r.baseline = p;
   }
   for (const auto& p : ok) {
     bool dominated = false;

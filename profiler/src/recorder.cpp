@@ -66,6 +66,18 @@ void Recorder::on_wait(const WaitEvent& e) {
   events_.push_back(std::move(ev));
 }
 
+void Recorder::on_recompute(const RecomputeEvent& e) {
+  TimelineEvent ev;
+  ev.kind = EventKind::Recompute;
+  ev.start_ns = e.begin_ns;
+  ev.end_ns = std::max(e.begin_ns, e.end_ns);
+  ev.bytes = e.bytes;
+  ev.tensor = e.tensors;
+  ev.name = "recompute";
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(ev));
+}
+
 void Recorder::on_stash(const StashEvent& e) {
   const int64_t device = device_probe_ ? device_probe_() : -1;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -21,7 +21,7 @@ constexpr NameTable<RunStatus, 5> kRunStatusNames{{
     {RunStatus::Interrupted, "interrupted"},
 }};
 
-constexpr NameTable<EventKind, 9> kEventKindNames{{
+constexpr NameTable<EventKind, 10> kEventKindNames{{
     {EventKind::Step, "step"},
     {EventKind::Forward, "forward"},
     {EventKind::Backward, "backward"},
@@ -31,6 +31,7 @@ constexpr NameTable<EventKind, 9> kEventKindNames{{
     {EventKind::Pack, "pack"},
     {EventKind::Unpack, "unpack"},
     {EventKind::Wait, "wait"},
+    {EventKind::Recompute, "recompute"},
 }};
 
 constexpr NameTable<PointStatus, 4> kPointStatusNames{{
@@ -79,6 +80,15 @@ EventKind parse_event_kind(const std::string& s) {
 const char* to_string(PointStatus s) { return name_of(kPointStatusNames, s); }
 PointStatus parse_point_status(const std::string& s) {
   return parse_name(kPointStatusNames, s, "point status");
+}
+
+std::string describe_variant(const EngineConfig& c) {
+  std::string out;
+  const auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (c.checkpoint != "none") add("checkpoint " + c.checkpoint);
+  if (c.offload && c.offload_set != "all") add("offload " + c.offload_set);
+  if (c.offload && c.tier != "host") add("tier " + c.tier);
+  return out;
 }
 
 }  // namespace offtune::profiler

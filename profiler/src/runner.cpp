@@ -130,6 +130,9 @@ void TeeObserver::on_stash(const StashEvent& e) {
 void TeeObserver::on_release(const ReleaseEvent& e) {
   for (auto& t : targets_) t->on_release(e);
 }
+void TeeObserver::on_recompute(const RecomputeEvent& e) {
+  for (auto& t : targets_) t->on_recompute(e);
+}
 void TeeObserver::on_span_begin(Span span) {
   size_t begun = 0;
   try {
@@ -154,6 +157,10 @@ OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base
   o.use_streams = config.use_streams;
   o.use_pin_memory = config.use_pin_memory;
   o.semantics = parse_semantics(config.semantics);
+  o.offload = parse_offload_set(config.offload_set);
+  if (config.tier != "host") {
+    throw OptionsError("unknown tier '" + config.tier + "' (valid: host)");
+  }
   return o;
 }
 
@@ -171,6 +178,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
   std::vector<double> step_ms;
   try {
     const OffloadOptions options = to_options(spec.config, spec.base);
+    // Every run sets it: a sweep's points share one workload.
+    workload.set_checkpoint(parse_checkpoint_policy(spec.config.checkpoint));
     // The workload marks its phases and blocks as NVTX ranges for Nsight Systems.
     workload.set_marks(nvtx_step_marks());
     auto offloader = workload.make_offloader(options);

@@ -47,13 +47,15 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = StoreError::Kind;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with run_owners and claims.
 constexpr int kOwnersSchema = 2;
 // The first schema with the step-time confidence interval.
 constexpr int kCiSchema = 3;
+// The first schema with the engine variants (checkpoint, offload set, tier).
+constexpr int kVariantSchema = 4;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -529,13 +531,27 @@ ALTER TABLE points ADD COLUMN semantics TEXT NOT NULL DEFAULT 'offtune';
          "migrate schema 2 -> 3");
 }
 
+// Schema 4: the engine variant each run and point was measured under (gradient checkpointing, what
+// was offloaded, the tier copies went to); older rows get what there was then.
+void migrate_3_to_4(const Connection& c) {
+  c.exec(R"sql(
+ALTER TABLE runs ADD COLUMN checkpoint TEXT NOT NULL DEFAULT 'none';
+ALTER TABLE runs ADD COLUMN offload_set TEXT NOT NULL DEFAULT 'all';
+ALTER TABLE runs ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
+ALTER TABLE points ADD COLUMN checkpoint TEXT NOT NULL DEFAULT 'none';
+ALTER TABLE points ADD COLUMN offload_set TEXT NOT NULL DEFAULT 'all';
+ALTER TABLE points ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
+)sql",
+         "migrate schema 3 -> 4");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 3> kMigrations{
-    {{0, &migrate_0_to_1}, {1, &migrate_1_to_2}, {2, &migrate_2_to_3}}};
+constexpr std::array<Migration, 4> kMigrations{
+    {{0, &migrate_0_to_1}, {1, &migrate_1_to_2}, {2, &migrate_2_to_3}, {3, &migrate_3_to_4}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 // ---------------------------------------------------------------------------------------------------
@@ -890,12 +906,16 @@ constexpr const char* kWorkloadCols = "model, batch, seq, dtype, seed, steps, wa
 constexpr int kWorkloadN = 8;
 constexpr const char* kConfigCols =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, semantics";
-constexpr int kConfigN = 9;
+    "use_pin_memory, link, semantics, checkpoint, offload_set, tier";
+constexpr int kConfigN = 12;
+// What a read of a file older than schema 4 selects instead.
+constexpr const char* kConfigColsBeforeVariants =
+    "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
+    "use_pin_memory, link, semantics, 'none', 'all', 'host'";
 // What a read of a file older than schema 3 selects instead.
 constexpr const char* kConfigColsBeforeSemantics =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, 'offtune'";
+    "use_pin_memory, link, 'offtune', 'none', 'all', 'host'";
 constexpr const char* kSummaryCols =
     "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
     "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
@@ -976,7 +996,7 @@ Workload read_workload(Query& q) {
 void bind_config(Query& q, const EngineConfig& c) {
   q.boolean(c.offload).i64(c.min_offload_size).i64(c.max_fwd_stash_size);
   q.i64(c.max_fwd_stash_bytes).i64(c.prefetch).boolean(c.use_streams).boolean(c.use_pin_memory);
-  q.text(c.link).text(c.semantics);
+  q.text(c.link).text(c.semantics).text(c.checkpoint).text(c.offload_set).text(c.tier);
 }
 EngineConfig read_config(Query& q) {
   EngineConfig c;
@@ -989,6 +1009,9 @@ EngineConfig read_config(Query& q) {
   c.use_pin_memory = q.col_bool();
   c.link = q.col_text();
   c.semantics = q.col_text();
+  c.checkpoint = q.col_text();
+  c.offload_set = q.col_text();
+  c.tier = q.col_text();
   return c;
 }
 
@@ -1039,14 +1062,14 @@ std::string cols(std::initializer_list<std::string_view> parts) {
 class SqliteStore final : public Store {
  public:
   // `has_owners`: the file has schema 2's run_owners (a read-only open may read schema 1).
-  // `schema3`: it has schema 3's columns (the step-time interval and the semantics).
+  // `schema`: the file's schema version (a read-only open reads older ones as they are).
   // `fold_side_files`: no -wal with frames was there before this (read-only) open.
-  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners, bool schema3,
+  SqliteStore(std::unique_ptr<Connection> conn, bool read_only, bool has_owners, int schema,
               bool fold_side_files)
       : conn_(std::move(conn)),
         read_only_(read_only),
         has_owners_(has_owners),
-        schema3_(schema3),
+        schema_(schema),
         fold_side_files_(fold_side_files) {}
 
   ~SqliteStore() override {
@@ -1535,14 +1558,17 @@ class SqliteStore final : public Store {
   // Declared after conn_: statements are finalized before the connection closes.
   std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
   // The summary columns a select reads: an older file's read-only open has no interval columns.
-  const char* summary_read_cols() const { return schema3_ ? kSummaryCols : kSummaryColsBeforeCi; }
+  const char* summary_read_cols() const {
+    return schema_ >= kCiSchema ? kSummaryCols : kSummaryColsBeforeCi;
+  }
   const char* config_read_cols() const {
-    return schema3_ ? kConfigCols : kConfigColsBeforeSemantics;
+    if (schema_ >= kVariantSchema) return kConfigCols;
+    return schema_ >= kCiSchema ? kConfigColsBeforeVariants : kConfigColsBeforeSemantics;
   }
 
   bool read_only_;
   bool has_owners_;
-  bool schema3_;
+  int schema_;
   bool fold_side_files_;
   mutable std::string select_runs_;  // built once, for this file's schema
 };
@@ -1629,7 +1655,7 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path) {
     conn->exec("PRAGMA foreign_keys = ON", "enable foreign keys");
     migrate(*conn);
     interrupt_orphans(*conn);
-    return std::make_unique<SqliteStore>(std::move(conn), false, true, true, false);
+    return std::make_unique<SqliteStore>(std::move(conn), false, true, kSchemaVersion, false);
   } catch (...) {
     // A store this call began and could not finish (a full disk) would be left as an empty file
     // that later reads as "an empty SQLite database, not an offtune store yet".
@@ -1682,7 +1708,7 @@ std::unique_ptr<Store> open_sqlite_store_readonly(const std::string& path) {
                        path + " is an empty SQLite database, not an offtune store yet");
     }
     return std::make_unique<SqliteStore>(std::move(conn), true, id.version >= kOwnersSchema,
-                                         id.version >= kCiSchema, !side_files_before);
+                                         id.version, !side_files_before);
   } catch (...) {
     conn.reset();
     if (!side_files_before) fold_side_files(path);

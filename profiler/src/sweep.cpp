@@ -34,26 +34,78 @@ PointStatus point_status(RunStatus s) {
 
 }  // namespace
 
-std::vector<EngineConfig> expand_grid(const Grid& grid) {
-  std::vector<EngineConfig> out;
+namespace {
+
+std::vector<std::string> axis(const std::vector<std::string>& values, const std::string& base) {
+  return values.empty() ? std::vector<std::string>{base} : values;
+}
+
+// Offloading only the boundaries of a model that checkpoints nothing offloads nothing: no point.
+bool meaningful(const std::string& checkpoint, const std::string& offload_set) {
+  return offload_set != "boundaries" || checkpoint != "none";
+}
+
+// Calls point(config) for each point of the grid in expand_grid's order.
+template <typename Point>
+void for_each_point(const Grid& grid, Point point) {
+  const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
   EngineConfig baseline = grid.base;
   baseline.offload = false;
-  out.push_back(baseline);
-  const std::vector<std::string> semantics =
-      grid.semantics.empty() ? std::vector<std::string>{grid.base.semantics} : grid.semantics;
-  for (const std::string& rules : semantics) {
-    for (int64_t size : grid.min_offload_sizes) {
-      for (int64_t window : grid.max_fwd_stash_sizes) {
-        EngineConfig c = grid.base;
-        c.offload = true;
-        c.min_offload_size = size;
-        c.max_fwd_stash_size = window;
-        c.semantics = rules;
-        out.push_back(c);
+  baseline.checkpoint = "none";
+  point(baseline);
+  for (const std::string& ckpt : checkpoints) {
+    if (ckpt == "none") continue;
+    EngineConfig alone = baseline;
+    alone.checkpoint = ckpt;
+    point(alone);
+  }
+  for (const std::string& ckpt : checkpoints) {
+    for (const std::string& set : axis(grid.offload_sets, grid.base.offload_set)) {
+      if (!meaningful(ckpt, set)) continue;
+      for (const std::string& tier : axis(grid.tiers, grid.base.tier)) {
+        for (const std::string& rules : axis(grid.semantics, grid.base.semantics)) {
+          for (int64_t size : grid.min_offload_sizes) {
+            for (int64_t window : grid.max_fwd_stash_sizes) {
+              EngineConfig c = grid.base;
+              c.offload = true;
+              c.min_offload_size = size;
+              c.max_fwd_stash_size = window;
+              c.semantics = rules;
+              c.checkpoint = ckpt;
+              c.offload_set = set;
+              c.tier = tier;
+              point(c);
+            }
+          }
+        }
       }
     }
   }
+}
+
+}  // namespace
+
+std::vector<EngineConfig> expand_grid(const Grid& grid) {
+  std::vector<EngineConfig> out;
+  for_each_point(grid, [&](const EngineConfig& c) { out.push_back(c); });
   return out;
+}
+
+int64_t grid_size(const Grid& grid) {
+  const auto n = [](const std::vector<std::string>& v) {
+    return static_cast<int64_t>(std::max<size_t>(v.size(), 1));
+  };
+  const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
+  const auto sets = axis(grid.offload_sets, grid.base.offload_set);
+  int64_t combos = 0, alone = 0;
+  for (const std::string& ckpt : checkpoints) {
+    alone += ckpt != "none";
+    for (const std::string& set : sets) combos += meaningful(ckpt, set);
+  }
+  return 1 + alone +
+         combos * n(grid.tiers) * n(grid.semantics) *
+             static_cast<int64_t>(grid.min_offload_sizes.size()) *
+             static_cast<int64_t>(grid.max_fwd_stash_sizes.size());
 }
 
 std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
@@ -76,7 +128,43 @@ std::string grid_json(const Grid& grid) {
                    {"max_fwd_stash_size", grid.max_fwd_stash_sizes},
                    {"base", to_json(grid.base)}};
   if (!grid.semantics.empty()) j["semantics"] = grid.semantics;
+  if (!grid.checkpoints.empty()) j["checkpoint"] = grid.checkpoints;
+  if (!grid.offload_sets.empty()) j["offload_set"] = grid.offload_sets;
+  if (!grid.tiers.empty()) j["tier"] = grid.tiers;
   return j.dump();
+}
+
+Grid parse_grid_json(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    Grid g;
+    g.min_offload_sizes = j.at("min_offload_size").get<std::vector<int64_t>>();
+    g.max_fwd_stash_sizes = j.at("max_fwd_stash_size").get<std::vector<int64_t>>();
+    const auto list = [&](const char* key) {
+      return j.contains(key) ? j[key].get<std::vector<std::string>>() : std::vector<std::string>{};
+    };
+    g.semantics = list("semantics");
+    g.checkpoints = list("checkpoint");
+    g.offload_sets = list("offload_set");
+    g.tiers = list("tier");
+    // The knobs every point shares (to_json(EngineConfig)); absent ones keep their defaults.
+    if (j.contains("base")) {
+      const auto& b = j["base"];
+      EngineConfig& c = g.base;
+      c.max_fwd_stash_bytes = b.value("max_fwd_stash_bytes", c.max_fwd_stash_bytes);
+      c.prefetch = b.value("prefetch", c.prefetch);
+      c.use_streams = b.value("use_streams", c.use_streams);
+      c.use_pin_memory = b.value("use_pin_memory", c.use_pin_memory);
+      c.link = b.value("link", c.link);
+      c.semantics = b.value("semantics", c.semantics);
+      c.checkpoint = b.value("checkpoint", c.checkpoint);
+      c.offload_set = b.value("offload_set", c.offload_set);
+      c.tier = b.value("tier", c.tier);
+    }
+    return g;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("not a sweep grid: ") + e.what());
+  }
 }
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,

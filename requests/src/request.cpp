@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/samples/registry.hpp"
 
@@ -115,12 +116,73 @@ void check_backend(const BackendFields& b, Checker& c) {
 
 // The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
 // very problem the bound prevents.
-int64_t count_points(const SweepRequest& r) {
-  const auto sizes = static_cast<int64_t>(profiler::parse_size_list(r.min_offload_sizes).size());
-  const auto windows = static_cast<int64_t>(profiler::parse_int_list(r.max_fwd_stash_sizes).size());
-  const auto rules = static_cast<int64_t>(semantics_list(r.engine.semantics).size());
-  return 1 + rules * sizes * windows;
+// "a,b,c": the values in order, each checked by `valid` (which throws OptionsError or
+// std::invalid_argument with the valid values); a repeated one is refused.
+template <typename Valid>
+std::vector<std::string> value_list(std::string_view flag, const std::string& text, Valid valid) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma - start);
+    try {
+      valid(name);
+    } catch (const std::exception& err) {
+      throw std::invalid_argument(std::string(flag) + ": " + err.what());
+    }
+    if (std::find(out.begin(), out.end(), name) != out.end()) {
+      throw std::invalid_argument(std::string(flag) + " names '" + name + "' twice");
+    }
+    out.push_back(name);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
+
+// The variant axes as canonical names (every:1 is all).
+std::vector<std::string> checkpoint_list(const std::string& text) {
+  auto names = value_list("--checkpoint", text,
+                          [](const std::string& n) { (void)parse_checkpoint_policy(n); });
+  for (auto& n : names) n = to_string(parse_checkpoint_policy(n));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw std::invalid_argument("--checkpoint names '" + names[i] + "' twice");
+    }
+  }
+  return names;
+}
+std::vector<std::string> offload_set_list(const std::string& text) {
+  return value_list("--offload", text, [](const std::string& n) { (void)parse_offload_set(n); });
+}
+std::vector<std::string> tier_list(const std::string& text) {
+  return value_list("--tier", text, [](const std::string& n) {
+    const auto names = tier_names();
+    if (std::find(names.begin(), names.end(), n) == names.end()) {
+      throw std::invalid_argument("unknown tier '" + n + "' (valid: host, disk, auto)");
+    }
+  });
+}
+
+// The request's grid without its checks (count_points runs before them).
+profiler::Grid grid_of(const SweepRequest& r) {
+  profiler::Grid g;
+  g.min_offload_sizes = profiler::parse_size_list(r.min_offload_sizes);
+  g.max_fwd_stash_sizes = profiler::parse_int_list(r.max_fwd_stash_sizes);
+  const auto axis = [](std::vector<std::string> values, std::string& base) {
+    base = values.front();
+    return values.size() > 1 ? values : std::vector<std::string>{};
+  };
+  g.semantics = axis(semantics_list(r.engine.semantics), g.base.semantics);
+  g.checkpoints = axis(checkpoint_list(r.engine.checkpoint), g.base.checkpoint);
+  g.offload_sets = axis(offload_set_list(r.engine.offload_set), g.base.offload_set);
+  g.tiers = axis(tier_list(r.engine.tier), g.base.tier);
+  return g;
+}
+
+// The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
+// very problem the bound prevents.
+int64_t count_points(const SweepRequest& r) { return profiler::grid_size(grid_of(r)); }
 
 // `list`: a sweep takes several, comma-separated (an axis); a run one.
 void check_engine(const EngineFields& e, Checker& c, bool list) {
@@ -131,6 +193,31 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
       throw std::invalid_argument("--semantics takes one value for a run (a list is for sweep)");
     }
   });
+  const auto one = [&](std::string_view flag, size_t n) {
+    if (!list && n != 1) {
+      throw std::invalid_argument(std::string(flag) +
+                                  " takes one value for a run (a list is for sweep)");
+    }
+  };
+  c.parse("--checkpoint", [&] { one("--checkpoint", checkpoint_list(e.checkpoint).size()); });
+  c.parse("--offload", [&] {
+    const auto sets = offload_set_list(e.offload_set);
+    one("--offload", sets.size());
+    std::vector<std::string> ckpts;
+    try {
+      ckpts = checkpoint_list(e.checkpoint);
+    } catch (const std::invalid_argument&) {
+      return;  // --checkpoint's own error says what is wrong
+    }
+    const bool checkpoints =
+        std::any_of(ckpts.begin(), ckpts.end(), [](const std::string& n) { return n != "none"; });
+    if (!checkpoints && std::find(sets.begin(), sets.end(), "boundaries") != sets.end()) {
+      throw std::invalid_argument(
+          "--offload boundaries offloads the inputs of checkpointed blocks only: give "
+          "--checkpoint all or every:K too (without checkpointing nothing would be offloaded)");
+    }
+  });
+  c.parse("--tier", [&] { one("--tier", tier_list(e.tier).size()); });
 }
 
 void throw_if_invalid(std::vector<FieldError> errors) {
@@ -143,6 +230,9 @@ std::vector<std::string> model_names() { return samples::builtin_model_names(); 
 std::vector<std::string> dtype_names() { return {"fp32", "bf16", "fp16"}; }
 std::vector<std::string> backend_names() { return {"auto", "cuda", "host-sim"}; }
 std::vector<std::string> semantics_names() { return {"offtune", "trl"}; }
+std::vector<std::string> checkpoint_examples() { return {"none", "all", "every:2"}; }
+std::vector<std::string> offload_set_names() { return {"all", "boundaries"}; }
+std::vector<std::string> tier_names() { return {"host", "disk", "auto"}; }
 
 std::vector<std::string> semantics_list(const std::string& text) {
   std::vector<std::string> out;
@@ -254,16 +344,27 @@ std::vector<FieldError> check(const SweepRequest& r) {
            "--predict-first replays one recorded step, which needs its op times known ahead: "
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
   }
+  if (r.predict_first && !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier")) {
+    const profiler::Grid g = grid_of(r);
+    if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
+        !profiler::plain_offloading(g.base)) {
+      c.fail("--predict-first",
+             "--predict-first replays plain offloading: it cannot predict points with "
+             "--checkpoint, --offload boundaries or --tier other than host (measure those)");
+    }
+  }
   if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points") &&
-      !c.has("--semantics")) {
+      !c.has("--semantics") && !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier")) {
     const int64_t points = count_points(r);
     if (points > r.max_points) {
       const int64_t steps = r.workload.warmup + r.workload.steps;
       c.fail("--max-points",
              "the grid has " + std::to_string(points) + " points (the baseline and " +
                  std::to_string(points - 1) +
-                 (semantics_list(r.engine.semantics).size() > 1
-                      ? " --semantics x --min-offload-size x --max-fwd-stash-size points"
+                 (points - 1 > static_cast<int64_t>(
+                                   profiler::parse_size_list(r.min_offload_sizes).size() *
+                                   profiler::parse_int_list(r.max_fwd_stash_sizes).size())
+                      ? " variant x --min-offload-size x --max-fwd-stash-size points"
                       : " --min-offload-size x --max-fwd-stash-size pairs") +
                  "), more than --max-points " + std::to_string(r.max_points) +
                  "; each point is a separate run of " + std::to_string(steps) + " steps of " +
@@ -317,23 +418,30 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.use_pin_memory = !r.engine.no_pin_memory;
   c.link = r.backend.link;
   c.semantics = r.engine.semantics;
+  c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
+  c.offload_set = r.engine.offload_set;
+  c.tier = r.engine.tier;
   return c;
 }
 
 profiler::Grid to_grid(const SweepRequest& r) {
   throw_if_invalid(check(r));
-  profiler::Grid grid;
-  grid.min_offload_sizes = profiler::parse_size_list(r.min_offload_sizes);
-  grid.max_fwd_stash_sizes = profiler::parse_int_list(r.max_fwd_stash_sizes);
+  // One value: the points' own knob, as before; several: an axis of the grid.
+  profiler::Grid grid = grid_of(r);
   // Every knob a sweep has no field for at a run's default.
   RunRequest defaults;
   defaults.backend = r.backend;
   defaults.engine = r.engine;
-  // One semantics: the points' own knob, as before; several: an axis of the grid.
-  const auto rules = semantics_list(r.engine.semantics);
-  defaults.engine.semantics = rules.front();
-  if (rules.size() > 1) grid.semantics = rules;
+  defaults.engine.semantics = grid.base.semantics;
+  defaults.engine.checkpoint = grid.base.checkpoint;
+  defaults.engine.offload_set = grid.base.offload_set;
+  defaults.engine.tier = grid.base.tier;
+  // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
+  // run's check would refuse that pair, the sweep's accepted it.
+  defaults.engine.offload_set = "all";
+  const std::string offload_set = grid.base.offload_set;
   grid.base = to_engine_config(defaults);
+  grid.base.offload_set = offload_set;
   return grid;
 }
 

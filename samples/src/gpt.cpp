@@ -237,7 +237,12 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
     GptBlock& block = block_list_[i];
     ModuleRegion region(block.get());
     const auto traced = trace.block(static_cast<int64_t>(i), x);
-    x = block(x);
+    if (checkpoint_.applies(static_cast<int64_t>(i))) {
+      // Captured by value: the region reruns in backward, after this frame is gone.
+      x = checkpoint([b = block.ptr()](const at::Tensor& in) { return b->forward(in); }, x);
+    } else {
+      x = block(x);
+    }
   }
   trace.finish(x);
   {

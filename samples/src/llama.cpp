@@ -308,7 +308,13 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
     DecoderLayer& layer = layer_list_[i];
     ModuleRegion region(layer.get());
     const auto traced = trace.block(static_cast<int64_t>(i), h);
-    h = layer(h, cos, sin);
+    if (checkpoint_.applies(static_cast<int64_t>(i))) {
+      // Captured by value: the region reruns in backward, after this frame is gone.
+      h = checkpoint(
+          [l = layer.ptr(), cos, sin](const at::Tensor& x) { return l->forward(x, cos, sin); }, h);
+    } else {
+      h = layer(h, cos, sin);
+    }
   }
   trace.finish(h);
   {

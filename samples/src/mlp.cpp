@@ -65,11 +65,12 @@ at::Tensor MlpImpl::forward(const at::Tensor& x) {
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     torch::nn::Linear& linear = layer_list_[i];
     const auto traced = trace.block(static_cast<int64_t>(i), h);
-    {
-      ModuleRegion region(linear.get());
-      h = linear(h);
-    }
-    h = at::gelu(h);
+    auto layer = [l = linear.ptr()](const at::Tensor& in) {
+      ModuleRegion region(l.get());
+      return at::gelu(l->forward(in));
+    };
+    // Captured by value: the region reruns in backward, after this frame is gone.
+    h = checkpoint_.applies(static_cast<int64_t>(i)) ? checkpoint(layer, h) : layer(h);
   }
   trace.finish(h);
   ModuleRegion region(head.get());

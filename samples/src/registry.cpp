@@ -98,6 +98,7 @@ class TrainingStep : public WorkloadInstance {
     marks_ = marks;
     set_layer_hooks(layer_hooks_of(marks_));
   }
+  void set_checkpoint(const CheckpointPolicy& policy) override { apply_checkpoint(policy); }
 
  protected:
   TrainingStep(const WorkloadSpec& w, c10::Device device) : w_(w), device_(device) {}
@@ -107,6 +108,10 @@ class TrainingStep : public WorkloadInstance {
   virtual at::Tensor loss_of(const at::Tensor& out) = 0;
   // The model's per-block hooks, for models that have blocks.
   virtual void set_layer_hooks(const LayerHooks& /*hooks*/) {}
+  // The model's checkpoint policy; the default refuses all but none (WorkloadInstance's rule).
+  virtual void apply_checkpoint(const CheckpointPolicy& policy) {
+    WorkloadInstance::set_checkpoint(policy);
+  }
 
   WorkloadSpec w_;
   StepMarks marks_;
@@ -152,6 +157,7 @@ class DecoderWorkload final : public TrainingStep {
     return samples::lm_loss(logits, targets_);
   }
   void set_layer_hooks(const LayerHooks& hooks) override { model_->set_layer_hooks(hooks); }
+  void apply_checkpoint(const CheckpointPolicy& policy) override { model_->set_checkpoint(policy); }
 
   Model model_{nullptr};
   int64_t vocab_ = 0;
@@ -183,6 +189,7 @@ class MlpWorkload final : public TrainingStep {
   at::Tensor forward() override { return model_(input_); }
   at::Tensor loss_of(const at::Tensor& out) override { return out.to(at::kFloat).pow(2).mean(); }
   void set_layer_hooks(const LayerHooks& hooks) override { model_->set_layer_hooks(hooks); }
+  void apply_checkpoint(const CheckpointPolicy& policy) override { model_->set_checkpoint(policy); }
 
   samples::Mlp model_{nullptr};
 };
@@ -290,6 +297,15 @@ class TorchScriptWorkload final : public TrainingStep {
     for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();
   }
   at::Tensor forward() override { return output_tensor(module_.forward({input_})); }
+  void apply_checkpoint(const CheckpointPolicy& policy) override {
+    if (policy.enabled()) {
+      throw std::invalid_argument(
+          "--checkpoint " + to_string(policy) +
+          ": a TorchScript model's forward is one compiled graph whose blocks offtune cannot run "
+          "as checkpointed regions yet (use a built-in model, or checkpoint in your own C++ "
+          "forward with offtune::checkpoint)");
+    }
+  }
   at::Tensor loss_of(const at::Tensor& out) override {
     if (!spec_.tokens()) return out.to(at::kFloat).pow(2).mean();
     if (out.dim() != 3 || out.size(0) != shape_[0] || out.size(1) != shape_[1] ||

@@ -6,6 +6,8 @@
 #include <QApplication>
 #include <QStandardPaths>
 
+#include "suite_exit.hpp"
+
 int main(int argc, char** argv) {
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   QStandardPaths::setTestModeEnabled(true);
@@ -13,5 +15,5 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName(QStringLiteral("offtune-tests"));
   QApplication::setApplicationName(QStringLiteral("offtune-gui-tests"));
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return offtune::test::suite_exit(RUN_ALL_TESTS());
 }

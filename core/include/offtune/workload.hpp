@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
+#include "offtune/checkpoint.hpp"
 #include "offtune/options.hpp"
 
 namespace offtune {
@@ -54,6 +56,14 @@ class WorkloadInstance {
   // The marks to emit from the next step on (replacing earlier ones). A workload that cannot mark
   // its blocks marks its phases only; the default marks nothing.
   virtual void set_marks(const StepMarks& /*marks*/) {}
+  // Which of its blocks the model runs as checkpointed regions (offtune/checkpoint.hpp) from the
+  // next step on. A workload without blocks to checkpoint refuses any policy but none with
+  // std::invalid_argument (one line saying why).
+  virtual void set_checkpoint(const CheckpointPolicy& policy) {
+    if (policy.enabled()) {
+      throw std::invalid_argument("this workload cannot checkpoint its blocks");
+    }
+  }
 };
 
 }  // namespace offtune

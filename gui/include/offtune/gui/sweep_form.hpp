@@ -102,6 +102,9 @@ class SweepForm : public QWidget {
   QComboBox* link_ = nullptr;
   QComboBox* device_model_ = nullptr;
   QComboBox* semantics_ = nullptr;
+  QComboBox* checkpoint_ = nullptr;
+  QComboBox* offload_set_ = nullptr;
+  QComboBox* tier_ = nullptr;
   QSpinBox* prefetch_ = nullptr;
   QSpinBox* repeat_ = nullptr;
   QCheckBox* predict_first_ = nullptr;

@@ -178,7 +178,8 @@ struct TimelineLane {
   TimelineInstants unpacks;  // pack / unpack only
 };
 
-inline constexpr size_t kEventKindCount = 9;
+// Kinds are counted per value of EventKind: the last one ends the list.
+inline constexpr size_t kEventKindCount = static_cast<size_t>(profiler::EventKind::Recompute) + 1;
 
 // A wait and the copy it waited on: an arrow from the copy's end (in its lane) to the wait's end.
 struct TimelineFlow {

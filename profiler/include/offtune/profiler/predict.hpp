@@ -97,6 +97,12 @@ struct Prediction {
 
 // The figures of `config` (offload false: the baseline) over `link`. The trace must have been
 // recorded under config.semantics (std::invalid_argument otherwise).
+// Whether the predictor can replay `config`: no checkpointing, every saved tensor offloadable, the
+// host tier (the engine variants change what a step saves and moves: they are measured).
+inline bool plain_offloading(const EngineConfig& config) {
+  return config.checkpoint == "none" && config.offload_set == "all" && config.tier == "host";
+}
+
 Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link);
 
 // Every point of `configs` predicted, points[i] over links[i]: one step recorded per semantics the

@@ -29,6 +29,7 @@ class Recorder : public Observer {
   void on_copy_completed(const CopyEvent& e) override;
   void on_unpack(const UnpackEvent& e) override;
   void on_wait(const WaitEvent& e) override;
+  void on_recompute(const RecomputeEvent& e) override;
   void on_stash(const StashEvent& e) override;
 
   // Phase marks from the runner (steady_clock ns, offtune::detail::now_ns's clock).

@@ -52,8 +52,21 @@ struct EngineConfig {
   bool use_pin_memory = true;
   std::string link;  // host-sim link model: "none" | "pcie4" | "<gbps>:<latency_us>"
   std::string semantics = "offtune";  // whose rules the engine followed: "offtune" | "trl"
+  // Gradient checkpointing of the model's blocks: "none" | "all" | "every:K" (a no-offload point
+  // with a policy is checkpointing alone).
+  std::string checkpoint = "none";
+  std::string offload_set = "all";  // what may be offloaded: "all" | "boundaries" (OffloadSet)
+  std::string tier = "host";        // where offloaded copies live: "host" | "disk" | "auto"
   friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
 };
+
+// The engine variant of a config in words, "" for plain offloading to host memory without
+// checkpointing: "checkpoint all", "checkpoint every:2, offload boundaries", "tier disk", ...
+std::string describe_variant(const EngineConfig& config);
+// Plain training, what slowdowns are measured against: no offloading and no checkpointing.
+inline bool is_baseline(const EngineConfig& config) {
+  return !config.offload && config.checkpoint == "none";
+}
 
 enum class RunStatus { Running, Ok, Failed, OutOfMemory, Interrupted };
 const char* to_string(RunStatus s);
@@ -133,15 +146,17 @@ struct StepRecord {
 
 // Timeline: one row per interval or instant on a stream.
 enum class EventKind {
-  Step,      // a measured step (stream 0)
-  Forward,   // forward pass (stream 0)
-  Backward,  // backward pass (stream 0)
-  Compute,   // a kernel or a host-sim compute span (stream 0 or a CUDA stream id)
-  CopyD2H,   // offload copy (copy stream)
-  CopyH2D,   // reload copy (copy stream)
-  Pack,      // instant: a pack decision (bytes, tensor id, name = decision/reason)
-  Unpack,    // instant: an unpack (name = source)
-  Wait,      // a wait (name = kind)
+  Step,       // a measured step (stream 0)
+  Forward,    // forward pass (stream 0)
+  Backward,   // backward pass (stream 0)
+  Compute,    // a kernel or a host-sim compute span (stream 0 or a CUDA stream id)
+  CopyD2H,    // offload copy (copy stream)
+  CopyH2D,    // reload copy (copy stream)
+  Pack,       // instant: a pack decision (bytes, tensor id, name = decision/reason)
+  Unpack,     // instant: an unpack (name = source)
+  Wait,       // a wait (name = kind)
+  Recompute,  // a checkpointed region rerun in backward (bytes = what it saved, tensor = how many);
+              // the last kind (gui/timeline.hpp counts kinds up to it)
 };
 const char* to_string(EventKind k);
 EventKind parse_event_kind(const std::string& s);  // throws std::invalid_argument

@@ -64,6 +64,7 @@ class TeeObserver : public Observer {
   void on_wait(const WaitEvent& e) override;
   void on_stash(const StashEvent& e) override;
   void on_release(const ReleaseEvent& e) override;
+  void on_recompute(const RecomputeEvent& e) override;
   void on_span_begin(Span span) override;
   void on_span_end(Span span) override;
 

@@ -30,20 +30,33 @@ struct Grid {
   // Engine semantics as an axis ("trl", "offtune"); empty: base.semantics only (and the grid's
   // JSON, hence the sweep's key, stays what it was before this axis existed).
   std::vector<std::string> semantics;
+  // The engine variants as axes, likewise (empty: base's value only, and the key unchanged):
+  // gradient checkpointing ("none", "all", "every:K"), what is offloaded ("all", "boundaries";
+  // boundaries only where a point checkpoints), and the tier ("host", "disk", "auto").
+  std::vector<std::string> checkpoints;
+  std::vector<std::string> offload_sets;
+  std::vector<std::string> tiers;
   EngineConfig base;  // every other knob, shared by all points
 };
 
-// Point 0 is the baseline (offload = false; it has no semantics to speak of); then every
-// (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner, once per semantics in
-// the order given.
+// Point 0 is the baseline (offload = false, no checkpointing: plain training); then one point per
+// other checkpoint policy without offloading (checkpointing alone); then, per checkpoint policy,
+// offload set, tier and semantics (outer to inner, each in the order given), every
+// (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner. Without the variant
+// axes this is the grid as it always was.
 std::vector<EngineConfig> expand_grid(const Grid& grid);
+// How many points expand_grid makes, without making them (a typo in a range must be refused before
+// a 10^8-point grid is built to count it).
+int64_t grid_size(const Grid& grid);
 // The order a sweep measures its points in: the first one (the baseline) first, then the rest
 // spread over the grid (bit-reversed positions), so that a drift in machine speed during a sweep
 // (another job starting, thermal throttling) falls on points all over the grid rather than on one
 // region of it, where it would look like an effect of the knobs. Same indices, another order.
 std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices);
-// The grid as JSON text (stored with the sweep).
+// The grid as JSON text (stored with the sweep), and back; parse_grid_json throws
+// std::invalid_argument for text that is not a grid this version can read.
 std::string grid_json(const Grid& grid);
+Grid parse_grid_json(const std::string& text);
 // Identity of a sweep: workload, grid and the backend/link it runs on, and the input of a
 // TorchScript model when it is not the default one (empty: left out, so that the keys of sweeps
 // recorded before it counted stay the same), and the device model host-sim times steps with (every

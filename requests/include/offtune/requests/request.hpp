@@ -98,8 +98,20 @@ struct EngineFields {
   bool no_pin_memory = false;
   // semantics_names(): whose rules the engine follows; a sweep takes a list (an axis).
   std::string semantics = "offtune";
+  // The engine variants; a sweep takes a list of each (an axis). Gradient checkpointing of the
+  // model's blocks: none, all, every:K.
+  std::string checkpoint = "none";
+  // What may be offloaded: all, or boundaries (only checkpointed blocks' inputs; needs
+  // --checkpoint).
+  std::string offload_set = "all";
+  // Where offloaded copies live: host (pinned memory), disk, auto (host within a budget, then
+  // disk).
+  std::string tier = "host";
 };
-std::vector<std::string> semantics_names();  // offtune, trl
+std::vector<std::string> checkpoint_examples();  // none, all, every:2
+std::vector<std::string> offload_set_names();    // all, boundaries
+std::vector<std::string> tier_names();           // host, disk, auto
+std::vector<std::string> semantics_names();      // offtune, trl
 // "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
 // std::invalid_argument for an unknown or repeated name.
 std::vector<std::string> semantics_list(const std::string& text);

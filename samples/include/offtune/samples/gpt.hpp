@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "offtune/checkpoint.hpp"
 #include "offtune/samples/layer_hooks.hpp"
 
 namespace offtune {
@@ -103,6 +104,9 @@ class GptImpl : public torch::nn::Module {
   // Callbacks around each decoder block's forward and backward (layer_hooks.hpp); none by default.
   void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
   const LayerHooks& layer_hooks() const { return layer_hooks_; }
+  // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
+  void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
+  const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
 
   torch::nn::Embedding wte{nullptr};  // token embedding [vocab_size, dim]
   torch::nn::Embedding wpe{nullptr};  // positional embedding [max_seq_len, dim]
@@ -114,6 +118,7 @@ class GptImpl : public torch::nn::Module {
   GptConfig config_;
   std::vector<GptBlock> block_list_;  // typed handles on `h`'s elements
   LayerHooks layer_hooks_;
+  CheckpointPolicy checkpoint_;
 };
 TORCH_MODULE(Gpt);
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "offtune/checkpoint.hpp"
 #include "offtune/samples/layer_hooks.hpp"
 
 namespace offtune {
@@ -115,6 +116,9 @@ class LlamaImpl : public torch::nn::Module {
   // Callbacks around each decoder block's forward and backward (layer_hooks.hpp); none by default.
   void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
   const LayerHooks& layer_hooks() const { return layer_hooks_; }
+  // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
+  void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
+  const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of DecoderLayer
@@ -126,6 +130,7 @@ class LlamaImpl : public torch::nn::Module {
   // Typed handles on `layers`' elements, so that forward needs no downcast.
   std::vector<DecoderLayer> layer_list_;
   LayerHooks layer_hooks_;
+  CheckpointPolicy checkpoint_;
   // RoPE tables [max_seq_len, head_dim / 2], float32, registered as buffers ("rope_cos",
   // "rope_sin") so that they follow the model's device and are never offloaded.
   at::Tensor rope_cos_, rope_sin_;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "offtune/checkpoint.hpp"
 #include "offtune/samples/layer_hooks.hpp"
 
 namespace offtune::samples {
@@ -46,6 +47,9 @@ class MlpImpl : public torch::nn::Module {
   // The first layer's input is the data, which needs no gradient: it gets no backward range.
   void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
   const LayerHooks& layer_hooks() const { return layer_hooks_; }
+  // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
+  void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
+  const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
 
   torch::nn::ModuleList layers{nullptr};  // of Linear
   torch::nn::Linear head{nullptr};
@@ -54,6 +58,7 @@ class MlpImpl : public torch::nn::Module {
   MlpConfig config_;
   std::vector<torch::nn::Linear> layer_list_;  // typed handles on `layers`
   LayerHooks layer_hooks_;
+  CheckpointPolicy checkpoint_;
 };
 TORCH_MODULE(Mlp);
 
