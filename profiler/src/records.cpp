@@ -21,7 +21,7 @@ constexpr NameTable<RunStatus, 5> kRunStatusNames{{
     {RunStatus::Interrupted, "interrupted"},
 }};
 
-constexpr NameTable<EventKind, 9> kEventKindNames{{
+constexpr NameTable<EventKind, 11> kEventKindNames{{
     {EventKind::Step, "step"},
     {EventKind::Forward, "forward"},
     {EventKind::Backward, "backward"},
@@ -31,6 +31,8 @@ constexpr NameTable<EventKind, 9> kEventKindNames{{
     {EventKind::Pack, "pack"},
     {EventKind::Unpack, "unpack"},
     {EventKind::Wait, "wait"},
+    {EventKind::DiskWrite, "disk_write"},
+    {EventKind::DiskRead, "disk_read"},
 }};
 
 constexpr NameTable<PointStatus, 4> kPointStatusNames{{

@@ -142,7 +142,14 @@ enum class EventKind {
   Pack,      // instant: a pack decision (bytes, tensor id, name = decision/reason)
   Unpack,    // instant: an unpack (name = source)
   Wait,      // a wait (name = kind)
+  // Disk tier traffic, apart from the link's copies (not in copy/compute overlap): on stream
+  // kDiskStream, name "disk-write" / "disk-read" / "read-ahead".
+  DiskWrite,  // a host copy written to the arena file
+  DiskRead,   // a copy read back from it into host memory
 };
+// The stream of disk events: not a device stream (CUDA's ids are >= 0).
+inline constexpr int64_t kDiskStream = -1;
+inline bool is_disk(EventKind k) { return k == EventKind::DiskWrite || k == EventKind::DiskRead; }
 const char* to_string(EventKind k);
 EventKind parse_event_kind(const std::string& s);  // throws std::invalid_argument
 
