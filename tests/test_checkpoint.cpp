@@ -303,6 +303,32 @@ TEST(CheckpointOffload, EveryVariantGivesBitIdenticalGradients) {
   }
 }
 
+// The disk tier under checkpointing: boundaries (or everything) written to the arena file and read
+// back ahead of the recompute, bit-identical; auto spills beyond a budget of two boundaries.
+TEST(CheckpointOffload, DiskTierGivesBitIdenticalGradients) {
+  Net net(4, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({16, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  for (const auto tier : {Tier::Disk, Tier::Auto}) {
+    for (const auto set : {OffloadSet::All, OffloadSet::Boundaries}) {
+      SCOPED_TRACE(std::string(to_string(tier)) + " " + std::string(to_string(set)));
+      OffloadOptions o = host_sim_options(0, /*window=*/1);
+      o.offload = set;
+      o.tier = tier;
+      o.host_budget_bytes = tier == Tier::Auto ? 2 * 16 * 32 * 4 : 0;
+      o.disk_min_gbps = 0.0;  // no bandwidth measurement (the disk tier's tests have their own)
+      ActivationOffloader off(o);
+      for (int s = 0; s < 2; ++s) {
+        expect_identical(run_step(net, input, CheckpointPolicy::all(), &off), reference);
+      }
+      EXPECT_GT(off.stats().spilled, 0);
+      EXPECT_GT(off.stats().disk_read_bytes, 0);
+      off.synchronize();
+      EXPECT_TRUE(off.resident().resting());
+    }
+  }
+}
+
 TEST(CheckpointOffload, OnlyTheBoundariesAreOffloadedAndTheRecomputeSavesNothingThere) {
   Net net(4, 32, 64, 0.0);
   const at::Tensor input = torch::randn({16, 32});

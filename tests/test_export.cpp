@@ -498,6 +498,66 @@ class Db {
   sqlite3* db_ = nullptr;
 };
 
+TEST_F(ExportTest, ChromeTraceShowsDiskTrafficOnTracksOfItsOwn) {
+  // A run of the disk tier: tensor 5 offloaded over the link, written to disk (forward waited
+  // for the write), read back ahead of use, then reloaded over the link.
+  RunRecord rr;
+  rr.status = RunStatus::Ok;
+  rr.workload.model = "disk";
+  const RunId r = fx_.store->begin_run(rr);
+  const int64_t T = 3'000'000;
+  const auto at = [&](EventKind kind, int64_t from, int64_t to, TimelineEvent fields) {
+    fields.run = r;
+    return event_span(kind, T + from, T + to, fields);
+  };
+  fx_.store->add_events({
+      at(EventKind::Forward, 0, 2000, {.name = "forward"}),
+      at(EventKind::CopyD2H, 100, 200, {.stream = 1, .bytes = 4096, .tensor = 5}),
+      at(EventKind::DiskWrite, 300, 900,
+         {.stream = kDiskStream, .bytes = 4096, .tensor = 5, .name = "disk-write"}),
+      at(EventKind::Wait, 800, 950, {.tensor = 5, .name = "spill"}),
+      at(EventKind::Backward, 2000, 4000, {.name = "backward"}),
+      at(EventKind::DiskRead, 2100, 2500,
+         {.stream = kDiskStream,
+          .bytes = 4096,
+          .tensor = 5,
+          .prefetch = true,
+          .name = "read-ahead"}),
+      at(EventKind::CopyH2D, 2600, 2700, {.stream = 1, .bytes = 4096, .tensor = 5}),
+  });
+  const std::string out = file("disk.json");
+  export_chrome_trace(*fx_.store, {r}, out);
+  const json trace = load_json(out);
+  const int64_t pid = r.value;
+  std::map<int64_t, std::string> threads;
+  for (const auto& e : select(trace, "M", pid)) {
+    if (e.at("name") == "thread_name")
+      threads[e.at("tid").get<int64_t>()] = e.at("args").at("name");
+  }
+  EXPECT_EQ(threads, (std::map<int64_t, std::string>{{0, "compute"},
+                                                     {1, "copy (side stream)"},
+                                                     {1000000, "phases"},
+                                                     {1000001, "disk write"},
+                                                     {1000002, "disk read"}}));
+  const auto x = select(trace, "X", pid);
+  const json* write = find_named(x, "disk write");
+  ASSERT_NE(write, nullptr);
+  EXPECT_EQ((*write).at("tid"), 1000001);
+  EXPECT_EQ((*write).at("cat"), "disk");
+  EXPECT_EQ((*write).at("args").at("bytes"), 4096);
+  const json* read = find_named(x, "disk read");
+  ASSERT_NE(read, nullptr);
+  EXPECT_EQ((*read).at("tid"), 1000002);
+  EXPECT_EQ((*read).at("args").at("read_ahead"), true);
+  // The link's copies stay on the copy track; the spill wait points at the disk write.
+  EXPECT_EQ((*find_named(x, "D2H")).at("tid"), 1);
+  bool spill_flow = false;
+  for (const auto& e : select(trace, "s", pid)) spill_flow |= e.at("tid") == 1000001;
+  EXPECT_TRUE(spill_flow);
+  EXPECT_EQ(parse_event_kind("disk_write"), EventKind::DiskWrite);
+  EXPECT_EQ(std::string(to_string(EventKind::DiskRead)), "disk_read");
+}
+
 TEST_F(ExportTest, NsysLayoutAnswersNsightQueries) {
   const std::string out = file("trace.sqlite");
   export_nsys_sqlite(*fx_.store, {fx_.a, fx_.b}, out);

@@ -158,8 +158,9 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
     EXPECT_EQ(r["domain"], "offtune");
     strings.push_back(r["text"]);
   }
-  std::vector<std::string> expected = {"step",    "forward", "backward", "pack",      "unpack",
-                                       "offload", "reload",  "wait",     "recompute", "layer"};
+  std::vector<std::string> expected = {"step",      "forward", "backward",  "pack",
+                                       "unpack",    "offload", "reload",    "spill",
+                                       "disk read", "wait",    "recompute", "layer"};
   for (int i = 0; i < 128; ++i) expected.push_back("layer " + std::to_string(i));
   EXPECT_EQ(strings, expected);
 
@@ -170,16 +171,20 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
   EXPECT_EQ(categories["12"], "pack: kept");
   EXPECT_EQ(categories["20"], "copy: d2h");
   EXPECT_EQ(categories["22"], "copy: h2d prefetch");
+  EXPECT_EQ(categories["23"], "copy: disk write");
+  EXPECT_EQ(categories["25"], "copy: disk read ahead");
   EXPECT_EQ(categories["32"], "unpack: reloaded");
   EXPECT_EQ(categories["40"], "wait: forward-window");
   EXPECT_EQ(categories["42"], "wait: drain");
+  EXPECT_EQ(categories["43"], "wait: spill");
+  EXPECT_EQ(categories["44"], "wait: disk-read");
   EXPECT_EQ(categories["50"], "hook: pack");
   EXPECT_EQ(categories["51"], "hook: unpack");
   EXPECT_EQ(categories["52"], "checkpoint: recompute");
   EXPECT_EQ(categories["60"], "layer: forward");
   EXPECT_EQ(categories["61"], "layer: backward");
-  // phase, 3 pack, 3 copy, 4 unpack, 3 wait, 2 hook, recompute, 2 layer
-  EXPECT_EQ(categories.size(), 19u);
+  // phase, 3 pack, 6 copy, 4 unpack, 5 wait, 2 hook, recompute, 2 layer
+  EXPECT_EQ(categories.size(), 24u);
 
   // The counters extension found the tool, and the three counters are int64 byte levels with the
   // static ids offtune feeds forward.
@@ -204,7 +209,7 @@ TEST_F(NvtxEmission, DomainStringsCategoriesAndCountersAreRegisteredOnce) {
   { NvtxRange r(NvtxPhase::Step); }
   const auto after = read_log();
   EXPECT_EQ(only(after, "domain_create").size(), 1u);
-  EXPECT_EQ(only(after, "register_string").size(), 10u + 128u);
+  EXPECT_EQ(only(after, "register_string").size(), 12u + 128u);
   EXPECT_EQ(only(after, "counter_register").size(), 3u);
 }
 
@@ -273,6 +278,21 @@ TEST_F(NvtxEmission, IssuedCopiesAreMarksColouredByPinnedness) {
   EXPECT_EQ(got[2]["message"], "reload");
   EXPECT_EQ(got[2]["category"], "21");
   EXPECT_EQ(got[2]["payload"], "2048");
+}
+
+TEST_F(NvtxEmission, DiskTrafficHasMarksOfItsOwn) {
+  NvtxObserver obs;
+  obs.on_copy_issued({TensorId{1}, CopyDirection::HostToDisk, 1 << 20, true, true, false, 5, 0});
+  obs.on_copy_issued({TensorId{1}, CopyDirection::DiskToHost, 1 << 20, true, true, true, 9, 0});
+  obs.on_copy_issued({TensorId{2}, CopyDirection::DiskToHost, 4096, true, true, false, 12, 0});
+  const auto got = since_setup();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0]["message"], "spill");
+  EXPECT_EQ(got[0]["category"], "23");
+  EXPECT_EQ(got[0]["payload"], std::to_string(1 << 20));
+  EXPECT_EQ(got[1]["message"], "disk read");
+  EXPECT_EQ(got[1]["category"], "25");  // read ahead
+  EXPECT_EQ(got[2]["category"], "24");
 }
 
 TEST_F(NvtxEmission, UnpacksAreMarksAndWaitEventsAddNothing) {

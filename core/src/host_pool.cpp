@@ -9,13 +9,13 @@
 
 namespace offtune::detail {
 namespace {
-constexpr int64_t kAlign = 512;             // enough for any dtype and for DMA engines
 constexpr int64_t kBigSlabRound = 2 << 20;  // granularity of dedicated slabs
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 }  // namespace
 
-HostPool::HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison)
-    : source_(source), slab_bytes_(slab_bytes), poison_(poison) {}
+// 512 bytes is enough for any dtype and for DMA engines; O_DIRECT wants the file system's block.
+HostPool::HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison, int64_t align)
+    : source_(source), slab_bytes_(slab_bytes), poison_(poison), align_(align) {}
 
 HostPool::~HostPool() {
   // Blocks still referenced hold a shared_ptr to the pool, so only free slabs remain here.
@@ -44,7 +44,7 @@ void HostBlock::reset() {
 }
 
 HostBlock HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
-  const int64_t length = round_up(std::max<int64_t>(bytes, 1), kAlign);
+  const int64_t length = round_up(std::max<int64_t>(bytes, 1), align_);
   Slab* chosen = nullptr;
   int64_t offset = 0;
   {

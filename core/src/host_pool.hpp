@@ -1,6 +1,7 @@
 // Host memory pool for offloaded copies. Reserves memory in slabs (options.host_pool_slab_bytes; a
 // larger request gets a slab of its own rounded to 2 MiB, never to a power of two) and
-// sub-allocates 512-byte-aligned blocks with first-fit and coalescing. Avoids one cudaHostAlloc per
+// sub-allocates 512-byte-aligned blocks (4 KiB with the disk tier, for O_DIRECT) with first-fit and
+// coalescing. Avoids one cudaHostAlloc per
 // tensor (slow, and it serialises with the GPU) and the power-of-two rounding of torch's caching
 // host allocator. When pinning fails, the pool falls back to pageable memory once, warns once, and
 // counts it.
@@ -44,7 +45,9 @@ class HostBlock {
 
 class HostPool : public std::enable_shared_from_this<HostPool> {
  public:
-  HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison);
+  // `align`: block addresses and lengths are multiples of it (a power of two, at most 4096: slabs
+  // are page-aligned).
+  HostPool(HostMemorySource& source, int64_t slab_bytes, bool poison, int64_t align = 512);
 
   // A block of `bytes`. `pinned` reports what was obtained (false after a pinning failure).
   HostBlock allocate(int64_t bytes, bool want_pinned, bool& pinned);
@@ -70,6 +73,7 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
   HostMemorySource& source_;
   const int64_t slab_bytes_;
   const bool poison_;
+  const int64_t align_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Slab>> slabs_;
   int64_t in_use_ = 0;

@@ -18,6 +18,13 @@
 // - Prefetch is an optimisation that never causes an out-of-memory: skipped when the device has
 //   no room, and unused prefetched buffers are given back when an allocation needs the memory.
 // - Host blocks go back to the pool only after every copy that touches them has completed.
+// - Disk tier (disk_tier.hpp): a host copy may go on to the arena file once its offload copy is
+//   known complete (tier disk: every one; tier auto: the oldest, while the host copies alive pass
+//   host_budget_bytes); its host block is freed when the write completed. Backward reads it back
+//   into a staging block (ahead of use, in backward order, bounded in bytes), then reloads from
+//   there as from any host copy. A failed write leaves the host copy in place; a failed transfer
+//   is thrown once, as EngineError, by the next hook of the forward it belongs to (a read's by the
+//   unpack that needs it), and warned about if that forward's graph dies first.
 // - Observers are never called under the engine's lock (they may call stats()); blocking waits
 //   happen outside it too.
 // None of this depends on "first forward" or "first backward" flags: state lives in entries, which
@@ -38,6 +45,7 @@
 #include <deque>
 #include <exception>
 #include <iostream>
+#include <map>
 #include <memory_resource>
 #include <mutex>
 #include <sstream>
@@ -48,6 +56,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "disk_tier.hpp"
 #include "host_pool.hpp"
 #include "pressure.hpp"
 #include "seam.hpp"
@@ -91,6 +100,14 @@ struct Entry {
   StreamList consumers;  // streams other than device_stream that were handed `device`
   int task = -1;  // autograd graph task that brought `device` in (end-of-backward releases it)
   int slots = 0;
+  // Disk tier.
+  DiskExtent disk;  // its bytes in the arena file (reserved while the write runs)
+  IoJobPtr io;      // the write or read in flight; a failed read stays until unpack reports it
+  Entry* spill_prev = nullptr;  // host copies that may go to disk, in pack order
+  Entry* spill_next = nullptr;
+  bool spill_listed = false;
+  bool on_disk = false;     // the write completed: `host`, if any, is a staging block for a read
+  bool read_ahead = false;  // `host` was read ahead and not yet copied to the device
 };
 
 class Slot;
@@ -164,13 +181,15 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
  public:
   Context(OffloadOptions options, std::unique_ptr<Backend> backend)
       : options_(std::move(options)), backend_(std::move(backend)) {
+    open_disk_tier();
     pool_ = std::make_shared<HostPool>(backend_->host_memory(), options_.host_pool_slab_bytes,
-                                       options_.poison_freed);
+                                       options_.poison_freed, disk_ ? kDiskAlign : 512);
   }
   // No slot is left (slots own the context), so no entry: only host blocks whose copies may still
   // run, which must not go back to the pool before they ran.
   ~Context() override {
     try {
+      if (disk_) disk_->drain();
       backend_->synchronize();
     } catch (...) {
     }
@@ -206,6 +225,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
     return s;
   }
   ResidentState resident();
+  DiskTierInfo disk_info() const { return disk_ ? disk_->info() : disk_off_; }
   void synchronize();
   void release_cached_memory() {
     synchronize();
@@ -277,6 +297,25 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   void emit_stash();
   Entry* new_entry();
 
+  // Disk tier; all but open_disk_tier under the lock.
+  void open_disk_tier();
+  bool host_ready(const Entry& e) const { return e.host && !(e.io && !e.io->write); }
+  void list_spill(Entry& e);
+  void unlist_spill(Entry& e);
+  void forget_io(Entry& e);  // out of in_io_
+  // Finishes the transfers that ended and starts the writes the tier asks for. Never throws.
+  void pump_disk() noexcept;
+  void finish_io(Entry& e);
+  void start_write(Entry& e);
+  void start_read(Entry& e, bool ahead);
+  void read_ahead_before(const Entry& e);
+  void note_disk_error(uint64_t generation, std::string message);
+  void throw_disk_error(uint64_t generation);
+  // Outside the lock: forward waits while the host copies alive pass the budget; backward waits
+  // until the entry's host copy is readable (reading it from disk if need be).
+  void wait_for_spills(uint64_t generation);
+  void await_host_copy(Slot& slot);
+
   const OffloadOptions options_;
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<HostPool> pool_;
@@ -308,6 +347,8 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   int64_t host_bytes_ = 0;
   struct PendingFree {
     c10::SmallVector<FencePtr, 2> fences;
+    IoJobPtr io;      // a disk transfer that still uses the block
+    DiskExtent disk;  // and its extent
     HostBlock host;
   };
   std::vector<PendingFree> pending_;
@@ -319,6 +360,16 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::unordered_map<c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> registered_;
   std::unordered_set<const void*> excluded_;
   OffloadStats stats_;  // packed and kept live in the atomics above
+  // Disk tier (null with tier host, or with tier auto on a disk found too slow).
+  std::unique_ptr<DiskTier> disk_;
+  DiskTierInfo disk_off_;        // what disk_info() says without disk_
+  int64_t host_limit_ = 0;       // host_budget_bytes, resolved
+  Entry* spill_head_ = nullptr;  // host copies that may go to disk, oldest first
+  Entry* spill_tail_ = nullptr;
+  std::vector<Entry*> in_io_;     // entries with a transfer in flight
+  int64_t writing_bytes_ = 0;     // host bytes whose write is in flight
+  int64_t read_ahead_bytes_ = 0;  // staging bytes read (or being read) ahead, not yet consumed
+  std::map<uint64_t, std::string> disk_errors_;  // generation -> first failure not yet thrown
 };
 
 namespace {
@@ -664,6 +715,10 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     Lock lock(*this);
     report_completions();
     collect_pending();
+    if (disk_) {
+      pump_disk();
+      throw_disk_error(slot.generation_);
+    }
     stream = backend_->current_stream();
     slot.version_ = t.unsafeGetTensorImpl()->version_counter();
     slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
@@ -726,6 +781,10 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
       watch_completion(e, CopyDirection::DeviceToHost, false, e.offload_fence, issued);
       emit_stash();
     }
+    if (disk_) {
+      list_spill(e);
+      pump_disk();
+    }
   }
   // Outside the lock: forward's wait for the window (host-sim blocks here; on cuda the stream wait
   // was enqueued above), then the held storages may go.
@@ -738,6 +797,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     if (observer_) emit(WaitEvent{WaitKind::ForwardWindow, w.id, begin, now_ns()});
     w.hold = c10::Storage();
   }
+  if (disk_) wait_for_spills(slot.generation_);
 }
 
 void Context::watch_completion(const Entry& e, CopyDirection dir, bool prefetch,
@@ -818,6 +878,7 @@ void Context::issue_reload(Entry& e, bool prefetch) {
   // Allocated on the stream that will consume it, so that it returns to that stream's pool; the
   // copy stream waits for that stream first (the block may just have been freed there). Both steps
   // may throw (out of memory): commit to the entry only once the copy is issued.
+  TORCH_CHECK(host_ready(e), "offtune: internal error: reload of a copy not in host memory");
   const Stream stream = backend_->current_stream();
   c10::Storage buffer = backend_->allocate_device(e.bytes, stream);
   const int64_t issued = observer_ ? now_ns() : 0;
@@ -846,6 +907,15 @@ void Context::issue_reload(Entry& e, bool prefetch) {
     watch_completion(e, CopyDirection::HostToDevice, prefetch, e.reload_fence, issued);
     emit_stash();
   }
+  if (e.on_disk) {
+    // The host block was staging for this reload: it goes once the copy ran (a later backward of a
+    // retained graph reads the file again).
+    if (e.read_ahead) {
+      read_ahead_bytes_ -= e.bytes;
+      e.read_ahead = false;
+    }
+    free_host_when_done(e);
+  }
 }
 
 bool Context::try_prefetch(Entry& e) {
@@ -872,7 +942,8 @@ void Context::prefetch_before(const Entry& e) {
   int64_t looked = 0;
   for (Entry* p = e.chain_prev; p != nullptr && looked < options_.prefetch; p = p->chain_prev) {
     ++looked;
-    if (!p->device && !p->in_fwd_stash && !try_prefetch(*p)) break;
+    // A copy still on disk is left to the read-ahead: the device copy starts once it is in host.
+    if (!p->device && !p->in_fwd_stash && host_ready(*p) && !try_prefetch(*p)) break;
   }
 }
 
@@ -903,6 +974,7 @@ at::Tensor Context::unpack(Slot& slot) {
     throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
                             slot.saved_version_);
   }
+  if (disk_) await_host_copy(slot);
   const Stream stream = backend_->current_stream();
   FencePtr wait_for;
   at::Tensor out;
@@ -1008,8 +1080,13 @@ void Context::free_host_when_done(Entry& e) {
   PendingFree p;
   if (e.offload_fence && !e.offload_fence->query()) p.fences.push_back(e.offload_fence);
   if (e.reload_fence && !e.reload_fence->query()) p.fences.push_back(e.reload_fence);
+  if (e.io && !e.io->finished()) {
+    // A disk transfer still reads or fills the block, at the extent's offset.
+    p.io = e.io;
+    p.disk = std::move(e.disk);
+  }
   host_bytes_ -= e.bytes;
-  if (p.fences.empty()) {
+  if (p.fences.empty() && !p.io) {
     e.host.reset();
     return;
   }
@@ -1019,7 +1096,7 @@ void Context::free_host_when_done(Entry& e) {
 
 void Context::collect_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    bool done = true;
+    bool done = !it->io || it->io->finished();
     for (auto& f : it->fences) done = done && f->query();
     it = done ? pending_.erase(it) : std::next(it);
   }
@@ -1032,7 +1109,19 @@ void Context::destroy_entry(Entry& e) {
     drop_hold(e);
   }
   release_device(e);
+  if (disk_) {
+    if (e.spill_listed) unlist_spill(e);
+    if (e.read_ahead) {
+      read_ahead_bytes_ -= e.bytes;
+      e.read_ahead = false;
+    }
+    if (e.io) {
+      forget_io(e);
+      if (!e.io->finished()) disk_->cancel(e.io);  // a running one is waited for as the block's
+    }
+  }
   if (e.host) free_host_when_done(e);
+  e.disk.reset();
   if (e.source_key != nullptr) {
     auto [first, last] = by_storage_.equal_range(e.source_key);
     for (auto it = first; it != last; ++it) {
@@ -1054,6 +1143,13 @@ void Context::destroy_entry(Entry& e) {
     }
   }
   if (e.chain_prev) e.chain_prev->chain_next = e.chain_next;
+  if (!disk_errors_.empty() && e.chain_prev == nullptr && e.chain_next == nullptr) {
+    // The last entry of its forward: a disk failure nobody was told of goes with it, said once.
+    if (auto it = disk_errors_.find(e.generation); it != disk_errors_.end()) {
+      TORCH_WARN(it->second, " (the graph was freed before offtune could raise it)");
+      disk_errors_.erase(it);
+    }
+  }
   if (e.live_prev) {
     e.live_prev->live_next = e.live_next;
   } else {
@@ -1136,6 +1232,7 @@ void Context::never_offload(const at::Tensor& t) {
 ResidentState Context::resident() {
   EventSink sink;
   Lock lock(*this);
+  if (disk_) pump_disk();
   collect_pending();
   report_completions();
   ResidentState r;
@@ -1148,6 +1245,11 @@ ResidentState Context::resident() {
   r.pending_host_frees = static_cast<int64_t>(pending_.size());
   r.host_pool_in_use_bytes = pool_->in_use_bytes();
   r.host_pool_reserved_bytes = pool_->reserved_bytes();
+  if (disk_) {
+    r.disk_bytes = disk_->arena_in_use();
+    r.disk_io_in_flight = disk_->in_flight();
+    r.disk_arena_bytes = disk_->file_bytes();
+  }
   return r;
 }
 
@@ -1156,8 +1258,16 @@ void Context::synchronize() {
   {
     SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Drain});
     backend_->synchronize();
+    if (disk_) {
+      {
+        Lock lock(*this);
+        pump_disk();  // every offload copy is complete: the writes they wait for start now
+      }
+      disk_->drain();
+    }
   }
   Lock lock(*this);
+  pump_disk();
   while (!fwd_stash_.empty()) {
     Entry* e = fwd_stash_.front();
     fwd_stash_.pop_front();
@@ -1165,6 +1275,280 @@ void Context::synchronize() {
   }
   collect_pending();
   report_completions();
+}
+
+// ---- disk tier
+// ------------------------------------------------------------------------------------
+
+void Context::open_disk_tier() {
+  if (options_.tier == Tier::Host) return;
+  auto tier = std::make_unique<DiskTier>(options_);
+  if (tier->too_slow()) {
+    if (options_.tier == Tier::Disk) throw EngineError(tier->slow_message());
+    TORCH_WARN(tier->slow_message(), " (tier auto: copies stay in host memory)");
+    disk_off_ = tier->info();
+    disk_off_.enabled = false;
+    return;
+  }
+  disk_ = std::move(tier);
+  host_limit_ = options_.host_budget_bytes;
+  if (host_limit_ == 0) {
+    if (options_.tier == Tier::Disk) {
+      host_limit_ = int64_t{256} << 20;  // staging: a few large activations in flight
+    } else {
+      const HostRam ram = read_host_ram();
+      host_limit_ = ram.available > 0 ? ram.available / 2 : int64_t{8} << 30;
+    }
+  }
+}
+
+void Context::list_spill(Entry& e) {
+  e.spill_listed = true;
+  e.spill_prev = spill_tail_;
+  e.spill_next = nullptr;
+  if (spill_tail_) {
+    spill_tail_->spill_next = &e;
+  } else {
+    spill_head_ = &e;
+  }
+  spill_tail_ = &e;
+}
+
+void Context::unlist_spill(Entry& e) {
+  if (e.spill_prev) {
+    e.spill_prev->spill_next = e.spill_next;
+  } else {
+    spill_head_ = e.spill_next;
+  }
+  if (e.spill_next) {
+    e.spill_next->spill_prev = e.spill_prev;
+  } else {
+    spill_tail_ = e.spill_prev;
+  }
+  e.spill_prev = e.spill_next = nullptr;
+  e.spill_listed = false;
+}
+
+void Context::forget_io(Entry& e) {
+  auto it = std::find(in_io_.begin(), in_io_.end(), &e);
+  if (it == in_io_.end()) return;
+  *it = in_io_.back();
+  in_io_.pop_back();
+  if (e.io->write) writing_bytes_ -= e.bytes;
+}
+
+void Context::pump_disk() noexcept {
+  try {
+    for (size_t i = 0; i < in_io_.size();) {
+      Entry& e = *in_io_[i];
+      if (!e.io->finished()) {
+        ++i;
+        continue;
+      }
+      forget_io(e);  // swaps the last one into i
+      finish_io(e);
+    }
+    // Tier disk: every host copy goes on to disk; tier auto: the oldest, while the host copies not
+    // already on their way pass the budget. Only once the offload copy is known complete (they
+    // complete in issue order on the copy stream).
+    while (spill_head_ != nullptr &&
+           (options_.tier == Tier::Disk || host_bytes_ - writing_bytes_ > host_limit_)) {
+      Entry& e = *spill_head_;
+      if (e.offload_fence && !e.offload_fence->query()) break;
+      unlist_spill(e);
+      start_write(e);
+    }
+  } catch (const std::exception& ex) {
+    // Only an allocation can throw here; the entries stay consistent (a copy not written stays in
+    // host memory).
+    TORCH_WARN("offtune: disk tier: ", ex.what());
+  }
+}
+
+void Context::finish_io(Entry& e) {
+  IoJob& job = *e.io;
+  const bool done = job.state.load(std::memory_order_acquire) == IoJob::Done;
+  if (done && observer_) {
+    CopyEvent ce{e.id,        job.write ? CopyDirection::HostToDisk : CopyDirection::DiskToHost,
+                 e.bytes,     e.pinned,
+                 true,        !job.write && e.read_ahead,
+                 job.done_ns, job.issued_ns};
+    emit(std::make_pair(true, ce));
+  }
+  if (job.write) {
+    if (done) {
+      e.on_disk = true;
+      ++stats_.spilled;
+      stats_.disk_written_bytes += e.bytes;
+      e.io.reset();
+      free_host_when_done(e);  // after a reload that may still read it
+    } else {
+      // The host copy is intact: the entry stays valid in host memory; the step is told.
+      note_disk_error(e.generation, disk_->failure_message(job));
+      e.disk.reset();
+      e.io.reset();
+    }
+    return;
+  }
+  if (done) {
+    ++stats_.disk_reads;
+    stats_.disk_read_bytes += e.bytes;
+    e.io.reset();
+    return;
+  }
+  // A failed read: the staging block goes; the job stays for unpack to report (then a later
+  // backward of a retained graph may try again).
+  if (e.read_ahead) {
+    read_ahead_bytes_ -= e.bytes;
+    e.read_ahead = false;
+  }
+  host_bytes_ -= e.bytes;
+  e.host.reset();
+}
+
+void Context::start_write(Entry& e) {
+  DiskExtent extent = disk_->allocate(e.bytes);
+  if (!extent) {
+    note_disk_error(e.generation, disk_->arena_full_message(e.bytes));
+    return;  // stays in host memory
+  }
+  const int64_t issued = observer_ ? now_ns() : 0;
+  e.io = disk_->write(extent, e.host.data(), e.bytes);
+  e.disk = std::move(extent);
+  in_io_.push_back(&e);
+  writing_bytes_ += e.bytes;
+  if (observer_) {
+    CopyEvent ce{e.id, CopyDirection::HostToDisk, e.bytes, e.pinned, true, false, issued, issued};
+    emit(std::make_pair(false, ce));
+  }
+}
+
+void Context::start_read(Entry& e, bool ahead) {
+  bool pinned = true;
+  HostBlock block = pool_->allocate(e.bytes, options_.use_pin_memory, pinned);
+  const int64_t issued = observer_ ? now_ns() : 0;
+  e.host = std::move(block);
+  e.pinned = pinned;
+  host_bytes_ += e.bytes;
+  e.io = disk_->read(e.disk, e.host.data(), e.bytes, /*urgent=*/!ahead);
+  in_io_.push_back(&e);
+  if (ahead) {
+    e.read_ahead = true;
+    read_ahead_bytes_ += e.bytes;
+    ++stats_.disk_read_ahead;
+  }
+  if (observer_) {
+    CopyEvent ce{e.id, CopyDirection::DiskToHost, e.bytes, e.pinned, true, ahead, issued, issued};
+    emit(std::make_pair(false, ce));
+  }
+}
+
+// Backward order is the reverse of pack order: the entries before `e` in its forward come next.
+// Reads start for those on disk within the next disk_read_ahead_bytes of backward's copies (a copy
+// in host memory counts too: it is part of the time the read has), and while the staging blocks
+// read ahead stay under the same bound.
+void Context::read_ahead_before(const Entry& e) {
+  const int64_t limit = options_.disk_read_ahead_bytes;
+  if (limit == 0) return;
+  int64_t ahead = 0;
+  for (Entry* p = e.chain_prev; p != nullptr; p = p->chain_prev) {
+    ahead += p->bytes;
+    if (ahead > limit) break;
+    if (!p->on_disk || p->host || p->io || p->device) continue;
+    if (read_ahead_bytes_ + p->bytes > limit) break;
+    try {
+      start_read(*p, /*ahead=*/true);
+    } catch (const std::exception&) {
+      break;  // no host memory for it now: it is read when used
+    }
+  }
+}
+
+void Context::note_disk_error(uint64_t generation, std::string message) {
+  disk_errors_.try_emplace(generation, std::move(message));
+}
+
+void Context::throw_disk_error(uint64_t generation) {
+  if (disk_errors_.empty()) return;
+  auto it = disk_errors_.find(generation);
+  if (it == disk_errors_.end()) return;
+  std::string message = std::move(it->second);
+  disk_errors_.erase(it);
+  throw EngineError(message);
+}
+
+void Context::wait_for_spills(uint64_t generation) {
+  for (;;) {
+    IoJobPtr job;
+    FencePtr fence;
+    TensorId id;
+    {
+      Lock lock(*this);
+      pump_disk();
+      throw_disk_error(generation);
+      if (host_bytes_ <= host_limit_) return;
+      for (Entry* e : in_io_) {
+        if (e->io->write) {
+          job = e->io;
+          id = e->id;
+          break;
+        }
+      }
+      if (!job && spill_head_ != nullptr && spill_head_->offload_fence) {
+        fence = spill_head_->offload_fence;
+        id = spill_head_->id;
+      }
+      if (!job && !fence) return;  // nothing on its way to disk: the budget cannot be met now
+      ++stats_.spill_waits;
+    }
+    const int64_t begin = now_ns();
+    {
+      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Spill});
+      // The host really waits here (a stream wait would not free host memory).
+      if (job) {
+        disk_->wait(*job);
+      } else {
+        fence->synchronize();
+      }
+    }
+    if (observer_) emit(WaitEvent{WaitKind::Spill, id, begin, now_ns()});
+  }
+}
+
+void Context::await_host_copy(Slot& slot) {
+  for (;;) {
+    IoJobPtr job;
+    {
+      Lock lock(*this);
+      pump_disk();
+      Entry& e = *slot.entry_;
+      throw_disk_error(e.generation);
+      if (e.io && !e.io->write && e.io->failed()) {
+        std::string message = disk_->failure_message(*e.io);
+        e.io.reset();
+        throw EngineError(message);
+      }
+      // Backward has reached it: writing it now would not pay. A queued write is dropped; a
+      // running one finishes (the reload may read the host copy meanwhile).
+      if (e.spill_listed) unlist_spill(e);
+      if (e.io && e.io->write && disk_->cancel(e.io)) {
+        forget_io(e);
+        e.io.reset();
+        e.disk.reset();
+      }
+      const bool ready = e.device || e.in_fwd_stash || host_ready(e);
+      if (!ready && !e.io) start_read(e, /*ahead=*/false);  // first in the reader's queue
+      read_ahead_before(e);
+      if (ready) return;
+      job = e.io;
+    }
+    const int64_t begin = now_ns();
+    {
+      SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::DiskRead});
+      disk_->wait(*job);
+    }
+    if (observer_) emit(WaitEvent{WaitKind::DiskRead, slot.id_, begin, now_ns()});
+  }
 }
 
 }  // namespace offtune::detail
@@ -1219,6 +1603,7 @@ const OffloadOptions& ActivationOffloader::options() const { return ctx_->option
 BackendKind ActivationOffloader::backend() const { return ctx_->backend().kind(); }
 OffloadStats ActivationOffloader::stats() const { return ctx_->stats(); }
 ResidentState ActivationOffloader::resident() const { return ctx_->resident(); }
+DiskTierInfo ActivationOffloader::disk_tier() const { return ctx_->disk_info(); }
 DeviceMemory ActivationOffloader::device_memory() const { return ctx_->backend().memory(); }
 void ActivationOffloader::reset_peak_device_memory() { ctx_->backend().reset_peak(); }
 void ActivationOffloader::synchronize() { ctx_->synchronize(); }

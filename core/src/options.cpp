@@ -46,6 +46,25 @@ OffloadSet parse_offload_set(std::string_view text) {
   throw OptionsError("unknown offload set '" + std::string(text) + "' (valid: all, boundaries)");
 }
 
+std::string_view to_string(Tier tier) {
+  switch (tier) {
+    case Tier::Host:
+      return "host";
+    case Tier::Disk:
+      return "disk";
+    case Tier::Auto:
+      return "auto";
+  }
+  return "?";
+}
+
+Tier parse_tier(std::string_view text) {
+  if (text == "host") return Tier::Host;
+  if (text == "disk") return Tier::Disk;
+  if (text == "auto") return Tier::Auto;
+  throw OptionsError("unknown tier '" + std::string(text) + "' (valid: host, disk, auto)");
+}
+
 int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
   if (!enabled()) return 0;
   double gbps = pinned ? pinned_gbps : (pageable_gbps > 0.0 ? pageable_gbps : pinned_gbps / 2.0);
@@ -89,6 +108,28 @@ void OffloadOptions::validate() const {
     fail("host_pool_slab_bytes must be at least 1 MiB, got " +
          std::to_string(host_pool_slab_bytes));
   }
+  if (tier != Tier::Host && tier != Tier::Disk && tier != Tier::Auto) {
+    fail("tier must be host, disk or auto, got " + std::to_string(static_cast<int>(tier)));
+  }
+  if (host_budget_bytes < 0) {
+    fail("host_budget_bytes must be >= 0 (0 = derived), got " + std::to_string(host_budget_bytes));
+  }
+  if (disk_arena_bytes < 0) {
+    fail("disk_arena_bytes must be >= 0 (0 = grows as needed), got " +
+         std::to_string(disk_arena_bytes));
+  }
+  if (disk_read_ahead_bytes < 0) {
+    fail("disk_read_ahead_bytes must be >= 0 (0 = no read-ahead), got " +
+         std::to_string(disk_read_ahead_bytes));
+  }
+  if (!(disk_min_gbps >= 0.0) || !std::isfinite(disk_min_gbps)) {
+    fail("disk_min_gbps must be finite and >= 0 (0 = no bandwidth check), got " +
+         std::to_string(disk_min_gbps));
+  }
+  if (debug_disk_faults.fail_write < 0 || debug_disk_faults.fail_read < 0 ||
+      debug_disk_faults.error <= 0) {
+    fail("debug_disk_faults: fail_write and fail_read must be >= 0 and error a positive errno");
+  }
   if (!(link.pinned_gbps >= 0.0) || !std::isfinite(link.pinned_gbps) ||
       !(link.pageable_gbps >= 0.0) || !std::isfinite(link.pageable_gbps) || link.latency_ns < 0) {
     fail("link model values must be finite and >= 0");
@@ -128,7 +169,17 @@ std::string_view to_string(KeepReason r) {
   return "?";
 }
 std::string_view to_string(CopyDirection d) {
-  return d == CopyDirection::DeviceToHost ? "d2h" : "h2d";
+  switch (d) {
+    case CopyDirection::DeviceToHost:
+      return "d2h";
+    case CopyDirection::HostToDevice:
+      return "h2d";
+    case CopyDirection::HostToDisk:
+      return "disk-write";
+    case CopyDirection::DiskToHost:
+      return "disk-read";
+  }
+  return "?";
 }
 std::string_view to_string(UnpackSource s) {
   switch (s) {
@@ -151,6 +202,10 @@ std::string_view to_string(WaitKind k) {
       return "reload";
     case WaitKind::Drain:
       return "drain";
+    case WaitKind::Spill:
+      return "spill";
+    case WaitKind::DiskRead:
+      return "disk-read";
   }
   return "?";
 }

@@ -418,6 +418,10 @@ QColor timeline_kind_colour(EventKind k) {
       return QColor(0xaa, 0x33, 0x77);  // wine
     case EventKind::Wait:
       return QColor(0xcc, 0x33, 0x11);  // red: time lost
+    case EventKind::DiskWrite:
+      return QColor(0x99, 0x99, 0x33);  // olive (Tol), on the disk lane only
+    case EventKind::DiskRead:
+      return QColor(0x44, 0xaa, 0x99);  // teal (Tol)
     case EventKind::Recompute:
       return QColor(0xee, 0x77, 0x33);  // orange: time spent again (checkpointing)
   }
@@ -452,6 +456,8 @@ const std::vector<TimelineLegendEntry>& timeline_legend() {
     kind("recompute", EventKind::Recompute);
     kind("pack", EventKind::Pack);
     kind("unpack", EventKind::Unpack);
+    kind("disk write", EventKind::DiskWrite);
+    kind("disk read", EventKind::DiskRead);
     marking("prefetched", TimelineLegendEntry::Swatch::Prefetch, kPrefetch);
     marking("pageable", TimelineLegendEntry::Swatch::Pageable, kPageable);
     marking("waited on", TimelineLegendEntry::Swatch::Arrow, kArrow);
@@ -654,6 +660,9 @@ std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
   const uint32_t h2d = add_lane(LaneKind::CopyH2D, "copy H2D");
   const uint32_t waits = add_lane(LaneKind::Waits, "waits");
   const uint32_t instants = add_lane(LaneKind::PackUnpack, "pack / unpack");
+  const bool have_disk = std::any_of(events.begin(), events.end(),
+                                     [](const auto& e) { return profiler::is_disk(e.kind); });
+  const uint32_t disk = have_disk ? add_lane(LaneKind::Disk, "disk") : instants;
 
   int64_t last_stream = std::numeric_limits<int64_t>::min();
   uint32_t last_compute_lane = first_compute;
@@ -685,6 +694,9 @@ std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
         return {instants, Slot::Packs};
       case EventKind::Unpack:
         return {instants, Slot::Unpacks};
+      case EventKind::DiskWrite:
+      case EventKind::DiskRead:
+        return {disk, Slot::Spans};
     }
     return {first_compute, Slot::Spans};
   };
@@ -908,6 +920,8 @@ QColor set_colour(const TimelineLane& lane, const TimelineIntervals& set) {
       return kind_colour(EventKind::Wait);
     case LaneKind::PackUnpack:
       return kind_colour(EventKind::Pack);
+    case LaneKind::Disk:
+      return kind_colour(EventKind::DiskWrite);
   }
   return kind_colour(EventKind::Compute);
 }
@@ -923,7 +937,8 @@ class Painter {
     if (set.size() == 0) return;
     if (draw_in_detail(set, v_)) {
       ++stats.detail_sets;
-      detail(set, row, set_colour(lane, set), lane.kind == LaneKind::Phases);
+      detail(set, row, set_colour(lane, set),
+             lane.kind == LaneKind::Phases || lane.kind == LaneKind::Disk);
     } else {
       ++stats.merged_sets;
       merged(lane, set, pick_level(set, v_), row, set_colour(lane, set));

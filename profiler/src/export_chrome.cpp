@@ -73,9 +73,12 @@ bool is_phase(EventKind k) {
 
 // The track an event is drawn on: its stream, except that waits block the compute thread and
 // phases get their own track.
+// Disk traffic gets tracks of its own after the phases: apart from the link's copies.
 int64_t track_of(const TimelineEvent& e, int64_t phases_tid) {
   if (is_phase(e.kind)) return phases_tid;
   if (e.kind == EventKind::Wait || e.kind == EventKind::Recompute) return 0;
+  if (e.kind == EventKind::DiskWrite) return phases_tid + 1;
+  if (e.kind == EventKind::DiskRead) return phases_tid + 2;
   return e.stream;
 }
 
@@ -152,7 +155,8 @@ struct WaitFlow {
 
 // Each wait on a tensor, paired with the copy it waited on: the latest copy of that tensor that
 // started before the wait ended, an offload (D2H) for a forward-window wait, a reload (H2D) for a
-// reload wait, either for a wait of another or no kind; drains wait for every copy and get none.
+// reload wait, a disk write for a spill wait, a disk read for a disk-read wait, a D2H or H2D for a
+// wait of another or no kind; drains wait for every copy and get none.
 // The GUI's timeline draws the same arrows (gui/src/timeline.cpp, link_waits_to_copies).
 std::vector<WaitFlow> wait_flows(const std::vector<TimelineEvent>& events) {
   std::vector<WaitFlow> out;
@@ -171,7 +175,8 @@ std::vector<WaitFlow> wait_flows(const std::vector<TimelineEvent>& events) {
   std::vector<CopyRef> copies;
   for (size_t i = 0; i < events.size(); ++i) {
     const TimelineEvent& e = events[i];
-    if ((e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D) && e.tensor >= 0) {
+    if ((e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D || is_disk(e.kind)) &&
+        e.tensor >= 0) {
       copies.push_back({e.tensor, e.kind, e.start_ns, i});
     }
   }
@@ -192,6 +197,10 @@ std::vector<WaitFlow> wait_flows(const std::vector<TimelineEvent>& events) {
       copy = latest(e.tensor, EventKind::CopyD2H, end);
     } else if (e.name == "reload") {
       copy = latest(e.tensor, EventKind::CopyH2D, end);
+    } else if (e.name == "spill") {
+      copy = latest(e.tensor, EventKind::DiskWrite, end);
+    } else if (e.name == "disk-read") {
+      copy = latest(e.tensor, EventKind::DiskRead, end);
     } else if (e.name != "drain") {
       const CopyRef* d2h = latest(e.tensor, EventKind::CopyD2H, end);
       const CopyRef* h2d = latest(e.tensor, EventKind::CopyH2D, end);
@@ -235,9 +244,12 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
 
   std::set<int64_t> streams;
   bool have_phases = false;
+  bool have_disk_write = false, have_disk_read = false;
   for (const auto& e : events) {
     if (is_phase(e.kind)) {
       have_phases = true;
+    } else if (is_disk(e.kind)) {
+      (e.kind == EventKind::DiskWrite ? have_disk_write : have_disk_read) = true;
     } else {
       streams.insert(e.kind == EventKind::Wait ? 0 : e.stream);
     }
@@ -256,6 +268,14 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
   for (int64_t s : streams) {  // ascending: compute, copy, then other streams
     w.metadata("thread_name", pid, s, {{"name", stream_track_name(s)}});
     w.metadata("thread_sort_index", pid, s, {{"sort_index", thread_index++}});
+  }
+  if (have_disk_write) {
+    w.metadata("thread_name", pid, phases_tid + 1, {{"name", "disk write"}});
+    w.metadata("thread_sort_index", pid, phases_tid + 1, {{"sort_index", thread_index++}});
+  }
+  if (have_disk_read) {
+    w.metadata("thread_name", pid, phases_tid + 2, {{"name", "disk read"}});
+    w.metadata("thread_sort_index", pid, phases_tid + 2, {{"sort_index", thread_index++}});
   }
 
   std::unordered_map<int64_t, const StepRecord*> step_at;
@@ -310,6 +330,17 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
         w.field("ts", ts);
         w.field("dur", dur);
         w.field("args", dumped(json{{"bytes", e.bytes}, {"tensors", e.tensor}}));
+        break;
+      }
+      case EventKind::DiskWrite:
+      case EventKind::DiskRead: {
+        w.open("X", e.kind == EventKind::DiskWrite ? "disk write" : "disk read", pid, tid);
+        w.field("cat", R"("disk")");
+        w.field("ts", ts);
+        w.field("dur", dur);
+        json args = {{"bytes", e.bytes}, {"tensor", e.tensor}, {"read_ahead", e.prefetch}};
+        if (!e.name.empty()) args["name"] = e.name;
+        w.field("args", dumped(args));
         break;
       }
       case EventKind::Wait: {

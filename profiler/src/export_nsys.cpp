@@ -368,6 +368,10 @@ std::string nvtx_text(const TimelineEvent& e) {
       return "offtune:pack" + suffix;
     case EventKind::Unpack:
       return "offtune:unpack" + suffix;
+    case EventKind::DiskWrite:
+      return "offtune:disk write";
+    case EventKind::DiskRead:
+      return std::string("offtune:disk read") + (e.prefetch ? " ahead" : "");
     default:
       return "offtune:" + e.name;
   }
@@ -454,6 +458,12 @@ class NsysWriter {
         case EventKind::Recompute:
           nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
                      text_of(json({{"bytes", e.bytes}, {"tensors", e.tensor}}))});
+          break;
+        case EventKind::DiskWrite:
+        case EventKind::DiskRead:
+          // Not a CUDA copy: an NVTX range, as Nsight Systems shows the engine's own work.
+          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
+                     text_of(json({{"tensor", e.tensor}, {"bytes", e.bytes}}))});
           break;
         case EventKind::Pack:
         case EventKind::Unpack: {

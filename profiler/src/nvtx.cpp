@@ -24,7 +24,8 @@ using NamedCategory = nvtx3::named_category_in<NvtxDomain>;
 // their filters on the ids).
 constexpr uint32_t kCategoryPhase = 1;
 constexpr uint32_t kCategoryPack = 10;    // + PackDecision
-constexpr uint32_t kCategoryCopy = 20;    // + 0 d2h, 1 h2d, 2 h2d prefetch
+constexpr uint32_t kCategoryCopy = 20;    // + 0 d2h, 1 h2d, 2 h2d prefetch, 3 disk write,
+                                          //   4 disk read, 5 disk read ahead
 constexpr uint32_t kCategoryUnpack = 30;  // + UnpackSource
 constexpr uint32_t kCategoryWait = 40;    // + WaitKind (wait ranges)
 constexpr uint32_t kCategoryHook = 50;    // + 0 pack, 1 unpack (hook ranges), 2 recompute
@@ -57,6 +58,8 @@ struct Registry {
   RegisteredString unpack{"unpack"};
   RegisteredString offload{"offload"};
   RegisteredString reload{"reload"};
+  RegisteredString spill{"spill"};
+  RegisteredString disk_read{"disk read"};
   RegisteredString wait{"wait"};
   RegisteredString recompute{"recompute"};
   RegisteredString layer{"layer"};
@@ -68,16 +71,21 @@ struct Registry {
   std::array<NamedCategory, 3> pack_decision{{{kCategoryPack + 0, "pack: offloaded"},
                                               {kCategoryPack + 1, "pack: deduplicated"},
                                               {kCategoryPack + 2, "pack: kept"}}};
-  std::array<NamedCategory, 3> copy{{{kCategoryCopy + 0, "copy: d2h"},
+  std::array<NamedCategory, 6> copy{{{kCategoryCopy + 0, "copy: d2h"},
                                      {kCategoryCopy + 1, "copy: h2d"},
-                                     {kCategoryCopy + 2, "copy: h2d prefetch"}}};
+                                     {kCategoryCopy + 2, "copy: h2d prefetch"},
+                                     {kCategoryCopy + 3, "copy: disk write"},
+                                     {kCategoryCopy + 4, "copy: disk read"},
+                                     {kCategoryCopy + 5, "copy: disk read ahead"}}};
   std::array<NamedCategory, 4> unpack_source{{{kCategoryUnpack + 0, "unpack: kept"},
                                               {kCategoryUnpack + 1, "unpack: forward-stash"},
                                               {kCategoryUnpack + 2, "unpack: reloaded"},
                                               {kCategoryUnpack + 3, "unpack: prefetched"}}};
-  std::array<NamedCategory, 3> wait_kind{{{kCategoryWait + 0, "wait: forward-window"},
+  std::array<NamedCategory, 5> wait_kind{{{kCategoryWait + 0, "wait: forward-window"},
                                           {kCategoryWait + 1, "wait: reload"},
-                                          {kCategoryWait + 2, "wait: drain"}}};
+                                          {kCategoryWait + 2, "wait: drain"},
+                                          {kCategoryWait + 3, "wait: spill"},
+                                          {kCategoryWait + 4, "wait: disk-read"}}};
   NamedCategory hook_pack{kCategoryHook + 0, "hook: pack"};
   NamedCategory hook_unpack{kCategoryHook + 1, "hook: unpack"};
   NamedCategory recompute_category{kCategoryHook + 2, "checkpoint: recompute"};
@@ -207,6 +215,13 @@ void NvtxObserver::on_pack(const PackEvent& e) {
 void NvtxObserver::on_copy_issued(const CopyEvent& e) {
   const Registry& reg = registry();
   const bool d2h = e.direction == CopyDirection::DeviceToHost;
+  if (is_disk(e.direction)) {
+    // Disk traffic apart from the link's: its own messages and categories.
+    const bool write = e.direction == CopyDirection::HostToDisk;
+    const NamedCategory& category = write ? reg.copy[3] : (e.prefetch ? reg.copy[5] : reg.copy[4]);
+    nvtx3::mark_in<NvtxDomain>(write ? reg.spill : reg.disk_read, category, bytes_payload(e.bytes));
+    return;
+  }
   const NamedCategory& category = d2h ? reg.copy[0] : (e.prefetch ? reg.copy[2] : reg.copy[1]);
   nvtx3::mark_in<NvtxDomain>(d2h ? reg.offload : reg.reload, category,
                              nvtx3::color{e.pinned ? kPinned : kPageable}, bytes_payload(e.bytes));

@@ -25,6 +25,10 @@ void Recorder::on_copy_issued(const CopyEvent&) {
 }
 
 void Recorder::on_copy_completed(const CopyEvent& e) {
+  if (is_disk(e.direction)) {
+    record_disk(e);
+    return;
+  }
   TimelineEvent ev;
   ev.kind = e.direction == CopyDirection::DeviceToHost ? EventKind::CopyD2H : EventKind::CopyH2D;
   ev.stream = e.on_side_stream ? 1 : 0;
@@ -41,6 +45,27 @@ void Recorder::on_copy_completed(const CopyEvent& e) {
   ev.start_ns = std::min(ev.start_ns, e.time_ns);
   ev.end_ns = e.time_ns;
   if (e.on_side_stream) copy_stream_free_at_ = std::max(copy_stream_free_at_, e.time_ns);
+  events_.push_back(std::move(ev));
+}
+
+// Disk transfers run on the disk tier's threads, one per direction, in issue order: a transfer
+// starts when it was issued or when the one before it in its direction finished.
+void Recorder::record_disk(const CopyEvent& e) {
+  const bool write = e.direction == CopyDirection::HostToDisk;
+  TimelineEvent ev;
+  ev.kind = write ? EventKind::DiskWrite : EventKind::DiskRead;
+  ev.stream = kDiskStream;
+  ev.bytes = e.bytes;
+  ev.tensor = e.id.value;
+  ev.pinned = e.pinned;
+  ev.prefetch = e.prefetch;
+  ev.name = e.prefetch ? "read-ahead" : std::string(to_string(e.direction));
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t& free_at = write ? disk_write_free_at_ : disk_read_free_at_;
+  const int64_t issued = e.issued_ns > 0 ? e.issued_ns : e.time_ns;
+  ev.start_ns = std::min(std::max(issued, free_at), e.time_ns);
+  ev.end_ns = e.time_ns;
+  free_at = std::max(free_at, e.time_ns);
   events_.push_back(std::move(ev));
 }
 

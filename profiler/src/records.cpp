@@ -21,7 +21,7 @@ constexpr NameTable<RunStatus, 5> kRunStatusNames{{
     {RunStatus::Interrupted, "interrupted"},
 }};
 
-constexpr NameTable<EventKind, 10> kEventKindNames{{
+constexpr NameTable<EventKind, 12> kEventKindNames{{
     {EventKind::Step, "step"},
     {EventKind::Forward, "forward"},
     {EventKind::Backward, "backward"},
@@ -31,6 +31,8 @@ constexpr NameTable<EventKind, 10> kEventKindNames{{
     {EventKind::Pack, "pack"},
     {EventKind::Unpack, "unpack"},
     {EventKind::Wait, "wait"},
+    {EventKind::DiskWrite, "disk_write"},
+    {EventKind::DiskRead, "disk_read"},
     {EventKind::Recompute, "recompute"},
 }};
 

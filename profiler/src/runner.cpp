@@ -158,9 +158,7 @@ OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base
   o.use_pin_memory = config.use_pin_memory;
   o.semantics = parse_semantics(config.semantics);
   o.offload = parse_offload_set(config.offload_set);
-  if (config.tier != "host") {
-    throw OptionsError("unknown tier '" + config.tier + "' (valid: host)");
-  }
+  o.tier = parse_tier(config.tier);
   return o;
 }
 

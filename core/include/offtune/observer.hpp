@@ -36,7 +36,12 @@ enum class KeepReason : uint8_t {
   NotBoundary,  // OffloadSet::Boundaries and not a checkpointed region's input
 };
 
-enum class CopyDirection : uint8_t { DeviceToHost, HostToDevice };
+// Disk traffic (tier disk or auto) is reported as copies too, apart from the device link's: a
+// write of a host copy to the arena file, and a read back into host memory (prefetch = read ahead).
+enum class CopyDirection : uint8_t { DeviceToHost, HostToDevice, HostToDisk, DiskToHost };
+inline bool is_disk(CopyDirection d) {
+  return d == CopyDirection::HostToDisk || d == CopyDirection::DiskToHost;
+}
 
 enum class UnpackSource : uint8_t {
   Kept,          // was never offloaded
@@ -49,6 +54,8 @@ enum class WaitKind : uint8_t {
   ForwardWindow,  // forward waited for the oldest offload copy (window full)
   Reload,         // compute waited for a reload before the tensor was used
   Drain,          // end of backward / scope: waited for outstanding copies
+  Spill,          // forward waited for host copies to reach disk (host budget or staging full)
+  DiskRead,       // backward waited for a copy to be read back from disk
 };
 
 std::string_view to_string(PackDecision);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "offtune/observer.hpp"
 #include "offtune/options.hpp"
@@ -58,6 +59,13 @@ struct OffloadStats {
   int64_t record_streams = 0;      // device blocks released with a copy or another stream possibly
                                    // still using them, and so recorded on that stream
   int64_t pageable_fallbacks = 0;  // host blocks that could not be pinned
+  // Disk tier (tier disk or auto).
+  int64_t spilled = 0;             // host copies written to the arena file
+  int64_t disk_written_bytes = 0;  // bytes of those writes
+  int64_t disk_reads = 0;          // copies read back from disk (read-ahead included)
+  int64_t disk_read_bytes = 0;
+  int64_t disk_read_ahead = 0;  // reads issued ahead of use
+  int64_t spill_waits = 0;      // times forward waited for writes (host budget or staging full)
 };
 
 // What the engine holds right now. After a step (backward done, graph freed) every field but
@@ -72,10 +80,25 @@ struct ResidentState {
   int64_t pending_host_frees = 0;  // host blocks waiting for their reload copy to finish
   int64_t host_pool_in_use_bytes = 0;
   int64_t host_pool_reserved_bytes = 0;  // kept for reuse by the pool; see release_cached_memory()
+  int64_t disk_bytes = 0;                // bytes of copies held in the arena file (disk tier)
+  int64_t disk_io_in_flight = 0;         // disk writes and reads queued or running
+  int64_t disk_arena_bytes = 0;  // size of the arena file, kept for reuse like the pool's slabs
   bool resting() const {
     return tracked == 0 && host_bytes == 0 && fwd_stash_count == 0 && bwd_stash_count == 0 &&
-           pending_host_frees == 0 && host_pool_in_use_bytes == 0;
+           pending_host_frees == 0 && host_pool_in_use_bytes == 0 && disk_bytes == 0 &&
+           disk_io_in_flight == 0;
   }
+};
+
+// The disk tier as opened (tier disk or auto), for reports and for deciding whether it pays.
+struct DiskTierInfo {
+  bool enabled = false;     // an arena file is open (false for tier host, or a disk found too slow)
+  std::string directory;    // where the (nameless) arena file lives
+  std::string file_system;  // "ext4", "tmpfs", "xfs", ... (or the magic number in hex)
+  bool direct_io = false;   // O_DIRECT in use (false where the file system refuses it)
+  bool tmpfile = false;     // opened with O_TMPFILE (else created and unlinked at once)
+  double write_gbps = 0.0;  // measured when opened (GB/s, 1e9 bytes/s); 0 when not measured
+  double read_gbps = 0.0;
 };
 
 class OffloadScope;
@@ -109,7 +132,8 @@ class ActivationOffloader {
   ResidentState resident() const;
   DeviceMemory device_memory() const;
   void reset_peak_device_memory();
-  // Block until every copy this offloader issued has finished.
+  DiskTierInfo disk_tier() const;
+  // Block until every copy this offloader issued has finished (disk writes and reads included).
   void synchronize();
   // Return unused host-pool slabs to the system.
   void release_cached_memory();

@@ -60,8 +60,8 @@ enum class OffloadSet : uint8_t {
   // Every saved tensor that passes the other rules (size, parameters, ...).
   All,
   // With gradient checkpointing (offtune/checkpoint.hpp): only the checkpoint boundaries, the
-  // inputs
-  // of checkpointed regions, which are all that a checkpointed forward keeps; everything else
+  // inputs of checkpointed regions, which are all that a checkpointed forward keeps; everything
+  // else
   // saved under the scope stays on the device (KeepReason::NotBoundary). Axolotl's offloaded
   // gradient checkpointing; with use_streams = false, its `activation_offloading: legacy`.
   Boundaries,
@@ -69,6 +69,24 @@ enum class OffloadSet : uint8_t {
 std::string_view to_string(OffloadSet set);
 // Accepts "all", "boundaries"; throws OptionsError otherwise.
 OffloadSet parse_offload_set(std::string_view text);
+
+// Where offloaded copies live.
+enum class Tier {
+  Host,  // pinned (or pageable) host memory only: the reference's behaviour
+  Disk,  // every offloaded copy goes on to an arena file in disk_dir; host memory only stages it
+  Auto,  // host memory up to host_budget_bytes; beyond it, the oldest copies spill to the file
+};
+std::string_view to_string(Tier tier);
+// Accepts "host", "disk", "auto"; throws OptionsError otherwise.
+Tier parse_tier(std::string_view text);
+
+// Debug: fault injection for the disk tier (tests). Counted per offloader, from 1.
+struct DiskFaults {
+  int64_t fail_write = 0;      // the Nth write to the arena file fails (0 = never)
+  int64_t fail_read = 0;       // the Nth read from it fails (0 = never)
+  int error = 28;              // with this errno: ENOSPC (28), EIO (5), ...
+  bool refuse_direct = false;  // open as if the file system refused O_DIRECT (as tmpfs did)
+};
 
 // Cost model of the host<->device link on host-sim: a copy of n bytes takes at least
 // latency_ns + n / bandwidth. With every field 0 copies cost only their memcpy.
@@ -125,6 +143,29 @@ struct OffloadOptions {
   // Host pool granularity: pinned memory is reserved in slabs of this size (larger tensors get a
   // slab of their own, rounded to 2 MiB, never to a power of two).
   int64_t host_pool_slab_bytes = int64_t{64} << 20;
+  // Disk tier (docs/disk-tier.md). Where offloaded copies live; see Tier.
+  Tier tier = Tier::Host;
+  // The most bytes of host copies alive at once. Auto: beyond it the oldest copies are written to
+  // disk and their host memory reused (0 = half of the RAM available when the offloader is made).
+  // Disk: the staging memory that copies pass through on their way to disk, forward waits when it
+  // is full (0 = 256 MiB). Unused with tier host.
+  int64_t host_budget_bytes = 0;
+  // Directory of the arena file (its file system must have room for a step's spilled copies).
+  // Empty = $TMPDIR, else /tmp. The file has no name: it is gone when the process ends, however.
+  std::string disk_dir;
+  // Size limit of the arena file; 0 = grows as needed (it is preallocated and reused by later
+  // steps, never shrunk while the offloader lives).
+  int64_t disk_arena_bytes = 0;
+  // Backward reads copies back from disk ahead of their use, in backward order, up to this many
+  // bytes staged in host memory (a read takes milliseconds: a prefetch by count would not cover
+  // it). 0 = read each copy when autograd asks for it.
+  int64_t disk_read_ahead_bytes = int64_t{256} << 20;
+  // The offloader measures the disk's write and read bandwidth when it opens the arena (64 MiB
+  // each way) and refuses a disk slower than this many GB/s (tier disk: EngineError; tier auto:
+  // a warning, and copies stay in host memory). 0 = no measurement, no check.
+  double disk_min_gbps = 0.25;
+  // Debug: make the Nth disk write or read fail (tests of the error paths).
+  DiskFaults debug_disk_faults{};
   // host-sim only: the link's cost.
   LinkModel link{};
   // Whose rules the engine follows (see Semantics).

@@ -166,7 +166,7 @@ struct TimelineInstants {
   size_t size() const { return time.size(); }
 };
 
-enum class LaneKind { Phases, Compute, CopyD2H, CopyH2D, Waits, PackUnpack };
+enum class LaneKind { Phases, Compute, CopyD2H, CopyH2D, Waits, PackUnpack, Disk };
 
 struct TimelineLane {
   LaneKind kind = LaneKind::Compute;
@@ -192,7 +192,8 @@ struct TimelineFlow {
 
 // One run's timeline, ready to paint; immutable once built. Lanes top to bottom: phases,
 // compute (one per stream when several compute streams appear, up to kMaxComputeLanes), copy D2H,
-// copy H2D, waits, pack / unpack. Every lane is present even when empty, so rows never jump.
+// copy H2D, waits, pack / unpack. Every lane is present even when empty, so rows never jump; a run
+// of the disk tier (tier disk or auto) has one more at the bottom, disk, for its writes and reads.
 struct TimelineIndex {
   static constexpr size_t kMaxComputeLanes = 8;
 

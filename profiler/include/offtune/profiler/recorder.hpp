@@ -59,12 +59,15 @@ class Recorder : public Observer {
 
  private:
   void derive_compute_locked(std::vector<TimelineEvent>& out) const;
+  void record_disk(const CopyEvent& e);
 
   const bool host_sim_compute_;
   std::mutex mutex_;
   std::vector<TimelineEvent> events_;
   std::vector<OccupancySample> occupancy_;
   int64_t copy_stream_free_at_ = 0;  // host-sim copies run one after another
+  int64_t disk_write_free_at_ = 0;   // and so do disk writes, and disk reads
+  int64_t disk_read_free_at_ = 0;
   int64_t last_device_bytes_ = -1;
   std::function<int64_t()> device_probe_;
   std::vector<std::pair<int64_t, int64_t>> device_curve_;

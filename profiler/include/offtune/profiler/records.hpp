@@ -146,18 +146,25 @@ struct StepRecord {
 
 // Timeline: one row per interval or instant on a stream.
 enum class EventKind {
-  Step,       // a measured step (stream 0)
-  Forward,    // forward pass (stream 0)
-  Backward,   // backward pass (stream 0)
-  Compute,    // a kernel or a host-sim compute span (stream 0 or a CUDA stream id)
-  CopyD2H,    // offload copy (copy stream)
-  CopyH2D,    // reload copy (copy stream)
-  Pack,       // instant: a pack decision (bytes, tensor id, name = decision/reason)
-  Unpack,     // instant: an unpack (name = source)
-  Wait,       // a wait (name = kind)
+  Step,      // a measured step (stream 0)
+  Forward,   // forward pass (stream 0)
+  Backward,  // backward pass (stream 0)
+  Compute,   // a kernel or a host-sim compute span (stream 0 or a CUDA stream id)
+  CopyD2H,   // offload copy (copy stream)
+  CopyH2D,   // reload copy (copy stream)
+  Pack,      // instant: a pack decision (bytes, tensor id, name = decision/reason)
+  Unpack,    // instant: an unpack (name = source)
+  Wait,      // a wait (name = kind)
+  // Disk tier traffic, apart from the link's copies (not in copy/compute overlap): on stream
+  // kDiskStream, name "disk-write" / "disk-read" / "read-ahead".
+  DiskWrite,  // a host copy written to the arena file
+  DiskRead,   // a copy read back from it into host memory
   Recompute,  // a checkpointed region rerun in backward (bytes = what it saved, tensor = how many);
               // the last kind (gui/timeline.hpp counts kinds up to it)
 };
+// The stream of disk events: not a device stream (CUDA's ids are >= 0).
+inline constexpr int64_t kDiskStream = -1;
+inline bool is_disk(EventKind k) { return k == EventKind::DiskWrite || k == EventKind::DiskRead; }
 const char* to_string(EventKind k);
 EventKind parse_event_kind(const std::string& s);  // throws std::invalid_argument
 

@@ -1,0 +1,488 @@
+// The disk tier: copies that go on from host memory to an arena file and come back bit for bit,
+// failures of the file system that fail the step with one clear error and leave the engine at rest,
+// a process killed mid-step that leaves nothing behind, file systems without O_DIRECT, and the
+// bandwidth check.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "test_support.hpp"
+
+extern char** environ;
+
+namespace offtune::build_paths {
+extern const char* const disk_tier_child;
+}
+
+namespace offtune::test {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// A fresh directory, removed with what is left in it (a test asserts that nothing is).
+class TempDir {
+ public:
+  explicit TempDir(const std::string& parent = "/tmp") {
+    std::string pattern = parent + "/offtune-disk-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  bool empty() const { return fs::is_empty(path_); }
+  // Mounts a file system of its own here (needs CAP_SYS_ADMIN); false when not allowed.
+  bool mount(const char* type, const char* data) {
+    mounted_ = ::mount(type, path_.c_str(), type, 0, data) == 0;
+    return mounted_;
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+OffloadOptions disk_options(const std::string& dir, Tier tier = Tier::Disk) {
+  OffloadOptions o = host_sim_options(/*min_offload_size=*/0, /*window=*/2);
+  o.tier = tier;
+  o.disk_dir = dir;
+  o.disk_min_gbps = 0.0;  // no bandwidth measurement (the check has tests of its own)
+  return o;
+}
+
+// A small network whose saved activations (64 KiB each, some of them views and de-duplicated
+// storages) go through the tier.
+struct Net {
+  at::Tensor w1 = torch::randn({128, 128}, torch::requires_grad());
+  at::Tensor w2 = torch::randn({128, 128}, torch::requires_grad());
+  at::Tensor x = torch::randn({128, 128});
+  std::vector<at::Tensor> params() const { return {w1, w2}; }
+  at::Tensor forward() const {
+    at::Tensor h = x;
+    for (int i = 0; i < 3; ++i) {
+      h = torch::relu(torch::mm(h, w1));
+      h = torch::tanh(torch::mm(h, w2)) * 0.5;
+      h = h.t().contiguous().t();  // a strided copy, saved by the next mm
+    }
+    return (h * h).sum();
+  }
+};
+
+// Runs one step that is expected to fail: forward, every copy written (synchronize), backward.
+// Returns the error's message ("" if none), with the graph dropped and gradients cleared.
+std::string failing_step(ActivationOffloader& off, const Net& net) {
+  std::string message;
+  try {
+    at::Tensor loss;
+    {
+      auto scope = off.scope();
+      loss = net.forward();
+    }
+    off.synchronize();  // every write ran: a failure is known before backward
+    loss.backward();
+  } catch (const EngineError& e) {
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = std::string("not an EngineError: ") + e.what();
+  }
+  take_grads(net.params());
+  return message;
+}
+
+TEST(DiskTier, GradientsAreBitIdenticalToNoOffloadingStepAfterStep) {
+  TempDir dir;
+  torch::manual_seed(1);
+  Net net;
+  for (const int64_t read_ahead : {int64_t{0}, int64_t{1} << 20}) {
+    SCOPED_TRACE("disk_read_ahead_bytes=" + std::to_string(read_ahead));
+    OffloadOptions o = disk_options(dir.path());
+    o.disk_read_ahead_bytes = read_ahead;
+    ActivationOffloader off(o);
+    int64_t arena = 0;
+    for (int s = 0; s < 3; ++s) {
+      SCOPED_TRACE("step " + std::to_string(s));
+      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+      const ResidentState r = off.resident();
+      EXPECT_EQ(r.disk_bytes, 0);
+      // One arena, preallocated once and reused: later steps do not grow it.
+      if (s == 0) arena = r.disk_arena_bytes;
+      EXPECT_EQ(r.disk_arena_bytes, arena);
+    }
+    EXPECT_GT(arena, 0);
+    const OffloadStats st = off.stats();
+    EXPECT_GT(st.spilled, 0);
+    EXPECT_GT(st.disk_reads, 0);
+    EXPECT_EQ(st.disk_written_bytes % (128 * 128 * 4), 0);
+    if (read_ahead > 0) {
+      EXPECT_GT(st.disk_read_ahead, 0);
+    } else {
+      EXPECT_EQ(st.disk_read_ahead, 0);
+    }
+    EXPECT_TRUE(dir.empty()) << "the arena file has a name";
+  }
+}
+
+// The same on a GPU: pinned staging blocks written with O_DIRECT, read back, copied to the device.
+// Skipped without one (scripts/gpu-check.sh runs it).
+TEST(DiskTier, CudaGradientsAreBitIdentical) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "No GPU available";
+  TempDir dir;
+  torch::manual_seed(11);
+  Net net;
+  net.w1 = net.w1.detach().cuda().requires_grad_();
+  net.w2 = net.w2.detach().cuda().requires_grad_();
+  net.x = net.x.cuda();
+  for (const Tier tier : {Tier::Disk, Tier::Auto}) {
+    OffloadOptions o;
+    o.backend = BackendKind::Cuda;
+    o.min_offload_size = 0;
+    o.tier = tier;
+    o.host_budget_bytes = tier == Tier::Auto ? 4 * 128 * 128 * 4 : 0;
+    o.disk_dir = dir.path();
+    o.disk_min_gbps = 0.0;
+    ActivationOffloader off(o);
+    for (int s = 0; s < 2; ++s) {
+      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+    }
+    EXPECT_GT(off.stats().spilled, 0);
+    EXPECT_GT(off.stats().disk_reads, 0);
+  }
+}
+
+TEST(DiskTier, AutoSpillsBeyondTheHostBudgetOnly) {
+  TempDir dir;
+  torch::manual_seed(2);
+  Net net;
+  OffloadOptions o = disk_options(dir.path(), Tier::Auto);
+  o.host_budget_bytes = 4 * 128 * 128 * 4;  // four activations
+  ActivationOffloader off(o);
+  for (int s = 0; s < 2; ++s) {
+    expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  }
+  const OffloadStats st = off.stats();
+  EXPECT_GT(st.spilled, 0);
+  EXPECT_LT(st.spilled, st.offloaded) << "copies within the budget stay in host memory";
+  // With a budget above the step's copies nothing goes to disk.
+  o.host_budget_bytes = int64_t{1} << 30;
+  ActivationOffloader roomy(o);
+  expect_identical_step([&] { return net.forward(); }, net.params(), roomy);
+  EXPECT_EQ(roomy.stats().spilled, 0);
+}
+
+TEST(DiskTier, RetainedGraphReadsTheFileAgain) {
+  TempDir dir;
+  torch::manual_seed(3);
+  Net net;
+  auto twice = [&](ActivationOffloader* off) {
+    at::Tensor loss;
+    if (off) {
+      auto scope = off->scope();
+      loss = net.forward();
+      off->synchronize();
+    } else {
+      loss = net.forward();
+    }
+    loss.backward({}, /*retain_graph=*/true);
+    loss.backward();
+    return take_grads(net.params());
+  };
+  ActivationOffloader off(disk_options(dir.path()));
+  const auto ref = twice(nullptr);
+  const auto got = twice(&off);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(bitwise_equal(ref[i], got[i])) << i;
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+  EXPECT_GE(off.stats().disk_reads, 2 * off.stats().spilled);
+}
+
+TEST(DiskTier, ObserversSeeDiskTrafficApartFromTheLink) {
+  TempDir dir;
+  torch::manual_seed(4);
+  Net net;
+  ActivationOffloader off(disk_options(dir.path()));
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  off.set_observer(nullptr);
+  std::map<CopyDirection, int64_t> issued, completed;
+  for (const auto& c : obs->issued) ++issued[c.direction];
+  for (const auto& c : obs->completed) {
+    ++completed[c.direction];
+    EXPECT_LE(c.issued_ns, c.time_ns);
+  }
+  const OffloadStats st = off.stats();
+  EXPECT_EQ(completed[CopyDirection::HostToDisk], st.spilled);
+  EXPECT_EQ(completed[CopyDirection::DiskToHost], st.disk_reads);
+  EXPECT_GE(issued[CopyDirection::HostToDisk], st.spilled);
+  EXPECT_EQ(issued[CopyDirection::DeviceToHost], st.offloaded);
+  EXPECT_EQ(to_string(CopyDirection::HostToDisk), "disk-write");
+  EXPECT_EQ(to_string(CopyDirection::DiskToHost), "disk-read");
+}
+
+TEST(DiskTier, InjectedWriteFailureFailsTheStepWithOneClearError) {
+  TempDir dir;
+  torch::manual_seed(5);
+  Net net;
+  for (const int error : {ENOSPC, EIO}) {
+    SCOPED_TRACE(std::strerror(error));
+    OffloadOptions o = disk_options(dir.path());
+    o.debug_disk_faults.fail_write = 3;
+    o.debug_disk_faults.error = error;
+    ActivationOffloader off(o);
+    const std::string message = failing_step(off, net);
+    EXPECT_THAT(message, HasSubstr("offtune: disk tier: writing"));
+    EXPECT_THAT(message, HasSubstr(dir.path()));
+    EXPECT_THAT(message, HasSubstr(std::strerror(error)));
+    EXPECT_THAT(message, HasSubstr("this step needs"));
+    EXPECT_THAT(message, HasSubstr(" bytes"));
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line";
+    off.synchronize();
+    const ResidentState r = off.resident();
+    EXPECT_TRUE(r.resting()) << "tracked=" << r.tracked << " host=" << r.host_bytes
+                             << " disk=" << r.disk_bytes << " io=" << r.disk_io_in_flight
+                             << " pending=" << r.pending_host_frees;
+    // The next step works, bit for bit.
+    expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  }
+}
+
+TEST(DiskTier, InjectedReadFailureFailsTheUnpackThatNeedsIt) {
+  TempDir dir;
+  torch::manual_seed(6);
+  Net net;
+  OffloadOptions o = disk_options(dir.path());
+  o.debug_disk_faults.fail_read = 2;
+  o.debug_disk_faults.error = EIO;
+  ActivationOffloader off(o);
+  const std::string message = failing_step(off, net);
+  EXPECT_THAT(message, HasSubstr("offtune: disk tier: reading"));
+  EXPECT_THAT(message, HasSubstr(dir.path()));
+  EXPECT_THAT(message, HasSubstr(std::strerror(EIO)));
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+  expect_identical_step([&] { return net.forward(); }, net.params(), off);
+}
+
+TEST(DiskTier, ArenaLimitIsAClearError) {
+  TempDir dir;
+  torch::manual_seed(7);
+  Net net;
+  OffloadOptions o = disk_options(dir.path());
+  o.disk_arena_bytes = 3 * 128 * 128 * 4;
+  ActivationOffloader off(o);
+  const std::string message = failing_step(off, net);
+  EXPECT_THAT(message, HasSubstr("is full"));
+  EXPECT_THAT(message, HasSubstr("disk_arena_bytes 196608 bytes"));
+  EXPECT_THAT(message, HasSubstr(dir.path()));
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+  EXPECT_LE(off.resident().disk_arena_bytes, o.disk_arena_bytes);
+  // A step that fits: the tier is tied to a forward, not to the offloader.
+  OffloadOptions roomy = o;
+  roomy.disk_arena_bytes = 0;
+  ActivationOffloader ok(roomy);
+  expect_identical_step([&] { return net.forward(); }, net.params(), ok);
+}
+
+TEST(DiskTier, FullFileSystemIsAClearErrorAndTheNextStepWorks) {
+  TempDir dir;
+  if (!dir.mount("tmpfs", "size=512k")) GTEST_SKIP() << "cannot mount a small tmpfs here (root)";
+  torch::manual_seed(8);
+  Net net;  // about 1 MiB of activations: more than the file system holds
+  {
+    ActivationOffloader off(disk_options(dir.path()));
+    EXPECT_EQ(off.disk_tier().file_system, "tmpfs");
+    const std::string message = failing_step(off, net);
+    EXPECT_THAT(message, HasSubstr(dir.path()));
+    EXPECT_THAT(message, HasSubstr("tmpfs"));
+    EXPECT_THAT(message, HasSubstr(std::strerror(ENOSPC)));
+    EXPECT_THAT(message, HasSubstr("this step needs"));
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+  // The arena file (preallocated, kept while its offloader lives) went with the offloader. Tier
+  // auto with a budget that keeps most copies in host memory fits the same file system.
+  OffloadOptions a = disk_options(dir.path(), Tier::Auto);
+  a.host_budget_bytes = 8 * 128 * 128 * 4;
+  ActivationOffloader autotier(a);
+  expect_identical_step([&] { return net.forward(); }, net.params(), autotier);
+  EXPECT_GT(autotier.stats().spilled, 0);
+}
+
+TEST(DiskTier, WorksWithoutODirect) {
+  torch::manual_seed(9);
+  Net net;
+  {
+    SCOPED_TRACE("O_DIRECT refused (debug hook)");
+    TempDir dir;
+    OffloadOptions o = disk_options(dir.path());
+    o.debug_disk_faults.refuse_direct = true;
+    ActivationOffloader off(o);
+    EXPECT_FALSE(off.disk_tier().direct_io);
+    expect_identical_step([&] { return net.forward(); }, net.params(), off);
+    EXPECT_GT(off.stats().spilled, 0);
+  }
+  {
+    SCOPED_TRACE("tmpfs (/dev/shm)");
+    if (fs::is_directory("/dev/shm")) {
+      TempDir dir("/dev/shm");
+      ActivationOffloader off(disk_options(dir.path()));
+      EXPECT_TRUE(off.disk_tier().enabled);
+      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+      EXPECT_TRUE(dir.empty());
+    }
+  }
+  {
+    SCOPED_TRACE("ramfs (no O_DIRECT at all)");
+    TempDir dir;
+    if (dir.mount("ramfs", "")) {
+      ActivationOffloader off(disk_options(dir.path()));
+      EXPECT_FALSE(off.disk_tier().direct_io);
+      EXPECT_EQ(off.disk_tier().file_system, "ramfs");
+      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+    }
+  }
+}
+
+TEST(DiskTier, BandwidthCheckMeasuresAndRefusesASlowDisk) {
+  // The figures, for the log (docs/disk-tier.md quotes them): the test directory's disk, and
+  // memory (tmpfs) for comparison.
+  for (const char* parent : {"/tmp", "/dev/shm"}) {
+    if (!fs::is_directory(parent)) continue;
+    TempDir where(parent);
+    OffloadOptions m = disk_options(where.path());
+    m.disk_min_gbps = 0.001;
+    ActivationOffloader off(m);
+    const DiskTierInfo info = off.disk_tier();
+    EXPECT_TRUE(info.enabled);
+    EXPECT_GT(info.write_gbps, 0.0);
+    EXPECT_GT(info.read_gbps, 0.0);
+    std::cout << "[ disk     ] " << parent << " (" << info.file_system
+              << (info.direct_io ? ", O_DIRECT" : ", buffered") << "): write " << info.write_gbps
+              << " GB/s, read " << info.read_gbps << " GB/s\n";
+  }
+  TempDir dir;
+  OffloadOptions o = disk_options(dir.path());
+  o.disk_min_gbps = 1e9;  // no disk is that fast
+  try {
+    ActivationOffloader off(o);
+    FAIL() << "a disk below disk_min_gbps was accepted for tier disk";
+  } catch (const EngineError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("below disk_min_gbps"));
+    EXPECT_THAT(e.what(), HasSubstr(dir.path()));
+  }
+  o.tier = Tier::Auto;
+  ActivationOffloader off(o);  // tier auto: warns and keeps copies in host memory
+  EXPECT_FALSE(off.disk_tier().enabled);
+  EXPECT_GT(off.disk_tier().write_gbps, 0.0);
+  torch::manual_seed(10);
+  Net net;
+  expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  EXPECT_EQ(off.stats().spilled, 0);
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(DiskTier, BadDirectoryIsAClearError) {
+  OffloadOptions o = disk_options("/nonexistent/offtune");
+  try {
+    ActivationOffloader off(o);
+    FAIL() << "expected EngineError";
+  } catch (const EngineError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'/nonexistent/offtune' is not a usable directory"));
+  }
+}
+
+TEST(DiskTier, OptionsAreValidated) {
+  EXPECT_EQ(parse_tier("disk"), Tier::Disk);
+  EXPECT_EQ(parse_tier("auto"), Tier::Auto);
+  EXPECT_EQ(to_string(Tier::Host), "host");
+  EXPECT_THROW(parse_tier("ssd"), OptionsError);
+  auto expect_error = [](OffloadOptions o, const std::string& needle) {
+    try {
+      o.validate();
+      ADD_FAILURE() << "expected OptionsError mentioning " << needle;
+    } catch (const OptionsError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  OffloadOptions o;
+  o.host_budget_bytes = -1;
+  expect_error(o, "host_budget_bytes");
+  o = {};
+  o.disk_arena_bytes = -1;
+  expect_error(o, "disk_arena_bytes");
+  o = {};
+  o.disk_read_ahead_bytes = -1;
+  expect_error(o, "disk_read_ahead_bytes");
+  o = {};
+  o.disk_min_gbps = -1;
+  expect_error(o, "disk_min_gbps");
+  o = {};
+  o.debug_disk_faults.error = 0;
+  expect_error(o, "debug_disk_faults");
+}
+
+// SIGKILL mid-step: no handler runs, yet nothing is left in the directory, because the arena file
+// never had a name there.
+TEST(DiskTier, NothingIsLeftBehindAfterSigkill) {
+  TempDir dir;
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  std::string program = build_paths::disk_tier_child;
+  std::vector<char*> argv{program.data(), const_cast<char*>(dir.path().c_str()), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string line;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  std::istringstream words(line);
+  std::string ready;
+  long long spilled = 0, disk_bytes = 0;
+  words >> ready >> spilled >> disk_bytes;
+  ASSERT_EQ(ready, "ready") << "the child did not get mid-step: '" << line << "'";
+  EXPECT_GT(spilled, 0);
+  EXPECT_GT(disk_bytes, 0);
+  // Mid-step: the child holds the arena open, and the directory shows nothing.
+  bool holds_arena = false;
+  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind(dir.path() + "/", 0) == 0) {
+      holds_arena = true;
+      EXPECT_THAT(target, HasSubstr("(deleted)"));
+    }
+  }
+  EXPECT_TRUE(holds_arena) << "no open file of the child's in " << dir.path();
+  EXPECT_TRUE(dir.empty());
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(dir.empty());
+}
+
+}  // namespace
+}  // namespace offtune::test
