@@ -172,6 +172,23 @@ TEST(Checkpoint, SeveralInputsAndOutputsAndAnUndefinedOne) {
   expect_identical(grads(true), grads(false));
 }
 
+// Double backward (create_graph) through a checkpointed region: the recomputed saved tensors are
+// wired to the forward's graph as autograd wires any unpacked saved tensor.
+TEST(Checkpoint, SecondOrderGradientsMatch) {
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  const at::Tensor x0 = torch::randn({4, 8});
+  auto grad_of_grad = [&](bool ckpt) {
+    at::Tensor x = x0.clone().requires_grad_(true);
+    auto body = [w](const at::Tensor& in) { return in.matmul(w).tanh().pow(2); };
+    const at::Tensor y = (ckpt ? checkpoint(body, x) : body(x)).sum();
+    const auto gx = torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true,
+                                          /*create_graph=*/true)[0];
+    const auto g2 = torch::autograd::grad({gx.pow(2).sum()}, {x, w});
+    return std::vector<at::Tensor>{gx.detach(), g2[0], g2[1]};
+  };
+  expect_identical(grad_of_grad(true), grad_of_grad(false));
+}
+
 TEST(Checkpoint, NoGradModeIsAPlainCall) {
   Net net(2, 16, 32, 0.0);
   at::NoGradGuard no_grad;

@@ -336,6 +336,14 @@ TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
   errors = check(s);
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
   EXPECT_NE(errors[0].message.find("valid: host, disk, auto"), std::string::npos);
+  // A device model does not time the disk.
+  s.engine.tier = "host,disk";
+  s.backend.device_model = "h100-sxm";
+  errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
+  EXPECT_NE(errors[0].message.find("not the disk"), std::string::npos) << errors[0].message;
+  s.backend.device_model.clear();
+  EXPECT_TRUE(check(s).empty());
   s.engine.tier = "host";
   s.predict_first = true;
   s.backend.device_model = "h100-sxm";

@@ -37,6 +37,13 @@ const pf::PointRecord* baseline_point(const SweepData& sweep) {
   return nullptr;
 }
 
+bool has_variants(const SweepData& sweep) {
+  const auto variant = [](const pf::EngineConfig& c) { return !pf::describe_variant(c).empty(); };
+  return std::any_of(sweep.points.begin(), sweep.points.end(),
+                     [&](const pf::PointRecord& p) { return variant(p.config); }) ||
+         std::any_of(sweep.grid.begin(), sweep.grid.end(), variant);
+}
+
 std::optional<double> metric_value(const SweepData& sweep, const pf::PointRecord& point,
                                    SweepMetric m) {
   if (point.status != pf::PointStatus::Ok) return std::nullopt;

@@ -605,6 +605,8 @@ QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) 
       return QStringLiteral("min_offload_size");
     case MaxFwdStashSize:
       return QStringLiteral("max_fwd_stash_size");
+    case Variant:
+      return QStringLiteral("Variant");
     case StepTime:
       return QStringLiteral("Step (median)");
     case StepInterval:
@@ -639,7 +641,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     return QBrush(QColor(0xb0, 0x20, 0x20));
   }
   if (role == Qt::TextAlignmentRole && idx.column() != Status && idx.column() != Error &&
-      idx.column() != Choice) {
+      idx.column() != Choice && idx.column() != Variant) {
     return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
   }
   const bool tie = std::find(ties_.begin(), ties_.end(), p.index) != ties_.end();
@@ -691,6 +693,8 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
         return QVariant::fromValue<qint64>(p.config.offload ? p.config.min_offload_size : -1);
       case MaxFwdStashSize:
         return QVariant::fromValue<qint64>(p.config.offload ? p.config.max_fwd_stash_size : -1);
+      case Variant:
+        return qs(pf::describe_variant(p.config));
       case Error:
         return qs(p.error);
       default: {
@@ -708,10 +712,12 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     case Status:
       return QString::fromLatin1(pf::to_string(p.status));
     case MinOffloadSize:
-      return p.config.offload ? qs(pf::format_size(p.config.min_offload_size))
-                              : QStringLiteral("baseline");
+      if (p.config.offload) return qs(pf::format_size(p.config.min_offload_size));
+      return pf::is_baseline(p.config) ? QStringLiteral("baseline") : QStringLiteral("no offload");
     case MaxFwdStashSize:
       return p.config.offload ? QString::number(p.config.max_fwd_stash_size) : QString();
+    case Variant:
+      return qs(pf::describe_variant(p.config));
     case Error:
       return qs(p.error);
     default: {

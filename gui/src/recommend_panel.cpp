@@ -250,6 +250,7 @@ void RecommendPanel::recompute() {
   rationale_->setText(QString::fromStdString(rec_.rationale));
   front_model_->setSweep(sweep_, sweep_ ? std::optional(rec_.front) : std::nullopt,
                          rec_.chosen ? rec_.chosen->index : -1);
+  front_->setColumnHidden(PointsTableModel::Variant, !sweep_ || !has_variants(*sweep_));
   snippet_text_[0]->setPlainText(QString::fromStdString(rec_.snippets.cpp));
   snippet_text_[1]->setPlainText(QString::fromStdString(rec_.snippets.trl));
   snippet_text_[2]->setPlainText(QString::fromStdString(rec_.snippets.axolotl));

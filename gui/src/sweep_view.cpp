@@ -116,6 +116,7 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     heatmap_->setHighlighted(rec.chosen ? rec.chosen->index : -1);
     heatmap_->setTies(ties);
     points_->setSweep(sweep_, std::nullopt, rec.chosen ? rec.chosen->index : -1, ties);
+    table_->setColumnHidden(PointsTableModel::Variant, !sweep_ || !has_variants(*sweep_));
   });
 }
 

@@ -220,6 +220,18 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
   c.parse("--tier", [&] { one("--tier", tier_list(e.tier).size()); });
 }
 
+// A device model times ops and the link, not a disk: its step times would leave the disk out.
+void check_tier_timing(const EngineFields& e, const BackendFields& b, Checker& c) {
+  if (b.device_model.empty() || c.has("--tier")) return;
+  const auto tiers = tier_list(e.tier);
+  if (std::any_of(tiers.begin(), tiers.end(), [](const std::string& t) { return t != "host"; })) {
+    c.fail("--tier",
+           "--tier disk or auto with --device-model: the device model times the GPU's ops and "
+           "the link, not the disk, so its step times would leave the disk out; measure the disk "
+           "tier on this machine's clock (no --device-model) or on a GPU");
+  }
+}
+
 void throw_if_invalid(std::vector<FieldError> errors) {
   if (!errors.empty()) throw RequestError(std::move(errors));
 }
@@ -320,6 +332,7 @@ std::vector<FieldError> check(const RunRequest& r) {
   });
   c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
   check_engine(r.engine, c, /*list=*/false);
+  check_tier_timing(r.engine, r.backend, c);
   return c.take();
 }
 
@@ -335,6 +348,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
     }
   });
   check_engine(r.engine, c, /*list=*/true);
+  check_tier_timing(r.engine, r.backend, c);
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);

@@ -113,6 +113,36 @@ TEST_F(ItemModels, ARepeatOrRemeasureOfASweepPointIsNotAStandaloneRun) {
   EXPECT_FALSE(model.runIndex(pf::RunId(100)).isValid());
 }
 
+// A sweep across engine variants: checkpointing alone is not the baseline, slowdowns are against
+// plain training, and the variant column names each point's variant.
+TEST_F(ItemModels, PointsTableNamesEachPointsVariant) {
+  SweepData data = index_->sweeps[0];
+  EXPECT_FALSE(has_variants(data));
+  data.points[1].config.offload = false;
+  data.points[1].config.checkpoint = "all";
+  data.points[3].config.checkpoint = "every:2";
+  data.points[3].config.offload_set = "boundaries";
+  EXPECT_TRUE(has_variants(data));
+  EXPECT_EQ(baseline_point(data)->index, 0);
+  auto sweep = std::make_shared<const SweepData>(data);
+  PointsTableModel model;
+  Tester tester(&model, Tester::FailureReportingMode::Fatal);
+  model.setSweep(sweep);
+  EXPECT_EQ(model.data(model.index(0, PointsTableModel::MinOffloadSize)).toString(), "baseline");
+  EXPECT_EQ(model.data(model.index(1, PointsTableModel::MinOffloadSize)).toString(), "no offload");
+  EXPECT_EQ(model.data(model.index(1, PointsTableModel::Variant)).toString(), "checkpoint all");
+  EXPECT_EQ(model.data(model.index(3, PointsTableModel::Variant)).toString(),
+            "checkpoint every:2, offload boundaries");
+  EXPECT_EQ(model.data(model.index(2, PointsTableModel::Variant)).toString(), "");
+  EXPECT_EQ(model.headerData(PointsTableModel::Variant, Qt::Horizontal).toString(), "Variant");
+  // Slowdown against the plain baseline, not against checkpointing alone.
+  const double base = data.points[0].summary.step_ms_median;
+  const double alone = data.points[1].summary.step_ms_median;
+  QString shown = model.data(model.index(1, PointsTableModel::Slowdown)).toString();
+  shown.chop(1);  // "2.236x"
+  EXPECT_NEAR(shown.toDouble(), alone / base, 0.001) << shown.toStdString();
+}
+
 TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {
   auto sweep = std::make_shared<const SweepData>(index_->sweeps[0]);
   PointsTableModel model;

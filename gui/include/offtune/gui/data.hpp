@@ -126,7 +126,10 @@ std::string describe_spread(const profiler::RunSummary& s, int min_decimals = 0)
 bool exact_times(const SweepData& sweep);
 // "+-3.1 %" for a cell's second line; "" when exact or unknown.
 std::string short_spread(const profiler::RunSummary& s);
-// The sweep's baseline point (offload = false), if it has one.
+// The sweep's baseline point (no offloading, no checkpointing: plain training), if it has one.
 const profiler::PointRecord* baseline_point(const SweepData& sweep);
+// Whether any point (or grid point) of the sweep is an engine variant (checkpointing, offloaded
+// boundaries, a disk tier): then tables show a variant column.
+bool has_variants(const SweepData& sweep);
 
 }  // namespace offtune::gui

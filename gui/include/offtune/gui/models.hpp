@@ -76,6 +76,7 @@ class PointsTableModel : public QAbstractTableModel {
     Choice,  // "recommended", or "= within noise" for a point the recommender cannot tell apart
     MinOffloadSize,
     MaxFwdStashSize,
+    Variant,  // checkpointing, what is offloaded, the tier ("" for plain offloading)
     StepTime,
     StepInterval,  // the median's interval, "exact (modelled)" with a device model
     Slowdown,
