@@ -201,6 +201,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
 
   uint64_t new_generation() { return next_generation_.fetch_add(1) + 1; }
   void never_offload(const at::Tensor& t);
+  void never_offload_storage(const c10::Storage& storage);
   void exclude_module(const void* m) {
     std::lock_guard<std::mutex> lock(mutex_);
     excluded_.insert(m);
@@ -567,6 +568,10 @@ void pack_boundary(SavedTensorSlot& slot, const at::Tensor& tensor) {
 }
 
 std::shared_ptr<Observer> observer_of(Context& ctx) { return ctx.observer(); }
+Backend& backend_of(Context& ctx) { return ctx.backend(); }
+void never_offload_storage(Context& ctx, const c10::Storage& storage) {
+  ctx.never_offload_storage(storage);
+}
 
 KeepReason Context::classify(const at::Tensor& t) const {
   if (options_.offload == OffloadSet::Boundaries && !t_packing_boundary) {
@@ -1220,12 +1225,15 @@ void Context::emit_stash() {
 
 void Context::never_offload(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return;
+  never_offload_storage(t.storage());
+}
+
+void Context::never_offload_storage(const c10::Storage& storage) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = registered_.begin(); it != registered_.end();) {
     it = it->second.use_count() == 0 ? registered_.erase(it) : std::next(it);
   }
-  registered_.insert_or_assign(t.storage().unsafeGetStorageImpl(),
-                               t.storage().getWeakStorageImpl());
+  registered_.insert_or_assign(storage.unsafeGetStorageImpl(), storage.getWeakStorageImpl());
   has_registered_.store(true, std::memory_order_release);
 }
 
