@@ -558,6 +558,10 @@ void LayerOffloader::set_observer(std::shared_ptr<Observer> observer) {
   }
   state_->own()->set_observer(std::move(observer));
 }
+bool LayerOffloader::uses_link_of(const ActivationOffloader* activations) const {
+  if (state_->own() != nullptr) return activations == nullptr;
+  return activations != nullptr && activations->ctx_.get() == &state_->context();
+}
 const LayerOffloadOptions& LayerOffloader::options() const { return state_->options(); }
 BackendKind LayerOffloader::backend() const { return state_->backend().kind(); }
 int64_t LayerOffloader::blocks() const { return state_->blocks(); }

@@ -142,6 +142,9 @@ class LayerOffloader {
   // Standalone only (with a shared ActivationOffloader its observer is used): attach or detach.
   void set_observer(std::shared_ptr<Observer> observer);
 
+  // Whether its copies use `activations`' link (nullptr: whether it has a link of its own).
+  bool uses_link_of(const ActivationOffloader* activations) const;
+
   const LayerOffloadOptions& options() const;
   BackendKind backend() const;
   int64_t blocks() const;
