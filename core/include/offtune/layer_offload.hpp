@@ -23,12 +23,13 @@
 // the activations (linear saves weight.t()), so they all stay on the device from forward to
 // backward and the peak drops only by what nothing saved; with checkpointing a block's forward
 // saves nothing and its recompute's saved weights go with its backward, so the peak drops by about
-// the frozen bytes of all blocks but depth + 1 (measured: tests/test_layer_offload.cpp). A
-// parameter that autograd saved as itself (x * weight saves the weight's own tensor where linear
-// saves a view of it) would be read in backward through the parameter, whatever it points at by
-// then: the offloader sees its reference count rise while its block runs and keeps it on the device
-// from then on (stats().kept_on_device). In the built-in models these are the norms' weights, a few
-// KiB a block.
+// the frozen bytes of all blocks but depth + 1 (measured: tests/test_layer_offload.cpp).
+//
+// A parameter that autograd saved as itself (x * weight saves the weight's own tensor, where
+// linear saves a view of it) would be read in backward through the parameter, whatever it points
+// at by then: the offloader sees its TensorImpl gain references that its storage did not while its
+// block runs, and keeps it on the device from then on (stats().kept_on_device). In the built-in
+// models these are the norms' weights, a few KiB a block.
 //
 // With an ActivationOffloader: one link (the copies share its copy stream and backend), its
 // observer hears the weight copies (CopyEvent::weights) apart from the activations', and the device
