@@ -18,6 +18,11 @@
 //   copy stream, and every stream that runs the block waits for the copy once. A load dropped
 //   before any stream waited for it is recorded on the copy stream, so that its blocks are not
 //   reused before the copy wrote them.
+// - Every device copy is registered with the activation offloader whose link it shares, with its
+//   key: a tensor on it saved under that offloader's scope is kept as (key, geometry) and rebuilt
+//   at unpack on the storage acquire(key) returns, which makes the block resident the way enter()
+//   does (prefetching in backward order) without pointing the parameters at it. So a graph holds
+//   no frozen weights between forward and backward.
 // - Observers hear weight copies (CopyEvent::weights) and waits (WaitKind::Weights) outside the
 //   lock.
 #include "offtune/layer_offload.hpp"
@@ -84,7 +89,11 @@ struct Emit {
 
 }  // namespace
 
-class LayerState {
+// Saved tensors on a device copy, under an activation offloader, are kept as a reference (key:
+// block << 16 | parameter) and had again through acquire() in backward: see WeightSource.
+constexpr int kParamBits = 16;
+
+class LayerState final : public WeightSource, public std::enable_shared_from_this<LayerState> {
  public:
   LayerState(std::shared_ptr<Context> ctx, std::unique_ptr<ActivationOffloader> own,
              LayerOffloadOptions options)
@@ -95,7 +104,7 @@ class LayerState {
         pool_(std::make_shared<HostPool>(backend_.host_memory(), int64_t{64} << 20,
                                          /*poison=*/false)) {}
 
-  ~LayerState() {
+  ~LayerState() override {
     try {
       restore_all();
     } catch (const std::exception& e) {
@@ -104,6 +113,7 @@ class LayerState {
   }
 
   int64_t add_block(std::vector<at::Tensor> frozen);
+  c10::Storage acquire(int64_t key) override;
   void enter(int64_t block);
   void exit(int64_t block);
   void release();
@@ -165,7 +175,15 @@ class LayerState {
   // The next `depth` blocks after `block` in the step's schedule (forward 0..n-1, then backward
   // n-1..0, then the next forward), without repeats.
   c10::SmallVector<int64_t, 4> upcoming(int64_t block, bool backward) const;
-  void issue_load(int64_t index, bool prefetch, Emit& out);
+  // Device copies just allocated, to register with the activation offloader (outside the lock).
+  using Fresh = std::vector<std::pair<c10::Storage, int64_t>>;
+  void issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fresh);
+  // Makes block `index` resident (loading it if need be), prefetches what follows it in the
+  // schedule and lets go of the blocks not running that do not. Returns the fence the current
+  // stream must wait for, or null.
+  FencePtr make_resident(int64_t index, bool backward, Stream on, Emit& out, Fresh& fresh);
+  void register_fresh(const Fresh& fresh);
+  void wait_for(int64_t index, Stream on, const FencePtr& fence, Emit& out);
   void attach(Block& b);
   void unload(Block& b);
   void keep_saved_parameters(Block& b);
@@ -255,7 +273,7 @@ int64_t LayerState::add_block(std::vector<at::Tensor> frozen) {
   return static_cast<int64_t>(blocks_.size()) - 1;
 }
 
-void LayerState::issue_load(int64_t index, bool prefetch, Emit& out) {
+void LayerState::issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fresh) {
   Block& b = blocks_[static_cast<size_t>(index)];
   const Stream on = backend_.current_stream();
   const bool timed = observer() != nullptr;
@@ -279,6 +297,7 @@ void LayerState::issue_load(int64_t index, bool prefetch, Emit& out) {
       r.timed = timed;
       b.fence = backend_.copy(r);
     }
+    fresh.emplace_back(storage, (index << kParamBits) | static_cast<int64_t>(b.device.size()));
     b.device.push_back(std::move(storage));
   }
   b.prefetched = prefetch;
@@ -381,45 +400,89 @@ void LayerState::deliver(Emit& out) const {
   }
 }
 
-void LayerState::enter(int64_t index) {
+FencePtr LayerState::make_resident(int64_t index, bool backward, Stream on, Emit& out,
+                                   Fresh& fresh) {
+  Block& b = at(index);
+  if (!b.loaded()) issue_load(index, /*prefetch=*/false, out, fresh);
+  // The copies of what comes next, behind this block's on the copy stream.
+  const auto next = upcoming(index, backward);
+  for (int64_t j : next) {
+    if (!blocks_[static_cast<size_t>(j)].loaded()) issue_load(j, /*prefetch=*/true, out, fresh);
+  }
+  // Anything else resident and not running goes (a change of direction, an aborted pass).
+  for (size_t j = 0; j < blocks_.size(); ++j) {
+    Block& o = blocks_[j];
+    const auto jj = static_cast<int64_t>(j);
+    if (jj == index || o.entered > 0 || !o.loaded()) continue;
+    if (std::find(next.begin(), next.end(), jj) == next.end()) unload(o);
+  }
+  if (!b.fence || std::find(b.ready_on.begin(), b.ready_on.end(), on) != b.ready_on.end()) {
+    return nullptr;
+  }
+  backend_.stream_wait(on, b.fence);
+  b.ready_on.push_back(on);
+  return b.fence;
+}
+
+void LayerState::register_fresh(const Fresh& fresh) {
+  const std::weak_ptr<WeightSource> self = weak_from_this();
+  for (const auto& [storage, key] : fresh) register_weight_storage(*ctx_, storage, self, key);
+}
+
+void LayerState::wait_for(int64_t index, Stream on, const FencePtr& fence, Emit& out) {
+  if (!fence) return;
+  const bool done = fence->query();
+  const int64_t begin = now_ns();
+  backend_.host_block_for(on, fence);
+  if (!done) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.waits += 1;
+    out.waits.push_back(WaitEvent{WaitKind::Weights, TensorId(index), begin, now_ns()});
+  }
+}
+
+c10::Storage LayerState::acquire(int64_t key) {
+  const int64_t index = key >> kParamBits;
+  const auto k = static_cast<size_t>(key & ((int64_t{1} << kParamBits) - 1));
   const bool backward = current_graph_task_id() >= 0;
-  Emit out;
-  FencePtr wait;
   const Stream on = backend_.current_stream();
-  std::vector<c10::Storage> fresh;  // to register with the activation offloader
+  Emit out;
+  Fresh fresh;
+  FencePtr wait;
+  c10::Storage storage;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Block& b = at(index);
-    if (!b.loaded()) {
-      issue_load(index, /*prefetch=*/false, out);
-      fresh.insert(fresh.end(), b.device.begin(), b.device.end());
-    }
+    const Param& p = b.params.at(k);
+    if (p.kept) return p.tensor.storage();  // on the device for good
+    wait = make_resident(index, backward, on, out, fresh);
+    storage = b.device[k];
+  }
+  register_fresh(fresh);
+  fresh.clear();
+  wait_for(index, on, wait, out);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    report_completions(out);
+  }
+  deliver(out);
+  return storage;
+}
+
+void LayerState::enter(int64_t index) {
+  const bool backward = current_graph_task_id() >= 0;
+  const Stream on = backend_.current_stream();
+  Emit out;
+  Fresh fresh;
+  FencePtr wait;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block& b = at(index);
+    wait = make_resident(index, backward, on, out, fresh);
     b.entered += 1;
-    // The copies of what comes next, behind this block's on the copy stream.
-    const auto next = upcoming(index, backward);
-    for (int64_t j : next) {
-      Block& n = blocks_[static_cast<size_t>(j)];
-      if (n.loaded()) continue;
-      issue_load(j, /*prefetch=*/true, out);
-      fresh.insert(fresh.end(), n.device.begin(), n.device.end());
-    }
-    // Anything else resident and not running goes (a change of direction, an aborted pass).
-    for (size_t j = 0; j < blocks_.size(); ++j) {
-      Block& o = blocks_[j];
-      const auto jj = static_cast<int64_t>(j);
-      if (jj == index || o.entered > 0 || !o.loaded()) continue;
-      if (std::find(next.begin(), next.end(), jj) == next.end()) unload(o);
-    }
-    if (b.fence && std::find(b.ready_on.begin(), b.ready_on.end(), on) == b.ready_on.end()) {
-      backend_.stream_wait(on, b.fence);
-      b.ready_on.push_back(on);
-      wait = b.fence;
-    }
     attach(b);
   }
-  for (const c10::Storage& s : fresh) {
-    if (s) never_offload_storage(*ctx_, s);
-  }
+  register_fresh(fresh);
   fresh.clear();
   {
     // After every temporary reference of this call is gone (see keep_saved_parameters).
@@ -432,16 +495,7 @@ void LayerState::enter(int64_t index) {
       }
     }
   }
-  if (wait) {
-    const bool done = wait->query();
-    const int64_t begin = now_ns();
-    backend_.host_block_for(on, wait);
-    if (!done) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stats_.waits += 1;
-      out.waits.push_back(WaitEvent{WaitKind::Weights, TensorId(index), begin, now_ns()});
-    }
-  }
+  wait_for(index, on, wait, out);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     report_completions(out);

@@ -119,5 +119,16 @@ class Backend;
 Backend& backend_of(Context& ctx);
 // The storage is never offloaded (as ActivationOffloader::never_offload; held weakly).
 void never_offload_storage(Context& ctx, const c10::Storage& storage);
+// Device copies of frozen weights that can be had again (layer_offload.cpp). A tensor on one of
+// its storages saved under the offloader is kept as a reference (no device memory held) and
+// rebuilt at unpack on the storage acquire(key) returns, ready on the calling thread's stream.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual c10::Storage acquire(int64_t key) = 0;
+};
+// `storage` (held weakly, never offloaded) is weight `key` of `source` (held weakly).
+void register_weight_storage(Context& ctx, const c10::Storage& storage,
+                             std::weak_ptr<WeightSource> source, int64_t key);
 
 }  // namespace offtune::detail

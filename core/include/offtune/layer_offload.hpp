@@ -19,21 +19,26 @@
 //
 // Lifetimes. A block's device copies are ordinary device storages, one per parameter, and freed
 // when nothing refers to them: what autograd saved for backward keeps them as long as it needs
-// them. Without checkpointing autograd saves the frozen weights of every block for the gradient of
-// the activations (linear saves weight.t()), so they all stay on the device from forward to
-// backward and the peak drops only by what nothing saved; with checkpointing a block's forward
-// saves nothing and its recompute's saved weights go with its backward, so the peak drops by about
-// the frozen bytes of all blocks but depth + 1 (measured: tests/test_layer_offload.cpp).
+// them. Autograd saves the frozen weights of every block for the gradient of the activations
+// (linear saves weight.t()). With an ActivationOffloader's scope active, those saved tensors are
+// references to the layer offloader's copies (no device memory held) and are had again in
+// backward, in backward order with prefetch; with checkpointing a block's forward saves nothing and
+// its recompute's saved weights go with its backward. Either way the peak drops by about the
+// frozen bytes of all blocks but depth + 1 (measured: tests/test_layer_offload.cpp). With neither
+// (no hooks see what autograd saves), every block's weights stay on the device from forward to
+// backward and the peak does not drop.
 //
 // A parameter that autograd saved as itself (x * weight saves the weight's own tensor, where
 // linear saves a view of it) would be read in backward through the parameter, whatever it points
 // at by then: the offloader sees its TensorImpl gain references that its storage did not while its
-// block runs, and keeps it on the device from then on (stats().kept_on_device). In the built-in
+// block runs, and keeps it on the device from then on (stats().kept_on_device). That happens
+// where no offloader's hooks see the save (no scope, or a checkpoint's recompute); in the built-in
 // models these are the norms' weights, a few KiB a block.
 //
 // With an ActivationOffloader: one link (the copies share its copy stream and backend), its
 // observer hears the weight copies (CopyEvent::weights) apart from the activations', and the device
-// copies of frozen weights are never offloaded as activations (they are registered with it).
+// copies of frozen weights are never offloaded as activations: saved under its scope, they are
+// kept as references to this offloader's copies (above).
 //
 // Threads: enter/exit come from the thread running the block (a recompute runs on an autograd
 // thread); one block at a time, as a model's forward runs them.
