@@ -181,6 +181,31 @@ TEST(LayerOffloadModels, LlamaPeakDropsByTheFrozenBlockWeightsWithCheckpointing)
       ms_with, static_cast<long long>(s.loads), static_cast<long long>(s.demand_loads),
       static_cast<long long>(s.waits));
   EXPECT_GE(without - with, s.frozen_bytes - 2 * block - block / 8);
+
+  // No checkpointing, activations offloaded through `probe` (whose link the layers share): the
+  // weights autograd saves are references, had again in backward.
+  model->set_checkpoint(CheckpointPolicy::none());
+  model->set_layer_offload(nullptr);
+  layers.reset();  // the weights go back to the device
+  for (const auto& p : model->parameters()) probe.never_offload(p);  // as make_offloader_for
+  auto peak_offloaded = [&] {
+    lora_step(model, batch, &probe);
+    probe.reset_peak_device_memory();
+    lora_step(model, batch, &probe);
+    return probe.device_memory().peak_allocated;
+  };
+  const int64_t act_without = peak_offloaded();
+  auto layers2 = std::make_shared<LayerOffloader>(probe, lo);
+  model->set_layer_offload(layers2);
+  const int64_t act_with = peak_offloaded();
+  const auto s2 = layers2->stats();
+  std::printf(
+      "llama lora, no checkpoint, activation offloading: frozen %lld bytes; peak %lld -> %lld "
+      "(-%lld, -%.1f%%)\n",
+      static_cast<long long>(s2.frozen_bytes), static_cast<long long>(act_without),
+      static_cast<long long>(act_with), static_cast<long long>(act_without - act_with),
+      100.0 * static_cast<double>(act_without - act_with) / static_cast<double>(act_without));
+  EXPECT_GE(act_without - act_with, s2.frozen_bytes - 3 * block);
   model->set_layer_offload(nullptr);
 }
 
