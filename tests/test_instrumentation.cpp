@@ -24,6 +24,7 @@
 
 #include "offtune/profiler/cupti.hpp"
 #include "offtune/profiler/nvtx.hpp"
+#include "offtune/profiler/recorder.hpp"
 #include "offtune/profiler/runner.hpp"
 
 #ifdef OFFTUNE_TEST_WORKLOADS
@@ -1093,6 +1094,45 @@ TEST(CuptiCollector, StepAsideReasonsNameTheWayOut) {
 
   EXPECT_EQ(cupti_result_name(CUPTI_ERROR_NOT_INITIALIZED), "CUPTI_ERROR_NOT_INITIALIZED");
   EXPECT_EQ(cupti_result_name(12345), "CUPTI_ERROR_12345");
+}
+
+// Layer offloading's weight copies share the copy stream with the activations' and are recorded
+// apart: named "weights", with no tensor id (theirs is a block index).
+TEST(Recorder, WeightCopiesAreNamedApartFromActivationCopies) {
+  Recorder rec(/*host_sim_compute=*/false);
+  CopyEvent activation;
+  activation.id = TensorId(3);
+  activation.direction = CopyDirection::HostToDevice;
+  activation.bytes = 100;
+  activation.time_ns = 20;
+  activation.issued_ns = 10;
+  CopyEvent weights = activation;
+  weights.weights = true;
+  weights.prefetch = true;
+  weights.bytes = 4000;
+  weights.time_ns = 40;
+  weights.issued_ns = 30;
+  rec.on_copy_completed(activation);
+  rec.on_copy_completed(weights);
+  rec.on_wait(WaitEvent{WaitKind::Weights, TensorId(3), 35, 40});
+  const auto events = rec.take().events;
+  int copies = 0;
+  for (const TimelineEvent& e : events) {
+    if (e.kind == EventKind::CopyH2D) {
+      ++copies;
+      if (e.bytes == 4000) {
+        EXPECT_EQ(e.name, "weights prefetch");
+        EXPECT_EQ(e.tensor, -1);
+      } else {
+        EXPECT_EQ(e.name, std::string(to_string(CopyDirection::HostToDevice)));
+        EXPECT_EQ(e.tensor, 3);
+      }
+    } else if (e.kind == EventKind::Wait) {
+      EXPECT_EQ(e.name, "weights");
+      EXPECT_EQ(e.tensor, -1);
+    }
+  }
+  EXPECT_EQ(copies, 2);
 }
 
 }  // namespace

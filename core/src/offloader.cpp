@@ -201,6 +201,11 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
 
   uint64_t new_generation() { return next_generation_.fetch_add(1) + 1; }
   void never_offload(const at::Tensor& t);
+  void never_offload_storage(const c10::Storage& storage);
+  void register_weight_storage(const c10::Storage& storage, std::weak_ptr<WeightSource> source,
+                               int64_t key);
+  // The source of a frozen weight's device copy that `t` lives on, if any (see WeightSource).
+  std::shared_ptr<WeightSource> weight_source_of(const at::Tensor& t, int64_t& key);
   void exclude_module(const void* m) {
     std::lock_guard<std::mutex> lock(mutex_);
     excluded_.insert(m);
@@ -358,6 +363,13 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   };
   std::deque<Unreported> unreported_;  // copies whose completion observers have not heard of
   std::unordered_map<c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> registered_;
+  struct WeightRef {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    std::weak_ptr<WeightSource> source;
+    int64_t key = 0;
+  };
+  std::unordered_map<c10::StorageImpl*, WeightRef> weights_;  // layer offloading's device copies
+  std::atomic<bool> has_weights_{false};
   std::unordered_set<const void*> excluded_;
   OffloadStats stats_;  // packed and kept live in the atomics above
   // Disk tier (null with tier host, or with tier auto on a disk found too slow).
@@ -535,6 +547,10 @@ class Slot final : public SavedTensorSlot {
   c10::Storage kept_storage_;
   int64_t kept_offset_ = 0;  // in elements
   at::Tensor kept_;
+  // A frozen weight's device copy (layer offloading): kept as a reference, its storage had again
+  // from the source at unpack (with kept_offset_ and the geometry).
+  std::shared_ptr<WeightSource> weight_source_;
+  int64_t weight_key_ = 0;
   uint32_t saved_version_ = 0;
   c10::VariableVersion version_;  // the tensor's version counter (not for kept_)
   // Geometry to rebuild the tensor.
@@ -567,6 +583,14 @@ void pack_boundary(SavedTensorSlot& slot, const at::Tensor& tensor) {
 }
 
 std::shared_ptr<Observer> observer_of(Context& ctx) { return ctx.observer(); }
+Backend& backend_of(Context& ctx) { return ctx.backend(); }
+void never_offload_storage(Context& ctx, const c10::Storage& storage) {
+  ctx.never_offload_storage(storage);
+}
+void register_weight_storage(Context& ctx, const c10::Storage& storage,
+                             std::weak_ptr<WeightSource> source, int64_t key) {
+  ctx.register_weight_storage(storage, std::move(source), key);
+}
 
 KeepReason Context::classify(const at::Tensor& t) const {
   if (options_.offload == OffloadSet::Boundaries && !t_packing_boundary) {
@@ -680,8 +704,22 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     // Kept: the slot alone, no lock. The tensor itself, as autograd keeps a saved input, unless it
     // may be an output saved by its own node: keeping it would close a reference cycle (node ->
     // slot -> tensor -> node) and leak the graph. Such a tensor is kept as its storage and geometry
-    // (rebuilt at unpack) when it is an ordinary one, else detached.
-    if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
+    // (rebuilt at unpack) when it is an ordinary one, else detached. A frozen weight's device copy
+    // (layer offloading) is kept as a reference: backward gets it back from its source, so that
+    // the graph does not hold every block's weights from forward to backward.
+    std::shared_ptr<WeightSource> source;
+    if (reason == KeepReason::RegisteredStorage && plain_tensor(t)) {
+      source = weight_source_of(t, slot.weight_key_);
+    }
+    if (source) {
+      slot.weight_source_ = std::move(source);
+      slot.kept_offset_ = t.storage_offset();
+      slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
+      slot.strides_.assign(t.strides().begin(), t.strides().end());
+      slot.dtype_ = t.scalar_type();
+      slot.device_ = t.device();
+      slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+    } else if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
       slot.kept_ = t;
     } else if (plain_tensor(t)) {
       slot.kept_storage_ = t.storage();
@@ -953,6 +991,16 @@ at::Tensor Context::unpack(Slot& slot) {
   note_unpack_in_backward(*this);
   if (!slot.entry_) {
     if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
+    if (slot.weight_source_) {
+      if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
+        throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
+                                slot.saved_version_);
+      }
+      at::Tensor out = make_view(slot.weight_source_->acquire(slot.weight_key_), slot.kept_offset_,
+                                 slot.sizes_, slot.strides_, slot.dtype_, slot.device_);
+      out.unsafeGetTensorImpl()->set_version_counter(slot.version_);
+      return out;
+    }
     if (slot.kept_storage_) {
       if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
         throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
@@ -1220,12 +1268,40 @@ void Context::emit_stash() {
 
 void Context::never_offload(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return;
+  never_offload_storage(t.storage());
+}
+
+void Context::register_weight_storage(const c10::Storage& storage,
+                                      std::weak_ptr<WeightSource> source, int64_t key) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = weights_.begin(); it != weights_.end();) {
+      it = it->second.storage.use_count() == 0 ? weights_.erase(it) : std::next(it);
+    }
+    weights_.insert_or_assign(storage.unsafeGetStorageImpl(),
+                              WeightRef{storage.getWeakStorageImpl(), std::move(source), key});
+    has_weights_.store(true, std::memory_order_release);
+  }
+  never_offload_storage(storage);
+}
+
+std::shared_ptr<WeightSource> Context::weight_source_of(const at::Tensor& t, int64_t& key) {
+  if (!has_weights_.load(std::memory_order_acquire) || !t.defined() || !t.has_storage()) {
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = weights_.find(t.storage().unsafeGetStorageImpl());
+  if (it == weights_.end() || it->second.storage.use_count() == 0) return nullptr;
+  key = it->second.key;
+  return it->second.source.lock();
+}
+
+void Context::never_offload_storage(const c10::Storage& storage) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = registered_.begin(); it != registered_.end();) {
     it = it->second.use_count() == 0 ? registered_.erase(it) : std::next(it);
   }
-  registered_.insert_or_assign(t.storage().unsafeGetStorageImpl(),
-                               t.storage().getWeakStorageImpl());
+  registered_.insert_or_assign(storage.unsafeGetStorageImpl(), storage.getWeakStorageImpl());
   has_registered_.store(true, std::memory_order_release);
 }
 

@@ -206,6 +206,8 @@ std::string_view to_string(WaitKind k) {
       return "spill";
     case WaitKind::DiskRead:
       return "disk-read";
+    case WaitKind::Weights:
+      return "weights";
   }
   return "?";
 }

@@ -6,6 +6,7 @@
 
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 
+#include <c10/core/Storage.h>
 #include <c10/util/FunctionRef.h>
 
 #include <cstdint>
@@ -113,5 +114,21 @@ std::shared_ptr<Observer> observer_of(Context& ctx);
 std::weak_ptr<Context> weak_of(Context& ctx);
 uint64_t new_generation(Context& ctx);
 void end_of_backward(Context& ctx, int task);
+// For the layer offloader (layer_offload.cpp), which shares an activation offloader's link.
+class Backend;
+Backend& backend_of(Context& ctx);
+// The storage is never offloaded (as ActivationOffloader::never_offload; held weakly).
+void never_offload_storage(Context& ctx, const c10::Storage& storage);
+// Device copies of frozen weights that can be had again (layer_offload.cpp). A tensor on one of
+// its storages saved under the offloader is kept as a reference (no device memory held) and
+// rebuilt at unpack on the storage acquire(key) returns, ready on the calling thread's stream.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual c10::Storage acquire(int64_t key) = 0;
+};
+// `storage` (held weakly, never offloaded) is weight `key` of `source` (held weakly).
+void register_weight_storage(Context& ctx, const c10::Storage& storage,
+                             std::weak_ptr<WeightSource> source, int64_t key);
 
 }  // namespace offtune::detail

@@ -33,10 +33,14 @@ void Recorder::on_copy_completed(const CopyEvent& e) {
   ev.kind = e.direction == CopyDirection::DeviceToHost ? EventKind::CopyD2H : EventKind::CopyH2D;
   ev.stream = e.on_side_stream ? 1 : 0;
   ev.bytes = e.bytes;
-  ev.tensor = e.id.value;
+  // A block's frozen weights (layer offloading) share the copy stream; named apart, and with no
+  // tensor id (their id is a block index, which must not link to an activation's waits).
+  ev.tensor = e.weights ? -1 : e.id.value;
   ev.pinned = e.pinned;
   ev.prefetch = e.prefetch;
-  ev.name = e.prefetch ? "prefetch" : std::string(to_string(e.direction));
+  ev.name = e.weights    ? (e.prefetch ? "weights prefetch" : "weights")
+            : e.prefetch ? "prefetch"
+                         : std::string(to_string(e.direction));
   std::lock_guard<std::mutex> lock(mutex_);
   // One copy thread runs copies in issue order: a copy starts when it was issued or when the one
   // before it finished, whichever is later.
@@ -85,7 +89,7 @@ void Recorder::on_wait(const WaitEvent& e) {
   ev.kind = EventKind::Wait;
   ev.start_ns = e.begin_ns;
   ev.end_ns = std::max(e.begin_ns, e.end_ns);
-  ev.tensor = e.id.value;
+  ev.tensor = e.kind == WaitKind::Weights ? -1 : e.id.value;
   ev.name = to_string(e.kind);
   std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(std::move(ev));

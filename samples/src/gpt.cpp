@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "offtune/layer_offload.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/samples/workload.hpp"
 
@@ -34,6 +36,7 @@ void init_parameters(torch::nn::Module& module, at::Generator& gen, double resid
   for (auto& item : module.named_parameters()) {
     at::Tensor& param = item.value();
     const std::string& name = item.key();
+    if (name.find("_lora.") != std::string::npos) continue;  // lora.cpp draws adapters
     at::Tensor values;
     if (name.ends_with("bias")) {
       values = at::zeros(param.sizes(), f32);
@@ -99,6 +102,8 @@ void GptConfig::validate() const {
     bad_config(std::string("dtype must be float32, bfloat16 or float16, got ") +
                c10::toString(dtype));
   }
+  if (lora_rank < 0) bad_config("lora_rank must be >= 0, got " + std::to_string(lora_rank));
+  if (lora_rank > 0 && !(lora_alpha > 0.0)) bad_config("lora_alpha must be > 0");
 }
 
 // ---- GptAttention ------------------------------------------------------------------------------
@@ -107,6 +112,10 @@ GptAttentionImpl::GptAttentionImpl(const GptConfig& config)
     : n_heads(config.n_heads), head_dim(config.head_dim()) {
   c_attn = register_module("c_attn", torch::nn::Linear(config.dim, 3 * config.dim));
   c_proj = register_module("c_proj", torch::nn::Linear(config.dim, config.dim));
+  c_attn_lora = make_lora(*this, "c_attn_lora", config.dim, 3 * config.dim, config.lora_rank,
+                          config.lora_alpha, config.dtype);
+  c_proj_lora = make_lora(*this, "c_proj_lora", config.dim, config.dim, config.lora_rank,
+                          config.lora_alpha, config.dtype);
 }
 
 at::Tensor GptAttentionImpl::forward(const at::Tensor& x) {
@@ -114,7 +123,7 @@ at::Tensor GptAttentionImpl::forward(const at::Tensor& x) {
   at::Tensor qkv;
   {
     ModuleRegion region(c_attn.get());
-    qkv = c_attn(x);
+    qkv = with_lora(c_attn(x), c_attn_lora, x);
   }
   // q, k and v are strided views of the one qkv storage; [B, T, heads, d] -> [B, heads, T, d], the
   // layout SDPA takes. The views keep that storage shared, so an offloader moves it once.
@@ -126,26 +135,29 @@ at::Tensor GptAttentionImpl::forward(const at::Tensor& x) {
                                                     /*is_causal=*/true);
   out = out.transpose(1, 2).reshape({b, t, dim});
   ModuleRegion region(c_proj.get());
-  return c_proj(out);
+  return with_lora(c_proj(out), c_proj_lora, out);
 }
 
 // ---- GptMlp ------------------------------------------------------------------------------------
 
-GptMlpImpl::GptMlpImpl(int64_t dim, int64_t hidden) {
+GptMlpImpl::GptMlpImpl(int64_t dim, int64_t hidden, int64_t lora_rank, double lora_alpha,
+                       c10::ScalarType dtype) {
   c_fc = register_module("c_fc", torch::nn::Linear(dim, hidden));
   c_proj = register_module("c_proj", torch::nn::Linear(hidden, dim));
+  c_fc_lora = make_lora(*this, "c_fc_lora", dim, hidden, lora_rank, lora_alpha, dtype);
+  c_proj_lora = make_lora(*this, "c_proj_lora", hidden, dim, lora_rank, lora_alpha, dtype);
 }
 
 at::Tensor GptMlpImpl::forward(const at::Tensor& x) {
   at::Tensor hidden;
   {
     ModuleRegion region(c_fc.get());
-    hidden = c_fc(x);
+    hidden = with_lora(c_fc(x), c_fc_lora, x);
   }
   // GPT-2's GELU is the tanh approximation.
   hidden = at::gelu(hidden, "tanh");
   ModuleRegion region(c_proj.get());
-  return c_proj(hidden);
+  return with_lora(c_proj(hidden), c_proj_lora, hidden);
 }
 
 // ---- GptBlock ----------------------------------------------------------------------------------
@@ -154,7 +166,8 @@ GptBlockImpl::GptBlockImpl(const GptConfig& config)
     : ln_1(register_module("ln_1", layer_norm(config))),
       attn(register_module("attn", GptAttention(config))),
       ln_2(register_module("ln_2", layer_norm(config))),
-      mlp(register_module("mlp", GptMlp(config.dim, config.mlp_hidden()))) {}
+      mlp(register_module("mlp", GptMlp(config.dim, config.mlp_hidden(), config.lora_rank,
+                                        config.lora_alpha, config.dtype))) {}
 
 at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
   at::Tensor h;
@@ -207,6 +220,18 @@ GptImpl::GptImpl(const GptConfig& config, uint64_t seed) : config_(config) {
       "lm_head",
       torch::nn::Linear(torch::nn::LinearOptions(config_.dim, config_.vocab_size).bias(false)));
   init_parameters(*lm_head, gen, residual_std, config_.dtype);
+  if (config_.lora_rank > 0) init_lora_and_freeze_base(*this, seed);
+}
+
+void GptImpl::set_layer_offload(std::shared_ptr<LayerOffloader> layers) {
+  if (layers && layers->blocks() == 0) {
+    for (GptBlock& block : block_list_) layers->add_block(frozen_parameters(*block));
+  } else if (layers && layers->blocks() != static_cast<int64_t>(block_list_.size())) {
+    throw std::invalid_argument("Gpt::set_layer_offload: the layer offloader holds " +
+                                std::to_string(layers->blocks()) + " blocks, the model has " +
+                                std::to_string(block_list_.size()));
+  }
+  layer_offload_ = std::move(layers);
 }
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {
@@ -236,13 +261,16 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   for (size_t i = 0; i < block_list_.size(); ++i) {
     GptBlock& block = block_list_[i];
     ModuleRegion region(block.get());
-    const auto traced = trace.block(static_cast<int64_t>(i), x);
-    if (checkpoint_.applies(static_cast<int64_t>(i))) {
-      // Captured by value: the region reruns in backward, after this frame is gone.
-      x = checkpoint([b = block.ptr()](const at::Tensor& in) { return b->forward(in); }, x);
-    } else {
-      x = block(x);
-    }
+    const auto index = static_cast<int64_t>(i);
+    const auto traced = trace.block(index, x);
+    // Captured by value: a checkpointed region reruns in backward, after this frame is gone. The
+    // layer offloader is entered inside, so that the recompute brings the block's weights back.
+    auto run = [b = block.ptr(), layers = layer_offload_, index](const at::Tensor& in) {
+      std::optional<LayerOffloader::Resident> resident;
+      if (layers) resident.emplace(layers->block(index));
+      return b->forward(in);
+    };
+    x = checkpoint_.applies(index) ? checkpoint(run, x) : run(x);
   }
   trace.finish(x);
   {

@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "offtune/layer_offload.hpp"
 #include "offtune/offloader.hpp"
 
 namespace offtune::samples {
@@ -33,6 +35,7 @@ void init_parameters(torch::nn::Module& module, at::Generator& gen, double resid
                      c10::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   for (auto& item : module.named_parameters()) {
+    if (item.key().find("_lora.") != std::string::npos) continue;  // lora.cpp draws adapters
     at::Tensor& param = item.value();
     at::Tensor values;
     if (param.dim() == 1) {
@@ -131,6 +134,8 @@ void LlamaConfig::validate() const {
     bad_config(std::string("dtype must be float32, bfloat16 or float16, got ") +
                c10::toString(dtype));
   }
+  if (lora_rank < 0) bad_config("lora_rank must be >= 0, got " + std::to_string(lora_rank));
+  if (lora_rank > 0 && !(lora_alpha > 0.0)) bad_config("lora_alpha must be > 0");
 }
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
@@ -156,6 +161,12 @@ AttentionImpl::AttentionImpl(const LlamaConfig& config)
   wk = register_module("wk", linear(config.dim, n_kv_heads * head_dim));
   wv = register_module("wv", linear(config.dim, n_kv_heads * head_dim));
   wo = register_module("wo", linear(n_heads * head_dim, config.dim));
+  const int64_t r = config.lora_rank;
+  const double alpha = config.lora_alpha;
+  wq_lora = make_lora(*this, "wq_lora", config.dim, n_heads * head_dim, r, alpha, config.dtype);
+  wk_lora = make_lora(*this, "wk_lora", config.dim, n_kv_heads * head_dim, r, alpha, config.dtype);
+  wv_lora = make_lora(*this, "wv_lora", config.dim, n_kv_heads * head_dim, r, alpha, config.dtype);
+  wo_lora = make_lora(*this, "wo_lora", n_heads * head_dim, config.dim, r, alpha, config.dtype);
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
@@ -164,15 +175,15 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
   at::Tensor q, k, v;
   {
     ModuleRegion region(wq.get());
-    q = wq(x);
+    q = with_lora(wq(x), wq_lora, x);
   }
   {
     ModuleRegion region(wk.get());
-    k = wk(x);
+    k = with_lora(wk(x), wk_lora, x);
   }
   {
     ModuleRegion region(wv.get());
-    v = wv(x);
+    v = with_lora(wv(x), wv_lora, x);
   }
   // [B, T, heads * d] -> [B, heads, T, d], the layout SDPA takes.
   q = apply_rope(q.view({b, t, n_heads, head_dim}).transpose(1, 2), cos, sin);
@@ -184,33 +195,37 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                                     /*is_causal=*/true);
   out = out.transpose(1, 2).reshape({b, t, n_heads * head_dim});
   ModuleRegion region(wo.get());
-  return wo(out);
+  return with_lora(wo(out), wo_lora, out);
 }
 
 // ---- FeedForward -------------------------------------------------------------------------------
 
-FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden) {
+FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden, int64_t lora_rank, double lora_alpha,
+                                 c10::ScalarType dtype) {
   const auto linear = [](int64_t in, int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
   };
   w1 = register_module("w1", linear(dim, hidden));
   w2 = register_module("w2", linear(hidden, dim));
   w3 = register_module("w3", linear(dim, hidden));
+  w1_lora = make_lora(*this, "w1_lora", dim, hidden, lora_rank, lora_alpha, dtype);
+  w2_lora = make_lora(*this, "w2_lora", hidden, dim, lora_rank, lora_alpha, dtype);
+  w3_lora = make_lora(*this, "w3_lora", dim, hidden, lora_rank, lora_alpha, dtype);
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
   at::Tensor gate, up;
   {
     ModuleRegion region(w1.get());
-    gate = w1(x);
+    gate = with_lora(w1(x), w1_lora, x);
   }
   {
     ModuleRegion region(w3.get());
-    up = w3(x);
+    up = with_lora(w3(x), w3_lora, x);
   }
   const at::Tensor hidden = at::silu(gate) * up;
   ModuleRegion region(w2.get());
-  return w2(hidden);
+  return with_lora(w2(hidden), w2_lora, hidden);
 }
 
 // ---- DecoderLayer ------------------------------------------------------------------------------
@@ -220,7 +235,9 @@ DecoderLayerImpl::DecoderLayerImpl(const LlamaConfig& config)
           register_module("attention_norm", RMSNorm(config.dim, config.norm_eps, config.dtype))),
       attention(register_module("attention", Attention(config))),
       ffn_norm(register_module("ffn_norm", RMSNorm(config.dim, config.norm_eps, config.dtype))),
-      feed_forward(register_module("feed_forward", FeedForward(config.dim, config.ffn_hidden))) {}
+      feed_forward(register_module("feed_forward",
+                                   FeedForward(config.dim, config.ffn_hidden, config.lora_rank,
+                                               config.lora_alpha, config.dtype))) {}
 
 at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                      const at::Tensor& sin) {
@@ -281,6 +298,18 @@ LlamaImpl::LlamaImpl(const LlamaConfig& config, uint64_t seed) : config_(config)
   const at::Tensor angles = at::outer(at::arange(config_.max_seq_len, f64), inv_freq);
   rope_cos_ = register_buffer("rope_cos", angles.cos().to(c10::kFloat));
   rope_sin_ = register_buffer("rope_sin", angles.sin().to(c10::kFloat));
+  if (config_.lora_rank > 0) init_lora_and_freeze_base(*this, seed);
+}
+
+void LlamaImpl::set_layer_offload(std::shared_ptr<LayerOffloader> offloader) {
+  if (offloader && offloader->blocks() == 0) {
+    for (DecoderLayer& layer : layer_list_) offloader->add_block(frozen_parameters(*layer));
+  } else if (offloader && offloader->blocks() != static_cast<int64_t>(layer_list_.size())) {
+    throw std::invalid_argument("Llama::set_layer_offload: the layer offloader holds " +
+                                std::to_string(offloader->blocks()) + " blocks, the model has " +
+                                std::to_string(layer_list_.size()));
+  }
+  layer_offload_ = std::move(offloader);
 }
 
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
@@ -307,14 +336,16 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     DecoderLayer& layer = layer_list_[i];
     ModuleRegion region(layer.get());
-    const auto traced = trace.block(static_cast<int64_t>(i), h);
-    if (checkpoint_.applies(static_cast<int64_t>(i))) {
-      // Captured by value: the region reruns in backward, after this frame is gone.
-      h = checkpoint(
-          [l = layer.ptr(), cos, sin](const at::Tensor& x) { return l->forward(x, cos, sin); }, h);
-    } else {
-      h = layer(h, cos, sin);
-    }
+    const auto index = static_cast<int64_t>(i);
+    const auto traced = trace.block(index, h);
+    // Captured by value: a checkpointed region reruns in backward, after this frame is gone. The
+    // layer offloader is entered inside, so that the recompute brings the block's weights back.
+    auto run = [l = layer.ptr(), cos, sin, lo = layer_offload_, index](const at::Tensor& x) {
+      std::optional<LayerOffloader::Resident> resident;
+      if (lo) resident.emplace(lo->block(index));
+      return l->forward(x, cos, sin);
+    };
+    h = checkpoint_.applies(index) ? checkpoint(run, h) : run(h);
   }
   trace.finish(h);
   {

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "offtune/host_sim.hpp"
+#include "offtune/layer_offload.hpp"
 #include "offtune/model_support.hpp"
 #include "offtune/samples/gpt.hpp"
 #include "offtune/samples/layer_hooks.hpp"
@@ -64,6 +65,7 @@ class PhaseMark {
 class TrainingStep : public WorkloadInstance {
  public:
   void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) final {
+    before_step(offloader);
     prepare(index);
     phases.forward_begin = host_sim::clock_ns();
     at::Tensor loss;
@@ -102,6 +104,8 @@ class TrainingStep : public WorkloadInstance {
 
  protected:
   TrainingStep(const WorkloadSpec& w, c10::Device device) : w_(w), device_(device) {}
+  // Called first in every step with the step's offloader (the layer offloader follows its link).
+  virtual void before_step(ActivationOffloader* /*offloader*/) {}
   // Sets input_ (and targets_ when the loss needs them) for step `index`, and clears gradients.
   virtual void prepare(int64_t index) = 0;
   virtual at::Tensor forward() = 0;
@@ -129,6 +133,7 @@ class DecoderWorkload final : public TrainingStep {
   DecoderWorkload(const WorkloadSpec& w, c10::Device device) : TrainingStep(w, device) {
     auto config = Config::preset(w.model);
     config.dtype = w.dtype;
+    config.lora_rank = w.lora_rank;
     if (w.seq > config.max_seq_len) {
       throw std::invalid_argument("--seq " + std::to_string(w.seq) + " exceeds the max_seq_len " +
                                   std::to_string(config.max_seq_len) + " of model " + w.model);
@@ -143,8 +148,35 @@ class DecoderWorkload final : public TrainingStep {
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
     return make_offloader_for(*model_, options, /*warn_if_no_head=*/false).offloader;
   }
+  void set_layer_offload(int64_t depth) override {
+    if (depth < 0) {
+      throw std::invalid_argument("layer offload depth must be >= 0 (0 = off), got " +
+                                  std::to_string(depth));
+    }
+    if (depth != layer_depth_) drop_layer_offload();
+    layer_depth_ = depth;
+  }
+  ~DecoderWorkload() override { drop_layer_offload(); }
 
  private:
+  // The layer offloader shares the link of the step's activation offloader: made again (the
+  // weights given back to the device first) when the step brings another one.
+  void before_step(ActivationOffloader* offloader) override {
+    if (layer_depth_ == 0 || (layers_ && layers_->uses_link_of(offloader))) return;
+    drop_layer_offload();
+    LayerOffloadOptions o;
+    o.depth = layer_depth_;
+    o.backend = device_.is_cuda() ? BackendKind::Cuda : BackendKind::HostSim;
+    o.device_index = device_.is_cuda() && device_.has_index() ? device_.index() : -1;
+    layers_ = offloader ? std::make_shared<LayerOffloader>(*offloader, o)
+                        : std::make_shared<LayerOffloader>(o);
+    model_->set_layer_offload(layers_);
+  }
+  void drop_layer_offload() {
+    if (!layers_) return;
+    model_->set_layer_offload(nullptr);
+    layers_.reset();  // the last reference: the frozen weights go back to the device
+  }
   void prepare(int64_t index) override {
     auto batch = samples::make_token_batch(w_.batch, w_.seq, vocab_,
                                            w_.seed + static_cast<uint64_t>(index), device_);
@@ -161,6 +193,8 @@ class DecoderWorkload final : public TrainingStep {
 
   Model model_{nullptr};
   int64_t vocab_ = 0;
+  int64_t layer_depth_ = 0;
+  std::shared_ptr<LayerOffloader> layers_;
 };
 
 class MlpWorkload final : public TrainingStep {
@@ -433,11 +467,23 @@ std::unique_ptr<WorkloadInstance> make_workload(const WorkloadSpec& w, c10::Devi
           "not to the built-in '" +
           w.model + "'");
     }
+    if (w.lora_rank < 0) {
+      throw std::invalid_argument("--lora-rank must be >= 0 (0 = no LoRA), got " +
+                                  std::to_string(w.lora_rank));
+    }
+    if (w.lora_rank != 0 && !llama && !gpt) {
+      throw std::invalid_argument("--lora-rank applies to the built-in decoders, not to '" +
+                                  w.model + "'");
+    }
     if (llama) return std::make_unique<LlamaWorkload>(w, device);
     if (gpt) return std::make_unique<GptWorkload>(w, device);
     return std::make_unique<MlpWorkload>(w, device);
   }
   if (is_torchscript_path(w.model)) {
+    if (w.lora_rank != 0) {
+      throw std::invalid_argument("--lora-rank applies to the built-in decoders, not to '" +
+                                  w.model + "'");
+    }
     return std::make_unique<TorchScriptWorkload>(w, device, parse_input_spec(w.input_spec));
   }
   std::string valid;

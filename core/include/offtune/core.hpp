@@ -6,6 +6,7 @@
 
 #include "offtune/checkpoint.hpp"
 #include "offtune/ids.hpp"
+#include "offtune/layer_offload.hpp"
 #include "offtune/observer.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/options.hpp"

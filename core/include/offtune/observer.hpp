@@ -56,6 +56,7 @@ enum class WaitKind : uint8_t {
   Drain,          // end of backward / scope: waited for outstanding copies
   Spill,          // forward waited for host copies to reach disk (host budget or staging full)
   DiskRead,       // backward waited for a copy to be read back from disk
+  Weights,        // a block waited for its frozen weights (layer_offload.hpp)
 };
 
 std::string_view to_string(PackDecision);
@@ -97,6 +98,9 @@ struct CopyEvent {
   bool prefetch = false;       // a reload issued ahead of use
   int64_t time_ns = 0;         // issue time, or completion time in on_copy_completed
   int64_t issued_ns = 0;       // in on_copy_completed: when it was issued (0 if unknown)
+  // A block's frozen weights (layer_offload.hpp), not an activation: always HostToDevice; `id` is
+  // the block's index and `bytes` the block's frozen bytes.
+  bool weights = false;
 };
 
 struct UnpackEvent {

@@ -140,6 +140,7 @@ class ActivationOffloader {
 
  private:
   friend class OffloadScope;
+  friend class LayerOffloader;  // shares the backend, copy stream and observer (layer_offload.hpp)
   std::shared_ptr<detail::Context> ctx_;
 };
 

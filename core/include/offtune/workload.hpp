@@ -64,6 +64,17 @@ class WorkloadInstance {
       throw std::invalid_argument("this workload cannot checkpoint its blocks");
     }
   }
+  // Layer offloading of the blocks' frozen weights (offtune/layer_offload.hpp) from the next step
+  // on: `depth` blocks copied ahead (>= 1), or 0 = off (the weights go back to the device). The
+  // copies share the link of the offloader a step is given (or use one of their own without).
+  // Only frozen parameters move: a model without any (no LoRA) gains nothing. A workload without
+  // blocks refuses any depth but 0 with std::invalid_argument (one line saying why); a negative
+  // depth is refused too.
+  virtual void set_layer_offload(int64_t depth) {
+    if (depth != 0) {
+      throw std::invalid_argument("this workload cannot offload its blocks' weights");
+    }
+  }
 };
 
 }  // namespace offtune

@@ -26,10 +26,12 @@
 
 #include "offtune/checkpoint.hpp"
 #include "offtune/samples/layer_hooks.hpp"
+#include "offtune/samples/lora.hpp"
 
 namespace offtune {
 class ActivationOffloader;
-}
+class LayerOffloader;
+}  // namespace offtune
 
 namespace offtune::samples {
 
@@ -42,6 +44,10 @@ struct GptConfig {
   int64_t max_seq_len = 128;  // rows of the positional embedding
   double norm_eps = 1e-5;
   c10::ScalarType dtype = c10::kFloat;  // parameters' dtype: kFloat, kBFloat16 or kHalf
+  // LoRA (lora.hpp): adapters of this rank on c_attn, the attention's c_proj, c_fc and the MLP's
+  // c_proj, the base parameters frozen; 0 = none, every parameter trains.
+  int64_t lora_rank = 0;
+  double lora_alpha = 16.0;  // adapters scale their output by lora_alpha / lora_rank
 
   // "gpt-tiny" (CI-sized: vocab 512, dim 64, 2 layers, 4 heads, 128 positions) and "gpt-small"
   // (vocab 4096, dim 256, 4 layers, 8 heads, 512 positions). dtype is kFloat; set it afterwards.
@@ -64,6 +70,7 @@ class GptAttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
 
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
+  std::shared_ptr<LoraImpl> c_attn_lora, c_proj_lora;  // null without LoRA
   int64_t n_heads, head_dim;
 };
 TORCH_MODULE(GptAttention);
@@ -71,10 +78,12 @@ TORCH_MODULE(GptAttention);
 // c_proj(gelu_tanh(c_fc(x))).
 class GptMlpImpl : public torch::nn::Module {
  public:
-  GptMlpImpl(int64_t dim, int64_t hidden);
+  GptMlpImpl(int64_t dim, int64_t hidden, int64_t lora_rank = 0, double lora_alpha = 16.0,
+             c10::ScalarType dtype = c10::kFloat);
   at::Tensor forward(const at::Tensor& x);
 
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+  std::shared_ptr<LoraImpl> c_fc_lora, c_proj_lora;  // null without LoRA
 };
 TORCH_MODULE(GptMlp);
 
@@ -107,6 +116,9 @@ class GptImpl : public torch::nn::Module {
   // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
   void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
   const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
+  // Layer offloading (offtune/layer_offload.hpp), as LlamaImpl::set_layer_offload.
+  void set_layer_offload(std::shared_ptr<LayerOffloader> offloader);
+  const std::shared_ptr<LayerOffloader>& layer_offload() const { return layer_offload_; }
 
   torch::nn::Embedding wte{nullptr};  // token embedding [vocab_size, dim]
   torch::nn::Embedding wpe{nullptr};  // positional embedding [max_seq_len, dim]
@@ -119,6 +131,7 @@ class GptImpl : public torch::nn::Module {
   std::vector<GptBlock> block_list_;  // typed handles on `h`'s elements
   LayerHooks layer_hooks_;
   CheckpointPolicy checkpoint_;
+  std::shared_ptr<LayerOffloader> layer_offload_;
 };
 TORCH_MODULE(Gpt);
 

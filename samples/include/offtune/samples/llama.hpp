@@ -25,10 +25,12 @@
 
 #include "offtune/checkpoint.hpp"
 #include "offtune/samples/layer_hooks.hpp"
+#include "offtune/samples/lora.hpp"
 
 namespace offtune {
 class ActivationOffloader;
-}
+class LayerOffloader;
+}  // namespace offtune
 
 namespace offtune::samples {
 
@@ -43,6 +45,10 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   c10::ScalarType dtype = c10::kFloat;  // parameters' dtype: kFloat, kBFloat16 or kHalf
+  // LoRA (lora.hpp): adapters of this rank on every attention and MLP projection, the base
+  // parameters frozen; 0 = none, every parameter trains.
+  int64_t lora_rank = 0;
+  double lora_alpha = 16.0;  // adapters scale their output by lora_alpha / lora_rank
 
   // "tiny" (CI), "small", "1b" (Llama-3.2-1B shapes; ~1.5B parameters as the head is not tied to
   // the embedding). dtype is kFloat; set it afterwards. Throws std::invalid_argument naming the
@@ -75,6 +81,8 @@ class AttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+  // LoRA adapters (`wq_lora`, ...), null without LoRA.
+  std::shared_ptr<LoraImpl> wq_lora, wk_lora, wv_lora, wo_lora;
   int64_t n_heads, n_kv_heads, head_dim;
 };
 TORCH_MODULE(Attention);
@@ -82,10 +90,12 @@ TORCH_MODULE(Attention);
 // SwiGLU MLP: w2(silu(w1(x)) * w3(x)).
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  FeedForwardImpl(int64_t dim, int64_t hidden);
+  FeedForwardImpl(int64_t dim, int64_t hidden, int64_t lora_rank = 0, double lora_alpha = 16.0,
+                  c10::ScalarType dtype = c10::kFloat);
   at::Tensor forward(const at::Tensor& x);
 
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+  std::shared_ptr<LoraImpl> w1_lora, w2_lora, w3_lora;  // null without LoRA
 };
 TORCH_MODULE(FeedForward);
 
@@ -119,6 +129,12 @@ class LlamaImpl : public torch::nn::Module {
   // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
   void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
   const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
+  // Layer offloading (offtune/layer_offload.hpp): registers each block's frozen parameters with
+  // `offloader` (if it has no blocks yet) and enters each block through it, in forward and in its
+  // checkpoint recompute. nullptr turns it off; destroying the offloader then gives the weights
+  // back to the device. Throws std::invalid_argument when `offloader` holds other blocks.
+  void set_layer_offload(std::shared_ptr<LayerOffloader> offloader);
+  const std::shared_ptr<LayerOffloader>& layer_offload() const { return layer_offload_; }
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of DecoderLayer
@@ -131,6 +147,7 @@ class LlamaImpl : public torch::nn::Module {
   std::vector<DecoderLayer> layer_list_;
   LayerHooks layer_hooks_;
   CheckpointPolicy checkpoint_;
+  std::shared_ptr<LayerOffloader> layer_offload_;
   // RoPE tables [max_seq_len, head_dim / 2], float32, registered as buffers ("rope_cos",
   // "rope_sin") so that they follow the model's device and are never offloaded.
   at::Tensor rope_cos_, rope_sin_;

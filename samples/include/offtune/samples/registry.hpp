@@ -53,9 +53,12 @@ struct WorkloadSpec {
   std::string model = "tiny";  // a builtin_model_names() entry or a TorchScript path
   int64_t batch = 4;
   int64_t seq = 128;
-  c10::ScalarType dtype = c10::kFloat;        // parameters and activations (fp32, bf16, fp16)
-  uint64_t seed = 0;                          // of the model's initial weights and of the batches
-  bool optimizer = false;                     // an SGD step after each backward
+  c10::ScalarType dtype = c10::kFloat;  // parameters and activations (fp32, bf16, fp16)
+  uint64_t seed = 0;                    // of the model's initial weights and of the batches
+  bool optimizer = false;               // an SGD step after each backward
+  // Built-in decoders only: LoRA adapters of this rank on every projection, the base frozen
+  // (lora.hpp); 0 = none. What makes layer offloading (set_layer_offload) worth it.
+  int64_t lora_rank = 0;
   std::string input_spec{kDefaultInputSpec};  // a TorchScript model's input
 };
 

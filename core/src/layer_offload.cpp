@@ -1,0 +1,627 @@
+// Layer offloading (offtune/layer_offload.hpp), written against Backend like the activation engine.
+// Rules, in one place:
+//
+// - A frozen parameter keeps its TensorImpl (the module and its registry hold it) and changes only
+//   its storage: a zero-byte placeholder (same device, no data) while its block is not resident,
+//   a fresh device storage of its own per load while it is. Saved views (linear saves weight.t())
+//   hold the storage they were made on, so a later swap never changes what a graph saved.
+// - A graph may save the parameter's own TensorImpl (x * weight saves `weight`; a norm's weight),
+//   and backward would then read it through whatever storage it has by then: the placeholder. Such
+//   a parameter is found when its block is left and stays on the device from then on, out of the
+//   offloader's hands. The signal: while the block ran, the TensorImpl gained more references
+//   than its storage did. A view (linear and matmul save weight.t()) holds both, its base and the
+//   storage it was made on, and is safe (it reads that storage); a handle on the parameter itself
+//   holds the TensorImpl only. Counts are compared within one block's run, where only the block's
+//   forward took references: handles that callers hold for a while (a lambda's capture) come and
+//   go between blocks.
+// - Loads are allocated on the stream current when issued (the compute stream), written on the
+//   copy stream, and every stream that runs the block waits for the copy once. A load dropped
+//   before any stream waited for it is recorded on the copy stream, so that its blocks are not
+//   reused before the copy wrote them.
+// - Every device copy is registered with the activation offloader whose link it shares, with its
+//   key: a tensor on it saved under that offloader's scope is kept as (key, geometry) and rebuilt
+//   at unpack on the storage acquire(key) returns, which makes the block resident the way enter()
+//   does (prefetching in backward order) without pointing the parameters at it. So a graph holds
+//   no frozen weights between forward and backward.
+// - Observers hear weight copies (CopyEvent::weights) and waits (WaitKind::Weights) outside the
+//   lock.
+#include "offtune/layer_offload.hpp"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "backend.hpp"
+#include "host_pool.hpp"
+#include "seam.hpp"
+
+namespace offtune {
+
+void LayerOffloadOptions::validate() const {
+  if (depth < 1) {
+    throw OptionsError("layer offload depth must be >= 1 (blocks copied ahead), got " +
+                       std::to_string(depth));
+  }
+  if (debug_copy_delay_ns < 0) {
+    throw OptionsError("debug_copy_delay_ns must be >= 0, got " +
+                       std::to_string(debug_copy_delay_ns));
+  }
+  if (!(link.pinned_gbps >= 0.0) || !(link.pageable_gbps >= 0.0) || link.latency_ns < 0) {
+    throw OptionsError("link: bandwidths and latency must be >= 0");
+  }
+}
+
+namespace detail {
+
+namespace {
+
+int64_t storage_bytes(const at::Tensor& t) {
+  return static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
+}
+
+// A storage of zero bytes on `device`: a tensor on it keeps its shape but has no data (a null
+// pointer: an op that reads it outside its block crashes instead of computing with stale values).
+c10::Storage placeholder_storage(c10::Device device) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, device),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+void point_at(const at::Tensor& param, c10::Storage storage) {
+  c10::TensorImpl* impl = param.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(storage));
+  impl->set_storage_offset(0);
+}
+
+struct Emit {
+  std::vector<CopyEvent> issued, completed;
+  std::vector<WaitEvent> waits;
+};
+
+}  // namespace
+
+// Saved tensors on a device copy, under an activation offloader, are kept as a reference (key:
+// block << 16 | parameter) and had again through acquire() in backward: see WeightSource.
+constexpr int kParamBits = 16;
+
+class LayerState final : public WeightSource, public std::enable_shared_from_this<LayerState> {
+ public:
+  LayerState(std::shared_ptr<Context> ctx, std::unique_ptr<ActivationOffloader> own,
+             LayerOffloadOptions options)
+      : own_(std::move(own)),
+        ctx_(std::move(ctx)),
+        backend_(backend_of(*ctx_)),
+        options_(std::move(options)),
+        pool_(std::make_shared<HostPool>(backend_.host_memory(), int64_t{64} << 20,
+                                         /*poison=*/false)) {}
+
+  ~LayerState() override {
+    try {
+      restore_all();
+    } catch (const std::exception& e) {
+      TORCH_WARN("offtune: layer offloader could not restore the frozen weights: ", e.what());
+    }
+  }
+
+  int64_t add_block(std::vector<at::Tensor> frozen);
+  c10::Storage acquire(int64_t key) override;
+  void enter(int64_t block);
+  void exit(int64_t block);
+  void release();
+  void synchronize() {
+    backend_.synchronize();
+    Emit out;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      report_completions(out);
+    }
+    deliver(out);
+  }
+
+  const LayerOffloadOptions& options() const { return options_; }
+  Backend& backend() { return backend_; }
+  Context& context() { return *ctx_; }
+  ActivationOffloader* own() { return own_.get(); }
+  int64_t blocks() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(blocks_.size());
+  }
+  LayerOffloadStats stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  int64_t resident_blocks() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(
+        std::count_if(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.loaded(); }));
+  }
+
+ private:
+  struct Param {
+    at::Tensor tensor;  // the parameter itself
+    int64_t bytes = 0;
+    HostBlock host;
+    bool pinned = true;
+    // Reference counts of the TensorImpl and of its storage when its block was entered.
+    int64_t enter_uses = 0;
+    int64_t enter_storage_uses = 0;
+    bool attached = false;  // points at a device storage (else at the placeholder)
+    bool kept = false;      // saved by a graph as itself: stays on the device, not offloaded
+  };
+  struct Block {
+    std::vector<Param> params;
+    int64_t bytes = 0;
+    std::vector<c10::Storage> device;  // the current load, one storage per parameter
+    FencePtr fence;                    // its last copy (copies complete in issue order)
+    Stream alloc_stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
+    c10::SmallVector<Stream, 2> ready_on;  // streams ordered after the load
+    bool prefetched = false;
+    bool reported = true;  // its completion was reported
+    int64_t issued_ns = 0;
+    int entered = 0;
+    bool loaded() const { return !device.empty(); }
+  };
+
+  std::shared_ptr<Observer> observer() const { return observer_of(*ctx_); }
+  // The next `depth` blocks after `block` in the step's schedule (forward 0..n-1, then backward
+  // n-1..0, then the next forward), without repeats.
+  c10::SmallVector<int64_t, 4> upcoming(int64_t block, bool backward) const;
+  // Device copies just allocated, to register with the activation offloader (outside the lock).
+  using Fresh = std::vector<std::pair<c10::Storage, int64_t>>;
+  void issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fresh);
+  // Makes block `index` resident (loading it if need be), prefetches what follows it in the
+  // schedule and lets go of the blocks not running that do not. Returns the fence the current
+  // stream must wait for, or null.
+  FencePtr make_resident(int64_t index, bool backward, Stream on, Emit& out, Fresh& fresh);
+  void register_fresh(const Fresh& fresh);
+  void wait_for(int64_t index, Stream on, const FencePtr& fence, Emit& out);
+  void attach(Block& b);
+  void unload(Block& b);
+  void keep_saved_parameters(Block& b);
+  void report_completions(Emit& out);
+  void deliver(Emit& out) const;
+  void restore_all();
+  Block& at(int64_t index) {
+    if (index < 0 || index >= static_cast<int64_t>(blocks_.size())) {
+      throw std::out_of_range("layer offloader: no block " + std::to_string(index) + " (" +
+                              std::to_string(blocks_.size()) + " registered)");
+    }
+    return blocks_[static_cast<size_t>(index)];
+  }
+
+  std::unique_ptr<ActivationOffloader> own_;  // standalone: the offloader whose link is used
+  std::shared_ptr<Context> ctx_;
+  Backend& backend_;
+  const LayerOffloadOptions options_;
+  std::shared_ptr<HostPool> pool_;
+  mutable std::mutex mutex_;
+  std::vector<Block> blocks_;
+  std::unordered_set<c10::TensorImpl*> registered_;
+  LayerOffloadStats stats_;
+};
+
+c10::SmallVector<int64_t, 4> LayerState::upcoming(int64_t block, bool backward) const {
+  c10::SmallVector<int64_t, 4> out;
+  const auto n = static_cast<int64_t>(blocks_.size());
+  if (n == 0) return out;
+  const int64_t period = 2 * n;
+  const int64_t pos = backward ? n + (n - 1 - block) : block;
+  for (int64_t k = 1; k <= options_.depth && k < period; ++k) {
+    const int64_t q = (pos + k) % period;
+    const int64_t index = q < n ? q : period - 1 - q;
+    if (std::find(out.begin(), out.end(), index) == out.end()) out.push_back(index);
+  }
+  return out;
+}
+
+int64_t LayerState::add_block(std::vector<at::Tensor> frozen) {
+  Block b;
+  for (at::Tensor& t : frozen) {
+    if (!t.defined()) throw std::invalid_argument("layer offloader: an undefined parameter");
+    if (t.requires_grad()) {
+      throw std::invalid_argument(
+          "layer offloader: only frozen parameters (requires_grad = false) can be offloaded; a " +
+          std::string(c10::toString(t.scalar_type())) + " parameter of shape " +
+          c10::str(t.sizes()) + " requires grad");
+    }
+    if (!t.is_contiguous() || !backend_.is_device_tensor(t) || !backend_.on_this_device(t)) {
+      throw std::invalid_argument("layer offloader: parameter of shape " + c10::str(t.sizes()) +
+                                  " must be contiguous and on " + backend_.device_name());
+    }
+    Param p;
+    p.tensor = t;
+    p.bytes = storage_bytes(t);
+    b.params.push_back(std::move(p));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Param& p : b.params) {
+    if (!registered_.insert(p.tensor.unsafeGetTensorImpl()).second) {
+      throw std::invalid_argument("layer offloader: a parameter of shape " +
+                                  c10::str(p.tensor.sizes()) + " was registered twice");
+    }
+  }
+  // Copy each parameter to host memory, then let its device storage go.
+  for (Param& p : b.params) {
+    if (p.bytes == 0) continue;
+    p.host = pool_->allocate(p.bytes, options_.use_pin_memory, p.pinned);
+    const c10::Storage storage = p.tensor.storage();
+    CopyRequest r;
+    r.direction = CopyDirection::DeviceToHost;
+    r.device = &storage;
+    r.device_offset = p.tensor.storage_offset() * static_cast<int64_t>(p.tensor.element_size());
+    r.host = p.host.data();
+    r.bytes = p.bytes;
+    r.pinned = p.pinned;
+    backend_.copy(r)->synchronize();
+    point_at(p.tensor, placeholder_storage(p.tensor.device()));
+    b.bytes += p.bytes;
+  }
+  stats_.blocks += 1;
+  stats_.parameters += static_cast<int64_t>(b.params.size());
+  stats_.frozen_bytes += b.bytes;
+  stats_.max_block_bytes = std::max(stats_.max_block_bytes, b.bytes);
+  blocks_.push_back(std::move(b));
+  return static_cast<int64_t>(blocks_.size()) - 1;
+}
+
+void LayerState::issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fresh) {
+  Block& b = blocks_[static_cast<size_t>(index)];
+  const Stream on = backend_.current_stream();
+  const bool timed = observer() != nullptr;
+  const int64_t issued = now_ns();
+  b.alloc_stream = on;
+  b.ready_on.clear();
+  b.device.reserve(b.params.size());
+  for (Param& p : b.params) {
+    if (p.kept) {
+      b.device.emplace_back();
+      continue;
+    }
+    c10::Storage storage = backend_.allocate_device(p.bytes, on);
+    if (p.bytes > 0) {
+      CopyRequest r;
+      r.direction = CopyDirection::HostToDevice;
+      r.device = &storage;
+      r.host = p.host.data();
+      r.bytes = p.bytes;
+      r.pinned = p.pinned;
+      r.timed = timed;
+      b.fence = backend_.copy(r);
+    }
+    fresh.emplace_back(storage, (index << kParamBits) | static_cast<int64_t>(b.device.size()));
+    b.device.push_back(std::move(storage));
+  }
+  b.prefetched = prefetch;
+  b.issued_ns = issued;
+  b.reported = false;
+  stats_.loads += 1;
+  stats_.loaded_bytes += b.bytes;
+  (prefetch ? stats_.prefetched : stats_.demand_loads) += 1;
+  if (timed) {
+    CopyEvent e;
+    e.id = TensorId(index);
+    e.direction = CopyDirection::HostToDevice;
+    e.bytes = b.bytes;
+    e.pinned =
+        std::all_of(b.params.begin(), b.params.end(), [](const Param& p) { return p.pinned; });
+    e.prefetch = prefetch;
+    e.weights = true;
+    e.time_ns = issued;
+    out.issued.push_back(e);
+  }
+}
+
+void LayerState::attach(Block& b) {
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& p = b.params[k];
+    if (p.kept) continue;
+    if (!p.attached ||
+        p.tensor.storage().unsafeGetStorageImpl() != b.device[k].unsafeGetStorageImpl()) {
+      point_at(p.tensor, b.device[k]);
+      p.attached = true;
+    }
+  }
+}
+
+void LayerState::keep_saved_parameters(Block& b) {
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& p = b.params[k];
+    if (p.kept || !p.attached) continue;
+    const auto uses = static_cast<int64_t>(p.tensor.use_count()) - p.enter_uses;
+    const auto storage_uses =
+        static_cast<int64_t>(p.tensor.storage().use_count()) - p.enter_storage_uses;
+    if (uses <= storage_uses) continue;
+    // Saved as itself by a graph: its current device storage becomes its own for good.
+    p.kept = true;
+    p.host.reset();
+    b.bytes -= p.bytes;
+    stats_.kept_on_device += 1;
+    stats_.frozen_bytes -= p.bytes;
+  }
+}
+
+void LayerState::unload(Block& b) {
+  if (!b.loaded()) return;
+  // Nothing waited for the copy: its device blocks must not be reused before it wrote them.
+  if (b.ready_on.empty() && b.fence && !b.fence->query()) {
+    const Stream cs = backend_.copy_stream();
+    for (const c10::Storage& s : b.device) {
+      if (s) backend_.record_stream(s, cs);
+    }
+  }
+  for (Param& p : b.params) {
+    if (p.kept || !p.attached) continue;
+    point_at(p.tensor, placeholder_storage(p.tensor.device()));
+    p.attached = false;
+  }
+  b.device.clear();
+  b.ready_on.clear();
+}
+
+void LayerState::report_completions(Emit& out) {
+  const bool timed = observer() != nullptr;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Block& b = blocks_[i];
+    if (b.reported || !b.fence || !b.fence->query()) continue;
+    b.reported = true;
+    if (!timed) continue;
+    CopyEvent e;
+    e.id = TensorId(static_cast<int64_t>(i));
+    e.direction = CopyDirection::HostToDevice;
+    e.bytes = b.bytes;
+    e.prefetch = b.prefetched;
+    e.weights = true;
+    const int64_t done = b.fence->completed_ns();
+    e.time_ns = done > 0 ? done : now_ns();
+    e.issued_ns = b.issued_ns;
+    out.completed.push_back(e);
+  }
+}
+
+void LayerState::deliver(Emit& out) const {
+  if (out.issued.empty() && out.completed.empty() && out.waits.empty()) return;
+  const std::shared_ptr<Observer> o = observer();
+  if (!o) return;
+  try {
+    for (const CopyEvent& e : out.issued) o->on_copy_issued(e);
+    for (const WaitEvent& e : out.waits) o->on_wait(e);
+    for (const CopyEvent& e : out.completed) o->on_copy_completed(e);
+  } catch (const std::exception& ex) {
+    TORCH_WARN("offtune: observer threw: ", ex.what());
+  }
+}
+
+FencePtr LayerState::make_resident(int64_t index, bool backward, Stream on, Emit& out,
+                                   Fresh& fresh) {
+  Block& b = at(index);
+  if (!b.loaded()) issue_load(index, /*prefetch=*/false, out, fresh);
+  // The copies of what comes next, behind this block's on the copy stream.
+  const auto next = upcoming(index, backward);
+  for (int64_t j : next) {
+    if (!blocks_[static_cast<size_t>(j)].loaded()) issue_load(j, /*prefetch=*/true, out, fresh);
+  }
+  // Anything else resident and not running goes (a change of direction, an aborted pass).
+  for (size_t j = 0; j < blocks_.size(); ++j) {
+    Block& o = blocks_[j];
+    const auto jj = static_cast<int64_t>(j);
+    if (jj == index || o.entered > 0 || !o.loaded()) continue;
+    if (std::find(next.begin(), next.end(), jj) == next.end()) unload(o);
+  }
+  if (!b.fence || std::find(b.ready_on.begin(), b.ready_on.end(), on) != b.ready_on.end()) {
+    return nullptr;
+  }
+  backend_.stream_wait(on, b.fence);
+  b.ready_on.push_back(on);
+  return b.fence;
+}
+
+void LayerState::register_fresh(const Fresh& fresh) {
+  const std::weak_ptr<WeightSource> self = weak_from_this();
+  for (const auto& [storage, key] : fresh) register_weight_storage(*ctx_, storage, self, key);
+}
+
+void LayerState::wait_for(int64_t index, Stream on, const FencePtr& fence, Emit& out) {
+  if (!fence) return;
+  const bool done = fence->query();
+  const int64_t begin = now_ns();
+  backend_.host_block_for(on, fence);
+  if (!done) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.waits += 1;
+    out.waits.push_back(WaitEvent{WaitKind::Weights, TensorId(index), begin, now_ns()});
+  }
+}
+
+c10::Storage LayerState::acquire(int64_t key) {
+  const int64_t index = key >> kParamBits;
+  const auto k = static_cast<size_t>(key & ((int64_t{1} << kParamBits) - 1));
+  const bool backward = current_graph_task_id() >= 0;
+  const Stream on = backend_.current_stream();
+  Emit out;
+  Fresh fresh;
+  FencePtr wait;
+  c10::Storage storage;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block& b = at(index);
+    const Param& p = b.params.at(k);
+    if (p.kept) return p.tensor.storage();  // on the device for good
+    wait = make_resident(index, backward, on, out, fresh);
+    storage = b.device[k];
+  }
+  register_fresh(fresh);
+  fresh.clear();
+  wait_for(index, on, wait, out);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    report_completions(out);
+  }
+  deliver(out);
+  return storage;
+}
+
+void LayerState::enter(int64_t index) {
+  const bool backward = current_graph_task_id() >= 0;
+  const Stream on = backend_.current_stream();
+  Emit out;
+  Fresh fresh;
+  FencePtr wait;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block& b = at(index);
+    wait = make_resident(index, backward, on, out, fresh);
+    b.entered += 1;
+    attach(b);
+  }
+  register_fresh(fresh);
+  fresh.clear();
+  {
+    // After every temporary reference of this call is gone (see keep_saved_parameters).
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block& b = at(index);
+    if (b.entered == 1) {
+      for (Param& p : b.params) {
+        p.enter_uses = static_cast<int64_t>(p.tensor.use_count());
+        p.enter_storage_uses = static_cast<int64_t>(p.tensor.storage().use_count());
+      }
+    }
+  }
+  wait_for(index, on, wait, out);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    report_completions(out);
+  }
+  deliver(out);
+}
+
+void LayerState::exit(int64_t index) {
+  const bool backward = current_graph_task_id() >= 0;
+  Emit out;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block& b = at(index);
+    if (b.entered == 0) {
+      throw std::logic_error("layer offloader: exit(" + std::to_string(index) + ") without enter");
+    }
+    if (--b.entered == 0) {
+      keep_saved_parameters(b);
+      const auto next = upcoming(index, backward);
+      if (std::find(next.begin(), next.end(), index) == next.end()) unload(b);
+    }
+    report_completions(out);
+  }
+  deliver(out);
+}
+
+void LayerState::release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Block& b : blocks_) {
+    if (b.entered == 0) unload(b);
+  }
+}
+
+void LayerState::restore_all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Stream on = backend_.current_stream();
+  for (Block& b : blocks_) {
+    for (Param& p : b.params) {
+      if (p.kept) continue;
+      c10::Storage storage = backend_.allocate_device(p.bytes, on);
+      if (p.bytes > 0) {
+        CopyRequest r;
+        r.direction = CopyDirection::HostToDevice;
+        r.device = &storage;
+        r.host = p.host.data();
+        r.bytes = p.bytes;
+        r.pinned = p.pinned;
+        backend_.copy(r)->synchronize();
+      }
+      point_at(p.tensor, std::move(storage));
+    }
+    b.device.clear();
+  }
+  backend_.synchronize();  // the host blocks go back to the pool after this
+}
+
+}  // namespace detail
+
+namespace {
+
+OffloadOptions link_options(const LayerOffloadOptions& o) {
+  OffloadOptions a;
+  a.backend = o.backend;
+  a.device_index = o.device_index;
+  a.use_pin_memory = o.use_pin_memory;
+  a.link = o.link;
+  a.debug_copy_delay_ns = o.debug_copy_delay_ns;
+  a.poison_freed = o.poison_freed;
+  a.reuse_freed = o.reuse_freed;
+  return a;
+}
+
+}  // namespace
+
+LayerOffloader::LayerOffloader(LayerOffloadOptions options) {
+  options.validate();
+  auto own = std::make_unique<ActivationOffloader>(link_options(options));
+  std::shared_ptr<detail::Context> ctx = own->ctx_;
+  state_ = std::make_shared<detail::LayerState>(std::move(ctx), std::move(own), std::move(options));
+}
+
+LayerOffloader::LayerOffloader(ActivationOffloader& activations, LayerOffloadOptions options) {
+  options.validate();
+  state_ = std::make_shared<detail::LayerState>(activations.ctx_, nullptr, std::move(options));
+}
+
+LayerOffloader::~LayerOffloader() = default;
+
+int64_t LayerOffloader::add_block(std::vector<at::Tensor> frozen) {
+  return state_->add_block(std::move(frozen));
+}
+void LayerOffloader::enter(int64_t block) { state_->enter(block); }
+void LayerOffloader::exit(int64_t block) { state_->exit(block); }
+
+LayerOffloader::Resident::~Resident() {
+  if (owner_ == nullptr) return;
+  try {
+    owner_->exit(block_);
+  } catch (const std::exception& e) {
+    TORCH_WARN("offtune: layer offloader exit failed: ", e.what());
+  }
+}
+LayerOffloader::Resident LayerOffloader::block(int64_t block) {
+  enter(block);
+  return Resident(this, block);
+}
+
+void LayerOffloader::release() { state_->release(); }
+void LayerOffloader::synchronize() { state_->synchronize(); }
+void LayerOffloader::set_observer(std::shared_ptr<Observer> observer) {
+  if (state_->own() == nullptr) {
+    throw std::logic_error(
+        "layer offloader: it shares an activation offloader's observer; set that one");
+  }
+  state_->own()->set_observer(std::move(observer));
+}
+bool LayerOffloader::uses_link_of(const ActivationOffloader* activations) const {
+  if (state_->own() != nullptr) return activations == nullptr;
+  return activations != nullptr && activations->ctx_.get() == &state_->context();
+}
+const LayerOffloadOptions& LayerOffloader::options() const { return state_->options(); }
+BackendKind LayerOffloader::backend() const { return state_->backend().kind(); }
+int64_t LayerOffloader::blocks() const { return state_->blocks(); }
+LayerOffloadStats LayerOffloader::stats() const { return state_->stats(); }
+int64_t LayerOffloader::resident_blocks() const { return state_->resident_blocks(); }
+DeviceMemory LayerOffloader::device_memory() const { return state_->backend().memory(); }
+void LayerOffloader::reset_peak_device_memory() { state_->backend().reset_peak(); }
+
+}  // namespace offtune
