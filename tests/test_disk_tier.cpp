@@ -58,6 +58,11 @@ class TempDir {
   bool mounted_ = false;
 };
 
+// Steps whose counts a test asserts synchronize between forward and backward, so that every write
+// ran whatever the machine's load (a write that backward overtakes is dropped, by design); the
+// first test also runs steps without it, where writes and reads race backward.
+constexpr bool kWritten = true;
+
 OffloadOptions disk_options(const std::string& dir, Tier tier = Tier::Disk) {
   OffloadOptions o = host_sim_options(/*min_offload_size=*/0, /*window=*/2);
   o.tier = tier;
@@ -115,9 +120,10 @@ TEST(DiskTier, GradientsAreBitIdenticalToNoOffloadingStepAfterStep) {
     o.disk_read_ahead_bytes = read_ahead;
     ActivationOffloader off(o);
     int64_t arena = 0;
-    for (int s = 0; s < 3; ++s) {
+    for (int s = 0; s < 4; ++s) {
       SCOPED_TRACE("step " + std::to_string(s));
-      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+      // Steps 0 and 2 written before backward; 1 and 3 racing it.
+      expect_identical_step([&] { return net.forward(); }, net.params(), off, s % 2 == 0);
       const ResidentState r = off.resident();
       EXPECT_EQ(r.disk_bytes, 0);
       // One arena, preallocated once and reused: later steps do not grow it.
@@ -158,7 +164,7 @@ TEST(DiskTier, CudaGradientsAreBitIdentical) {
     o.disk_min_gbps = 0.0;
     ActivationOffloader off(o);
     for (int s = 0; s < 2; ++s) {
-      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+      expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
     }
     EXPECT_GT(off.stats().spilled, 0);
     EXPECT_GT(off.stats().disk_reads, 0);
@@ -173,7 +179,7 @@ TEST(DiskTier, AutoSpillsBeyondTheHostBudgetOnly) {
   o.host_budget_bytes = 4 * 128 * 128 * 4;  // four activations
   ActivationOffloader off(o);
   for (int s = 0; s < 2; ++s) {
-    expect_identical_step([&] { return net.forward(); }, net.params(), off);
+    expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
   }
   const OffloadStats st = off.stats();
   EXPECT_GT(st.spilled, 0);
@@ -181,7 +187,7 @@ TEST(DiskTier, AutoSpillsBeyondTheHostBudgetOnly) {
   // With a budget above the step's copies nothing goes to disk.
   o.host_budget_bytes = int64_t{1} << 30;
   ActivationOffloader roomy(o);
-  expect_identical_step([&] { return net.forward(); }, net.params(), roomy);
+  expect_identical_step([&] { return net.forward(); }, net.params(), roomy, kWritten);
   EXPECT_EQ(roomy.stats().spilled, 0);
 }
 
@@ -218,7 +224,7 @@ TEST(DiskTier, ObserversSeeDiskTrafficApartFromTheLink) {
   ActivationOffloader off(disk_options(dir.path()));
   auto obs = std::make_shared<RecordingObserver>();
   off.set_observer(obs);
-  expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
   off.set_observer(nullptr);
   std::map<CopyDirection, int64_t> issued, completed;
   for (const auto& c : obs->issued) ++issued[c.direction];
@@ -258,7 +264,7 @@ TEST(DiskTier, InjectedWriteFailureFailsTheStepWithOneClearError) {
                              << " disk=" << r.disk_bytes << " io=" << r.disk_io_in_flight
                              << " pending=" << r.pending_host_frees;
     // The next step works, bit for bit.
-    expect_identical_step([&] { return net.forward(); }, net.params(), off);
+    expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
   }
 }
 
@@ -276,7 +282,7 @@ TEST(DiskTier, InjectedReadFailureFailsTheUnpackThatNeedsIt) {
   EXPECT_THAT(message, HasSubstr(std::strerror(EIO)));
   off.synchronize();
   EXPECT_TRUE(off.resident().resting());
-  expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
 }
 
 TEST(DiskTier, ArenaLimitIsAClearError) {
@@ -297,7 +303,7 @@ TEST(DiskTier, ArenaLimitIsAClearError) {
   OffloadOptions roomy = o;
   roomy.disk_arena_bytes = 0;
   ActivationOffloader ok(roomy);
-  expect_identical_step([&] { return net.forward(); }, net.params(), ok);
+  expect_identical_step([&] { return net.forward(); }, net.params(), ok, kWritten);
 }
 
 TEST(DiskTier, FullFileSystemIsAClearErrorAndTheNextStepWorks) {
@@ -321,7 +327,7 @@ TEST(DiskTier, FullFileSystemIsAClearErrorAndTheNextStepWorks) {
   OffloadOptions a = disk_options(dir.path(), Tier::Auto);
   a.host_budget_bytes = 8 * 128 * 128 * 4;
   ActivationOffloader autotier(a);
-  expect_identical_step([&] { return net.forward(); }, net.params(), autotier);
+  expect_identical_step([&] { return net.forward(); }, net.params(), autotier, kWritten);
   EXPECT_GT(autotier.stats().spilled, 0);
 }
 
@@ -335,7 +341,7 @@ TEST(DiskTier, WorksWithoutODirect) {
     o.debug_disk_faults.refuse_direct = true;
     ActivationOffloader off(o);
     EXPECT_FALSE(off.disk_tier().direct_io);
-    expect_identical_step([&] { return net.forward(); }, net.params(), off);
+    expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
     EXPECT_GT(off.stats().spilled, 0);
   }
   {
@@ -344,7 +350,7 @@ TEST(DiskTier, WorksWithoutODirect) {
       TempDir dir("/dev/shm");
       ActivationOffloader off(disk_options(dir.path()));
       EXPECT_TRUE(off.disk_tier().enabled);
-      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+      expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
       EXPECT_TRUE(dir.empty());
     }
   }
@@ -355,7 +361,7 @@ TEST(DiskTier, WorksWithoutODirect) {
       ActivationOffloader off(disk_options(dir.path()));
       EXPECT_FALSE(off.disk_tier().direct_io);
       EXPECT_EQ(off.disk_tier().file_system, "ramfs");
-      expect_identical_step([&] { return net.forward(); }, net.params(), off);
+      expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
     }
   }
 }
@@ -393,7 +399,7 @@ TEST(DiskTier, BandwidthCheckMeasuresAndRefusesASlowDisk) {
   EXPECT_GT(off.disk_tier().write_gbps, 0.0);
   torch::manual_seed(10);
   Net net;
-  expect_identical_step([&] { return net.forward(); }, net.params(), off);
+  expect_identical_step([&] { return net.forward(); }, net.params(), off, kWritten);
   EXPECT_EQ(off.stats().spilled, 0);
   EXPECT_TRUE(dir.empty());
 }

@@ -28,12 +28,15 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
 }
 
 std::vector<at::Tensor> step(const std::function<at::Tensor()>& forward,
-                             const std::vector<at::Tensor>& params,
-                             ActivationOffloader* offloader) {
+                             const std::vector<at::Tensor>& params, ActivationOffloader* offloader,
+                             bool sync_before_backward) {
   at::Tensor loss;
   if (offloader) {
-    auto scope = offloader->scope();
-    loss = forward();
+    {
+      auto scope = offloader->scope();
+      loss = forward();
+    }
+    if (sync_before_backward) offloader->synchronize();
   } else {
     loss = forward();
   }
@@ -54,9 +57,10 @@ std::vector<at::Tensor> take_grads(const std::vector<at::Tensor>& params) {
 }
 
 void expect_identical_step(const std::function<at::Tensor()>& forward,
-                           const std::vector<at::Tensor>& params, ActivationOffloader& offloader) {
+                           const std::vector<at::Tensor>& params, ActivationOffloader& offloader,
+                           bool sync_before_backward) {
   auto ref = step(forward, params, nullptr);
-  auto got = step(forward, params, &offloader);
+  auto got = step(forward, params, &offloader, sync_before_backward);
   ASSERT_EQ(ref.size(), got.size());
   EXPECT_TRUE(bitwise_equal(ref[0], got[0])) << "loss differs: " << ref[0] << " vs " << got[0];
   for (size_t i = 1; i < ref.size(); ++i) {

@@ -21,15 +21,20 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 
 // Runs forward (under `offloader`'s scope if given), backward on the returned scalar, and returns
 // the loss followed by the gradients of `params` (cloned), zeroing them afterwards.
+// With `sync_before_backward`, offloader->synchronize() runs between forward and backward: every
+// copy (and disk write) of the forward has finished when backward starts, so what a test counts
+// does not depend on how fast the copy threads ran on a loaded machine.
 std::vector<at::Tensor> step(const std::function<at::Tensor()>& forward,
-                             const std::vector<at::Tensor>& params, ActivationOffloader* offloader);
+                             const std::vector<at::Tensor>& params, ActivationOffloader* offloader,
+                             bool sync_before_backward = false);
 
 // Clones and clears the gradients of `params` (undefined where a parameter got none).
 std::vector<at::Tensor> take_grads(const std::vector<at::Tensor>& params);
 
 // Expects loss and gradients of one step to be bit-identical with and without offloading.
 void expect_identical_step(const std::function<at::Tensor()>& forward,
-                           const std::vector<at::Tensor>& params, ActivationOffloader& offloader);
+                           const std::vector<at::Tensor>& params, ActivationOffloader& offloader,
+                           bool sync_before_backward = false);
 
 // Expects host-sim's stream-order checker to have found nothing since the last call.
 void expect_no_stream_races();
