@@ -157,6 +157,17 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
     bool attached = false;  // points at a device storage (else at the placeholder)
     bool kept = false;      // saved by a graph as itself: stays on the device, not offloaded
   };
+  // The copy that brings `p` from its host block into `storage`.
+  static CopyRequest load_request(const Param& p, const c10::Storage& storage, bool timed) {
+    CopyRequest r;
+    r.direction = CopyDirection::HostToDevice;
+    r.device = &storage;
+    r.host = p.host.data();
+    r.bytes = p.bytes;
+    r.pinned = p.pinned;
+    r.timed = timed;
+    return r;
+  }
   struct Block {
     std::vector<Param> params;
     int64_t bytes = 0;
@@ -288,14 +299,7 @@ void LayerState::issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fres
     }
     c10::Storage storage = backend_.allocate_device(p.bytes, on);
     if (p.bytes > 0) {
-      CopyRequest r;
-      r.direction = CopyDirection::HostToDevice;
-      r.device = &storage;
-      r.host = p.host.data();
-      r.bytes = p.bytes;
-      r.pinned = p.pinned;
-      r.timed = timed;
-      b.fence = backend_.copy(r);
+      b.fence = backend_.copy(load_request(p, storage, timed));
     }
     fresh.emplace_back(storage, (index << kParamBits) | static_cast<int64_t>(b.device.size()));
     b.device.push_back(std::move(storage));
@@ -537,13 +541,7 @@ void LayerState::restore_all() {
       if (p.kept) continue;
       c10::Storage storage = backend_.allocate_device(p.bytes, on);
       if (p.bytes > 0) {
-        CopyRequest r;
-        r.direction = CopyDirection::HostToDevice;
-        r.device = &storage;
-        r.host = p.host.data();
-        r.bytes = p.bytes;
-        r.pinned = p.pinned;
-        backend_.copy(r)->synchronize();
+        backend_.copy(load_request(p, storage, false))->synchronize();
       }
       point_at(p.tensor, std::move(storage));
     }

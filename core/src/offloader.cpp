@@ -538,6 +538,15 @@ class Slot final : public SavedTensorSlot {
 
  private:
   friend class Context;
+  // What rebuilding `t` at unpack needs (the storage and offset are the caller's) and its version
+  // counter, for autograd's in-place check.
+  void keep_geometry(const at::Tensor& t) {
+    sizes_.assign(t.sizes().begin(), t.sizes().end());
+    strides_.assign(t.strides().begin(), t.strides().end());
+    dtype_ = t.scalar_type();
+    device_ = t.device();
+    version_ = t.unsafeGetTensorImpl()->version_counter();
+  }
   std::shared_ptr<Context> ctx_;
   uint64_t generation_ = 0;
   bool packed_ = false;
@@ -714,21 +723,13 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     if (source) {
       slot.weight_source_ = std::move(source);
       slot.kept_offset_ = t.storage_offset();
-      slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
-      slot.strides_.assign(t.strides().begin(), t.strides().end());
-      slot.dtype_ = t.scalar_type();
-      slot.device_ = t.device();
-      slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+      slot.keep_geometry(t);
     } else if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
       slot.kept_ = t;
     } else if (plain_tensor(t)) {
       slot.kept_storage_ = t.storage();
       slot.kept_offset_ = t.storage_offset();
-      slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
-      slot.strides_.assign(t.strides().begin(), t.strides().end());
-      slot.dtype_ = t.scalar_type();
-      slot.device_ = t.device();
-      slot.version_ = t.unsafeGetTensorImpl()->version_counter();
+      slot.keep_geometry(t);
     } else {
       slot.kept_ = t.detach();  // shares the version counter
     }
@@ -758,11 +759,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
       throw_disk_error(slot.generation_);
     }
     stream = backend_->current_stream();
-    slot.version_ = t.unsafeGetTensorImpl()->version_counter();
-    slot.sizes_.assign(t.sizes().begin(), t.sizes().end());
-    slot.strides_.assign(t.strides().begin(), t.strides().end());
-    slot.dtype_ = t.scalar_type();
-    slot.device_ = t.device();
+    slot.keep_geometry(t);
     ev.bytes = hi - lo;
 
     if (Entry* dup = trl() ? nullptr : find_duplicate(t, lo, hi)) {
