@@ -60,6 +60,10 @@ struct WorkloadSpec {
   // (lora.hpp); 0 = none. What makes layer offloading (set_layer_offload) worth it.
   int64_t lora_rank = 0;
   std::string input_spec{kDefaultInputSpec};  // a TorchScript model's input
+  // TorchScript models only: the module path of the container whose children are the blocks that
+  // checkpointing (set_checkpoint) runs as regions, e.g. "model.layers" or "transformer.h"; empty
+  // = found in the model (the container with the most children of one type).
+  std::string blocks;
 };
 
 // Builds the workload on `device`. Throws std::invalid_argument (one line) naming the valid models
