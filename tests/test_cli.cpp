@@ -140,6 +140,8 @@ std::vector<Flag> workload_flags() {
       {"--collector", "enum"},
       {"--input-spec", "", {"", "x:float32[B,64]"}},  // a built-in model takes none
       {"--prefetch", "int", {"-1", "65", "99999999999999999999"}},
+      {"--lora-rank", "int", {"-1", "4097"}},
+      {"--blocks", "", {"layers"}},  // a built-in model knows its blocks
   };
 }
 
@@ -157,7 +159,11 @@ std::vector<Command> commands() {
                        "",
                        {"peak>-1", "peak>0", "step-ms>nan", "step-ms>-1", "step-ms>0",
                         "slowdown>1.2", "x", "peak>", ">1", "", "bogus>1"}});
+  // Without --lora-rank nothing is frozen: layer offloading is refused even where its text is
+  // right.
+  run_flags.push_back({"--layer-offload", "enum", {"on:0", "on:65", "on", "on:1", "off,on:1"}});
   auto sweep_flags = workload_flags();
+  sweep_flags.push_back({"--layer-offload", "enum", {"on:0", "off,off", "off,on:1"}});
   sweep_flags.push_back({"--min-offload-size", "size_list"});
   sweep_flags.push_back({"--max-fwd-stash-size", "int_list"});
   sweep_flags.push_back({"--shard", "", {"0/1", "2/1", "1/0", " 1/1", "", "x"}});
@@ -323,6 +329,62 @@ TEST_F(CommandLine, PredictAGridAndMeasureOnlyThePointsThatMatter) {
   expect_refused({"predict", "--batch", "1", "--seq", "16"});
   expect_refused({"sweep", "--db", "new.db", "--predict-first", "--batch", "1", "--seq", "16"});
   expect_refused({"predict", "--device-model", "h100", "--backend", "cuda"});
+}
+
+// A sweep across variants from the command line: layer offloading and checkpointing crossed with
+// the thresholds on a LoRA model, every point measured, and the recommendation's snippets in each
+// tool's terms.
+TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
+  const Outcome s = offtune({"sweep",
+                             "--db",
+                             "variants.db",
+                             "--json",
+                             "--model",
+                             "small",
+                             "--lora-rank",
+                             "4",
+                             "--layer-offload",
+                             "off,on:1",
+                             "--checkpoint",
+                             "none,all",
+                             "--min-offload-size",
+                             "64KiB",
+                             "--max-fwd-stash-size",
+                             "1",
+                             "--batch",
+                             "1",
+                             "--seq",
+                             "16",
+                             "--steps",
+                             "1",
+                             "--warmup",
+                             "0",
+                             "--refine-steps",
+                             "0",
+                             "--link",
+                             "none"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto sj = nlohmann::json::parse(s.out);
+  // baseline; layers alone, checkpointing alone, both; then the 4 variants x 1 pair.
+  ASSERT_EQ(sj["points"].size(), 8U);
+  EXPECT_EQ(sj["ok"].get<int>(), 8) << s.out;
+  EXPECT_EQ(sj["points"][1]["config"]["layer_offload"], "on:1");
+  EXPECT_FALSE(sj["points"][1]["config"]["offload"].get<bool>());
+  EXPECT_LT(sj["points"][1]["summary"]["peak_allocated"].get<int64_t>(),
+            sj["points"][0]["summary"]["peak_allocated"].get<int64_t>());
+  const Outcome r = offtune({"recommend", "--db", "variants.db", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rj = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(rj.contains("config")) << r.out;
+  const bool layers = rj["config"].value("layer_offload", "off") != "off";
+  EXPECT_EQ(rj["variant"].get<std::string>().find("layers on:1") != std::string::npos, layers);
+  const std::string axolotl = rj["snippets"]["axolotl"].get<std::string>();
+  EXPECT_EQ(axolotl.find("layer_offloading: true") != std::string::npos, layers) << axolotl;
+  const std::string cpp = rj["snippets"]["cpp"].get<std::string>();
+  EXPECT_EQ(cpp.find("offtune::LayerOffloader") != std::string::npos, layers) << cpp;
+  // --layer-offload on a model without frozen weights or blocks: refused, nothing written.
+  expect_refused({"sweep", "--db", "new.db", "--layer-offload", "on:1", "--batch", "1"});
+  expect_refused({"run", "--db", "new.db", "--model", "mlp", "--lora-rank", "4"});
 }
 
 TEST_F(CommandLine, NoArgumentsPrintsTheUsageAndVersionWorks) {

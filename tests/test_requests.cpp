@@ -359,6 +359,58 @@ TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
   EXPECT_EQ(config.offload_set, "boundaries");
 }
 
+// Layer offloading: off or on:DEPTH (on is on:1), a list for a sweep; it needs frozen weights (a
+// built-in decoder with --lora-rank); --lora-rank and --blocks apply to their own kinds of model.
+TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
+  SweepRequest s;
+  s.min_offload_sizes = "1KiB";
+  s.max_fwd_stash_sizes = "2";
+  s.engine.layer_offload = "off,on";
+  auto errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--layer-offload"});
+  EXPECT_NE(errors[0].message.find("--lora-rank R"), std::string::npos) << errors[0].message;
+  s.workload.lora_rank = 8;
+  EXPECT_TRUE(check(s).empty());
+  const auto grid = to_grid(s);
+  EXPECT_EQ(grid.layer_offloads, (std::vector<std::string>{"off", "on:1"}));
+  EXPECT_EQ(point_count(s), 2 + 2);  // baseline, layers alone, then 2 variants x 1 pair
+  EXPECT_EQ(to_workload(s.workload).lora_rank, 8);
+  for (const std::string bad : {"on:0", "on:x", "yes", "on:1,on", "on:65", "on:", "off,off"}) {
+    s.engine.layer_offload = bad;
+    EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--layer-offload"}) << bad;
+  }
+  s.engine.layer_offload = "on:2";
+  s.workload.model = "mlp";
+  errors = check(s);
+  EXPECT_EQ(fields_of(errors), (std::vector<std::string>{"--lora-rank"}));
+  s.workload.lora_rank = 0;
+  errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--layer-offload"});
+  EXPECT_NE(errors[0].message.find("built-in decoders"), std::string::npos) << errors[0].message;
+  s.workload.model = "gpt-tiny";
+  s.workload.lora_rank = -1;
+  EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--lora-rank"});
+  s.workload.lora_rank = 4;
+  s.predict_first = true;
+  s.backend.device_model = "h100-sxm";
+  errors = check(s);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--predict-first"});
+  EXPECT_NE(errors[0].message.find("--layer-offload"), std::string::npos) << errors[0].message;
+  // --blocks: TorchScript only.
+  SweepRequest b;
+  b.workload.blocks = "layers";
+  EXPECT_EQ(fields_of(check(b)), std::vector<std::string>{"--blocks"});
+  b.workload.model = "model.pt";
+  EXPECT_TRUE(check(b).empty());
+  // A run takes one value.
+  RunRequest r;
+  r.workload.lora_rank = 2;
+  r.engine.layer_offload = "off,on:1";
+  EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--layer-offload"});
+  r.engine.layer_offload = "on";
+  EXPECT_EQ(to_engine_config(r).layer_offload, "on:1");
+}
+
 TEST(Requests, RefineStepsAreZeroOrAStepCount) {
   SweepRequest r;
   EXPECT_EQ(r.refine_steps, kDefaultRefineSteps);

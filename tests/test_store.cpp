@@ -167,6 +167,7 @@ Workload sample_workload(int salt) {
   w.steps = 10;
   w.warmup = 3;
   w.optimizer = true;
+  w.lora_rank = salt % 2 == 0 ? 8 : 0;
   return w;
 }
 
@@ -184,6 +185,7 @@ EngineConfig sample_config(int salt) {
   c.checkpoint = salt % 2 == 0 ? "every:" + std::to_string(salt + 2) : "none";
   c.offload_set = salt % 2 == 0 ? "boundaries" : "all";
   c.tier = salt % 3 == 0 ? "disk" : "host";
+  c.layer_offload = salt % 2 == 0 ? "on:" + std::to_string(salt / 2 + 1) : "off";
   return c;
 }
 
@@ -276,6 +278,7 @@ void expect_same(const Workload& a, const Workload& b) {
   EXPECT_EQ(a.steps, b.steps);
   EXPECT_EQ(a.warmup, b.warmup);
   EXPECT_EQ(a.optimizer, b.optimizer);
+  EXPECT_EQ(a.lora_rank, b.lora_rank);
 }
 
 void expect_same(const RunSummary& a, const RunSummary& b) {
@@ -884,11 +887,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsFourAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 4);
+TEST_F(SqliteStoreTest, SchemaVersionIsFiveAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 5);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 4);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 5);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -1353,13 +1356,20 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
-// What schema 4 added to schema 3: the engine variant columns.
+// What schema 5 added to schema 4: layer offloading and the LoRA rank.
+constexpr const char* kDropSchema5 =
+    "ALTER TABLE runs DROP COLUMN layer_offload; ALTER TABLE points DROP COLUMN layer_offload; "
+    "ALTER TABLE runs DROP COLUMN lora_rank; ALTER TABLE sweeps DROP COLUMN lora_rank; ";
+
+// What schema 4 added to schema 3: the engine variant columns (a file at schema 3 is one without
+// them and without schema 5's: std::string(kDropSchema5) + kDropSchema4).
 constexpr const char* kDropSchema4 =
     "ALTER TABLE runs DROP COLUMN checkpoint; ALTER TABLE runs DROP COLUMN offload_set; "
     "ALTER TABLE runs DROP COLUMN tier; ALTER TABLE points DROP COLUMN checkpoint; "
     "ALTER TABLE points DROP COLUMN offload_set; ALTER TABLE points DROP COLUMN tier; ";
 
-// What schema 3 added to schema 2 (and 4 to 3): the step-time interval columns and the semantics.
+// What schema 3 added to schema 2 (and 4 to 3): the step-time interval columns and the semantics
+// (after kDropSchema5, likewise).
 constexpr const char* kDropSchema3 =
     "ALTER TABLE runs DROP COLUMN checkpoint; ALTER TABLE runs DROP COLUMN offload_set; "
     "ALTER TABLE runs DROP COLUMN tier; ALTER TABLE points DROP COLUMN checkpoint; "
@@ -1381,7 +1391,7 @@ TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
   }
   {
     RawDb db(path());
-    db.must(std::string(kDropSchema3) + "PRAGMA user_version = 2");
+    db.must(std::string(kDropSchema5) + kDropSchema3 + "PRAGMA user_version = 2");
   }
   {
     auto ro = open_sqlite_store_readonly(path());
@@ -1394,7 +1404,7 @@ TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
   }
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 2) << "a read-only open never migrates";
   auto store = open_sqlite_store(path());
-  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4);
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
   EXPECT_EQ(store->run(old_run)->summary.step_ms_ci_level, 0.0);
   const RunId new_run = store->begin_run(sample_run(2));
   store->finish_run(new_run, RunStatus::Ok, "", sample_summary(2), 7);
@@ -1419,7 +1429,7 @@ TEST_F(SqliteStoreTest, ASchemaThreeFileReadsAsPlainOffloadingAndMigrates) {
     p.config = r.config;
     store->put_point(p);
   }
-  RawDb(path()).must(std::string(kDropSchema4) + "PRAGMA user_version = 3");
+  RawDb(path()).must(std::string(kDropSchema5) + kDropSchema4 + "PRAGMA user_version = 3");
   {
     auto ro = open_sqlite_store_readonly(path());
     const EngineConfig c = ro->run(old_run)->config;
@@ -1431,12 +1441,52 @@ TEST_F(SqliteStoreTest, ASchemaThreeFileReadsAsPlainOffloadingAndMigrates) {
   }
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 3) << "a read-only open never migrates";
   auto store = open_sqlite_store(path());
-  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4);
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
   EXPECT_EQ(store->run(old_run)->config.tier, "host");
   const RunRecord variant = sample_run(6);  // every:8, boundaries, disk
   const RunId new_run = store->begin_run(variant);
   EXPECT_EQ(store->run(new_run)->config, variant.config);
   EXPECT_EQ(store->run(new_run)->config.checkpoint, "every:8");
+}
+
+// A schema 4 file reads (read-only, as is) with no layer offloading and no LoRA anywhere, and
+// migrates on a writable open: its rows keep that, new rows carry theirs.
+TEST_F(SqliteStoreTest, ASchemaFourFileReadsWithoutLayerOffloadingAndMigrates) {
+  RunId old_run;
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    RunRecord r = sample_run(2);  // even salt: LoRA rank 8, layers on:2
+    ASSERT_EQ(r.config.layer_offload, "on:2");
+    old_run = store->begin_run(r);
+    sweep = store->create_sweep(sample_sweep(2));
+    PointRecord p;
+    p.sweep = sweep;
+    p.index = 0;
+    p.config = r.config;
+    store->put_point(p);
+    EXPECT_EQ(store->run(old_run)->workload.lora_rank, 8);
+    EXPECT_EQ(store->points(sweep).at(0).config.layer_offload, "on:2");
+  }
+  RawDb(path()).must(std::string(kDropSchema5) + "PRAGMA user_version = 4");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const RunRecord run = *ro->run(old_run);
+    EXPECT_EQ(run.config.layer_offload, "off");
+    EXPECT_EQ(run.workload.lora_rank, 0);
+    EXPECT_EQ(run.config.checkpoint, sample_config(2).checkpoint) << "schema 4's own columns";
+    EXPECT_EQ(ro->points(sweep).at(0).config.layer_offload, "off");
+    EXPECT_EQ(ro->sweeps().at(0).workload.lora_rank, 0);
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 5);
+  EXPECT_EQ(store->run(old_run)->config.layer_offload, "off");
+  const RunRecord layered = sample_run(4);  // LoRA rank 8, layers on:3
+  const RunId new_run = store->begin_run(layered);
+  EXPECT_EQ(store->run(new_run)->config, layered.config);
+  EXPECT_EQ(store->run(new_run)->workload.lora_rank, 8);
+  EXPECT_EQ(store->run(new_run)->config.layer_offload, "on:3");
 }
 
 TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigrates) {
@@ -1451,7 +1501,7 @@ TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigra
     // What schema 1 is: the same tables without the run owners, the claims and the intervals.
     RawDb db(path());
     db.must(
-        std::string(kDropSchema3) +
+        std::string(kDropSchema5) + kDropSchema3 +
         "DROP TABLE IF EXISTS run_owners; DROP TABLE IF EXISTS claims; PRAGMA user_version = 1");
   }
   const std::string message =

@@ -27,6 +27,7 @@
 
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/metrics.hpp"
+#include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -61,6 +62,7 @@ std::unique_ptr<WorkloadInstance> workload_of(const Workload& w) {
   spec.dtype = samples::parse_dtype(w.dtype);
   spec.seed = w.seed;
   spec.optimizer = w.optimizer;
+  spec.lora_rank = w.lora_rank;
   return samples::make_workload(spec, c10::kCPU);
 }
 
@@ -791,6 +793,122 @@ TEST(Sweep, AcrossVariantsRunsAndRecordsEachPointsVariant) {
   const auto events = store->events(points[4].run);
   EXPECT_TRUE(std::any_of(events.begin(), events.end(),
                           [](const TimelineEvent& e) { return e.kind == EventKind::Recompute; }));
+}
+
+// Layer offloading as an axis: alone (with and without checkpointing) among the no-offload points,
+// then crossed with the rest; the JSON round-trips; LoRA and a TorchScript block path change the
+// key only when set.
+TEST(Sweep, LayerOffloadingIsAnAxisAndLoraAndBlocksAreInTheKeyWhenSet) {
+  auto spec = tiny_spec();  // 2 sizes x 2 windows
+  const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
+  EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base, {}, nullptr, {}), key);
+  spec.grid.checkpoints = {"none", "all"};
+  spec.grid.layer_offloads = {"off", "on:1"};
+  const auto points = expand_grid(spec.grid);
+  // baseline; alone: (none, on:1), (all, off), (all, on:1); then 4 variants x 4 pairs.
+  ASSERT_EQ(points.size(), 4u + 4u * 4u);
+  EXPECT_EQ(grid_size(spec.grid), static_cast<int64_t>(points.size()));
+  EXPECT_TRUE(is_baseline(points[0]));
+  EXPECT_EQ(points[0].layer_offload, "off");
+  EXPECT_FALSE(points[1].offload);
+  EXPECT_EQ(points[1].layer_offload, "on:1");
+  EXPECT_EQ(points[1].checkpoint, "none");
+  EXPECT_FALSE(is_baseline(points[1])) << "layer offloading alone is a variant, not the baseline";
+  EXPECT_EQ(describe_variant(points[1]), "layers on:1");
+  EXPECT_EQ(points[3].checkpoint, "all");
+  EXPECT_EQ(points[3].layer_offload, "on:1");
+  for (size_t i = 4; i < points.size(); ++i) {
+    SCOPED_TRACE(i);
+    const size_t variant = (i - 4) / 4;  // (none, off), (none, on:1), (all, off), (all, on:1)
+    EXPECT_TRUE(points[i].offload);
+    EXPECT_EQ(points[i].checkpoint, variant < 2 ? "none" : "all");
+    EXPECT_EQ(points[i].layer_offload, variant % 2 == 0 ? "off" : "on:1");
+  }
+  EXPECT_EQ(describe_variant(points.back()), "checkpoint all, layers on:1");
+  EXPECT_FALSE(plain_offloading(points[8])) << "the predictor does not replay layer offloading";
+  const Grid back = parse_grid_json(grid_json(spec.grid));
+  EXPECT_EQ(back.layer_offloads, spec.grid.layer_offloads);
+  EXPECT_EQ(expand_grid(back), points);
+  EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
+  spec.grid.checkpoints.clear();
+  spec.grid.layer_offloads.clear();
+  EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
+  spec.workload.lora_rank = 4;
+  EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
+  spec.workload.lora_rank = 0;
+  EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base, {}, nullptr, "model.layers"), key);
+}
+
+// Layer offloading runs end to end on a LoRA model: alone (weights only, no activation moved) and
+// with activation offloading; the weight copies are recorded apart, and the peak drops. (The
+// 4-block "small": with depth 1, two blocks' frozen weights are on the device at a time; tiny's two
+// blocks would all be.)
+TEST(Sweep, LayerOffloadingRunsOnALoraModelAndRecordsItsWeightCopies) {
+  auto spec = tiny_spec();
+  spec.workload.model = "small";
+  spec.workload.lora_rank = 4;
+  spec.grid.min_offload_sizes = {1024};
+  spec.grid.max_fwd_stash_sizes = {2};
+  spec.grid.layer_offloads = {"off", "on:1"};
+  // The model's weights on host-sim's device from the start, as the CLI has them: the peak counts
+  // them, and the layer offloader's device copies.
+  host_sim::install();
+  auto workload = workload_of(spec.workload);
+  auto store = make_memory_store();
+  const auto out = run_sweep(*workload, spec, *store);
+  const auto points = store->points(out.sweep);
+  ASSERT_EQ(points.size(), 4u);  // baseline, layers alone, offload, offload + layers
+  for (const auto& p : points) {
+    EXPECT_EQ(p.status, PointStatus::Ok) << p.index << ": " << p.error;
+    EXPECT_EQ(store->run(p.run)->config, p.config);
+    EXPECT_EQ(store->run(p.run)->workload.lora_rank, 4);
+  }
+  ASSERT_EQ(points[1].config.layer_offload, "on:1");
+  EXPECT_EQ(points[1].summary.offloaded_bytes, 0) << "weights only: no activation moved";
+  EXPECT_LT(points[1].summary.peak_allocated, points[0].summary.peak_allocated);
+  EXPECT_LT(points[3].summary.peak_allocated, points[2].summary.peak_allocated);
+  const auto weight_copies = [&](const PointRecord& p) {
+    const auto events = store->events(p.run);
+    return std::count_if(events.begin(), events.end(),
+                         [](const TimelineEvent& e) { return is_weight_copy(e); });
+  };
+  EXPECT_GT(weight_copies(points[1]), 0);
+  EXPECT_GT(weight_copies(points[3]), 0);
+  EXPECT_EQ(weight_copies(points[2]), 0);
+  // The point's run with the layers off again gives its weights back: the next run is plain.
+  EXPECT_EQ(weight_copies(points[0]), 0);
+}
+
+// Layer offloading chosen: the C++ options, Axolotl's layer_offloading and TRL's lack of it; alone,
+// an offloader that moves no activation.
+TEST(Recommend, LayerOffloadingSnippetsSpeakEachToolsTerms) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, false, 105, 600),
+                               point(2, true, 300, 100)};
+  pts[1].config.layer_offload = "on:1";
+  const auto alone = recommend(pts, {});  // lowest peak within 1.25x of point 0: point 1
+  ASSERT_TRUE(alone.chosen);
+  EXPECT_EQ(alone.chosen->index, 1);
+  ASSERT_TRUE(alone.baseline);
+  EXPECT_EQ(alone.baseline->index, 0);
+  EXPECT_NE(alone.snippets.cpp.find("std::numeric_limits<int64_t>::max()"), std::string::npos)
+      << alone.snippets.cpp;
+  EXPECT_NE(alone.snippets.cpp.find("layer_opts.depth = 1;"), std::string::npos);
+  EXPECT_NE(alone.snippets.axolotl.find("layer_offloading: true\nactivation_offloading: false"),
+            std::string::npos)
+      << alone.snippets.axolotl;
+  EXPECT_NE(alone.snippets.trl.find("no TRL argument"), std::string::npos) << alone.snippets.trl;
+  pts[2].summary.step_ms_median = pts[2].summary.step_ms_ci_low = pts[2].summary.step_ms_ci_high =
+      110;
+  pts[2].config.layer_offload = "on:2";
+  const auto both = recommend(pts, {});
+  ASSERT_TRUE(both.chosen);
+  EXPECT_EQ(both.chosen->index, 2);
+  EXPECT_NE(both.snippets.cpp.find("layer_opts.depth = 2;"), std::string::npos)
+      << both.snippets.cpp;
+  EXPECT_NE(both.snippets.axolotl.find("layer_offloading: true"), std::string::npos);
+  EXPECT_NE(both.snippets.axolotl.find("not 2 as measured here"), std::string::npos)
+      << both.snippets.axolotl;
+  EXPECT_NE(both.snippets.axolotl.find("activation_offloading: true"), std::string::npos);
 }
 
 // Checkpointing alone is a candidate, never the baseline; the snippets speak each tool's terms.

@@ -105,6 +105,13 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
                  "input of a --model PATH.pt TorchScript model: NAME:int64[B,T]:vocab=V (token "
                  "ids) or NAME:float32[B,N] with N a number, e.g. x:float32[B,64] (dense)")
       ->capture_default_str();
+  app.add_option("--lora-rank", w.lora_rank,
+                 "built-in decoders: LoRA adapters of this rank on every projection, the base "
+                 "frozen (what --layer-offload moves); 0 = full fine-tuning")
+      ->capture_default_str();
+  app.add_option("--blocks", w.blocks,
+                 "TorchScript models: the module path of the blocks --checkpoint runs as regions "
+                 "(e.g. model.layers); default: found in the model");
 }
 
 void add_grid_flags(CLI::App& app, requests::SweepRequest& r) {
@@ -139,6 +146,11 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
   app.add_option("--tier", e.tier,
                  "where offloaded copies live: host (pinned memory), disk, or auto (host, "
                  "spilling to disk); a sweep takes a list")
+      ->capture_default_str();
+  app.add_option("--layer-offload", e.layer_offload,
+                 "layer offloading of the blocks' frozen weights (with --lora-rank): off, or "
+                 "on:DEPTH (blocks copied ahead; Axolotl's layer_offloading streams one: on:1); a "
+                 "sweep takes a list: off,on:1")
       ->capture_default_str();
 }
 

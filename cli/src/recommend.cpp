@@ -75,6 +75,9 @@ class RecommendCommand final : public Command {
         out["max_fwd_stash_size"] = rec.chosen->config.max_fwd_stash_size;
         out["offload"] = rec.chosen->config.offload;
         out["semantics"] = rec.chosen->config.semantics;
+        // The engine variant ("" for plain offloading) and every setting of the chosen point.
+        out["variant"] = pf::describe_variant(rec.chosen->config);
+        out["config"] = pf::to_json(rec.chosen->config);
         out["step_ms"] = rec.chosen->summary.step_ms_median;
         const pf::StepInterval ci = pf::step_interval(rec.chosen->summary);
         out["step_ms_ci"] = {ci.low, ci.high};

@@ -298,6 +298,7 @@ std::vector<std::string> variant_fields(const pf::EngineConfig& c) {
   return {c.checkpoint == "none" ? std::string("no checkpointing") : "checkpoint " + c.checkpoint,
           "offload " + c.offload_set,
           "tier " + c.tier,
+          "layers " + c.layer_offload,
           c.semantics + " semantics",
           "prefetch " + std::to_string(c.prefetch),
           c.link.empty() ? std::string("link -") : c.link,

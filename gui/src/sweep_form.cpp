@@ -94,6 +94,13 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   form->addRow(QStringLiteral("Measured steps"), steps_);
   form->addRow(QStringLiteral("Warm-up steps"), warmup_);
   form->addRow(QStringLiteral("Seed"), seed_);
+  lora_rank_ = spin(this, requests::kLoraRankRange, static_cast<int>(defaults.workload.lora_rank));
+  lora_rank_->setObjectName(QStringLiteral("loraRank"));
+  lora_rank_->setSpecialValueText(QStringLiteral("0 (full fine-tuning)"));
+  lora_rank_->setToolTip(QStringLiteral(
+      "built-in decoders: LoRA adapters of this rank, the base frozen (what layer offloading "
+      "moves); 0 = every weight trains"));
+  form->addRow(QStringLiteral("LoRA rank"), lora_rank_);
   backend_ = combo(this, requests::backend_names(), false);
   link_ = combo(this, requests::link_names(), true);
   link_->setToolTip(
@@ -136,6 +143,12 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   tier_->setToolTip(QStringLiteral(
       "where offloaded copies live: host memory, disk, auto (host, spilling to disk), or a list"));
   form->addRow(QStringLiteral("Tier"), tier_);
+  layer_offload_ = combo(this, {"off", "on:1", "on:2", "off,on:1"}, true);
+  layer_offload_->setObjectName(QStringLiteral("layer_offload"));
+  layer_offload_->setToolTip(QStringLiteral(
+      "layer offloading of the blocks' frozen weights (needs a LoRA rank): off, on:DEPTH (blocks "
+      "copied ahead), or a list as an axis"));
+  form->addRow(QStringLiteral("Layer offload"), layer_offload_);
   prefetch_ = spin(this, 0, static_cast<int>(requests::kMaxPrefetch),
                    static_cast<int>(defaults.engine.prefetch));
   prefetch_->setObjectName(QStringLiteral("prefetch"));
@@ -189,9 +202,10 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
-  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_}) {
+  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_, layer_offload_}) {
     connect(c, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   }
+  connect(lora_rank_, &QSpinBox::valueChanged, this, &SweepForm::updatePointCount);
   connect(predict_first_, &QCheckBox::toggled, this, &SweepForm::updatePointCount);
   connect(browse_db, &QPushButton::clicked, this, [this] {
     const QString path =
@@ -264,6 +278,8 @@ SweepRequest SweepForm::request() const {
   r.engine.checkpoint = text_of(checkpoint_);
   r.engine.offload_set = text_of(offload_set_);
   r.engine.tier = text_of(tier_);
+  r.engine.layer_offload = text_of(layer_offload_);
+  r.workload.lora_rank = lora_rank_->value();
   r.engine.prefetch = prefetch_->value();
   r.repeat = repeat_->value();
   r.predict_first = predict_first_->isChecked();
@@ -291,6 +307,8 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(checkpoint_, r.engine.checkpoint);
   set_text(offload_set_, r.engine.offload_set);
   set_text(tier_, r.engine.tier);
+  set_text(layer_offload_, r.engine.layer_offload);
+  lora_rank_->setValue(static_cast<int>(r.workload.lora_rank));
   prefetch_->setValue(static_cast<int>(r.engine.prefetch));
   repeat_->setValue(static_cast<int>(r.repeat));
   predict_first_->setChecked(r.predict_first);

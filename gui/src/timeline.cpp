@@ -658,6 +658,10 @@ std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
   }
   const uint32_t d2h = add_lane(LaneKind::CopyD2H, "copy D2H");
   const uint32_t h2d = add_lane(LaneKind::CopyH2D, "copy H2D");
+  // Layer offloading's weight copies, apart from the activations' reloads on a lane of their own.
+  const bool have_weights = std::any_of(events.begin(), events.end(),
+                                        [](const auto& e) { return profiler::is_weight_copy(e); });
+  const uint32_t weights = have_weights ? add_lane(LaneKind::CopyH2D, "weights H2D") : h2d;
   const uint32_t waits = add_lane(LaneKind::Waits, "waits");
   const uint32_t instants = add_lane(LaneKind::PackUnpack, "pack / unpack");
   const bool have_disk = std::any_of(events.begin(), events.end(),
@@ -685,7 +689,7 @@ std::shared_ptr<const TimelineIndex> build_timeline_index(const RunData& run) {
       case EventKind::CopyD2H:
         return {d2h, Slot::Spans};
       case EventKind::CopyH2D:
-        return {h2d, Slot::Spans};
+        return {profiler::is_weight_copy(e) ? weights : h2d, Slot::Spans};
       case EventKind::Wait:
         return {waits, Slot::Spans};
       case EventKind::Recompute:

@@ -312,8 +312,12 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
       }
       case EventKind::CopyD2H:
       case EventKind::CopyH2D: {
-        w.open("X", e.kind == EventKind::CopyD2H ? "D2H" : "H2D", pid, tid);
-        w.field("cat", R"("copy")");
+        // Layer offloading's weight copies share the copy stream: named and categorised apart so
+        // that Perfetto can filter either kind of traffic.
+        const bool weights = is_weight_copy(e);
+        w.open("X", e.kind == EventKind::CopyD2H ? "D2H" : (weights ? "H2D weights" : "H2D"), pid,
+               tid);
+        w.field("cat", weights ? R"("copy,weights")" : R"("copy")");
         w.field("ts", ts);
         w.field("dur", dur);
         json args = {{"bytes", e.bytes},

@@ -106,7 +106,8 @@ std::string point_line(const PointRecord& p) {
 }  // namespace
 
 std::string describe_config(const EngineConfig& c) {
-  const std::string ckpt = c.checkpoint != "none" ? "checkpoint " + c.checkpoint : "";
+  std::string ckpt = c.checkpoint != "none" ? "checkpoint " + c.checkpoint : "";
+  if (c.layer_offload != "off") ckpt += (ckpt.empty() ? "" : ", ") + ("layers " + c.layer_offload);
   if (!c.offload) return ckpt.empty() ? "no offload" : ckpt + ", no offload";
   std::string s = ckpt.empty() ? "" : ckpt + ", ";
   if (c.offload_set != "all") s += "offload " + c.offload_set + " ";

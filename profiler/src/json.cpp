@@ -18,6 +18,7 @@ nlohmann::json to_json(const EngineConfig& c) {
   if (c.checkpoint != "none") j["checkpoint"] = c.checkpoint;
   if (c.offload_set != "all") j["offload_set"] = c.offload_set;
   if (c.tier != "host") j["tier"] = c.tier;
+  if (c.layer_offload != "off") j["layer_offload"] = c.layer_offload;  // schema 5
   return j;
 }
 
@@ -54,8 +55,9 @@ nlohmann::json to_json(const PointRecord& p) {
 }
 
 nlohmann::json to_json(const Workload& w) {
-  return {{"model", w.model}, {"batch", w.batch}, {"seq", w.seq},       {"dtype", w.dtype},
-          {"seed", w.seed},   {"steps", w.steps}, {"warmup", w.warmup}, {"optimizer", w.optimizer}};
+  return {{"model", w.model},   {"batch", w.batch},         {"seq", w.seq},
+          {"dtype", w.dtype},   {"seed", w.seed},           {"steps", w.steps},
+          {"warmup", w.warmup}, {"optimizer", w.optimizer}, {"lora_rank", w.lora_rank}};
 }
 
 }  // namespace offtune::profiler

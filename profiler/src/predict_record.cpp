@@ -227,7 +227,7 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
     if (!plain_offloading(c)) {
       throw std::invalid_argument(
           "the what-if predictor replays plain offloading: points with --checkpoint, --offload "
-          "boundaries or --tier other than host are measured, not predicted");
+          "boundaries, --tier other than host or --layer-offload are measured, not predicted");
     }
   }
   GridPrediction out;

@@ -73,11 +73,60 @@ CheckpointText checkpoint_text(const EngineConfig& c) {
   return t;
 }
 
+// How the chosen point offloads its blocks' frozen weights, in each tool's terms (empty when off).
+struct LayerText {
+  std::string cpp;      // after the offloader's setup (`setup.offloader`)
+  std::string trl;      // TRL has none: a note
+  std::string axolotl;  // the layer_offloading line
+};
+
+LayerText layer_text(const EngineConfig& c) {
+  LayerText t;
+  const int64_t depth = parse_layer_offload(c.layer_offload);
+  if (depth == 0) return t;
+  t.cpp = "// Layer offloading: the blocks' frozen weights stream from pinned host memory, " +
+          std::to_string(depth) +
+          " block(s)\n"
+          "// ahead, on the offloader's copy stream (the built-in models; in your own model, call\n"
+          "// add_block() per block and block(i) on entering it: offtune/layer_offload.hpp).\n"
+          "offtune::LayerOffloadOptions layer_opts;\n"
+          "layer_opts.depth = " +
+          std::to_string(depth) +
+          ";\n"
+          "model->set_layer_offload(\n"
+          "    std::make_shared<offtune::LayerOffloader>(*setup.offloader, layer_opts));\n";
+  t.trl =
+      "# Layer offloading of frozen weights has no TRL argument (Axolotl's layer_offloading\n"
+      "# does it).\n";
+  t.axolotl = "layer_offloading: true\n";
+  if (depth != 1) {
+    t.axolotl += "# Axolotl streams one layer ahead, not " + std::to_string(depth) +
+                 " as measured here: expect a lower peak and less copy time hidden.\n";
+  }
+  return t;
+}
+
 }  // namespace
 
 Snippets make_snippets(const EngineConfig& c) {
   Snippets s;
   const CheckpointText ckpt = checkpoint_text(c);
+  const LayerText layers = layer_text(c);
+  if (!c.offload && !layers.cpp.empty()) {
+    // Layer offloading without activation offloading: an offloader's hooks must still see what
+    // autograd saves (the frozen weights), and it moves no activation.
+    s.cpp =
+        "// Weights only: an offloader that moves no activation (its hooks keep the saved frozen\n"
+        "// weights as references to the layer offloader's copies); step under its scope.\n"
+        "offtune::OffloadOptions opts;\n"
+        "opts.min_offload_size = std::numeric_limits<int64_t>::max();\n"
+        "auto setup = offtune::make_offloader_for(*model, opts);\n" +
+        layers.cpp + ckpt.cpp;
+    s.trl =
+        ckpt.trl + layers.trl + "# No activation offloading (no get_act_offloading_ctx_manager).\n";
+    s.axolotl = ckpt.axolotl + layers.axolotl + "activation_offloading: false\n";
+    return s;
+  }
   if (!c.offload) {
     // The baseline won, or checkpointing alone: offloading costs more time than the constraint
     // allows for what it saves.
@@ -106,7 +155,7 @@ Snippets make_snippets(const EngineConfig& c) {
   if (c.tier != "host") {
     cpp << "opts.tier = offtune::parse_tier(\"" << c.tier << "\");\n";
   }
-  cpp << "auto setup = offtune::make_offloader_for(*model, opts);\n" << ckpt.cpp;
+  cpp << "auto setup = offtune::make_offloader_for(*model, opts);\n" << layers.cpp << ckpt.cpp;
   if (c.semantics == "trl") {
     cpp << "// Measured under TRL's semantics (--semantics trl). offtune's own engine releases\n"
         << "// finished copies early and prefetches: measure with --semantics offtune for its\n"
@@ -130,6 +179,7 @@ Snippets make_snippets(const EngineConfig& c) {
   if (c.tier != "host") {
     trl << "# TRL offloads to host memory only; this point used the " << c.tier << " tier.\n";
   }
+  trl << layers.trl;
   trl << "from trl.models.activation_offloading import get_act_offloading_ctx_manager\n\n"
       << "ctx = get_act_offloading_ctx_manager(\n"
       << "    model,\n"
@@ -157,6 +207,7 @@ Snippets make_snippets(const EngineConfig& c) {
          << "# --offload all); this point offloaded the blocks' inputs only.\n";
     }
   }
+  ax << layers.axolotl;
   ax << "activation_offloading: "
      << (c.tier == "disk" ? "disk"
          : c.use_streams  ? "true"
@@ -200,9 +251,9 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
   }
   if (baseline == nullptr || !(baseline->summary.step_ms_median > 0)) return f;
   for (const auto& p : points) {
-    // Offloading nothing and recomputing nothing: the baseline's work.
+    // Offloading nothing and recomputing nothing: the baseline's work (weight copies are work).
     if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0 ||
-        p.config.checkpoint != "none") {
+        p.config.checkpoint != "none" || p.config.layer_offload != "off") {
       continue;
     }
     const double ratio = slowdown(p, *baseline);

@@ -38,7 +38,7 @@ void Recorder::on_copy_completed(const CopyEvent& e) {
   ev.tensor = e.weights ? -1 : e.id.value;
   ev.pinned = e.pinned;
   ev.prefetch = e.prefetch;
-  ev.name = e.weights    ? (e.prefetch ? "weights prefetch" : "weights")
+  ev.name = e.weights    ? std::string(kWeightCopyName) + (e.prefetch ? " prefetch" : "")
             : e.prefetch ? "prefetch"
                          : std::string(to_string(e.direction));
   std::lock_guard<std::mutex> lock(mutex_);

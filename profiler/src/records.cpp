@@ -3,6 +3,7 @@
 #include "offtune/profiler/records.hpp"
 
 #include <array>
+#include <charconv>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -90,7 +91,29 @@ std::string describe_variant(const EngineConfig& c) {
   if (c.checkpoint != "none") add("checkpoint " + c.checkpoint);
   if (c.offload && c.offload_set != "all") add("offload " + c.offload_set);
   if (c.offload && c.tier != "host") add("tier " + c.tier);
+  if (c.layer_offload != "off") add("layers " + c.layer_offload);
   return out;
+}
+
+int64_t parse_layer_offload(std::string_view text) {
+  if (text == "off") return 0;
+  if (text == "on") return 1;
+  if (text.starts_with("on:")) {
+    const std::string_view digits = text.substr(3);
+    int64_t depth = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), depth);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty() &&
+        depth >= 1 && depth <= kMaxLayerOffloadDepth) {
+      return depth;
+    }
+  }
+  throw std::invalid_argument("unknown layer offloading '" + std::string(text) +
+                              "' (valid: off, or on:DEPTH with DEPTH the blocks copied ahead, 1.." +
+                              std::to_string(kMaxLayerOffloadDepth) + "; on is on:1)");
+}
+
+std::string layer_offload_text(int64_t depth) {
+  return depth == 0 ? "off" : "on:" + std::to_string(depth);
 }
 
 }  // namespace offtune::profiler

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -175,9 +176,17 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
 
   std::vector<double> step_ms;
   try {
-    const OffloadOptions options = to_options(spec.config, spec.base);
-    // Every run sets it: a sweep's points share one workload.
+    OffloadOptions options = to_options(spec.config, spec.base);
+    // Layer offloading without activation offloading still needs an offloader's hooks: they are
+    // what sees autograd save the frozen weights and keeps references to the layer offloader's
+    // copies instead (layer_offload.hpp); without them every block's weights stay on the device
+    // until backward. That offloader moves no activation.
+    const bool layers = spec.config.layer_offload != "off";
+    const bool weights_only = layers && !spec.config.offload;
+    if (weights_only) options.min_offload_size = std::numeric_limits<int64_t>::max();
+    // Every run sets them: a sweep's points share one workload.
     workload.set_checkpoint(parse_checkpoint_policy(spec.config.checkpoint));
+    workload.set_layer_offload(parse_layer_offload(spec.config.layer_offload));
     // The workload marks its phases and blocks as NVTX ranges for Nsight Systems.
     workload.set_marks(nvtx_step_marks());
     auto offloader = workload.make_offloader(options);
@@ -192,11 +201,11 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     MemoryCurve curve;
     const ListenerScope listening(host_sim ? &curve : nullptr);
     auto nvtx = std::make_shared<NvtxObserver>();
-    if (spec.config.offload) {
+    if (spec.config.offload || layers) {
       offloader->set_observer(
           std::make_shared<TeeObserver>(std::vector<std::shared_ptr<Observer>>{recorder, nvtx}));
     }
-    ActivationOffloader* active = spec.config.offload ? offloader.get() : nullptr;
+    ActivationOffloader* active = spec.config.offload || layers ? offloader.get() : nullptr;
 
     // Device activity: CUPTI on cuda unless told otherwise; host timestamps on host-sim.
     std::unique_ptr<ActivityCollector> collector;

@@ -47,7 +47,7 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = StoreError::Kind;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with run_owners and claims.
@@ -56,6 +56,8 @@ constexpr int kOwnersSchema = 2;
 constexpr int kCiSchema = 3;
 // The first schema with the engine variants (checkpoint, offload set, tier).
 constexpr int kVariantSchema = 4;
+// The first schema with layer offloading and the workload's LoRA rank.
+constexpr int kLayerSchema = 5;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -545,13 +547,28 @@ ALTER TABLE points ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
          "migrate schema 3 -> 4");
 }
 
+// Schema 5: layer offloading of frozen weights (each run's and point's) and the LoRA rank of the
+// workload (each run's and sweep's); older rows had neither.
+void migrate_4_to_5(const Connection& c) {
+  c.exec(R"sql(
+ALTER TABLE runs ADD COLUMN layer_offload TEXT NOT NULL DEFAULT 'off';
+ALTER TABLE points ADD COLUMN layer_offload TEXT NOT NULL DEFAULT 'off';
+ALTER TABLE runs ADD COLUMN lora_rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sweeps ADD COLUMN lora_rank INTEGER NOT NULL DEFAULT 0;
+)sql",
+         "migrate schema 4 -> 5");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 4> kMigrations{
-    {{0, &migrate_0_to_1}, {1, &migrate_1_to_2}, {2, &migrate_2_to_3}, {3, &migrate_3_to_4}}};
+constexpr std::array<Migration, 5> kMigrations{{{0, &migrate_0_to_1},
+                                                {1, &migrate_1_to_2},
+                                                {2, &migrate_2_to_3},
+                                                {3, &migrate_3_to_4},
+                                                {4, &migrate_4_to_5}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 // ---------------------------------------------------------------------------------------------------
@@ -902,20 +919,28 @@ void fold_side_files(const std::string& path) noexcept {
 constexpr const char* kEnvCols =
     "env_offtune_version, env_torch_version, env_backend, env_device, env_git_revision, env_host";
 constexpr int kEnvN = 6;
-constexpr const char* kWorkloadCols = "model, batch, seq, dtype, seed, steps, warmup, optimizer";
-constexpr int kWorkloadN = 8;
+constexpr const char* kWorkloadCols =
+    "model, batch, seq, dtype, seed, steps, warmup, optimizer, lora_rank";
+constexpr int kWorkloadN = 9;
+// What a read of a file older than schema 5 selects instead.
+constexpr const char* kWorkloadColsBeforeLayers =
+    "model, batch, seq, dtype, seed, steps, warmup, optimizer, 0";
 constexpr const char* kConfigCols =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, semantics, checkpoint, offload_set, tier";
-constexpr int kConfigN = 12;
+    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, layer_offload";
+constexpr int kConfigN = 13;
+// What a read of a file older than schema 5 selects instead.
+constexpr const char* kConfigColsBeforeLayers =
+    "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
+    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, 'off'";
 // What a read of a file older than schema 4 selects instead.
 constexpr const char* kConfigColsBeforeVariants =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, semantics, 'none', 'all', 'host'";
+    "use_pin_memory, link, semantics, 'none', 'all', 'host', 'off'";
 // What a read of a file older than schema 3 selects instead.
 constexpr const char* kConfigColsBeforeSemantics =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, 'offtune', 'none', 'all', 'host'";
+    "use_pin_memory, link, 'offtune', 'none', 'all', 'host', 'off'";
 constexpr const char* kSummaryCols =
     "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
     "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
@@ -978,7 +1003,7 @@ Environment read_env(Query& q) {
 
 void bind_workload(Query& q, const Workload& w) {
   q.text(w.model).i64(w.batch).i64(w.seq).text(w.dtype).u64(w.seed).i64(w.steps).i64(w.warmup);
-  q.boolean(w.optimizer);
+  q.boolean(w.optimizer).i64(w.lora_rank);
 }
 Workload read_workload(Query& q) {
   Workload w;
@@ -990,6 +1015,7 @@ Workload read_workload(Query& q) {
   w.steps = q.col_i64();
   w.warmup = q.col_i64();
   w.optimizer = q.col_bool();
+  w.lora_rank = q.col_i64();
   return w;
 }
 
@@ -997,6 +1023,7 @@ void bind_config(Query& q, const EngineConfig& c) {
   q.boolean(c.offload).i64(c.min_offload_size).i64(c.max_fwd_stash_size);
   q.i64(c.max_fwd_stash_bytes).i64(c.prefetch).boolean(c.use_streams).boolean(c.use_pin_memory);
   q.text(c.link).text(c.semantics).text(c.checkpoint).text(c.offload_set).text(c.tier);
+  q.text(c.layer_offload);
 }
 EngineConfig read_config(Query& q) {
   EngineConfig c;
@@ -1012,6 +1039,7 @@ EngineConfig read_config(Query& q) {
   c.checkpoint = q.col_text();
   c.offload_set = q.col_text();
   c.tier = q.col_text();
+  c.layer_offload = q.col_text();
   return c;
 }
 
@@ -1504,8 +1532,9 @@ class SqliteStore final : public Store {
   const std::string& select_runs() const {
     if (select_runs_.empty()) {
       const std::string run_cols =
-          "runs.id, " + cols({"status, error, label", kEnvCols, kWorkloadCols, config_read_cols(),
-                              "started_unix_ns, finished_unix_ns", summary_read_cols()});
+          "runs.id, " +
+          cols({"status, error, label", kEnvCols, workload_read_cols(), config_read_cols(),
+                "started_unix_ns, finished_unix_ns", summary_read_cols()});
       select_runs_ = has_owners_ ? "SELECT " + run_cols +
                                        ", o.run IS NOT NULL, coalesce(o.host, ''), "
                                        "coalesce(o.pid, 0), coalesce(o.pid_start, 0) FROM runs "
@@ -1536,11 +1565,9 @@ class SqliteStore final : public Store {
     return r;
   }
 
-  static const std::string& select_sweeps() {
-    static const std::string sql = "SELECT id, " +
-                                   cols({"name, key", kWorkloadCols, "grid, created_unix_ns"}) +
-                                   " FROM sweeps";
-    return sql;
+  std::string select_sweeps() const {
+    return "SELECT id, " + cols({"name, key", workload_read_cols(), "grid, created_unix_ns"}) +
+           " FROM sweeps";
   }
   static SweepRecord read_sweep(Query& q) {
     SweepRecord s;
@@ -1561,8 +1588,12 @@ class SqliteStore final : public Store {
   const char* summary_read_cols() const {
     return schema_ >= kCiSchema ? kSummaryCols : kSummaryColsBeforeCi;
   }
+  const char* workload_read_cols() const {
+    return schema_ >= kLayerSchema ? kWorkloadCols : kWorkloadColsBeforeLayers;
+  }
   const char* config_read_cols() const {
-    if (schema_ >= kVariantSchema) return kConfigCols;
+    if (schema_ >= kLayerSchema) return kConfigCols;
+    if (schema_ >= kVariantSchema) return kConfigColsBeforeLayers;
     return schema_ >= kCiSchema ? kConfigColsBeforeVariants : kConfigColsBeforeSemantics;
   }
 

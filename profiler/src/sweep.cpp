@@ -49,32 +49,40 @@ bool meaningful(const std::string& checkpoint, const std::string& offload_set) {
 template <typename Point>
 void for_each_point(const Grid& grid, Point point) {
   const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
+  const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
   EngineConfig baseline = grid.base;
   baseline.offload = false;
   baseline.checkpoint = "none";
+  baseline.layer_offload = "off";
   point(baseline);
   for (const std::string& ckpt : checkpoints) {
-    if (ckpt == "none") continue;
-    EngineConfig alone = baseline;
-    alone.checkpoint = ckpt;
-    point(alone);
+    for (const std::string& layer : layers) {
+      if (ckpt == "none" && layer == "off") continue;
+      EngineConfig alone = baseline;
+      alone.checkpoint = ckpt;
+      alone.layer_offload = layer;
+      point(alone);
+    }
   }
   for (const std::string& ckpt : checkpoints) {
-    for (const std::string& set : axis(grid.offload_sets, grid.base.offload_set)) {
-      if (!meaningful(ckpt, set)) continue;
-      for (const std::string& tier : axis(grid.tiers, grid.base.tier)) {
-        for (const std::string& rules : axis(grid.semantics, grid.base.semantics)) {
-          for (int64_t size : grid.min_offload_sizes) {
-            for (int64_t window : grid.max_fwd_stash_sizes) {
-              EngineConfig c = grid.base;
-              c.offload = true;
-              c.min_offload_size = size;
-              c.max_fwd_stash_size = window;
-              c.semantics = rules;
-              c.checkpoint = ckpt;
-              c.offload_set = set;
-              c.tier = tier;
-              point(c);
+    for (const std::string& layer : layers) {
+      for (const std::string& set : axis(grid.offload_sets, grid.base.offload_set)) {
+        if (!meaningful(ckpt, set)) continue;
+        for (const std::string& tier : axis(grid.tiers, grid.base.tier)) {
+          for (const std::string& rules : axis(grid.semantics, grid.base.semantics)) {
+            for (int64_t size : grid.min_offload_sizes) {
+              for (int64_t window : grid.max_fwd_stash_sizes) {
+                EngineConfig c = grid.base;
+                c.offload = true;
+                c.min_offload_size = size;
+                c.max_fwd_stash_size = window;
+                c.semantics = rules;
+                c.checkpoint = ckpt;
+                c.layer_offload = layer;
+                c.offload_set = set;
+                c.tier = tier;
+                point(c);
+              }
             }
           }
         }
@@ -96,14 +104,15 @@ int64_t grid_size(const Grid& grid) {
     return static_cast<int64_t>(std::max<size_t>(v.size(), 1));
   };
   const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
+  const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
   const auto sets = axis(grid.offload_sets, grid.base.offload_set);
   int64_t combos = 0, alone = 0;
   for (const std::string& ckpt : checkpoints) {
-    alone += ckpt != "none";
+    for (const std::string& layer : layers) alone += ckpt != "none" || layer != "off";
     for (const std::string& set : sets) combos += meaningful(ckpt, set);
   }
   return 1 + alone +
-         combos * n(grid.tiers) * n(grid.semantics) *
+         combos * n(grid.layer_offloads) * n(grid.tiers) * n(grid.semantics) *
              static_cast<int64_t>(grid.min_offload_sizes.size()) *
              static_cast<int64_t>(grid.max_fwd_stash_sizes.size());
 }
@@ -131,6 +140,7 @@ std::string grid_json(const Grid& grid) {
   if (!grid.checkpoints.empty()) j["checkpoint"] = grid.checkpoints;
   if (!grid.offload_sets.empty()) j["offload_set"] = grid.offload_sets;
   if (!grid.tiers.empty()) j["tier"] = grid.tiers;
+  if (!grid.layer_offloads.empty()) j["layer_offload"] = grid.layer_offloads;
   return j.dump();
 }
 
@@ -147,6 +157,7 @@ Grid parse_grid_json(const std::string& text) {
     g.checkpoints = list("checkpoint");
     g.offload_sets = list("offload_set");
     g.tiers = list("tier");
+    g.layer_offloads = list("layer_offload");
     // The knobs every point shares (to_json(EngineConfig)); absent ones keep their defaults.
     if (j.contains("base")) {
       const auto& b = j["base"];
@@ -160,6 +171,7 @@ Grid parse_grid_json(const std::string& text) {
       c.checkpoint = b.value("checkpoint", c.checkpoint);
       c.offload_set = b.value("offload_set", c.offload_set);
       c.tier = b.value("tier", c.tier);
+      c.layer_offload = b.value("layer_offload", c.layer_offload);
     }
     return g;
   } catch (const nlohmann::json::exception& e) {
@@ -168,7 +180,8 @@ Grid parse_grid_json(const std::string& text) {
 }
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,
-                      std::string_view model_input, const DeviceModel* dm) {
+                      std::string_view model_input, const DeviceModel* dm,
+                      std::string_view blocks) {
   // The key is stored and compared byte for byte to resume a sweep: it is a file format, written
   // out field by field here so that a field added to to_json(Workload) never changes the key of
   // an existing sweep.
@@ -185,6 +198,8 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
       {"backend", std::string(to_string(base.backend))},
       {"link", {base.link.pinned_gbps, base.link.pageable_gbps, base.link.latency_ns}}};
   if (!model_input.empty()) key["input"] = std::string(model_input);
+  if (!blocks.empty()) key["blocks"] = std::string(blocks);
+  if (w.lora_rank != 0) key["lora_rank"] = w.lora_rank;
   if (dm != nullptr) {
     key["device_model"] = {
         {"title", dm->title},
@@ -230,7 +245,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   SweepRecord rec;
   rec.name = spec.name;
   rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input,
-                      spec.device_model ? &*spec.device_model : nullptr);
+                      spec.device_model ? &*spec.device_model : nullptr, spec.blocks);
   rec.workload = spec.workload;
   rec.grid = grid_json(spec.grid);
   rec.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -46,6 +46,8 @@ Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Envir
   spec.seed = fields.seed;
   spec.optimizer = fields.optimizer;
   spec.input_spec = fields.input_spec;
+  spec.lora_rank = fields.lora_rank;
+  spec.blocks = fields.blocks;
   return {prepared.base, samples::make_workload(spec, prepared.device)};
 }
 
@@ -78,6 +80,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   if (request.workload.input_spec != kDefaultInputSpec) {
     out.spec.model_input = request.workload.input_spec;
   }
+  out.spec.blocks = request.workload.blocks;
   auto bound = bind(request.workload, backend, out.spec.env);
   out.spec.base = bound.base;
   out.workload = std::move(bound.workload);

@@ -74,6 +74,18 @@ void check_workload(const WorkloadFields& w, Checker& c) {
   } else if (!is_builtin) {
     c.parse("--input-spec", [&] { samples::parse_input_spec(w.input_spec); });
   }
+  c.range("--lora-rank", w.lora_rank, kLoraRankRange.lo, kLoraRankRange.hi);
+  // The built-in models but mlp are the decoders (Llama and GPT presets), which take LoRA.
+  if (w.lora_rank != 0 && (!is_builtin || w.model == "mlp")) {
+    c.fail("--lora-rank",
+           "--lora-rank applies to the built-in decoders (Llama and GPT presets), "
+           "not to '" +
+               w.model + "'");
+  }
+  if (!w.blocks.empty() && is_builtin) {
+    c.fail("--blocks", "--blocks applies to TorchScript models (--model PATH.pt): the built-in '" +
+                           w.model + "' knows its blocks");
+  }
 }
 
 void check_backend(const BackendFields& b, Checker& c) {
@@ -164,6 +176,20 @@ std::vector<std::string> tier_list(const std::string& text) {
   });
 }
 
+std::vector<std::string> layer_offload_list(const std::string& text) {
+  auto names = value_list("--layer-offload", text,
+                          [](const std::string& n) { (void)profiler::parse_layer_offload(n); });
+  // Canonical names (on is on:1), each once.
+  for (size_t i = 0; i < names.size(); ++i) {
+    names[i] = profiler::layer_offload_text(profiler::parse_layer_offload(names[i]));
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw std::invalid_argument("--layer-offload names '" + names[i] + "' twice");
+    }
+  }
+  return names;
+}
+
 // The request's grid without its checks (count_points runs before them).
 profiler::Grid grid_of(const SweepRequest& r) {
   profiler::Grid g;
@@ -177,6 +203,7 @@ profiler::Grid grid_of(const SweepRequest& r) {
   g.checkpoints = axis(checkpoint_list(r.engine.checkpoint), g.base.checkpoint);
   g.offload_sets = axis(offload_set_list(r.engine.offload_set), g.base.offload_set);
   g.tiers = axis(tier_list(r.engine.tier), g.base.tier);
+  g.layer_offloads = axis(layer_offload_list(r.engine.layer_offload), g.base.layer_offload);
   return g;
 }
 
@@ -218,6 +245,28 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
     }
   });
   c.parse("--tier", [&] { one("--tier", tier_list(e.tier).size()); });
+  c.parse("--layer-offload",
+          [&] { one("--layer-offload", layer_offload_list(e.layer_offload).size()); });
+}
+
+// Layer offloading moves frozen weights: a model without any would measure the same as without it.
+void check_layer_offload(const EngineFields& e, const WorkloadFields& w, Checker& c) {
+  if (c.has("--layer-offload") || c.has("--model") || c.has("--lora-rank")) return;
+  const auto depths = layer_offload_list(e.layer_offload);
+  if (std::all_of(depths.begin(), depths.end(), [](const std::string& d) { return d == "off"; })) {
+    return;
+  }
+  const auto builtin = samples::builtin_model_names();
+  if (std::find(builtin.begin(), builtin.end(), w.model) == builtin.end() || w.model == "mlp") {
+    c.fail("--layer-offload",
+           "--layer-offload applies to the built-in decoders (Llama and GPT "
+           "presets), not to '" +
+               w.model + "'");
+  } else if (w.lora_rank == 0) {
+    c.fail("--layer-offload",
+           "--layer-offload moves the blocks' frozen weights, and without --lora-rank every weight "
+           "trains: give --lora-rank R (LoRA adapters train, the base is frozen)");
+  }
 }
 
 // A device model times ops and the link, not a disk: its step times would leave the disk out.
@@ -245,6 +294,7 @@ std::vector<std::string> semantics_names() { return {"offtune", "trl"}; }
 std::vector<std::string> checkpoint_examples() { return {"none", "all", "every:2"}; }
 std::vector<std::string> offload_set_names() { return {"all", "boundaries"}; }
 std::vector<std::string> tier_names() { return {"host", "disk", "auto"}; }
+std::vector<std::string> layer_offload_examples() { return {"off", "on:1", "on:2"}; }
 
 std::vector<std::string> semantics_list(const std::string& text) {
   std::vector<std::string> out;
@@ -332,6 +382,7 @@ std::vector<FieldError> check(const RunRequest& r) {
   });
   c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
   check_engine(r.engine, c, /*list=*/false);
+  check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
   return c.take();
 }
@@ -348,6 +399,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
     }
   });
   check_engine(r.engine, c, /*list=*/true);
+  check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
   c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
@@ -358,17 +410,20 @@ std::vector<FieldError> check(const SweepRequest& r) {
            "--predict-first replays one recorded step, which needs its op times known ahead: "
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
   }
-  if (r.predict_first && !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier")) {
+  const bool variants_ok = !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier") &&
+                           !c.has("--layer-offload");
+  if (r.predict_first && variants_ok) {
     const profiler::Grid g = grid_of(r);
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
-        !profiler::plain_offloading(g.base)) {
+        !g.layer_offloads.empty() || !profiler::plain_offloading(g.base)) {
       c.fail("--predict-first",
              "--predict-first replays plain offloading: it cannot predict points with "
-             "--checkpoint, --offload boundaries or --tier other than host (measure those)");
+             "--checkpoint, --offload boundaries, --tier other than host or --layer-offload "
+             "(measure those)");
     }
   }
   if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points") &&
-      !c.has("--semantics") && !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier")) {
+      !c.has("--semantics") && variants_ok) {
     const int64_t points = count_points(r);
     if (points > r.max_points) {
       const int64_t steps = r.workload.warmup + r.workload.steps;
@@ -402,6 +457,7 @@ profiler::Workload to_workload(const WorkloadFields& f) {
   w.steps = f.steps;
   w.warmup = f.warmup;
   w.optimizer = f.optimizer;
+  w.lora_rank = f.lora_rank;
   return w;
 }
 
@@ -435,6 +491,7 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
   c.offload_set = r.engine.offload_set;
   c.tier = r.engine.tier;
+  c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
   return c;
 }
 
@@ -450,6 +507,7 @@ profiler::Grid to_grid(const SweepRequest& r) {
   defaults.engine.checkpoint = grid.base.checkpoint;
   defaults.engine.offload_set = grid.base.offload_set;
   defaults.engine.tier = grid.base.tier;
+  defaults.engine.layer_offload = grid.base.layer_offload;
   // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
   // run's check would refuse that pair, the sweep's accepted it.
   defaults.engine.offload_set = "all";

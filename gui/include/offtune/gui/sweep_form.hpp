@@ -105,6 +105,8 @@ class SweepForm : public QWidget {
   QComboBox* checkpoint_ = nullptr;
   QComboBox* offload_set_ = nullptr;
   QComboBox* tier_ = nullptr;
+  QComboBox* layer_offload_ = nullptr;
+  QSpinBox* lora_rank_ = nullptr;
   QSpinBox* prefetch_ = nullptr;
   QSpinBox* repeat_ = nullptr;
   QCheckBox* predict_first_ = nullptr;

@@ -98,9 +98,11 @@ struct Prediction {
 // The figures of `config` (offload false: the baseline) over `link`. The trace must have been
 // recorded under config.semantics (std::invalid_argument otherwise).
 // Whether the predictor can replay `config`: no checkpointing, every saved tensor offloadable, the
-// host tier (the engine variants change what a step saves and moves: they are measured).
+// host tier, no layer offloading (the engine variants change what a step saves and moves: they are
+// measured).
 inline bool plain_offloading(const EngineConfig& config) {
-  return config.checkpoint == "none" && config.offload_set == "all" && config.tier == "host";
+  return config.checkpoint == "none" && config.offload_set == "all" && config.tier == "host" &&
+         config.layer_offload == "off";
 }
 
 Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "offtune/ids.hpp"
@@ -39,6 +40,9 @@ struct Workload {
   int64_t steps = 0;   // measured steps
   int64_t warmup = 0;  // unmeasured steps before them
   bool optimizer = false;
+  // Built-in decoders: LoRA adapters of this rank on every projection, the base frozen; 0 = none
+  // (full fine-tuning). Frozen weights are what layer offloading moves.
+  int64_t lora_rank = 0;
 };
 
 // The engine settings of one run or sweep point. offload=false is the no-offload baseline.
@@ -57,16 +61,28 @@ struct EngineConfig {
   std::string checkpoint = "none";
   std::string offload_set = "all";  // what may be offloaded: "all" | "boundaries" (OffloadSet)
   std::string tier = "host";        // where offloaded copies live: "host" | "disk" | "auto"
+  // Layer offloading of the blocks' frozen weights: "off" | "on:DEPTH" (blocks copied ahead). A
+  // no-offload point with it on offloads weights only (its offloader's hooks see the saved
+  // weights and move no activation).
+  std::string layer_offload = "off";
   friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
 };
 
 // The engine variant of a config in words, "" for plain offloading to host memory without
 // checkpointing: "checkpoint all", "checkpoint every:2, offload boundaries", "tier disk", ...
 std::string describe_variant(const EngineConfig& config);
-// Plain training, what slowdowns are measured against: no offloading and no checkpointing.
+// Plain training, what slowdowns are measured against: no offloading (of activations or weights)
+// and no checkpointing.
 inline bool is_baseline(const EngineConfig& config) {
-  return !config.offload && config.checkpoint == "none";
+  return !config.offload && config.checkpoint == "none" && config.layer_offload == "off";
 }
+// The most blocks layer offloading may copy ahead (a model has fewer; more is a typo).
+inline constexpr int64_t kMaxLayerOffloadDepth = 64;
+// Layer offloading's depth from its text: "off" is 0, "on:D" is D (>= 1), "on" is on:1. Throws
+// std::invalid_argument (one line, naming the valid forms) otherwise.
+int64_t parse_layer_offload(std::string_view text);
+// "off" or "on:D": the canonical text of a depth (>= 0).
+std::string layer_offload_text(int64_t depth);
 
 enum class RunStatus { Running, Ok, Failed, OutOfMemory, Interrupted };
 const char* to_string(RunStatus s);
@@ -180,6 +196,14 @@ struct TimelineEvent {
   bool prefetch = false;
   std::string name;
 };
+
+// A block's frozen weights copied to the device (layer offloading), apart from the activations'
+// reloads: an H2D copy named "weights" or "weights prefetch" by the recorder (tensor -1). On cuda
+// CUPTI's copies replace the recorder's and carry no such name.
+inline constexpr std::string_view kWeightCopyName = "weights";
+inline bool is_weight_copy(const TimelineEvent& e) {
+  return e.kind == EventKind::CopyH2D && std::string_view(e.name).starts_with(kWeightCopyName);
+}
 
 // An event of `kind` over [start_ns, end_ns], its other fields from `fields` written with
 // designated initialisers (kind and times in `fields` are replaced):

@@ -36,14 +36,17 @@ struct Grid {
   std::vector<std::string> checkpoints;
   std::vector<std::string> offload_sets;
   std::vector<std::string> tiers;
+  // Layer offloading of frozen weights ("off", "on:DEPTH"), likewise.
+  std::vector<std::string> layer_offloads;
   EngineConfig base;  // every other knob, shared by all points
 };
 
-// Point 0 is the baseline (offload = false, no checkpointing: plain training); then one point per
-// other checkpoint policy without offloading (checkpointing alone); then, per checkpoint policy,
-// offload set, tier and semantics (outer to inner, each in the order given), every
-// (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner. Without the variant
-// axes this is the grid as it always was.
+// Point 0 is the baseline (offload = false, no checkpointing, no layer offloading: plain training);
+// then one point per other pair of checkpoint policy and layer offloading without offloading
+// activations (checkpointing alone, layer offloading alone, both); then, per checkpoint policy,
+// layer offloading, offload set, tier and semantics (outer to inner, each in the order given),
+// every (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner. Without the
+// variant axes this is the grid as it always was.
 std::vector<EngineConfig> expand_grid(const Grid& grid);
 // How many points expand_grid makes, without making them (a typo in a range must be refused before
 // a 10^8-point grid is built to count it).
@@ -60,9 +63,11 @@ Grid parse_grid_json(const std::string& text);
 // Identity of a sweep: workload, grid and the backend/link it runs on, and the input of a
 // TorchScript model when it is not the default one (empty: left out, so that the keys of sweeps
 // recorded before it counted stay the same), and the device model host-sim times steps with (every
-// figure of it; none: left out, likewise).
+// figure of it; none: left out, likewise). The workload's LoRA rank and a TorchScript model's block
+// path (`blocks`) count only when set, likewise.
 std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base,
-                      std::string_view model_input = {}, const DeviceModel* device_model = nullptr);
+                      std::string_view model_input = {}, const DeviceModel* device_model = nullptr,
+                      std::string_view blocks = {});
 
 struct SweepSpec {
   std::string name;
@@ -74,6 +79,8 @@ struct SweepSpec {
   // A TorchScript model's input spec when it differs from the default (see sweep_key); the same
   // model with another input is another sweep.
   std::string model_input;
+  // A TorchScript model's block path when given (WorkloadSpec::blocks; see sweep_key).
+  std::string blocks;
   // The device model the backend was prepared with (prepare_backend), for the sweep's identity.
   std::optional<DeviceModel> device_model;
   Collector collector = Collector::Auto;

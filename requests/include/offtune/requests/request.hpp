@@ -75,7 +75,13 @@ struct WorkloadFields {
   int64_t warmup = 1;
   bool optimizer = false;
   std::string input_spec{kDefaultInputSpec};  // TorchScript models only
+  // Built-in decoders only: LoRA adapters of this rank, the base frozen (0 = full fine-tuning).
+  int64_t lora_rank = 0;
+  // TorchScript models only: the module path of the blocks that --checkpoint runs as regions
+  // (empty: found in the model).
+  std::string blocks;
 };
+inline constexpr Range kLoraRankRange{0, 4096};
 
 // Where it is measured (--backend, --link, --device-capacity, --threads, --collector).
 struct BackendFields {
@@ -107,11 +113,15 @@ struct EngineFields {
   // Where offloaded copies live: host (pinned memory), disk, auto (host within a budget, then
   // disk).
   std::string tier = "host";
+  // Layer offloading of the blocks' frozen weights: off, or on:DEPTH (blocks copied ahead; on is
+  // on:1). Needs frozen weights: a built-in decoder with lora_rank > 0.
+  std::string layer_offload = "off";
 };
-std::vector<std::string> checkpoint_examples();  // none, all, every:2
-std::vector<std::string> offload_set_names();    // all, boundaries
-std::vector<std::string> tier_names();           // host, disk, auto
-std::vector<std::string> semantics_names();      // offtune, trl
+std::vector<std::string> checkpoint_examples();     // none, all, every:2
+std::vector<std::string> offload_set_names();       // all, boundaries
+std::vector<std::string> tier_names();              // host, disk, auto
+std::vector<std::string> layer_offload_examples();  // off, on:1, on:2
+std::vector<std::string> semantics_names();         // offtune, trl
 // "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
 // std::invalid_argument for an unknown or repeated name.
 std::vector<std::string> semantics_list(const std::string& text);
