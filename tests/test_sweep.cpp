@@ -865,6 +865,9 @@ TEST(Sweep, LayerOffloadingRunsOnALoraModelAndRecordsItsWeightCopies) {
   }
   ASSERT_EQ(points[1].config.layer_offload, "on:1");
   EXPECT_EQ(points[1].summary.offloaded_bytes, 0) << "weights only: no activation moved";
+  // Its overlap figures are about the weight copies: applicable, where the baseline's are not.
+  EXPECT_TRUE(copied_anything(points[1].config, points[1].summary));
+  EXPECT_FALSE(copied_anything(points[0].config, points[0].summary));
   EXPECT_LT(points[1].summary.peak_allocated, points[0].summary.peak_allocated);
   EXPECT_LT(points[3].summary.peak_allocated, points[2].summary.peak_allocated);
   const auto weight_copies = [&](const PointRecord& p) {

@@ -259,7 +259,7 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     }
     // A point that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
     char hidden[16] = "n/a";
-    if (p.summary.offloaded_bytes > 0 || p.summary.reloaded_bytes > 0) {
+    if (pf::copied_anything(p.config, p.summary)) {
       std::snprintf(hidden, sizeof hidden, "%.1f", p.summary.hidden_copy_pct);
     }
     const std::string v = pf::describe_variant(p.config);

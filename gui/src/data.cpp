@@ -63,8 +63,7 @@ std::optional<double> metric_value(const SweepData& sweep, const pf::PointRecord
     case SweepMetric::HiddenCopy:
       // A point that copies nothing (the baseline, or thresholds that keep every tensor): "0 %
       // hidden" would read as the worst overlap, not as n/a.
-      if (!point.config.offload ||
-          (point.summary.offloaded_bytes == 0 && point.summary.reloaded_bytes == 0)) {
+      if (!pf::copied_anything(point.config, point.summary)) {
         return std::nullopt;
       }
       return point.summary.hidden_copy_pct;

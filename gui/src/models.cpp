@@ -746,7 +746,7 @@ void RunSummaryModel::setRun(RunDataPtr run) {
     const auto ms = [](double v) { return QString::number(v, 'f', 3) + QStringLiteral(" ms"); };
     const auto size = [](int64_t b) { return qs(pf::format_size(b)); };
     // Hidden-copy shares of a run that copied nothing are not applicable, not 0 % (the worst).
-    const bool copied = s.offloaded_bytes > 0 || s.reloaded_bytes > 0;
+    const bool copied = pf::copied_anything(r.config, s);
     const auto pct = [copied](double v) {
       return copied ? QString::number(v, 'f', 1) + QStringLiteral(" %") : QStringLiteral("n/a");
     };

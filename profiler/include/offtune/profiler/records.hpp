@@ -113,6 +113,14 @@ struct RunSummary {
   double final_loss = 0.0;
 };
 
+// Whether a run or point copied anything over the link: activations offloaded or reloaded, or
+// (layer offloading) frozen weights, which the summary counts in its overlap figures but not in
+// offloaded_bytes. Without copies, hidden-copy shares are not applicable ("n/a"), not 0 % (the
+// worst).
+inline bool copied_anything(const EngineConfig& config, const RunSummary& s) {
+  return s.offloaded_bytes > 0 || s.reloaded_bytes > 0 || config.layer_offload != "off";
+}
+
 // The step-time interval that comparisons use: the median's confidence interval, or min..max for
 // a summary without one (level 0), or the median alone when neither was recorded.
 struct StepInterval {
