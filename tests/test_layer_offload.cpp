@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <optional>
 
 #include "offtune/host_sim.hpp"
@@ -114,12 +115,26 @@ TEST(LayerOffload, LossAndTrainableGradientsAreBitIdentical) {
         Variant{"+ checkpoint all depth 3", CheckpointPolicy::all(), false, 3},
         Variant{"+ checkpoint every:2", CheckpointPolicy::every_k(2), false, 1},
         Variant{"+ checkpoint all + activations", CheckpointPolicy::all(), true, 1},
-        Variant{"+ boundaries offloaded", CheckpointPolicy::all(), true, 2}}) {
+        Variant{"+ boundaries offloaded", CheckpointPolicy::all(), true, 2},
+        // The disk tier: activations (or the boundaries) in the arena file, weights from host.
+        Variant{"+ activations on disk", CheckpointPolicy::none(), true, 1},
+        Variant{"+ checkpoint all + boundaries on disk", CheckpointPolicy::all(), true, 1},
+        // What `offtune run --layer-offload on:1` without activation offloading runs under: an
+        // offloader that moves no activation, whose hooks see the saved frozen weights.
+        Variant{"+ weights-only offloader", CheckpointPolicy::none(), true, 1}}) {
     SCOPED_TRACE(v.name);
+    const std::string name = v.name;
     std::optional<ActivationOffloader> off;
     if (v.activations) {
       OffloadOptions o = ao;
-      if (std::string(v.name) == "+ boundaries offloaded") o.offload = OffloadSet::Boundaries;
+      if (name.find("boundaries") != std::string::npos) o.offload = OffloadSet::Boundaries;
+      if (name.find("disk") != std::string::npos) {
+        o.tier = Tier::Disk;
+        o.disk_min_gbps = 0.0;  // no bandwidth measurement (the disk tier's tests have their own)
+      }
+      if (name == "+ weights-only offloader") {
+        o.min_offload_size = std::numeric_limits<int64_t>::max();
+      }
       off.emplace(o);
     }
     ActivationOffloader* a = off ? &*off : nullptr;
@@ -129,6 +144,9 @@ TEST(LayerOffload, LossAndTrainableGradientsAreBitIdentical) {
       for (int s = 0; s < 2; ++s)
         expect_identical(run(net, input, v.policy, a, layers.get()), reference);
       EXPECT_GT(layers->stats().loads, 0);
+    }
+    if (name == "+ weights-only offloader") {
+      EXPECT_EQ(off->stats().offloaded_bytes, 0);
     }
     expect_no_stream_races();
   }
