@@ -24,6 +24,7 @@
 #include "offtune/samples/layer_hooks.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/mlp.hpp"
+#include "offtune/samples/torchscript_checkpoint.hpp"
 #include "offtune/samples/workload.hpp"
 
 namespace offtune::samples {
@@ -292,6 +293,18 @@ class TorchScriptWorkload final : public TrainingStep {
     // --dtype applies to the floating parameters and buffers, as for the built-in models.
     if (w.dtype != c10::kFloat) module_.to(w.dtype);
     module_.train();
+    // The blocks are made checkpointable here, before the first forward compiles the model's
+    // plan: a rewrite after it would not reach that plan (torchscript_checkpoint.hpp), and a
+    // sweep's points share this workload with any policy in any order. Until a policy turns
+    // them on the blocks are plain calls. A model whose blocks are not found, or cannot be
+    // checkpointed, runs as it is; why is the refusal of an enabled policy. A path given in
+    // w.blocks must work.
+    try {
+      blocks_.emplace(module_, w.blocks);
+    } catch (const std::invalid_argument& e) {
+      if (!w.blocks.empty()) throw;
+      no_blocks_ = e.what();
+    }
     for (const at::Tensor& p : module_.parameters()) params_.push_back(p);
     if (w.optimizer) optimizer_.emplace(params_, torch::optim::SGDOptions(1e-3));
   }
@@ -332,12 +345,10 @@ class TorchScriptWorkload final : public TrainingStep {
   }
   at::Tensor forward() override { return output_tensor(module_.forward({input_})); }
   void apply_checkpoint(const CheckpointPolicy& policy) override {
-    if (policy.enabled()) {
-      throw std::invalid_argument(
-          "--checkpoint " + to_string(policy) +
-          ": a TorchScript model's forward is one compiled graph whose blocks offtune cannot run "
-          "as checkpointed regions yet (use a built-in model, or checkpoint in your own C++ "
-          "forward with offtune::checkpoint)");
+    if (blocks_) {
+      blocks_->set_policy(policy);
+    } else if (policy.enabled()) {
+      throw std::invalid_argument("--checkpoint " + to_string(policy) + ": " + no_blocks_);
     }
   }
   at::Tensor loss_of(const at::Tensor& out) override {
@@ -360,6 +371,8 @@ class TorchScriptWorkload final : public TrainingStep {
   std::vector<int64_t> shape_;  // the input's, this step
   torch::jit::Module module_;
   std::vector<at::Tensor> params_;
+  std::optional<TorchScriptBlocks> blocks_;  // absent: no_blocks_ says why
+  std::string no_blocks_;
 };
 
 [[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
@@ -466,6 +479,12 @@ std::unique_ptr<WorkloadInstance> make_workload(const WorkloadSpec& w, c10::Devi
           "--input-spec applies to TorchScript models (--model PATH.pt), "
           "not to the built-in '" +
           w.model + "'");
+    }
+    if (!w.blocks.empty()) {
+      throw std::invalid_argument(
+          "--blocks applies to TorchScript models (--model PATH.pt), not to "
+          "the built-in '" +
+          w.model + "', whose blocks are known");
     }
     if (w.lora_rank < 0) {
       throw std::invalid_argument("--lora-rank must be >= 0 (0 = no LoRA), got " +

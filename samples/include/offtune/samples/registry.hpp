@@ -62,13 +62,17 @@ struct WorkloadSpec {
   std::string input_spec{kDefaultInputSpec};  // a TorchScript model's input
   // TorchScript models only: the module path of the container whose children are the blocks that
   // checkpointing (set_checkpoint) runs as regions, e.g. "model.layers" or "transformer.h"; empty
-  // = found in the model (the container with the most children of one type).
+  // = found in the model (samples::find_blocks in torchscript_checkpoint.hpp: the container with
+  // the most children of one type). A model whose blocks are not found runs, but refuses any
+  // checkpoint policy but none.
   std::string blocks;
 };
 
 // Builds the workload on `device`. Throws std::invalid_argument (one line) naming the valid models
 // on an unknown name, when a TorchScript file cannot be loaded, on a bad input_spec, on a
-// non-default input_spec for a built-in model, and on a seq beyond a built-in model's maximum.
+// non-default input_spec or a blocks path for a built-in model, on a seq beyond a built-in model's
+// maximum, and on a blocks path that a TorchScript model does not have or whose blocks cannot be
+// checkpointed (TorchScriptBlocks' refusals).
 std::unique_ptr<WorkloadInstance> make_workload(const WorkloadSpec& spec, c10::Device device);
 
 }  // namespace offtune::samples
