@@ -63,6 +63,26 @@ assert moved["every:2"] > 0 and moved["all"] == 2 * moved["every:2"], moved
 ' "checkpoint json"
 ok
 
+# The blocks named (--blocks) give the same as found; a path that is not there is one error line
+# naming the flag (exit 2, nothing run).
+"$OFFTUNE" run --model lm.pt "${W[@]}" --no-offload --checkpoint all --blocks model.layers \
+  --db x.db --json >named.json 2>ckpt.err || fail "run --blocks model.layers: $(cat ckpt.err)"
+py '
+import json
+a, b = json.load(open("named.json")), json.load(open("peak_all.json"))
+assert a["status"] == "ok", a
+assert a["summary"]["peak_allocated"] == b["summary"]["peak_allocated"], (a, b)
+assert a["summary"]["final_loss"] == b["summary"]["final_loss"], (a, b)
+' "named blocks json"
+ok
+"$OFFTUNE" run --model lm.pt "${W[@]}" --checkpoint all --blocks model.nothing --db x.db \
+  >out.txt 2>err.txt
+rc=$?
+[ "$rc" -eq 2 ] || fail "--blocks model.nothing: exit $rc :: $(cat err.txt)"
+[ "$(grep -c "^error: --blocks: blocks path 'model.nothing' " err.txt)" -eq 1 ] && [ "$(wc -l <err.txt)" -eq 1 ] \
+  || fail "--blocks model.nothing: $(cat err.txt)"
+ok
+
 # An explicit token spec with a smaller vocabulary than the model's (ids stay in range).
 "$OFFTUNE" run --model lm.pt "${W[@]}" --input-spec 'input_ids:int64[B,T]:vocab=100' --db x.db \
   --json >spec.json 2>/dev/null || fail "run with --input-spec"

@@ -302,7 +302,7 @@ class TorchScriptWorkload final : public TrainingStep {
     try {
       blocks_.emplace(module_, w.blocks);
     } catch (const std::invalid_argument& e) {
-      if (!w.blocks.empty()) throw;
+      if (!w.blocks.empty()) throw std::invalid_argument(std::string("--blocks: ") + e.what());
       no_blocks_ = e.what();
     }
     for (const at::Tensor& p : module_.parameters()) params_.push_back(p);
