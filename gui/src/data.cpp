@@ -290,11 +290,80 @@ std::string describe_counts(const SweepCounts& c) {
   return fmt::format("{}/{} measured", c.measured, c.total);
 }
 
+const char* axis_name(HeatmapAxis axis) {
+  switch (axis) {
+    case HeatmapAxis::MinOffloadSize:
+      return "min_offload_size";
+    case HeatmapAxis::MaxFwdStashSize:
+      return "max_fwd_stash_size";
+    case HeatmapAxis::Checkpoint:
+      return "checkpoint";
+    case HeatmapAxis::OffloadSet:
+      return "offload";
+    case HeatmapAxis::Tier:
+      return "tier";
+    case HeatmapAxis::Layers:
+      return "layer_offload";
+    case HeatmapAxis::Semantics:
+      return "semantics";
+  }
+  return "?";
+}
+
+std::string axis_text(const pf::EngineConfig& c, HeatmapAxis axis) {
+  switch (axis) {
+    case HeatmapAxis::MinOffloadSize:
+      return pf::format_size(c.min_offload_size);
+    case HeatmapAxis::MaxFwdStashSize:
+      return std::to_string(c.max_fwd_stash_size);
+    case HeatmapAxis::Checkpoint:
+      return c.checkpoint;
+    case HeatmapAxis::OffloadSet:
+      return c.offload_set;
+    case HeatmapAxis::Tier:
+      return c.tier;
+    case HeatmapAxis::Layers:
+      return c.layer_offload;
+    case HeatmapAxis::Semantics:
+      return c.semantics;
+  }
+  return "?";
+}
+
+int64_t axis_number(const pf::EngineConfig& c, HeatmapAxis axis) {
+  if (axis == HeatmapAxis::MinOffloadSize) return c.min_offload_size;
+  if (axis == HeatmapAxis::MaxFwdStashSize) return c.max_fwd_stash_size;
+  return -1;
+}
+
+std::vector<HeatmapAxis> heatmap_axes(const SweepData& sweep) {
+  std::vector<HeatmapAxis> out{HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize};
+  for (HeatmapAxis a : kHeatmapAxes) {
+    if (a == HeatmapAxis::MinOffloadSize || a == HeatmapAxis::MaxFwdStashSize) continue;
+    std::optional<std::string> first;
+    bool differs = false;
+    const auto see = [&](const pf::EngineConfig& c) {
+      if (!c.offload) return;
+      const std::string t = axis_text(c, a);
+      if (!first) first = t;
+      differs = differs || t != *first;
+    };
+    for (const auto& c : sweep.grid) see(c);
+    for (const auto& p : sweep.points) see(p.config);
+    if (differs) out.push_back(a);
+  }
+  return out;
+}
+
 namespace {
 
-// The settings that make a variant, each as (what differs, its text).
+// The settings that make a variant, each as (what differs, its text); the first ones are the
+// heatmap's possible axes, in HeatmapAxis order (kAxisFields of them).
+constexpr size_t kAxisFields = std::size(kHeatmapAxes);
 std::vector<std::string> variant_fields(const pf::EngineConfig& c) {
-  return {c.checkpoint == "none" ? std::string("no checkpointing") : "checkpoint " + c.checkpoint,
+  return {"min_offload_size " + pf::format_size(c.min_offload_size),
+          "window " + std::to_string(c.max_fwd_stash_size),
+          c.checkpoint == "none" ? std::string("no checkpointing") : "checkpoint " + c.checkpoint,
           "offload " + c.offload_set,
           "tier " + c.tier,
           "layers " + c.layer_offload,
@@ -307,8 +376,9 @@ std::vector<std::string> variant_fields(const pf::EngineConfig& c) {
                                     : std::string("no byte window")};
 }
 
-// Which fields differ among the sweep's offload configs.
-std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs) {
+// Which fields differ among the sweep's offload configs, leaving out the heatmap's axes.
+std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs, HeatmapAxis rows,
+                                   HeatmapAxis cols) {
   std::vector<std::vector<std::string>> seen;
   for (const auto& c : configs) {
     if (c.offload) seen.push_back(variant_fields(c));
@@ -317,6 +387,9 @@ std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs)
   for (const auto& f : seen) {
     for (size_t k = 0; k < f.size(); ++k) differs[k] = differs[k] || f[k] != seen.front()[k];
   }
+  static_assert(kAxisFields == 7, "one variant field per heatmap axis, first");
+  differs[static_cast<size_t>(rows)] = false;
+  differs[static_cast<size_t>(cols)] = false;
   return differs;
 }
 
@@ -333,7 +406,8 @@ std::string label(const pf::EngineConfig& c, const std::vector<bool>& differs) {
 
 }  // namespace
 
-std::map<int64_t, std::string> variants_by_index(const SweepData& sweep) {
+std::map<int64_t, std::string> variants_by_index(const SweepData& sweep, HeatmapAxis rows,
+                                                 HeatmapAxis cols) {
   std::vector<std::pair<int64_t, const pf::EngineConfig*>> configs;
   if (!sweep.grid.empty()) {
     for (size_t i = 0; i < sweep.grid.size(); ++i) {
@@ -347,15 +421,16 @@ std::map<int64_t, std::string> variants_by_index(const SweepData& sweep) {
   }
   std::vector<pf::EngineConfig> all;
   for (const auto& [index, c] : configs) all.push_back(*c);
-  const auto differs = differing_fields(all);
+  const auto differs = differing_fields(all, rows, cols);
   std::map<int64_t, std::string> out;
   for (const auto& [index, c] : configs) out[index] = c->offload ? label(*c, differs) : "";
   return out;
 }
 
-std::vector<std::string> sweep_variants(const SweepData& sweep) {
+std::vector<std::string> sweep_variants(const SweepData& sweep, HeatmapAxis rows,
+                                        HeatmapAxis cols) {
   std::vector<std::string> out;
-  for (const auto& [index, l] : variants_by_index(sweep)) {
+  for (const auto& [index, l] : variants_by_index(sweep, rows, cols)) {
     if (!l.empty() && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
   }
   return out;

@@ -578,9 +578,42 @@ std::vector<int64_t> HeatmapWidget::unmeasuredPoints() const {
   return out;
 }
 
+void HeatmapWidget::setAxes(HeatmapAxis rows, HeatmapAxis columns) {
+  if (rows == columns || (rows == row_axis_ && columns == col_axis_)) return;
+  row_axis_ = rows;
+  col_axis_ = columns;
+  rebuild();
+  update();
+}
+
+QStringList HeatmapWidget::rowLabels() const {
+  QStringList out;
+  for (const auto& t : row_ticks_) out << t.text;
+  return out;
+}
+QStringList HeatmapWidget::columnLabels() const {
+  QStringList out;
+  for (const auto& t : col_ticks_) out << t.text;
+  return out;
+}
+std::vector<int64_t> HeatmapWidget::stashSizes() const {
+  std::vector<int64_t> out;
+  for (const auto& t : col_ticks_) {
+    if (t.number >= 0) out.push_back(t.number);
+  }
+  return out;
+}
+std::vector<int64_t> HeatmapWidget::offloadSizes() const {
+  std::vector<int64_t> out;
+  for (const auto& t : row_ticks_) {
+    if (t.number >= 0) out.push_back(t.number);
+  }
+  return out;
+}
+
 void HeatmapWidget::rebuild() {
-  stash_sizes_.clear();
-  min_sizes_.clear();
+  row_ticks_.clear();
+  col_ticks_.clear();
   placements_.clear();
   unmeasured_.clear();
   baseline_ = nullptr;
@@ -621,17 +654,40 @@ void HeatmapWidget::rebuild() {
     const auto hidden = [&](const pf::PointRecord& p) {
       return p.config.offload && shown_ && !shown_->contains(p.index);
     };
+    // A value's place on its axis: a threshold's number, or a variant value's first position in
+    // the grid (the order the sweep was given its list in).
+    std::map<std::pair<HeatmapAxis, std::string>, double> first_seen;
+    const auto rank = [&](HeatmapAxis a, const pf::EngineConfig& c) {
+      if (const int64_t n = axis_number(c, a); n >= 0) return static_cast<double>(n);
+      const auto [it, inserted] =
+          first_seen.try_emplace({a, axis_text(c, a)}, static_cast<double>(first_seen.size()));
+      return it->second;
+    };
+    for (const auto& c : data_->grid) {
+      (void)rank(row_axis_, c);
+      (void)rank(col_axis_, c);
+    }
+    const auto tick = [&](HeatmapAxis a, const pf::EngineConfig& c) {
+      return Tick{rank(a, c), axis_number(c, a), qs(axis_text(c, a))};
+    };
     const auto add_axes = [&](const pf::PointRecord& p) {
       if (!p.config.offload || hidden(p)) return;
-      stash_sizes_.push_back(p.config.max_fwd_stash_size);
-      min_sizes_.push_back(p.config.min_offload_size);
+      row_ticks_.push_back(tick(row_axis_, p.config));
+      col_ticks_.push_back(tick(col_axis_, p.config));
     };
     for (const auto& p : pts) add_axes(p);
     for (const auto& u : unmeasured_) add_axes(u);
-    for (auto* v : {&stash_sizes_, &min_sizes_}) {
-      std::sort(v->begin(), v->end());
-      v->erase(std::unique(v->begin(), v->end()), v->end());
+    for (auto* v : {&row_ticks_, &col_ticks_}) {
+      std::sort(v->begin(), v->end(), [](const Tick& a, const Tick& b) { return a.key < b.key; });
+      v->erase(std::unique(v->begin(), v->end(),
+                           [](const Tick& a, const Tick& b) { return a.key == b.key; }),
+               v->end());
     }
+    const auto position = [](const std::vector<Tick>& ticks, double key) {
+      return static_cast<int>(std::lower_bound(ticks.begin(), ticks.end(), key,
+                                               [](const Tick& t, double k) { return t.key < k; }) -
+                              ticks.begin());
+    };
     // Points sharing a config (a grid over other knobs too, or a repeated measurement) split
     // their cell side by side in index order, so that each stays visible and clickable.
     std::map<std::pair<int, int>, std::vector<Placement>> cells;
@@ -642,12 +698,8 @@ void HeatmapWidget::rebuild() {
       pl.index = p.index;
       pl.pos = pos;
       pl.held = is_held;
-      pl.col = static_cast<int>(
-          std::lower_bound(stash_sizes_.begin(), stash_sizes_.end(), c.max_fwd_stash_size) -
-          stash_sizes_.begin());
-      pl.row = static_cast<int>(
-          std::lower_bound(min_sizes_.begin(), min_sizes_.end(), c.min_offload_size) -
-          min_sizes_.begin());
+      pl.col = position(col_ticks_, rank(col_axis_, c));
+      pl.row = position(row_ticks_, rank(row_axis_, c));
       cells[{pl.row, pl.col}].push_back(pl);
     };
     for (size_t i = 0; i < pts.size(); ++i) place(pts[i], i, true);
@@ -758,9 +810,8 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
   if (placements_.empty()) return l;
 
   int row_label_w = 0;
-  for (int64_t v : min_sizes_) {
-    row_label_w = std::max(row_label_w, fm.horizontalAdvance(qs(pf::format_size(v))));
-  }
+  for (const auto& t : row_ticks_)
+    row_label_w = std::max(row_label_w, fm.horizontalAdvance(t.text));
   // Below the grid: column labels, the axis title, the caption of the colours and the bar (its
   // room is kept before any value is in, so that the grid does not jump while a sweep fills in).
   const int below = (lh + 3) + (lh + 2) + 6 + lh + 14 + 2;
@@ -772,8 +823,8 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
   if (grid.width() < 8 || grid.height() < 8) return l;
 
   // A few cells should not each fill a quarter of the screen: cap their size and centre the grid.
-  const int ncols = static_cast<int>(stash_sizes_.size());
-  const int nrows = static_cast<int>(min_sizes_.size());
+  const int ncols = static_cast<int>(col_ticks_.size());
+  const int nrows = static_cast<int>(row_ticks_.size());
   const int max_w = 240 * ncols;
   const int max_h = 140 * nrows;
   if (grid.width() > max_w) {
@@ -800,8 +851,8 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
 }
 
 QRect HeatmapWidget::placementRect(const Layout& l, const Placement& p) const {
-  const int ncols = static_cast<int>(stash_sizes_.size());
-  const int nrows = static_cast<int>(min_sizes_.size());
+  const int ncols = static_cast<int>(col_ticks_.size());
+  const int nrows = static_cast<int>(row_ticks_.size());
   if (l.grid.isEmpty() || ncols == 0 || nrows == 0) return {};
   const QRect& g = l.grid;
   const int x0 = g.left() + p.col * g.width() / ncols;
@@ -959,22 +1010,20 @@ void HeatmapWidget::paintHeader(QPainter& p, const Layout& l) const {
 void HeatmapWidget::paintAxes(QPainter& p, const Layout& l) const {
   const QFontMetrics fm(font());
   const int lh = l.line_height;
-  const int ncols = static_cast<int>(stash_sizes_.size());
-  const int nrows = static_cast<int>(min_sizes_.size());
+  const int ncols = static_cast<int>(col_ticks_.size());
+  const int nrows = static_cast<int>(row_ticks_.size());
   const QRect& g = l.grid;
   p.setPen(palette().color(QPalette::Text));
   int col_label_w = 0;
-  for (int64_t v : stash_sizes_) {
-    col_label_w = std::max(col_label_w, fm.horizontalAdvance(QString::number(v)));
-  }
+  for (const auto& t : col_ticks_)
+    col_label_w = std::max(col_label_w, fm.horizontalAdvance(t.text));
   const int col_w = std::max(1, g.width() / ncols);
   const int col_every = std::max(1, (col_label_w + 8 + col_w - 1) / col_w);
   for (int c = 0; c < ncols; c += col_every) {
     const int x0 = g.left() + c * g.width() / ncols;
     const int x1 = g.left() + (c + 1) * g.width() / ncols;
     p.drawText(QRect(x0 - col_w, g.bottom() + 3, (x1 - x0) + 2 * col_w, lh),
-               Qt::AlignHCenter | Qt::AlignTop,
-               QString::number(stash_sizes_[static_cast<size_t>(c)]));
+               Qt::AlignHCenter | Qt::AlignTop, col_ticks_[static_cast<size_t>(c)].text);
   }
   const int row_h = std::max(1, g.height() / nrows);
   const int row_every = std::max(1, (lh + row_h - 1) / row_h);
@@ -983,15 +1032,15 @@ void HeatmapWidget::paintAxes(QPainter& p, const Layout& l) const {
     const int y0 = g.top() + from_top * g.height() / nrows;
     const int y1 = g.top() + (from_top + 1) * g.height() / nrows;
     p.drawText(QRect(0, y0, l.row_labels_right, y1 - y0), Qt::AlignRight | Qt::AlignVCenter,
-               qs(pf::format_size(min_sizes_[static_cast<size_t>(r)])));
+               row_ticks_[static_cast<size_t>(r)].text);
   }
   p.drawText(QRect(g.left(), g.bottom() + 3 + lh + 2, g.width(), lh),
-             Qt::AlignHCenter | Qt::AlignTop, QStringLiteral("max_fwd_stash_size"));
+             Qt::AlignHCenter | Qt::AlignTop, QString::fromLatin1(axis_name(col_axis_)));
   p.save();
   p.translate(6 + lh / 2.0, g.center().y());
   p.rotate(-90);
   p.drawText(QRectF(-g.height() / 2.0 - 100, -lh / 2.0, g.height() + 200.0, lh), Qt::AlignCenter,
-             QStringLiteral("min_offload_size"));
+             QString::fromLatin1(axis_name(row_axis_)));
   p.restore();
 }
 

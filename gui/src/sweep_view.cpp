@@ -54,11 +54,40 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   variant_->setToolTip(QStringLiteral(
       "the settings besides min_offload_size and max_fwd_stash_size that this sweep varies: the "
       "heatmap shows one of them, or all with each cell split among them"));
-  header->addWidget(variant_label_);
-  header->addWidget(variant_);
+  // A second row for the heatmap's axes and its variant, so that the title keeps its room.
+  auto* axes_row = new QHBoxLayout;
+  axes_row->addWidget(variant_label_);
+  axes_row->addWidget(variant_);
   variant_label_->hide();
   variant_->hide();
+  // Which two knobs the heatmap spreads out (rows x columns); the others are the variant.
+  axes_label_ = new QLabel(QStringLiteral("Rows \u00d7 columns:"), left);
+  rows_ = new QComboBox(left);
+  rows_->setObjectName(QStringLiteral("heatmapRows"));
+  columns_ = new QComboBox(left);
+  columns_->setObjectName(QStringLiteral("heatmapColumns"));
+  axes_label_->setToolTip(QStringLiteral("the heatmap's rows and columns"));
+  for (QComboBox* c : {rows_, columns_}) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    c->setToolTip(QStringLiteral(
+        "which knobs the heatmap's rows and columns are; the sweep's other knobs become the "
+        "variant (one at a time, or every variant with each cell split)"));
+    for (HeatmapAxis a : kHeatmapAxes) {
+      c->addItem(QString::fromLatin1(axis_name(a)), static_cast<int>(a));
+    }
+  }
+  rows_->setCurrentIndex(rows_->findData(static_cast<int>(HeatmapAxis::MinOffloadSize)));
+  columns_->setCurrentIndex(columns_->findData(static_cast<int>(HeatmapAxis::MaxFwdStashSize)));
+  axes_row->insertWidget(0, axes_label_);
+  axes_row->insertWidget(1, rows_);
+  axes_row->insertWidget(2, columns_);
+  axes_row->insertSpacing(3, 12);
+  axes_row->addStretch(1);
+  axes_label_->hide();
+  rows_->hide();
+  columns_->hide();
   layout->addLayout(header);
+  layout->addLayout(axes_row);
 
   auto* vsplit = new QSplitter(Qt::Vertical, left);
   auto* charts = new QSplitter(Qt::Horizontal, vsplit);
@@ -98,6 +127,22 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     heatmap_->setMetric(static_cast<SweepMetric>(metric_->currentData().toInt()));
   });
   connect(variant_, &QComboBox::currentIndexChanged, this, [this] { applyVariant(); });
+  // Choosing the axis the other combo has swaps them: rows and columns are never the same knob.
+  const auto axes_changed = [this](QComboBox* changed) {
+    const auto rows = static_cast<HeatmapAxis>(rows_->currentData().toInt());
+    const auto columns = static_cast<HeatmapAxis>(columns_->currentData().toInt());
+    if (rows == columns) {
+      QComboBox* other = changed == rows_ ? columns_ : rows_;
+      const HeatmapAxis previous = changed == rows_ ? heatmap_->rowAxis() : heatmap_->columnAxis();
+      QSignalBlocker block(other);
+      other->setCurrentIndex(other->findData(static_cast<int>(previous)));
+    }
+    heatmap_->setAxes(static_cast<HeatmapAxis>(rows_->currentData().toInt()),
+                      static_cast<HeatmapAxis>(columns_->currentData().toInt()));
+    refreshVariants();
+  };
+  connect(rows_, &QComboBox::currentIndexChanged, this, [=, this] { axes_changed(rows_); });
+  connect(columns_, &QComboBox::currentIndexChanged, this, [=, this] { axes_changed(columns_); });
   connect(heatmap_, &HeatmapWidget::pointActivated, this, &SweepView::activatePoint);
   connect(pareto_, &ParetoWidget::pointActivated, this, &SweepView::activatePoint);
   connect(panel_, &RecommendPanel::pointActivated, this, &SweepView::activatePoint);
@@ -171,6 +216,16 @@ void SweepView::setVariant(const QString& label) {
   if (i >= 0) variant_->setCurrentIndex(i);
 }
 
+void SweepView::setAxes(HeatmapAxis rows, HeatmapAxis columns) {
+  if (rows == columns) return;
+  QSignalBlocker block_rows(rows_);
+  QSignalBlocker block_columns(columns_);
+  rows_->setCurrentIndex(rows_->findData(static_cast<int>(rows)));
+  columns_->setCurrentIndex(columns_->findData(static_cast<int>(columns)));
+  heatmap_->setAxes(rows, columns);
+  refreshVariants();
+}
+
 void SweepView::applyVariant() {
   const QString chosen = variant_->currentIndex() > 0 ? variant_->currentText() : QString();
   if (!sweep_ || chosen.isEmpty()) {
@@ -178,17 +233,21 @@ void SweepView::applyVariant() {
     return;
   }
   std::vector<int64_t> shown;
-  for (const auto& [index, label] : variants_by_index(*sweep_)) {
+  for (const auto& [index, label] :
+       variants_by_index(*sweep_, heatmap_->rowAxis(), heatmap_->columnAxis())) {
     if (QString::fromStdString(label) == chosen) shown.push_back(index);
   }
   heatmap_->setShownPoints(shown);
 }
 
-void SweepView::refresh() {
-  // The variant list of this sweep, keeping the choice when it still exists.
+void SweepView::refreshVariants() {
+  // The variant list of this sweep under the heatmap's axes, keeping the choice when it still
+  // exists.
+  const QString kept = variant_->currentIndex() > 0 ? variant_->currentText() : QString();
+  const auto variants = sweep_
+                            ? sweep_variants(*sweep_, heatmap_->rowAxis(), heatmap_->columnAxis())
+                            : std::vector<std::string>{};
   {
-    const QString kept = variant_->currentIndex() > 0 ? variant_->currentText() : QString();
-    const auto variants = sweep_ ? sweep_variants(*sweep_) : std::vector<std::string>{};
     QSignalBlocker block(variant_);
     variant_->clear();
     variant_->addItem(QStringLiteral("all (cells split)"));
@@ -199,6 +258,15 @@ void SweepView::refresh() {
     variant_label_->setVisible(!variants.empty());
   }
   applyVariant();
+}
+
+void SweepView::refresh() {
+  // The axes on offer: only where the sweep varies more than the two thresholds.
+  const bool more_axes = sweep_ && heatmap_axes(*sweep_).size() > 2;
+  axes_label_->setVisible(more_axes);
+  rows_->setVisible(more_axes);
+  columns_->setVisible(more_axes);
+  refreshVariants();
   if (sweep_) {
     const auto& s = sweep_->sweep;
     // The count the tree and the form show too (sweep_counts): the grid's points, measured/total.

@@ -650,11 +650,30 @@ TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
   EXPECT_EQ(pareto->markerShape(3), 0);
   EXPECT_EQ(pareto->markerShape(2), 1);
   EXPECT_EQ(pareto->markerShape(4), 1);
+  // Semantics as the columns, min_offload_size the rows: every point has its own cell, the window
+  // (the same everywhere) is no variant, and the choice of a variant is gone with it.
+  auto* rows = view.findChild<QComboBox*>(QStringLiteral("heatmapRows"));
+  auto* columns = view.findChild<QComboBox*>(QStringLiteral("heatmapColumns"));
+  ASSERT_TRUE(rows && columns);
+  EXPECT_TRUE(columns->isVisible()) << "a sweep over another knob offers the axes";
+  columns->setCurrentIndex(columns->findText(QStringLiteral("semantics")));
+  EXPECT_EQ(heat->columnAxis(), HeatmapAxis::Semantics);
+  EXPECT_EQ(heat->columnLabels(), (QStringList{"offtune", "trl"}));
+  EXPECT_FALSE(variant->isVisible());
+  for (int64_t i = 1; i <= 4; ++i) EXPECT_EQ(heat->pointAt(heat->cellRect(i).center()), i);
+  // Choosing for the rows what the columns show swaps them.
+  rows->setCurrentIndex(rows->findText(QStringLiteral("semantics")));
+  EXPECT_EQ(heat->rowAxis(), HeatmapAxis::Semantics);
+  EXPECT_EQ(heat->columnAxis(), HeatmapAxis::MinOffloadSize);
+  EXPECT_EQ(columns->currentText(), QStringLiteral("min_offload_size"));
+  view.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
+  EXPECT_TRUE(variant->isVisible());
   // One variant: nothing to choose, one shape.
   auto one = std::make_shared<SweepData>(*d);
   one->points.resize(2);
   view.setSweepData(one, "");
   EXPECT_FALSE(variant->isVisible());
+  EXPECT_FALSE(columns->isVisible()) << "only the two thresholds: nothing to choose";
   EXPECT_EQ(pareto->markerShape(1), -1);
 }
 

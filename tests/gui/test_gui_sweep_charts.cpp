@@ -196,6 +196,72 @@ TEST_F(Heatmap, AxesAreTheDistinctValuesAscending) {
   EXPECT_EQ(w.offloadSizes(), (std::vector<int64_t>{1024, kMiB}));
 }
 
+// A sweep over checkpointing and layer offloading too: the heatmap can be drawn over any two of
+// its knobs, the others becoming the variant; each cell of a variant holds one point.
+TEST(HeatmapAxes, AnyTwoKnobsAreTheGridAndTheRestIsTheVariant) {
+  using S = pf::PointStatus;
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(9);
+  d->points.push_back(make_point(0, false, 1024, 5, S::Ok, 10.0, 400, 0.0, 100));
+  int64_t index = 1;
+  for (const std::string ckpt : {"none", "all"}) {
+    for (const std::string layers : {"off", "on:1"}) {
+      for (const int64_t size : {int64_t{1024}, kMiB}) {
+        for (const int64_t window : {int64_t{1}, int64_t{4}}) {
+          auto p = make_point(index, true, size, window, S::Ok, 10.0 + static_cast<double>(index),
+                              400 - index, 50.0, 100 + index);
+          p.config.checkpoint = ckpt;
+          p.config.layer_offload = layers;
+          d->points.push_back(p);
+          ++index;
+        }
+      }
+    }
+  }
+  const auto axes = heatmap_axes(*d);
+  EXPECT_EQ(axes,
+            (std::vector<HeatmapAxis>{HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize,
+                                      HeatmapAxis::Checkpoint, HeatmapAxis::Layers}));
+  // The default axes: the variants are the checkpointing x layer offloading pairs.
+  EXPECT_EQ(sweep_variants(*d), (std::vector<std::string>{
+                                    "no checkpointing, layers off", "no checkpointing, layers on:1",
+                                    "checkpoint all, layers off", "checkpoint all, layers on:1"}));
+  HeatmapWidget w;
+  w.resize(800, 500);
+  w.setData(d);
+  EXPECT_EQ(w.columnLabels(), (QStringList{"1", "4"}));
+  // Checkpointing (rows) x layer offloading (columns): the thresholds are the variant now.
+  w.setAxes(HeatmapAxis::Checkpoint, HeatmapAxis::Layers);
+  EXPECT_EQ(w.rowLabels(), (QStringList{"none", "all"})) << "in the sweep's order, not sorted";
+  EXPECT_EQ(w.columnLabels(), (QStringList{"off", "on:1"}));
+  EXPECT_TRUE(w.stashSizes().empty());
+  const auto variants = sweep_variants(*d, HeatmapAxis::Checkpoint, HeatmapAxis::Layers);
+  ASSERT_EQ(variants.size(), 4u);
+  EXPECT_EQ(variants[0], "min_offload_size 1 KiB, window 1");
+  std::vector<int64_t> shown;
+  for (const auto& [i, label] :
+       variants_by_index(*d, HeatmapAxis::Checkpoint, HeatmapAxis::Layers)) {
+    if (label == variants[0]) shown.push_back(i);
+  }
+  EXPECT_EQ(shown, (std::vector<int64_t>{1, 5, 9, 13}));
+  w.setShownPoints(shown);
+  // One point per cell, each cell whole and apart from the others.
+  std::vector<QRect> cells;
+  for (int64_t i : shown) {
+    const QRect r = w.cellRect(i);
+    ASSERT_FALSE(r.isEmpty()) << i;
+    EXPECT_EQ(w.pointAt(r.center()), i);
+    for (const QRect& other : cells) EXPECT_FALSE(r.intersects(other)) << i;
+    cells.push_back(r);
+  }
+  EXPECT_TRUE(w.cellRect(2).isEmpty()) << "another variant is not shown";
+  // The same axis twice is refused; the axes stay.
+  w.setAxes(HeatmapAxis::Tier, HeatmapAxis::Tier);
+  EXPECT_EQ(w.rowAxis(), HeatmapAxis::Checkpoint);
+  // A sweep of the thresholds alone offers only them.
+  EXPECT_EQ(heatmap_axes(*make_sweep()).size(), 2u);
+}
+
 TEST_F(Heatmap, PointAtTheCentreOfEachCellIsThatPoint) {
   for (int64_t i = 0; i <= 6; ++i) {
     const QRect r = w.cellRect(i);

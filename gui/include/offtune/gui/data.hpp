@@ -46,14 +46,45 @@ SweepCounts sweep_counts(const SweepData& sweep);
 // "10/61 measured" (the tree), the same count for every front end.
 std::string describe_counts(const SweepCounts& c);
 
+// What the heatmap's rows and columns can be: the two thresholds, and the engine variants a sweep
+// can take as axes.
+enum class HeatmapAxis {
+  MinOffloadSize,
+  MaxFwdStashSize,
+  Checkpoint,
+  OffloadSet,
+  Tier,
+  Layers,
+  Semantics
+};
+inline constexpr HeatmapAxis kHeatmapAxes[] = {
+    HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize,
+    HeatmapAxis::Checkpoint,     HeatmapAxis::OffloadSet,
+    HeatmapAxis::Tier,           HeatmapAxis::Layers,
+    HeatmapAxis::Semantics};
+// Its name as the CLI spells the knob: "min_offload_size", "checkpoint", "layer_offload", ...
+const char* axis_name(HeatmapAxis axis);
+// A config's value on the axis, as a label ("64 KiB", "2", "every:2", "on:1", "trl").
+std::string axis_text(const profiler::EngineConfig& config, HeatmapAxis axis);
+// A config's numeric value on a threshold axis (the size, the window), or -1 on the others.
+int64_t axis_number(const profiler::EngineConfig& config, HeatmapAxis axis);
+// The axes the heatmap can be drawn over: the two thresholds, and each variant axis whose value
+// differs among the sweep's offload points, in kHeatmapAxes order.
+std::vector<HeatmapAxis> heatmap_axes(const SweepData& sweep);
+
 // A sweep's variants: the settings of its offload points other than the heatmap's two axes
-// (semantics, prefetch, link, streams, pinned memory, byte window), as labels naming only what
-// differs among them ("trl semantics", "prefetch 2, pcie5"), in grid order. Empty when every point
-// shares them (one variant: nothing to choose).
-std::vector<std::string> sweep_variants(const SweepData& sweep);
+// (checkpointing, offload set, tier, layers, semantics, prefetch, link, streams, pinned memory,
+// byte window; and a threshold that is not an axis), as labels naming only what differs among them
+// ("trl semantics", "prefetch 2, pcie5"), in grid order. Empty when every point shares them (one
+// variant: nothing to choose).
+std::vector<std::string> sweep_variants(const SweepData& sweep,
+                                        HeatmapAxis rows = HeatmapAxis::MinOffloadSize,
+                                        HeatmapAxis cols = HeatmapAxis::MaxFwdStashSize);
 // Each point's variant label (as sweep_variants names it) by point index, over the sweep's grid
 // (its points when the grid is unknown): empty for the baseline and in a sweep of one variant.
-std::map<int64_t, std::string> variants_by_index(const SweepData& sweep);
+std::map<int64_t, std::string> variants_by_index(const SweepData& sweep,
+                                                 HeatmapAxis rows = HeatmapAxis::MinOffloadSize,
+                                                 HeatmapAxis cols = HeatmapAxis::MaxFwdStashSize);
 
 // What the store lists: every sweep with its points, and every run without its per-run data.
 struct StoreIndex {

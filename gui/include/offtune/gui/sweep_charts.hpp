@@ -105,10 +105,20 @@ class HeatmapWidget : public SweepChart {
   void setShownPoints(std::optional<std::vector<int64_t>> indices);
   // Not metric(): that would hide QWidget::metric(PaintDeviceMetric).
   SweepMetric sweepMetric() const { return metric_; }
+  // Which knobs the rows and the columns are (heatmap_axes() lists those of a sweep): by default
+  // min_offload_size (rows) x max_fwd_stash_size (columns). The other knobs are the variant
+  // (setShownPoints shows one). The same axis twice is refused (the call is ignored).
+  void setAxes(HeatmapAxis rows, HeatmapAxis columns);
+  HeatmapAxis rowAxis() const { return row_axis_; }
+  HeatmapAxis columnAxis() const { return col_axis_; }
 
-  // The grid's axes: distinct values among the offload points, ascending.
-  const std::vector<int64_t>& stashSizes() const { return stash_sizes_; }  // columns
-  const std::vector<int64_t>& offloadSizes() const { return min_sizes_; }  // rows
+  // The grid's axes: distinct values among the offload points, ascending (sizes and windows by
+  // value, the variant axes in the order the sweep's grid has them), as labels.
+  QStringList rowLabels() const;
+  QStringList columnLabels() const;
+  // The same as numbers, on the threshold axes (empty on the others).
+  std::vector<int64_t> stashSizes() const;    // columns
+  std::vector<int64_t> offloadSizes() const;  // rows
 
   // The point drawn at `pos` (a cell, or the baseline entry), or -1.
   int64_t pointAt(QPoint pos) const override;
@@ -180,8 +190,16 @@ class HeatmapWidget : public SweepChart {
 
   SweepMetric metric_ = SweepMetric::StepTime;
   MetricDecimals decimals_;
-  std::vector<int64_t> stash_sizes_;
-  std::vector<int64_t> min_sizes_;
+  // One value of an axis: where it sorts, its number (threshold axes; -1 otherwise), its label.
+  struct Tick {
+    double key = 0.0;
+    int64_t number = -1;
+    QString text;
+  };
+  HeatmapAxis row_axis_ = HeatmapAxis::MinOffloadSize;
+  HeatmapAxis col_axis_ = HeatmapAxis::MaxFwdStashSize;
+  std::vector<Tick> row_ticks_;
+  std::vector<Tick> col_ticks_;
   std::vector<Placement> placements_;
   std::optional<std::set<int64_t>> shown_;         // setShownPoints
   std::vector<profiler::PointRecord> unmeasured_;  // grid points not in data_->points

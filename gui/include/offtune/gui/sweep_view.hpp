@@ -38,6 +38,9 @@ class SweepView : public QWidget {
   void setMetric(SweepMetric metric);
   // The heatmap's variant, by its label (sweep_variants), or every variant (empty).
   void setVariant(const QString& label);
+  // The heatmap's rows and columns (heatmap_axes() of the sweep offers them; an axis the sweep
+  // does not vary still works, as one row or column). The variants follow: every knob but these.
+  void setAxes(HeatmapAxis rows, HeatmapAxis columns);
 
   const SweepDataPtr& sweepData() const { return sweep_; }
   HeatmapWidget* heatmap() const { return heatmap_; }
@@ -62,6 +65,11 @@ class SweepView : public QWidget {
   QComboBox* metric_ = nullptr;
   QLabel* variant_label_ = nullptr;
   QComboBox* variant_ = nullptr;  // which variant the heatmap shows (sweeps of several)
+  // The heatmap's axes, offered when the sweep varies more than the two thresholds.
+  QLabel* axes_label_ = nullptr;
+  QComboBox* rows_ = nullptr;
+  QComboBox* columns_ = nullptr;
+  void refreshVariants();
   HeatmapWidget* heatmap_ = nullptr;
   ParetoWidget* pareto_ = nullptr;
   QTableView* table_ = nullptr;
