@@ -358,6 +358,14 @@ int take_screenshots(MainWindow& window, const QString& store, const QString& di
         !save(view->recommendPanel(), out.filePath(QStringLiteral("recommend.png")), error)) {
       return kShotFailed;
     }
+    // A sweep of several variants: its heatmaps side by side too.
+    if (!sweep_variants(*view->sweepData()).empty()) {
+      view->setSideBySide(true);
+      QApplication::processEvents();
+      const bool saved = save(view, out.filePath(QStringLiteral("sweep-side-by-side.png")), error);
+      view->setSideBySide(false);
+      if (!saved) return kShotFailed;
+    }
     // The run to show: the recommended point's, else the first measured point's.
     const auto& rec = view->recommendPanel()->recommendation();
     if (rec.chosen && rec.chosen->run.valid()) run = rec.chosen->run;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "offtune/profiler/units.hpp"
@@ -547,6 +548,17 @@ void HeatmapWidget::setShownPoints(std::optional<std::vector<int64_t>> indices) 
   update();
 }
 
+void HeatmapWidget::setSharedRange(std::optional<std::pair<double, double>> range) {
+  shared_range_ = range;
+  updateRange();
+  update();
+}
+
+std::optional<std::pair<double, double>> HeatmapWidget::valueRange() const {
+  if (!has_range_) return std::nullopt;
+  return std::make_pair(range_min_, range_max_);
+}
+
 void HeatmapWidget::setMetric(SweepMetric metric) {
   if (metric == metric_) return;
   metric_ = metric;
@@ -721,6 +733,11 @@ void HeatmapWidget::rebuild() {
 void HeatmapWidget::updateRange() {
   has_range_ = false;
   if (!data_) return;
+  if (shared_range_) {
+    std::tie(range_min_, range_max_) = *shared_range_;
+    has_range_ = std::isfinite(range_min_) && std::isfinite(range_max_);
+    return;
+  }
   for (const auto& pl : placements_) {
     if (!pl.held) continue;
     const auto v = metric_value(*data_, data_->points[pl.pos], metric_);

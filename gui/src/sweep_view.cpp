@@ -1,12 +1,17 @@
 #include "offtune/gui/sweep_view.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
+#include <QEvent>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollArea>
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -19,6 +24,11 @@
 namespace offtune::gui {
 
 namespace pf = offtune::profiler;
+
+namespace {
+// The narrowest a heatmap side by side gets: its grid, axis labels and colour bar still readable.
+constexpr int kFacetMinWidth = 260;
+}  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   auto* outer = new QHBoxLayout(this);
@@ -82,6 +92,12 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   axes_row->insertWidget(1, rows_);
   axes_row->insertWidget(2, columns_);
   axes_row->insertSpacing(3, 12);
+  side_by_side_ = new QCheckBox(QStringLiteral("side by side"), left);
+  side_by_side_->setObjectName(QStringLiteral("sideBySide"));
+  side_by_side_->setToolTip(QStringLiteral(
+      "one heatmap per variant, on one colour scale (small multiples), instead of one heatmap"));
+  side_by_side_->hide();
+  axes_row->addWidget(side_by_side_);
   axes_row->addStretch(1);
   axes_label_->hide();
   rows_->hide();
@@ -91,7 +107,19 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
 
   auto* vsplit = new QSplitter(Qt::Vertical, left);
   auto* charts = new QSplitter(Qt::Horizontal, vsplit);
-  heatmap_ = new HeatmapWidget(charts);
+  heat_stack_ = new QStackedWidget(charts);
+  heatmap_ = new HeatmapWidget(heat_stack_);
+  heat_stack_->addWidget(heatmap_);
+  facets_area_ = new QScrollArea(heat_stack_);
+  facets_area_->setWidgetResizable(true);
+  facets_area_->setFrameShape(QFrame::NoFrame);
+  facets_area_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  facets_box_ = new QWidget(facets_area_);
+  facets_box_->setObjectName(QStringLiteral("facets"));
+  new QGridLayout(facets_box_);
+  facets_area_->setWidget(facets_box_);
+  facets_area_->viewport()->installEventFilter(this);
+  heat_stack_->addWidget(facets_area_);
   pareto_ = new ParetoWidget(charts);
   heatmap_->setMinimumSize(320, 260);
   pareto_->setMinimumSize(320, 260);
@@ -125,7 +153,9 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
 
   connect(metric_, &QComboBox::currentIndexChanged, this, [this] {
     heatmap_->setMetric(static_cast<SweepMetric>(metric_->currentData().toInt()));
+    rebuildFacets();
   });
+  connect(side_by_side_, &QCheckBox::toggled, this, [this] { applyVariant(); });
   connect(variant_, &QComboBox::currentIndexChanged, this, [this] { applyVariant(); });
   // Choosing the axis the other combo has swaps them: rows and columns are never the same knob.
   const auto axes_changed = [this](QComboBox* changed) {
@@ -160,6 +190,10 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     pareto_->setTies(ties);
     heatmap_->setHighlighted(rec.chosen ? rec.chosen->index : -1);
     heatmap_->setTies(ties);
+    for (HeatmapWidget* f : facets_) {
+      f->setHighlighted(rec.chosen ? rec.chosen->index : -1);
+      f->setTies(ties);
+    }
     points_->setSweep(sweep_, std::nullopt, rec.chosen ? rec.chosen->index : -1, ties);
     table_->setColumnHidden(PointsTableModel::Variant, !sweep_ || !has_variants(*sweep_));
   });
@@ -226,7 +260,95 @@ void SweepView::setAxes(HeatmapAxis rows, HeatmapAxis columns) {
   refreshVariants();
 }
 
+void SweepView::setSideBySide(bool on) { side_by_side_->setChecked(on); }
+
+void SweepView::rebuildFacets() {
+  const bool on = side_by_side_->isChecked() && !side_by_side_->isHidden() && sweep_;
+  const auto rows = heatmap_->rowAxis(), columns = heatmap_->columnAxis();
+  const auto variants = on ? sweep_variants(*sweep_, rows, columns) : std::vector<std::string>{};
+  // As many heatmaps as variants, reused from one refresh to the next (a sweep filling in live).
+  while (facets_.size() > variants.size()) {
+    delete facets_.back();
+    delete facet_titles_.back();
+    facets_.pop_back();
+    facet_titles_.pop_back();
+  }
+  while (facets_.size() < variants.size()) {
+    auto* title = new QLabel(facets_box_);
+    QFont bold = title->font();
+    bold.setBold(true);
+    title->setFont(bold);
+    title->setWordWrap(true);
+    auto* f = new HeatmapWidget(facets_box_);
+    f->setMinimumSize(kFacetMinWidth, 230);
+    connect(f, &HeatmapWidget::pointActivated, this, &SweepView::activatePoint);
+    connect(f, &HeatmapWidget::pointHovered, pareto_, &ParetoWidget::setSelected);
+    facet_titles_.push_back(title);
+    facets_.push_back(f);
+  }
+  heat_stack_->setCurrentIndex(on && !variants.empty() ? 1 : 0);
+  if (variants.empty()) return;
+  // One colour scale for all: the range of the metric over every offload point.
+  const auto metric = static_cast<SweepMetric>(metric_->currentData().toInt());
+  std::optional<std::pair<double, double>> range;
+  for (const auto& p : sweep_->points) {
+    if (!p.config.offload) continue;
+    const auto v = metric_value(*sweep_, p, metric);
+    if (!v || !std::isfinite(*v)) continue;
+    range = range ? std::make_pair(std::min(range->first, *v), std::max(range->second, *v))
+                  : std::make_pair(*v, *v);
+  }
+  const auto by_index = variants_by_index(*sweep_, rows, columns);
+  const auto& rec = panel_->recommendation();
+  std::vector<int64_t> ties;
+  for (const auto& t : rec.ties) ties.push_back(t.index);
+  for (size_t k = 0; k < variants.size(); ++k) {
+    std::vector<int64_t> shown;
+    for (const auto& [index, label] : by_index) {
+      if (label == variants[k]) shown.push_back(index);
+    }
+    HeatmapWidget* f = facets_[k];
+    f->setAxes(rows, columns);
+    f->setMetric(metric);
+    f->setSharedRange(range);
+    f->setData(sweep_);
+    f->setShownPoints(shown);
+    f->setHighlighted(rec.chosen ? rec.chosen->index : -1);
+    f->setTies(ties);
+    facet_titles_[k]->setText(QString::fromStdString(variants[k]));
+  }
+  facet_columns_ = 0;  // placed again
+  layoutFacets();
+}
+
+void SweepView::layoutFacets() {
+  if (facets_.empty()) return;
+  const int width = facets_area_->viewport()->width();
+  const int columns =
+      std::clamp(width / (kFacetMinWidth + 12), 1, static_cast<int>(facets_.size()));
+  if (columns == facet_columns_) return;
+  facet_columns_ = columns;
+  auto* grid = static_cast<QGridLayout*>(facets_box_->layout());
+  for (size_t k = 0; k < facets_.size(); ++k) {
+    grid->removeWidget(facet_titles_[k]);
+    grid->removeWidget(facets_[k]);
+  }
+  for (size_t k = 0; k < facets_.size(); ++k) {
+    const int r = static_cast<int>(k) / columns * 2, c = static_cast<int>(k) % columns;
+    grid->addWidget(facet_titles_[k], r, c);
+    grid->addWidget(facets_[k], r + 1, c);
+  }
+}
+
+bool SweepView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == facets_area_->viewport() && event->type() == QEvent::Resize) layoutFacets();
+  return QWidget::eventFilter(watched, event);
+}
+
 void SweepView::applyVariant() {
+  // Side by side, the variant combo has nothing to choose: every variant has its heatmap.
+  variant_->setEnabled(!side_by_side_->isChecked());
+  rebuildFacets();
   const QString chosen = variant_->currentIndex() > 0 ? variant_->currentText() : QString();
   if (!sweep_ || chosen.isEmpty()) {
     heatmap_->setShownPoints(std::nullopt);
@@ -256,6 +378,7 @@ void SweepView::refreshVariants() {
     variant_->setCurrentIndex(std::max(i, 0));
     variant_->setVisible(!variants.empty());
     variant_label_->setVisible(!variants.empty());
+    side_by_side_->setVisible(!variants.empty());
   }
   applyVariant();
 }

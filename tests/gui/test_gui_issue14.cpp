@@ -668,6 +668,28 @@ TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
   EXPECT_EQ(columns->currentText(), QStringLiteral("min_offload_size"));
   view.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
   EXPECT_TRUE(variant->isVisible());
+  // Side by side (small multiples): one heatmap per variant, each with its variant's points alone,
+  // on one colour scale.
+  view.setSideBySide(true);
+  QApplication::processEvents();
+  ASSERT_EQ(view.facets().size(), 2u);
+  EXPECT_FALSE(heat->isVisible());
+  for (size_t k = 0; k < 2; ++k) {
+    HeatmapWidget* f = view.facets()[k];
+    EXPECT_TRUE(f->isVisible());
+    const std::vector<int64_t> own =
+        k == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2, 4};
+    const std::vector<int64_t> other =
+        k == 0 ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{1, 3};
+    for (int64_t i : own) EXPECT_EQ(f->pointAt(f->cellRect(i).center()), i) << k;
+    for (int64_t i : other) EXPECT_TRUE(f->cellRect(i).isEmpty()) << k;
+    ASSERT_TRUE(f->valueRange());
+    EXPECT_EQ(*f->valueRange(), std::make_pair(1.5, 2.5)) << "every facet on the sweep's range";
+  }
+  view.setMetric(SweepMetric::PeakMemory);
+  EXPECT_EQ(*view.facets()[0]->valueRange(), std::make_pair(1001.0, 1004.0));
+  view.setSideBySide(false);
+  EXPECT_TRUE(heat->isVisible());
   // One variant: nothing to choose, one shape.
   auto one = std::make_shared<SweepData>(*d);
   one->points.resize(2);

@@ -103,6 +103,11 @@ class HeatmapWidget : public SweepChart {
   // each cell then holds one point), or every point (nullopt: points sharing a cell split it).
   // The baseline is always shown.
   void setShownPoints(std::optional<std::vector<int64_t>> indices);
+  // The colour scale's ends, shared by several heatmaps side by side (small multiples: one colour
+  // means one value in all of them), or nullopt for the range of the points shown.
+  void setSharedRange(std::optional<std::pair<double, double>> range);
+  // The colour scale's ends as drawn (nullopt: no value to colour).
+  std::optional<std::pair<double, double>> valueRange() const;
   // Not metric(): that would hide QWidget::metric(PaintDeviceMetric).
   SweepMetric sweepMetric() const { return metric_; }
   // Which knobs the rows and the columns are (heatmap_axes() lists those of a sweep): by default
@@ -201,8 +206,9 @@ class HeatmapWidget : public SweepChart {
   std::vector<Tick> row_ticks_;
   std::vector<Tick> col_ticks_;
   std::vector<Placement> placements_;
-  std::optional<std::set<int64_t>> shown_;         // setShownPoints
-  std::vector<profiler::PointRecord> unmeasured_;  // grid points not in data_->points
+  std::optional<std::set<int64_t>> shown_;                 // setShownPoints
+  std::optional<std::pair<double, double>> shared_range_;  // setSharedRange
+  std::vector<profiler::PointRecord> unmeasured_;          // grid points not in data_->points
   const profiler::PointRecord* baseline_ = nullptr;
   bool baseline_held_ = false;
   bool has_baseline_ = false;

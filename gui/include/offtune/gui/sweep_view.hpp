@@ -11,7 +11,10 @@
 #include "offtune/gui/jobs.hpp"
 
 class QComboBox;
+class QCheckBox;
 class QLabel;
+class QScrollArea;
+class QStackedWidget;
 class QTableView;
 class QSortFilterProxyModel;
 
@@ -41,6 +44,11 @@ class SweepView : public QWidget {
   // The heatmap's rows and columns (heatmap_axes() of the sweep offers them; an axis the sweep
   // does not vary still works, as one row or column). The variants follow: every knob but these.
   void setAxes(HeatmapAxis rows, HeatmapAxis columns);
+  // Small multiples: one heatmap per variant, side by side on one colour scale, instead of the one
+  // heatmap (a sweep of one variant has nothing to show side by side).
+  void setSideBySide(bool on);
+  // The heatmaps side by side, in variant order (empty unless shown).
+  const std::vector<HeatmapWidget*>& facets() const { return facets_; }
 
   const SweepDataPtr& sweepData() const { return sweep_; }
   HeatmapWidget* heatmap() const { return heatmap_; }
@@ -70,6 +78,17 @@ class SweepView : public QWidget {
   QComboBox* rows_ = nullptr;
   QComboBox* columns_ = nullptr;
   void refreshVariants();
+  void rebuildFacets();
+  // Places the facets in as many columns as the pane's width takes.
+  void layoutFacets();
+  bool eventFilter(QObject* watched, QEvent* event) override;
+  QScrollArea* facets_area_ = nullptr;
+  int facet_columns_ = 0;
+  QCheckBox* side_by_side_ = nullptr;
+  QStackedWidget* heat_stack_ = nullptr;  // the heatmap, or the facets
+  QWidget* facets_box_ = nullptr;
+  std::vector<HeatmapWidget*> facets_;
+  std::vector<QLabel*> facet_titles_;
   HeatmapWidget* heatmap_ = nullptr;
   ParetoWidget* pareto_ = nullptr;
   QTableView* table_ = nullptr;
