@@ -1820,7 +1820,8 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     if (&pt == base) {
       p.setBrush(kBaselineColor);
       p.drawRect(QRectF(at.x() - radius - 1, at.y() - radius - 1, 2 * radius + 2, 2 * radius + 2));
-      label(at, radius + 4, QStringLiteral("baseline"), kBaselineColor, -lh / 2.0);
+      // Clear of a prediction's ring around the square too.
+      label(at, radius + 6, QStringLiteral("baseline"), kBaselineColor, -lh / 2.0);
       continue;
     }
     const bool front_point =

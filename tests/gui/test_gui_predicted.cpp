@@ -133,7 +133,7 @@ TEST_F(Predicted, TheTableListsPredictedRowsWithTheirErrors) {
             "Prediction error");
   // Measured and predicted.
   EXPECT_EQ(text(0, PointsTableModel::Status), "ok");
-  EXPECT_EQ(text(0, PointsTableModel::PredictionErr), "step 0 %, peak 0 %");
+  EXPECT_EQ(text(0, PointsTableModel::PredictionErr), "exact");
   EXPECT_EQ(text(2, PointsTableModel::Status), "ok");
   EXPECT_TRUE(text(2, PointsTableModel::PredictedStep).startsWith("12.6"))
       << text(2, PointsTableModel::PredictedStep).toStdString();

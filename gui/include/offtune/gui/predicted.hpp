@@ -28,7 +28,7 @@ std::optional<PredictionError> prediction_error(const profiler::PointPrediction&
                                                 const profiler::PointRecord& measured);
 // "+1.2 %", "-0.35 %", "0 %": two decimals below 1 %, where the predictor usually is.
 std::string format_error_pct(double pct);
-// "step +1.2 %, peak -0.35 %".
+// "step +1.2 %, peak -0.35 %", or "exact" when both match (a device model's usually do).
 std::string describe_prediction_error(const PredictionError& e);
 
 // The grid points the sweep predicted but the store holds no point of (a predict-first sweep
