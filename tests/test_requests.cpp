@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <string>
 
+#include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
+#include "offtune/requests/execute.hpp"
 #include "offtune/requests/request.hpp"
 #include "offtune/samples/registry.hpp"
 
@@ -434,6 +436,57 @@ TEST(Requests, TheInputSpecFormsTheMessagesShowAreAccepted) {
     EXPECT_NO_THROW(samples::parse_input_spec("x:float32[B,64]"));
     EXPECT_NO_THROW(samples::parse_input_spec("tokens:int64[B,T]:vocab=512"));
   }
+}
+
+// A predict-first sweep (the path both front ends run) keeps every grid point's prediction with
+// the sweep, measured or not, by grid index; running the same sweep again on without predicting
+// leaves them as they are.
+TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
+  SweepRequest r;
+  r.backend.backend = "host-sim";
+  r.backend.device_model = "h100";
+  r.backend.threads = "1";
+  r.workload.batch = 2;
+  r.workload.seq = 64;
+  r.workload.steps = 1;
+  r.workload.warmup = 0;
+  r.min_offload_sizes = "1KiB:4MiB:x2";
+  r.max_fwd_stash_sizes = "1,2";
+  r.refine_steps = 0;
+  r.predict_first = true;
+  auto prepared = prepare(r);
+  auto store = profiler::make_memory_store();
+  const auto outcome = execute(prepared, *store, {}, nullptr);
+  ASSERT_FALSE(outcome.interrupted);
+  ASSERT_TRUE(prepared.predictions.has_value());
+  const auto& predicted = prepared.predictions->points;
+  ASSERT_EQ(predicted.size(), 27u);
+
+  const auto stored = store->predictions(outcome.sweep);
+  ASSERT_EQ(stored.size(), predicted.size());
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].sweep, outcome.sweep);
+    EXPECT_EQ(stored[i].index, static_cast<int64_t>(i));
+    EXPECT_EQ(stored[i].step_ns, predicted[i].step_ns) << i;
+    EXPECT_EQ(stored[i].peak_allocated, predicted[i].peak_allocated) << i;
+    EXPECT_EQ(stored[i].offloaded_bytes, predicted[i].offloaded_bytes) << i;
+    EXPECT_EQ(stored[i].hidden_copy_pct, predicted[i].hidden_copy_pct) << i;
+    EXPECT_EQ(stored[i].predictor.rfind("what-if, offtune ", 0), 0u) << stored[i].predictor;
+    EXPECT_GT(stored[i].created_unix_ns, 0);
+  }
+  // Fewer points measured than predicted: the predictions are all there is of the rest.
+  const auto points = store->points(outcome.sweep);
+  EXPECT_EQ(points.size(), prepared.predictions->chosen.size());
+  EXPECT_LT(points.size(), stored.size());
+
+  // The same sweep again without predicting measures the rest and keeps the predictions.
+  SweepRequest rest = r;
+  rest.predict_first = false;
+  auto again = prepare(rest);
+  const auto second = execute(again, *store, {}, nullptr);
+  EXPECT_EQ(second.sweep, outcome.sweep);
+  EXPECT_EQ(store->points(outcome.sweep).size(), 27u);
+  EXPECT_EQ(store->predictions(outcome.sweep), stored);
 }
 
 }  // namespace

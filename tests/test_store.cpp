@@ -703,6 +703,53 @@ TEST_P(StoreSemantics, RecommendationsRoundTripInInsertionOrder) {
   ASSERT_EQ(store().recommendations(other).size(), 1u);
 }
 
+PointPrediction sample_prediction(SweepId sweep, int64_t index, int salt) {
+  PointPrediction p;
+  p.sweep = sweep;
+  p.index = index;
+  p.step_ns = 12'345'678 + 1000 * salt;
+  p.peak_allocated = (int64_t{3} << 30) + salt;  // beyond 32 bits
+  p.hidden_copy_pct = 87.25 + salt;
+  p.offloaded_bytes = int64_t{48} << 20;
+  p.predictor = "what-if, offtune 9.9." + std::to_string(salt);
+  p.created_unix_ns = 1700000000000000000 + salt;
+  return p;
+}
+
+// Predictions are kept per (sweep, index), read by index, and replaced when a point is predicted
+// again; a batch naming an unknown sweep writes nothing.
+TEST_P(StoreSemantics, PredictionsRoundTripByIndexAndReplace) {
+  const SweepId sweep = store().create_sweep(sample_sweep(1));
+  const SweepId other = store().create_sweep(sample_sweep(2));
+  EXPECT_TRUE(store().predictions(sweep).empty());
+  store().put_predictions({sample_prediction(sweep, 2, 2), sample_prediction(sweep, 0, 0),
+                           sample_prediction(sweep, 1, 1)});
+  store().put_predictions({sample_prediction(other, 0, 7)});
+  store().put_predictions({});  // nothing to write: a no-op
+  // Predicting point 1 again replaces it; the others stay.
+  const PointPrediction again = sample_prediction(sweep, 1, 5);
+  store().put_predictions({again});
+  reopen();
+  const auto out = store().predictions(sweep);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0], sample_prediction(sweep, 0, 0));
+  EXPECT_EQ(out[1], again);
+  EXPECT_EQ(out[2], sample_prediction(sweep, 2, 2));
+  EXPECT_DOUBLE_EQ(out[1].step_ms(), 12.350678);
+  ASSERT_EQ(store().predictions(other).size(), 1u);
+  EXPECT_EQ(store().predictions(other)[0], sample_prediction(other, 0, 7));
+
+  const SweepId no_sweep(987654);
+  expect_store_error(
+      [&] {
+        store().put_predictions(
+            {sample_prediction(sweep, 3, 3), sample_prediction(no_sweep, 0, 0)});
+      },
+      Kind::Invalid);
+  EXPECT_EQ(store().predictions(sweep).size(), 3u) << "a refused batch writes nothing";
+  EXPECT_TRUE(store().predictions(no_sweep).empty());
+}
+
 TEST_P(StoreSemantics, UnknownIdsReadAsAbsentAndAreRefusedOnWrite) {
   const RunId nope(987654);
   const SweepId no_sweep(987654);
@@ -899,7 +946,7 @@ TEST_F(SqliteStoreTest, SchemaVersionIsFiveAndNewFilesCarryIt) {
   // The tables and indexes docs/store.md describes.
   for (const char* name :
        {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points", "recommendations",
-        "events_run_start", "occupancy_run_time", "run_owners", "claims"}) {
+        "events_run_start", "occupancy_run_time", "run_owners", "claims", "predictions"}) {
     EXPECT_EQ(
         db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'"),
         1)
@@ -1356,10 +1403,11 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
-// What schema 5 added to schema 4: layer offloading and the LoRA rank.
+// What schema 5 added to schema 4: layer offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
     "ALTER TABLE runs DROP COLUMN layer_offload; ALTER TABLE points DROP COLUMN layer_offload; "
-    "ALTER TABLE runs DROP COLUMN lora_rank; ALTER TABLE sweeps DROP COLUMN lora_rank; ";
+    "ALTER TABLE runs DROP COLUMN lora_rank; ALTER TABLE sweeps DROP COLUMN lora_rank; "
+    "DROP TABLE predictions; ";
 
 // What schema 4 added to schema 3: the engine variant columns (a file at schema 3 is one without
 // them and without schema 5's: std::string(kDropSchema5) + kDropSchema4).
@@ -1487,6 +1535,45 @@ TEST_F(SqliteStoreTest, ASchemaFourFileReadsWithoutLayerOffloadingAndMigrates) {
   EXPECT_EQ(store->run(new_run)->config, layered.config);
   EXPECT_EQ(store->run(new_run)->workload.lora_rank, 8);
   EXPECT_EQ(store->run(new_run)->config.layer_offload, "on:3");
+}
+
+// A schema 4 file has no predictions table: read-only (never migrated) it reads as a store without
+// predictions, not as an error; a writable open adds the table and keeps them.
+TEST_F(SqliteStoreTest, ASchemaFourFileHasNoPredictionsAndMigratesToKeepThem) {
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    sweep = store->create_sweep(sample_sweep(1));
+    store->put_predictions({sample_prediction(sweep, 0, 0)});
+  }
+  RawDb(path()).must(std::string(kDropSchema5) + "PRAGMA user_version = 4");
+  EXPECT_EQ(RawDb(path()).integer("SELECT count(*) FROM sqlite_master WHERE name = 'predictions'"),
+            0);
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    EXPECT_TRUE(ro->predictions(sweep).empty());
+    EXPECT_EQ(ro->sweeps().size(), 1u);
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_TRUE(store->predictions(sweep).empty());
+  store->put_predictions({sample_prediction(sweep, 4, 1)});
+  ASSERT_EQ(store->predictions(sweep).size(), 1u);
+  EXPECT_EQ(store->predictions(sweep)[0], sample_prediction(sweep, 4, 1));
+}
+
+// Read-only, a current file's predictions read; writing them is refused.
+TEST_F(SqliteStoreTest, ReadOnlyStoreReadsPredictionsButNeverWritesThem) {
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    sweep = store->create_sweep(sample_sweep(1));
+    store->put_predictions({sample_prediction(sweep, 0, 0)});
+  }
+  auto ro = open_sqlite_store_readonly(path());
+  ASSERT_EQ(ro->predictions(sweep).size(), 1u);
+  expect_store_error([&] { ro->put_predictions({sample_prediction(sweep, 1, 1)}); }, Kind::Invalid,
+                     "read-only");
 }
 
 TEST_F(SqliteStoreTest, RunningRunsOfAnOlderOfftuneAreInterruptedAndItsFileMigrates) {

@@ -560,6 +560,44 @@ TEST(Sweep, ShardsMergeIntoTheWholeSweep) {
   }
 }
 
+// Predictions given with a sweep go into the store with it (a shard's too: every grid point's), and
+// merging carries them where the destination has none for that point.
+TEST(Sweep, PredictionsGoInWithTheSweepAndMergeCarriesThem) {
+  auto spec = tiny_spec();
+  auto workload = workload_of(spec.workload);
+  for (int64_t i = 0; i < 5; ++i) {
+    PointPrediction p;
+    p.index = i;
+    p.step_ns = 1'000'000 * (i + 1);
+    p.peak_allocated = 1000 * (i + 1);
+    p.predictor = "test";
+    spec.predictions.push_back(p);
+  }
+  auto a = make_memory_store(), merged = make_memory_store();
+  spec.shard = {1, 2};
+  const SweepOutcome out = run_sweep(*workload, spec, *a);
+  const auto stored = a->predictions(out.sweep);
+  ASSERT_EQ(stored.size(), 5u);
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(stored[static_cast<size_t>(i)].sweep, out.sweep);
+    EXPECT_EQ(stored[static_cast<size_t>(i)].index, i);
+    EXPECT_EQ(stored[static_cast<size_t>(i)].step_ns, 1'000'000 * (i + 1));
+  }
+
+  // The destination's own prediction of point 0 stays; the others come over.
+  const SweepId target = merged->create_sweep(*a->sweep(out.sweep));
+  PointPrediction own = stored[0];
+  own.sweep = target;
+  own.step_ns = 42;
+  merged->put_predictions({own});
+  EXPECT_EQ(merge_stores(*merged, *a), 3);
+  const auto carried = merged->predictions(target);
+  ASSERT_EQ(carried.size(), 5u);
+  EXPECT_EQ(carried[0].step_ns, 42);
+  EXPECT_EQ(carried[4].step_ns, 5'000'000);
+  EXPECT_EQ(carried[4].sweep, target);
+}
+
 // A measured point whose step time is known to +-`noise` ms (its median's interval).
 PointRecord point(int64_t index, bool offload, double ms, int64_t peak,
                   PointStatus status = PointStatus::Ok, double noise = 0.0) {

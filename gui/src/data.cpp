@@ -258,11 +258,13 @@ std::vector<pf::EngineConfig> grid_configs(const std::string& grid_json) {
   }
 }
 
-SweepData make_sweep_data(pf::SweepRecord sweep, std::vector<pf::PointRecord> points) {
+SweepData make_sweep_data(pf::SweepRecord sweep, std::vector<pf::PointRecord> points,
+                          std::vector<pf::PointPrediction> predictions) {
   SweepData d;
   d.grid = grid_configs(sweep.grid);
   d.sweep = std::move(sweep);
   d.points = std::move(points);
+  d.predictions = std::move(predictions);
   return d;
 }
 

@@ -41,7 +41,9 @@ StoreIndex load_store_index(const std::string& path) {
   index.path = path;
   for (auto& sweep : store->sweeps()) {
     auto points = store->points(sweep.id);
-    index.sweeps.push_back(make_sweep_data(std::move(sweep), std::move(points)));
+    auto predictions = store->predictions(sweep.id);
+    index.sweeps.push_back(
+        make_sweep_data(std::move(sweep), std::move(points), std::move(predictions)));
   }
   index.runs = store->runs();
   return index;
@@ -52,7 +54,7 @@ SweepData load_sweep(const std::string& path, pf::SweepId sweep) {
   auto record = store->sweep(sweep);
   if (!record)
     throw std::invalid_argument("no sweep " + std::to_string(sweep.value) + " in " + path);
-  return make_sweep_data(std::move(*record), store->points(sweep));
+  return make_sweep_data(std::move(*record), store->points(sweep), store->predictions(sweep));
 }
 
 RunData load_run(const std::string& path, pf::RunId run) {

@@ -4,9 +4,12 @@
 #include <QFont>
 #include <QString>
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
 #include <set>
 
+#include "offtune/gui/predicted.hpp"
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/units.hpp"
 
@@ -521,11 +524,28 @@ void PointsTableModel::setSweep(SweepDataPtr sweep,
   decimals_ = sweep_ ? metric_decimals(*sweep_) : MetricDecimals{};
   exact_ = sweep_ && exact_times(*sweep_);
   rows_.clear();
+  predicted_only_.clear();
   if (subset) {
     rows_ = std::move(*subset);
   } else if (sweep_) {
-    rows_ = sweep_->points;
+    // A predict-first sweep of 27 points that measured 8 still shows 27 rows: the other 19 are
+    // what the user has of them, their predictions.
+    std::vector<pf::PointRecord> all = sweep_->points;
+    std::vector<bool> only(all.size(), false);
+    for (auto& p : predicted_only_points(*sweep_)) {
+      all.push_back(std::move(p));
+      only.push_back(true);
+    }
+    std::vector<size_t> order(all.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return all[a].index < all[b].index; });
+    for (size_t i : order) {
+      rows_.push_back(std::move(all[i]));
+      predicted_only_.push_back(only[i]);
+    }
   }
+  predicted_only_.resize(rows_.size(), false);
   highlight_ = highlight;
   endResetModel();
 }
@@ -534,6 +554,13 @@ const pf::PointRecord* PointsTableModel::point(int row) const {
   return row >= 0 && static_cast<size_t>(row) < rows_.size() ? &rows_[static_cast<size_t>(row)]
                                                              : nullptr;
 }
+
+bool PointsTableModel::isPredictedOnly(int row) const {
+  return row >= 0 && static_cast<size_t>(row) < predicted_only_.size() &&
+         predicted_only_[static_cast<size_t>(row)];
+}
+
+bool PointsTableModel::hasPredictions() const { return sweep_ && !sweep_->predictions.empty(); }
 
 void PointsTableModel::setCompactHeaders(bool compact) {
   compact_ = compact;
@@ -575,6 +602,14 @@ QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) 
         return QStringLiteral("max_fwd_stash_size");
       case StepTime:
         return QStringLiteral("median step time");
+      case PredictedStep:
+        return QStringLiteral("step time the what-if predictor gave before measuring");
+      case PredictedPeak:
+        return QStringLiteral("peak device memory the what-if predictor gave before measuring");
+      case PredictionErr:
+        return QStringLiteral(
+            "how far the prediction was from the measurement: (predicted - measured) / measured, "
+            "for step time and peak memory");
       default:
         return {};
     }
@@ -590,6 +625,12 @@ QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) 
         return QStringLiteral("step");
       case Peak:
         return QStringLiteral("peak");
+      case PredictedStep:
+        return QStringLiteral("pred. step");
+      case PredictedPeak:
+        return QStringLiteral("pred. peak");
+      case PredictionErr:
+        return QStringLiteral("pred. error");
       default:
         break;
     }
@@ -617,6 +658,12 @@ QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) 
       return QStringLiteral("Peak device");
     case HiddenCopy:
       return QStringLiteral("Hidden copy");
+    case PredictedStep:
+      return QStringLiteral("Predicted step");
+    case PredictedPeak:
+      return QStringLiteral("Predicted peak");
+    case PredictionErr:
+      return QStringLiteral("Prediction error");
     case Error:
       return QStringLiteral("Error");
     default:
@@ -629,6 +676,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     return {};
   }
   const auto& p = rows_[static_cast<size_t>(idx.row())];
+  const bool predicted_only = isPredictedOnly(idx.row());
   if (role == PointIndexRole) return QVariant::fromValue<qint64>(p.index);
   if (role == RunIdRole) return QVariant::fromValue<qint64>(p.run.value);
   if (role == Qt::FontRole && p.index == highlight_) {
@@ -636,6 +684,13 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     f.setBold(true);
     return f;
   }
+  // Rows of points only predicted read as second-hand figures: italic and grey.
+  if (role == Qt::FontRole && predicted_only) {
+    QFont f;
+    f.setItalic(true);
+    return f;
+  }
+  if (role == Qt::ForegroundRole && predicted_only) return QBrush(QColor(0x6e, 0x6e, 0x6e));
   if (role == Qt::ForegroundRole &&
       (p.status == pf::PointStatus::Failed || p.status == pf::PointStatus::OutOfMemory)) {
     return QBrush(QColor(0xb0, 0x20, 0x20));
@@ -665,6 +720,10 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       return exact_ ? QStringLiteral("exactly as good as the recommended point (modelled times)")
                     : QStringLiteral("as good as the recommended point within noise");
     }
+  }
+  if (idx.column() == PredictedStep || idx.column() == PredictedPeak ||
+      idx.column() == PredictionErr || (idx.column() == Status && predicted_only)) {
+    return predictionData(idx.column(), p, predicted_only, role);
   }
   const auto metric = [&](SweepMetric m) -> std::optional<double> {
     return sweep_ ? metric_value(*sweep_, p, m) : std::nullopt;
@@ -729,6 +788,71 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       }
       return QString();
     }
+  }
+}
+
+QVariant PointsTableModel::predictionData(int column, const pf::PointRecord& p, bool predicted_only,
+                                          int role) const {
+  const pf::PointPrediction* q = sweep_ ? find_prediction(*sweep_, p.index) : nullptr;
+  const auto err = q != nullptr ? prediction_error(*q, p) : std::nullopt;
+  constexpr double kLast = std::numeric_limits<double>::infinity();  // sorts after every figure
+  switch (column) {
+    case Status:
+      if (role == SortRole || role == Qt::DisplayRole) return QStringLiteral("predicted");
+      if (role == Qt::ToolTipRole) {
+        return QStringLiteral(
+            "predicted, not measured: a predict-first sweep measures only the points that matter "
+            "(the predicted front and its neighbours); run the sweep again without predict-first "
+            "to measure the rest");
+      }
+      return {};
+    case PredictedStep:
+      if (role == SortRole) return q != nullptr ? q->step_ms() : kLast;
+      if (q == nullptr) return {};
+      if (role == Qt::DisplayRole) {
+        return qs(format_metric(SweepMetric::StepTime, q->step_ms(), decimals_.step));
+      }
+      if (role == Qt::ToolTipRole) {
+        QString tip = QStringLiteral("predicted by %1").arg(qs(q->predictor));
+        if (q->offloaded_bytes > 0) {
+          tip += QStringLiteral("; hidden copy %1 of %2 offloaded")
+                     .arg(qs(format_metric(SweepMetric::HiddenCopy, q->hidden_copy_pct)))
+                     .arg(qs(pf::format_size(q->offloaded_bytes)));
+        }
+        return tip;
+      }
+      return {};
+    case PredictedPeak:
+      if (role == SortRole) return q != nullptr ? static_cast<double>(q->peak_allocated) : kLast;
+      if (q == nullptr) return {};
+      if (role == Qt::DisplayRole) {
+        return qs(format_metric(SweepMetric::PeakMemory, static_cast<double>(q->peak_allocated),
+                                decimals_.peak));
+      }
+      if (role == Qt::ToolTipRole) return qs(format_bytes_exact(q->peak_allocated));
+      return {};
+    case PredictionErr:
+      if (role == SortRole) return err ? std::abs(err->step_pct) : kLast;
+      if (!err) {
+        // Predicted, and measured but not ok: nothing to compare the prediction with.
+        if (role == Qt::DisplayRole && q != nullptr && !predicted_only &&
+            (p.status == pf::PointStatus::Failed || p.status == pf::PointStatus::OutOfMemory)) {
+          return QStringLiteral("n/a");
+        }
+        return {};
+      }
+      if (role == Qt::DisplayRole) return qs(describe_prediction_error(*err));
+      if (role == Qt::ToolTipRole) {
+        return QStringLiteral(
+                   "step time: predicted %1, measured %2\npeak: predicted %3, measured %4")
+            .arg(qs(format_metric(SweepMetric::StepTime, q->step_ms(), 3)))
+            .arg(qs(format_metric(SweepMetric::StepTime, p.summary.step_ms_median, 3)))
+            .arg(qs(format_bytes_exact(q->peak_allocated)))
+            .arg(qs(format_bytes_exact(p.summary.peak_allocated)));
+      }
+      return {};
+    default:
+      return {};
   }
 }
 

@@ -92,9 +92,10 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   front_model_->setCompactHeaders(true);
   front_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   front_->horizontalHeader()->setStretchLastSection(true);
-  for (int c :
-       {PointsTableModel::Error, PointsTableModel::Status, PointsTableModel::Choice,
-        PointsTableModel::StepInterval, PointsTableModel::Slowdown, PointsTableModel::HiddenCopy}) {
+  for (int c : {PointsTableModel::Error, PointsTableModel::Status, PointsTableModel::Choice,
+                PointsTableModel::StepInterval, PointsTableModel::Slowdown,
+                PointsTableModel::HiddenCopy, PointsTableModel::PredictedStep,
+                PointsTableModel::PredictedPeak, PointsTableModel::PredictionErr}) {
     front_->setColumnHidden(c, true);
   }
   front_->verticalHeader()->setDefaultSectionSize(front_->fontMetrics().height() + 6);

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <utility>
 
+#include "offtune/gui/predicted.hpp"
 #include "offtune/profiler/units.hpp"
 
 namespace offtune::gui {
@@ -91,6 +92,9 @@ const QColor kHighlightOutline(0, 0, 0);
 const QColor kTieColor(20, 150, 60);  // the recommended point's colour on the Pareto chart
 const QColor kUnmeasuredFill(246, 246, 246);
 const QColor kUnmeasuredHatch(200, 200, 200);
+// A prediction's hollow marker and the line to its measurement: apart from the measured points'
+// blue, the front's orange and the recommendation's green.
+const QColor kPredictedColor(130, 70, 170);
 
 // RdBu-like: dark red (slower), near-white (as fast as the baseline), dark blue (faster).
 constexpr std::array<std::array<int, 3>, 5> kDivergingStops = {{
@@ -125,6 +129,8 @@ enum class Sample {
   Ring,        // the recommended point's ring
   DashedRing,  // a tie's ring
   Whisker,     // an interval
+  Hollow,      // a predicted point (hollow ring)
+  Link,        // the line from a prediction to its measurement
   Shape0,      // a variant's marker (ParetoWidget::markerShape): circle, triangle, diamond, cross
   Shape1,
   Shape2,
@@ -312,6 +318,20 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
       p.setBrush(item.color);
       draw_marker(p, c, 4.0, static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0));
       break;
+    case Sample::Hollow:
+      p.setPen(QPen(item.color, 1.5));
+      p.setBrush(Qt::NoBrush);
+      p.drawEllipse(c, 4.5, 4.5);
+      break;
+    case Sample::Link:
+      p.setPen(QPen(item.color, 1.0));
+      p.drawLine(QPointF(r.left() + 1, r.bottom() - 1), QPointF(r.right() - 1, r.top() + 1));
+      p.setBrush(Qt::NoBrush);
+      p.drawEllipse(QPointF(r.left() + 3, r.bottom() - 3), 2.5, 2.5);
+      p.setPen(Qt::NoPen);
+      p.setBrush(kPointColor);
+      p.drawEllipse(QPointF(r.right() - 3, r.top() + 3), 2.5, 2.5);
+      break;
     case Sample::Whisker:
       p.setPen(QPen(item.color, 1.2));
       p.drawLine(QPointF(c.x(), r.top()), QPointF(c.x(), r.bottom()));
@@ -343,9 +363,11 @@ QColor diverging_color(double t) { return interpolate(kDivergingStops, t); }
 
 QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool held) {
   QStringList lines;
+  const pf::PointPrediction* predicted = find_prediction(sweep, point.index);
   const QString status = held || point.status != pf::PointStatus::Pending
                              ? status_label(point.status)
-                             : QStringLiteral("not measured");
+                         : predicted != nullptr ? QStringLiteral("predicted, not measured")
+                                                : QStringLiteral("not measured");
   QString head = QStringLiteral("<b>Point %1</b> \u2014 %2").arg(point.index).arg(status);
   const auto& c = point.config;
   const std::string variant = pf::describe_variant(c);
@@ -398,8 +420,30 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool
   } else if (point.status == pf::PointStatus::Pending) {
     lines << (held ? QStringLiteral("not measured yet: being measured, or left by a sweep that "
                                     "ended before finishing it")
-                   : QStringLiteral("not measured yet: the sweep has not reached it (cancelled, "
-                                    "still running, or another shard's)"));
+              : predicted != nullptr
+                  ? QStringLiteral("not measured: a predict-first sweep measures only the points "
+                                   "that matter; run it again without predicting to measure it")
+                  : QStringLiteral("not measured yet: the sweep has not reached it (cancelled, "
+                                   "still running, or another shard's)"));
+  }
+  if (predicted != nullptr) {
+    const MetricDecimals dec = metric_decimals(sweep);
+    QString figures =
+        QStringLiteral("<i>predicted</i>: step time %1, peak %2 (%3)")
+            .arg(qs(format_metric(SweepMetric::StepTime, predicted->step_ms(), dec.step)))
+            .arg(qs(format_metric(SweepMetric::PeakMemory,
+                                  static_cast<double>(predicted->peak_allocated), dec.peak)))
+            .arg(qs(format_bytes_exact(predicted->peak_allocated)));
+    if (predicted->offloaded_bytes > 0) {
+      figures += QStringLiteral(", hidden copy %1")
+                     .arg(qs(format_metric(SweepMetric::HiddenCopy, predicted->hidden_copy_pct)));
+    }
+    lines << figures;
+    if (const auto err = prediction_error(*predicted, point)) {
+      lines << QStringLiteral("prediction error: step time %1, peak %2")
+                   .arg(qs(format_error_pct(err->step_pct)))
+                   .arg(qs(format_error_pct(err->peak_pct)));
+    }
   }
   if (!point.error.empty()) {
     lines << QStringLiteral("error: %1").arg(qs(point.error).toHtmlEscaped());
@@ -1223,6 +1267,8 @@ int ParetoWidget::markerShape(int64_t point_index) const {
 
 void ParetoWidget::rebuild() {
   plotted_.clear();
+  predicted_.clear();
+  predicted_only_.clear();
   variants_.clear();
   shape_of_.clear();
   if (!data_) return;
@@ -1250,6 +1296,29 @@ void ParetoWidget::rebuild() {
     y_hi_ = plotted_.empty() ? hi : std::max(y_hi_, hi);
     plotted_.push_back(i);
   }
+  // Predictions share the axes: a point measured far from its prediction stays in view, and so do
+  // the points only predicted.
+  const auto& pred = data_->predictions;
+  for (size_t i = 0; i < pred.size(); ++i) {
+    const double x = static_cast<double>(pred[i].peak_allocated);
+    const double y = pred[i].step_ms();
+    if (!(y > 0) || !std::isfinite(y) || pred[i].peak_allocated < 0) continue;
+    const bool first = plotted_.empty() && predicted_.empty();
+    x_lo_ = first ? x : std::min(x_lo_, x);
+    x_hi_ = first ? x : std::max(x_hi_, x);
+    y_lo_ = first ? y : std::min(y_lo_, y);
+    y_hi_ = first ? y : std::max(y_hi_, y);
+    predicted_.push_back(i);
+  }
+  predicted_only_ = predicted_only_points(*data_);
+}
+
+const pf::PointRecord* ParetoWidget::point(int64_t point_index) const {
+  if (const auto* held = SweepChart::point(point_index)) return held;
+  for (const auto& p : predicted_only_) {
+    if (p.index == point_index) return &p;
+  }
+  return nullptr;
 }
 
 double ParetoWidget::baselineMs() const {
@@ -1285,7 +1354,7 @@ ParetoWidget::Frame ParetoWidget::frame() const {
   f.line_height = lh;
   const QRect r = rect().adjusted(8, 6, -14, -6);
   f.caption = QRect(r.left(), r.top(), r.width(), lh + 4);
-  if (plotted_.empty()) return f;
+  if (plotted_.empty() && predicted_.empty()) return f;
 
   // What the marks mean, under the caption.
   bool any_interval = false, any_other = false;
@@ -1325,6 +1394,20 @@ ParetoWidget::Frame ParetoWidget::frame() const {
   }
   if (any_interval) {
     f.legend.push_back({Sample::Whisker, QStringLiteral("step-time interval"), kPointColor});
+  }
+  if (!predicted_.empty()) {
+    f.legend.push_back({Sample::Hollow, QStringLiteral("predicted"), kPredictedColor});
+    // The line is drawn only where a prediction was off: no entry for it when none was.
+    const bool any_pair = std::any_of(plotted_.begin(), plotted_.end(), [&](size_t i) {
+      const auto& pt = data_->points[i];
+      const auto* q = find_prediction(*data_, pt.index);
+      return q != nullptr && (q->peak_allocated != pt.summary.peak_allocated ||
+                              std::abs(q->step_ms() - pt.summary.step_ms_median) > 1e-9);
+    });
+    if (any_pair) {
+      f.legend.push_back(
+          {Sample::Link, QStringLiteral("prediction \u2192 measured"), kPredictedColor});
+    }
   }
   // Variants by marker shape (the colours say front or not).
   if (variants_.size() > 1) {
@@ -1401,7 +1484,27 @@ QPointF ParetoWidget::positionIn(const Frame& f, int64_t point_index) const {
       return f.map(static_cast<double>(p.summary.peak_allocated), p.summary.step_ms_median);
     }
   }
+  // Not measured (ok): where it is predicted, if it is.
+  return predictedIn(f, point_index);
+}
+
+QPointF ParetoWidget::predictedPositionOf(int64_t point_index) const {
+  return predictedIn(frame(), point_index);
+}
+
+QPointF ParetoWidget::predictedIn(const Frame& f, int64_t point_index) const {
+  if (!data_ || f.plot.isEmpty()) return {-1, -1};
+  for (size_t i : predicted_) {
+    const auto& q = data_->predictions[i];
+    if (q.index == point_index) return f.map(static_cast<double>(q.peak_allocated), q.step_ms());
+  }
   return {-1, -1};
+}
+
+QStringList ParetoWidget::legendLabels() const {
+  QStringList out;
+  for (const auto& item : frame().legend) out << item.text;
+  return out;
 }
 
 int64_t ParetoWidget::pointAt(QPoint pos) const {
@@ -1423,6 +1526,18 @@ int64_t ParetoWidget::pointAt(QPoint pos) const {
       found = p.index;
     }
   }
+  // Then the predictions: one on top of a measured point leaves the point to it.
+  for (size_t i : predicted_) {
+    const auto& q = data_->predictions[i];
+    const QPointF at = f.map(static_cast<double>(q.peak_allocated), q.step_ms());
+    const double dx = at.x() - pos.x();
+    const double dy = at.y() - pos.y();
+    const double d2 = dx * dx + dy * dy;
+    if (found < 0 ? d2 <= best : d2 < best) {
+      best = d2;
+      found = q.index;
+    }
+  }
   return found;
 }
 
@@ -1433,9 +1548,9 @@ void ParetoWidget::paintEvent(QPaintEvent*) {
   const Frame f = frame();
   const QString cap = caption();
   p.setPen(pal.color(QPalette::PlaceholderText));
-  QString head = cap.isEmpty()
-                     ? QStringLiteral("%1 measured").arg(plotted_.size())
-                     : QStringLiteral("%1 measured; not plotted: %2").arg(plotted_.size()).arg(cap);
+  QString head = QStringLiteral("%1 measured").arg(plotted_.size());
+  if (!predicted_.empty()) head += QStringLiteral(", %1 predicted").arg(predicted_.size());
+  if (!cap.isEmpty()) head += QStringLiteral("; not plotted: %1").arg(cap);
   if (has_rec_ && rec_.noise.deterministic) {
     head += QStringLiteral("; step times exact (modelled)");
   } else if (has_rec_ && rec_.noise.points > 0) {
@@ -1458,6 +1573,7 @@ void ParetoWidget::paintEvent(QPaintEvent*) {
   p.save();
   p.setClipRect(f.plot);
   paintConstraint(p, f);
+  paintPredictions(p, f);
   paintPoints(p, f);
   p.restore();
   p.setRenderHint(QPainter::Antialiasing, false);
@@ -1675,6 +1791,35 @@ void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
   }
 }
 
+// Under the measured points: each prediction as a hollow marker (its variant's shape), and a thin
+// line from it to its point's measurement where that is far enough off to be seen. An exact
+// prediction is a ring around its measured point.
+void ParetoWidget::paintPredictions(QPainter& p, const Frame& f) const {
+  if (predicted_.empty()) return;
+  constexpr double kRadius = 6.0;
+  QColor line = kPredictedColor;
+  line.setAlpha(170);
+  for (size_t i : plotted_) {
+    const auto& pt = data_->points[i];
+    const QPointF to =
+        f.map(static_cast<double>(pt.summary.peak_allocated), pt.summary.step_ms_median);
+    const QPointF from = predictedIn(f, pt.index);
+    if (from.x() < 0) continue;
+    const QPointF d = to - from;
+    if (std::hypot(d.x(), d.y()) <= kRadius) continue;
+    p.setPen(QPen(line, 1.0));
+    p.drawLine(from, to);
+  }
+  for (size_t i : predicted_) {
+    const auto& q = data_->predictions[i];
+    const QPointF at = f.map(static_cast<double>(q.peak_allocated), q.step_ms());
+    const double radius = q.index == hovered_ ? kRadius + 1.5 : kRadius;
+    p.setPen(QPen(kPredictedColor, 1.5));
+    p.setBrush(Qt::NoBrush);
+    draw_marker(p, at, radius, markerShape(q.index));
+  }
+}
+
 void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
   const QPalette& pal = palette();
   const QFontMetrics fm(font());
@@ -1741,7 +1886,8 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     if (&pt == base) {
       p.setBrush(kBaselineColor);
       p.drawRect(QRectF(at.x() - radius - 1, at.y() - radius - 1, 2 * radius + 2, 2 * radius + 2));
-      label(at, radius + 4, QStringLiteral("baseline"), kBaselineColor, -lh / 2.0);
+      // Clear of a prediction's ring around the square too.
+      label(at, radius + 6, QStringLiteral("baseline"), kBaselineColor, -lh / 2.0);
       continue;
     }
     const bool front_point =

@@ -196,6 +196,10 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     }
     points_->setSweep(sweep_, std::nullopt, rec.chosen ? rec.chosen->index : -1, ties);
     table_->setColumnHidden(PointsTableModel::Variant, !sweep_ || !has_variants(*sweep_));
+    for (int c : {PointsTableModel::PredictedStep, PointsTableModel::PredictedPeak,
+                  PointsTableModel::PredictionErr}) {
+      table_->setColumnHidden(c, !points_->hasPredictions());
+    }
   });
 }
 

@@ -204,6 +204,24 @@ class MemoryStore final : public Store {
     return out;
   }
 
+  void put_predictions(const std::vector<PointPrediction>& predictions) override {
+    std::lock_guard lock(mu_);
+    for (const PointPrediction& p : predictions) require_sweep("put predictions", p.sweep);
+    for (const PointPrediction& p : predictions) {
+      predictions_.insert_or_assign(std::make_pair(p.sweep.value, p.index), p);
+    }
+  }
+
+  std::vector<PointPrediction> predictions(SweepId sweep) override {
+    std::lock_guard lock(mu_);
+    std::vector<PointPrediction> out;
+    for (auto it = predictions_.lower_bound({sweep.value, std::numeric_limits<int64_t>::min()});
+         it != predictions_.end() && it->first.first == sweep.value; ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
  private:
   static StoreError unknown(const char* op, const char* what, int64_t id) {
     return StoreError(Kind::Invalid, std::string("memory store: ") + op + ": unknown " + what +
@@ -225,8 +243,9 @@ class MemoryStore final : public Store {
   std::map<int64_t, std::vector<TimelineEvent>> events_;     // by run, in insertion order
   std::map<int64_t, std::vector<OccupancySample>> occupancy_;
   std::map<int64_t, SweepRecord> sweeps_;
-  std::map<std::pair<int64_t, int64_t>, PointRecord> points_;  // (sweep, index)
-  std::vector<RecommendationRecord> recommendations_;          // in insertion order
+  std::map<std::pair<int64_t, int64_t>, PointRecord> points_;           // (sweep, index)
+  std::vector<RecommendationRecord> recommendations_;                   // in insertion order
+  std::map<std::pair<int64_t, int64_t>, PointPrediction> predictions_;  // (sweep, index)
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // applied to a recorded step, on two clocks, with device memory counted block by block. No libtorch
 // here: a 48-point grid replays in milliseconds.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 
 #include "offtune/profiler/metrics.hpp"
 #include "offtune/profiler/predict.hpp"
+#include "offtune/version.hpp"  // the predictor a stored prediction names
 
 namespace offtune::profiler {
 namespace {
@@ -434,6 +436,20 @@ PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction
   s.reloaded_bytes = prediction.reloaded_bytes;
   s.hidden_copy_pct = prediction.hidden_copy_pct;
   s.host_bytes_peak = prediction.offloaded_bytes;
+  return p;
+}
+
+PointPrediction as_prediction_record(int64_t index, const Prediction& prediction) {
+  PointPrediction p;
+  p.index = index;
+  p.step_ns = prediction.step_ns;
+  p.peak_allocated = prediction.peak_allocated;
+  p.hidden_copy_pct = prediction.hidden_copy_pct;
+  p.offloaded_bytes = prediction.offloaded_bytes;
+  p.predictor = std::string("what-if, offtune ") + std::string(kVersion);
+  p.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   return p;
 }
 

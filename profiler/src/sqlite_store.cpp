@@ -58,6 +58,8 @@ constexpr int kCiSchema = 3;
 constexpr int kVariantSchema = 4;
 // The first schema with layer offloading and the workload's LoRA rank.
 constexpr int kLayerSchema = 5;
+// The first schema with the predictions table (predict-first sweeps).
+constexpr int kPredictionSchema = 5;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -548,13 +550,27 @@ ALTER TABLE points ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
 }
 
 // Schema 5: layer offloading of frozen weights (each run's and point's) and the LoRA rank of the
-// workload (each run's and sweep's); older rows had neither.
+// workload (each run's and sweep's); older rows had neither. And the what-if predictor's figures of
+// each grid point of a predict-first sweep, by (sweep, point_index) like points, whether or not the
+// point was then measured; older sweeps have none.
 void migrate_4_to_5(const Connection& c) {
   c.exec(R"sql(
 ALTER TABLE runs ADD COLUMN layer_offload TEXT NOT NULL DEFAULT 'off';
 ALTER TABLE points ADD COLUMN layer_offload TEXT NOT NULL DEFAULT 'off';
 ALTER TABLE runs ADD COLUMN lora_rank INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sweeps ADD COLUMN lora_rank INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE predictions (
+  sweep           INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  point_index     INTEGER NOT NULL,
+  step_ns         INTEGER NOT NULL,
+  peak_allocated  INTEGER NOT NULL,
+  hidden_copy_pct REAL    NOT NULL,
+  offloaded_bytes INTEGER NOT NULL,
+  predictor       TEXT    NOT NULL,
+  created_unix_ns INTEGER NOT NULL,
+  PRIMARY KEY (sweep, point_index)
+);
 )sql",
          "migrate schema 4 -> 5");
 }
@@ -1491,6 +1507,64 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  void put_predictions(const std::vector<PointPrediction>& predictions) override {
+    std::lock_guard lock(mu_);
+    writable("put predictions");
+    if (predictions.empty()) return;
+    // All or nothing: a refused row (an unknown sweep) rolls back the rows before it.
+    Transaction tx(*conn_, "put predictions");
+    for (const PointPrediction& p : predictions) {
+      Query q(stmt(
+          "INSERT INTO predictions (sweep, point_index, step_ns, peak_allocated, hidden_copy_pct, "
+          "offloaded_bytes, predictor, created_unix_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT (sweep, point_index) DO UPDATE SET step_ns = excluded.step_ns, "
+          "peak_allocated = excluded.peak_allocated, hidden_copy_pct = excluded.hidden_copy_pct, "
+          "offloaded_bytes = excluded.offloaded_bytes, predictor = excluded.predictor, "
+          "created_unix_ns = excluded.created_unix_ns",
+          "upsert prediction"));
+      q.i64(p.sweep.value).i64(p.index).i64(p.step_ns).i64(p.peak_allocated);
+      q.real(p.hidden_copy_pct).i64(p.offloaded_bytes).text(p.predictor).i64(p.created_unix_ns);
+      q.run();
+    }
+    tx.commit();
+  }
+
+  std::vector<PointPrediction> predictions(SweepId sweep) override {
+    std::lock_guard lock(mu_);
+    // An older file opened read-only (never migrated) has no table: no predictions. Nor has a file
+    // written at schema 5 before the table was part of it (schema 5 was not released then): it
+    // reads as a store without predictions rather than failing every sweep it holds.
+    if (schema_ < kPredictionSchema) return {};
+    if (!has_predictions_table_) {
+      Query t(
+          stmt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+               "name = 'predictions'",
+               "look for the predictions table"));
+      has_predictions_table_ = t.next() && t.col_i64() > 0;
+    }
+    if (!*has_predictions_table_) return {};
+    Query q(
+        stmt("SELECT sweep, point_index, step_ns, peak_allocated, hidden_copy_pct, "
+             "offloaded_bytes, predictor, created_unix_ns FROM predictions WHERE sweep = ? "
+             "ORDER BY point_index",
+             "read predictions"));
+    q.i64(sweep.value);
+    std::vector<PointPrediction> out;
+    while (q.next()) {
+      PointPrediction p;
+      p.sweep = SweepId(q.col_i64());
+      p.index = q.col_i64();
+      p.step_ns = q.col_i64();
+      p.peak_allocated = q.col_i64();
+      p.hidden_copy_pct = q.col_real();
+      p.offloaded_bytes = q.col_i64();
+      p.predictor = q.col_text();
+      p.created_unix_ns = q.col_i64();
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
   std::string path() const override { return conn_->path(); }
 
  private:
@@ -1601,7 +1675,8 @@ class SqliteStore final : public Store {
   bool has_owners_;
   int schema_;
   bool fold_side_files_;
-  mutable std::string select_runs_;  // built once, for this file's schema
+  mutable std::string select_runs_;            // built once, for this file's schema
+  std::optional<bool> has_predictions_table_;  // looked up on the first read of predictions
 };
 
 }  // namespace
@@ -1637,6 +1712,12 @@ Claim Store::claim_point(SweepId, int64_t) {
 void Store::release_point(SweepId, int64_t) {
   throw StoreError(Kind::Invalid, "release point: this store cannot coordinate sweeps");
 }
+
+void Store::put_predictions(const std::vector<PointPrediction>&) {
+  throw StoreError(Kind::Invalid, "put predictions: this store keeps no predictions");
+}
+
+std::vector<PointPrediction> Store::predictions(SweepId) { return {}; }
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -253,6 +254,11 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
                             .count();
   // Find or create in one step: the same sweep started twice at once is one sweep.
   out.sweep = store.create_sweep(rec);
+  if (!spec.predictions.empty()) {
+    std::vector<PointPrediction> predictions = spec.predictions;
+    for (auto& p : predictions) p.sweep = out.sweep;
+    store.put_predictions(predictions);
+  }
   std::map<int64_t, PointRecord> known;
   for (auto& p : store.points(out.sweep)) known[p.index] = p;
 
@@ -479,6 +485,17 @@ int64_t merge_stores(Store& dst, Store& src) {
   int64_t copied = 0;
   for (const auto& sweep : src.sweeps()) {
     const SweepId target = dst.create_sweep(sweep);  // dst's sweep with this key, or a new one
+    {
+      std::set<int64_t> predicted;
+      for (const auto& p : dst.predictions(target)) predicted.insert(p.index);
+      std::vector<PointPrediction> missing;
+      for (auto p : src.predictions(sweep.id)) {
+        if (predicted.contains(p.index)) continue;
+        p.sweep = target;
+        missing.push_back(std::move(p));
+      }
+      if (!missing.empty()) dst.put_predictions(missing);
+    }
     std::map<int64_t, PointRecord> have;
     for (auto& p : dst.points(target)) have[p.index] = p;
     for (auto point : src.points(sweep.id)) {

@@ -114,6 +114,15 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
     sweep.predictions = predict_sweep(sweep);
     sweep.spec.only = sweep.predictions->chosen;
   }
+  // Every grid point's prediction goes into the store with the sweep (run_sweep writes them once
+  // the sweep exists), so that a dashboard shows the points that were not measured too.
+  if (sweep.predictions && sweep.spec.predictions.empty()) {
+    const auto& points = sweep.predictions->points;
+    for (size_t i = 0; i < points.size(); ++i) {
+      sweep.spec.predictions.push_back(
+          profiler::as_prediction_record(static_cast<int64_t>(i), points[i]));
+    }
+  }
   auto outcome = profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
   const bool whole = sweep.spec.shard.count == 1;
   // A device model times every step the same: measuring finalists again cannot narrow anything.

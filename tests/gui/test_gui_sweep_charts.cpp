@@ -697,5 +697,109 @@ TEST(ParetoEdge, DegenerateSweeps) {
   EXPECT_EQ(w.pointAt(QPoint(5, 5)), -1);
 }
 
+// --- ParetoWidget with predictions (predict-first sweeps)
+// -----------------------------------------
+
+pf::PointPrediction predicted(int64_t index, double ms, int64_t peak_mib) {
+  pf::PointPrediction q;
+  q.sweep = pf::SweepId(7);
+  q.index = index;
+  q.step_ns = static_cast<int64_t>(ms * 1e6);
+  q.peak_allocated = peak_mib * kMiB;
+  q.hidden_copy_pct = 55.0;
+  q.offloaded_bytes = kMiB;
+  q.predictor = "what-if, offtune test";
+  return q;
+}
+
+bool is_predicted_purple(QColor c) {
+  return c.red() > c.green() + 25 && c.blue() > c.green() + 40 && c.green() < 200;
+}
+
+// make_sweep's points with predictions: point 1 off (15 ms, 110 MiB against 14 ms, 120 MiB), point
+// 2 exact, point 3 (failed) and point 7 (not in the store: only predicted).
+TEST(ParetoPredicted, PredictionsAreHollowMarkersLinkedToTheirMeasurements) {
+  auto data = make_sweep();
+  ParetoWidget w;
+  w.resize(800, 500);
+  w.setData(data);
+  EXPECT_EQ(w.predictedCount(), 0);
+  EXPECT_FALSE(w.legendLabels().contains("predicted"));
+  const QImage before = render(w);
+
+  data = make_sweep();
+  data->predictions = {predicted(1, 15.0, 110), predicted(2, 13.0, 160), predicted(3, 12.0, 180),
+                       predicted(7, 9.5, 420)};
+  w.setData(data);
+  EXPECT_EQ(w.predictedCount(), 4);
+  const QStringList legend = w.legendLabels();
+  EXPECT_TRUE(legend.contains("predicted")) << legend.join(", ").toStdString();
+  EXPECT_TRUE(legend.contains(QStringLiteral("prediction \u2192 measured")));
+  const QRectF plot = w.plotArea();
+  for (int64_t i : {1, 2, 3, 7}) EXPECT_TRUE(plot.contains(w.predictedPositionOf(i))) << i;
+  EXPECT_EQ(w.predictedPositionOf(4), QPointF(-1, -1)) << "no prediction of point 4";
+  // An exact prediction sits on its measurement; an off one apart from it, where its figures say.
+  EXPECT_EQ(w.predictedPositionOf(2), w.positionOf(2));
+  EXPECT_NE(w.predictedPositionOf(1), w.positionOf(1));
+  EXPECT_EQ(w.predictedPositionOf(1), w.mapToPlot(110.0 * kMiB, 15.0));
+  // A point only predicted is plotted where predicted, and found there; a measured point stays
+  // the one found on its own position.
+  EXPECT_EQ(w.positionOf(7), w.predictedPositionOf(7));
+  EXPECT_EQ(w.pointAt(w.predictedPositionOf(7).toPoint()), 7);
+  EXPECT_EQ(w.pointAt(w.positionOf(2).toPoint()), 2);
+  EXPECT_EQ(w.pointAt(w.predictedPositionOf(1).toPoint()), 1);
+  // The predicted axis range includes point 7's 420 MiB beyond every measured peak.
+  EXPECT_GE(w.axisRange(Qt::Horizontal).second, 420.0 * kMiB);
+
+  const QImage img = render(w);
+  // Point 7's hollow marker: a purple ring, the base colour inside it.
+  const QPoint at7 = w.predictedPositionOf(7).toPoint();
+  EXPECT_GT(share(img, QRect(at7 - QPoint(8, 8), QSize(17, 17)), is_predicted_purple), 0.05);
+  EXPECT_EQ(share(before, QRect(at7 - QPoint(8, 8), QSize(17, 17)), is_predicted_purple), 0.0);
+  const QColor centre(img.pixel(at7));
+  EXPECT_GT(centre.lightness(), 200) << "hollow, not filled";
+  // The line from point 1's prediction to its measurement: purple half way along.
+  const QPointF mid = (w.predictedPositionOf(1) + w.positionOf(1)) / 2.0;
+  EXPECT_GT(share(img, QRect(mid.toPoint() - QPoint(2, 2), QSize(5, 5)), is_predicted_purple), 0.0);
+
+  // The tooltips: predicted figures, and the error where measured.
+  const QString off = point_tooltip(*data, data->points[1]);
+  EXPECT_TRUE(off.contains("<i>predicted</i>: step time 15")) << off.toStdString();
+  EXPECT_TRUE(off.contains("prediction error: step time +7.1 %, peak -8.3 %")) << off.toStdString();
+  const QString failed = point_tooltip(*data, data->points[3]);
+  EXPECT_TRUE(failed.contains("predicted")) << failed.toStdString();
+  EXPECT_FALSE(failed.contains("prediction error"));
+  w.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+  QHelpEvent help(QEvent::ToolTip, at7, w.mapToGlobal(at7));
+  QCoreApplication::sendEvent(&w, &help);
+  ASSERT_TRUE(QToolTip::isVisible());
+  EXPECT_TRUE(QToolTip::text().contains("predicted, not measured"))
+      << QToolTip::text().toStdString();
+  EXPECT_TRUE(QToolTip::text().contains("step time 9.5")) << QToolTip::text().toStdString();
+  // Only predicted: nothing to open on a click.
+  QSignalSpy activated(&w, &ParetoWidget::pointActivated);
+  QTest::mouseClick(&w, Qt::LeftButton, Qt::NoModifier, at7);
+  EXPECT_EQ(activated.count(), 0);
+}
+
+// Exact predictions (a device model) draw no lines: no legend entry for them.
+TEST(ParetoPredicted, ExactPredictionsNeedNoLineInTheLegend) {
+  auto data = make_sweep();
+  data->predictions = {predicted(1, 14.0, 120), predicted(2, 13.0, 160)};
+  ParetoWidget w;
+  w.resize(800, 500);
+  w.setData(data);
+  EXPECT_TRUE(w.legendLabels().contains("predicted"));
+  EXPECT_FALSE(w.legendLabels().contains(QStringLiteral("prediction \u2192 measured")));
+  // Predictions alone (the sweep measured nothing yet): plotted.
+  auto only = std::make_shared<SweepData>();
+  only->predictions = {predicted(0, 10.0, 400), predicted(1, 14.0, 120)};
+  w.setData(only);
+  EXPECT_FALSE(w.plotArea().isEmpty());
+  EXPECT_TRUE(w.plotArea().contains(w.positionOf(1)));
+  render(w);
+}
+
 }  // namespace
 }  // namespace offtune::gui

@@ -18,10 +18,13 @@ namespace offtune::gui {
 // store holds: finished ones and the one being measured (pending); a cancelled or sharded sweep has
 // fewer than its grid. `grid` is every point the sweep was asked for, by index (read from
 // sweep.grid; empty when that cannot be read), so that the views can count and show what is left.
+// `predictions` are a predict-first sweep's figures of its grid points, by index, measured or not
+// (predicted.hpp); empty for any other sweep.
 struct SweepData {
   profiler::SweepRecord sweep;
   std::vector<profiler::PointRecord> points;
   std::vector<profiler::EngineConfig> grid;
+  std::vector<profiler::PointPrediction> predictions;
 };
 
 // The configs of a sweep's grid by point index, from its stored JSON (SweepRecord::grid, written
@@ -29,7 +32,8 @@ struct SweepData {
 // text is not such a grid.
 std::vector<profiler::EngineConfig> grid_configs(const std::string& grid_json);
 // A snapshot with its grid filled in.
-SweepData make_sweep_data(profiler::SweepRecord sweep, std::vector<profiler::PointRecord> points);
+SweepData make_sweep_data(profiler::SweepRecord sweep, std::vector<profiler::PointRecord> points,
+                          std::vector<profiler::PointPrediction> predictions = {});
 
 // The one count of a sweep's progress that the tree, the sweep heading and the form all show:
 // points of the grid finished (ok, failed or out of memory) out of the grid's points.

@@ -77,10 +77,15 @@ class PointsTableModel : public QAbstractTableModel {
     MinOffloadSize,
     MaxFwdStashSize,
     Variant,  // checkpointing, what is offloaded, the tier ("" for plain offloading)
+    // A predict-first sweep's predictions (predicted.hpp) sit beside the figures they predict;
+    // views hide their columns for other sweeps.
     StepTime,
-    StepInterval,  // the median's interval, "exact (modelled)" with a device model
+    PredictedStep,
+    PredictionErr,  // "step +0.3 %, peak -1.2 %" for a point both predicted and measured
+    StepInterval,   // the median's interval, "exact (modelled)" with a device model
     Slowdown,
     Peak,
+    PredictedPeak,
     HiddenCopy,
     Error,
     ColumnCount
@@ -89,7 +94,8 @@ class PointsTableModel : public QAbstractTableModel {
 
   explicit PointsTableModel(QObject* parent = nullptr);
   // Shows `points` (all of the sweep's when empty) of `sweep`; `highlight` (the recommended point)
-  // is drawn bold, and `ties` (points equal to it within noise) are marked.
+  // is drawn bold, and `ties` (points equal to it within noise) are marked. All of a predict-first
+  // sweep's points are its measured ones and, with status "predicted", those it only predicted.
   void setSweep(SweepDataPtr sweep, std::optional<std::vector<profiler::PointRecord>> subset = {},
                 int64_t highlight = -1, std::vector<int64_t> ties = {});
   const profiler::PointRecord* point(int row) const;
@@ -97,6 +103,10 @@ class PointsTableModel : public QAbstractTableModel {
   // Short headers ("min size", "stash", "step", "peak"; the knob names in their tooltips) for a
   // table in a narrow panel.
   void setCompactHeaders(bool compact);
+  // Whether the row is a grid point that was predicted and not measured.
+  bool isPredictedOnly(int row) const;
+  // Whether the sweep shown has predictions (the prediction columns say something).
+  bool hasPredictions() const;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -104,8 +114,13 @@ class PointsTableModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
  private:
+  // The prediction columns' cells, and the status of a row only predicted.
+  QVariant predictionData(int column, const profiler::PointRecord& p, bool predicted_only,
+                          int role) const;
+
   SweepDataPtr sweep_;
   std::vector<profiler::PointRecord> rows_;
+  std::vector<bool> predicted_only_;  // by row
   int64_t highlight_ = -1;
   std::vector<int64_t> ties_;
   MetricDecimals decimals_;

@@ -14,6 +14,7 @@
 #include <QRect>
 #include <QRectF>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 #include <cstdint>
 #include <map>
@@ -258,6 +259,15 @@ class ParetoWidget : public SweepChart {
   };
   std::optional<ConstraintMark> constraintMark() const;
 
+  // A predict-first sweep's predictions (SweepData::predictions) are plotted too, as hollow
+  // markers, with a thin line from each prediction to its point's measurement. Where the
+  // prediction of a point is plotted, or (-1, -1).
+  QPointF predictedPositionOf(int64_t point_index) const;
+  // How many predictions are plotted.
+  int predictedCount() const { return static_cast<int>(predicted_.size()); }
+  // The legend's entries at the current size, in order ("Pareto front", "predicted", ...).
+  QStringList legendLabels() const;
+
   // A sweep of several variants (sweep_variants): each variant's points have their own marker
   // shape (0 circle, 1 triangle, 2 diamond, 3 cross, then again), and the legend names them. -1
   // for the baseline, a point of a sweep of one variant, or a point not plotted.
@@ -270,10 +280,14 @@ class ParetoWidget : public SweepChart {
  protected:
   void paintEvent(QPaintEvent* e) override;
   QRect tooltipRect(int64_t point_index) const override;
+  // A measured point, or a grid point only predicted (as a pending record).
+  const profiler::PointRecord* point(int64_t point_index) const override;
 
  private:
   struct Frame;
   void rebuild();
+  QPointF predictedIn(const Frame& f, int64_t point_index) const;
+  void paintPredictions(QPainter& p, const Frame& f) const;
   Frame frame() const;
   std::vector<QRectF> tickLabelRectsIn(const Frame& f, Qt::Orientation o) const;
   std::optional<ConstraintMark> constraintMarkIn(const Frame& f) const;
@@ -285,9 +299,11 @@ class ParetoWidget : public SweepChart {
 
   profiler::Recommendation rec_;
   bool has_rec_ = false;
-  std::vector<size_t> plotted_;        // positions in data_->points of the ok points
-  std::vector<std::string> variants_;  // sweep_variants, when there are several
-  std::map<int64_t, int> shape_of_;    // point index -> its variant's position in variants_
+  std::vector<size_t> plotted_;    // positions in data_->points of the ok points
+  std::vector<size_t> predicted_;  // positions in data_->predictions of those plotted
+  std::vector<profiler::PointRecord> predicted_only_;  // grid points only predicted, by index
+  std::vector<std::string> variants_;                  // sweep_variants, when there are several
+  std::map<int64_t, int> shape_of_;  // point index -> its variant's position in variants_
   double x_lo_ = 0.0, x_hi_ = 0.0, y_lo_ = 0.0, y_hi_ = 0.0;  // data range, unpadded
 };
 

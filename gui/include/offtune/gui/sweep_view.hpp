@@ -54,6 +54,7 @@ class SweepView : public QWidget {
   HeatmapWidget* heatmap() const { return heatmap_; }
   ParetoWidget* pareto() const { return pareto_; }
   PointsTableModel* pointsModel() const { return points_; }
+  QTableView* pointsTable() const { return table_; }
   RecommendPanel* recommendPanel() const { return panel_; }
 
  Q_SIGNALS:

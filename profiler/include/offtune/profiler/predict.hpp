@@ -124,6 +124,10 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
 // points table take it as they take a measured one.
 PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction& prediction);
 
+// A prediction as the store keeps it (Store::put_predictions): its figures, "what-if, offtune
+// VERSION" as the predictor, stamped now; the sweep is left for the caller.
+PointPrediction as_prediction_record(int64_t index, const Prediction& prediction);
+
 // Which points are on the predicted front of peak memory against step time: no other point is at
 // least as good in both and better in one, and of points predicted exactly alike only the first.
 std::vector<bool> predicted_front(const std::vector<Prediction>& predicted);

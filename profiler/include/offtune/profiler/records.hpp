@@ -258,6 +258,23 @@ struct PointRecord {
   RunSummary summary;
 };
 
+// What the what-if predictor (predict.hpp) said of a grid point, kept with the sweep so that a
+// predicted point can be shown beside its measurement, or instead of it where a predict-first sweep
+// did not measure it. One per (sweep, index); predicting again replaces it. The device model the
+// figures are for is part of the sweep's key.
+struct PointPrediction {
+  SweepId sweep;
+  int64_t index = 0;  // the grid point (PointRecord::index)
+  int64_t step_ns = 0;
+  int64_t peak_allocated = 0;
+  double hidden_copy_pct = 0.0;  // 0 when nothing is copied (see offloaded_bytes)
+  int64_t offloaded_bytes = 0;
+  std::string predictor;  // what predicted it: "what-if, offtune VERSION"
+  int64_t created_unix_ns = 0;
+  double step_ms() const { return static_cast<double>(step_ns) / 1e6; }
+  bool operator==(const PointPrediction&) const = default;
+};
+
 struct RecommendationRecord {
   SweepId sweep;
   std::string constraint;    // e.g. "memory-budget=8GiB", "max-slowdown=1.2", "none"

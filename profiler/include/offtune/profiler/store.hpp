@@ -105,6 +105,15 @@ class Store {
   // Removes this owner's claim on the point, if it has one (after put_point of the result).
   virtual void release_point(SweepId sweep, int64_t index);
 
+  // Predictions (predict-first sweeps): each replaces the one with the same (sweep, index), all in
+  // one transaction; an unknown sweep is refused (StoreError(Invalid)) and nothing is written.
+  // predictions() is by index; a file older than schema 5 opened read-only has none.
+  //
+  // Not pure, as claims: a store written before predictions existed keeps none and says so on
+  // write.
+  virtual void put_predictions(const std::vector<PointPrediction>& predictions);
+  virtual std::vector<PointPrediction> predictions(SweepId sweep);
+
   virtual void add_recommendation(const RecommendationRecord& rec) = 0;
   virtual std::vector<RecommendationRecord> recommendations(SweepId sweep) = 0;
 

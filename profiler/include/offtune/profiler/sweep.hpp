@@ -84,6 +84,10 @@ struct SweepSpec {
   // The device model the backend was prepared with (prepare_backend), for the sweep's identity.
   std::optional<DeviceModel> device_model;
   Collector collector = Collector::Auto;
+  // A predict-first sweep's prediction of every grid point (sweep left invalid: run_sweep fills it
+  // in), stored with the sweep once it is found or created, before any point is measured, so that a
+  // front end shows them while the measurements come in. Empty: nothing predicted.
+  std::vector<PointPrediction> predictions;
   // Empty: every point of the shard. Else only these grid indices are measured (a predict-first
   // sweep's points that matter, predict.hpp); the others stay unmeasured, and the same sweep run
   // again without the list measures them.
@@ -148,7 +152,9 @@ RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec
 
 // Copies every sweep, point and run (with steps, events, occupancy) of `src` into `dst`. Sweeps are
 // matched by key (create_sweep finds dst's sweep or creates it); a point already finished in dst is
-// kept, a pending one is replaced. Returns the number of points copied.
+// kept, a pending one is replaced. A sweep's predictions (predict-first) come along where dst has
+// none for that point (the same key, so the same device model: the same figures). Returns the
+// number of points copied.
 int64_t merge_stores(Store& dst, Store& src);
 
 }  // namespace offtune::profiler
