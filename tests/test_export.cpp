@@ -138,6 +138,11 @@ struct Fixture {
     p1.config.max_fwd_stash_bytes = 67108864;
     p1.config.prefetch = 2;
     p1.config.use_pin_memory = false;
+    p1.config.semantics = "trl";
+    p1.config.checkpoint = "every:2";
+    p1.config.offload_set = "boundaries";
+    p1.config.tier = "disk";
+    p1.config.layer_offload = "on:2";
     p1.status = PointStatus::Ok;
     p1.summary.step_ms_median = 13.75;
     p1.summary.step_ms_stddev = 0.5;
@@ -684,15 +689,18 @@ TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {
   export_points_csv(*fx_.store, fx_.sweep, out);
   EXPECT_EQ(read_all(out),
             "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,"
-            "prefetch,use_streams,use_pin_memory,step_ms_median,step_ms_stddev,peak_allocated,"
-            "peak_reserved,offloaded_bytes,hidden_copy_pct,exposed_copy_ns,error\r\n"
-            "0,ok,false,1024,5,0,1,true,true,12.5,0.25,1048576,2097152,0,0,0,\r\n"
-            "1,ok,true,1048576,3,67108864,2,true,false,13.75,0.5,524288,1048576,4194304,87.5,"
-            "125000,\r\n"
-            "2,failed,true,1024,5,0,1,false,true,,,,,,,,\"copy failed, code \"\"7\"\"\"\r\n"
-            "3,pending,true,4096,5,0,1,true,true,,,,,,,,\r\n"
-            "4,oom,true,1024,8,0,1,true,true,,,,,,,,\"CUDA out of memory\ntried to allocate 2 "
-            "GiB\"\r\n");
+            "prefetch,use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,"
+            "layer_offload,step_ms_median,step_ms_stddev,peak_allocated,peak_reserved,"
+            "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,error\r\n"
+            "0,ok,false,1024,5,0,1,true,true,offtune,none,all,host,off,12.5,0.25,1048576,2097152,0,"
+            "0,0,\r\n"
+            "1,ok,true,1048576,3,67108864,2,true,false,trl,every:2,boundaries,disk,on:2,13.75,0.5,"
+            "524288,1048576,4194304,87.5,125000,\r\n"
+            "2,failed,true,1024,5,0,1,false,true,offtune,none,all,host,off,,,,,,,,"
+            "\"copy failed, code \"\"7\"\"\"\r\n"
+            "3,pending,true,4096,5,0,1,true,true,offtune,none,all,host,off,,,,,,,,\r\n"
+            "4,oom,true,1024,8,0,1,true,true,offtune,none,all,host,off,,,,,,,,\"CUDA out of "
+            "memory\ntried to allocate 2 GiB\"\r\n");
   EXPECT_EQ(std::string(kPointsCsvHeader) + "\r\n",
             read_all(out).substr(0, std::string(kPointsCsvHeader).size() + 2));
 }

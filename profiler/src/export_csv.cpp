@@ -80,6 +80,12 @@ std::string point_line(const PointRecord& p) {
   put_bool(line, p.config.use_streams);
   line += ',';
   put_bool(line, p.config.use_pin_memory);
+  // The engine variant: without it, the points of a sweep over variants would read as repeats.
+  for (const std::string* text : {&p.config.semantics, &p.config.checkpoint, &p.config.offload_set,
+                                  &p.config.tier, &p.config.layer_offload}) {
+    line += ',';
+    put_field(line, *text);
+  }
   // Only a measured point has figures; the zeros of a pending or failed one would read as data.
   const bool measured = p.status == PointStatus::Ok;
   const RunSummary& s = p.summary;
