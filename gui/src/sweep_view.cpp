@@ -62,12 +62,14 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   variant_->setObjectName(QStringLiteral("variant"));
   variant_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   variant_->setToolTip(QStringLiteral(
-      "the settings besides min_offload_size and max_fwd_stash_size that this sweep varies: the "
-      "heatmap shows one of them, or all with each cell split among them"));
-  // A second row for the heatmap's axes and its variant, so that the title keeps its room.
+      "the settings besides the heatmap's rows and columns that this sweep varies: the heatmap "
+      "shows one of them, or all with each cell split among them"));
+  // Rows of their own for the heatmap's axes and for its variant, so that the title keeps its
+  // room and no combo is squeezed below its text.
   auto* axes_row = new QHBoxLayout;
-  axes_row->addWidget(variant_label_);
-  axes_row->addWidget(variant_);
+  auto* variant_row = new QHBoxLayout;
+  variant_row->addWidget(variant_label_);
+  variant_row->addWidget(variant_);
   variant_label_->hide();
   variant_->hide();
   // Which two knobs the heatmap spreads out (rows x columns); the others are the variant.
@@ -88,22 +90,23 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   }
   rows_->setCurrentIndex(rows_->findData(static_cast<int>(HeatmapAxis::MinOffloadSize)));
   columns_->setCurrentIndex(columns_->findData(static_cast<int>(HeatmapAxis::MaxFwdStashSize)));
-  axes_row->insertWidget(0, axes_label_);
-  axes_row->insertWidget(1, rows_);
-  axes_row->insertWidget(2, columns_);
-  axes_row->insertSpacing(3, 12);
+  axes_row->addWidget(axes_label_);
+  axes_row->addWidget(rows_);
+  axes_row->addWidget(columns_);
+  axes_row->addStretch(1);
   side_by_side_ = new QCheckBox(QStringLiteral("side by side"), left);
   side_by_side_->setObjectName(QStringLiteral("sideBySide"));
   side_by_side_->setToolTip(QStringLiteral(
       "one heatmap per variant, on one colour scale (small multiples), instead of one heatmap"));
   side_by_side_->hide();
-  axes_row->addWidget(side_by_side_);
-  axes_row->addStretch(1);
+  variant_row->addWidget(side_by_side_);
+  variant_row->addStretch(1);
   axes_label_->hide();
   rows_->hide();
   columns_->hide();
   layout->addLayout(header);
   layout->addLayout(axes_row);
+  layout->addLayout(variant_row);
 
   auto* vsplit = new QSplitter(Qt::Vertical, left);
   auto* charts = new QSplitter(Qt::Horizontal, vsplit);

@@ -656,6 +656,14 @@ TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
   auto* columns = view.findChild<QComboBox*>(QStringLiteral("heatmapColumns"));
   ASSERT_TRUE(rows && columns);
   EXPECT_TRUE(columns->isVisible()) << "a sweep over another knob offers the axes";
+  // As wide as the Sweep tab is in a 1280x800 window (the store tree beside it), no combo of the
+  // header is narrower than its text.
+  view.resize(1060, 760);
+  QApplication::processEvents();
+  for (const QComboBox* c :
+       {static_cast<const QComboBox*>(rows), static_cast<const QComboBox*>(columns), variant}) {
+    EXPECT_GE(c->width(), c->sizeHint().width()) << c->objectName().toStdString();
+  }
   columns->setCurrentIndex(columns->findText(QStringLiteral("semantics")));
   EXPECT_EQ(heat->columnAxis(), HeatmapAxis::Semantics);
   EXPECT_EQ(heat->columnLabels(), (QStringList{"offtune", "trl"}));
