@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -61,7 +62,8 @@ void put_double(std::string& line, double v) {
 
 void put_bool(std::string& line, bool v) { line += v ? "true" : "false"; }
 
-std::string point_line(const PointRecord& p) {
+// `prediction`: the point's what-if prediction (a predict-first sweep), or null.
+std::string point_line(const PointRecord& p, const PointPrediction* prediction) {
   std::string line;
   put_int(line, p.index);
   line += ',';
@@ -103,6 +105,10 @@ std::string point_line(const PointRecord& p) {
   if (measured) put_double(line, s.hidden_copy_pct);
   line += ',';
   if (measured) put_int(line, s.exposed_copy_ns);
+  line += ',';
+  if (prediction != nullptr) put_double(line, prediction->step_ms());
+  line += ',';
+  if (prediction != nullptr) put_int(line, prediction->peak_allocated);
   line += ',';
   put_field(line, p.error);
   line += "\r\n";
@@ -293,9 +299,11 @@ std::vector<RunRecord> load_runs(Store& store, const std::vector<RunId>& runs) {
 
 void export_points_csv(Store& store, SweepId sweep, const std::string& path) {
   std::vector<PointRecord> points;
+  std::map<int64_t, PointPrediction> predicted;
   try {
     if (!store.sweep(sweep)) throw ExportError("unknown sweep id " + std::to_string(sweep.value));
     points = store.points(sweep);
+    for (auto& p : store.predictions(sweep)) predicted.emplace(p.index, std::move(p));
   } catch (const StoreError& e) {
     throw ExportError("cannot read sweep " + std::to_string(sweep.value) + ": " + e.what());
   }
@@ -305,7 +313,10 @@ void export_points_csv(Store& store, SweepId sweep, const std::string& path) {
     std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
     if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));
     out << kPointsCsvHeader << "\r\n";
-    for (const PointRecord& p : points) out << point_line(p);
+    for (const PointRecord& p : points) {
+      const auto it = predicted.find(p.index);
+      out << point_line(p, it == predicted.end() ? nullptr : &it->second);
+    }
     out.flush();
     if (!out) throw ExportError("cannot write " + path + ": write failed (disk full?)");
   }
