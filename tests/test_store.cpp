@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include "child_process.hpp"
+#include "temp_dir.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -42,27 +43,9 @@ constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 // A fresh directory per test, removed afterwards.
-class TempDir {
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path() / ("offtune-store-test-" + std::to_string(now) + "-" +
-                                         std::to_string(rd()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  TempDir() : test::TempDir("offtune-store-test") {}
 };
 
 std::string read_bytes(const std::string& path) {

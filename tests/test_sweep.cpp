@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.hpp"
+#include "temp_dir.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -340,27 +341,9 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
 
 #ifdef OFFTUNE_TEST_HAS_FORK
 // A fresh directory, removed afterwards.
-class TempDir {
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("offtune-sweep-test-" +
-             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
-             std::to_string(rd()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : test::TempDir("offtune-sweep-test") {}
 };
 
 using test::ChildProcess;

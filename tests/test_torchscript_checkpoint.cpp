@@ -19,6 +19,7 @@
 
 #include "offtune/samples/registry.hpp"
 #include "offtune/samples/torchscript_checkpoint.hpp"
+#include "temp_dir.hpp"
 #include "test_support.hpp"
 
 namespace offtune::test {
@@ -538,26 +539,6 @@ TEST(TorchScriptBlocksRefuse, NonTensorArgumentsOrResults) {
 }
 
 // ---- the TorchScript workload ------------------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("offtune_ts_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-  static inline int counter_ = 0;
-};
 
 samples::WorkloadSpec dense_spec(const std::string& model) {
   samples::WorkloadSpec w;
