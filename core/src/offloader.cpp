@@ -130,10 +130,14 @@ thread_local const Context* t_holding = nullptr;  // the context whose lock this
 class EventSink {
  public:
   explicit EventSink(bool active = true) : active_(active) {
-    if (active_) ++t_sinks;
+    if (active_) [[unlikely]] {
+      ++t_sinks;
+    }
   }
   ~EventSink() {
-    if (!active_ || --t_sinks > 0 || t_pending.empty()) return;
+    if (!active_ || --t_sinks > 0 || t_pending.empty()) [[likely]] {
+      return;
+    }
     std::vector<Pending> batch;
     batch.swap(t_pending);
     for (auto& p : batch) deliver(p);
@@ -224,7 +228,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   OffloadStats stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
     OffloadStats s = stats_;
-    s.packed = packed_.load(std::memory_order_relaxed);
+    s.packed = next_id_.load(std::memory_order_relaxed);
     s.kept = kept_.load(std::memory_order_relaxed);
     s.pageable_fallbacks = pool_->pageable_fallbacks();
     return s;
@@ -330,9 +334,8 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   mutable std::mutex mutex_;
   // The kept path (most saved tensors) takes no lock: ids and its counters are atomics, and the
   // registry of never-offload storages is looked up under the lock only when it is not empty.
-  std::atomic<int64_t> next_id_{0};
+  std::atomic<int64_t> next_id_{0};  // one per pack: also the count of packed tensors
   std::atomic<int64_t> live_slots_{0};
-  std::atomic<int64_t> packed_{0};
   std::atomic<int64_t> kept_{0};
   std::atomic<bool> has_registered_{false};
   std::atomic<bool> warned_other_device_{false};
@@ -400,10 +403,14 @@ std::pair<int64_t, int64_t> element_span(const at::Tensor& t) {
 class SpanGuard {
  public:
   SpanGuard(Observer* observer, Span span) : observer_(observer), span_(span) {
-    if (observer_) observer_->on_span_begin(span_);
+    if (observer_) [[unlikely]] {
+      observer_->on_span_begin(span_);
+    }
   }
   ~SpanGuard() {
-    if (!observer_) return;
+    if (!observer_) [[likely]] {
+      return;
+    }
     // The destructor may run while the hook's exception propagates: a second one would terminate.
     try {
       observer_->on_span_end(span_);
@@ -523,53 +530,67 @@ class SlotMemory {
 #endif
 };
 
+// What rebuilding a saved tensor at unpack needs when the slot does not keep the tensor itself: an
+// offloaded tensor, a kept output saved by its own node (kept as its storage), a frozen weight's
+// reference. Constructed in the slot only then, after the slot's other members, so that the hooks
+// of a tensor kept as it is (most saved tensors) touch the slot's first cache line alone.
+struct Rebuild {
+  // The geometry of `t` and its version counter, for autograd's in-place check.
+  explicit Rebuild(const at::Tensor& t)
+      : version(t.unsafeGetTensorImpl()->version_counter()),
+        sizes(t.sizes().begin(), t.sizes().end()),
+        strides(t.strides().begin(), t.strides().end()),
+        dtype(t.scalar_type()),
+        device(t.device()) {}
+
+  c10::Storage storage;  // kept as its storage (the caller's offset below)
+  int64_t offset = 0;    // kept or weight: in elements
+  // A frozen weight's device copy (layer offloading): its storage had again from the source at
+  // unpack, at `offset`.
+  std::shared_ptr<WeightSource> weight_source;
+  int64_t weight_key = 0;
+  int64_t offset_in_span = 0;  // offloaded: bytes from the span start to the first element
+  c10::VariableVersion version;
+  c10::SmallVector<int64_t, 5> sizes, strides;
+  at::ScalarType dtype = at::kFloat;
+  at::Device device = at::kCPU;
+};
+
 // One saved tensor's share in the engine; see seam.hpp.
 class Slot final : public SavedTensorSlot {
  public:
   Slot(std::shared_ptr<Context> ctx, uint64_t generation)
       : ctx_(std::move(ctx)), generation_(generation) {}
-  ~Slot() override { ctx_->release(*this); }
+  OFFTUNE_HOT ~Slot() override {
+    ctx_->release(*this);
+    if (rebuild_) rebuild_->~Rebuild();
+  }
   static void* operator new(size_t n) { return SlotMemory::take(n); }
   static void operator delete(void* p) noexcept { SlotMemory::give(p); }
 
  protected:
-  void pack(const at::Tensor& tensor) override { ctx_->pack(*this, tensor); }
-  at::Tensor unpack() override { return ctx_->unpack(*this); }
+  OFFTUNE_HOT void pack(const at::Tensor& tensor) override { ctx_->pack(*this, tensor); }
+  OFFTUNE_HOT at::Tensor unpack() override { return ctx_->unpack(*this); }
 
  private:
   friend class Context;
-  // What rebuilding `t` at unpack needs (the storage and offset are the caller's) and its version
-  // counter, for autograd's in-place check.
-  void keep_geometry(const at::Tensor& t) {
-    sizes_.assign(t.sizes().begin(), t.sizes().end());
-    strides_.assign(t.strides().begin(), t.strides().end());
-    dtype_ = t.scalar_type();
-    device_ = t.device();
-    version_ = t.unsafeGetTensorImpl()->version_counter();
-  }
   std::shared_ptr<Context> ctx_;
   uint64_t generation_ = 0;
-  bool packed_ = false;
   TensorId id_;
   Entry* entry_ = nullptr;  // offloaded: its share of an entry
-  // Kept on the device (see pack): the tensor, or its storage and geometry.
-  c10::Storage kept_storage_;
-  int64_t kept_offset_ = 0;  // in elements
-  at::Tensor kept_;
-  // A frozen weight's device copy (layer offloading): kept as a reference, its storage had again
-  // from the source at unpack (with kept_offset_ and the geometry).
-  std::shared_ptr<WeightSource> weight_source_;
-  int64_t weight_key_ = 0;
+  at::Tensor kept_;         // kept as it is
   uint32_t saved_version_ = 0;
-  c10::VariableVersion version_;  // the tensor's version counter (not for kept_)
-  // Geometry to rebuild the tensor.
-  c10::SmallVector<int64_t, 5> sizes_, strides_;
-  int64_t offset_in_span_ = 0;  // offloaded: bytes from the span start to the first element
-  at::ScalarType dtype_ = at::kFloat;
-  at::Device device_ = at::kCPU;
+  bool packed_ = false;
+  Rebuild* rebuild_ = nullptr;  // neither: in rebuild_storage_ (see Rebuild)
+  alignas(Rebuild) unsigned char rebuild_storage_[sizeof(Rebuild)];
+
+  Rebuild& make_rebuild(const at::Tensor& t) {
+    rebuild_ = new (rebuild_storage_) Rebuild(t);
+    return *rebuild_;
+  }
 };
 
-std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx, uint64_t generation) {
+OFFTUNE_HOT std::unique_ptr<SavedTensorSlot> make_slot(Context& ctx, uint64_t generation) {
   return std::make_unique<Slot>(ctx.shared_from_this(), generation);
 }
 std::weak_ptr<Context> weak_of(Context& ctx) { return ctx.weak_from_this(); }
@@ -601,7 +622,7 @@ void register_weight_storage(Context& ctx, const c10::Storage& storage,
   ctx.register_weight_storage(storage, std::move(source), key);
 }
 
-KeepReason Context::classify(const at::Tensor& t) const {
+OFFTUNE_HOT KeepReason Context::classify(const at::Tensor& t) const {
   if (options_.offload == OffloadSet::Boundaries && !t_packing_boundary) {
     return KeepReason::NotBoundary;
   }
@@ -677,14 +698,13 @@ void Context::unhold_storage(const c10::Storage& s) {
   }
 }
 
-void Context::pack(Slot& slot, const at::Tensor& t) {
+OFFTUNE_HOT void Context::pack(Slot& slot, const at::Tensor& t) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Pack});
   EventSink sink(observer_ != nullptr);
   slot.packed_ = true;
   slot.id_ = TensorId(next_id_.fetch_add(1, std::memory_order_relaxed));
   slot.saved_version_ = t.defined() ? t._version() : 0;
   live_slots_.fetch_add(1, std::memory_order_relaxed);
-  packed_.fetch_add(1, std::memory_order_relaxed);
 
   KeepReason reason = classify(t);
   PackEvent ev;
@@ -699,7 +719,7 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     // The reference weighs a tensor by its elements; offtune by the span its copy moves.
     const int64_t weight = trl() ? t.numel() * itemsize : hi - lo;
     if (weight < options_.min_offload_size) reason = KeepReason::BelowThreshold;
-    if (observer_) {
+    if (observer_) [[unlikely]] {
       ev.storage = reinterpret_cast<uint64_t>(t.storage().data());
       ev.storage_bytes = static_cast<int64_t>(t.storage().nbytes());
       ev.span_lo = lo;
@@ -717,29 +737,31 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
     // (layer offloading) is kept as a reference: backward gets it back from its source, so that
     // the graph does not hold every block's weights from forward to backward.
     std::shared_ptr<WeightSource> source;
-    if (reason == KeepReason::RegisteredStorage && plain_tensor(t)) {
-      source = weight_source_of(t, slot.weight_key_);
+    int64_t weight_key = 0;
+    if (reason == KeepReason::RegisteredStorage && plain_tensor(t)) [[unlikely]] {
+      source = weight_source_of(t, weight_key);
     }
-    if (source) {
-      slot.weight_source_ = std::move(source);
-      slot.kept_offset_ = t.storage_offset();
-      slot.keep_geometry(t);
-    } else if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
+    if (source) [[unlikely]] {
+      slot.make_rebuild(t);
+      slot.rebuild_->weight_source = std::move(source);
+      slot.rebuild_->weight_key = weight_key;
+      slot.rebuild_->offset = t.storage_offset();
+    } else if (!t.defined() || !may_be_saved_by_its_own_node(t)) [[likely]] {
       slot.kept_ = t;
     } else if (plain_tensor(t)) {
-      slot.kept_storage_ = t.storage();
-      slot.kept_offset_ = t.storage_offset();
-      slot.keep_geometry(t);
+      slot.make_rebuild(t);
+      slot.rebuild_->storage = t.storage();
+      slot.rebuild_->offset = t.storage_offset();
     } else {
       slot.kept_ = t.detach();  // shares the version counter
     }
     kept_.fetch_add(1, std::memory_order_relaxed);
-    if (reason == KeepReason::OtherDevice && !warned_other_device_.exchange(true)) {
+    if (reason == KeepReason::OtherDevice && !warned_other_device_.exchange(true)) [[unlikely]] {
       TORCH_WARN("offtune: a tensor on ", t.device(), " was saved under an offloader for ",
                  backend_->device_name(),
                  "; it stays on its device (create one offloader per device)");
     }
-    if (observer_) {
+    if (observer_) [[unlikely]] {
       ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
       ev.decision = PackDecision::Kept;
       ev.reason = reason;
@@ -759,12 +781,12 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
       throw_disk_error(slot.generation_);
     }
     stream = backend_->current_stream();
-    slot.keep_geometry(t);
+    slot.make_rebuild(t);
     ev.bytes = hi - lo;
 
     if (Entry* dup = trl() ? nullptr : find_duplicate(t, lo, hi)) {
       slot.entry_ = dup;
-      slot.offset_in_span_ =
+      slot.rebuild_->offset_in_span =
           t.storage_offset() * static_cast<int64_t>(t.element_size()) - dup->span_lo;
       ++dup->slots;
       ++stats_.deduplicated;
@@ -794,7 +816,8 @@ void Context::pack(Slot& slot, const at::Tensor& t) {
       it->second = &e;
     }
     slot.entry_ = &e;
-    slot.offset_in_span_ = t.storage_offset() * static_cast<int64_t>(t.element_size()) - lo;
+    slot.rebuild_->offset_in_span =
+        t.storage_offset() * static_cast<int64_t>(t.element_size()) - lo;
     by_storage_.emplace(e.source_key, &e);
     e.host = pool_->allocate(bytes, options_.use_pin_memory, e.pinned);
     host_bytes_ += bytes;
@@ -982,42 +1005,34 @@ void Context::prefetch_before(const Entry& e) {
   }
 }
 
-at::Tensor Context::unpack(Slot& slot) {
+OFFTUNE_HOT at::Tensor Context::unpack(Slot& slot) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
   EventSink sink(observer_ != nullptr);
   note_unpack_in_backward(*this);
   if (!slot.entry_) {
-    if (observer_) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
-    if (slot.weight_source_) {
-      if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
-        throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
-                                slot.saved_version_);
+    if (observer_) [[unlikely]] {
+      emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
+    }
+    if (!slot.rebuild_) [[likely]] {
+      if (slot.kept_.defined() && slot.kept_._version() != slot.saved_version_) [[unlikely]] {
+        throw_modified_in_place(
+            describe(slot.kept_.scalar_type(), slot.kept_.device(), slot.kept_.sizes()),
+            slot.kept_._version(), slot.saved_version_);
       }
-      at::Tensor out = make_view(slot.weight_source_->acquire(slot.weight_key_), slot.kept_offset_,
-                                 slot.sizes_, slot.strides_, slot.dtype_, slot.device_);
-      out.unsafeGetTensorImpl()->set_version_counter(slot.version_);
-      return out;
+      return slot.kept_;
     }
-    if (slot.kept_storage_) {
-      if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
-        throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
-                                slot.saved_version_);
-      }
-      at::Tensor out = make_view(slot.kept_storage_, slot.kept_offset_, slot.sizes_, slot.strides_,
-                                 slot.dtype_, slot.device_);
-      out.unsafeGetTensorImpl()->set_version_counter(slot.version_);  // as detach() would
-      return out;
+    const Rebuild& r = *slot.rebuild_;
+    if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
+      throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
     }
-    if (slot.kept_.defined() && slot.kept_._version() != slot.saved_version_) {
-      throw_modified_in_place(
-          describe(slot.kept_.scalar_type(), slot.kept_.device(), slot.kept_.sizes()),
-          slot.kept_._version(), slot.saved_version_);
-    }
-    return slot.kept_;
+    at::Tensor out = make_view(r.weight_source ? r.weight_source->acquire(r.weight_key) : r.storage,
+                               r.offset, r.sizes, r.strides, r.dtype, r.device);
+    out.unsafeGetTensorImpl()->set_version_counter(r.version);  // as detach() would
+    return out;
   }
-  if (const uint32_t now = slot.version_.current_version(); now != slot.saved_version_) {
-    throw_modified_in_place(describe(slot.dtype_, slot.device_, slot.sizes_), now,
-                            slot.saved_version_);
+  const Rebuild& r = *slot.rebuild_;
+  if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
+    throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
   }
   if (disk_) await_host_copy(slot);
   const Stream stream = backend_->current_stream();
@@ -1077,10 +1092,9 @@ at::Tensor Context::unpack(Slot& slot) {
       emit(UnpackEvent{slot.id_, source, e.bytes, now_ns()});
       emit_stash();
     }
-    const auto itemsize = static_cast<int64_t>(c10::elementSize(slot.dtype_));
-    const int64_t first_byte = e.device_offset + slot.offset_in_span_;
-    out = make_view(e.device, first_byte / itemsize, slot.sizes_, slot.strides_, slot.dtype_,
-                    slot.device_);
+    const auto itemsize = static_cast<int64_t>(c10::elementSize(r.dtype));
+    const int64_t first_byte = e.device_offset + r.offset_in_span;
+    out = make_view(e.device, first_byte / itemsize, r.sizes, r.strides, r.dtype, r.device);
   }
   if (wait_for) {
     const int64_t begin = now_ns();
@@ -1207,7 +1221,7 @@ void Context::destroy_entry(Entry& e) {
   if (spare_.size() < 4096) spare_.push_back(std::move(owned));
 }
 
-void Context::release(Slot& slot) noexcept {
+OFFTUNE_HOT void Context::release(Slot& slot) noexcept {
   if (!slot.packed_) return;
   live_slots_.fetch_sub(1, std::memory_order_relaxed);
   if (!slot.entry_) return;  // kept: nothing of the engine's to give back

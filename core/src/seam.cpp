@@ -135,7 +135,7 @@ class OfftuneEngine final : public ag::Engine {
   // Engine's contract: a subclass stops the worker threads before its own members go away.
   ~OfftuneEngine() override { stop(); }
 
-  std::unique_ptr<ag::SavedVariableHooks> get_default_saved_variable_hooks() override {
+  OFFTUNE_HOT std::unique_ptr<ag::SavedVariableHooks> get_default_saved_variable_hooks() override {
     // Hot path for every saved tensor in the process: one thread-local read when offtune is idle.
     if (!t_frames.empty()) {
       const Frame& f = t_frames.back();
@@ -184,7 +184,7 @@ ag::Engine& offtune_engine() {
 
 }  // namespace
 
-at::Tensor SavedTensorSlot::call_unpack_hook() {
+OFFTUNE_HOT at::Tensor SavedTensorSlot::call_unpack_hook() {
   at::Tensor t = unpack();
   sim::check_handout(t);
   return t;
@@ -243,7 +243,7 @@ OffloadTarget top_target() {
   return {t_frames.back().ctx, t_frames.back().generation};
 }
 
-bool may_be_saved_by_its_own_node(const at::Tensor& t) {
+OFFTUNE_HOT bool may_be_saved_by_its_own_node(const at::Tensor& t) {
   // A node takes its sequence number when it is constructed, before the op saves anything: the
   // node saving an output it produced is the newest on this thread (CopySlices, made after it for
   // an in-place op on a view, is newer still and is caught too).
@@ -253,7 +253,7 @@ bool may_be_saved_by_its_own_node(const at::Tensor& t) {
 
 int current_graph_task_id() { return ag::get_current_graph_task_id(); }
 
-void note_unpack_in_backward(Context& ctx) {
+OFFTUNE_HOT void note_unpack_in_backward(Context& ctx) {
   const int task = ag::get_current_graph_task_id();
   if (task < 0) return;
   // Once per (task, offloader) and thread: unpacks come in runs.

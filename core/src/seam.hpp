@@ -22,6 +22,16 @@ struct OpCall;
 class Observer;
 }  // namespace offtune
 
+// The hooks' hot path (every saved tensor goes through it): these functions are grouped in
+// .text.hot, so that the few hundred instructions of a kept tensor's pack, unpack and release share
+// instruction-cache lines instead of each pulling in lines of its own between autograd's (a
+// callgrind run counted ~78 more L1i misses per saved tensor than a no-op hook before).
+#if defined(__GNUC__)
+#define OFFTUNE_HOT [[gnu::hot]]
+#else
+#define OFFTUNE_HOT
+#endif
+
 namespace offtune::detail {
 
 class Context;
@@ -33,10 +43,10 @@ class Context;
 // skips hooks for wrapped numbers).
 class SavedTensorSlot : public torch::autograd::SavedVariableHooks {
  public:
-  void call_pack_hook(const at::Tensor& tensor) final { pack(tensor); }
+  OFFTUNE_HOT void call_pack_hook(const at::Tensor& tensor) final { pack(tensor); }
   // unpack(), then (host-sim, when checking stream order) the emulator's check that the tensor is
   // ready on the stream it is handed to.
-  at::Tensor call_unpack_hook() final;
+  OFFTUNE_HOT at::Tensor call_unpack_hook() final;
 
  protected:
   virtual void pack(const at::Tensor& tensor) = 0;
