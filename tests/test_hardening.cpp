@@ -86,6 +86,38 @@ TEST(Hardening, InPlaceChangeOfASavedTensorRaisesAutogradsError) {
   }
 }
 
+TEST(Hardening, InPlaceChangeOfAnOutputSavedByItsOwnNodeRaises) {
+  // exp saves its own result: kept, the engine holds it as its storage and geometry (holding the
+  // tensor would close a reference cycle), and rebuilds it at unpack; offloaded, as any other.
+  for (const int64_t threshold : {int64_t{0}, int64_t{1} << 40}) {
+    SCOPED_TRACE("min_offload_size=" + std::to_string(threshold));
+    ActivationOffloader off(host_sim_options(threshold));
+    auto x = torch::randn({16, 32}, torch::requires_grad());
+    auto run = [&](ActivationOffloader* o) {
+      at::Tensor loss;
+      {
+        std::optional<OffloadScope> scope;
+        if (o) scope.emplace(o->scope());
+        auto y = x.mul(2).exp();  // exp saves y at version 0
+        loss = y.sum();
+        torch::NoGradGuard no_grad;
+        y.add_(1);  // y is now at version 1: exp's backward would use the wrong values
+      }
+      auto message = backward_error(loss);
+      x.mutable_grad().reset();
+      return message;
+    };
+    const std::string reference = run(nullptr);
+    ASSERT_THAT(reference, HasSubstr("modified by an inplace operation"));
+    const std::string got = run(&off);
+    EXPECT_THAT(got, HasSubstr("modified by an inplace operation"));
+    EXPECT_THAT(got, HasSubstr("is at version 1; expected version 0 instead"));
+    EXPECT_GT(off.stats().packed, 0);
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+}
+
 TEST(Hardening, InPlaceChangeBetweenTwoBackwardsOfARetainedGraphRaises) {
   ActivationOffloader off(host_sim_options());
   auto x = torch::randn({16, 32}, torch::requires_grad());
