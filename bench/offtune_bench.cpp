@@ -2,7 +2,9 @@
 //
 //   1. hooks: a forward+backward of a chain of cheap elementwise ops (each saves its input),
 //      without an offload scope, under a scope that offloads nothing (the saved-tensor hooks alone)
-//      and under one that offloads every tensor (the engine's per-tensor cost). Reported as ns per
+//      and under one that offloads every tensor (the engine's per-tensor cost), beside two floors:
+//      a no-op C++ hook (what autograd spends on any hook) and a hook that copies every tensor out
+//      and back synchronously (what moving it costs at least). Reported as ns per
 //      saved tensor over the plain-autograd baseline, with the spread over repetitions; on
 //      host-sim also the floor of no-op Python saved_tensors_hooks on the same chain
 //      (bench/python_floor.py, run with --python) and the ratios the engine aims at.
@@ -169,7 +171,7 @@ struct Env {
 // ---- section 1: hook overhead ------------------------------------------------------------------
 
 struct HookMode {
-  std::string key;  // baseline, floor, nothing, everything
+  std::string key;  // baseline, floor, nothing, copy-floor, everything
   std::string name;
   double median_pass_ms = kNaN;
   double saved_per_pass = kNaN;  // from the offloader's stats (no offloader: not counted)
@@ -238,8 +240,8 @@ PythonFloor measure_python_floor(const Args& args) {
 // One forward+backward of `chain` x sin on x, under the offloader's scope when one is given, or
 // under a HookFloorScope (autograd's own cost of a C++ hook). Returns milliseconds, copies and
 // compute included.
-double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* offloader, bool floor,
-                  const Env& env) {
+double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* offloader,
+                  std::optional<offtune::HookFloor> floor, const Env& env) {
   env.sync(offloader);
   const auto start = Clock::now();
   {
@@ -248,7 +250,7 @@ double chain_pass(at::Tensor& x, int64_t chain, offtune::ActivationOffloader* of
       std::optional<offtune::OffloadScope> scope;
       std::optional<offtune::HookFloorScope> floor_scope;
       if (offloader != nullptr) scope.emplace(offloader->scope());
-      if (floor) floor_scope.emplace();
+      if (floor) floor_scope.emplace(*floor);
       for (int64_t i = 0; i < chain; ++i) y = y.sin();  // each sin saves its input
     }
     y.sum().backward();
@@ -280,26 +282,52 @@ HookResult bench_hooks(const Args& args, const Env& env) {
     std::string key;  // as --hook-mode names it
     std::string name;
     offtune::ActivationOffloader* offloader;
-    bool floor;  // under a HookFloorScope
+    std::optional<offtune::HookFloor> floor;  // under a HookFloorScope of that kind
     std::vector<double> ms;
     std::vector<double> saved, offloaded, waits;
     bool resting = true;
   };
   std::vector<Mode> modes;
   if (args.hook_mode == "all" || args.hook_mode == "baseline") {
-    modes.push_back({"baseline", "no scope (baseline)", nullptr, false, {}, {}, {}, {}, true});
+    modes.push_back(
+        {"baseline", "no scope (baseline)", nullptr, std::nullopt, {}, {}, {}, {}, true});
   }
   if (args.hook_mode == "all" || args.hook_mode == "floor") {
-    modes.push_back(
-        {"floor", "no-op C++ hook (autograd's floor)", nullptr, true, {}, {}, {}, {}, true});
+    modes.push_back({"floor",
+                     "no-op C++ hook (autograd's floor)",
+                     nullptr,
+                     offtune::HookFloor::NoOp,
+                     {},
+                     {},
+                     {},
+                     {},
+                     true});
   }
   if (args.hook_mode == "all" || args.hook_mode == "nothing") {
-    modes.push_back(
-        {"nothing", "scope, nothing offloaded", &hook_offloader, false, {}, {}, {}, {}, true});
+    modes.push_back({"nothing",
+                     "scope, nothing offloaded",
+                     &hook_offloader,
+                     std::nullopt,
+                     {},
+                     {},
+                     {},
+                     {},
+                     true});
+  }
+  if (args.hook_mode == "all" || args.hook_mode == "copy-floor") {
+    modes.push_back({"copy-floor",
+                     "copy floor: every tensor out and back, inline",
+                     nullptr,
+                     offtune::HookFloor::Copy,
+                     {},
+                     {},
+                     {},
+                     {},
+                     true});
   }
   if (args.hook_mode == "all" || args.hook_mode == "everything") {
     modes.push_back(
-        {"everything", "scope, all offloaded", &all_offloader, false, {}, {}, {}, {}, true});
+        {"everything", "scope, all offloaded", &all_offloader, std::nullopt, {}, {}, {}, {}, true});
   }
 
   // One unmeasured pass each (allocator, thread pools, host pool slabs), then interleaved
@@ -314,9 +342,11 @@ HookResult bench_hooks(const Args& args, const Env& env) {
       if (mode.offloader != nullptr) before = mode.offloader->stats();
       mode.ms.push_back(chain_pass(x, args.chain, mode.offloader, mode.floor, env));
       if (mode.floor) {
-        // No offloader counts them: each sin saves its input (the nothing mode's stats show it).
+        // No offloader counts them: each sin saves its input (the nothing mode's stats show it);
+        // the copy floor moves every one.
         mode.saved.push_back(static_cast<double>(args.chain));
-        mode.offloaded.push_back(0);
+        mode.offloaded.push_back(
+            *mode.floor == offtune::HookFloor::Copy ? static_cast<double>(args.chain) : 0);
         mode.waits.push_back(0);
       } else if (mode.offloader != nullptr) {
         const offtune::OffloadStats after = mode.offloader->stats();
@@ -424,6 +454,14 @@ void print_hooks(const HookResult& r) {
     }
     fmt::print("everything offloaded / nothing offloaded: {} (target <= 3x)\n",
                ratio(all->ns_per_saved_tensor, nothing->ns_per_saved_tensor, nothing->ns_min));
+    if (const HookMode* copy = find("copy-floor")) {
+      fmt::print(
+          "copy floor (every tensor to host and back, inline: a device allocation, a tensor and "
+          "two copies each): {:.0f} ns; everything offloaded above it: {:+.0f} ns (the engine: "
+          "copy stream, window, prefetch, host pool, bookkeeping); everything / copy floor: {}\n",
+          copy->ns_per_saved_tensor, all->ns_per_saved_tensor - copy->ns_per_saved_tensor,
+          ratio(all->ns_per_saved_tensor, copy->ns_per_saved_tensor, copy->ns_min));
+    }
     if (r.python.measured) {
       fmt::print(
           "best passes: python {:.0f} ns, no-op C++ hook {:.0f} ns, nothing {:.0f} ns (python / "
@@ -875,7 +913,7 @@ int main(int argc, char** argv) {
   app.add_option("--hook-mode", args.hook_mode,
                  "hook section: every mode, interleaved, or one alone (for a profiler: perf "
                  "stat/record); one alone reports pass times only")
-      ->check(CLI::IsMember({"all", "baseline", "floor", "nothing", "everything"}))
+      ->check(CLI::IsMember({"all", "baseline", "floor", "nothing", "copy-floor", "everything"}))
       ->capture_default_str();
   app.add_option("--python", args.python,
                  "hook section (host-sim): the Python with torch that measures the floor of no-op "

@@ -2,6 +2,8 @@
 // same gradients as plain autograd.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "test_support.hpp"
 
 namespace offtune::test {
@@ -102,6 +104,47 @@ TEST(Seam, HookFloorScopeHooksEverySavedTensorAndOffloadsNothing) {
     weak = y.storage().getWeakStorageImpl();
   }
   EXPECT_EQ(weak.use_count(), 0) << "the saved output leaked (node -> hook -> tensor -> node)";
+}
+
+// The copy floor moves every saved tensor to host memory and back: gradients are those of plain
+// autograd, and backward reads the bytes taken at pack, not the tensor's memory.
+TEST(Seam, CopyFloorHookMovesEverySavedTensorOutAndBack) {
+  ActivationOffloader off(host_sim_options());
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  torch::manual_seed(0);
+  auto w = torch::randn({16, 16}, torch::requires_grad());
+  auto x = torch::randn({8, 16});
+  const auto loss = [&] { return x.matmul(w).tanh().exp().pow(2).mean(); };
+  const at::Tensor reference = torch::autograd::grad({loss()}, {w})[0];
+  at::Tensor got;
+  {
+    auto scope = off.scope();
+    HookFloorScope floor(HookFloor::Copy);
+    EXPECT_FALSE(offloading_active());
+    got = torch::autograd::grad({loss()}, {w})[0];
+  }
+  EXPECT_TRUE(bitwise_equal(reference, got));
+  EXPECT_EQ(obs->packs.size(), 0u);
+  EXPECT_EQ(off.stats().packed, 0);
+
+  // A change of the saved tensor after the save does not reach backward under the copy floor (it
+  // reads the copy); under the no-op floor it does (it reads the tensor).
+  const auto grad_after_change = [](std::optional<HookFloor> kind) {
+    auto v = torch::linspace(-1, 1, 64).requires_grad_();
+    at::Tensor y;
+    {
+      std::optional<HookFloorScope> floor;
+      if (kind) floor.emplace(*kind);
+      auto h = v.mul(2);
+      y = h.sin();  // saves h
+      if (kind) h.add_(1);
+    }
+    return torch::autograd::grad({y.sum()}, {v})[0];
+  };
+  const at::Tensor unchanged = grad_after_change(std::nullopt);
+  EXPECT_TRUE(bitwise_equal(unchanged, grad_after_change(HookFloor::Copy)));
+  EXPECT_FALSE(torch::allclose(unchanged, grad_after_change(HookFloor::NoOp)));
 }
 
 }  // namespace

@@ -1710,9 +1710,9 @@ OffloadScope::~OffloadScope() {
 NoOffloadRegion::NoOffloadRegion() : token_(detail::push_frame(nullptr, 0)) {}
 NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(token_); }
 
-HookFloorScope::HookFloorScope() {
+HookFloorScope::HookFloorScope(HookFloor kind) {
   detail::ensure_engine_installed();
-  token_ = detail::push_floor_frame();
+  token_ = detail::push_floor_frame(kind == HookFloor::Copy);
 }
 HookFloorScope::~HookFloorScope() { detail::pop_frame(token_); }
 

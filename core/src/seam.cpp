@@ -20,12 +20,16 @@
 
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/node.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <type_traits>
 #include <unordered_map>
@@ -56,6 +60,7 @@ struct Frame {
   uint64_t token = 0;
   bool floor = false;            // a HookFloorScope: the cheapest hook there is, no offloader
   HookSource* source = nullptr;  // a checkpoint's region or recompute
+  bool copy_floor = false;       // a HookFloorScope with the copy floor's hook, no offloader
 };
 thread_local std::vector<Frame> t_frames;
 thread_local uint64_t t_next_token = 1;
@@ -129,6 +134,48 @@ class FloorHooks final : public ag::SavedVariableHooks {
   at::Tensor tensor_;
 };
 
+// HookFloor::Copy's hook: the tensor's bytes go to a host buffer at pack and come back into a new
+// tensor on its device at unpack, synchronously on this thread. On a CPU tensor (host-sim's device)
+// the buffer is plain heap memory and the copies are memcpy; elsewhere they are ATen copies.
+class CopyFloorHooks final : public ag::SavedVariableHooks {
+ public:
+  void call_pack_hook(const at::Tensor& t) override {
+    if (!t.defined() || !t.has_storage() || t.layout() != at::kStrided || !t.is_contiguous() ||
+        t.numel() == 0) {
+      kept_ = may_be_saved_by_its_own_node(t) ? t.detach() : t;
+      return;
+    }
+    options_ = t.options();
+    sizes_.assign(t.sizes().begin(), t.sizes().end());
+    moved_ = true;
+    if (t.is_cpu()) {
+      bytes_ = t.nbytes();
+      host_bytes_ = std::make_unique_for_overwrite<std::byte[]>(bytes_);
+      std::memcpy(host_bytes_.get(), t.const_data_ptr(), bytes_);
+    } else {
+      host_tensor_ = t.to(at::kCPU);
+    }
+  }
+  at::Tensor call_unpack_hook() override {
+    if (!moved_) return kept_;
+    if (host_bytes_) {
+      at::Tensor out = at::empty(sizes_, options_);
+      std::memcpy(out.mutable_data_ptr(), host_bytes_.get(), bytes_);
+      return out;
+    }
+    return host_tensor_.to(options_.device());
+  }
+
+ private:
+  bool moved_ = false;  // else kept_
+  at::Tensor kept_;
+  at::TensorOptions options_;
+  c10::SmallVector<int64_t, 5> sizes_;
+  size_t bytes_ = 0;
+  std::unique_ptr<std::byte[]> host_bytes_;
+  at::Tensor host_tensor_;
+};
+
 class OfftuneEngine final : public ag::Engine {
  public:
   OfftuneEngine() = default;
@@ -141,7 +188,8 @@ class OfftuneEngine final : public ag::Engine {
       const Frame& f = t_frames.back();
       if (f.ctx != nullptr) return make_slot(*f.ctx, f.generation);
       if (f.source != nullptr) return f.source->make_hooks();
-      return f.floor ? std::make_unique<FloorHooks>() : nullptr;
+      if (f.floor) return std::make_unique<FloorHooks>();
+      return f.copy_floor ? std::make_unique<CopyFloorHooks>() : nullptr;
     }
     const int task = ag::get_current_graph_task_id();
     if (task < 0) return nullptr;
@@ -215,9 +263,9 @@ uint64_t push_frame(Context* ctx, uint64_t generation) {
   return token;
 }
 
-uint64_t push_floor_frame() {
+uint64_t push_floor_frame(bool copy) {
   const uint64_t token = t_next_token++;
-  t_frames.push_back({nullptr, 0, token, true});
+  t_frames.push_back({nullptr, 0, token, !copy, nullptr, copy});
   return token;
 }
 

@@ -63,8 +63,8 @@ void ensure_engine_installed();
 // they are in the stack (a movable scope may end out of order).
 uint64_t push_frame(Context* ctx, uint64_t generation);
 // A HookFloorScope's frame: no offloader (top_frame() is nullptr), and every saved tensor gets the
-// cheapest C++ hook there is.
-uint64_t push_floor_frame();
+// cheapest C++ hook there is, or with `copy` the copy floor's (offtune::HookFloor::Copy).
+uint64_t push_floor_frame(bool copy);
 // A frame whose saved tensors get their hooks from `source` (checkpoint.cpp: a checkpointed
 // region's forward, and its recompute). top_frame() is nullptr under it.
 class HookSource {

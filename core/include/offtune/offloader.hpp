@@ -172,14 +172,24 @@ class NoOffloadRegion {
   uint64_t token_;
 };
 
-// For benchmarks: while alive, every tensor autograd saves on this thread gets the cheapest C++
-// saved-tensor hook there is (pack keeps the tensor, unpack hands it back) and no offloader sees
-// it. It measures what autograd itself spends on any C++ hook (it detaches the tensor at pack and
-// rebuilds a variable at unpack): a floor that offtune's own hooks cannot go below.
-// `offtune-bench --section hooks` reports offtune's cost above it. Innermost wins, as with scopes.
+// What a HookFloorScope's hook does with each saved tensor.
+enum class HookFloor : uint8_t {
+  // Keeps it and hands it back: what autograd itself spends on any C++ hook (it detaches the
+  // tensor at pack and rebuilds a variable at unpack), a floor offtune's hooks cannot go below.
+  NoOp,
+  // Copies its bytes to host memory at pack and into a new tensor on its device at unpack, on the
+  // calling thread, with no stream, window, pool or bookkeeping: the least a hook that moves every
+  // saved tensor must do (a device allocation, a tensor and two copies). A tensor that is not
+  // contiguous, or has no storage, is kept as NoOp keeps it.
+  Copy,
+};
+
+// For benchmarks: while alive, every tensor autograd saves on this thread gets the floor hook of
+// `kind` and no offloader sees it. `offtune-bench --section hooks` reports offtune's cost above
+// these floors. Innermost wins, as with scopes.
 class HookFloorScope {
  public:
-  HookFloorScope();
+  explicit HookFloorScope(HookFloor kind = HookFloor::NoOp);
   ~HookFloorScope();
   HookFloorScope(const HookFloorScope&) = delete;
   HookFloorScope& operator=(const HookFloorScope&) = delete;
