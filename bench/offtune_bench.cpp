@@ -288,47 +288,18 @@ HookResult bench_hooks(const Args& args, const Env& env) {
     bool resting = true;
   };
   std::vector<Mode> modes;
-  if (args.hook_mode == "all" || args.hook_mode == "baseline") {
-    modes.push_back(
-        {"baseline", "no scope (baseline)", nullptr, std::nullopt, {}, {}, {}, {}, true});
-  }
-  if (args.hook_mode == "all" || args.hook_mode == "floor") {
-    modes.push_back({"floor",
-                     "no-op C++ hook (autograd's floor)",
-                     nullptr,
-                     offtune::HookFloor::NoOp,
-                     {},
-                     {},
-                     {},
-                     {},
-                     true});
-  }
-  if (args.hook_mode == "all" || args.hook_mode == "nothing") {
-    modes.push_back({"nothing",
-                     "scope, nothing offloaded",
-                     &hook_offloader,
-                     std::nullopt,
-                     {},
-                     {},
-                     {},
-                     {},
-                     true});
-  }
-  if (args.hook_mode == "all" || args.hook_mode == "copy-floor") {
-    modes.push_back({"copy-floor",
-                     "copy floor: every tensor out and back, inline",
-                     nullptr,
-                     offtune::HookFloor::Copy,
-                     {},
-                     {},
-                     {},
-                     {},
-                     true});
-  }
-  if (args.hook_mode == "all" || args.hook_mode == "everything") {
-    modes.push_back(
-        {"everything", "scope, all offloaded", &all_offloader, std::nullopt, {}, {}, {}, {}, true});
-  }
+  const auto add = [&](const char* key, const char* name, offtune::ActivationOffloader* offloader,
+                       std::optional<offtune::HookFloor> floor) {
+    if (args.hook_mode == "all" || args.hook_mode == key) {
+      modes.push_back({key, name, offloader, floor, {}, {}, {}, {}, true});
+    }
+  };
+  add("baseline", "no scope (baseline)", nullptr, std::nullopt);
+  add("floor", "no-op C++ hook (autograd's floor)", nullptr, offtune::HookFloor::NoOp);
+  add("nothing", "scope, nothing offloaded", &hook_offloader, std::nullopt);
+  add("copy-floor", "copy floor: every tensor out and back, inline", nullptr,
+      offtune::HookFloor::Copy);
+  add("everything", "scope, all offloaded", &all_offloader, std::nullopt);
 
   // One unmeasured pass each (allocator, thread pools, host pool slabs), then interleaved
   // repetitions, so that drift in machine speed hits every mode alike. The order rotates from one
