@@ -400,6 +400,7 @@ TEST(Hardening, ConcurrentScopesPrefetchOnlyTheirOwnGraph) {
 
 // The byte bound of the forward window counts what the window keeps alive: whole storages.
 TEST(Hardening, ByteWindowCountsTheStorageAHoldKeepsAlive) {
+  const ModelledTime modelled;  // the waits below must not depend on this machine's load
   OffloadOptions o = host_sim_options(0, /*window=*/100);
   o.max_fwd_stash_bytes = 64 << 10;
   o.link = LinkModel{0.5, 0.0, 20'000'000};  // 20 ms per copy: every copy is still in flight

@@ -288,10 +288,12 @@ TEST_P(Dtypes, GradientsIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(All, Dtypes, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf));
 
+// Simulated time (ModelledTime) in the window tests below: whether a copy is still running when
+// the next tensor is packed then depends on the link model alone, not on this machine's load.
 TEST(Semantics, LinkModelWindowMakesForwardWait) {
+  const ModelledTime modelled;
   OffloadOptions o = host_sim_options(0, /*window=*/1);
-  // 20 ms per copy: copies outlast the next op even on a loaded machine.
-  o.link = LinkModel{1.0, 0.0, 20'000'000};
+  o.link = LinkModel{1.0, 0.0, 20'000'000};  // 20 ms per copy: far longer than an op
   ActivationOffloader off(o);
   auto obs = observe(off);
   auto x = torch::randn({64, 256}, torch::requires_grad());
@@ -299,20 +301,6 @@ TEST(Semantics, LinkModelWindowMakesForwardWait) {
   EXPECT_GT(off.stats().window_waits, 0);
   EXPECT_EQ(obs->waits.empty(), false);
 }
-
-// Simulated time (host_sim::set_device_model) for the tests below whose outcome depends on a copy
-// still running when the next tensor is packed: on this CPU's clock a loaded machine can deschedule
-// the compute thread for longer than the copy takes, and the wait the test looks for never comes.
-class ModelledTime {
- public:
-  ModelledTime() : model_(device_model_named("h100-sxm")) { host_sim::set_device_model(&model_); }
-  ~ModelledTime() { host_sim::set_device_model(nullptr); }
-  ModelledTime(const ModelledTime&) = delete;
-  ModelledTime& operator=(const ModelledTime&) = delete;
-
- private:
-  DeviceModel model_;
-};
 
 TEST(Semantics, ByteWindowBoundsInFlightBytes) {
   const ModelledTime modelled;

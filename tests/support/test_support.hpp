@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "offtune/core.hpp"
+#include "offtune/device_model.hpp"
+#include "offtune/host_sim.hpp"
 
 namespace offtune::test {
 
@@ -38,6 +40,21 @@ void expect_identical_step(const std::function<at::Tensor()>& forward,
 
 // Expects host-sim's stream-order checker to have found nothing since the last call.
 void expect_no_stream_races();
+
+// Simulated time on host-sim for as long as it lives (an H100 SXM device model): for tests whose
+// outcome depends on a copy still running when the next tensor is packed. On this CPU's clock a
+// loaded machine can deschedule the compute thread for longer than any copy takes, and the wait
+// such a test looks for never comes.
+class ModelledTime {
+ public:
+  ModelledTime() : model_(device_model_named("h100-sxm")) { host_sim::set_device_model(&model_); }
+  ~ModelledTime() { host_sim::set_device_model(nullptr); }
+  ModelledTime(const ModelledTime&) = delete;
+  ModelledTime& operator=(const ModelledTime&) = delete;
+
+ private:
+  DeviceModel model_;
+};
 
 struct RecordingObserver : Observer {
   std::mutex mutex;
