@@ -2,8 +2,11 @@
 // poison on free, pageable fallback.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "host_pool.hpp"  // internal header: this suite tests the pool itself
 
@@ -18,7 +21,8 @@ class CountingSource : public HostMemorySource {
   void* allocate(int64_t bytes, bool pinned) override {
     if (pinned && fail_pinned) return nullptr;
     ++allocations;
-    return std::malloc(static_cast<size_t>(bytes));
+    // Page-aligned, as pinned memory is.
+    return std::aligned_alloc(4096, static_cast<size_t>((bytes + 4095) / 4096 * 4096));
   }
   void release(void* p, int64_t, bool) override {
     ++releases;
@@ -95,6 +99,48 @@ TEST(HostPool, BlocksOutliveThePoolHandle) {
   std::memset(block.data(), 1, 4096);  // still valid: the block keeps the pool alive
   block.reset();
   EXPECT_EQ(src.releases, 1);
+}
+
+// Blocks given back in any order coalesce: whatever the order, the blocks of one slab never
+// overlap, a freed range is handed out again first-fit, and once all are back the whole slab is
+// one free range again (a block of the slab's size fits without a second reservation).
+TEST(HostPool, CoalescesFreedRangesInAnyOrder) {
+  CountingSource src;
+  auto pool = std::make_shared<HostPool>(src, 1 * kMiB, false);
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<HostBlock> blocks;
+    bool pinned = false;
+    for (int64_t used = 0;;) {
+      const int64_t bytes = std::uniform_int_distribution<int64_t>(1, 40'000)(rng);
+      const int64_t length = (bytes + 511) / 512 * 512;
+      if (used + length > kMiB) break;
+      blocks.push_back(pool->allocate(bytes, true, pinned));
+      used += length;
+    }
+    ASSERT_EQ(src.allocations, 1) << "round " << round;
+    std::vector<std::pair<char*, char*>> spans;
+    for (const auto& b : blocks) {
+      auto* p = static_cast<char*>(b.data());
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 512, 0u);
+      spans.emplace_back(p, p + b.size());
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) ASSERT_LE(spans[i - 1].second, spans[i].first);
+    // A hole in the middle is reused first-fit by a block that fits it.
+    const size_t mid = blocks.size() / 2;
+    void* hole = blocks[mid].data();
+    const int64_t hole_bytes = blocks[mid].size();
+    blocks[mid].reset();
+    HostBlock again = pool->allocate(hole_bytes, true, pinned);
+    EXPECT_EQ(again.data(), hole);
+    again.reset();
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    for (auto& b : blocks) b.reset();
+    EXPECT_EQ(pool->in_use_bytes(), 0);
+    HostBlock whole = pool->allocate(kMiB, true, pinned);
+    EXPECT_EQ(src.allocations, 1) << "the freed ranges did not coalesce, round " << round;
+  }
 }
 
 }  // namespace

@@ -198,7 +198,10 @@ class HostSimBackend final : public Backend {
         sim::count_modelled_copy();
       }
       sim::note_copy(*r.device, cs_, seq, /*writes_device=*/!to_host);
-      queue_.push_back(Task{dst, src, r.bytes, r.pinned, ticket});
+      // The worker shares the ticket only to stamp its completion time, when that is wanted:
+      // otherwise it touches neither the ticket nor its reference count (another core's lines).
+      queue_.push_back(
+          Task{dst, src, r.bytes, seq, r.pinned, modelled, r.timed ? ticket : nullptr});
       cs_.issued.store(seq, std::memory_order_release);
       wake = sleeping_;
     }
@@ -260,8 +263,10 @@ class HostSimBackend final : public Backend {
     void* dst;
     const void* src;
     int64_t bytes;
+    uint64_t seq;
     bool pinned;
-    std::shared_ptr<Ticket> ticket;
+    bool modelled;
+    std::shared_ptr<Ticket> timed;  // stamped with the completion time; null when not wanted
   };
 
   void work() {
@@ -286,15 +291,15 @@ class HostSimBackend final : public Backend {
       }
       for (Task& task : batch) {
         if (delay_ns_ > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns_));
-        if (task.ticket->modelled_end() >= 0) {
+        if (task.modelled) {
           std::memcpy(task.dst, task.src, static_cast<size_t>(task.bytes));  // time is modelled
         } else {
           run_copy(task.dst, task.src, task.bytes, link_, task.pinned);
-          task.ticket->set_done(now_ns());
+          if (task.timed) task.timed->set_done(now_ns());
         }
-        sim::note_copy_done(cs_, task.ticket->seq());
+        sim::note_copy_done(cs_, task.seq);
         cs_.completed.notify_all();
-        task.ticket.reset();
+        task.timed.reset();
       }
       batch.clear();
     }

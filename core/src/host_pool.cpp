@@ -52,12 +52,15 @@ HostBlock HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
     for (auto& slab : slabs_) {
       if (slab->pinned != want_pinned && !(want_pinned && fallbacks_ > 0)) continue;
       for (auto it = slab->free.begin(); it != slab->free.end(); ++it) {
-        if (it->second >= length) {
+        const int64_t start = it->second;
+        if (it->first - start >= length) {  // first fit, in address order
           chosen = slab.get();
-          offset = it->first;
-          const int64_t rest = it->second - length;
-          slab->free.erase(it);
-          if (rest > 0) chosen->free.emplace(offset + length, rest);
+          offset = start;
+          if (it->first - start == length) {
+            slab->free.erase(it);
+          } else {
+            it->second = start + length;
+          }
           break;
         }
       }
@@ -83,11 +86,11 @@ HostBlock HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
         TORCH_CHECK(false, "offtune: out of host memory: could not reserve ", size,
                     " bytes for offloaded activations");
       }
-      auto slab = std::make_unique<Slab>();
+      auto slab = std::make_unique<Slab>(&nodes_);
       slab->base = static_cast<char*>(base);
       slab->size = size;
       slab->pinned = got_pinned;
-      if (size > length) slab->free.emplace(length, size - length);
+      if (size > length) slab->free.emplace(size, length);
       chosen = slab.get();
       offset = 0;
       reserved_ += size;
@@ -110,19 +113,23 @@ HostBlock HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
 void HostPool::release(Slab* slab, int64_t offset, int64_t length) {
   if (poison_) std::memset(slab->base + offset, 0xFF, static_cast<size_t>(length));
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [it, inserted] = slab->free.emplace(offset, length);
-  // Coalesce with the following and the preceding free ranges.
-  auto next = std::next(it);
-  if (next != slab->free.end() && it->first + it->second == next->first) {
-    it->second += next->second;
-    slab->free.erase(next);
-  }
-  if (it != slab->free.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first + prev->second == it->first) {
-      prev->second += it->second;
-      slab->free.erase(it);
-    }
+  // Ranges are disjoint: the first one ending after the block starts at or after its end, and
+  // the one before it ends at or before its start.
+  const int64_t end = offset + length;
+  auto& free = slab->free;
+  const auto next = free.lower_bound(end);
+  const bool joins_next = next != free.end() && next->second == end;
+  const auto prev = next == free.begin() ? free.end() : std::prev(next);
+  const bool joins_prev = prev != free.end() && prev->first == offset;
+  if (joins_next) {
+    next->second = joins_prev ? prev->second : offset;
+    if (joins_prev) free.erase(prev);
+  } else if (joins_prev) {
+    auto node = free.extract(prev);  // its end moves: re-keyed in place, no new node
+    node.key() = end;
+    free.insert(next, std::move(node));
+  } else {
+    free.emplace_hint(next, end, offset);
   }
   slab->used -= length;
   in_use_ -= length;

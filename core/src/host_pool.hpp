@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <vector>
 
@@ -61,10 +62,14 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
 
  private:
   struct Slab {
+    explicit Slab(std::pmr::memory_resource* nodes) : free(nodes) {}
     char* base = nullptr;
     int64_t size = 0;
     bool pinned = false;
-    std::map<int64_t, int64_t> free;  // offset -> length, coalesced
+    // Free ranges, coalesced: end offset -> start offset. Keyed by the end so that the usual
+    // moves change a value, not the tree: a block taken from the front of a range, a block given
+    // back just before a free range (backward frees in reverse pack order).
+    std::pmr::map<int64_t, int64_t> free;
     int64_t used = 0;
   };
   friend class HostBlock;
@@ -75,6 +80,7 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
   const bool poison_;
   const int64_t align_;
   mutable std::mutex mutex_;
+  std::pmr::unsynchronized_pool_resource nodes_;  // the free lists' nodes (used under mutex_)
   std::vector<std::unique_ptr<Slab>> slabs_;
   int64_t in_use_ = 0;
   int64_t reserved_ = 0;
