@@ -116,20 +116,20 @@ void HostPool::release(Slab* slab, int64_t offset, int64_t length) {
   // Ranges are disjoint: the first one ending after the block starts at or after its end, and
   // the one before it ends at or before its start.
   const int64_t end = offset + length;
-  auto& free = slab->free;
-  const auto next = free.lower_bound(end);
-  const bool joins_next = next != free.end() && next->second == end;
-  const auto prev = next == free.begin() ? free.end() : std::prev(next);
-  const bool joins_prev = prev != free.end() && prev->first == offset;
+  auto& ranges = slab->free;
+  const auto next = ranges.lower_bound(end);
+  const bool joins_next = next != ranges.end() && next->second == end;
+  const auto prev = next == ranges.begin() ? ranges.end() : std::prev(next);
+  const bool joins_prev = prev != ranges.end() && prev->first == offset;
   if (joins_next) {
     next->second = joins_prev ? prev->second : offset;
-    if (joins_prev) free.erase(prev);
+    if (joins_prev) ranges.erase(prev);
   } else if (joins_prev) {
-    auto node = free.extract(prev);  // its end moves: re-keyed in place, no new node
+    auto node = ranges.extract(prev);  // its end moves: re-keyed in place, no new node
     node.key() = end;
-    free.insert(next, std::move(node));
+    ranges.insert(next, std::move(node));
   } else {
-    free.emplace_hint(next, end, offset);
+    ranges.emplace_hint(next, end, offset);
   }
   slab->used -= length;
   in_use_ -= length;
