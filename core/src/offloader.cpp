@@ -38,6 +38,7 @@
 #include <c10/core/TensorOptions.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/flat_hash_map.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
@@ -341,13 +342,14 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::atomic<bool> warned_other_device_{false};
   Entry* live_head_ = nullptr;
   std::vector<std::unique_ptr<Entry>> spare_;  // recycled entries
-  // The maps below gain and lose a node per offloaded tensor: their nodes come from a pool (used
-  // under the lock only), not from the heap.
+  // The maps below gain and lose a key per offloaded tensor. The unique-key ones are open-addressed
+  // (c10's flat_hash_map: no node, and a multiply instead of a division per lookup); the
+  // multimap's nodes come from a pool (used under the lock only), not from the heap.
   std::pmr::unsynchronized_pool_resource nodes_;
-  std::pmr::unordered_map<uint64_t, Entry*> chain_tail_{&nodes_};
+  ska::flat_hash_map<uint64_t, Entry*> chain_tail_;
   std::pmr::unordered_multimap<c10::StorageImpl*, Entry*> by_storage_{&nodes_};
   std::deque<Entry*> fwd_stash_;
-  std::pmr::unordered_map<c10::StorageImpl*, int> held_{&nodes_};  // held storages, with counts
+  ska::flat_hash_map<c10::StorageImpl*, int> held_;  // held storages, with counts
   int64_t fwd_bytes_ = 0;
   int64_t bwd_count_ = 0;
   int64_t bwd_bytes_ = 0;
@@ -810,7 +812,7 @@ OFFTUNE_HOT void Context::pack(Slot& slot, const at::Tensor& t) {
     e.slots = 1;
     e.pack_stream = stream;
     // Link before anything below may throw: destroy_entry unlinks whatever was linked.
-    if (auto [it, inserted] = chain_tail_.try_emplace(e.generation, &e); !inserted) {
+    if (auto [it, inserted] = chain_tail_.emplace(e.generation, &e); !inserted) {
       e.chain_prev = it->second;
       it->second->chain_next = &e;
       it->second = &e;
