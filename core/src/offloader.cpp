@@ -567,6 +567,8 @@ class Slot final : public SavedTensorSlot {
     ctx_->release(*this);
     if (rebuild_) rebuild_->~Rebuild();
   }
+  Slot(const Slot&) = delete;  // rebuild_ points into this slot
+  Slot& operator=(const Slot&) = delete;
   static void* operator new(size_t n) { return SlotMemory::take(n); }
   static void operator delete(void* p) noexcept { SlotMemory::give(p); }
 
@@ -583,7 +585,9 @@ class Slot final : public SavedTensorSlot {
   at::Tensor kept_;         // kept as it is
   uint32_t saved_version_ = 0;
   bool packed_ = false;
-  Rebuild* rebuild_ = nullptr;  // neither: in rebuild_storage_ (see Rebuild)
+  // Neither: in rebuild_storage_ (see Rebuild). Not a std::optional: its engaged flag would sit
+  // after the payload, on another cache line than the members above.
+  Rebuild* rebuild_ = nullptr;
   alignas(Rebuild) unsigned char rebuild_storage_[sizeof(Rebuild)];
 
   Rebuild& make_rebuild(const at::Tensor& t) {
@@ -1714,7 +1718,7 @@ NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(token_); }
 
 HookFloorScope::HookFloorScope(HookFloor kind) {
   detail::ensure_engine_installed();
-  token_ = detail::push_floor_frame(kind == HookFloor::Copy);
+  token_ = detail::push_floor_frame(kind);
 }
 HookFloorScope::~HookFloorScope() { detail::pop_frame(token_); }
 

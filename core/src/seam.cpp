@@ -31,11 +31,13 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "host_sim_internal.hpp"
+#include "offtune/offloader.hpp"
 #include "offtune/options.hpp"
 
 namespace offtune::detail {
@@ -58,9 +60,8 @@ struct Frame {
   Context* ctx = nullptr;
   uint64_t generation = 0;
   uint64_t token = 0;
-  bool floor = false;            // a HookFloorScope: the cheapest hook there is, no offloader
-  HookSource* source = nullptr;  // a checkpoint's region or recompute
-  bool copy_floor = false;       // a HookFloorScope with the copy floor's hook, no offloader
+  std::optional<HookFloor> floor;  // a HookFloorScope: its floor hook, no offloader
+  HookSource* source = nullptr;    // a checkpoint's region or recompute
 };
 thread_local std::vector<Frame> t_frames;
 thread_local uint64_t t_next_token = 1;
@@ -188,8 +189,8 @@ class OfftuneEngine final : public ag::Engine {
       const Frame& f = t_frames.back();
       if (f.ctx != nullptr) return make_slot(*f.ctx, f.generation);
       if (f.source != nullptr) return f.source->make_hooks();
-      if (f.floor) return std::make_unique<FloorHooks>();
-      return f.copy_floor ? std::make_unique<CopyFloorHooks>() : nullptr;
+      if (f.floor == HookFloor::NoOp) return std::make_unique<FloorHooks>();
+      return f.floor == HookFloor::Copy ? std::make_unique<CopyFloorHooks>() : nullptr;
     }
     const int task = ag::get_current_graph_task_id();
     if (task < 0) return nullptr;
@@ -263,15 +264,15 @@ uint64_t push_frame(Context* ctx, uint64_t generation) {
   return token;
 }
 
-uint64_t push_floor_frame(bool copy) {
+uint64_t push_floor_frame(HookFloor kind) {
   const uint64_t token = t_next_token++;
-  t_frames.push_back({nullptr, 0, token, !copy, nullptr, copy});
+  t_frames.push_back({nullptr, 0, token, kind});
   return token;
 }
 
 uint64_t push_source_frame(HookSource* source) {
   const uint64_t token = t_next_token++;
-  t_frames.push_back({nullptr, 0, token, false, source});
+  t_frames.push_back({nullptr, 0, token, std::nullopt, source});
   return token;
 }
 

@@ -20,6 +20,7 @@ class Tensor;
 namespace offtune {
 struct OpCall;
 class Observer;
+enum class HookFloor : uint8_t;  // offtune/offloader.hpp
 }  // namespace offtune
 
 // The hooks' hot path (every saved tensor goes through it): these functions are grouped in
@@ -63,8 +64,8 @@ void ensure_engine_installed();
 // they are in the stack (a movable scope may end out of order).
 uint64_t push_frame(Context* ctx, uint64_t generation);
 // A HookFloorScope's frame: no offloader (top_frame() is nullptr), and every saved tensor gets the
-// cheapest C++ hook there is, or with `copy` the copy floor's (offtune::HookFloor::Copy).
-uint64_t push_floor_frame(bool copy);
+// floor hook of `kind`.
+uint64_t push_floor_frame(HookFloor kind);
 // A frame whose saved tensors get their hooks from `source` (checkpoint.cpp: a checkpointed
 // region's forward, and its recompute). top_frame() is nullptr under it.
 class HookSource {
