@@ -61,9 +61,9 @@ TEST(Seam, InnermostScopeWins) {
   EXPECT_GT(b.stats().packed, 0);
 }
 
-// The benchmarks' floor: every saved tensor goes through a C++ hook that only keeps it, and no
-// offloader sees it, even inside an offload scope.
-TEST(Seam, HookFloorScopeHooksEverySavedTensorAndOffloadsNothing) {
+// Under a floor scope inside an offload scope: gradients bitwise those of plain autograd, and the
+// offloader sees nothing.
+void expect_floor_keeps_gradients_and_hides_tensors(HookFloor kind) {
   ActivationOffloader off(host_sim_options());
   auto obs = std::make_shared<RecordingObserver>();
   off.set_observer(obs);
@@ -75,13 +75,19 @@ TEST(Seam, HookFloorScopeHooksEverySavedTensorAndOffloadsNothing) {
   at::Tensor got;
   {
     auto scope = off.scope();
-    HookFloorScope floor;
+    HookFloorScope floor(kind);
     EXPECT_FALSE(offloading_active());
     got = torch::autograd::grad({loss()}, {w})[0];
   }
   EXPECT_TRUE(bitwise_equal(reference, got));
   EXPECT_EQ(obs->packs.size(), 0u);
   EXPECT_EQ(off.stats().packed, 0);
+}
+
+// The benchmarks' floor: every saved tensor goes through a C++ hook that only keeps it, and no
+// offloader sees it, even inside an offload scope.
+TEST(Seam, HookFloorScopeHooksEverySavedTensorAndOffloadsNothing) {
+  expect_floor_keeps_gradients_and_hides_tensors(HookFloor::NoOp);
 
   // A hook is there: like any hook that does not check versions, it lets an in-place change of a
   // saved tensor through, where plain autograd (and offtune's own hooks) raise.
@@ -109,24 +115,7 @@ TEST(Seam, HookFloorScopeHooksEverySavedTensorAndOffloadsNothing) {
 // The copy floor moves every saved tensor to host memory and back: gradients are those of plain
 // autograd, and backward reads the bytes taken at pack, not the tensor's memory.
 TEST(Seam, CopyFloorHookMovesEverySavedTensorOutAndBack) {
-  ActivationOffloader off(host_sim_options());
-  auto obs = std::make_shared<RecordingObserver>();
-  off.set_observer(obs);
-  torch::manual_seed(0);
-  auto w = torch::randn({16, 16}, torch::requires_grad());
-  auto x = torch::randn({8, 16});
-  const auto loss = [&] { return x.matmul(w).tanh().exp().pow(2).mean(); };
-  const at::Tensor reference = torch::autograd::grad({loss()}, {w})[0];
-  at::Tensor got;
-  {
-    auto scope = off.scope();
-    HookFloorScope floor(HookFloor::Copy);
-    EXPECT_FALSE(offloading_active());
-    got = torch::autograd::grad({loss()}, {w})[0];
-  }
-  EXPECT_TRUE(bitwise_equal(reference, got));
-  EXPECT_EQ(obs->packs.size(), 0u);
-  EXPECT_EQ(off.stats().packed, 0);
+  expect_floor_keeps_gradients_and_hides_tensors(HookFloor::Copy);
 
   // A change of the saved tensor after the save does not reach backward under the copy floor (it
   // reads the copy); under the no-op floor it does (it reads the tensor).
