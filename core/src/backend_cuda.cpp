@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "backend.hpp"
+#include "block_cache.hpp"
 #include "cuda_check.hpp"
 #include "pressure.hpp"
 
@@ -76,23 +77,39 @@ struct Anchor {
   }
 };
 
+// The events of untimed fences (all of them unless an observer wants copy times): one per copy, so
+// they come from a pool instead of a cudaEventCreate and a cudaEventDestroy each. Leaked: a fence
+// may outlive static destruction.
+c10::cuda::CUDAEventPool& event_pool() {
+  static auto* pool = new c10::cuda::CUDAEventPool();
+  return *pool;
+}
+
 class EventFence final : public Fence {
  public:
   EventFence(const CUDAStream& stream, std::shared_ptr<Anchor> anchor)
-      : event_(anchor ? cudaEventDefault : cudaEventDisableTiming), anchor_(std::move(anchor)) {
-    event_.record(stream);
+      : anchor_(std::move(anchor)) {
+    if (anchor_) {
+      timed_.emplace(cudaEventDefault);  // elapsed_time needs timing: not from the pool
+    } else {
+      pooled_ = event_pool().get(stream.device_index());
+    }
+    event().record(stream);
   }
-  bool query() override { return event_.query(); }
-  void synchronize() override { event_.synchronize(); }
+  bool query() override { return event().query(); }
+  void synchronize() override { event().synchronize(); }
   int64_t completed_ns() override {
-    if (!anchor_ || !event_.query()) return 0;
-    const double ms = anchor_->event.elapsed_time(event_);
+    if (!anchor_ || !timed_->query()) return 0;
+    const double ms = anchor_->event.elapsed_time(*timed_);
     return anchor_->host_ns + static_cast<int64_t>(std::llround(ms * 1e6));
   }
-  void block(const CUDAStream& stream) { event_.block(stream); }
+  void block(const CUDAStream& stream) { event().block(stream); }
 
  private:
-  CUDAEvent event_;
+  CUDAEvent& event() { return anchor_ ? *timed_ : *pooled_; }
+
+  std::optional<CUDAEvent> timed_;
+  c10::cuda::CUDAEventPool::Event pooled_;
   std::shared_ptr<Anchor> anchor_;
 };
 
@@ -167,7 +184,7 @@ class CudaBackend final : public Backend {
     OFFTUNE_CUDA_CHECK(cudaMemcpyAsync(
         to_host ? r.host : device, to_host ? device : r.host, static_cast<size_t>(r.bytes),
         to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream.stream()));
-    return std::make_shared<EventFence>(stream, r.timed ? anchor() : nullptr);
+    return make_shared_cached<EventFence>(stream, r.timed ? anchor() : nullptr);
   }
 
   c10::Storage allocate_device(int64_t bytes, Stream on) override {

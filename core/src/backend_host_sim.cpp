@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "block_cache.hpp"
 #include "host_sim_internal.hpp"
 #include "offtune/host_sim.hpp"
 
@@ -182,14 +183,14 @@ class HostSimBackend final : public Backend {
       } else {
         run_copy(dst, src, r.bytes, link_, r.pinned);
       }
-      return std::make_shared<Ticket>(now_ns());
+      return make_shared_cached<Ticket>(now_ns());
     }
     std::shared_ptr<Ticket> ticket;
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const uint64_t seq = cs_.issued.load(std::memory_order_relaxed) + 1;
-      ticket = std::make_shared<Ticket>(cs_, seq);
+      ticket = make_shared_cached<Ticket>(cs_, seq);  // one per copy: recycled
       if (modelled) {
         // After the copy stream's earlier copies and the compute work issued before it.
         const int64_t start = std::max(modelled_copy_clock_, sim::compute_clock());

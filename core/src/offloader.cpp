@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "block_cache.hpp"
 #include "disk_tier.hpp"
 #include "host_pool.hpp"
 #include "pressure.hpp"
@@ -479,59 +480,6 @@ std::string describe(at::ScalarType dtype, c10::Device device, c10::IntArrayRef 
 
 }  // namespace
 
-// Autograd makes and destroys a slot for every saved tensor: each thread keeps the memory of the
-// slots it destroyed for the next ones instead of going to the heap (on cuda, backward runs on
-// autograd's device threads: their slots go back to the heap when their cache is full). Not under
-// AddressSanitizer, which should see every slot's memory freed.
-#if defined(__SANITIZE_ADDRESS__)
-#define OFFTUNE_SLOT_MEMORY_FROM_HEAP 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define OFFTUNE_SLOT_MEMORY_FROM_HEAP 1
-#endif
-#endif
-class SlotMemory {
- public:
-#if defined(OFFTUNE_SLOT_MEMORY_FROM_HEAP)
-  static void* take(size_t n) { return ::operator new(n); }
-  static void give(void* p) noexcept { ::operator delete(p); }
-#else
-  static void* take(size_t n) {
-    if (t_alive) {
-      Cache& c = cache();
-      if (c.count > 0) return c.blocks[--c.count];
-    }
-    return ::operator new(n);
-  }
-  static void give(void* p) noexcept {
-    if (t_alive) {
-      Cache& c = cache();
-      if (c.count < kBlocks) {
-        c.blocks[c.count++] = p;
-        return;
-      }
-    }
-    ::operator delete(p);
-  }
-
- private:
-  static constexpr int kBlocks = 1024;
-  struct Cache {
-    void* blocks[kBlocks];
-    int count = 0;
-    ~Cache() {
-      t_alive = false;  // a slot destroyed later in this thread's exit goes to the heap
-      while (count > 0) ::operator delete(blocks[--count]);
-    }
-  };
-  static Cache& cache() {
-    thread_local Cache c;
-    return c;
-  }
-  static inline thread_local bool t_alive = true;
-#endif
-};
-
 // What rebuilding a saved tensor at unpack needs when the slot does not keep the tensor itself: an
 // offloaded tensor, a kept output saved by its own node (kept as its storage), a frozen weight's
 // reference. Constructed in the slot only then, after the slot's other members, so that the hooks
@@ -569,8 +517,9 @@ class Slot final : public SavedTensorSlot {
   }
   Slot(const Slot&) = delete;  // rebuild_ points into this slot
   Slot& operator=(const Slot&) = delete;
-  static void* operator new(size_t n) { return SlotMemory::take(n); }
-  static void operator delete(void* p) noexcept { SlotMemory::give(p); }
+  // Autograd makes and destroys a slot for every saved tensor: from the thread's block cache.
+  static void* operator new(size_t) { return BlockCache<sizeof(Slot)>::take(); }
+  static void operator delete(void* p) noexcept { BlockCache<sizeof(Slot)>::give(p); }
 
  protected:
   OFFTUNE_HOT void pack(const at::Tensor& tensor) override { ctx_->pack(*this, tensor); }
