@@ -22,12 +22,14 @@ thread_local int64_t t_allocations = 0;  // operator new calls on this thread
 // own operator new and delete must see every block (the tests skip there: the engine's block caches
 // are off).
 #if !defined(OFFTUNE_BLOCKS_FROM_HEAP)
-void* operator new(std::size_t bytes) {
+// Not inlined: GCC would otherwise pair an inlined malloc with a delete elsewhere in this file and
+// warn of a mismatch.
+[[gnu::noinline]] void* operator new(std::size_t bytes) {
   ++t_allocations;
   if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
 #endif
 

@@ -140,7 +140,10 @@ std::vector<Header*> g_deferred;
 std::atomic<int64_t> g_deferred_count{0};
 
 void release_ready_deferred() {
-  std::vector<Header*> ready;
+  // Reused: a free on the compute thread may land here, and the engine's hooks allocate nothing
+  // per tensor (tests/test_allocations.cpp counts).
+  thread_local std::vector<Header*> ready;
+  ready.clear();
   {
     std::lock_guard<std::mutex> lock(g_deferred_mutex);
     for (auto it = g_deferred.begin(); it != g_deferred.end();) {

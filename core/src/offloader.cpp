@@ -349,7 +349,10 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::pmr::unsynchronized_pool_resource nodes_;
   ska::flat_hash_map<uint64_t, Entry*> chain_tail_;
   std::pmr::unordered_multimap<c10::StorageImpl*, Entry*> by_storage_{&nodes_};
-  std::deque<Entry*> fwd_stash_;
+  // In pack order. A vector, not a deque: make_room takes completed copies out from anywhere, and a
+  // deque that loses its last element at a node boundary frees the node for the next push to
+  // allocate again, once per tensor at worst. The window is small; erasing moves a few pointers.
+  std::vector<Entry*> fwd_stash_;
   ska::flat_hash_map<c10::StorageImpl*, int> held_;  // held storages, with counts
   int64_t fwd_bytes_ = 0;
   int64_t bwd_count_ = 0;
@@ -859,7 +862,7 @@ void Context::make_room(const c10::Storage& incoming, TensorId incoming_id, Wind
   };
   while (!fwd_stash_.empty() && must_go(*fwd_stash_.front())) {
     Entry& e = *fwd_stash_.front();
-    fwd_stash_.pop_front();
+    fwd_stash_.erase(fwd_stash_.begin());
     e.in_fwd_stash = false;
     // Forward's stream waits for the oldest copy (the window's throttle), and the block, whoever
     // owns it, is not reused before the copy read it.
@@ -1312,7 +1315,7 @@ void Context::synchronize() {
   pump_disk();
   while (!fwd_stash_.empty()) {
     Entry* e = fwd_stash_.front();
-    fwd_stash_.pop_front();
+    fwd_stash_.erase(fwd_stash_.begin());
     drop_hold(*e);
   }
   collect_pending();
