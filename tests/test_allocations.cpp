@@ -9,6 +9,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <thread>
 
 #include "block_cache.hpp"  // OFFTUNE_BLOCKS_FROM_HEAP
 #include "offtune/core.hpp"
@@ -45,8 +46,9 @@ struct Pass {
 
 // One forward+backward of a chain of sin (each saves its input, 4 KiB) under `offloader`'s scope,
 // or else under a HookFloorScope with a no-op hook, after two unmeasured passes (caches, pools,
-// slabs).
-Pass measured_pass(ActivationOffloader* offloader) {
+// slabs). With `backward_elsewhere`, backward runs on a thread of its own (as on cuda, where it
+// runs on autograd's device threads): what forward made, backward destroys there.
+Pass measured_pass(ActivationOffloader* offloader, bool backward_elsewhere = false) {
   at::Tensor x = at::randn({1024}).requires_grad_();
   Pass out;
   for (int pass = 0; pass < 3; ++pass) {
@@ -65,7 +67,11 @@ Pass measured_pass(ActivationOffloader* offloader) {
         }
         for (int64_t i = 0; i < kChain; ++i) y = y.sin();
       }
-      y.sum().backward();
+      if (backward_elsewhere) {
+        std::thread([&y] { y.sum().backward(); }).join();
+      } else {
+        y.sum().backward();
+      }
     }
     if (offloader) offloader->synchronize();
     out.allocations = t_allocations - before;
@@ -101,6 +107,21 @@ TEST(Allocations, KeepingATensorAllocatesNothingBeyondAutogradsOwn) {
   EXPECT_LE(per_tensor(nothing.allocations - (floor.allocations - kChain), kChain), 0.05)
       << "no-op hook: " << floor.allocations << " allocations per pass (one of them per saved "
       << "tensor its hooks object); nothing offloaded: " << nothing.allocations;
+}
+
+// The same when backward runs on another thread, which then destroys the slots forward made: they
+// come back to the forward thread through the block caches' shared depot instead of the heap.
+TEST(Allocations, SlotsDestroyedOnAnotherThreadComeBack) {
+#if defined(OFFTUNE_BLOCKS_FROM_HEAP)
+  GTEST_SKIP()
+      << "under AddressSanitizer: its own operator new counts, and slots come from the heap";
+#endif
+  ActivationOffloader kept(host_sim(std::numeric_limits<int64_t>::max()));
+  const Pass floor = measured_pass(nullptr, /*backward_elsewhere=*/true);
+  const Pass nothing = measured_pass(&kept, /*backward_elsewhere=*/true);
+  EXPECT_LE(per_tensor(nothing.allocations - (floor.allocations - kChain), kChain), 0.05)
+      << "no-op hook: " << floor.allocations << " allocations per pass on the forward thread; "
+      << "nothing offloaded: " << nothing.allocations;
 }
 
 // An offloaded tensor needs, beyond what a kept one does, the tensor unpack hands back: its device
