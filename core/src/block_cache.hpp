@@ -42,12 +42,13 @@ class BlockCache {
   static void* take() {
 #if !defined(OFFTUNE_BLOCKS_FROM_HEAP)
     if (Local* local = Local::get(); local != nullptr) {
-      if (local->count == 0) local->refill();
+      if (local->count == 0 && local->misses == 0) local->refill();
       if (Free* block = local->head; block != nullptr) {
         local->head = block->next;
         --local->count;
         return block;
       }
+      if (local->misses > 0) --local->misses;
     }
 #endif
     return ::operator new(Size);
@@ -115,6 +116,9 @@ class BlockCache {
     Free* head = nullptr;
     size_t count = 0;      // blocks in head's chain, at most kBatch
     Free* full = nullptr;  // a chain of kBatch blocks, or none
+    // After the depot had nothing, the next takes go to the heap without asking it again (a cold
+    // start would otherwise lock the depot once per block).
+    size_t misses = 0;
 
     static Local* get() noexcept {
       if (!t_alive) return nullptr;
@@ -130,6 +134,7 @@ class BlockCache {
         const Batch batch = depot().get();
         head = batch.head;
         count = batch.count;
+        if (head == nullptr) misses = kBatch;
       }
     }
     // The chain has kBatch blocks: it becomes the full batch, and the previous one goes to the
