@@ -42,7 +42,7 @@ class BlockCache {
   static void* take() {
 #if !defined(OFFTUNE_BLOCKS_FROM_HEAP)
     if (Local* local = Local::get(); local != nullptr) {
-      if (local->count == 0 && local->misses == 0) local->refill();
+      if (local->count == 0) local->refill();
       if (Free* block = local->head; block != nullptr) {
         local->head = block->next;
         --local->count;
@@ -125,12 +125,12 @@ class BlockCache {
       thread_local Local local;
       return &local;
     }
-    // The chain is empty: the full batch, else one from the depot.
+    // The chain is empty: the full batch, else one from the depot (unless it just had none).
     void refill() noexcept {
       if (full != nullptr) {
         head = std::exchange(full, nullptr);
         count = kBatch;
-      } else {
+      } else if (misses == 0) {
         const Batch batch = depot().get();
         head = batch.head;
         count = batch.count;
