@@ -92,36 +92,39 @@ double per_tensor(int64_t allocations, int64_t tensors) {
   return static_cast<double>(allocations) / static_cast<double>(tensors);
 }
 
-// Any saved-tensor hook costs autograd's heap a few calls per tensor (a detached copy at pack, a
-// new TensorImpl at unpack) beside the hooks object; the no-op hook's pass measures them. A kept
-// tensor costs the engine nothing more: its slot (the hooks object) comes from the thread's block
-// cache once the engine is warm, and keeping a tensor needs nothing else.
-TEST(Allocations, KeepingATensorAllocatesNothingBeyondAutogradsOwn) {
+// The whole suite counts with the replaced operator new and the engine's block caches on.
+class Allocations : public ::testing::Test {
+ protected:
+  void SetUp() override {
 #if defined(OFFTUNE_BLOCKS_FROM_HEAP)
-  GTEST_SKIP()
-      << "under AddressSanitizer: its own operator new counts, and slots come from the heap";
+    GTEST_SKIP() << "under AddressSanitizer: its own operator new counts, and the engine's block "
+                    "caches are off";
 #endif
+  }
+};
+
+// Any saved-tensor hook costs autograd's heap a few calls per tensor (a detached copy at pack, a
+// new TensorImpl at unpack) beside the hooks object; the no-op hook's pass measures them. Expects a
+// kept tensor to cost the engine nothing more: its slot (the hooks object) comes from the block
+// caches once the engine is warm, and keeping a tensor needs nothing else.
+void expect_kept_tensors_allocate_nothing(bool backward_elsewhere) {
   ActivationOffloader kept(host_sim(std::numeric_limits<int64_t>::max()));
-  const Pass floor = measured_pass(nullptr);  // autograd's own calls, plus one no-op hook each
-  const Pass nothing = measured_pass(&kept);
+  // Autograd's own calls, plus one no-op hooks object per saved tensor.
+  const Pass floor = measured_pass(nullptr, backward_elsewhere);
+  const Pass nothing = measured_pass(&kept, backward_elsewhere);
   EXPECT_LE(per_tensor(nothing.allocations - (floor.allocations - kChain), kChain), 0.05)
-      << "no-op hook: " << floor.allocations << " allocations per pass (one of them per saved "
-      << "tensor its hooks object); nothing offloaded: " << nothing.allocations;
+      << "no-op hook: " << floor.allocations << " allocations per pass on the forward thread (one "
+      << "per saved tensor its hooks object); nothing offloaded: " << nothing.allocations;
+}
+
+TEST_F(Allocations, KeepingATensorAllocatesNothingBeyondAutogradsOwn) {
+  expect_kept_tensors_allocate_nothing(/*backward_elsewhere=*/false);
 }
 
 // The same when backward runs on another thread, which then destroys the slots forward made: they
 // come back to the forward thread through the block caches' shared depot instead of the heap.
-TEST(Allocations, SlotsDestroyedOnAnotherThreadComeBack) {
-#if defined(OFFTUNE_BLOCKS_FROM_HEAP)
-  GTEST_SKIP()
-      << "under AddressSanitizer: its own operator new counts, and slots come from the heap";
-#endif
-  ActivationOffloader kept(host_sim(std::numeric_limits<int64_t>::max()));
-  const Pass floor = measured_pass(nullptr, /*backward_elsewhere=*/true);
-  const Pass nothing = measured_pass(&kept, /*backward_elsewhere=*/true);
-  EXPECT_LE(per_tensor(nothing.allocations - (floor.allocations - kChain), kChain), 0.05)
-      << "no-op hook: " << floor.allocations << " allocations per pass on the forward thread; "
-      << "nothing offloaded: " << nothing.allocations;
+TEST_F(Allocations, SlotsDestroyedOnAnotherThreadComeBack) {
+  expect_kept_tensors_allocate_nothing(/*backward_elsewhere=*/true);
 }
 
 // An offloaded tensor needs, beyond what a kept one does, the tensor unpack hands back: its device
@@ -129,11 +132,7 @@ TEST(Allocations, SlotsDestroyedOnAnotherThreadComeBack) {
 // TensorImpl and the version counter every new TensorImpl makes (replaced by the saved tensor's).
 // Everything else the engine uses per tensor (slots, entries, copy fences, host blocks, map slots)
 // is recycled.
-TEST(Allocations, OffloadingATensorAllocatesOnlyTheTensorItHandsBack) {
-#if defined(OFFTUNE_BLOCKS_FROM_HEAP)
-  GTEST_SKIP()
-      << "under AddressSanitizer: its own operator new counts, and fences come from the heap";
-#endif
+TEST_F(Allocations, OffloadingATensorAllocatesOnlyTheTensorItHandsBack) {
   ActivationOffloader kept(host_sim(std::numeric_limits<int64_t>::max()));
   ActivationOffloader offloaded(host_sim(0));
   const Pass nothing = measured_pass(&kept);
