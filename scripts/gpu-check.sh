@@ -3,8 +3,9 @@
 # core, samples and the tests against *that* torch, runs every suite with the cuda backend available
 # (test_cuda exercises it; the rest run as everywhere), the demo on the GPU, and prints a summary:
 # tests run/failed, the decoder's step time and peak device memory with and without offloading, the
-# hook cost, and (when the CLI was built and the GPU has a device-model profile) the same sweep
-# measured on the GPU and modelled on host-sim, with the error per point.
+# hook cost (on the GPU, and on host-sim beside no-op Python hooks: README's ratios), and (when the
+# CLI was built and the GPU has a device-model profile) the same sweep measured on the GPU and
+# modelled on host-sim, with the error per point.
 #
 #   scripts/gpu-check.sh [--python /path/to/python] [--out DIR]
 #
@@ -51,6 +52,11 @@ demo_rc=$?
 # Hook cost on the GPU (per saved tensor; prints figures, asserts nothing).
 "$OUT/build/bench/offtune-bench" --backend cuda --section hooks --repetitions 21 \
   >"$OUT/bench-hooks.log" 2>&1
+# The same on host-sim, beside the no-op Python hooks of this machine's torch: the hook-cost ratios
+# of README's "What a hook costs" on a CPU that is not shared by a second tenant (the development
+# machine has two shared cores, where the spreads are wide).
+"$OUT/build/bench/offtune-bench" --backend host-sim --section hooks --repetitions 31 \
+  --python "$PY" >"$OUT/bench-hooks-host-sim.log" 2>&1
 # The device model against this GPU (docs/device-model.md): one sweep measured here, the same
 # sweep on host-sim modelling this GPU, and the error per point (prints figures, asserts nothing).
 model=""
@@ -97,6 +103,8 @@ echo "--- demo (decoder, step time and peak device memory) ---"
 cat "$OUT/demo.log"
 echo "--- hook cost (offtune-bench --section hooks) ---"
 grep -E 'scope|baseline' "$OUT/bench-hooks.log"
+echo "--- hook cost on host-sim, this machine's CPU, beside no-op Python hooks ---"
+grep -E 'scope|baseline|hook|python|offloaded|copy floor|best passes' "$OUT/bench-hooks-host-sim.log"
 if [[ -s "$OUT/device-model-check.md" ]]; then
   echo "--- device model ($model) against this GPU, per point ---"
   cat "$OUT/device-model-check.md"
