@@ -398,12 +398,14 @@ TEST_F(CommandLine, NoArgumentsPrintsTheUsageAndVersionWorks) {
 }
 
 TEST_F(CommandLine, ExportToStandardOutputAndNeverOverTheStore) {
+  std::ofstream("notes.txt") << "a user's own file\n";
   const auto before = snapshot(fs::current_path());
   const Outcome csv = offtune({"export", "--db", "s.db", "--format", "csv", "-o", "-"});
   EXPECT_EQ(csv.code, 0) << csv.err;
   EXPECT_EQ(csv.out.rfind("index,status,", 0), 0U) << csv.out.substr(0, 80);
   // Before: "wrote s.db", exit 0, and the store was replaced by the export.
-  for (const char* target : {"s.db", "s.db-wal", "s.db-shm"}) {
+  // Before: a file that is not an export (notes.txt) was replaced as well.
+  for (const char* target : {"s.db", "s.db-wal", "s.db-shm", "notes.txt"}) {
     for (const char* format : {"csv", "chrome", "nsys-sqlite"}) {
       const Outcome o = offtune({"export", "--db", "s.db", "--format", format, "-o", target});
       EXPECT_EQ(o.code, 1) << target << " " << format << ": " << o.err;

@@ -680,9 +680,9 @@ TEST_F(ExportTest, NsysLayoutRunsTheDocumentedQueries) {
   EXPECT_GE(queries, 3);
 }
 
-TEST_F(ExportTest, NsysExportReplacesAnExistingFile) {
+TEST_F(ExportTest, NsysExportReplacesAnEarlierExport) {
   const std::string out = file("trace.sqlite");
-  std::ofstream(out) << "not a database";
+  export_nsys_sqlite(*fx_.store, {fx_.a}, out);
   export_nsys_sqlite(*fx_.store, {fx_.b}, out);
   Db db(out);
   EXPECT_EQ(db.query("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"), (Rows{{"1"}}));
@@ -881,6 +881,51 @@ TEST_F(ExportTest, NeverReplacesTheStoreItsSideFilesOrAnotherStore) {
   EXPECT_NO_THROW(load_json(file("latest.json")));
   export_nsys_sqlite(store, {fs_store.run}, file("n.sqlite"));
   export_nsys_sqlite(store, {fs_store.run}, file("n.sqlite"));  // an export, not a store
+}
+
+// Before the fix, each of these exports printed "wrote ..." and replaced the file with its own.
+TEST_F(ExportTest, NeverReplacesAFileThatIsNotAnExport) {
+  // A text file, an SQLite database of another program, and a Chrome trace of another tool.
+  std::ofstream(file("notes.txt")) << "my notes\n";
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file("people.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('a');",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  std::ofstream(file("other.json")) << R"({"traceEvents":[],"metadata":{"exporter":"other"}})";
+  std::ofstream(file("data.csv")) << "index,name\r\n1,a\r\n";
+  for (const char* name : {"notes.txt", "people.db", "other.json", "data.csv"}) {
+    const std::string target = file(name);
+    const std::string before = read_all(target);
+    EXPECT_THROW(export_points_csv(*fx_.store, fx_.sweep, target), ExportError) << name;
+    EXPECT_THROW(export_nsys_sqlite(*fx_.store, {fx_.a}, target), ExportError) << name;
+    EXPECT_THROW(export_chrome_trace(*fx_.store, {fx_.a}, target), ExportError) << name;
+    EXPECT_EQ(read_all(target), before) << name;
+    try {
+      export_points_csv(*fx_.store, fx_.sweep, target);
+    } catch (const ExportError& e) {
+      EXPECT_NE(std::string(e.what()).find("not an offtune export"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(entries(), (std::set<std::string>{"notes.txt", "people.db", "other.json", "data.csv"}));
+
+  // What may be replaced: an empty file, and an earlier export of any of the three formats (by
+  // one of the others too).
+  std::ofstream(file("empty.json")).flush();
+  export_chrome_trace(*fx_.store, {fx_.a}, file("empty.json"));
+  EXPECT_NO_THROW(load_json(file("empty.json")));
+  export_points_csv(*fx_.store, fx_.sweep, file("p.csv"));
+  export_points_csv(*fx_.store, fx_.sweep, file("p.csv"));
+  export_chrome_trace(*fx_.store, {fx_.a}, file("t.json"));
+  export_chrome_trace(*fx_.store, {fx_.b}, file("t.json"));
+  export_nsys_sqlite(*fx_.store, {fx_.a}, file("n?1%#.sqlite"));  // a name a URI would misread
+  export_nsys_sqlite(*fx_.store, {fx_.b}, file("n?1%#.sqlite"));
+  export_nsys_sqlite(*fx_.store, {fx_.a}, file("n.sqlite"));
+  export_points_csv(*fx_.store, fx_.sweep, file("n.sqlite"));
+  EXPECT_EQ(read_all(file("n.sqlite")).rfind(kPointsCsvHeader, 0), 0u);
 }
 
 TEST_F(ExportTest, DevicesAndFifosAreStreamsNeverReplaced) {

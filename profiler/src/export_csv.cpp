@@ -3,6 +3,7 @@
 #include "offtune/profiler/export.hpp"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -168,6 +169,62 @@ bool is_offtune_store(const std::string& path) {
          std::string_view(head.data() + 68, 4) == "OFTN";
 }
 
+// Whether the regular file `path` (of `size` bytes) may be replaced by an export: it is empty, or
+// an earlier offtune export of any format, told by its content (names alone prove nothing):
+// - a points CSV: its first line begins with the first columns of kPointsCsvHeader;
+// - a Chrome trace: it begins with {"traceEvents":[ and its metadata, at the end, names offtune as
+//   its exporter (another tool's trace has other metadata, or none);
+// - the Nsight layout: an SQLite file whose META_DATA_EXPORT table has the OFFTUNE_EXPORTER row.
+bool is_offtune_export(const std::string& path, int64_t size) {
+  if (size == 0) return true;
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 64> head{};
+  in.read(head.data(), head.size());
+  const std::string_view start(head.data(), static_cast<size_t>(in.gcount()));
+  constexpr std::string_view kCsv = "index,status,offload,min_offload_size,";
+  static_assert(std::string_view(kPointsCsvHeader).starts_with(kCsv));
+  if (start.starts_with(kCsv)) return true;
+  if (start.starts_with(R"({"traceEvents":[)")) {
+    // The metadata is a few hundred bytes per run: the last MiB holds it for thousands of runs.
+    const int64_t tail = std::min<int64_t>(size, int64_t{1} << 20);
+    std::string text(static_cast<size_t>(tail), '\0');
+    in.clear();
+    in.seekg(size - tail);
+    in.read(text.data(), tail);
+    return text.find(R"("metadata":{"exporter":"offtune",)") != std::string::npos;
+  }
+  if (start.starts_with(std::string_view("SQLite format 3\0", 16))) {
+    // Opened immutable: no lock taken and no -wal or -shm file made beside another program's file.
+    std::string uri = "file:";
+    for (const char c : path) {
+      if (c == '%' || c == '?' || c == '#') {
+        constexpr std::string_view kHex = "0123456789ABCDEF";
+        const auto u = static_cast<unsigned char>(c);
+        uri += '%';
+        uri += kHex[u >> 4];
+        uri += kHex[u & 15];
+      } else {
+        uri += c;
+      }
+    }
+    uri += "?immutable=1";
+    sqlite3* db = nullptr;
+    bool found = false;
+    if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==
+        SQLITE_OK) {
+      sqlite3_stmt* stmt = nullptr;
+      if (sqlite3_prepare_v2(db, "SELECT 1 FROM META_DATA_EXPORT WHERE name = 'OFFTUNE_EXPORTER'",
+                             -1, &stmt, nullptr) == SQLITE_OK) {
+        found = sqlite3_step(stmt) == SQLITE_ROW;
+      }
+      sqlite3_finalize(stmt);
+    }
+    sqlite3_close(db);
+    return found;
+  }
+  return false;
+}
+
 // The store's own files, which an export of it must never replace: the database and the side files
 // SQLite keeps (or will create) beside it. Compared by identity where they exist and by resolved
 // path where they do not yet.
@@ -217,6 +274,9 @@ PendingFile::PendingFile(std::string target, const std::string& store_path)
     if (!ec) dest_ = resolved.string();
     refuse_store_files(target_, dest_, store_path);
     if (is_offtune_store(dest_)) refuse(target_, "it is an offtune store, not an export");
+    if (!is_offtune_export(dest_, static_cast<int64_t>(st.st_size))) {
+      refuse(target_, "it exists and is not an offtune export (remove it or choose another name)");
+    }
   } else {
     refuse_store_files(target_, dest_, store_path);
   }
