@@ -489,5 +489,39 @@ TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
   EXPECT_EQ(store->predictions(outcome.sweep), stored);
 }
 
+// Before the fix, the same sweep run again with another --device-capacity resumed the first one
+// ("ran 0, skipped N (already measured)") and showed points measured under the other capacity.
+TEST(Requests, TheDeviceCapacityIsPartOfTheSweepsIdentity) {
+  SweepRequest r;
+  r.backend.backend = "host-sim";
+  r.backend.device_model = "h100";
+  r.backend.threads = "1";
+  r.workload.batch = 2;
+  r.workload.seq = 64;
+  r.workload.steps = 1;
+  r.workload.warmup = 0;
+  r.min_offload_sizes = "1KiB";
+  r.max_fwd_stash_sizes = "1";
+  r.refine_steps = 0;
+  auto store = profiler::make_memory_store();
+  const auto sweep_with = [&](const std::string& capacity) {
+    SweepRequest c = r;
+    c.backend.device_capacity = capacity;
+    auto prepared = prepare(c);
+    const auto outcome = execute(prepared, *store, {}, nullptr);
+    EXPECT_FALSE(outcome.interrupted);
+    return outcome.sweep;
+  };
+  const auto large = sweep_with("1GiB");
+  const auto small = sweep_with("512MiB");
+  const auto unlimited = sweep_with("");  // also leaves host-sim unlimited for the next tests
+  EXPECT_NE(large, small);
+  EXPECT_NE(large, unlimited);
+  EXPECT_NE(small, unlimited);
+  EXPECT_EQ(sweep_with("1GiB"), large);  // the same capacity resumes the same sweep
+  EXPECT_EQ(sweep_with(""), unlimited);
+  EXPECT_EQ(store->sweeps().size(), 3u);
+}
+
 }  // namespace
 }  // namespace offtune::requests

@@ -181,8 +181,8 @@ Grid parse_grid_json(const std::string& text) {
 }
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,
-                      std::string_view model_input, const DeviceModel* dm,
-                      std::string_view blocks) {
+                      std::string_view model_input, const DeviceModel* dm, std::string_view blocks,
+                      int64_t device_capacity) {
   // The key is stored and compared byte for byte to resume a sweep: it is a file format, written
   // out field by field here so that a field added to to_json(Workload) never changes the key of
   // an existing sweep.
@@ -201,6 +201,7 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
   if (!model_input.empty()) key["input"] = std::string(model_input);
   if (!blocks.empty()) key["blocks"] = std::string(blocks);
   if (w.lora_rank != 0) key["lora_rank"] = w.lora_rank;
+  if (device_capacity > 0) key["device_capacity"] = device_capacity;
   if (dm != nullptr) {
     key["device_model"] = {
         {"title", dm->title},
@@ -246,7 +247,8 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   SweepRecord rec;
   rec.name = spec.name;
   rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input,
-                      spec.device_model ? &*spec.device_model : nullptr, spec.blocks);
+                      spec.device_model ? &*spec.device_model : nullptr, spec.blocks,
+                      spec.device_capacity);
   rec.workload = spec.workload;
   rec.grid = grid_json(spec.grid);
   rec.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -75,6 +75,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   const Backend backend = to_backend(request.backend);
   out.spec.collector = backend.collector;
   out.spec.device_model = backend.device_model;
+  out.spec.device_capacity = backend.device_capacity;
   // The sweep key leaves the default input out, so that keys of sweeps of built-in models do not
   // change.
   if (request.workload.input_spec != kDefaultInputSpec) {

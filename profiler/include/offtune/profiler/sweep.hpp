@@ -63,11 +63,12 @@ Grid parse_grid_json(const std::string& text);
 // Identity of a sweep: workload, grid and the backend/link it runs on, and the input of a
 // TorchScript model when it is not the default one (empty: left out, so that the keys of sweeps
 // recorded before it counted stay the same), and the device model host-sim times steps with (every
-// figure of it; none: left out, likewise). The workload's LoRA rank and a TorchScript model's block
-// path (`blocks`) count only when set, likewise.
+// figure of it; none: left out, likewise). The workload's LoRA rank, a TorchScript model's block
+// path (`blocks`) and host-sim's device capacity in bytes (0: unlimited) count only when set,
+// likewise: a point that fits one capacity may run out of memory under another.
 std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base,
                       std::string_view model_input = {}, const DeviceModel* device_model = nullptr,
-                      std::string_view blocks = {});
+                      std::string_view blocks = {}, int64_t device_capacity = 0);
 
 struct SweepSpec {
   std::string name;
@@ -83,6 +84,8 @@ struct SweepSpec {
   std::string blocks;
   // The device model the backend was prepared with (prepare_backend), for the sweep's identity.
   std::optional<DeviceModel> device_model;
+  // The host-sim device capacity the backend was prepared with (0: unlimited), likewise.
+  int64_t device_capacity = 0;
   Collector collector = Collector::Auto;
   // A predict-first sweep's prediction of every grid point (sweep left invalid: run_sweep fills it
   // in), stored with the sweep once it is found or created, before any point is measured, so that a
