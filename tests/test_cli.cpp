@@ -397,6 +397,70 @@ TEST_F(CommandLine, NoArgumentsPrintsTheUsageAndVersionWorks) {
   EXPECT_EQ(version.out.rfind("offtune ", 0), 0U) << version.out;
 }
 
+// Before the fix: a sweep whose baseline ran out of memory printed "no recommendation" and exited 0
+// with --fail-if given, so a CI gate passed without checking anything.
+TEST_F(CommandLine, FailIfFailsWhenThereIsNoRecommendedPointToCheck) {
+  const Args sweep{"sweep",
+                   "--db",
+                   "oom.db",
+                   "--quiet",
+                   "--batch",
+                   "1",
+                   "--seq",
+                   "64",
+                   "--steps",
+                   "1",
+                   "--warmup",
+                   "0",
+                   "--device-model",
+                   "h100",
+                   "--min-offload-size",
+                   "1KiB",
+                   "--max-fwd-stash-size",
+                   "1",
+                   "--device-capacity",
+                   "1536KiB"};
+  const Outcome measured = offtune(sweep);
+  ASSERT_EQ(measured.code, 0) << measured.err;
+  const Outcome show = offtune({"recommend", "--db", "oom.db"});
+  ASSERT_EQ(show.code, 5) << "the baseline should run out of memory here:\n" << show.out;
+  Args gated = sweep;
+  gated.insert(gated.end(), {"--fail-if", "peak>1GiB"});
+  const Outcome o = offtune(gated);
+  EXPECT_EQ(o.code, 4) << o.err;
+  EXPECT_EQ(o.err.rfind("fail-if: no recommended point to check", 0), 0U) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  fs::remove("oom.db");
+}
+
+// A crossed threshold says its figures in their units (before: "peak 4.07681e+06 > 1.04858e+06").
+TEST_F(CommandLine, FailIfSaysItsFiguresInTheirUnits) {
+  const Outcome o = offtune({"sweep",
+                             "--db",
+                             "s.db",
+                             "--quiet",
+                             "--batch",
+                             "1",
+                             "--seq",
+                             "16",
+                             "--steps",
+                             "1",
+                             "--warmup",
+                             "0",
+                             "--min-offload-size",
+                             "1MiB",
+                             "--max-fwd-stash-size",
+                             "1",
+                             "--link",
+                             "none",
+                             "--fail-if",
+                             "peak>1KiB"});
+  EXPECT_EQ(o.code, 4) << o.err;
+  EXPECT_EQ(o.err.rfind("fail-if: peak ", 0), 0U) << o.err;
+  EXPECT_NE(o.err.find(" > 1 KiB"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("e+"), std::string::npos) << o.err;
+}
+
 TEST_F(CommandLine, ExportToStandardOutputAndNeverOverTheStore) {
   std::ofstream("notes.txt") << "a user's own file\n";
   const auto before = snapshot(fs::current_path());

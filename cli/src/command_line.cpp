@@ -12,7 +12,8 @@
 //   2  bad command line or input (unknown flag, bad size or grid, unknown model); also no
 //      command at all, which prints the usage
 //   3  the store cannot be used (not an offtune store, corrupt, newer schema, disk full, locked)
-//   4  a --fail-if threshold was crossed
+//   4  a --fail-if threshold was crossed, or could not be checked (a sweep without a recommended
+//      point)
 //   5  recommend found no point satisfying the constraint
 //   130 interrupted (SIGINT); a sweep resumes where it stopped when run again
 #include <c10/util/Exception.h>

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -196,10 +197,17 @@ std::vector<std::string> check_thresholds(const std::vector<Threshold>& ts, cons
     if (t.metric == "peak") actual = static_cast<double>(s.peak_allocated);
     if (t.metric == "step-ms") actual = s.step_ms_median;
     if (t.metric == "slowdown") actual = slowdown;
-    if (actual > t.value) {
-      std::ostringstream m;
-      m << t.metric << " " << actual << " > " << t.value;
-      crossed.push_back(m.str());
+    // A figure that cannot be had (a slowdown without a baseline) fails the gate: it was not met.
+    if (std::isnan(actual)) {
+      crossed.push_back(t.metric + " cannot be checked: no baseline (no-offload point) finished");
+    } else if (actual > t.value) {
+      const auto say = [&](double v) -> std::string {
+        if (t.metric == "peak") return pf::format_size(static_cast<int64_t>(v));
+        char text[64];
+        std::snprintf(text, sizeof text, t.metric == "step-ms" ? "%.3f ms" : "x%.3f", v);
+        return text;
+      };
+      crossed.push_back(t.metric + " " + say(actual) + " > " + say(t.value));
     }
   }
   return crossed;

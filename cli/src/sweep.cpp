@@ -1,6 +1,7 @@
 // `offtune sweep`: measure min_offload_size x max_fwd_stash_size, resumable, shardable.
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
@@ -45,7 +46,8 @@ class SweepCommand final : public Command {
                    "that matter: the predicted front and its grid neighbours (needs "
                    "--device-model; run again without it to measure the rest)");
     app_->add_option("--fail-if", fail_if_,
-                     "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS");
+                     "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS "
+                     "(also when there is no recommended point to check)");
   }
 
   int run() override {
@@ -121,14 +123,20 @@ class SweepCommand final : public Command {
       return kInterrupted;
     }
     const auto rec = pf::recommend(points, {});
-    if (!common_.quiet && !common_.json) print_recommendation(rec);
+    if (!common_.quiet && !common_.json) print_recommendation(rec, points);
     if (!thresholds.empty()) {
-      if (rec.chosen && rec.baseline) {
-        const auto crossed = check_thresholds(thresholds, rec.chosen->summary,
-                                              pf::slowdown(*rec.chosen, *rec.baseline));
-        for (const auto& m : crossed) std::cerr << "fail-if: " << m << "\n";
-        if (!crossed.empty()) return kThreshold;
+      // The gate checks the recommended point: without one, it fails (nothing was checked).
+      if (!rec.chosen) {
+        std::cerr << "fail-if: no recommended point to check (" << rec.rationale << ")"
+                  << no_baseline_hint(points) << "\n";
+        return kThreshold;
       }
+      const auto crossed =
+          check_thresholds(thresholds, rec.chosen->summary,
+                           rec.baseline ? pf::slowdown(*rec.chosen, *rec.baseline)
+                                        : std::numeric_limits<double>::quiet_NaN());
+      for (const auto& m : crossed) std::cerr << "fail-if: " << m << "\n";
+      if (!crossed.empty()) return kThreshold;
     }
     return kOk;
   }
@@ -175,7 +183,19 @@ class SweepCommand final : public Command {
     }
   }
 
-  void print_recommendation(const pf::Recommendation& rec) const {
+  // When the baseline ran out of memory, where a recommendation can still be had.
+  std::string no_baseline_hint(const std::vector<pf::PointRecord>& points) const {
+    for (const auto& p : points) {
+      if (!p.config.offload && p.status == pf::PointStatus::OutOfMemory) {
+        return "; the baseline ran out of memory: offtune recommend --db " + common_.db +
+               " --memory-budget SIZE picks the fastest point that fits SIZE";
+      }
+    }
+    return "";
+  }
+
+  void print_recommendation(const pf::Recommendation& rec,
+                            const std::vector<pf::PointRecord>& points) const {
     if (rec.chosen && rec.chosen->config.offload) {
       std::cout << "recommended: min_offload_size "
                 << pf::format_size(rec.chosen->config.min_offload_size) << ", max_fwd_stash_size "
@@ -208,7 +228,7 @@ class SweepCommand final : public Command {
       std::cout << "recommended: no offloading" << (v.empty() ? "" : ", " + v)
                 << "\n  why: " << rec.rationale << "\n";
     } else {
-      std::cout << "no recommendation: " << rec.rationale << "\n";
+      std::cout << "no recommendation: " << rec.rationale << no_baseline_hint(points) << "\n";
     }
     std::cout << "  noise: " << rec.noise.describe() << "\n";
     std::cout << "details: offtune recommend --db " << common_.db << "\n";
