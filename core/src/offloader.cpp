@@ -284,6 +284,22 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   using WindowWaits = c10::SmallVector<WindowWait, 2>;
 
   KeepReason classify(const at::Tensor& t) const;
+  bool is_registered(const at::Tensor& t) const;
+  // The hooks' hot path is a tensor kept as it is, with no observer: pack, unpack and release run
+  // it inline and hand everything else (offloading, kept tensors that need more than a reference,
+  // the observer's events) to functions of their own, so that its instructions stay on a few cache
+  // lines between autograd's. kObserved: an observer is set (its events are built and sent).
+  template <bool kObserved>
+  void pack_impl(Slot& slot, const at::Tensor& t);
+  void pack_observed(Slot& slot, const at::Tensor& t);
+  void keep_special(Slot& slot, const at::Tensor& t, KeepReason reason);
+  void pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t hi, PackEvent& ev);
+  template <bool kObserved>
+  at::Tensor unpack_impl(Slot& slot);
+  at::Tensor unpack_observed(Slot& slot);
+  at::Tensor unpack_rebuilt(Slot& slot);
+  at::Tensor unpack_offloaded(Slot& slot);
+  void release_entry(Slot& slot) noexcept;
   Entry* find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi);
   int64_t hold_storage(const c10::Storage& s);  // returns the bytes newly held
   void unhold_storage(const c10::Storage& s);
@@ -462,6 +478,12 @@ bool plain_tensor(const at::Tensor& t) {
   return impl->key_set() == canonical;
 }
 
+// A tensor's version, read from its version counter: TensorBase::_version() goes through
+// autograd's VariableHooks, two calls into libtorch for a load on the hooks' hot path.
+inline uint32_t version_of(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->version_counter().current_version();
+}
+
 // "CPUFloatType [16, 32]", as autograd describes a tensor in its version-check error.
 std::string describe(at::ScalarType dtype, c10::Device device, c10::IntArrayRef sizes) {
   std::ostringstream s;
@@ -597,14 +619,16 @@ OFFTUNE_HOT KeepReason Context::classify(const at::Tensor& t) const {
     const at::TensorBase& base = t._base();
     if (base.is_leaf() && base.requires_grad()) return KeepReason::Parameter;
   }
-  if (has_registered_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = registered_.find(t.storage().unsafeGetStorageImpl());
-    if (it != registered_.end() && it->second.use_count() > 0) {
-      return KeepReason::RegisteredStorage;
-    }
+  if (has_registered_.load(std::memory_order_acquire) && is_registered(t)) [[unlikely]] {
+    return KeepReason::RegisteredStorage;
   }
   return KeepReason::None;
+}
+
+bool Context::is_registered(const at::Tensor& t) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = registered_.find(t.storage().unsafeGetStorageImpl());
+  return it != registered_.end() && it->second.use_count() > 0;
 }
 
 Entry* Context::find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi) {
@@ -657,18 +681,39 @@ void Context::unhold_storage(const c10::Storage& s) {
 }
 
 OFFTUNE_HOT void Context::pack(Slot& slot, const at::Tensor& t) {
+  if (observer_) [[unlikely]] {
+    pack_observed(slot, t);
+    return;
+  }
+  pack_impl<false>(slot, t);
+}
+
+void Context::pack_observed(Slot& slot, const at::Tensor& t) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Pack});
-  EventSink sink(observer_ != nullptr);
+  EventSink sink;
+  pack_impl<true>(slot, t);
+}
+
+template <bool kObserved>
+OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
   slot.packed_ = true;
   slot.id_ = TensorId(next_id_.fetch_add(1, std::memory_order_relaxed));
-  slot.saved_version_ = t.defined() ? t._version() : 0;
+  slot.saved_version_ = t.defined() ? version_of(t) : 0;
   live_slots_.fetch_add(1, std::memory_order_relaxed);
 
   KeepReason reason = classify(t);
   PackEvent ev;
   ev.id = slot.id_;
-  ev.time_ns = observer_ ? now_ns() : 0;
+  if constexpr (kObserved) ev.time_ns = now_ns();
   int64_t lo = 0, hi = 0;
+  if constexpr (!kObserved) {
+    // offtune weighs a tensor by the span its copy would move, which its storage bounds: a storage
+    // below the threshold needs no span (the reference's weight, numel x item size, may exceed it).
+    if (reason == KeepReason::None && !trl() &&
+        static_cast<int64_t>(t.storage().nbytes()) < options_.min_offload_size) {
+      reason = KeepReason::BelowThreshold;
+    }
+  }
   if (reason == KeepReason::None) {
     const auto [elo, ehi] = element_span(t);
     const int64_t itemsize = static_cast<int64_t>(t.element_size());
@@ -677,7 +722,7 @@ OFFTUNE_HOT void Context::pack(Slot& slot, const at::Tensor& t) {
     // The reference weighs a tensor by its elements; offtune by the span its copy moves.
     const int64_t weight = trl() ? t.numel() * itemsize : hi - lo;
     if (weight < options_.min_offload_size) reason = KeepReason::BelowThreshold;
-    if (observer_) [[unlikely]] {
+    if constexpr (kObserved) {
       ev.storage = reinterpret_cast<uint64_t>(t.storage().data());
       ev.storage_bytes = static_cast<int64_t>(t.storage().nbytes());
       ev.span_lo = lo;
@@ -687,47 +732,60 @@ OFFTUNE_HOT void Context::pack(Slot& slot, const at::Tensor& t) {
       ev.generation = slot.generation_;
     }
   }
-  if (reason != KeepReason::None) {
-    // Kept: the slot alone, no lock. The tensor itself, as autograd keeps a saved input, unless it
-    // may be an output saved by its own node: keeping it would close a reference cycle (node ->
-    // slot -> tensor -> node) and leak the graph. Such a tensor is kept as its storage and geometry
-    // (rebuilt at unpack) when it is an ordinary one, else detached. A frozen weight's device copy
-    // (layer offloading) is kept as a reference: backward gets it back from its source, so that
-    // the graph does not hold every block's weights from forward to backward.
-    std::shared_ptr<WeightSource> source;
-    int64_t weight_key = 0;
-    if (reason == KeepReason::RegisteredStorage && plain_tensor(t)) [[unlikely]] {
-      source = weight_source_of(t, weight_key);
-    }
-    if (source) [[unlikely]] {
-      slot.make_rebuild(t);
-      slot.rebuild_->weight_source = std::move(source);
-      slot.rebuild_->weight_key = weight_key;
-      slot.rebuild_->offset = t.storage_offset();
-    } else if (!t.defined() || !may_be_saved_by_its_own_node(t)) [[likely]] {
-      slot.kept_ = t;
-    } else if (plain_tensor(t)) {
-      slot.make_rebuild(t);
-      slot.rebuild_->storage = t.storage();
-      slot.rebuild_->offset = t.storage_offset();
-    } else {
-      slot.kept_ = t.detach();  // shares the version counter
-    }
-    kept_.fetch_add(1, std::memory_order_relaxed);
-    if (reason == KeepReason::OtherDevice && !warned_other_device_.exchange(true)) [[unlikely]] {
-      TORCH_WARN("offtune: a tensor on ", t.device(), " was saved under an offloader for ",
-                 backend_->device_name(),
-                 "; it stays on its device (create one offloader per device)");
-    }
-    if (observer_) [[unlikely]] {
-      ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
-      ev.decision = PackDecision::Kept;
-      ev.reason = reason;
-      emit(ev);
-    }
+  if (reason == KeepReason::None) {
+    pack_offload(slot, t, lo, hi, ev);
     return;
   }
+  // Kept: the slot alone, no lock; the tensor itself, unless keep_special says otherwise.
+  if (reason == KeepReason::RegisteredStorage || reason == KeepReason::OtherDevice ||
+      (t.defined() && may_be_saved_by_its_own_node(t))) [[unlikely]] {
+    keep_special(slot, t, reason);
+  } else {
+    slot.kept_ = t;
+  }
+  kept_.fetch_add(1, std::memory_order_relaxed);
+  if constexpr (kObserved) {
+    ev.bytes = t.defined() && t.has_storage() ? static_cast<int64_t>(t.nbytes()) : 0;
+    ev.decision = PackDecision::Kept;
+    ev.reason = reason;
+    emit(ev);
+  }
+}
 
+// A kept tensor that is not kept as it is, or that needs a word. The tensor itself, as autograd
+// keeps a saved input, unless it may be an output saved by its own node: keeping it would close a
+// reference cycle (node -> slot -> tensor -> node) and leak the graph. Such a tensor is kept as its
+// storage and geometry (rebuilt at unpack) when it is an ordinary one, else detached. A frozen
+// weight's device copy (layer offloading) is kept as a reference: backward gets it back from its
+// source, so that the graph does not hold every block's weights from forward to backward.
+void Context::keep_special(Slot& slot, const at::Tensor& t, KeepReason reason) {
+  std::shared_ptr<WeightSource> source;
+  int64_t weight_key = 0;
+  if (reason == KeepReason::RegisteredStorage && plain_tensor(t)) {
+    source = weight_source_of(t, weight_key);
+  }
+  if (source) {
+    slot.make_rebuild(t);
+    slot.rebuild_->weight_source = std::move(source);
+    slot.rebuild_->weight_key = weight_key;
+    slot.rebuild_->offset = t.storage_offset();
+  } else if (!t.defined() || !may_be_saved_by_its_own_node(t)) {
+    slot.kept_ = t;
+  } else if (plain_tensor(t)) {
+    slot.make_rebuild(t);
+    slot.rebuild_->storage = t.storage();
+    slot.rebuild_->offset = t.storage_offset();
+  } else {
+    slot.kept_ = t.detach();  // shares the version counter
+  }
+  if (reason == KeepReason::OtherDevice && !warned_other_device_.exchange(true)) {
+    TORCH_WARN("offtune: a tensor on ", t.device(), " was saved under an offloader for ",
+               backend_->device_name(),
+               "; it stays on its device (create one offloader per device)");
+  }
+}
+
+void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t hi, PackEvent& ev) {
   WindowWaits waits;
   Stream stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
   {
@@ -964,30 +1022,47 @@ void Context::prefetch_before(const Entry& e) {
 }
 
 OFFTUNE_HOT at::Tensor Context::unpack(Slot& slot) {
+  if (observer_) [[unlikely]]
+    return unpack_observed(slot);
+  return unpack_impl<false>(slot);
+}
+
+at::Tensor Context::unpack_observed(Slot& slot) {
   SpanGuard hook_span(observer_.get(), {SpanKind::Unpack});
-  EventSink sink(observer_ != nullptr);
+  EventSink sink;
+  return unpack_impl<true>(slot);
+}
+
+template <bool kObserved>
+OFFTUNE_HOT at::Tensor Context::unpack_impl(Slot& slot) {
   note_unpack_in_backward(*this);
-  if (!slot.entry_) {
-    if (observer_) [[unlikely]] {
-      emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
+  if (slot.entry_) return unpack_offloaded(slot);
+  if constexpr (kObserved) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
+  if (slot.rebuild_) [[unlikely]]
+    return unpack_rebuilt(slot);
+  if (slot.kept_.defined()) {
+    if (const uint32_t now = version_of(slot.kept_); now != slot.saved_version_) [[unlikely]] {
+      throw_modified_in_place(
+          describe(slot.kept_.scalar_type(), slot.kept_.device(), slot.kept_.sizes()), now,
+          slot.saved_version_);
     }
-    if (!slot.rebuild_) [[likely]] {
-      if (slot.kept_.defined() && slot.kept_._version() != slot.saved_version_) [[unlikely]] {
-        throw_modified_in_place(
-            describe(slot.kept_.scalar_type(), slot.kept_.device(), slot.kept_.sizes()),
-            slot.kept_._version(), slot.saved_version_);
-      }
-      return slot.kept_;
-    }
-    const Rebuild& r = *slot.rebuild_;
-    if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
-      throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
-    }
-    at::Tensor out = make_view(r.weight_source ? r.weight_source->acquire(r.weight_key) : r.storage,
-                               r.offset, r.sizes, r.strides, r.dtype, r.device);
-    out.unsafeGetTensorImpl()->set_version_counter(r.version);  // as detach() would
-    return out;
   }
+  return slot.kept_;
+}
+
+// Kept as its storage and geometry, or as a reference to a frozen weight (see keep_special).
+at::Tensor Context::unpack_rebuilt(Slot& slot) {
+  const Rebuild& r = *slot.rebuild_;
+  if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
+    throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
+  }
+  at::Tensor out = make_view(r.weight_source ? r.weight_source->acquire(r.weight_key) : r.storage,
+                             r.offset, r.sizes, r.strides, r.dtype, r.device);
+  out.unsafeGetTensorImpl()->set_version_counter(r.version);  // as detach() would
+  return out;
+}
+
+at::Tensor Context::unpack_offloaded(Slot& slot) {
   const Rebuild& r = *slot.rebuild_;
   if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
     throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
@@ -1182,7 +1257,11 @@ void Context::destroy_entry(Entry& e) {
 OFFTUNE_HOT void Context::release(Slot& slot) noexcept {
   if (!slot.packed_) return;
   live_slots_.fetch_sub(1, std::memory_order_relaxed);
-  if (!slot.entry_) return;  // kept: nothing of the engine's to give back
+  if (slot.entry_) [[unlikely]]
+    release_entry(slot);  // kept: nothing of the engine's to give back
+}
+
+void Context::release_entry(Slot& slot) noexcept {
   try {
     EventSink sink;
     Lock lock(*this);
