@@ -430,6 +430,35 @@ TEST_F(CommandLine, FailIfFailsWhenThereIsNoRecommendedPointToCheck) {
   EXPECT_EQ(o.code, 4) << o.err;
   EXPECT_EQ(o.err.rfind("fail-if: no recommended point to check", 0), 0U) << o.err;
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+
+  // The point that ran out of memory has no figures (before: "0.00" ms and a "0 B" peak, as if
+  // measured), and neither has a run that did.
+  const Outcome report = offtune({"report", "--db", "oom.db", "--sweep", "1"});
+  ASSERT_EQ(report.code, 0) << report.err;
+  const auto row = report.out.find("    0 oom ");
+  ASSERT_NE(row, std::string::npos) << report.out;
+  const std::string line = report.out.substr(row, report.out.find('\n', row) - row);
+  EXPECT_EQ(line.find("0.00"), std::string::npos) << line;
+  EXPECT_EQ(line.find("0 B"), std::string::npos) << line;
+  const Outcome runs = offtune({"report", "--db", "oom.db"});
+  ASSERT_EQ(runs.code, 0) << runs.err;
+  EXPECT_NE(runs.out.find("capacity 1.5 MiB"), std::string::npos) << runs.out;
+  const auto run_row = runs.out.find("run 1 oom");
+  ASSERT_NE(run_row, std::string::npos) << runs.out;
+  const std::string run_line = runs.out.substr(run_row, runs.out.find('\n', run_row) - run_row);
+  EXPECT_EQ(run_line.find("0.00"), std::string::npos) << run_line;
+  EXPECT_EQ(run_line.find("0 B"), std::string::npos) << run_line;
+  EXPECT_EQ(offtune({"report", "--db", "oom.db", "--quiet"}).out, "");  // before: 5 lines
+  const Outcome quiet = offtune({"recommend", "--db", "oom.db", "--quiet"});
+  EXPECT_EQ(quiet.code, 5);
+  EXPECT_EQ(quiet.out, "");  // before: the whole recommendation
+  const Outcome run =
+      offtune({"run", "--db", "oom.db", "--batch", "1", "--seq", "64", "--steps", "1", "--warmup",
+               "0", "--no-offload", "--device-model", "h100", "--device-capacity", "1536KiB"});
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_NE(run.out.find("out of memory"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("step 0.00"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("peak device 0 B"), std::string::npos) << run.out;
   fs::remove("oom.db");
 }
 

@@ -253,6 +253,9 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     if (ci.level > 0 && ci.low == ci.high && ci.low == p.summary.step_ms_median) {
       // Every step took the same time: a device model timed it (host_sim::set_device_model).
       std::snprintf(interval, sizeof interval, "exact (modelled)");
+    } else if (ci.level == 0 && ci.low == ci.high) {
+      // One measured step (or one value): no spread to show, and none to trust.
+      std::snprintf(interval, sizeof interval, "none (one step)");
     } else {
       std::snprintf(interval, sizeof interval, "%.2f..%.2f (%s)", ci.low, ci.high,
                     ci.level > 0
@@ -270,15 +273,24 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     if (pf::copied_anything(p.config, p.summary)) {
       std::snprintf(hidden, sizeof hidden, "%.1f", p.summary.hidden_copy_pct);
     }
+    // A point that did not finish (out of memory, failed, pending) has no figures: "-", not 0.
+    std::string step_ms = "-", peak = "-", bytes = "-";
+    if (measured) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.2f", p.summary.step_ms_median);
+      step_ms = text;
+      peak = pf::format_size(p.summary.peak_allocated);
+      bytes = std::to_string(p.summary.peak_allocated);
+    } else {
+      std::snprintf(hidden, sizeof hidden, "-");
+    }
     const std::string v = pf::describe_variant(p.config);
-    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10.2f %-21s %14s %12lld %9s%s%s\n",
+    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %9s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no", rule, variant(v.empty() ? "-" : v).c_str(),
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",
                 static_cast<long long>(p.config.offload ? p.config.max_fwd_stash_size : 0),
-                p.summary.step_ms_median, measured ? interval : "-",
-                pf::format_size(p.summary.peak_allocated).c_str(),
-                static_cast<long long>(p.summary.peak_allocated), hidden,
+                step_ms.c_str(), measured ? interval : "-", peak.c_str(), bytes.c_str(), hidden,
                 p.error.empty() ? "" : "  ", p.error.c_str());
   }
 }

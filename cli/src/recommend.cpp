@@ -98,7 +98,7 @@ class RecommendCommand final : public Command {
         }
       }
       std::cout << out.dump(2) << "\n";
-    } else {
+    } else if (!common_.quiet) {  // --quiet: the exit status alone (5: no point satisfies it)
       std::cout << "sweep " << sweep->id.value << " (" << sweep->workload.model << "), constraint "
                 << rec.constraint.describe()
                 << "\nPareto front (step time vs peak device memory):\n";

@@ -28,7 +28,7 @@ class ReportCommand final : public Command {
     if (id >= 0) {
       auto sweep = store->sweep(pf::SweepId(id));
       if (!sweep) throw UsageError("no sweep " + std::to_string(id) + " in " + common_.db);
-      print_points(store->points(sweep->id));
+      if (!common_.quiet) print_points(store->points(sweep->id));
       return kOk;
     }
     const auto sweeps = store->sweeps();
@@ -50,22 +50,47 @@ class ReportCommand final : public Command {
       std::cout << json{{"sweeps", js}, {"runs", jr}}.dump(2) << "\n";
       return kOk;
     }
+    if (common_.quiet) return kOk;  // the store was read: its exit status is the answer
     std::cout << sweeps.size() << " sweep(s), " << runs.size() << " run(s) in " << common_.db
               << "\n";
     for (const auto& s : sweeps) {
       std::cout << "sweep " << s.id.value << " '" << s.name << "': " << s.workload.model << " b"
-                << s.workload.batch << " s" << s.workload.seq << ", " << store->points(s.id).size()
-                << " points\n";
+                << s.workload.batch << " s" << s.workload.seq << " " << s.workload.dtype
+                << identity_notes(s) << ", " << store->points(s.id).size() << " points\n";
     }
     for (const auto& r : runs) {
-      std::printf("run %lld %-11s %10.2f ms  peak %-10s %s\n", static_cast<long long>(r.id.value),
-                  pf::to_string(r.status), r.summary.step_ms_median,
-                  pf::format_size(r.summary.peak_allocated).c_str(), r.label.c_str());
+      // A run that did not finish has no figures: "-", not zeros that read as measured.
+      const bool ok = r.status == pf::RunStatus::Ok;
+      char ms[32] = "-";
+      if (ok) std::snprintf(ms, sizeof ms, "%.2f", r.summary.step_ms_median);
+      std::printf("run %lld %-11s %10s ms  peak %-10s %s\n", static_cast<long long>(r.id.value),
+                  pf::to_string(r.status), ms,
+                  ok ? pf::format_size(r.summary.peak_allocated).c_str() : "-", r.label.c_str());
     }
     return kOk;
   }
 
  private:
+  // What else tells two sweeps of one workload apart, from the sweep's key (the backend, and the
+  // device model and capacity when set): ", host-sim modelling NVIDIA H100 ..., capacity 2 GiB".
+  static std::string identity_notes(const pf::SweepRecord& s) {
+    const json key = json::parse(s.key, nullptr, /*allow_exceptions=*/false);
+    if (!key.is_object()) return "";
+    std::string out;
+    if (const auto b = key.find("backend"); b != key.end() && b->is_string()) {
+      out += ", " + b->get<std::string>();
+    }
+    if (const auto dm = key.find("device_model"); dm != key.end() && dm->is_object()) {
+      if (const auto t = dm->find("title"); t != dm->end() && t->is_string()) {
+        out += " modelling " + t->get<std::string>();
+      }
+    }
+    if (const auto c = key.find("device_capacity"); c != key.end() && c->is_number_integer()) {
+      out += ", capacity " + pf::format_size(c->get<int64_t>());
+    }
+    return out;
+  }
+
   Common common_;
   std::string sweep_id_;
 };
