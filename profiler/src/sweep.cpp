@@ -459,6 +459,13 @@ RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec
     if (finalists.size() >= kMaxFinalists) break;
     finalists.push_back(t);
   }
+  // The baseline too, first: each finalist's slowdown is judged against it, and a baseline left
+  // with fewer steps (a wider interval, or a single noisy figure) would let noise decide it.
+  if (rec.baseline && std::none_of(finalists.begin(), finalists.end(), [&](const PointRecord& f) {
+        return f.index == rec.baseline->index;
+      })) {
+    finalists.insert(finalists.begin(), *rec.baseline);
+  }
   for (PointRecord& point : finalists) {
     if (cancel != nullptr && cancel->load()) {
       out.interrupted = true;

@@ -142,7 +142,8 @@ struct RefineOutcome {
 constexpr size_t kMaxFinalists = 8;
 
 // Measures again, with `steps` measured steps each, the points that the recommendation under
-// `constraint` cannot tell apart (the chosen point and its ties, recommend.hpp), and stores their
+// `constraint` cannot tell apart (the chosen point and its ties, recommend.hpp), and the baseline
+// they are compared with (first, and beyond kMaxFinalists), and stores their
 // new results in the sweep (each point's run becomes the new one; the first run stays in the
 // store). More steps narrow each point's step-time interval, so that the recommendation made
 // afterwards is decided by the measurements rather than by noise. A finalist whose run already has
