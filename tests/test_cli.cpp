@@ -260,6 +260,15 @@ TEST_F(CommandLine, RefusalsThatAreNotAboutOneValue) {
   expect_refused({"run", "--db", "new.db", "--bogus"});
   expect_refused({"sweep", "--model", "tiny"});  // no --db
   expect_refused({"frobnicate"});
+  expect_refused({"frobnicate", "--help"});  // before: the top-level help, exit 0
+  EXPECT_EQ(
+      offtune({"frobnicate"}).err.rfind("error: unknown command 'frobnicate' (valid: run, ", 0),
+      0U);  // before: "A subcommand is required"
+  expect_refused({"export", "--db", "s.db", "--format", "chrome", "--run", "99", "-o", "t.json"});
+  expect_refused({"export", "--db", "s.db", "--format", "csv", "--sweep", "9", "-o", "p.csv"});
+  EXPECT_NE(offtune({"export", "--db", "s.db", "--format", "csv", "--sweep", "9", "-o", "p.csv"})
+                .err.find("no sweep 9 in s.db"),
+            std::string::npos);                                // before: "no sweep to export"
   expect_refused({"export", "--db", "s.db", "-o", "t.json"});  // no --format
   // A model that passes the checks but cannot be loaded: refused before the store is created.
   expect_refused({"run", "--db", "new.db", "--model", "/nonexistent/m.pt"});

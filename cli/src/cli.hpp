@@ -35,7 +35,8 @@ struct Common {
   bool quiet = false;
   bool json = false;
 };
-void add_common_flags(CLI::App& sub, Common& common, bool db_required);
+// `writes`: the command records into the store (created if absent); else it only reads one.
+void add_common_flags(CLI::App& sub, Common& common, bool db_required, bool writes = true);
 // One rule for what a user types, attached to every option of every command by its value type:
 // integers go through profiler::parse_int64/parse_uint64 before CLI11 converts them (CLI11 2.1
 // clamps or wraps an out-of-range integer), and no option takes an empty value.

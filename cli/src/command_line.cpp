@@ -62,6 +62,20 @@ int parse_and_run(int argc, char** argv) {
     std::cerr << app.help();
     return kUsage;
   }
+  // A first word that names no command (CLI11 would say "A subcommand is required", and print the
+  // top-level help with exit 0 for `offtune frobnicate --help`).
+  if (const std::string first = argv[1]; !first.empty() && first[0] != '-') {
+    std::string valid;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known = known || sub->get_name() == first;
+      valid += (valid.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "error: unknown command '" << first << "' (valid: " << valid << ")\n";
+      return kUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

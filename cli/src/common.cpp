@@ -16,8 +16,10 @@ namespace pf = offtune::profiler;
 
 std::atomic<bool> g_cancel{false};
 
-void add_common_flags(CLI::App& sub, Common& c, bool db_required) {
-  auto* opt = sub.add_option("--db", c.db, "SQLite store (created if absent)");
+void add_common_flags(CLI::App& sub, Common& c, bool db_required, bool writes) {
+  auto* opt = sub.add_option(
+      "--db", c.db,
+      writes ? "SQLite store (created if absent)" : "SQLite store to read (must exist)");
   if (db_required) opt->required();
   sub.add_flag("--quiet,-q", c.quiet, "no progress or text output");
   sub.add_flag("--json", c.json, "print the result as JSON");

@@ -15,7 +15,7 @@ class ExportCommand final : public Command {
  public:
   explicit ExportCommand(CLI::App& parent) {
     app_ = parent.add_subcommand("export", "export timelines or sweep points");
-    add_common_flags(*app_, common_, /*db_required=*/true);
+    add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
     app_->add_option("--format", format_, "chrome (Perfetto), nsys-sqlite, csv")->required();
     app_->add_option("-o,--output", output_,
                      "output file, replaced atomically; - for standard output. Never the store "
@@ -37,6 +37,13 @@ class ExportCommand final : public Command {
     auto store = open_store(common_, /*write=*/false);
     if (runs.empty()) {
       for (const auto& r : store->runs()) runs.push_back(r.id);
+    } else if (format_ != "csv") {
+      // An id that is not in the store is bad input, as report --sweep's (exit 2).
+      for (const pf::RunId id : runs) {
+        if (!store->run(id)) {
+          throw UsageError("no run " + std::to_string(id.value) + " in " + common_.db);
+        }
+      }
     }
     if (format_ == "chrome") {
       pf::export_chrome_trace(*store, runs, output_);
@@ -44,7 +51,11 @@ class ExportCommand final : public Command {
       pf::export_nsys_sqlite(*store, runs, output_);
     } else if (format_ == "csv") {
       auto sweep = pick_sweep(*store, sweep_id);
-      if (!sweep) throw UsageError("no sweep to export in " + common_.db);
+      if (!sweep) {
+        throw UsageError(sweep_id >= 0
+                             ? "no sweep " + std::to_string(sweep_id) + " in " + common_.db
+                             : "no sweep to export in " + common_.db);
+      }
       pf::export_points_csv(*store, sweep->id, output_);
     }
     // Standard output carries the export itself.

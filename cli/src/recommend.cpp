@@ -19,7 +19,7 @@ class RecommendCommand final : public Command {
  public:
   explicit RecommendCommand(CLI::App& parent) {
     app_ = parent.add_subcommand("recommend", "pick settings from a sweep");
-    add_common_flags(*app_, common_, /*db_required=*/true);
+    add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
     app_->add_option("--sweep", sweep_id_, "sweep id, from 1 (default: the latest)");
     auto* budget =
         app_->add_option("--memory-budget", budget_, "fastest point whose peak fits, e.g. 8GiB");

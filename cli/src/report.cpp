@@ -18,7 +18,7 @@ class ReportCommand final : public Command {
  public:
   explicit ReportCommand(CLI::App& parent) {
     app_ = parent.add_subcommand("report", "list sweeps and runs, or a sweep's points");
-    add_common_flags(*app_, common_, /*db_required=*/true);
+    add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
     app_->add_option("--sweep", sweep_id_, "show this sweep's points (ids start at 1)");
   }
 
