@@ -18,9 +18,9 @@ class ExportCommand final : public Command {
     add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
     app_->add_option("--format", format_, "chrome (Perfetto), nsys-sqlite, csv")->required();
     app_->add_option("-o,--output", output_,
-                     "output file, replaced atomically; - for standard output. Never the store "
-                     "itself or another offtune store; a FIFO or character device is written as "
-                     "a stream; a directory is refused")
+                     "output file, written atomically; an existing one is replaced only when it "
+                     "is empty or an earlier offtune export; - for standard output. A FIFO or "
+                     "character device is written as a stream; anything else is refused")
         ->required();
     app_->add_option("--run", run_ids_, "runs to export, ids from 1 (default: all)");
     app_->add_option("--sweep", sweep_id_, "sweep for csv (default: the latest)");
