@@ -137,6 +137,19 @@ rc=$?
 py 'import json; d=json.load(open("int.json")); assert d["ran"] > 0 and d["skipped"] > 0 and d["ran"]+d["skipped"]==9 and len(d["points"])==9 and all(p["status"]=="ok" for p in d["points"]), d' "resume after SIGINT"
 runs=$(sqlite3 int.db "SELECT count(*) FROM runs")
 [ "$runs" -eq 9 ] || fail "runs after SIGINT and resume: $runs (want 9: none lost or duplicated)"
+# A second SIGINT stops at once, and says so (before: silently).
+"$OFFTUNE" sweep "${I[@]/int.db/int2.db}" --quiet 2>int2.err &
+pid=$!
+for _ in $(seq 100); do  # wait until the store exists and a run has started
+  sleep 0.2
+  n=$(sqlite3 int2.db "SELECT count(*) FROM runs" 2>/dev/null || echo 0)
+  [ "${n:-0}" -ge 1 ] && break
+done
+kill -INT "$pid" && sleep 0.2 && kill -INT "$pid" || fail "the sweep ended before a second SIGINT"
+wait "$pid"
+rc=$?
+[ "$rc" -eq 130 ] || fail "second SIGINT exit $rc (want 130)"
+grep -q "stopped at once (second Ctrl-C)" int2.err || fail "second SIGINT said: $(cat int2.err)"
 ok
 
 # A store on a full file system: one error line, exit 3, and the store stays consistent.

@@ -1,6 +1,8 @@
 // `offtune`: the process around offtune::cli::run_command_line (command_line.cpp has the commands
 // and the exit status): SIGINT lets a sweep finish the point in progress, a second one stops at
 // once.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 
@@ -9,7 +11,14 @@
 namespace {
 
 extern "C" void on_sigint(int) {
-  if (offtune::cli::request_stop()) std::_Exit(130);  // second Ctrl-C: stop now
+  if (offtune::cli::request_stop()) {
+    // Second Ctrl-C: stop now, saying so (write(2) is safe in a signal handler; stdio is not).
+    static constexpr char kSaid[] =
+        "\ninterrupted: stopped at once (second Ctrl-C); the run in progress is recorded as "
+        "interrupted: run the same command again to resume\n";
+    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, kSaid, sizeof kSaid - 1);
+    std::_Exit(130);
+  }
 }
 
 }  // namespace
