@@ -471,6 +471,16 @@ TEST_F(CommandLine, FailIfFailsWhenThereIsNoRecommendedPointToCheck) {
   fs::remove("oom.db");
 }
 
+// The same sweep under another name resumes the first, and says so (before: silently).
+TEST_F(CommandLine, ASweepRunAgainUnderAnotherNameSaysWhichItResumed) {
+  const Outcome o = offtune({"sweep", "--db", "s.db", "--batch", "1", "--seq", "16", "--steps", "1",
+                             "--warmup", "0", "--min-offload-size", "1MiB", "--max-fwd-stash-size",
+                             "1", "--link", "none", "--name", "other"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out.rfind("note: this is sweep 1 'sweep' (", 0), 0U) << o.out;
+  EXPECT_NE(o.out.find("ran 0, skipped 2"), std::string::npos) << o.out;
+}
+
 // A crossed threshold says its figures in their units (before: "peak 4.07681e+06 > 1.04858e+06").
 TEST_F(CommandLine, FailIfSaysItsFiguresInTheirUnits) {
   const Outcome o = offtune({"sweep",

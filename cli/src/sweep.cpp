@@ -98,6 +98,12 @@ class SweepCommand final : public Command {
                        .dump(2)
                 << "\n";
     } else if (!common_.quiet) {
+      // The name is not part of a sweep's identity: the same sweep under another name resumes it.
+      if (const auto found = store->sweep(outcome.sweep); found && found->name != request_.name) {
+        std::cout << "note: this is sweep " << outcome.sweep.value << " '" << found->name
+                  << "' (the same workload, grid and backend), resumed; --name '" << request_.name
+                  << "' does not make another one\n";
+      }
       std::cout << "sweep " << outcome.sweep.value << ": ran " << outcome.ran << ", skipped "
                 << outcome.skipped << " (already measured), ok " << outcome.ok << ", failed "
                 << outcome.failed << ", out of memory " << outcome.oom;
