@@ -110,7 +110,7 @@ int64_t parse_integer(std::string_view text) {
     fail("invalid integer " + quote(text) + ": out of range (at most " + std::to_string(kInt64Max) +
          ")");
   }
-  fail("invalid integer " + quote(text) + ": expected a whole number such as 4 or -1");
+  fail("invalid integer " + quote(text) + ": expected a whole number such as 4");
 }
 
 }  // namespace
