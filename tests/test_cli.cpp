@@ -261,6 +261,10 @@ TEST_F(CommandLine, RefusalsThatAreNotAboutOneValue) {
   expect_refused({"sweep", "--model", "tiny"});  // no --db
   expect_refused({"frobnicate"});
   expect_refused({"frobnicate", "--help"});  // before: the top-level help, exit 0
+  expect_refused({"sweep", "--db", "new.db", "--steps", "1", "--steps", "2"});
+  EXPECT_EQ(offtune({"sweep", "--db", "new.db", "--steps", "1", "--steps", "2"})
+                .err.rfind("error: --steps: given more than once", 0),
+            0U);  // before: "--steps: At Most 1 required but received 2"
   EXPECT_EQ(
       offtune({"frobnicate"}).err.rfind("error: unknown command 'frobnicate' (valid: run, ", 0),
       0U);  // before: "A subcommand is required"

@@ -82,7 +82,13 @@ int parse_and_run(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::string where = "offtune";
     for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
-    std::cerr << "error: " << one_line(e.what()) << " (see " << where << " --help)\n";
+    std::string message = one_line(e.what());
+    // CLI11's words for a flag given twice ("--steps: At Most 1 required but received 2").
+    if (const auto at = message.find(": At Most 1 required but received ");
+        at != std::string::npos) {
+      message = message.substr(0, at) + ": given more than once (give it once)";
+    }
+    std::cerr << "error: " << message << " (see " << where << " --help)\n";
     return kUsage;
   }
   for (const auto& command : commands) {
