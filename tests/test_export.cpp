@@ -697,17 +697,20 @@ TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {
   EXPECT_EQ(read_all(out),
             "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,"
             "prefetch,use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,"
-            "layer_offload,step_ms_median,step_ms_stddev,peak_allocated,peak_reserved,"
+            "layer_offload,step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,"
+            "step_ms_ci_level,peak_allocated,peak_reserved,"
             "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,predicted_step_ms,"
             "predicted_peak_allocated,error\r\n"
-            "0,ok,false,1024,5,0,1,true,true,offtune,none,all,host,off,12.5,0.25,1048576,2097152,0,"
-            "0,0,,,\r\n"
+            // No offload settings for the baseline, and no hidden share where nothing was copied
+            // (before: 1024,5,0,1,true,true and 0).
+            "0,ok,false,,,,,,,offtune,none,all,host,off,12.5,0.25,12.5,12.5,,1048576,2097152,0,"
+            ",0,,,\r\n"
             "1,ok,true,1048576,3,67108864,2,true,false,trl,every:2,boundaries,disk,on:2,13.75,0.5,"
-            "524288,1048576,4194304,87.5,125000,13.5,520000,\r\n"
-            "2,failed,true,1024,5,0,1,false,true,offtune,none,all,host,off,,,,,,,,,,"
+            "13.75,13.75,,524288,1048576,4194304,87.5,125000,13.5,520000,\r\n"
+            "2,failed,true,1024,5,0,1,false,true,offtune,none,all,host,off,,,,,,,,,,,,,"
             "\"copy failed, code \"\"7\"\"\"\r\n"
-            "3,pending,true,4096,5,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,\r\n"
-            "4,oom,true,1024,8,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,\"CUDA out of "
+            "3,pending,true,4096,5,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,\r\n"
+            "4,oom,true,1024,8,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,\"CUDA out of "
             "memory\ntried to allocate 2 GiB\"\r\n");
   EXPECT_EQ(std::string(kPointsCsvHeader) + "\r\n",
             read_all(out).substr(0, std::string(kPointsCsvHeader).size() + 2));

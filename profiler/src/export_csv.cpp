@@ -71,18 +71,21 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   put_field(line, to_string(p.status));
   line += ',';
   put_bool(line, p.config.offload);
+  // A point that does not offload has no offload settings: empty, not the defaults it was stored
+  // with (which would read as a configuration that was measured).
+  const bool offloads = p.config.offload;
   line += ',';
-  put_int(line, p.config.min_offload_size);
+  if (offloads) put_int(line, p.config.min_offload_size);
   line += ',';
-  put_int(line, p.config.max_fwd_stash_size);
+  if (offloads) put_int(line, p.config.max_fwd_stash_size);
   line += ',';
-  put_int(line, p.config.max_fwd_stash_bytes);
+  if (offloads) put_int(line, p.config.max_fwd_stash_bytes);
   line += ',';
-  put_int(line, p.config.prefetch);
+  if (offloads) put_int(line, p.config.prefetch);
   line += ',';
-  put_bool(line, p.config.use_streams);
+  if (offloads) put_bool(line, p.config.use_streams);
   line += ',';
-  put_bool(line, p.config.use_pin_memory);
+  if (offloads) put_bool(line, p.config.use_pin_memory);
   // The engine variant: without it, the points of a sweep over variants would read as repeats.
   for (const std::string* text : {&p.config.semantics, &p.config.checkpoint, &p.config.offload_set,
                                   &p.config.tier, &p.config.layer_offload}) {
@@ -96,6 +99,15 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   if (measured) put_double(line, s.step_ms_median);
   line += ',';
   if (measured) put_double(line, s.step_ms_stddev);
+  // The interval comparisons use (records.hpp: step_interval); its level is empty when unknown
+  // (min..max of fewer than 2 steps' coverage, or no interval recorded).
+  const StepInterval ci = step_interval(s);
+  line += ',';
+  if (measured) put_double(line, ci.low);
+  line += ',';
+  if (measured) put_double(line, ci.high);
+  line += ',';
+  if (measured && ci.level > 0) put_double(line, ci.level);
   line += ',';
   if (measured) put_int(line, s.peak_allocated);
   line += ',';
@@ -103,7 +115,8 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   line += ',';
   if (measured) put_int(line, s.offloaded_bytes);
   line += ',';
-  if (measured) put_double(line, s.hidden_copy_pct);
+  // A point that copied nothing has no overlap to speak of: empty, as the tables' n/a.
+  if (measured && copied_anything(p.config, s)) put_double(line, s.hidden_copy_pct);
   line += ',';
   if (measured) put_int(line, s.exposed_copy_ns);
   line += ',';

@@ -56,7 +56,8 @@ void export_points_csv(Store& store, SweepId sweep, const std::string& path);
 inline constexpr const char* kPointsCsvHeader =
     "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,prefetch,"
     "use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,layer_offload,"
-    "step_ms_median,step_ms_stddev,peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,"
+    "step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
+    "peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,"
     "exposed_copy_ns,predicted_step_ms,predicted_peak_allocated,error";
 
 // The engine settings in a few words, for titles and legends: "no offload", or e.g.
