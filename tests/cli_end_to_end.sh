@@ -137,15 +137,17 @@ rc=$?
 py 'import json; d=json.load(open("int.json")); assert d["ran"] > 0 and d["skipped"] > 0 and d["ran"]+d["skipped"]==9 and len(d["points"])==9 and all(p["status"]=="ok" for p in d["points"]), d' "resume after SIGINT"
 runs=$(sqlite3 int.db "SELECT count(*) FROM runs")
 [ "$runs" -eq 9 ] || fail "runs after SIGINT and resume: $runs (want 9: none lost or duplicated)"
-# A second SIGINT stops at once, and says so (before: silently).
-"$OFFTUNE" sweep "${I[@]/int.db/int2.db}" --quiet 2>int2.err &
+# A second SIGINT stops at once, and says so (before: silently). A run of many steps goes on after
+# the first one, so that the second always finds it running.
+"$OFFTUNE" run --model tiny --batch 1 --seq 16 --steps 100000 --warmup 0 --db int2.db --quiet \
+  2>int2.err &
 pid=$!
-for _ in $(seq 100); do  # wait until the store exists and a run has started
+for _ in $(seq 100); do  # wait until the run is recorded
   sleep 0.2
   n=$(sqlite3 int2.db "SELECT count(*) FROM runs" 2>/dev/null || echo 0)
   [ "${n:-0}" -ge 1 ] && break
 done
-kill -INT "$pid" && sleep 0.2 && kill -INT "$pid" || fail "the sweep ended before a second SIGINT"
+kill -INT "$pid" && sleep 0.3 && kill -INT "$pid" || fail "the run ended before a second SIGINT"
 wait "$pid"
 rc=$?
 [ "$rc" -eq 130 ] || fail "second SIGINT exit $rc (want 130)"
