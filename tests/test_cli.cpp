@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -70,14 +71,22 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 // A small measured store (one sweep of the tiny model) for the commands that read one, made once.
 class CommandLine : public testing::Test {
  protected:
+  // The sweep that made s.db, with `more` flags: run again, it resumes that sweep.
+  static Args fixture_sweep(const Args& more) {
+    std::istringstream words(
+        "sweep --db s.db --batch 1 --seq 16 --steps 1 --warmup 0 --min-offload-size 1MiB "
+        "--max-fwd-stash-size 1 --link none");
+    Args args{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
   static void SetUpTestSuite() {
     root_ = fs::temp_directory_path() / ("offtune-cli-" + std::to_string(::getpid()));
     fs::create_directories(root_ / "work");
     previous_ = fs::current_path();
     fs::current_path(root_ / "work");
-    const Outcome made = offtune({"sweep", "--db", "s.db", "--quiet", "--batch", "1", "--seq", "16",
-                                  "--steps", "1", "--warmup", "0", "--min-offload-size", "1MiB",
-                                  "--max-fwd-stash-size", "1", "--link", "none"});
+    const Outcome made = offtune(fixture_sweep({"--quiet"}));
     ASSERT_EQ(made.code, 0) << made.err;
     std::ofstream("junk.db") << "not a store";
   }
@@ -477,9 +486,7 @@ TEST_F(CommandLine, FailIfFailsWhenThereIsNoRecommendedPointToCheck) {
 
 // The same sweep under another name resumes the first, and says so (before: silently).
 TEST_F(CommandLine, ASweepRunAgainUnderAnotherNameSaysWhichItResumed) {
-  const Outcome o = offtune({"sweep", "--db", "s.db", "--batch", "1", "--seq", "16", "--steps", "1",
-                             "--warmup", "0", "--min-offload-size", "1MiB", "--max-fwd-stash-size",
-                             "1", "--link", "none", "--name", "other"});
+  const Outcome o = offtune(fixture_sweep({"--name", "other"}));
   EXPECT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.out.rfind("note: this is sweep 1 'sweep' (", 0), 0U) << o.out;
   EXPECT_NE(o.out.find("ran 0, skipped 2"), std::string::npos) << o.out;
@@ -487,26 +494,7 @@ TEST_F(CommandLine, ASweepRunAgainUnderAnotherNameSaysWhichItResumed) {
 
 // A crossed threshold says its figures in their units (before: "peak 4.07681e+06 > 1.04858e+06").
 TEST_F(CommandLine, FailIfSaysItsFiguresInTheirUnits) {
-  const Outcome o = offtune({"sweep",
-                             "--db",
-                             "s.db",
-                             "--quiet",
-                             "--batch",
-                             "1",
-                             "--seq",
-                             "16",
-                             "--steps",
-                             "1",
-                             "--warmup",
-                             "0",
-                             "--min-offload-size",
-                             "1MiB",
-                             "--max-fwd-stash-size",
-                             "1",
-                             "--link",
-                             "none",
-                             "--fail-if",
-                             "peak>1KiB"});
+  const Outcome o = offtune(fixture_sweep({"--quiet", "--fail-if", "peak>1KiB"}));
   EXPECT_EQ(o.code, 4) << o.err;
   EXPECT_EQ(o.err.rfind("fail-if: peak ", 0), 0U) << o.err;
   EXPECT_NE(o.err.find(" > 1 KiB"), std::string::npos) << o.err;

@@ -438,10 +438,10 @@ TEST(Requests, TheInputSpecFormsTheMessagesShowAreAccepted) {
   }
 }
 
-// A predict-first sweep (the path both front ends run) keeps every grid point's prediction with
-// the sweep, measured or not, by grid index; running the same sweep again on without predicting
-// leaves them as they are.
-TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
+// A sweep of the default model on host-sim timed as an H100, one step per point: quick, and every
+// figure exact.
+SweepRequest modelled_sweep(const std::string& min_offload_sizes,
+                            const std::string& max_fwd_stash_sizes) {
   SweepRequest r;
   r.backend.backend = "host-sim";
   r.backend.device_model = "h100";
@@ -450,9 +450,17 @@ TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
   r.workload.seq = 64;
   r.workload.steps = 1;
   r.workload.warmup = 0;
-  r.min_offload_sizes = "1KiB:4MiB:x2";
-  r.max_fwd_stash_sizes = "1,2";
+  r.min_offload_sizes = min_offload_sizes;
+  r.max_fwd_stash_sizes = max_fwd_stash_sizes;
   r.refine_steps = 0;
+  return r;
+}
+
+// A predict-first sweep (the path both front ends run) keeps every grid point's prediction with
+// the sweep, measured or not, by grid index; running the same sweep again on without predicting
+// leaves them as they are.
+TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
+  SweepRequest r = modelled_sweep("1KiB:4MiB:x2", "1,2");
   r.predict_first = true;
   auto prepared = prepare(r);
   auto store = profiler::make_memory_store();
@@ -492,17 +500,7 @@ TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
 // Before the fix, the same sweep run again with another --device-capacity resumed the first one
 // ("ran 0, skipped N (already measured)") and showed points measured under the other capacity.
 TEST(Requests, TheDeviceCapacityIsPartOfTheSweepsIdentity) {
-  SweepRequest r;
-  r.backend.backend = "host-sim";
-  r.backend.device_model = "h100";
-  r.backend.threads = "1";
-  r.workload.batch = 2;
-  r.workload.seq = 64;
-  r.workload.steps = 1;
-  r.workload.warmup = 0;
-  r.min_offload_sizes = "1KiB";
-  r.max_fwd_stash_sizes = "1";
-  r.refine_steps = 0;
+  const SweepRequest r = modelled_sweep("1KiB", "1");
   auto store = profiler::make_memory_store();
   const auto sweep_with = [&](const std::string& capacity) {
     SweepRequest c = r;

@@ -61,22 +61,21 @@ class RunCommand final : public Command {
       std::cout << "run " << r.id.value << ": " << pf::to_string(r.status);
       if (!r.error.empty()) std::cout << " (" << r.error << ")";
       // A run that did not finish has no figures to show (they would read as measured zeros).
-      if (r.status != pf::RunStatus::Ok) std::cout << "\n  store: " << common_.db << "\n";
-    }
-    if (!common_.quiet && !common_.json && r.status == pf::RunStatus::Ok) {
-      std::cout << std::fixed << std::setprecision(2) << "\n  step " << r.summary.step_ms_median;
-      if (const DeviceModel* dm = host_sim::device_model()) {
-        std::cout << " ms (modelled for " << dm->title << ")";
-      } else {
-        std::cout << " ms (median of " << run.spec.workload.steps << ")";
-      }
-      std::cout << ", peak device " << pf::format_size(r.summary.peak_allocated) << ", offloaded "
-                << pf::format_size(r.summary.offloaded_bytes) << "/step, hidden copy ";
-      // A run that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
-      if (pf::copied_anything(r.config, r.summary)) {
-        std::cout << std::setprecision(1) << r.summary.hidden_copy_pct << "%";
-      } else {
-        std::cout << "n/a";
+      if (r.status == pf::RunStatus::Ok) {
+        std::cout << std::fixed << std::setprecision(2) << "\n  step " << r.summary.step_ms_median;
+        if (const DeviceModel* dm = host_sim::device_model()) {
+          std::cout << " ms (modelled for " << dm->title << ")";
+        } else {
+          std::cout << " ms (median of " << run.spec.workload.steps << ")";
+        }
+        std::cout << ", peak device " << pf::format_size(r.summary.peak_allocated) << ", offloaded "
+                  << pf::format_size(r.summary.offloaded_bytes) << "/step, hidden copy ";
+        // A run that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
+        if (pf::copied_anything(r.config, r.summary)) {
+          std::cout << std::setprecision(1) << r.summary.hidden_copy_pct << "%";
+        } else {
+          std::cout << "n/a";
+        }
       }
       std::cout << "\n  store: " << common_.db << "\n";
     }

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "offtune/profiler/units.hpp"
+#include "sqlite_uri.hpp"
 
 namespace offtune::profiler {
 
@@ -208,19 +209,7 @@ bool is_offtune_export(const std::string& path, int64_t size) {
   }
   if (start.starts_with(std::string_view("SQLite format 3\0", 16))) {
     // Opened immutable: no lock taken and no -wal or -shm file made beside another program's file.
-    std::string uri = "file:";
-    for (const char c : path) {
-      if (c == '%' || c == '?' || c == '#') {
-        constexpr std::string_view kHex = "0123456789ABCDEF";
-        const auto u = static_cast<unsigned char>(c);
-        uri += '%';
-        uri += kHex[u >> 4];
-        uri += kHex[u & 15];
-      } else {
-        uri += c;
-      }
-    }
-    uri += "?immutable=1";
+    const std::string uri = detail::file_uri(path) + "?immutable=1";
     sqlite3* db = nullptr;
     bool found = false;
     if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==

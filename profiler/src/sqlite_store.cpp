@@ -40,6 +40,7 @@
 
 #include "offtune/profiler/store.hpp"
 #include "offtune/version.hpp"  // the meta table records which offtune wrote a file
+#include "sqlite_uri.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -590,26 +591,7 @@ static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must r
 // ---------------------------------------------------------------------------------------------------
 // Opening: inspection of a file before it is trusted.
 
-// Percent-encodes a file name into an SQLite URI, so that any name (with '?', '#', '%') opens as
-// itself and query parameters (immutable, mode) can be added.
-std::string file_uri(const std::string& path) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out = "file:";
-  // An empty authority keeps a name that starts with "//" from being read as a host.
-  if (!path.empty() && path.front() == '/') out += "//";
-  for (const unsigned char c : path) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '/' || c == '-' || c == '.' || c == '_' || c == '~';
-    if (plain) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
-}
+using detail::file_uri;
 
 int64_t pragma_int(const Connection& c, const char* pragma) {
   Statement s(c, std::string("PRAGMA ") + pragma, pragma, false);
@@ -1826,6 +1808,25 @@ std::unique_ptr<Store> open_sqlite_store_readonly(const std::string& path) {
     if (!side_files_before) fold_side_files(path);
     throw;
   }
+}
+
+std::string detail::file_uri(const std::string& path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = "file:";
+  // An empty authority keeps a name that starts with "//" from being read as a host.
+  if (!path.empty() && path.front() == '/') out += "//";
+  for (const unsigned char c : path) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '/' || c == '-' || c == '.' || c == '_' || c == '~';
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
 }
 
 }  // namespace offtune::profiler
