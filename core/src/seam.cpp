@@ -21,6 +21,7 @@
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/node.h>
@@ -327,6 +328,16 @@ OFFTUNE_HOT void note_unpack_in_backward(Context& ctx) {
     b.saver = weak_of(ctx);
     b.generation = new_generation(ctx);
   }
+}
+
+c10::Storage storage_that_throws(c10::Device device, std::string message) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, device),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  // Despite its name it releases nothing (the storage has no data): it sets the flag that makes
+  // data() and mutable_data() throw, and the message they throw with.
+  storage.unsafeGetStorageImpl()->release_data_and_set_meta_custom_data_ptr_error_msg_(
+      std::move(message));
+  return storage;
 }
 
 }  // namespace offtune::detail

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace at {
@@ -141,5 +142,12 @@ class WeightSource {
 // `storage` (held weakly, never offloaded) is weight `key` of `source` (held weakly).
 void register_weight_storage(Context& ctx, const c10::Storage& storage,
                              std::weak_ptr<WeightSource> source, int64_t key);
+
+// A storage of zero bytes on `device` whose data pointer, whenever an op asks for it to read or
+// write a tensor on it, throws c10::Error with `message` instead of handing out a null pointer that
+// the kernel would dereference (layer_offload.cpp: a frozen weight outside its block where its host
+// copy cannot be reached). It uses StorageImpl's custom data-pointer error, which c10 keeps for
+// torch's own fake and functional tensors: internal, hence here.
+c10::Storage storage_that_throws(c10::Device device, std::string message);
 
 }  // namespace offtune::detail
