@@ -8,6 +8,7 @@
 
 #include <limits>
 #include <optional>
+#include <sstream>
 
 #include "offtune/host_sim.hpp"
 #include "test_support.hpp"
@@ -282,21 +283,28 @@ TEST(LayerOffload, PrefetchesAheadInForwardAndInBackwardOrderForTheRecompute) {
   EXPECT_EQ(layers.stats().demand_loads, 1);
 }
 
-TEST(LayerOffload, ParametersHaveNoDataOutsideTheirBlockAndComeBackOnDestruction) {
+TEST(LayerOffload, ParametersAreOnTheirHostCopyOutsideTheirBlockAndComeBackOnDestruction) {
+  host_sim::install();  // the parameters count from the start
   Net net(2, 16, 32, 2);
   const at::Tensor w1 = net.blocks[1].w1.clone();
+  const int64_t before = host_sim::counters().allocated;
+  at::Tensor outside;  // a view taken outside the block: moves to the device with the weight
   {
     auto layers = net.offload(nullptr, 1);
-    EXPECT_EQ(net.blocks[1].w1.sizes(), w1.sizes());     // shape kept
-    EXPECT_EQ(net.blocks[1].w1.storage().nbytes(), 0u);  // no data
+    EXPECT_EQ(net.blocks[1].w1.sizes(), w1.sizes());  // shape kept
+    // The frozen weights left device memory (their host copies are not counted there).
+    EXPECT_EQ(host_sim::counters().allocated, before - 2 * net.frozen_block_bytes);
+    EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1));
+    outside = net.blocks[1].w1.view({-1});
     layers->enter(1);
     EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1));
     layers->exit(1);
     layers->release();
     EXPECT_EQ(layers->resident_blocks(), 0);
-    EXPECT_EQ(net.blocks[1].w1.storage().nbytes(), 0u);
   }
   EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1));
+  EXPECT_TRUE(bitwise_equal(outside, w1.view({-1})));
+  EXPECT_EQ(host_sim::counters().allocated, before);
 }
 
 TEST(LayerOffload, RefusesWhatItCannotOffload) {
@@ -394,6 +402,310 @@ TEST(LayerOffloadMemory, PeakDropsByTheFrozenBytesOfAllBlocksButTheSlots) {
     // Without: autograd saves every block's weights for backward, so they are all on the device
     // at the end of the forward; no more than that.
     EXPECT_LE(total_plain_lo, total_plain + (depth + 1) * block);
+  }
+}
+
+// ---- Registered weights outside and inside their blocks: changes kept, access never a crash
+
+// The frozen weights of `net`, block by block, as plain copies (the values a test expects).
+std::vector<std::vector<at::Tensor>> frozen_values(const Net& net) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const Block& b : net.blocks) {
+    std::vector<at::Tensor> v;
+    for (const at::Tensor& t : b.frozen()) v.push_back(t.clone());
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+TEST(LayerOffloadWrites, AChangeInsideItsBlockIsKeptWhenTheBlockIsLeft) {
+  Net net(3, 16, 32, 2);
+  const at::Tensor w1 = net.blocks[1].w1.clone();
+  auto layers = net.offload(nullptr, 1);
+  {
+    auto resident = layers->block(1);
+    net.blocks[1].w1.mul_(2);
+  }
+  layers->release();  // block 1's device copy goes
+  EXPECT_EQ(layers->resident_blocks(), 0);
+  EXPECT_EQ(layers->stats().device_to_host, 1);  // the changed weight, written back
+  {
+    auto resident = layers->block(1);
+    EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1 * 2));
+  }
+  // Left by the schedule (no release): entering 0 and 1 lets block 2 go.
+  {
+    auto resident = layers->block(2);
+    net.blocks[2].w2.add_(1);
+  }
+  const at::Tensor w2 = net.blocks[2].w2.clone();
+  for (int64_t i : {0, 1}) auto resident = layers->block(i);
+  EXPECT_TRUE(bitwise_equal(net.blocks[2].w2, w2));
+  {
+    auto resident = layers->block(2);
+    EXPECT_TRUE(bitwise_equal(net.blocks[2].w2, w2));
+  }
+  // Nothing changed: nothing written back.
+  const int64_t written = layers->stats().device_to_host;
+  for (int64_t i : {0, 1, 2, 0}) auto resident = layers->block(i);
+  layers->release();
+  EXPECT_EQ(layers->stats().device_to_host, written);
+  layers.reset();
+  EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1 * 2));  // given back with the change
+}
+
+TEST(LayerOffloadAccess, AWeightReadOrWrittenOutsideItsBlockReachesItsHostCopy) {
+  Net net(3, 16, 32, 2);
+  const auto before = frozen_values(net);
+  auto layers = net.offload(nullptr, 1);
+  // Read outside any block: a parameter loop (an EMA, a norm), a checkpoint of the model.
+  double norms = 0.0;
+  for (const Block& b : net.blocks) {
+    for (const at::Tensor& t : b.frozen()) norms += t.norm().item<double>();
+  }
+  double expected = 0.0;
+  for (const auto& block : before) {
+    for (const at::Tensor& t : block) expected += t.norm().item<double>();
+  }
+  EXPECT_EQ(norms, expected);
+  std::ostringstream saved;
+  torch::save(net.blocks[2].frozen(), saved);
+  std::vector<at::Tensor> loaded;
+  std::istringstream in(saved.str());
+  torch::load(loaded, in);
+  ASSERT_EQ(loaded.size(), 3u);
+  EXPECT_TRUE(bitwise_equal(loaded[1], before[2][1]));
+  // Written outside its block: the change is there when the block is entered.
+  net.blocks[2].w1.mul_(2);
+  EXPECT_TRUE(bitwise_equal(net.blocks[2].w1, before[2][1] * 2));
+  {
+    auto resident = layers->block(2);
+    EXPECT_TRUE(bitwise_equal(net.blocks[2].w1, before[2][1] * 2));
+  }
+  // Block 0 entered prefetches block 1; a write to block 1's weight after that (while block 0
+  // runs, or between the two) is not lost to the copy made before it.
+  {
+    auto resident = layers->block(0);
+    EXPECT_EQ(layers->resident_blocks(), 2);
+    net.blocks[1].w2.add_(1);
+  }
+  net.blocks[1].scale.mul_(3);
+  {
+    auto resident = layers->block(1);
+    EXPECT_TRUE(bitwise_equal(net.blocks[1].w2, before[1][2] + 1));
+    EXPECT_TRUE(bitwise_equal(net.blocks[1].scale, before[1][0] * 3));
+  }
+  EXPECT_EQ(layers->stats().refreshed, 2);
+  // The last block stays resident when left (the backward begins with it): written there, read
+  // back after its device copy went.
+  { auto resident = layers->block(2); }
+  EXPECT_EQ(layers->resident_blocks(), 1);
+  net.blocks[2].w2.sub_(1);
+  layers->release();
+  EXPECT_TRUE(bitwise_equal(net.blocks[2].w2, before[2][2] - 1));
+  // The host copy is not device memory: outside the blocks none is held for the weights.
+  EXPECT_EQ(layers->resident_blocks(), 0);
+  expect_no_stream_races();
+}
+
+TEST(LayerOffloadAccess, StrictWeightsThrowANamedErrorOutsideTheirBlock) {
+  Net net(2, 16, 32, 2);
+  const at::Tensor w1 = net.blocks[1].w1.clone();
+  LayerOffloadOptions o;
+  o.backend = BackendKind::HostSim;
+  o.strict = true;
+  LayerOffloader layers(o);
+  layers.add_block(net.blocks[0].frozen());
+  layers.add_block(net.blocks[1].frozen(), {"block1.scale", "block1.w1", "block1.w2"});
+  try {
+    net.blocks[1].w1.mul_(2);
+    ADD_FAILURE() << "a write outside the block was accepted";
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    EXPECT_THAT(what, HasSubstr("'block1.w1' of block 1"));
+    EXPECT_THAT(what, HasSubstr("LayerOffloader::block(1)"));
+  }
+  EXPECT_THROW((void)net.blocks[0].w2.sum(), c10::Error);
+  {
+    auto resident = layers.block(1);
+    EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1));  // the failed write changed nothing
+    net.blocks[1].w1.mul_(2);                          // inside its block: allowed
+  }
+  layers.release();
+  auto resident = layers.block(1);
+  EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1 * 2));
+}
+
+// Frozen weights changed between steps, inside their blocks and outside (a LoRA merge, a scheduled
+// change of a base weight): training goes on as it would without layer offloading, bit for bit.
+TEST(LayerOffloadWrites, ChangedFrozenWeightsTrainAsWithoutLayerOffloading) {
+  const at::Tensor input = torch::randn({16, 32});
+  for (const Variant& v :
+       {Variant{"alone", CheckpointPolicy::none(), false, 1},
+        Variant{"+ checkpoint all", CheckpointPolicy::all(), false, 1},
+        Variant{"+ activations", CheckpointPolicy::none(), true, 2},
+        Variant{"+ checkpoint all + activations", CheckpointPolicy::all(), true, 1}}) {
+    SCOPED_TRACE(v.name);
+    Net plain(4, 32, 64, 4), offloaded(4, 32, 64, 4);
+    std::optional<ActivationOffloader> off;
+    if (v.activations) off.emplace(host_sim_options(0, 2));
+    ActivationOffloader* a = off ? &*off : nullptr;
+    auto layers = offloaded.offload(a, v.depth);
+    // The same edits on both models; `block` enters the block around an edit when given.
+    auto edit = [](Net& net, LayerOffloader* enter, int s) {
+      at::NoGradGuard no_grad;
+      {
+        std::optional<LayerOffloader::Resident> r;
+        if (enter) r.emplace(enter->block(1));
+        net.blocks[1].w2.mul_(0.5);  // inside its block
+      }
+      net.blocks[0].w1.add_(0.01 * (s + 1));  // block 0: resident between steps
+      net.blocks[3].w1.add_(torch::matmul(net.blocks[3].b1, net.blocks[3].a1));  // LoRA merge
+      net.blocks[2].scale.copy_(net.blocks[2].scale * 0.9 + 0.1);                // an EMA
+    };
+    for (int s = 0; s < 3; ++s) {
+      SCOPED_TRACE(s);
+      expect_identical(run(offloaded, input, v.policy, a, layers.get()),
+                       run(plain, input, v.policy, a, nullptr));
+      edit(plain, nullptr, s);
+      edit(offloaded, layers.get(), s);
+    }
+    expect_identical(run(offloaded, input, v.policy, a, layers.get()),
+                     run(plain, input, v.policy, a, nullptr));
+    EXPECT_GT(layers->stats().device_to_host, 0);
+    layers.reset();
+    for (size_t i = 0; i < plain.blocks.size(); ++i) {
+      for (size_t k = 0; k < 3; ++k) {
+        EXPECT_TRUE(bitwise_equal(offloaded.blocks[i].frozen()[k], plain.blocks[i].frozen()[k]))
+            << "block " << i << " weight " << k;
+      }
+    }
+    expect_no_stream_races();
+  }
+}
+
+TEST(LayerOffload, RefusesAWeightThatSharesItsStorage) {
+  Net net(2, 16, 32, 2);
+  LayerOffloadOptions o;
+  o.backend = BackendKind::HostSim;
+  LayerOffloader layers(o);
+  layers.add_block({net.blocks[0].w1});
+  auto refused = [&](std::vector<at::Tensor> frozen, const std::string& why) {
+    try {
+      layers.add_block(std::move(frozen));
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(why));
+    }
+  };
+  // The same weight in a second block (a tied weight).
+  refused({net.blocks[0].w1}, "already registered in block 0");
+  // Another tensor on a registered weight's storage.
+  refused({net.blocks[0].w1.view({-1})}, "shares its storage with a weight of block 0");
+  // A weight whose storage another tensor uses too (a view of it held elsewhere).
+  const at::Tensor alias = net.blocks[1].w2.view({-1});
+  refused({net.blocks[1].w2}, "shares its storage with another tensor");
+  // A part of a larger storage.
+  const at::Tensor whole = torch::randn({2, 16});
+  refused({whole[1]}, "part of a larger storage");
+  // Twice in one block.
+  refused({net.blocks[1].w1, net.blocks[1].w1}, "twice");
+  EXPECT_EQ(layers.blocks(), 1);
+  // Nothing refused was changed: the block that failed registered nothing.
+  EXPECT_EQ(net.blocks[1].w1.storage().nbytes(), static_cast<size_t>(32 * 16 * 4));
+  layers.add_block({net.blocks[1].w1});
+  EXPECT_EQ(layers.blocks(), 2);
+}
+
+TEST(LayerOffload, RefusesAWeightThatBecameTrainable) {
+  Net net(2, 16, 32, 2);
+  const at::Tensor w1 = net.blocks[1].w1.clone();
+  auto layers = net.offload(nullptr, 1);
+  net.blocks[1].w1.requires_grad_(true);
+  try {
+    auto resident = layers->block(1);
+    ADD_FAILURE() << "a registered weight that requires grad was loaded";
+  } catch (const std::logic_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("parameter 1 of block 1"));
+    EXPECT_THAT(e.what(), HasSubstr("requires grad"));
+  }
+  EXPECT_EQ(layers->resident_blocks(), 0);
+  net.blocks[1].w1.requires_grad_(false);
+  auto resident = layers->block(1);
+  EXPECT_TRUE(bitwise_equal(net.blocks[1].w1, w1));
+}
+
+// ---- Out of device memory while loading
+
+// Host-sim's device capacity is process-wide: restore "unlimited" whatever the test does.
+struct CapacityGuard {
+  explicit CapacityGuard(int64_t bytes) { host_sim::set_capacity(bytes); }
+  ~CapacityGuard() { host_sim::set_capacity(0); }
+  CapacityGuard(const CapacityGuard&) = delete;
+  CapacityGuard& operator=(const CapacityGuard&) = delete;
+};
+
+// Three blocks of two 1 MiB weights.
+struct MiBBlocks {
+  std::vector<std::vector<at::Tensor>> weights, values;
+  LayerOffloader layers;
+  static LayerOffloadOptions on_host_sim(LayerOffloadOptions o) {
+    o.backend = BackendKind::HostSim;
+    return o;
+  }
+  explicit MiBBlocks(const LayerOffloadOptions& o) : layers(on_host_sim(o)) {
+    for (int i = 0; i < 3; ++i) {
+      std::vector<at::Tensor> w{torch::randn({256, 1024}), torch::randn({256, 1024})};
+      values.push_back({w[0].clone(), w[1].clone()});
+      weights.push_back(w);
+      layers.add_block(w);
+    }
+    host_sim::empty_cache();
+  }
+  bool holds(int i) const {
+    return bitwise_equal(weights[i][0], values[i][0]) && bitwise_equal(weights[i][1], values[i][1]);
+  }
+};
+
+TEST(LayerOffloadMemory, ALookAheadThatDoesNotFitIsSkipped) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  MiBBlocks m({});
+  std::optional<CapacityGuard> capacity;
+  // Block 0 fits, and half of block 1: its look-ahead fails half way.
+  capacity.emplace(host_sim::counters().reserved + 3 * kMiB + kMiB / 2);
+  bool entered = false;
+  try {
+    m.layers.enter(0);
+    entered = true;
+  } catch (const c10::OutOfMemoryError& e) {
+    ADD_FAILURE() << "block(0) failed for its look-ahead: " << e.what();
+  }
+  if (entered) {
+    EXPECT_TRUE(m.holds(0));
+    EXPECT_EQ(m.layers.resident_blocks(), 1);
+    EXPECT_EQ(m.layers.stats().prefetch_skipped, 1);
+    m.layers.exit(0);
+  }
+  capacity.reset();
+  capacity.emplace(host_sim::counters().reserved + 4 * kMiB + kMiB / 2);
+  for (int i : {1, 2, 0}) {
+    auto resident = m.layers.block(i);
+    EXPECT_TRUE(m.holds(i)) << "block " << i;
+  }
+}
+
+TEST(LayerOffloadMemory, ABlockThatDoesNotFitThrowsAndLeavesTheOffloaderUsable) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  MiBBlocks m({});
+  std::optional<CapacityGuard> capacity;
+  capacity.emplace(host_sim::counters().reserved + kMiB + kMiB / 2);  // half of block 0
+  EXPECT_THROW(m.layers.enter(0), c10::OutOfMemoryError);
+  EXPECT_EQ(m.layers.resident_blocks(), 0);
+  EXPECT_THROW(m.layers.exit(0), std::logic_error);  // it was not entered
+  capacity.reset();
+  for (int i : {0, 1, 2}) {
+    auto resident = m.layers.block(i);
+    EXPECT_TRUE(m.holds(i)) << "block " << i;
   }
 }
 

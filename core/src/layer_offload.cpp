@@ -38,11 +38,13 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "backend.hpp"
 #include "host_pool.hpp"
+#include "pressure.hpp"
 #include "seam.hpp"
 
 namespace offtune {
@@ -69,10 +71,26 @@ int64_t storage_bytes(const at::Tensor& t) {
   return static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
 }
 
-// A storage of zero bytes on `device`: a tensor on it keeps its shape but has no data (a null
-// pointer: an op that reads it outside its block crashes instead of computing with stale values).
-c10::Storage placeholder_storage(c10::Device device) {
+// Read straight from the version counter: in-place ops on a weight and on every view of it bump
+// it, which is how a change to a frozen weight is seen.
+uint32_t version_of(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->version_counter().current_version();
+}
+
+// A storage of zero bytes on `device`, for a weight of no bytes (nothing to read).
+c10::Storage empty_storage(c10::Device device) {
   return c10::Storage(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, device),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+// A storage on a weight's host copy, tagged with the weight's device: a tensor on it is still a
+// tensor of that device, and its ops read and write the host copy in place (host-sim: device
+// tensors are CPU tensors; cuda: pinned memory from cudaHostAlloc is mapped into the GPU's address
+// space at the same address under unified addressing, so kernels reach it over the link). It does
+// not own the memory: the offloader moves such a storage to device memory before letting the host
+// copy go (restore_all), so that a tensor still on it never points at freed memory.
+c10::Storage host_storage(void* host, int64_t bytes, c10::Device device) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), bytes, c10::DataPtr(host, device),
                       /*allocator=*/nullptr, /*resizable=*/false);
 }
 
@@ -80,6 +98,16 @@ void point_at(const at::Tensor& param, c10::Storage storage) {
   c10::TensorImpl* impl = param.unsafeGetTensorImpl();
   impl->set_storage_keep_dtype(std::move(storage));
   impl->set_storage_offset(0);
+}
+
+std::string describe(const std::string& name, int64_t block, size_t k, const at::Tensor& t) {
+  return (name.empty() ? "parameter " + std::to_string(k) : "'" + name + "'") + " of block " +
+         std::to_string(block) + " (" + c10::toString(t.scalar_type()) + " " + c10::str(t.sizes()) +
+         ")";
+}
+
+bool contains(const c10::SmallVector<Stream, 2>& streams, Stream s) {
+  return std::find(streams.begin(), streams.end(), s) != streams.end();
 }
 
 struct Emit {
@@ -112,7 +140,7 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
     }
   }
 
-  int64_t add_block(std::vector<at::Tensor> frozen);
+  int64_t add_block(std::vector<at::Tensor> frozen, std::vector<std::string> names);
   c10::Storage acquire(int64_t key) override;
   void enter(int64_t block);
   void exit(int64_t block);
@@ -148,19 +176,31 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
  private:
   struct Param {
     at::Tensor tensor;  // the parameter itself
+    std::string name;   // as given to add_block, or empty
     int64_t bytes = 0;
+    // The host copy: the weight's value whenever it does not point at a device copy.
     HostBlock host;
     bool pinned = true;
+    // What the parameter points at outside its block: a storage on `host` (reachable), or one
+    // that throws an error naming the weight when an op reads or writes it.
+    c10::Storage outside;
+    bool reachable = false;
+    // Its version when the current load's copy was issued (a later change to the host copy makes
+    // that copy stale), and when it was pointed at the device copy (a later change is written
+    // back when the device copy goes).
+    uint32_t load_version = 0;
+    uint32_t attach_version = 0;
     // Reference counts of the TensorImpl and of its storage when its block was entered.
     int64_t enter_uses = 0;
     int64_t enter_storage_uses = 0;
-    bool attached = false;  // points at a device storage (else at the placeholder)
+    bool attached = false;  // points at a device storage (else at `outside`)
     bool kept = false;      // saved by a graph as itself: stays on the device, not offloaded
   };
-  // The copy that brings `p` from its host block into `storage`.
-  static CopyRequest load_request(const Param& p, const c10::Storage& storage, bool timed) {
+  // The copy between `p`'s host block and `storage`.
+  static CopyRequest copy_request(const Param& p, const c10::Storage& storage, bool timed,
+                                  CopyDirection direction = CopyDirection::HostToDevice) {
     CopyRequest r;
-    r.direction = CopyDirection::HostToDevice;
+    r.direction = direction;
     r.device = &storage;
     r.host = p.host.data();
     r.bytes = p.bytes;
@@ -174,7 +214,8 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
     std::vector<c10::Storage> device;  // the current load, one storage per parameter
     FencePtr fence;                    // its last copy (copies complete in issue order)
     Stream alloc_stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
-    c10::SmallVector<Stream, 2> ready_on;  // streams ordered after the load
+    c10::SmallVector<Stream, 2> ready_on;   // streams ordered after the load
+    c10::SmallVector<Stream, 2> consumers;  // streams that were handed the load
     bool prefetched = false;
     bool reported = true;  // its completion was reported
     int64_t issued_ns = 0;
@@ -188,11 +229,17 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
   c10::SmallVector<int64_t, 4> upcoming(int64_t block, bool backward) const;
   // Device copies just allocated, to register with the activation offloader (outside the lock).
   using Fresh = std::vector<std::pair<c10::Storage, int64_t>>;
+  // All or nothing: when an allocation or a copy throws, nothing of the block counts as loaded.
   void issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fresh);
+  // A look-ahead load: skipped (false) rather than failing when it does not fit.
+  bool try_prefetch(int64_t index, Emit& out, Fresh& fresh);
+  // Copies again the weights of a loaded block whose host copy changed since its copy was issued.
+  void refresh(Block& b);
   // Makes block `index` resident (loading it if need be), prefetches what follows it in the
   // schedule and lets go of the blocks not running that do not. Returns the fence the current
   // stream must wait for, or null.
   FencePtr make_resident(int64_t index, bool backward, Stream on, Emit& out, Fresh& fresh);
+  void check_frozen(const Block& b, int64_t index) const;
   void register_fresh(const Fresh& fresh);
   void wait_for(int64_t index, Stream on, const FencePtr& fence, Emit& out);
   void attach(Block& b);
@@ -201,6 +248,8 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
   void report_completions(Emit& out);
   void deliver(Emit& out) const;
   void restore_all();
+  // Gives `p.outside` device memory holding its host copy's bytes (see host_storage).
+  void move_to_device(Param& p, Stream on);
   Block& at(int64_t index) {
     if (index < 0 || index >= static_cast<int64_t>(blocks_.size())) {
       throw std::out_of_range("layer offloader: no block " + std::to_string(index) + " (" +
@@ -216,7 +265,7 @@ class LayerState final : public WeightSource, public std::enable_shared_from_thi
   std::shared_ptr<HostPool> pool_;
   mutable std::mutex mutex_;
   std::vector<Block> blocks_;
-  std::unordered_set<c10::TensorImpl*> registered_;
+  std::unordered_map<c10::TensorImpl*, int64_t> registered_;  // parameter -> its block
   LayerOffloadStats stats_;
 };
 
@@ -234,54 +283,124 @@ c10::SmallVector<int64_t, 4> LayerState::upcoming(int64_t block, bool backward) 
   return out;
 }
 
-int64_t LayerState::add_block(std::vector<at::Tensor> frozen) {
-  Block b;
-  for (at::Tensor& t : frozen) {
-    if (!t.defined()) throw std::invalid_argument("layer offloader: an undefined parameter");
-    if (t.requires_grad()) {
-      throw std::invalid_argument(
-          "layer offloader: only frozen parameters (requires_grad = false) can be offloaded; a " +
-          std::string(c10::toString(t.scalar_type())) + " parameter of shape " +
-          c10::str(t.sizes()) + " requires grad");
-    }
-    if (!t.is_contiguous() || !backend_.is_device_tensor(t) || !backend_.on_this_device(t)) {
-      throw std::invalid_argument("layer offloader: parameter of shape " + c10::str(t.sizes()) +
-                                  " must be contiguous and on " + backend_.device_name());
-    }
-    Param p;
-    p.tensor = t;
-    p.bytes = storage_bytes(t);
-    b.params.push_back(std::move(p));
+int64_t LayerState::add_block(std::vector<at::Tensor> frozen, std::vector<std::string> names) {
+  if (!names.empty() && names.size() != frozen.size()) {
+    throw std::invalid_argument("layer offloader: " + std::to_string(names.size()) + " names for " +
+                                std::to_string(frozen.size()) +
+                                " parameters (give one name per parameter, or none)");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (Param& p : b.params) {
-    if (!registered_.insert(p.tensor.unsafeGetTensorImpl()).second) {
-      throw std::invalid_argument("layer offloader: a parameter of shape " +
-                                  c10::str(p.tensor.sizes()) + " was registered twice");
+  std::vector<c10::Storage> reachable;  // never offloaded as activations (outside the lock)
+  int64_t index = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index = static_cast<int64_t>(blocks_.size());
+    Block b;
+    std::unordered_set<c10::TensorImpl*> seen;
+    // Everything is checked before anything changes: a refused block leaves its tensors as they
+    // were.
+    for (size_t k = 0; k < frozen.size(); ++k) {
+      const at::Tensor& t = frozen[k];
+      if (!t.defined()) throw std::invalid_argument("layer offloader: an undefined parameter");
+      const std::string name = names.empty() ? std::string() : names[k];
+      const std::string what = describe(name, index, k, t);
+      auto refuse = [&](const std::string& why) {
+        throw std::invalid_argument("layer offloader: " + what + " " + why);
+      };
+      if (t.requires_grad()) {
+        refuse("requires grad: only frozen parameters (requires_grad = false) can be offloaded");
+      }
+      if (t.is_inference()) {
+        refuse(
+            "is an inference tensor (made under c10::InferenceMode), whose changes cannot be "
+            "tracked: make it outside InferenceMode");
+      }
+      if (!t.is_contiguous() || !backend_.is_device_tensor(t) || !backend_.on_this_device(t)) {
+        refuse("must be contiguous and on " + backend_.device_name());
+      }
+      c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+      if (auto it = registered_.find(impl); it != registered_.end()) {
+        refuse("is already registered in block " + std::to_string(it->second) +
+               " (a weight shared by two blocks cannot be offloaded with either: leave it out "
+               "and keep it on the device)");
+      }
+      if (!seen.insert(impl).second) refuse("is given twice");
+      const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+      for (size_t j = 0; j < blocks_.size(); ++j) {
+        for (const Param& p : blocks_[j].params) {
+          if (p.tensor.storage().unsafeGetStorageImpl() == storage ||
+              p.outside.unsafeGetStorageImpl() == storage) {
+            refuse("shares its storage with a weight of block " + std::to_string(j) +
+                   " (a view or a tied copy of it): register each weight once");
+          }
+        }
+      }
+      const int64_t bytes = storage_bytes(t);
+      if (t.storage_offset() != 0 || static_cast<int64_t>(t.storage().nbytes()) != bytes) {
+        refuse(
+            "is part of a larger storage (a view or a slice of another tensor): register the "
+            "tensor that owns the storage");
+      }
+      if (t.storage().use_count() > 1) {
+        refuse(
+            "shares its storage with another tensor (a view or a tied weight held elsewhere), "
+            "which would keep the old device memory and miss every later change: drop that "
+            "tensor, or leave this weight out");
+      }
+      Param p;
+      p.tensor = t;
+      p.name = name;
+      p.bytes = bytes;
+      b.params.push_back(std::move(p));
     }
+    // Copy each parameter to host memory (a failure here changes no parameter), then point them
+    // at what stands for them outside their block.
+    const bool strict = options_.strict;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      Param& p = b.params[k];
+      const c10::Device device = p.tensor.device();
+      if (p.bytes == 0) {
+        p.outside = empty_storage(device);
+        p.reachable = true;
+        continue;
+      }
+      p.host = pool_->allocate(p.bytes, options_.use_pin_memory, p.pinned);
+      const c10::Storage storage = p.tensor.storage();
+      CopyRequest r = copy_request(p, storage, false, CopyDirection::DeviceToHost);
+      backend_.copy(r)->synchronize();
+      // Pageable host memory is out of a GPU's reach; host-sim's device is the CPU.
+      p.reachable = !strict && (backend_.kind() == BackendKind::HostSim || p.pinned);
+      const std::string what = describe(p.name, index, k, p.tensor);
+      p.outside =
+          p.reachable
+              ? host_storage(p.host.data(), p.bytes, device)
+              : storage_that_throws(
+                    device,
+                    "offtune: frozen weight " + what +
+                        " is offloaded by a LayerOffloader and has no data outside its block (" +
+                        (strict ? std::string("LayerOffloadOptions::strict")
+                                : std::string("its host copy is pageable memory, which the GPU "
+                                              "cannot reach")) +
+                        "): read or change it inside LayerOffloader::block(" +
+                        std::to_string(index) + ")" +
+                        (strict ? ", or turn strict off to reach its host copy"
+                                : ", or let it use pinned memory (use_pin_memory)"));
+      if (p.reachable) reachable.push_back(p.outside);
+      b.bytes += p.bytes;
+    }
+    for (Param& p : b.params) {
+      point_at(p.tensor, p.outside);
+      registered_.emplace(p.tensor.unsafeGetTensorImpl(), index);
+    }
+    stats_.blocks += 1;
+    stats_.parameters += static_cast<int64_t>(b.params.size());
+    stats_.frozen_bytes += b.bytes;
+    stats_.max_block_bytes = std::max(stats_.max_block_bytes, b.bytes);
+    blocks_.push_back(std::move(b));
   }
-  // Copy each parameter to host memory, then let its device storage go.
-  for (Param& p : b.params) {
-    if (p.bytes == 0) continue;
-    p.host = pool_->allocate(p.bytes, options_.use_pin_memory, p.pinned);
-    const c10::Storage storage = p.tensor.storage();
-    CopyRequest r;
-    r.direction = CopyDirection::DeviceToHost;
-    r.device = &storage;
-    r.device_offset = p.tensor.storage_offset() * static_cast<int64_t>(p.tensor.element_size());
-    r.host = p.host.data();
-    r.bytes = p.bytes;
-    r.pinned = p.pinned;
-    backend_.copy(r)->synchronize();
-    point_at(p.tensor, placeholder_storage(p.tensor.device()));
-    b.bytes += p.bytes;
-  }
-  stats_.blocks += 1;
-  stats_.parameters += static_cast<int64_t>(b.params.size());
-  stats_.frozen_bytes += b.bytes;
-  stats_.max_block_bytes = std::max(stats_.max_block_bytes, b.bytes);
-  blocks_.push_back(std::move(b));
-  return static_cast<int64_t>(blocks_.size()) - 1;
+  // Saved by a graph outside the blocks (an evaluation that does not enter them), a tensor on a
+  // host copy is kept as it is: it is not device memory.
+  for (const c10::Storage& s : reachable) never_offload_storage(*ctx_, s);
+  return index;
 }
 
 void LayerState::issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fresh) {
@@ -289,21 +408,37 @@ void LayerState::issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fres
   const Stream on = backend_.current_stream();
   const bool timed = observer() != nullptr;
   const int64_t issued = now_ns();
+  // Allocate everything first: out of memory here leaves nothing issued and nothing loaded.
+  std::vector<c10::Storage> device;
+  device.reserve(b.params.size());
+  for (const Param& p : b.params) {
+    device.push_back(p.kept ? c10::Storage() : backend_.allocate_device(p.bytes, on));
+  }
+  FencePtr fence;
+  size_t copied = 0;
+  try {
+    for (; copied < b.params.size(); ++copied) {
+      const Param& p = b.params[copied];
+      if (!p.kept && p.bytes > 0) fence = backend_.copy(copy_request(p, device[copied], timed));
+    }
+  } catch (...) {
+    // The copies issued write blocks about to be freed: not reused before they ran.
+    for (size_t k = 0; k < copied; ++k) {
+      if (device[k]) backend_.record_stream(device[k], backend_.copy_stream());
+    }
+    throw;
+  }
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& p = b.params[k];
+    if (p.kept) continue;
+    p.load_version = version_of(p.tensor);
+    fresh.emplace_back(device[k], (index << kParamBits) | static_cast<int64_t>(k));
+  }
+  b.device = std::move(device);
+  b.fence = std::move(fence);
   b.alloc_stream = on;
   b.ready_on.clear();
-  b.device.reserve(b.params.size());
-  for (Param& p : b.params) {
-    if (p.kept) {
-      b.device.emplace_back();
-      continue;
-    }
-    c10::Storage storage = backend_.allocate_device(p.bytes, on);
-    if (p.bytes > 0) {
-      b.fence = backend_.copy(load_request(p, storage, timed));
-    }
-    fresh.emplace_back(storage, (index << kParamBits) | static_cast<int64_t>(b.device.size()));
-    b.device.push_back(std::move(storage));
-  }
+  b.consumers.clear();
   b.prefetched = prefetch;
   b.issued_ns = issued;
   b.reported = false;
@@ -324,6 +459,51 @@ void LayerState::issue_load(int64_t index, bool prefetch, Emit& out, Fresh& fres
   }
 }
 
+bool LayerState::try_prefetch(int64_t index, Emit& out, Fresh& fresh) {
+  const Block& b = blocks_[static_cast<size_t>(index)];
+  // As the activation engine's prefetch: only an optimisation, so never the allocation that
+  // fails, nor one that takes memory from other prefetches or from compute.
+  if (backend_.headroom() < b.bytes) {
+    ++stats_.prefetch_skipped;
+    return false;
+  }
+  NoReclaimScope no_reclaim;
+  try {
+    issue_load(index, /*prefetch=*/true, out, fresh);
+  } catch (const c10::OutOfMemoryError&) {
+    ++stats_.prefetch_skipped;
+    return false;
+  }
+  return true;
+}
+
+void LayerState::refresh(Block& b) {
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& p = b.params[k];
+    if (p.kept || p.attached || p.bytes == 0) continue;
+    const uint32_t now = version_of(p.tensor);
+    if (now == p.load_version) continue;
+    // Changed on its host copy after this load's copy was issued: copy it again. The copy stream
+    // runs it after the earlier copy, and after the current stream's work so far (the change).
+    b.fence = backend_.copy(copy_request(p, b.device[k], false));
+    b.ready_on.clear();
+    p.load_version = now;
+    stats_.refreshed += 1;
+  }
+}
+
+void LayerState::check_frozen(const Block& b, int64_t index) const {
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const Param& p = b.params[k];
+    if (p.kept || !p.tensor.requires_grad()) continue;
+    throw std::logic_error(
+        "layer offloader: " + describe(p.name, index, k, p.tensor) +
+        " requires grad now; a registered weight must stay frozen: train it only after the "
+        "LayerOffloader is destroyed (its weights come back to the device), or leave it out of "
+        "add_block");
+  }
+}
+
 void LayerState::attach(Block& b) {
   for (size_t k = 0; k < b.params.size(); ++k) {
     Param& p = b.params[k];
@@ -332,6 +512,7 @@ void LayerState::attach(Block& b) {
         p.tensor.storage().unsafeGetStorageImpl() != b.device[k].unsafeGetStorageImpl()) {
       point_at(p.tensor, b.device[k]);
       p.attached = true;
+      p.attach_version = version_of(p.tensor);
     }
   }
 }
@@ -344,9 +525,14 @@ void LayerState::keep_saved_parameters(Block& b) {
     const auto storage_uses =
         static_cast<int64_t>(p.tensor.storage().use_count()) - p.enter_storage_uses;
     if (uses <= storage_uses) continue;
-    // Saved as itself by a graph: its current device storage becomes its own for good.
+    // Saved as itself by a graph: its current device storage becomes its own for good. Its host
+    // copy goes too, unless a tensor still uses it (a view taken outside the block): that one is
+    // moved to the device when the offloader goes (restore_all).
     p.kept = true;
-    p.host.reset();
+    if (p.outside.use_count() == 1) {
+      p.outside = c10::Storage();
+      p.host.reset();
+    }
     b.bytes -= p.bytes;
     stats_.kept_on_device += 1;
     stats_.frozen_bytes -= p.bytes;
@@ -355,20 +541,36 @@ void LayerState::keep_saved_parameters(Block& b) {
 
 void LayerState::unload(Block& b) {
   if (!b.loaded()) return;
-  // Nothing waited for the copy: its device blocks must not be reused before it wrote them.
-  if (b.ready_on.empty() && b.fence && !b.fence->query()) {
-    const Stream cs = backend_.copy_stream();
-    for (const c10::Storage& s : b.device) {
-      if (s) backend_.record_stream(s, cs);
+  // Changed while on the device (inside the block, or outside it while the block stayed): the
+  // host copy takes the change before the device copy goes. Waited for here, so that the host
+  // copy is current for whatever reads it next (an op outside the block, the next load).
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& p = b.params[k];
+    if (p.kept || !p.attached || p.bytes == 0 || version_of(p.tensor) == p.attach_version) {
+      continue;
+    }
+    backend_.copy(copy_request(p, b.device[k], false, CopyDirection::DeviceToHost))->synchronize();
+    stats_.device_to_host += 1;
+  }
+  // The blocks may be reused by the stream they were allocated on once we let go: not before the
+  // copy that fills them ran (unless that stream waited for it), nor before every other stream
+  // that was handed them (a block prefetched on one stream and run on another) is done with them.
+  const bool copy_ordered = !b.fence || contains(b.ready_on, b.alloc_stream) || b.fence->query();
+  for (const c10::Storage& s : b.device) {
+    if (!s) continue;
+    if (!copy_ordered) backend_.record_stream(s, backend_.copy_stream());
+    for (const Stream& c : b.consumers) {
+      if (c != b.alloc_stream) backend_.record_stream(s, c);
     }
   }
   for (Param& p : b.params) {
     if (p.kept || !p.attached) continue;
-    point_at(p.tensor, placeholder_storage(p.tensor.device()));
+    point_at(p.tensor, p.outside);
     p.attached = false;
   }
   b.device.clear();
   b.ready_on.clear();
+  b.consumers.clear();
 }
 
 void LayerState::report_completions(Emit& out) {
@@ -407,22 +609,28 @@ void LayerState::deliver(Emit& out) const {
 FencePtr LayerState::make_resident(int64_t index, bool backward, Stream on, Emit& out,
                                    Fresh& fresh) {
   Block& b = at(index);
-  if (!b.loaded()) issue_load(index, /*prefetch=*/false, out, fresh);
-  // The copies of what comes next, behind this block's on the copy stream.
+  check_frozen(b, index);
   const auto next = upcoming(index, backward);
-  for (int64_t j : next) {
-    if (!blocks_[static_cast<size_t>(j)].loaded()) issue_load(j, /*prefetch=*/true, out, fresh);
-  }
-  // Anything else resident and not running goes (a change of direction, an aborted pass).
+  // First let go of anything resident that is neither running nor coming next (a change of
+  // direction, an aborted pass): its memory may be what this block's load needs.
   for (size_t j = 0; j < blocks_.size(); ++j) {
     Block& o = blocks_[j];
     const auto jj = static_cast<int64_t>(j);
     if (jj == index || o.entered > 0 || !o.loaded()) continue;
     if (std::find(next.begin(), next.end(), jj) == next.end()) unload(o);
   }
-  if (!b.fence || std::find(b.ready_on.begin(), b.ready_on.end(), on) != b.ready_on.end()) {
-    return nullptr;
+  if (!b.loaded()) {
+    issue_load(index, /*prefetch=*/false, out, fresh);  // may throw: then nothing changed
+  } else {
+    refresh(b);
   }
+  // The copies of what comes next, behind this block's on the copy stream, in schedule order: one
+  // that does not fit stops the look-ahead (a later block must not take the memory first).
+  for (int64_t j : next) {
+    if (!blocks_[static_cast<size_t>(j)].loaded() && !try_prefetch(j, out, fresh)) break;
+  }
+  if (!contains(b.consumers, on)) b.consumers.push_back(on);
+  if (!b.fence || contains(b.ready_on, on)) return nullptr;
   backend_.stream_wait(on, b.fence);
   b.ready_on.push_back(on);
   return b.fence;
@@ -533,17 +741,41 @@ void LayerState::release() {
   }
 }
 
+void LayerState::move_to_device(Param& p, Stream on) {
+  c10::Storage fresh = backend_.allocate_device(p.bytes, on);
+  if (p.bytes > 0) backend_.copy(copy_request(p, fresh, false))->synchronize();
+  // The storage itself takes the device memory (tensors on it follow), and `fresh` the host
+  // pointer, which it does not own.
+  p.outside.unsafeGetStorageImpl()->swap_data_ptr(*fresh.unsafeGetStorageImpl());
+}
+
 void LayerState::restore_all() {
   std::lock_guard<std::mutex> lock(mutex_);
   const Stream on = backend_.current_stream();
+  for (Block& b : blocks_) unload(b);  // changes written back: the host copies are current
+  bool failed = false;
   for (Block& b : blocks_) {
     for (Param& p : b.params) {
-      if (p.kept) continue;
-      c10::Storage storage = backend_.allocate_device(p.bytes, on);
-      if (p.bytes > 0) {
-        backend_.copy(load_request(p, storage, false))->synchronize();
+      if (p.bytes == 0) continue;
+      try {
+        if (p.kept) {
+          if (p.outside) move_to_device(p, on);  // only a stray view still uses it
+        } else if (p.reachable) {
+          move_to_device(p, on);  // the parameter and every view taken outside the block
+        } else {
+          c10::Storage storage = backend_.allocate_device(p.bytes, on);
+          backend_.copy(copy_request(p, storage, false))->synchronize();
+          point_at(p.tensor, std::move(storage));
+        }
+      } catch (const std::exception& e) {
+        // Left on its host copy (or without data): that memory must outlive every tensor on it.
+        if (p.reachable && p.host) (void)new HostBlock(std::move(p.host));  // leaked on purpose
+        if (!failed) {
+          TORCH_WARN("offtune: layer offloader could not give frozen weights back to the device (",
+                     e.what(), "); they stay in host memory");
+        }
+        failed = true;
       }
-      point_at(p.tensor, std::move(storage));
     }
     b.device.clear();
   }
@@ -582,8 +814,8 @@ LayerOffloader::LayerOffloader(ActivationOffloader& activations, LayerOffloadOpt
 
 LayerOffloader::~LayerOffloader() = default;
 
-int64_t LayerOffloader::add_block(std::vector<at::Tensor> frozen) {
-  return state_->add_block(std::move(frozen));
+int64_t LayerOffloader::add_block(std::vector<at::Tensor> frozen, std::vector<std::string> names) {
+  return state_->add_block(std::move(frozen), std::move(names));
 }
 void LayerOffloader::enter(int64_t block) { state_->enter(block); }
 void LayerOffloader::exit(int64_t block) { state_->exit(block); }
