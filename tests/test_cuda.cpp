@@ -1,7 +1,10 @@
 // The cuda backend on a real GPU (skipped elsewhere): same gradients, resting state, device memory
 // from the caching allocator, copies on the side stream. Run by scripts/gpu-check.sh.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -255,6 +258,81 @@ TEST_F(Cuda, CopyCompletionsCarryTheTimeTheCopyFinished) {
   }
   loss.backward();
   x.mutable_grad().reset();
+}
+
+// Layer offloading: a block's device copies are prefetched on one stream (the one current when the
+// block before it was entered) and read on another; when the block is left, its blocks must not go
+// back to the first stream's pool while the second still reads them.
+TEST_F(Cuda, LayerOffloadKeepsABlockUntilEveryStreamThatReadItIsDone) {
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(5);
+  std::vector<at::Tensor> w, values;
+  for (int i = 0; i < 3; ++i) {
+    w.push_back(torch::randn({1024, 1024}, opts));  // 4 MiB a block
+    values.push_back(w.back().clone());
+  }
+  LayerOffloadOptions lo;
+  lo.backend = BackendKind::Cuda;
+  LayerOffloader layers(lo);
+  for (const at::Tensor& t : w) layers.add_block({t});
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const auto side = c10::cuda::getStreamFromPool();
+  at::Tensor read;
+  layers.enter(0);  // on the default stream: prefetches block 1 there
+  layers.exit(0);
+  {
+    c10::cuda::CUDAStreamGuard on(side);
+    layers.enter(1);
+    at::cuda::sleep(int64_t{200'000'000});  // ~100 ms: block 1 is read well after it is left
+    read = w[1].clone();
+    layers.exit(1);  // block 1's device copy goes
+  }
+  // The default stream takes every free block of its pool and overwrites it.
+  std::vector<at::Tensor> reuse;
+  for (int k = 0; k < 12; ++k) reuse.push_back(torch::full({1024, 1024}, 7.0, opts));
+  torch::cuda::synchronize();
+  EXPECT_TRUE(torch::equal(read, values[1]));
+  layers.release();
+}
+
+// Outside its block a frozen weight reads and writes its pinned host copy (mapped into the GPU's
+// address space); with a pageable host copy, which the GPU cannot reach, it throws a named error.
+TEST_F(Cuda, LayerOffloadWeightsOutsideTheirBlockUseTheirHostCopy) {
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(6);
+  for (bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "pinned" : "pageable");
+    at::Tensor w = torch::randn({256, 256}, opts);
+    const at::Tensor value = w.clone();
+    LayerOffloadOptions lo;
+    lo.backend = BackendKind::Cuda;
+    lo.use_pin_memory = pinned;
+    LayerOffloader layers(lo);
+    layers.add_block({w}, {"w"});
+    if (pinned) {
+      EXPECT_TRUE(torch::equal(w.sum(), value.sum()));
+      w.mul_(2);
+      EXPECT_TRUE(torch::equal(w.cpu(), (value * 2).cpu()));
+    } else {
+      try {
+        w.mul_(2);
+        torch::cuda::synchronize();
+        ADD_FAILURE() << "a pageable host copy was written from the GPU";
+      } catch (const c10::Error& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("'w' of block 0"));
+      }
+    }
+    {
+      auto resident = layers.block(0);
+      EXPECT_TRUE(torch::equal(w, pinned ? value * 2 : value));
+      w.add_(1);
+    }
+    layers.release();
+    {
+      auto resident = layers.block(0);
+      EXPECT_TRUE(torch::equal(w, (pinned ? value * 2 : value) + 1));
+    }
+  }
 }
 
 }  // namespace
