@@ -2,22 +2,31 @@
 // Rules, in one place:
 //
 // - A frozen parameter keeps its TensorImpl (the module and its registry hold it) and changes only
-//   its storage: a zero-byte placeholder (same device, no data) while its block is not resident,
-//   a fresh device storage of its own per load while it is. Saved views (linear saves weight.t())
-//   hold the storage they were made on, so a later swap never changes what a graph saved.
+//   its storage: one on its host copy (or, strict or out of the GPU's reach, a zero-byte one whose
+//   data pointer throws an error naming it) while it is not attached, a fresh device storage of
+//   its own per load while it is. Saved views (linear saves weight.t()) hold the storage they were
+//   made on, so a later swap never changes what a graph saved.
+// - The weight's value is its host copy unless it is attached; then it is the device copy. Changes
+//   are seen by the version counter (shared with every view): one made while attached is written
+//   back when the device copy goes; one made to the host copy after a load's copy was issued makes
+//   that load copy it again when the block is entered.
 // - A graph may save the parameter's own TensorImpl (x * weight saves `weight`; a norm's weight),
-//   and backward would then read it through whatever storage it has by then: the placeholder. Such
-//   a parameter is found when its block is left and stays on the device from then on, out of the
-//   offloader's hands. The signal: while the block ran, the TensorImpl gained more references
-//   than its storage did. A view (linear and matmul save weight.t()) holds both, its base and the
-//   storage it was made on, and is safe (it reads that storage); a handle on the parameter itself
-//   holds the TensorImpl only. Counts are compared within one block's run, where only the block's
-//   forward took references: handles that callers hold for a while (a lambda's capture) come and
-//   go between blocks.
+//   and backward would then read it through whatever storage it has by then: the host copy, over
+//   the link on cuda, or a placeholder that throws. Such a parameter is found when its block is
+//   left and stays on the device from then on, out of the offloader's hands. The signal: while
+//   the block ran, the TensorImpl gained more references than its storage did. A view (linear and
+//   matmul save weight.t()) holds both, its base and the storage it was made on, and is safe (it
+//   reads that storage); a handle on the parameter itself holds the TensorImpl only. Counts are
+//   compared within one block's run, where only the block's forward took references: handles that
+//   callers hold for a while (a lambda's capture) come and go between blocks.
 // - Loads are allocated on the stream current when issued (the compute stream), written on the
 //   copy stream, and every stream that runs the block waits for the copy once. A load dropped
-//   before any stream waited for it is recorded on the copy stream, so that its blocks are not
-//   reused before the copy wrote them.
+//   before its stream waited for it is recorded on the copy stream, and on every other stream that
+//   was handed it, so that its blocks are not reused before the copy wrote them nor while another
+//   stream still reads them.
+// - A load is all or nothing (everything allocated before a copy is issued); a look-ahead load is
+//   tried without reclaiming and skipped when it does not fit, so that enter fails only for the
+//   block entered, and leaves no block half-loaded.
 // - Every device copy is registered with the activation offloader whose link it shares, with its
 //   key: a tensor on it saved under that offloader's scope is kept as (key, geometry) and rebuilt
 //   at unpack on the storage acquire(key) returns, which makes the block resident the way enter()
