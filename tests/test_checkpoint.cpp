@@ -294,6 +294,47 @@ TEST(Checkpoint, AnInputModifiedInPlaceAfterTheForwardIsAutogradsError) {
   }
 }
 
+// A NoOffloadRegion turns offloading off, not checkpointing: the ops it wraps inside a
+// checkpointed function are recomputed like the others, and keep nothing from forward to backward.
+TEST(Checkpoint, ANoOffloadRegionInsideTheFunctionKeepsItCheckpointed) {
+  host_sim::install();  // device bytes counted
+  Net net(3, 32, 128, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({64, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  auto forward = [&](bool no_offload_inside) {
+    at::Tensor x = input;
+    for (const Block& b : net.blocks) {
+      x = checkpoint(
+          [b, no_offload_inside](const at::Tensor& in) {
+            std::optional<NoOffloadRegion> region;
+            if (no_offload_inside) region.emplace();
+            return b(in);
+          },
+          x);
+    }
+    return x.pow(2).mean();
+  };
+  // What a forward keeps until backward: the blocks' inputs only, with or without the region.
+  auto kept_by_forward = [&](bool no_offload_inside) {
+    torch::manual_seed(1234);
+    const int64_t before = host_sim::counters().allocated;
+    at::Tensor loss = forward(no_offload_inside);
+    const int64_t kept = host_sim::counters().allocated - before;
+    loss.backward();
+    return std::make_pair(kept, take_grads(net.params));
+  };
+  const auto [kept_plain, grads_plain] = kept_by_forward(false);
+  const auto [kept_region, grads_region] = kept_by_forward(true);
+  EXPECT_EQ(kept_region, kept_plain) << "the region's ops kept their saved tensors";
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "under an offload scope" : "no offloader");
+    ActivationOffloader off(host_sim_options(0));
+    torch::manual_seed(1234);
+    expect_identical(step([&] { return forward(true); }, net.params, offload ? &off : nullptr),
+                     reference);
+  }
+}
+
 // ---- with offloading -------------------------------------------------------------------------
 
 TEST(CheckpointOffload, EveryVariantGivesBitIdenticalGradients) {

@@ -260,7 +260,11 @@ void ensure_engine_installed() {
 
 uint64_t push_frame(Context* ctx, uint64_t generation) {
   const uint64_t token = t_next_token++;
-  t_frames.push_back({ctx, generation, token});
+  // A no-offload region inside a checkpointed region's forward or recompute keeps the region's
+  // source: what its ops save is still recomputed rather than kept (and is never offloaded there
+  // anyway). Without it the region's ops would silently keep their saved tensors.
+  HookSource* source = ctx == nullptr && !t_frames.empty() ? t_frames.back().source : nullptr;
+  t_frames.push_back({ctx, generation, token, std::nullopt, source});
   return token;
 }
 
