@@ -1,8 +1,9 @@
 // Gradient checkpointing (offtune/checkpoint.hpp): bit-identical loss and gradients to the same
 // model without it, alone and with offloading (all saved tensors, or the boundaries only, on one
-// stream or a side stream); dropout recomputed under the forward's RNG; retain_graph, gradient
-// accumulation and exceptions; the recompute checked against the forward; and the peak device
-// memory it is for, measured on host-sim.
+// stream or a side stream); dropout recomputed under the forward's RNG;
+// nested regions, no-offload regions inside one; retain_graph, gradient accumulation, partial
+// backwards and exceptions; the recompute checked against the forward; and the peak device memory
+// it is for, measured on host-sim.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -42,11 +43,12 @@ struct Net {
     }
   }
   // The forward under `policy`; blocks are captured by value (their modules are shared handles).
-  at::Tensor forward(at::Tensor x, const CheckpointPolicy& policy) const {
+  at::Tensor forward(at::Tensor x, const CheckpointPolicy& policy,
+                     const CheckpointOptions& options = {}) const {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
       if (policy.applies(static_cast<int64_t>(i))) {
-        x = checkpoint([b](const at::Tensor& in) { return b(in); }, x);
+        x = checkpoint([b](const at::Tensor& in) { return b(in); }, x, options);
       } else {
         x = b(x);
       }
@@ -335,6 +337,48 @@ TEST(Checkpoint, ANoOffloadRegionInsideTheFunctionKeepsItCheckpointed) {
   }
 }
 
+// ---- nested regions ----------------------------------------------------------------------------
+
+// The forward of `net` in regions of `per_region` blocks each, every block of them a region of its
+// own when `nested` (else a plain call inside the outer region).
+at::Tensor nested_forward(const Net& net, const at::Tensor& input, size_t per_region, bool nested) {
+  at::Tensor x = input;
+  for (size_t first = 0; first < net.blocks.size(); first += per_region) {
+    const std::vector<Block> group(
+        net.blocks.begin() + static_cast<std::ptrdiff_t>(first),
+        net.blocks.begin() +
+            static_cast<std::ptrdiff_t>(std::min(first + per_region, net.blocks.size())));
+    x = checkpoint(
+        [group, nested](const at::Tensor& in) {  // the blocks by value
+          at::Tensor h = in;
+          for (const Block& b : group) {
+            h = nested ? checkpoint([b](const at::Tensor& y) { return b(y); }, h) : b(h);
+          }
+          return h;
+        },
+        x);
+  }
+  return x.pow(2).mean();
+}
+
+TEST(Checkpoint, NestedRegionsGiveBitIdenticalGradients) {
+  Net net(4, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({16, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "under an offload scope" : "no offloader");
+    ActivationOffloader off(host_sim_options(0, /*window=*/1));
+    for (const bool nested : {false, true}) {
+      torch::manual_seed(1234);
+      expect_identical(step([&] { return nested_forward(net, input, 2, nested); }, net.params,
+                            offload ? &off : nullptr),
+                       reference);
+    }
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+}
+
 // ---- with offloading -------------------------------------------------------------------------
 
 TEST(CheckpointOffload, EveryVariantGivesBitIdenticalGradients) {
@@ -471,25 +515,31 @@ TEST(CheckpointOffload, ViewsOfAReloadedActivationCachedByTheRecompute) {
 
 // Peak bytes above what was allocated before the step, over forward and backward. Gradients are
 // allocated by a first step and zeroed in place, so that they count in neither.
-int64_t step_peak(const Net& net, const at::Tensor& input, const CheckpointPolicy& policy,
+int64_t step_peak(const std::function<at::Tensor()>& forward, const std::vector<at::Tensor>& params,
                   ActivationOffloader& off, bool offload) {
   auto one = [&] {
     at::Tensor loss;
     {
       std::optional<OffloadScope> scope;
       if (offload) scope.emplace(off.scope());
-      loss = net.forward(input, policy).pow(2).mean();
+      loss = forward();
     }
     loss.backward();
     loss = at::Tensor();
     off.synchronize();
-    for (auto& p : net.params) p.mutable_grad().zero_();
+    for (auto& p : params) p.mutable_grad().zero_();
   };
   one();  // gradients exist from here on
   const int64_t before = off.device_memory().allocated;
   off.reset_peak_device_memory();
   one();
   return off.device_memory().peak_allocated - before;
+}
+
+int64_t step_peak(const Net& net, const at::Tensor& input, const CheckpointPolicy& policy,
+                  ActivationOffloader& off, bool offload) {
+  return step_peak([&] { return net.forward(input, policy).pow(2).mean(); }, net.params, off,
+                   offload);
 }
 
 TEST(CheckpointMemory, PeakIsAboutTheBoundariesPlusOneBlockAndOffloadingLowersIt) {
@@ -531,6 +581,104 @@ TEST(CheckpointMemory, PeakIsAboutTheBoundariesPlusOneBlockAndOffloadingLowersIt
   // Offloaded boundaries: lower again by the boundaries, but those the window and the backward's
   // reload and prefetch hold.
   EXPECT_LE(offloaded, ckpt - (kBlocks - 4) * boundary);
+}
+
+// A region inside a region saves its inputs through the outer one (recomputed with it), never on
+// the device from forward to backward: the peak of nested regions is at most that of the outer
+// regions alone (each of which holds all its blocks' activations at once in backward).
+TEST(CheckpointMemory, NestedRegionsPeakNoHigherThanTheOuterOnesAlone) {
+  constexpr int64_t kBlocks = 8, kPerRegion = 2, kRows = 256, kDim = 64, kHidden = 64;
+  Net net(kBlocks, kDim, kHidden, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({kRows, kDim});
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.poison_freed = o.reuse_freed = false;  // plain accounting
+  ActivationOffloader off(o);
+  auto peak = [&](bool nested) {
+    return step_peak([&] { return nested_forward(net, input, kPerRegion, nested); }, net.params,
+                     off, false);
+  };
+  const int64_t plain = step_peak(net, input, CheckpointPolicy::none(), off, false);
+  const int64_t outer = peak(false);
+  const int64_t nested = peak(true);
+  std::printf("peaks (bytes): plain %lld, outer regions only %lld, nested %lld\n",
+              static_cast<long long>(plain), static_cast<long long>(outer),
+              static_cast<long long>(nested));
+  EXPECT_LT(outer, plain);
+  EXPECT_LE(nested, outer);
+}
+
+// A backward that does not take every recomputed tensor (autograd::grad to a tensor inside the
+// region, a region output the loss does not use, a backward that throws) drops the rest when it
+// ends: N such backwards of a retained graph leave the device memory where it was. Each also gives
+// plain autograd's gradients.
+TEST(CheckpointMemory, PartialBackwardsLeaveNoRecomputedTensorsBehind) {
+  host_sim::install();  // device bytes counted
+  torch::manual_seed(21);
+  auto w1 = torch::randn({64, 64}, torch::requires_grad());
+  auto w2 = torch::randn({64, 64}, torch::requires_grad());
+  const at::Tensor input = torch::randn({128, 64});
+  bool fail = false;
+  // Two outputs: h2 on the path through both weights, and a side branch through w1 only.
+  auto body = [w1, w2, &fail](const std::vector<at::Tensor>& in) {
+    at::Tensor h1 = torch::tanh(in[0].matmul(w1));
+    at::Tensor h2 = torch::tanh(h1.matmul(w2));
+    if (fail && h2.requires_grad()) {
+      h2.register_hook([](const at::Tensor& g) -> at::Tensor {
+        throw std::runtime_error("hook failed");
+        return g;
+      });
+    }
+    return std::vector<at::Tensor>{h2, torch::sigmoid(h1.matmul(w1))};
+  };
+  constexpr int kCalls = 4;
+  struct Case {
+    const char* name;
+    std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& out)> backward;
+  };
+  const std::vector<Case> cases = {
+      {"autograd::grad to w2",
+       [&](const std::vector<at::Tensor>& out) {
+         return torch::autograd::grad({out[0].sum()}, {w2}, {}, /*retain_graph=*/true);
+       }},
+      {"an output unused",
+       [&](const std::vector<at::Tensor>& out) {
+         out[0].sum().backward({}, /*retain_graph=*/true);
+         return take_grads({w1, w2});
+       }},
+      {"a backward that throws",
+       [&](const std::vector<at::Tensor>& out) {
+         try {
+           // out[1]'s branch first (the later sum runs first): the region is recomputed before
+           // the hook on h2 throws.
+           const at::Tensor a = out[0].sum();
+           const at::Tensor b = out[1].sum();
+           (a + b).backward({}, /*retain_graph=*/true);
+           ADD_FAILURE() << "backward did not fail";
+         } catch (const std::exception& e) {
+           EXPECT_THAT(e.what(), HasSubstr("hook failed"));
+         }
+         return take_grads({w1, w2});
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fail = std::string(c.name) == "a backward that throws";
+    const auto reference = c.backward(body({input * 1}));
+    const int64_t before = host_sim::counters().allocated;
+    {
+      const auto out = checkpoint(body, {input * 1});
+      const int64_t after_forward = host_sim::counters().allocated;
+      for (int i = 0; i < kCalls; ++i) {
+        if (!fail) {
+          expect_identical(c.backward(out), reference);
+        } else {
+          (void)c.backward(out);
+        }
+        EXPECT_EQ(host_sim::counters().allocated, after_forward) << "after backward " << i + 1;
+      }
+    }
+    EXPECT_EQ(host_sim::counters().allocated, before);
+  }
 }
 
 TEST(CheckpointPolicyText, ParsesAndPrints) {

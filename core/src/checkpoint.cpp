@@ -6,8 +6,15 @@
 //
 // Why per backward (graph task): with retain_graph a second backward unpacks the same placeholders
 // again, so each backward recomputes once and drops each tensor as its node takes it ("frees as it
-// goes"); what a backward did not take (autograd::grad() to an inner tensor) goes when the graph
-// is freed.
+// goes"); what a backward did not take (autograd::grad() to an inner tensor, an output it does not
+// reach, an error part way) goes when that backward ends (the seam's TaskListener).
+//
+// Nested regions: a region whose forward runs inside another's saves its inputs through the outer
+// region's hooks, as placeholders of the outer one (torch.utils.checkpoint saves them likewise
+// through the outer hooks), so that they are recomputed with the outer region instead of being
+// kept on the device from forward to backward. In the outer recompute the inner region runs its
+// forward again (a new inner region, whose inputs the recompute captures in order); in backward
+// the inner region's recompute takes its inputs from the outer region's recompute.
 #include "offtune/checkpoint.hpp"
 
 #include <ATen/Context.h>
@@ -140,12 +147,21 @@ struct SavedMeta {
   }
 };
 
-// The recompute's saved tensors, in the order they were saved.
-class Capture final : public detail::HookSource {
+// A hook source of this file: a region's forward, or its recompute. A region inside one takes
+// the observer from it.
+class RegionSource : public detail::HookSource {
  public:
+  virtual std::shared_ptr<Observer> observer() const = 0;
+};
+
+// The recompute's saved tensors, in the order they were saved.
+class Capture final : public RegionSource {
+ public:
+  explicit Capture(std::shared_ptr<Observer> observer) : observer_(std::move(observer)) {}
   std::unique_ptr<ag::SavedVariableHooks> make_hooks() override {
     return std::make_unique<Hooks>(this);
   }
+  std::shared_ptr<Observer> observer() const override { return observer_; }
   std::vector<at::Tensor> tensors;
 
  private:
@@ -164,18 +180,23 @@ class Capture final : public detail::HookSource {
    private:
     Capture* capture_;  // only used during the rerun, while it is alive
   };
+  std::shared_ptr<Observer> observer_;
 };
 
 // One checkpointed region: what its forward kept (the inputs, the RNG state, the function) and
 // the tensors a backward recomputed and its nodes have not taken yet.
-class Region final : public detail::HookSource, public std::enable_shared_from_this<Region> {
+class Region final : public RegionSource,
+                     public detail::TaskListener,
+                     public std::enable_shared_from_this<Region> {
  public:
   Region(CheckpointFunction fn, const CheckpointOptions& options)
       : fn_(std::move(fn)), options_(options) {}
 
-  // Keeps the inputs: through the offloader of the scope active here when there is one (they are
-  // the checkpoint boundaries), else as they are.
+  // Keeps the inputs: inside another region's forward (or recompute) as saved tensors of that
+  // region, else through the offloader of the scope active here when there is one (they are the
+  // checkpoint boundaries), else as they are.
   void keep_inputs(const std::vector<at::Tensor>& inputs) {
+    auto* outer = static_cast<RegionSource*>(detail::top_source());  // only this file's sources
     const detail::OffloadTarget target = detail::top_target();
     inputs_.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -184,16 +205,24 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
       if (!t.defined()) continue;
       in.defined = true;
       in.requires_grad = t.requires_grad();
-      if (target.ctx != nullptr) {
-        in.boundary = detail::make_slot(*target.ctx, target.generation);
-        detail::pack_boundary(*in.boundary, t);
+      if (outer != nullptr) {
+        in.saved = outer->make_hooks();
+        in.saved->call_pack_hook(t);
+      } else if (target.ctx != nullptr) {
+        auto slot = detail::make_slot(*target.ctx, target.generation);
+        detail::pack_boundary(*slot, t);
+        in.saved = std::move(slot);
       } else {
         // Detached: shares the storage and the version counter (checked at recompute).
         in.kept = t.detach();
         in.version = t._version();
       }
     }
-    if (target.ctx != nullptr) observer_ = detail::observer_of(*target.ctx);
+    if (outer != nullptr) {
+      observer_ = outer->observer();
+    } else if (target.ctx != nullptr) {
+      observer_ = detail::observer_of(*target.ctx);
+    }
     if (options_.preserve_rng_state) rng_.capture(inputs);
   }
 
@@ -205,13 +234,25 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
   std::unique_ptr<ag::SavedVariableHooks> make_hooks() override {
     return std::make_unique<Placeholder>(shared_from_this());
   }
+  std::shared_ptr<Observer> observer() const override { return observer_; }
+
+  // What a backward's nodes did not take goes when it ends.
+  void end_of_task(int task) noexcept override {
+    std::optional<Recomputed> dropped;  // destroyed outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = by_task_.find(task);
+    if (it == by_task_.end()) return;
+    dropped.emplace(std::move(it->second));
+    by_task_.erase(it);
+  }
 
  private:
   struct Input {
     bool defined = false;
     bool requires_grad = false;
-    at::Tensor kept;                                    // no offloader
-    std::unique_ptr<detail::SavedTensorSlot> boundary;  // through the offloader
+    at::Tensor kept;  // neither of the below
+    // Through the outer region's hooks (a nested region) or the offloader (a boundary).
+    std::unique_ptr<ag::SavedVariableHooks> saved;
     uint32_t version = 0;
   };
 
@@ -242,7 +283,10 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
     const int task = detail::current_graph_task_id();
     std::lock_guard<std::mutex> lock(mutex_);  // one recompute at a time; captures do not lock
     auto it = by_task_.find(task);
-    if (it == by_task_.end()) it = by_task_.emplace(task, recompute()).first;
+    if (it == by_task_.end()) {
+      it = by_task_.emplace(task, recompute()).first;
+      (void)detail::listen_to_current_task(weak_from_this());
+    }
     Recomputed& r = it->second;
     if (index >= r.tensors.size() || r.taken[index]) {
       throw CheckpointError(
@@ -263,8 +307,8 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
       Input& in = inputs_[i];
       if (!in.defined) continue;
       at::Tensor t;
-      if (in.boundary) {
-        t = in.boundary->call_unpack_hook();  // the offloader checks the version itself
+      if (in.saved) {
+        t = in.saved->call_unpack_hook();  // the offloader checks the version itself
       } else {
         t = in.kept;
         TORCH_CHECK(t._version() == in.version,
@@ -277,7 +321,7 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
       args[i] = t.detach();
       args[i].requires_grad_(in.requires_grad);
     }
-    Capture capture;
+    Capture capture(observer_);
     {
       std::optional<RngFork> fork;
       if (options_.preserve_rng_state) fork.emplace(rng_);
