@@ -1,11 +1,13 @@
 // Gradient checkpointing (offtune/checkpoint.hpp): bit-identical loss and gradients to the same
 // model without it, alone and with offloading (all saved tensors, or the boundaries only, on one
-// stream or a side stream); dropout recomputed under the forward's RNG;
+// stream or a side stream); dropout recomputed under the forward's RNG and autocast state;
 // nested regions, no-offload regions inside one; retain_graph, gradient accumulation, partial
 // backwards and exceptions; the recompute checked against the forward; and the peak device memory
 // it is for, measured on host-sim.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <ATen/autocast_mode.h>
 
 #include <optional>
 
@@ -376,6 +378,143 @@ TEST(Checkpoint, NestedRegionsGiveBitIdenticalGradients) {
     }
     off.synchronize();
     EXPECT_TRUE(off.resident().resting());
+  }
+}
+
+// ---- autocast ----------------------------------------------------------------------------------
+
+// Python's `with torch.autocast(device_type, dtype=...)`: enabled (or disabled) with `dtype` until
+// it ends; the cast cache is cleared when the outermost one ends.
+class Autocast {
+ public:
+  Autocast(c10::DeviceType type, at::ScalarType dtype, bool enabled = true)
+      : type_(type),
+        was_enabled_(at::autocast::is_autocast_enabled(type)),
+        was_dtype_(at::autocast::get_autocast_dtype(type)) {
+    at::autocast::set_autocast_enabled(type, enabled);
+    at::autocast::set_autocast_dtype(type, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  c10::DeviceType type_;
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+// The recompute runs under the autocast state of the forward (torch.utils.checkpoint does the
+// same), not under the one where backward is called: forward under CPU autocast to bf16 and
+// backward outside it, and the other way round. Gradients are plain autograd's under the same
+// autocast, checkpointed alone or with offloading, with and without the recompute check.
+TEST(CheckpointAutocast, RecomputeRunsUnderTheForwardsAutocastState) {
+  Net net(3, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({8, 32});
+  auto run = [&](bool autocast_forward, const CheckpointPolicy& policy,
+                 const CheckpointOptions& options, ActivationOffloader* off) {
+    torch::manual_seed(1234);
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (off != nullptr) scope.emplace(off->scope());
+      std::optional<Autocast> autocast;
+      if (autocast_forward) autocast.emplace(c10::kCPU, at::kBFloat16);
+      loss = net.forward(input, policy, options).to(at::kFloat).pow(2).mean();
+    }
+    {
+      std::optional<Autocast> autocast;
+      if (!autocast_forward) autocast.emplace(c10::kCPU, at::kBFloat16);
+      loss.backward();
+    }
+    std::vector<at::Tensor> out{loss.detach()};
+    for (auto& g : take_grads(net.params)) out.push_back(std::move(g));
+    return out;
+  };
+  for (const bool autocast_forward : {true, false}) {
+    SCOPED_TRACE(autocast_forward ? "forward under autocast" : "backward under autocast");
+    const auto reference = run(autocast_forward, CheckpointPolicy::none(), {}, nullptr);
+    for (const bool check : {true, false}) {
+      for (const bool offload : {false, true}) {
+        SCOPED_TRACE(std::string(check ? "checked" : "unchecked") + (offload ? ", offloaded" : ""));
+        CheckpointOptions options;
+        options.check_recompute = check;
+        OffloadOptions o = host_sim_options(0, /*window=*/1);
+        ActivationOffloader off(o);
+        ActivationOffloader* offloader = offload ? &off : nullptr;
+        try {
+          expect_identical(run(autocast_forward, CheckpointPolicy::all(), options, offloader),
+                           reference);
+          expect_identical(run(autocast_forward, CheckpointPolicy::every_k(2), options, offloader),
+                           reference);
+        } catch (const c10::Error& e) {
+          ADD_FAILURE() << e.what_without_backtrace();
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+        }
+        // Offloading alone under autocast.
+        if (offload) {
+          expect_identical(run(autocast_forward, CheckpointPolicy::none(), options, offloader),
+                           reference);
+        }
+        off.synchronize();
+        EXPECT_TRUE(off.resident().resting());
+      }
+    }
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCPU));
+}
+
+// What the function sees in the recompute is the forward's autocast state on every device type
+// (enabled, dtype) and its cast-cache switch; the caller's state is back when backward returns.
+TEST(CheckpointAutocast, TheRecomputeSeesTheForwardsStateOnEveryDeviceTypeAndRestoresTheCallers) {
+  struct Seen {
+    bool cpu = false, cuda = false, xpu = false, cache = false;
+    at::ScalarType cpu_dtype = at::kFloat, cuda_dtype = at::kFloat;
+  };
+  std::vector<Seen> seen;
+  auto w = torch::randn({16, 16}, torch::requires_grad());
+  auto body = [w, &seen](const at::Tensor& x) {
+    seen.push_back({at::autocast::is_autocast_enabled(c10::kCPU),
+                    at::autocast::is_autocast_enabled(c10::kCUDA),
+                    at::autocast::is_autocast_enabled(c10::kXPU),
+                    at::autocast::is_autocast_cache_enabled(),
+                    at::autocast::get_autocast_dtype(c10::kCPU),
+                    at::autocast::get_autocast_dtype(c10::kCUDA)});
+    return x.matmul(w).tanh();
+  };
+  at::Tensor loss;
+  {
+    // CUDA's and XPU's autocast are thread-local switches: set here without a GPU.
+    Autocast cpu(c10::kCPU, at::kBFloat16);
+    Autocast cuda(c10::kCUDA, at::kHalf);
+    Autocast xpu(c10::kXPU, at::kBFloat16);
+    at::autocast::set_autocast_cache_enabled(false);
+    loss = checkpoint(body, torch::randn({4, 16})).to(at::kFloat).sum();
+    at::autocast::set_autocast_cache_enabled(true);
+  }
+  {
+    Autocast cpu(c10::kCPU, at::kHalf, /*enabled=*/false);
+    loss.backward();
+    EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCPU));
+    EXPECT_EQ(at::autocast::get_autocast_dtype(c10::kCPU), at::kHalf);
+    EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCUDA));
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kXPU));
+  ASSERT_EQ(seen.size(), 2u);
+  for (const Seen& s : seen) {
+    EXPECT_TRUE(s.cpu);
+    EXPECT_TRUE(s.cuda);
+    EXPECT_TRUE(s.xpu);
+    EXPECT_FALSE(s.cache);
+    EXPECT_EQ(s.cpu_dtype, at::kBFloat16);
+    EXPECT_EQ(s.cuda_dtype, at::kHalf);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "offtune/checkpoint.hpp"
 
 #include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
@@ -25,11 +26,13 @@
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "offtune/host_sim.hpp"
@@ -93,6 +96,66 @@ class RngFork {
 
  private:
   std::vector<std::pair<at::Generator, at::Tensor>> current_;
+};
+
+// ---- autocast ----------------------------------------------------------------------------------
+
+// The autocast state a region's forward ran under: per device type autocast knows, whether it is
+// enabled and its dtype, and the cast cache's switch. The recompute runs under it, whatever the
+// state where backward is called (autograd's threads inherit that one): else a forward under
+// autocast recomputes in float32 when backward is called outside it. torch.utils.checkpoint
+// captures and re-enters the same (per device type, and the cache switch).
+class AutocastState {
+ public:
+  static AutocastState current() {
+    AutocastState s;
+    for (size_t i = 0; i < kTypes; ++i) {
+      const c10::DeviceType type = at::autocast::_AUTOCAST_SUPPORTED_DEVICES[i];
+      s.enabled_[i] = at::autocast::is_autocast_enabled(type);
+      s.dtype_[i] = at::autocast::get_autocast_dtype(type);
+    }
+    s.cache_enabled_ = at::autocast::is_autocast_cache_enabled();
+    return s;
+  }
+  bool any_enabled() const {
+    return std::find(enabled_.begin(), enabled_.end(), true) != enabled_.end();
+  }
+  void apply() const {
+    for (size_t i = 0; i < kTypes; ++i) {
+      const c10::DeviceType type = at::autocast::_AUTOCAST_SUPPORTED_DEVICES[i];
+      at::autocast::set_autocast_enabled(type, enabled_[i]);
+      at::autocast::set_autocast_dtype(type, dtype_[i]);
+    }
+    at::autocast::set_autocast_cache_enabled(cache_enabled_);
+  }
+  bool operator==(const AutocastState&) const = default;
+
+ private:
+  // torch's own list (a device type it adds is captured too).
+  static constexpr size_t kTypes =
+      std::tuple_size_v<std::remove_cv_t<decltype(at::autocast::_AUTOCAST_SUPPORTED_DEVICES)>>;
+  std::array<bool, kTypes> enabled_{};
+  std::array<at::ScalarType, kTypes> dtype_{};
+  bool cache_enabled_ = true;
+};
+
+// While alive, the forward's autocast state, as Python's `with torch.autocast(...)` enters it (one
+// nesting level more; the cast cache cleared when the outermost level ends); then the caller's.
+class AutocastFork {
+ public:
+  explicit AutocastFork(const AutocastState& forward) : caller_(AutocastState::current()) {
+    forward.apply();
+    at::autocast::increment_nesting();
+  }
+  ~AutocastFork() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    caller_.apply();
+  }
+  AutocastFork(const AutocastFork&) = delete;
+  AutocastFork& operator=(const AutocastFork&) = delete;
+
+ private:
+  AutocastState caller_;
 };
 
 // ---- frames ------------------------------------------------------------------------------------
@@ -224,6 +287,7 @@ class Region final : public RegionSource,
       observer_ = detail::observer_of(*target.ctx);
     }
     if (options_.preserve_rng_state) rng_.capture(inputs);
+    autocast_ = AutocastState::current();
   }
 
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs) {
@@ -325,6 +389,12 @@ class Region final : public RegionSource,
     {
       std::optional<RngFork> fork;
       if (options_.preserve_rng_state) fork.emplace(rng_);
+      // Nothing to do when the forward had autocast off and the caller has the same state (the
+      // common case: no autocast anywhere).
+      std::optional<AutocastFork> autocast;
+      if (autocast_.any_enabled() || !(autocast_ == AutocastState::current())) {
+        autocast.emplace(autocast_);
+      }
       at::AutoGradMode grad(true);
       FrameGuard frame(&capture);
       (void)fn_(args);
@@ -376,6 +446,7 @@ class Region final : public RegionSource,
   const CheckpointOptions options_;
   std::vector<Input> inputs_;
   RngState rng_;
+  AutocastState autocast_;
   std::shared_ptr<Observer> observer_;
   std::vector<SavedMeta> saved_;
   size_t count_ = 0;
