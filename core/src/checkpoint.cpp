@@ -57,8 +57,11 @@ void set_generator_state(at::Generator gen, const at::Tensor& state) {
   gen.set_state(state);
 }
 
-// The generators a region's ops may draw from: the CPU's (host-sim's device is the CPU) and the
-// default one of each accelerator an input lives on (torch.utils.checkpoint does the same).
+// The generators a region's ops may draw from: the CPU's (host-sim's device is the CPU), the
+// default one of each accelerator an input lives on (torch.utils.checkpoint stops there), and that
+// of each CUDA device that has a context: a region can draw on a GPU none of its inputs is on
+// (inputs moved there inside it, or parameters only), and a device without a context has run
+// nothing. Asking does not initialize CUDA; each state is a few bytes on the host.
 struct RngState {
   std::vector<std::pair<c10::Device, at::Tensor>> states;
 
@@ -67,14 +70,24 @@ struct RngState {
                            : at::globalContext().defaultGenerator(device);
   }
   void capture(const std::vector<at::Tensor>& inputs) {
-    states.emplace_back(c10::Device(c10::kCPU), generator_state(generator(c10::kCPU)));
+    add(c10::Device(c10::kCPU));
     for (const at::Tensor& t : inputs) {
-      if (!t.defined() || t.device().is_cpu()) continue;
-      const c10::Device device = t.device();
-      const bool seen = std::any_of(states.begin(), states.end(),
-                                    [&](const auto& s) { return s.first == device; });
-      if (!seen) states.emplace_back(device, generator_state(generator(device)));
+      if (t.defined() && !t.device().is_cpu()) add(t.device());
     }
+    if (at::globalContext().hasCUDA()) {
+      const auto& cuda = at::globalContext().getAcceleratorHooksInterface(c10::kCUDA);
+      const auto count = static_cast<c10::DeviceIndex>(at::getNumGPUs());
+      for (c10::DeviceIndex i = 0; i < count; ++i) {
+        if (cuda.hasPrimaryContext(i)) add(c10::Device(c10::kCUDA, i));
+      }
+    }
+  }
+
+ private:
+  void add(c10::Device device) {
+    const bool seen =
+        std::any_of(states.begin(), states.end(), [&](const auto& s) { return s.first == device; });
+    if (!seen) states.emplace_back(device, generator_state(generator(device)));
   }
 };
 
