@@ -1,10 +1,13 @@
 // Gradient checkpointing (offtune/checkpoint.hpp): bit-identical loss and gradients to the same
 // model without it, alone and with offloading (all saved tensors, or the boundaries only, on one
-// stream or a side stream); dropout recomputed under the forward's RNG; retain_graph, gradient
-// accumulation and exceptions; the recompute checked against the forward; and the peak device
-// memory it is for, measured on host-sim.
+// stream or a side stream); dropout recomputed under the forward's RNG and autocast state;
+// nested regions, no-offload regions inside one; retain_graph, gradient accumulation, partial
+// backwards and exceptions; the recompute checked against the forward; and the peak device memory
+// it is for, measured on host-sim.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <ATen/autocast_mode.h>
 
 #include <optional>
 
@@ -42,11 +45,12 @@ struct Net {
     }
   }
   // The forward under `policy`; blocks are captured by value (their modules are shared handles).
-  at::Tensor forward(at::Tensor x, const CheckpointPolicy& policy) const {
+  at::Tensor forward(at::Tensor x, const CheckpointPolicy& policy,
+                     const CheckpointOptions& options = {}) const {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
       if (policy.applies(static_cast<int64_t>(i))) {
-        x = checkpoint([b](const at::Tensor& in) { return b(in); }, x);
+        x = checkpoint([b](const at::Tensor& in) { return b(in); }, x, options);
       } else {
         x = b(x);
       }
@@ -294,6 +298,226 @@ TEST(Checkpoint, AnInputModifiedInPlaceAfterTheForwardIsAutogradsError) {
   }
 }
 
+// A NoOffloadRegion turns offloading off, not checkpointing: the ops it wraps inside a
+// checkpointed function are recomputed like the others, and keep nothing from forward to backward.
+TEST(Checkpoint, ANoOffloadRegionInsideTheFunctionKeepsItCheckpointed) {
+  host_sim::install();  // device bytes counted
+  Net net(3, 32, 128, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({64, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  auto forward = [&](bool no_offload_inside) {
+    at::Tensor x = input;
+    for (const Block& b : net.blocks) {
+      x = checkpoint(
+          [b, no_offload_inside](const at::Tensor& in) {
+            std::optional<NoOffloadRegion> region;
+            if (no_offload_inside) region.emplace();
+            return b(in);
+          },
+          x);
+    }
+    return x.pow(2).mean();
+  };
+  // What a forward keeps until backward: the blocks' inputs only, with or without the region.
+  auto kept_by_forward = [&](bool no_offload_inside) {
+    torch::manual_seed(1234);
+    const int64_t before = host_sim::counters().allocated;
+    at::Tensor loss = forward(no_offload_inside);
+    const int64_t kept = host_sim::counters().allocated - before;
+    loss.backward();
+    return std::make_pair(kept, take_grads(net.params));
+  };
+  const auto [kept_plain, grads_plain] = kept_by_forward(false);
+  const auto [kept_region, grads_region] = kept_by_forward(true);
+  EXPECT_EQ(kept_region, kept_plain) << "the region's ops kept their saved tensors";
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "under an offload scope" : "no offloader");
+    ActivationOffloader off(host_sim_options(0));
+    torch::manual_seed(1234);
+    expect_identical(step([&] { return forward(true); }, net.params, offload ? &off : nullptr),
+                     reference);
+  }
+}
+
+// ---- nested regions ----------------------------------------------------------------------------
+
+// The forward of `net` in regions of `per_region` blocks each, every block of them a region of its
+// own when `nested` (else a plain call inside the outer region).
+at::Tensor nested_forward(const Net& net, const at::Tensor& input, size_t per_region, bool nested) {
+  at::Tensor x = input;
+  for (size_t first = 0; first < net.blocks.size(); first += per_region) {
+    const std::vector<Block> group(
+        net.blocks.begin() + static_cast<std::ptrdiff_t>(first),
+        net.blocks.begin() +
+            static_cast<std::ptrdiff_t>(std::min(first + per_region, net.blocks.size())));
+    x = checkpoint(
+        [group, nested](const at::Tensor& in) {  // the blocks by value
+          at::Tensor h = in;
+          for (const Block& b : group) {
+            h = nested ? checkpoint([b](const at::Tensor& y) { return b(y); }, h) : b(h);
+          }
+          return h;
+        },
+        x);
+  }
+  return x.pow(2).mean();
+}
+
+TEST(Checkpoint, NestedRegionsGiveBitIdenticalGradients) {
+  Net net(4, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({16, 32});
+  const auto reference = run_step(net, input, CheckpointPolicy::none(), nullptr);
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "under an offload scope" : "no offloader");
+    ActivationOffloader off(host_sim_options(0, /*window=*/1));
+    for (const bool nested : {false, true}) {
+      torch::manual_seed(1234);
+      expect_identical(step([&] { return nested_forward(net, input, 2, nested); }, net.params,
+                            offload ? &off : nullptr),
+                       reference);
+    }
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+}
+
+// ---- autocast ----------------------------------------------------------------------------------
+
+// Python's `with torch.autocast(device_type, dtype=...)`: enabled (or disabled) with `dtype` until
+// it ends; the cast cache is cleared when the outermost one ends.
+class Autocast {
+ public:
+  Autocast(c10::DeviceType type, at::ScalarType dtype, bool enabled = true)
+      : type_(type),
+        was_enabled_(at::autocast::is_autocast_enabled(type)),
+        was_dtype_(at::autocast::get_autocast_dtype(type)) {
+    at::autocast::set_autocast_enabled(type, enabled);
+    at::autocast::set_autocast_dtype(type, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  c10::DeviceType type_;
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+// The recompute runs under the autocast state of the forward (torch.utils.checkpoint does the
+// same), not under the one where backward is called: forward under CPU autocast to bf16 and
+// backward outside it, and the other way round. Gradients are plain autograd's under the same
+// autocast, checkpointed alone or with offloading, with and without the recompute check.
+TEST(CheckpointAutocast, RecomputeRunsUnderTheForwardsAutocastState) {
+  Net net(3, 32, 64, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({8, 32});
+  auto run = [&](bool autocast_forward, const CheckpointPolicy& policy,
+                 const CheckpointOptions& options, ActivationOffloader* off) {
+    torch::manual_seed(1234);
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (off != nullptr) scope.emplace(off->scope());
+      std::optional<Autocast> autocast;
+      if (autocast_forward) autocast.emplace(c10::kCPU, at::kBFloat16);
+      loss = net.forward(input, policy, options).to(at::kFloat).pow(2).mean();
+    }
+    {
+      std::optional<Autocast> autocast;
+      if (!autocast_forward) autocast.emplace(c10::kCPU, at::kBFloat16);
+      loss.backward();
+    }
+    std::vector<at::Tensor> out{loss.detach()};
+    for (auto& g : take_grads(net.params)) out.push_back(std::move(g));
+    return out;
+  };
+  for (const bool autocast_forward : {true, false}) {
+    SCOPED_TRACE(autocast_forward ? "forward under autocast" : "backward under autocast");
+    const auto reference = run(autocast_forward, CheckpointPolicy::none(), {}, nullptr);
+    for (const bool check : {true, false}) {
+      for (const bool offload : {false, true}) {
+        SCOPED_TRACE(std::string(check ? "checked" : "unchecked") + (offload ? ", offloaded" : ""));
+        CheckpointOptions options;
+        options.check_recompute = check;
+        OffloadOptions o = host_sim_options(0, /*window=*/1);
+        ActivationOffloader off(o);
+        ActivationOffloader* offloader = offload ? &off : nullptr;
+        try {
+          expect_identical(run(autocast_forward, CheckpointPolicy::all(), options, offloader),
+                           reference);
+          expect_identical(run(autocast_forward, CheckpointPolicy::every_k(2), options, offloader),
+                           reference);
+        } catch (const c10::Error& e) {
+          ADD_FAILURE() << e.what_without_backtrace();
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+        }
+        // Offloading alone under autocast.
+        if (offload) {
+          expect_identical(run(autocast_forward, CheckpointPolicy::none(), options, offloader),
+                           reference);
+        }
+        off.synchronize();
+        EXPECT_TRUE(off.resident().resting());
+      }
+    }
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCPU));
+}
+
+// What the function sees in the recompute is the forward's autocast state on every device type
+// (enabled, dtype) and its cast-cache switch; the caller's state is back when backward returns.
+TEST(CheckpointAutocast, TheRecomputeSeesTheForwardsStateOnEveryDeviceTypeAndRestoresTheCallers) {
+  struct Seen {
+    bool cpu = false, cuda = false, xpu = false, cache = false;
+    at::ScalarType cpu_dtype = at::kFloat, cuda_dtype = at::kFloat;
+  };
+  std::vector<Seen> seen;
+  auto w = torch::randn({16, 16}, torch::requires_grad());
+  auto body = [w, &seen](const at::Tensor& x) {
+    seen.push_back({at::autocast::is_autocast_enabled(c10::kCPU),
+                    at::autocast::is_autocast_enabled(c10::kCUDA),
+                    at::autocast::is_autocast_enabled(c10::kXPU),
+                    at::autocast::is_autocast_cache_enabled(),
+                    at::autocast::get_autocast_dtype(c10::kCPU),
+                    at::autocast::get_autocast_dtype(c10::kCUDA)});
+    return x.matmul(w).tanh();
+  };
+  at::Tensor loss;
+  {
+    // CUDA's and XPU's autocast are thread-local switches: set here without a GPU.
+    Autocast cpu(c10::kCPU, at::kBFloat16);
+    Autocast cuda(c10::kCUDA, at::kHalf);
+    Autocast xpu(c10::kXPU, at::kBFloat16);
+    at::autocast::set_autocast_cache_enabled(false);
+    loss = checkpoint(body, torch::randn({4, 16})).to(at::kFloat).sum();
+    at::autocast::set_autocast_cache_enabled(true);
+  }
+  {
+    Autocast cpu(c10::kCPU, at::kHalf, /*enabled=*/false);
+    loss.backward();
+    EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCPU));
+    EXPECT_EQ(at::autocast::get_autocast_dtype(c10::kCPU), at::kHalf);
+    EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCUDA));
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kXPU));
+  ASSERT_EQ(seen.size(), 2u);
+  for (const Seen& s : seen) {
+    EXPECT_TRUE(s.cpu);
+    EXPECT_TRUE(s.cuda);
+    EXPECT_TRUE(s.xpu);
+    EXPECT_FALSE(s.cache);
+    EXPECT_EQ(s.cpu_dtype, at::kBFloat16);
+    EXPECT_EQ(s.cuda_dtype, at::kHalf);
+  }
+}
+
 // ---- with offloading -------------------------------------------------------------------------
 
 TEST(CheckpointOffload, EveryVariantGivesBitIdenticalGradients) {
@@ -430,25 +654,31 @@ TEST(CheckpointOffload, ViewsOfAReloadedActivationCachedByTheRecompute) {
 
 // Peak bytes above what was allocated before the step, over forward and backward. Gradients are
 // allocated by a first step and zeroed in place, so that they count in neither.
-int64_t step_peak(const Net& net, const at::Tensor& input, const CheckpointPolicy& policy,
+int64_t step_peak(const std::function<at::Tensor()>& forward, const std::vector<at::Tensor>& params,
                   ActivationOffloader& off, bool offload) {
   auto one = [&] {
     at::Tensor loss;
     {
       std::optional<OffloadScope> scope;
       if (offload) scope.emplace(off.scope());
-      loss = net.forward(input, policy).pow(2).mean();
+      loss = forward();
     }
     loss.backward();
     loss = at::Tensor();
     off.synchronize();
-    for (auto& p : net.params) p.mutable_grad().zero_();
+    for (auto& p : params) p.mutable_grad().zero_();
   };
   one();  // gradients exist from here on
   const int64_t before = off.device_memory().allocated;
   off.reset_peak_device_memory();
   one();
   return off.device_memory().peak_allocated - before;
+}
+
+int64_t step_peak(const Net& net, const at::Tensor& input, const CheckpointPolicy& policy,
+                  ActivationOffloader& off, bool offload) {
+  return step_peak([&] { return net.forward(input, policy).pow(2).mean(); }, net.params, off,
+                   offload);
 }
 
 TEST(CheckpointMemory, PeakIsAboutTheBoundariesPlusOneBlockAndOffloadingLowersIt) {
@@ -490,6 +720,104 @@ TEST(CheckpointMemory, PeakIsAboutTheBoundariesPlusOneBlockAndOffloadingLowersIt
   // Offloaded boundaries: lower again by the boundaries, but those the window and the backward's
   // reload and prefetch hold.
   EXPECT_LE(offloaded, ckpt - (kBlocks - 4) * boundary);
+}
+
+// A region inside a region saves its inputs through the outer one (recomputed with it), never on
+// the device from forward to backward: the peak of nested regions is at most that of the outer
+// regions alone (each of which holds all its blocks' activations at once in backward).
+TEST(CheckpointMemory, NestedRegionsPeakNoHigherThanTheOuterOnesAlone) {
+  constexpr int64_t kBlocks = 8, kPerRegion = 2, kRows = 256, kDim = 64, kHidden = 64;
+  Net net(kBlocks, kDim, kHidden, /*dropout=*/0.25);
+  const at::Tensor input = torch::randn({kRows, kDim});
+  OffloadOptions o = host_sim_options(0, /*window=*/1);
+  o.poison_freed = o.reuse_freed = false;  // plain accounting
+  ActivationOffloader off(o);
+  auto peak = [&](bool nested) {
+    return step_peak([&] { return nested_forward(net, input, kPerRegion, nested); }, net.params,
+                     off, false);
+  };
+  const int64_t plain = step_peak(net, input, CheckpointPolicy::none(), off, false);
+  const int64_t outer = peak(false);
+  const int64_t nested = peak(true);
+  std::printf("peaks (bytes): plain %lld, outer regions only %lld, nested %lld\n",
+              static_cast<long long>(plain), static_cast<long long>(outer),
+              static_cast<long long>(nested));
+  EXPECT_LT(outer, plain);
+  EXPECT_LE(nested, outer);
+}
+
+// A backward that does not take every recomputed tensor (autograd::grad to a tensor inside the
+// region, a region output the loss does not use, a backward that throws) drops the rest when it
+// ends: N such backwards of a retained graph leave the device memory where it was. Each also gives
+// plain autograd's gradients.
+TEST(CheckpointMemory, PartialBackwardsLeaveNoRecomputedTensorsBehind) {
+  host_sim::install();  // device bytes counted
+  torch::manual_seed(21);
+  auto w1 = torch::randn({64, 64}, torch::requires_grad());
+  auto w2 = torch::randn({64, 64}, torch::requires_grad());
+  const at::Tensor input = torch::randn({128, 64});
+  bool fail = false;
+  // Two outputs: h2 on the path through both weights, and a side branch through w1 only.
+  auto body = [w1, w2, &fail](const std::vector<at::Tensor>& in) {
+    at::Tensor h1 = torch::tanh(in[0].matmul(w1));
+    at::Tensor h2 = torch::tanh(h1.matmul(w2));
+    if (fail && h2.requires_grad()) {
+      h2.register_hook([](const at::Tensor& g) -> at::Tensor {
+        throw std::runtime_error("hook failed");
+        return g;
+      });
+    }
+    return std::vector<at::Tensor>{h2, torch::sigmoid(h1.matmul(w1))};
+  };
+  constexpr int kCalls = 4;
+  struct Case {
+    const char* name;
+    std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& out)> backward;
+  };
+  const std::vector<Case> cases = {
+      {"autograd::grad to w2",
+       [&](const std::vector<at::Tensor>& out) {
+         return torch::autograd::grad({out[0].sum()}, {w2}, {}, /*retain_graph=*/true);
+       }},
+      {"an output unused",
+       [&](const std::vector<at::Tensor>& out) {
+         out[0].sum().backward({}, /*retain_graph=*/true);
+         return take_grads({w1, w2});
+       }},
+      {"a backward that throws",
+       [&](const std::vector<at::Tensor>& out) {
+         try {
+           // out[1]'s branch first (the later sum runs first): the region is recomputed before
+           // the hook on h2 throws.
+           const at::Tensor a = out[0].sum();
+           const at::Tensor b = out[1].sum();
+           (a + b).backward({}, /*retain_graph=*/true);
+           ADD_FAILURE() << "backward did not fail";
+         } catch (const std::exception& e) {
+           EXPECT_THAT(e.what(), HasSubstr("hook failed"));
+         }
+         return take_grads({w1, w2});
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fail = std::string(c.name) == "a backward that throws";
+    const auto reference = c.backward(body({input * 1}));
+    const int64_t before = host_sim::counters().allocated;
+    {
+      const auto out = checkpoint(body, {input * 1});
+      const int64_t after_forward = host_sim::counters().allocated;
+      for (int i = 0; i < kCalls; ++i) {
+        if (!fail) {
+          expect_identical(c.backward(out), reference);
+        } else {
+          (void)c.backward(out);
+        }
+        EXPECT_EQ(host_sim::counters().allocated, after_forward) << "after backward " << i + 1;
+      }
+    }
+    EXPECT_EQ(host_sim::counters().allocated, before);
+  }
 }
 
 TEST(CheckpointPolicyText, ParsesAndPrints) {

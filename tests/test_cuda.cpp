@@ -5,6 +5,7 @@
 
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -333,6 +334,113 @@ TEST_F(Cuda, LayerOffloadWeightsOutsideTheirBlockUseTheirHostCopy) {
       EXPECT_TRUE(torch::equal(w, (pinned ? value * 2 : value) + 1));
     }
   }
+}
+
+// ---- gradient checkpointing on the GPU --------------------------------------------------------
+
+// Python's `with torch.autocast("cuda", dtype=...)` (the cast cache cleared when the outermost
+// one ends).
+class CudaAutocast {
+ public:
+  explicit CudaAutocast(at::ScalarType dtype)
+      : was_enabled_(at::autocast::is_autocast_enabled(c10::kCUDA)),
+        was_dtype_(at::autocast::get_autocast_dtype(c10::kCUDA)) {
+    at::autocast::set_autocast_enabled(c10::kCUDA, true);
+    at::autocast::set_autocast_dtype(c10::kCUDA, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~CudaAutocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(c10::kCUDA, was_enabled_);
+    at::autocast::set_autocast_dtype(c10::kCUDA, was_dtype_);
+  }
+  CudaAutocast(const CudaAutocast&) = delete;
+  CudaAutocast& operator=(const CudaAutocast&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+void expect_bitwise(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(got[i], want[i]))
+        << (i == 0 ? "loss" : "gradient " + std::to_string(i));
+  }
+}
+
+// Dropout in a checkpointed region on the GPU draws the forward's mask in the recompute: the CUDA
+// generator's state is restored, for a region whose input is on the GPU and for one whose input is
+// on the host and moved there inside it (no input on the GPU). The caller's CUDA RNG stream is
+// left as it was. Alone and with offloading.
+TEST_F(Cuda, CheckpointedDropoutDrawsTheForwardsMask) {
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(0);
+  auto w1 = torch::randn({256, 512}, o.requires_grad(true));
+  auto w2 = torch::randn({512, 256}, o.requires_grad(true));
+  const at::Tensor x_gpu = torch::randn({128, 256}, o);
+  const at::Tensor x_host = x_gpu.cpu();
+  auto body = [w1, w2](const at::Tensor& x) {
+    at::Tensor h = torch::dropout(torch::gelu(x.to(torch::kCUDA).matmul(w1)), 0.5, true);
+    return h.matmul(w2);
+  };
+  for (const bool on_host : {false, true}) {
+    const at::Tensor& x = on_host ? x_host : x_gpu;
+    auto forward = [&](bool ckpt) {
+      const at::Tensor y = ckpt ? checkpoint(body, x) : body(x);
+      return body(y).pow(2).mean();  // a second dropout after the region moves the RNG on
+    };
+    auto run = [&](bool ckpt, ActivationOffloader* off) {
+      torch::manual_seed(1234);
+      auto out = step([&] { return forward(ckpt); }, {w1, w2}, off);
+      out.push_back(torch::rand({4}, o));  // the next draw after the step
+      return out;
+    };
+    SCOPED_TRACE(on_host ? "input on the host" : "input on the GPU");
+    const auto reference = run(false, nullptr);
+    expect_bitwise(run(true, nullptr), reference);
+    ActivationOffloader off(cuda_options());
+    expect_bitwise(run(true, &off), reference);
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+}
+
+// The recompute runs under the forward's CUDA autocast state when backward is called outside it:
+// gradients are plain autograd's under the same autocast, alone and with offloading.
+TEST_F(Cuda, CheckpointRecomputeRunsUnderTheForwardsAutocast) {
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(0);
+  auto w1 = torch::randn({256, 512}, o.requires_grad(true));
+  auto w2 = torch::randn({512, 256}, o.requires_grad(true));
+  const at::Tensor x = torch::randn({128, 256}, o);
+  auto body = [w1, w2](const at::Tensor& in) {
+    return torch::dropout(torch::gelu(in.matmul(w1)), 0.25, true).matmul(w2).tanh();
+  };
+  auto run = [&](bool ckpt, bool check, ActivationOffloader* off) {
+    CheckpointOptions options;
+    options.check_recompute = check;
+    torch::manual_seed(1234);
+    return step(
+        [&] {
+          CudaAutocast autocast(at::kBFloat16);
+          const at::Tensor y = ckpt ? checkpoint(body, x, options) : body(x);
+          return y.to(at::kFloat).pow(2).mean();
+        },
+        {w1, w2}, off);
+  };
+  const auto reference = run(false, true, nullptr);
+  for (const bool check : {true, false}) {
+    SCOPED_TRACE(check ? "checked" : "unchecked");
+    expect_bitwise(run(true, check, nullptr), reference);
+    ActivationOffloader off(cuda_options());
+    expect_bitwise(run(true, check, &off), reference);
+    expect_bitwise(run(false, check, &off), reference);  // offloading alone
+    off.synchronize();
+    EXPECT_TRUE(off.resident().resting());
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCUDA));
 }
 
 }  // namespace

@@ -6,11 +6,19 @@
 //
 // Why per backward (graph task): with retain_graph a second backward unpacks the same placeholders
 // again, so each backward recomputes once and drops each tensor as its node takes it ("frees as it
-// goes"); what a backward did not take (autograd::grad() to an inner tensor) goes when the graph
-// is freed.
+// goes"); what a backward did not take (autograd::grad() to an inner tensor, an output it does not
+// reach, an error part way) goes when that backward ends (the seam's TaskListener).
+//
+// Nested regions: a region whose forward runs inside another's saves its inputs through the outer
+// region's hooks, as placeholders of the outer one (torch.utils.checkpoint saves them likewise
+// through the outer hooks), so that they are recomputed with the outer region instead of being
+// kept on the device from forward to backward. In the outer recompute the inner region runs its
+// forward again (a new inner region, whose inputs the recompute captures in order); in backward
+// the inner region's recompute takes its inputs from the outer region's recompute.
 #include "offtune/checkpoint.hpp"
 
 #include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
@@ -18,11 +26,13 @@
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "offtune/host_sim.hpp"
@@ -47,8 +57,11 @@ void set_generator_state(at::Generator gen, const at::Tensor& state) {
   gen.set_state(state);
 }
 
-// The generators a region's ops may draw from: the CPU's (host-sim's device is the CPU) and the
-// default one of each accelerator an input lives on (torch.utils.checkpoint does the same).
+// The generators a region's ops may draw from: the CPU's (host-sim's device is the CPU), the
+// default one of each accelerator an input lives on (torch.utils.checkpoint stops there), and that
+// of each CUDA device that has a context: a region can draw on a GPU none of its inputs is on
+// (inputs moved there inside it, or parameters only), and a device without a context has run
+// nothing. Asking does not initialize CUDA; each state is a few bytes on the host.
 struct RngState {
   std::vector<std::pair<c10::Device, at::Tensor>> states;
 
@@ -57,14 +70,24 @@ struct RngState {
                            : at::globalContext().defaultGenerator(device);
   }
   void capture(const std::vector<at::Tensor>& inputs) {
-    states.emplace_back(c10::Device(c10::kCPU), generator_state(generator(c10::kCPU)));
+    add(c10::Device(c10::kCPU));
     for (const at::Tensor& t : inputs) {
-      if (!t.defined() || t.device().is_cpu()) continue;
-      const c10::Device device = t.device();
-      const bool seen = std::any_of(states.begin(), states.end(),
-                                    [&](const auto& s) { return s.first == device; });
-      if (!seen) states.emplace_back(device, generator_state(generator(device)));
+      if (t.defined() && !t.device().is_cpu()) add(t.device());
     }
+    if (at::globalContext().hasCUDA()) {
+      const auto& cuda = at::globalContext().getAcceleratorHooksInterface(c10::kCUDA);
+      const auto count = static_cast<c10::DeviceIndex>(at::getNumGPUs());
+      for (c10::DeviceIndex i = 0; i < count; ++i) {
+        if (cuda.hasPrimaryContext(i)) add(c10::Device(c10::kCUDA, i));
+      }
+    }
+  }
+
+ private:
+  void add(c10::Device device) {
+    const bool seen =
+        std::any_of(states.begin(), states.end(), [&](const auto& s) { return s.first == device; });
+    if (!seen) states.emplace_back(device, generator_state(generator(device)));
   }
 };
 
@@ -86,6 +109,66 @@ class RngFork {
 
  private:
   std::vector<std::pair<at::Generator, at::Tensor>> current_;
+};
+
+// ---- autocast ----------------------------------------------------------------------------------
+
+// The autocast state a region's forward ran under: per device type autocast knows, whether it is
+// enabled and its dtype, and the cast cache's switch. The recompute runs under it, whatever the
+// state where backward is called (autograd's threads inherit that one): else a forward under
+// autocast recomputes in float32 when backward is called outside it. torch.utils.checkpoint
+// captures and re-enters the same (per device type, and the cache switch).
+class AutocastState {
+ public:
+  static AutocastState current() {
+    AutocastState s;
+    for (size_t i = 0; i < kTypes; ++i) {
+      const c10::DeviceType type = at::autocast::_AUTOCAST_SUPPORTED_DEVICES[i];
+      s.enabled_[i] = at::autocast::is_autocast_enabled(type);
+      s.dtype_[i] = at::autocast::get_autocast_dtype(type);
+    }
+    s.cache_enabled_ = at::autocast::is_autocast_cache_enabled();
+    return s;
+  }
+  bool any_enabled() const {
+    return std::find(enabled_.begin(), enabled_.end(), true) != enabled_.end();
+  }
+  void apply() const {
+    for (size_t i = 0; i < kTypes; ++i) {
+      const c10::DeviceType type = at::autocast::_AUTOCAST_SUPPORTED_DEVICES[i];
+      at::autocast::set_autocast_enabled(type, enabled_[i]);
+      at::autocast::set_autocast_dtype(type, dtype_[i]);
+    }
+    at::autocast::set_autocast_cache_enabled(cache_enabled_);
+  }
+  bool operator==(const AutocastState&) const = default;
+
+ private:
+  // torch's own list (a device type it adds is captured too).
+  static constexpr size_t kTypes =
+      std::tuple_size_v<std::remove_cv_t<decltype(at::autocast::_AUTOCAST_SUPPORTED_DEVICES)>>;
+  std::array<bool, kTypes> enabled_{};
+  std::array<at::ScalarType, kTypes> dtype_{};
+  bool cache_enabled_ = true;
+};
+
+// While alive, the forward's autocast state, as Python's `with torch.autocast(...)` enters it (one
+// nesting level more; the cast cache cleared when the outermost level ends); then the caller's.
+class AutocastFork {
+ public:
+  explicit AutocastFork(const AutocastState& forward) : caller_(AutocastState::current()) {
+    forward.apply();
+    at::autocast::increment_nesting();
+  }
+  ~AutocastFork() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    caller_.apply();
+  }
+  AutocastFork(const AutocastFork&) = delete;
+  AutocastFork& operator=(const AutocastFork&) = delete;
+
+ private:
+  AutocastState caller_;
 };
 
 // ---- frames ------------------------------------------------------------------------------------
@@ -140,12 +223,21 @@ struct SavedMeta {
   }
 };
 
-// The recompute's saved tensors, in the order they were saved.
-class Capture final : public detail::HookSource {
+// A hook source of this file: a region's forward, or its recompute. A region inside one takes
+// the observer from it.
+class RegionSource : public detail::HookSource {
  public:
+  virtual std::shared_ptr<Observer> observer() const = 0;
+};
+
+// The recompute's saved tensors, in the order they were saved.
+class Capture final : public RegionSource {
+ public:
+  explicit Capture(std::shared_ptr<Observer> observer) : observer_(std::move(observer)) {}
   std::unique_ptr<ag::SavedVariableHooks> make_hooks() override {
     return std::make_unique<Hooks>(this);
   }
+  std::shared_ptr<Observer> observer() const override { return observer_; }
   std::vector<at::Tensor> tensors;
 
  private:
@@ -164,18 +256,23 @@ class Capture final : public detail::HookSource {
    private:
     Capture* capture_;  // only used during the rerun, while it is alive
   };
+  std::shared_ptr<Observer> observer_;
 };
 
 // One checkpointed region: what its forward kept (the inputs, the RNG state, the function) and
 // the tensors a backward recomputed and its nodes have not taken yet.
-class Region final : public detail::HookSource, public std::enable_shared_from_this<Region> {
+class Region final : public RegionSource,
+                     public detail::TaskListener,
+                     public std::enable_shared_from_this<Region> {
  public:
   Region(CheckpointFunction fn, const CheckpointOptions& options)
       : fn_(std::move(fn)), options_(options) {}
 
-  // Keeps the inputs: through the offloader of the scope active here when there is one (they are
-  // the checkpoint boundaries), else as they are.
+  // Keeps the inputs: inside another region's forward (or recompute) as saved tensors of that
+  // region, else through the offloader of the scope active here when there is one (they are the
+  // checkpoint boundaries), else as they are.
   void keep_inputs(const std::vector<at::Tensor>& inputs) {
+    auto* outer = static_cast<RegionSource*>(detail::top_source());  // only this file's sources
     const detail::OffloadTarget target = detail::top_target();
     inputs_.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -184,17 +281,26 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
       if (!t.defined()) continue;
       in.defined = true;
       in.requires_grad = t.requires_grad();
-      if (target.ctx != nullptr) {
-        in.boundary = detail::make_slot(*target.ctx, target.generation);
-        detail::pack_boundary(*in.boundary, t);
+      if (outer != nullptr) {
+        in.saved = outer->make_hooks();
+        in.saved->call_pack_hook(t);
+      } else if (target.ctx != nullptr) {
+        auto slot = detail::make_slot(*target.ctx, target.generation);
+        detail::pack_boundary(*slot, t);
+        in.saved = std::move(slot);
       } else {
         // Detached: shares the storage and the version counter (checked at recompute).
         in.kept = t.detach();
         in.version = t._version();
       }
     }
-    if (target.ctx != nullptr) observer_ = detail::observer_of(*target.ctx);
+    if (outer != nullptr) {
+      observer_ = outer->observer();
+    } else if (target.ctx != nullptr) {
+      observer_ = detail::observer_of(*target.ctx);
+    }
     if (options_.preserve_rng_state) rng_.capture(inputs);
+    autocast_ = AutocastState::current();
   }
 
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& inputs) {
@@ -205,13 +311,25 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
   std::unique_ptr<ag::SavedVariableHooks> make_hooks() override {
     return std::make_unique<Placeholder>(shared_from_this());
   }
+  std::shared_ptr<Observer> observer() const override { return observer_; }
+
+  // What a backward's nodes did not take goes when it ends.
+  void end_of_task(int task) noexcept override {
+    std::optional<Recomputed> dropped;  // destroyed outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = by_task_.find(task);
+    if (it == by_task_.end()) return;
+    dropped.emplace(std::move(it->second));
+    by_task_.erase(it);
+  }
 
  private:
   struct Input {
     bool defined = false;
     bool requires_grad = false;
-    at::Tensor kept;                                    // no offloader
-    std::unique_ptr<detail::SavedTensorSlot> boundary;  // through the offloader
+    at::Tensor kept;  // neither of the below
+    // Through the outer region's hooks (a nested region) or the offloader (a boundary).
+    std::unique_ptr<ag::SavedVariableHooks> saved;
     uint32_t version = 0;
   };
 
@@ -242,7 +360,10 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
     const int task = detail::current_graph_task_id();
     std::lock_guard<std::mutex> lock(mutex_);  // one recompute at a time; captures do not lock
     auto it = by_task_.find(task);
-    if (it == by_task_.end()) it = by_task_.emplace(task, recompute()).first;
+    if (it == by_task_.end()) {
+      it = by_task_.emplace(task, recompute()).first;
+      (void)detail::listen_to_current_task(weak_from_this());
+    }
     Recomputed& r = it->second;
     if (index >= r.tensors.size() || r.taken[index]) {
       throw CheckpointError(
@@ -263,8 +384,8 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
       Input& in = inputs_[i];
       if (!in.defined) continue;
       at::Tensor t;
-      if (in.boundary) {
-        t = in.boundary->call_unpack_hook();  // the offloader checks the version itself
+      if (in.saved) {
+        t = in.saved->call_unpack_hook();  // the offloader checks the version itself
       } else {
         t = in.kept;
         TORCH_CHECK(t._version() == in.version,
@@ -277,10 +398,16 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
       args[i] = t.detach();
       args[i].requires_grad_(in.requires_grad);
     }
-    Capture capture;
+    Capture capture(observer_);
     {
       std::optional<RngFork> fork;
       if (options_.preserve_rng_state) fork.emplace(rng_);
+      // Nothing to do when the forward had autocast off and the caller has the same state (the
+      // common case: no autocast anywhere).
+      std::optional<AutocastFork> autocast;
+      if (autocast_.any_enabled() || !(autocast_ == AutocastState::current())) {
+        autocast.emplace(autocast_);
+      }
       at::AutoGradMode grad(true);
       FrameGuard frame(&capture);
       (void)fn_(args);
@@ -332,6 +459,7 @@ class Region final : public detail::HookSource, public std::enable_shared_from_t
   const CheckpointOptions options_;
   std::vector<Input> inputs_;
   RngState rng_;
+  AutocastState autocast_;
   std::shared_ptr<Observer> observer_;
   std::vector<SavedMeta> saved_;
   size_t count_ = 0;

@@ -75,6 +75,7 @@ struct Binding {
   std::weak_ptr<Context> saver;
   uint64_t generation = 0;
   std::vector<std::weak_ptr<Context>> participants;
+  std::vector<std::weak_ptr<TaskListener>> listeners;
 };
 
 std::mutex g_tasks_mutex;
@@ -120,6 +121,9 @@ void finish_task(int64_t id) {
   }
   for (const auto& weak : b.participants) {
     if (auto ctx = weak.lock()) end_of_backward(*ctx, static_cast<int>(id));
+  }
+  for (const auto& weak : b.listeners) {
+    if (auto listener = weak.lock()) listener->end_of_task(static_cast<int>(id));
   }
 }
 
@@ -261,7 +265,11 @@ void ensure_engine_installed() {
 
 uint64_t push_frame(Context* ctx, uint64_t generation) {
   const uint64_t token = t_next_token++;
-  t_frames.push_back({ctx, generation, token});
+  // A no-offload region inside a checkpointed region's forward or recompute keeps the region's
+  // source: what its ops save is still recomputed rather than kept (and is never offloaded there
+  // anyway). Without it the region's ops would silently keep their saved tensors.
+  HookSource* source = ctx == nullptr && !t_frames.empty() ? t_frames.back().source : nullptr;
+  t_frames.push_back({ctx, generation, token, std::nullopt, source});
   return token;
 }
 
@@ -286,6 +294,8 @@ void pop_frame(uint64_t token) {
   }
 }
 
+HookSource* top_source() { return t_frames.empty() ? nullptr : t_frames.back().source; }
+
 Context* top_frame() { return t_frames.empty() ? nullptr : t_frames.back().ctx; }
 
 OffloadTarget top_target() {
@@ -302,6 +312,16 @@ OFFTUNE_HOT bool may_be_saved_by_its_own_node(const at::Tensor& t) {
 }
 
 int current_graph_task_id() { return ag::get_current_graph_task_id(); }
+
+bool listen_to_current_task(std::weak_ptr<TaskListener> listener) {
+  const int task = ag::get_current_graph_task_id();
+  if (task < 0) return false;
+  std::lock_guard<std::mutex> lock(g_tasks_mutex);
+  auto it = tasks().find(task);
+  if (it == tasks().end()) return false;
+  it->second.listeners.push_back(std::move(listener));
+  return true;
+}
 
 OFFTUNE_HOT void note_unpack_in_backward(Context& ctx) {
   const int task = ag::get_current_graph_task_id();

@@ -76,6 +76,10 @@ class HookSource {
 };
 uint64_t push_source_frame(HookSource* source);
 void pop_frame(uint64_t token);
+// The innermost frame's source: a checkpointed region's forward or recompute, also under a
+// no-offload region inside one (push_frame(nullptr, 0) there keeps the source: a NoOffloadRegion
+// turns offloading off, not checkpointing). nullptr elsewhere.
+HookSource* top_source();
 Context* top_frame();  // nullptr when the stack is empty or a no-offload region is innermost
 // The innermost frame's offloader and the generation its tensors join ({nullptr, 0} as above).
 struct OffloadTarget {
@@ -91,6 +95,18 @@ bool may_be_saved_by_its_own_node(const at::Tensor& t);
 
 // Backward-pass facts from the autograd engine; valid on an autograd thread inside backward.
 int current_graph_task_id();  // -1 outside backward
+
+// Keeps state per backward and drops it when that backward ends, successfully or not
+// (checkpoint.cpp: the recomputed tensors of a region that the backward's nodes did not take).
+class TaskListener {
+ public:
+  virtual ~TaskListener() = default;
+  // Called once, on whichever thread ends the backward; must not throw.
+  virtual void end_of_task(int task) noexcept = 0;
+};
+// `listener` (held weakly) hears the end of the current backward. False outside a backward, or in
+// one not started through offtune's engine (then nothing is heard).
+bool listen_to_current_task(std::weak_ptr<TaskListener> listener);
 
 // Called by the engine when it unpacks a tensor inside backward: `ctx` takes part in the current
 // backward (it hears end_of_backward when that backward ends, successfully or not), and becomes the

@@ -18,6 +18,32 @@
 // checks that the recompute saves as many tensors, of the same shapes, dtypes and devices, and
 // throws CheckpointError otherwise. Inputs modified in place after the forward are detected at
 // recompute (autograd's "modified by an inplace operation" error).
+//
+// What the recompute runs under, so that it computes what the forward did wherever backward is
+// called (torch.utils.checkpoint does the same):
+// - the forward's autocast state: per device type (CPU, CUDA and every other type ATen's autocast
+//   knows) enabled or not and its dtype, and the cast cache's switch; the caller's state is back
+//   when the recompute returns. A forward under autocast may be backwarded outside it, and the
+//   other way round.
+// - with preserve_rng_state, the forward's state of the CPU generator, of the default generator
+//   of each device an input lives on, and of each CUDA device that had a context at the forward
+//   (so dropout on a GPU draws the same mask when the input came from the host). A generator of
+//   another accelerator that no input lives on is not restored; a generator the function creates
+//   itself is its own business.
+// Grad mode is on in the recompute; other thread-local state is the backward's (a guard the
+// function needs, it sets itself).
+//
+// Regions nest: a checkpoint() inside a checkpointed function saves its inputs as saved tensors
+// of the outer region (recomputed with it), so nested regions keep no more on the device than the
+// outer ones alone. A NoOffloadRegion (or an excluded ModuleRegion) inside a checkpointed
+// function only turns offloading off: its ops are still recomputed. Do not open an OffloadScope
+// inside one: the ops under it are offloaded instead of recomputed (open scopes around
+// checkpoint()).
+//
+// Each backward recomputes a region once, at its first unpack, and hands each recomputed tensor to
+// its node; what that backward does not take (autograd::grad to a tensor inside, an output it does
+// not reach, an exception part way) is dropped when it ends, so repeated partial backwards of a
+// retained graph hold nothing between calls.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +66,9 @@ class CheckpointError : public std::runtime_error {
 };
 
 struct CheckpointOptions {
-  // Restore the CPU generator's state (and that of each accelerator an input lives on) for the
-  // recompute, so that dropout draws the same mask; the caller's RNG stream is left as it was.
+  // Restore the forward's generator states for the recompute (the CPU's, each input device's and
+  // each CUDA device's with a context, above), so that dropout draws the same mask; the caller's
+  // RNG stream is left as it was.
   bool preserve_rng_state = true;
   // Compare what the recompute saved with what the forward saved (count, shape, dtype, device).
   bool check_recompute = true;
