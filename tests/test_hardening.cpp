@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -311,6 +312,109 @@ TEST(Hardening, ScopeDestroyedOutOfOrderLeavesTheOtherScopeActive) {
   b.synchronize();
   EXPECT_TRUE(a.resident().resting());
   EXPECT_TRUE(b.resident().resting());
+}
+
+// A scope moved to another thread and destroyed there ends on the thread that made it: that thread
+// saves normally from then on (before: its frame stayed, and once the offloader was gone the next
+// saved tensor used the freed context), and the destroying thread keeps its own scope.
+TEST(Hardening, ScopeDestroyedOnAnotherThreadEndsOnTheThreadThatMadeIt) {
+  auto x = torch::randn({8, 8}, torch::requires_grad());
+  auto off = std::make_unique<ActivationOffloader>(host_sim_options());
+  ActivationOffloader other(host_sim_options());
+  std::optional<OffloadScope> moved(off->scope());
+  ASSERT_TRUE(offloading_active());
+  std::thread([&] {
+    auto own = other.scope();  // this thread's own frame
+    moved.reset();             // made on the main thread, destroyed here
+    EXPECT_TRUE(offloading_active());
+    auto y = x.mul(2).sin().sum();
+    EXPECT_GT(other.stats().packed, 0);
+    y.backward();
+  }).join();
+  EXPECT_FALSE(offloading_active());
+  const int64_t packed = off->stats().packed;
+  auto z = x.mul(3).sin().sum();
+  EXPECT_EQ(off->stats().packed, packed);
+  off.reset();  // the offloader goes: a frame left behind would now point at freed memory
+  auto w = x.mul(4).cos().sum();
+  (z + w).backward();
+  EXPECT_TRUE(x.grad().defined());
+
+  // A scope whose thread has ended: its frames ended with the thread, and the pop is a no-op.
+  std::optional<OffloadScope> orphan;
+  std::thread([&] { orphan.emplace(other.scope()); }).join();
+  orphan.reset();
+  EXPECT_FALSE(offloading_active());
+}
+
+// Events that a reclaim collects (on the thread whose allocation asked for memory) reach the
+// observer that was attached then, and never one detached since: set_observer(nullptr) returns
+// only after deliveries in flight, and later ones are dropped. Before, such events waited in the
+// allocating thread's queue with a raw pointer to the observer and reached it (or the memory it
+// had been freed from) at that thread's next engine call.
+TEST(Hardening, ReclaimEventsNeverReachADetachedObserver) {
+  OffloadOptions o = host_sim_options(0, /*window=*/64);
+  o.prefetch = 4;
+  auto off = std::make_unique<ActivationOffloader>(o);
+  struct Gate : RecordingObserver {
+    std::mutex m;
+    std::condition_variable cv;
+    bool prefetch_seen = false, released = false;
+    std::atomic<bool> detached{false};
+    std::atomic<int> after_detach{0};
+    void on_copy_issued(const CopyEvent& e) override {
+      if (detached) ++after_detach;
+      if (e.direction != CopyDirection::HostToDevice || !e.prefetch) return;
+      std::unique_lock<std::mutex> l(m);
+      if (released || prefetch_seen) return;
+      prefetch_seen = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return released; });  // backward pauses with prefetched buffers held
+    }
+    void on_stash(const StashEvent& e) override {
+      if (detached) ++after_detach;
+      RecordingObserver::on_stash(e);
+    }
+  };
+  auto gate = std::make_shared<Gate>();
+  off->set_observer(gate);
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  at::Tensor loss;
+  {
+    auto scope = off->scope();
+    auto h = x;
+    for (int i = 0; i < 8; ++i) h = h.sin();
+    loss = h.sum();
+  }
+  std::thread backward([&] { loss.backward(); });
+  {
+    std::unique_lock<std::mutex> l(gate->m);
+    ASSERT_TRUE(
+        gate->cv.wait_for(l, std::chrono::seconds(60), [&] { return gate->prefetch_seen; }));
+  }
+  {
+    // An allocation on this thread, outside any engine call, that does not fit: the allocator
+    // asks the offloaders for their prefetched buffers.
+    CapacityGuard capacity(host_sim::counters().reserved);
+    try {
+      auto big = torch::empty({1 << 16});
+    } catch (const c10::OutOfMemoryError&) {
+    }
+  }
+  EXPECT_GT(off->stats().prefetch_dropped, 0);
+  {
+    std::lock_guard<std::mutex> l(gate->m);
+    gate->released = true;
+  }
+  gate->cv.notify_all();
+  backward.join();
+  x.mutable_grad().reset();
+  off->set_observer(nullptr);  // no scope or backward of `off` is running
+  gate->detached = true;
+  // This thread's next engine calls, with another offloader: nothing may reach `gate` now.
+  ActivationOffloader second(host_sim_options());
+  expect_identical_step([&] { return x.sin().cos().sum(); }, {x}, second);
+  EXPECT_EQ(gate->after_detach.load(), 0);
 }
 
 // Which thread packed each tensor id, and the ids reloaded while a given thread ran backward.

@@ -18,8 +18,12 @@ class CountingSource : public HostMemorySource {
   int allocations = 0;
   int releases = 0;
   bool fail_pinned = false;
+  int pinned_refused = 0;
   void* allocate(int64_t bytes, bool pinned) override {
-    if (pinned && fail_pinned) return nullptr;
+    if (pinned && fail_pinned) {
+      ++pinned_refused;
+      return nullptr;
+    }
     ++allocations;
     // Page-aligned, as pinned memory is.
     return std::aligned_alloc(4096, static_cast<size_t>((bytes + 4095) / 4096 * 4096));
@@ -83,9 +87,40 @@ TEST(HostPool, FallsBackToPageableWhenPinningFails) {
   auto a = pool->allocate(1024, true, pinned);
   EXPECT_FALSE(pinned);
   EXPECT_EQ(pool->pageable_fallbacks(), 1);
-  auto b = pool->allocate(1024, true, pinned);  // reuses the pageable slab, no second failure
-  EXPECT_EQ(pool->pageable_fallbacks(), 1);
+  auto b = pool->allocate(1024, true, pinned);  // pinning tried again, then the pageable slab
+  EXPECT_FALSE(pinned);
+  EXPECT_EQ(pool->pageable_fallbacks(), 2);  // counted per block, as OffloadStats says
   EXPECT_EQ(src.allocations, 1);
+}
+
+// One failure to pin does not make later pinned requests pageable: a pageable block's
+// device-to-host copy blocks the host on CUDA. Pinned memory is tried again (with a backoff while
+// it keeps failing), and pinned slabs are preferred to pageable space already reserved.
+TEST(HostPool, APinningFailureFallsBackForThatRequestOnly) {
+  CountingSource src;
+  auto pool = std::make_shared<HostPool>(src, 4 * kMiB, false);
+  bool pinned = true;
+  src.fail_pinned = true;
+  auto pageable = pool->allocate(100'000, true, pinned);
+  EXPECT_FALSE(pinned);
+  src.fail_pinned = false;  // pinned memory can be had again
+  auto next = pool->allocate(100'000, true, pinned);
+  EXPECT_TRUE(pinned) << "served from the pageable slab after one pinning failure";
+  auto third = pool->allocate(100'000, true, pinned);
+  EXPECT_TRUE(pinned) << "the pinned slab is preferred to pageable space";
+  EXPECT_EQ(src.allocations, 2);
+  EXPECT_EQ(pool->pageable_fallbacks(), 1);
+
+  // While pinning keeps failing, it is not attempted for every request: after the k-th failure
+  // in a row, the next 2^(k-1) - 1 requests that need a new slab go straight to pageable memory.
+  auto fresh = std::make_shared<HostPool>(src, 4096, false);  // every request needs a new slab
+  src.fail_pinned = true;
+  std::vector<HostBlock> blocks;
+  for (int i = 0; i < 20; ++i) blocks.push_back(fresh->allocate(4096, true, pinned));
+  EXPECT_FALSE(pinned);
+  EXPECT_EQ(fresh->pageable_fallbacks(), 20);
+  // The first pool's one refusal, then this pool's attempts at requests 1, 2, 4, 8 and 16.
+  EXPECT_EQ(src.pinned_refused, 1 + 5);
 }
 
 TEST(HostPool, BlocksOutliveThePoolHandle) {

@@ -113,6 +113,26 @@ class EventFence final : public Fence {
   std::shared_ptr<Anchor> anchor_;
 };
 
+// Bytes the caching allocator can still get from the driver for this process on `device` (-1 when
+// unknown): the driver's free memory, within the process's memory fraction when one is set
+// (torch.cuda.set_per_process_memory_fraction: the allocator refuses to reserve beyond it).
+int64_t process_free_bytes(c10::DeviceIndex device) {
+  size_t free = 0, total = 0;
+  c10::cuda::CUDAGuard guard(device);
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  auto result = static_cast<int64_t>(free);
+  const double fraction = c10::cuda::CUDACachingAllocator::getMemoryFraction(device);
+  if (fraction > 0.0 && fraction < 1.0) {
+    const auto allowed = static_cast<int64_t>(static_cast<double>(total) * fraction);
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+    result = std::min(result, allowed - stats.reserved_bytes[0].current);
+  }
+  return std::max<int64_t>(result, 0);
+}
+
 class PinnedHostMemory final : public HostMemorySource {
  public:
   explicit PinnedHostMemory(c10::DeviceIndex device) : device_(device) {}
@@ -171,7 +191,11 @@ class CudaBackend final : public Backend {
     const CUDAStream compute = compute_stream();
     const CUDAStream stream = r.side_stream ? copy_stream_ : compute;
     if (r.side_stream) {
-      // The copy stream waits for the compute stream's work so far.
+      // The copy stream waits for the compute stream's work so far. The event is shared, and the
+      // activation engine and a layer offloader call copy() under locks of their own (and on
+      // other threads): recording and waiting form one step, or a copy could be ordered after
+      // another thread's compute stream instead of its own.
+      std::lock_guard<std::mutex> lock(order_mutex_);
       order_.record(compute);
       order_.block(copy_stream_);
       if (delay_cycles_ > 0) {
@@ -209,16 +233,20 @@ class CudaBackend final : public Backend {
     anchor_.reset();  // the next timed fence re-anchors: no drift between the two clocks
   }
   int64_t headroom() const override {
-    size_t free = 0, total = 0;
-    c10::cuda::CUDAGuard guard(device_);
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return std::numeric_limits<int64_t>::max();
-    }
-    const DeviceMemory m = memory();
-    return static_cast<int64_t>(free) + (m.reserved - m.allocated);
+    // What a prefetch can have without the allocator emptying its cache or failing: the
+    // driver's free memory (within the process's memory fraction, when one is set) plus the
+    // cached blocks that are whole. Reserved minus allocated also counts the unused tails of split
+    // blocks (inactive_split_bytes), which a new request of another size cannot use; counting
+    // them made a prefetch look affordable that then emptied the cache and failed.
+    const int64_t free = process_free_bytes(device_);
+    if (free < 0) return std::numeric_limits<int64_t>::max();
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_);
+    const int64_t cached = stats.reserved_bytes[0].current - stats.allocated_bytes[0].current -
+                           stats.inactive_split_bytes[0].current;
+    // Less the pressure margin: a prefetch that leaves less would be dropped again at the next
+    // cache miss (ReclaimPrefetches below).
+    return free + std::max<int64_t>(cached, 0) - pressure_margin();
   }
-
   DeviceMemory memory() const override {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_);
     // Index 0 is the aggregate over pool types in every torch release since 1.x.
@@ -240,6 +268,7 @@ class CudaBackend final : public Backend {
   c10::DeviceIndex device_;
   CUDAStream copy_stream_;
   PinnedHostMemory host_memory_;
+  std::mutex order_mutex_;
   CUDAEvent order_;  // reused: a stream wait captures the event as recorded at that moment
   const int64_t delay_ns_;
   int64_t delay_cycles_ = 0;
@@ -249,12 +278,25 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-// The caching allocator calls this when its cache has no block for a request, before it asks the
-// driver for more: offloaders give back prefetched buffers that backward has not used yet (they are
-// reloaded when used). Runs under the allocator's (recursive) lock; reclaimers never block.
+// The caching allocator calls this whenever its cache has no block for a request, before it asks
+// the driver for more (not only when the driver is out of memory: on every cache miss), without
+// saying how much it needs. Offloaders give back prefetched buffers that backward has not used yet
+// (they are reloaded when used) only under real pressure: when the driver's free memory is below
+// the largest tensor the engine has seen saved (pressure.hpp's margin), the most a step's next
+// allocation is likely to ask for. Dropping at every miss left prefetch nearly useless on a roomy
+// GPU. Runs under the allocator's (recursive) lock; reclaimers never block.
 class ReclaimPrefetches final : public c10::FreeMemoryCallback {
  public:
-  bool Execute() override { return reclaim_device_memory() > 0; }
+  bool Execute() override {
+    if (!under_pressure()) return false;
+    return reclaim_device_memory() > 0;
+  }
+
+ private:
+  static bool under_pressure() {
+    const int64_t available = process_free_bytes(c10::cuda::current_device());
+    return available < 0 || available < pressure_margin();  // unknown: as under pressure
+  }
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const OffloadOptions& options) {

@@ -43,58 +43,86 @@ void HostBlock::reset() {
   size_ = 0;
 }
 
+HostPool::Slab* HostPool::take(bool pinned, int64_t length, int64_t& offset) {
+  for (auto& slab : slabs_) {
+    if (slab->pinned != pinned) continue;
+    for (auto it = slab->free.begin(); it != slab->free.end(); ++it) {
+      const int64_t start = it->second;
+      if (it->first - start < length) continue;  // first fit, in address order
+      offset = start;
+      if (it->first - start == length) {
+        slab->free.erase(it);
+      } else {
+        it->second = start + length;
+      }
+      return slab.get();
+    }
+  }
+  return nullptr;
+}
+
+HostPool::Slab* HostPool::add_slab(int64_t length, bool want_pinned, bool& got_pinned) {
+  const int64_t size = length > slab_bytes_ ? round_up(length, kBigSlabRound) : slab_bytes_;
+  check_host_ram(size);
+  void* base = source_.allocate(size, want_pinned);
+  got_pinned = want_pinned;
+  if (base == nullptr && want_pinned) return nullptr;  // the caller falls back
+  if (base == nullptr) {
+    TORCH_CHECK(false, "offtune: out of host memory: could not reserve ", size,
+                " bytes for offloaded activations");
+  }
+  auto slab = std::make_unique<Slab>(&nodes_);
+  slab->base = static_cast<char*>(base);
+  slab->size = size;
+  slab->pinned = want_pinned;
+  if (size > length) slab->free.emplace(size, length);
+  reserved_ += size;
+  slabs_.push_back(std::move(slab));
+  return slabs_.back().get();
+}
+
 HostBlock HostPool::allocate(int64_t bytes, bool want_pinned, bool& pinned) {
   const int64_t length = round_up(std::max<int64_t>(bytes, 1), align_);
   Slab* chosen = nullptr;
   int64_t offset = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& slab : slabs_) {
-      if (slab->pinned != want_pinned && !(want_pinned && fallbacks_ > 0)) continue;
-      for (auto it = slab->free.begin(); it != slab->free.end(); ++it) {
-        const int64_t start = it->second;
-        if (it->first - start >= length) {  // first fit, in address order
-          chosen = slab.get();
-          offset = start;
-          if (it->first - start == length) {
-            slab->free.erase(it);
-          } else {
-            it->second = start + length;
+    // Pinned requests are served from pinned memory whenever it can be had, and fall back one
+    // request at a time: a pageable block makes its device-to-host copy block the host (CUDA
+    // stages it synchronously), so one failure must not turn every later request pageable.
+    chosen = take(want_pinned, length, offset);
+    bool got_pinned = want_pinned;
+    if (chosen == nullptr) {
+      if (want_pinned && pin_backoff_ > 0) {
+        --pin_backoff_;  // pinning failed lately: skip this attempt (cudaHostAlloc is slow)
+      } else {
+        chosen = add_slab(length, want_pinned, got_pinned);
+        if (chosen != nullptr) {
+          offset = 0;
+          if (want_pinned) pin_failures_in_row_ = 0;
+        } else {
+          // Pinning failed: try again after 0, 1, 3, 7, ... requests (at most 255) that needed
+          // a new pinned slab, so that memory freed meanwhile is pinned again.
+          pin_backoff_ = (int64_t{1} << std::min<int64_t>(pin_failures_in_row_, 8)) - 1;
+          ++pin_failures_in_row_;
+          if (!warned_) {
+            warned_ = true;
+            TORCH_WARN(
+                "offtune: could not pin host memory; offloading this copy to pageable "
+                "memory instead (its device-to-host copy blocks the host); pinned memory "
+                "is tried again for later copies");
           }
-          break;
         }
       }
-      if (chosen) break;
-    }
-    if (!chosen) {
-      const int64_t size = length > slab_bytes_ ? round_up(length, kBigSlabRound) : slab_bytes_;
-      check_host_ram(size);
-      void* base = source_.allocate(size, want_pinned);
-      bool got_pinned = want_pinned;
-      if (!base && want_pinned) {
-        base = source_.allocate(size, false);
-        got_pinned = false;
+      if (chosen == nullptr) {
+        // This request only: pageable space already reserved, else a pageable slab.
+        chosen = take(false, length, offset);
+        if (chosen == nullptr) {
+          chosen = add_slab(length, false, got_pinned);
+          offset = 0;
+        }
         ++fallbacks_;
-        if (!warned_) {
-          warned_ = true;
-          TORCH_WARN(
-              "offtune: could not pin ", size,
-              " bytes of host memory; offloading to pageable memory instead (slower copies)");
-        }
       }
-      if (!base) {
-        TORCH_CHECK(false, "offtune: out of host memory: could not reserve ", size,
-                    " bytes for offloaded activations");
-      }
-      auto slab = std::make_unique<Slab>(&nodes_);
-      slab->base = static_cast<char*>(base);
-      slab->size = size;
-      slab->pinned = got_pinned;
-      if (size > length) slab->free.emplace(size, length);
-      chosen = slab.get();
-      offset = 0;
-      reserved_ += size;
-      slabs_.push_back(std::move(slab));
     }
     chosen->used += length;
     in_use_ += length;

@@ -3,8 +3,9 @@
 // sub-allocates 512-byte-aligned blocks (4 KiB with the disk tier, for O_DIRECT) with first-fit and
 // coalescing. Avoids one cudaHostAlloc per
 // tensor (slow, and it serialises with the GPU) and the power-of-two rounding of torch's caching
-// host allocator. When pinning fails, the pool falls back to pageable memory once, warns once, and
-// counts it.
+// host allocator. When pinning fails, that request gets pageable memory (warned once, counted per
+// request); later pinned requests get pinned memory again whenever it can be had (pinned slabs
+// first, then a new pinned slab, tried again with a backoff after failures).
 #pragma once
 
 #include <cstdint>
@@ -74,6 +75,11 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
   };
   friend class HostBlock;
   void release(Slab* slab, int64_t offset, int64_t length);
+  // Under mutex_: a free range of `length` in a slab of that kind (nullptr when none); a new slab
+  // holding one (nullptr when pinned memory was asked for and refused; throws when pageable memory
+  // is refused).
+  Slab* take(bool pinned, int64_t length, int64_t& offset);
+  Slab* add_slab(int64_t length, bool want_pinned, bool& got_pinned);
 
   HostMemorySource& source_;
   const int64_t slab_bytes_;
@@ -84,7 +90,9 @@ class HostPool : public std::enable_shared_from_this<HostPool> {
   std::vector<std::unique_ptr<Slab>> slabs_;
   int64_t in_use_ = 0;
   int64_t reserved_ = 0;
-  int64_t fallbacks_ = 0;
+  int64_t fallbacks_ = 0;            // pinned requests served pageable
+  int64_t pin_failures_in_row_ = 0;  // new pinned slabs refused since the last one granted
+  int64_t pin_backoff_ = 0;          // pinned-slab attempts to skip before trying again
   bool warned_ = false;
 };
 

@@ -49,6 +49,7 @@
 #include <map>
 #include <memory_resource>
 #include <mutex>
+#include <shared_mutex>
 #include <sstream>
 #include <typeinfo>
 #include <unordered_map>
@@ -118,8 +119,30 @@ class Slot;
 using Emission = std::variant<PackEvent, std::pair<bool, CopyEvent>, UnpackEvent, WaitEvent,
                               StashEvent, ReleaseEvent>;  // pair: (completed?, copy)
 
+// An attached observer, as events collected for it refer to it. Events wait in a thread's queue
+// until the outermost engine call on that thread ends (a reclaim, run by whatever thread's
+// allocation asked for memory, may leave them there until that thread's next engine call), so they
+// hold this instead of the observer: set_observer() detaches it (waiting for deliveries in flight
+// on other threads), and a delivery checks it first. No event reaches an observer once
+// set_observer() has replaced it.
+struct Attached {
+  explicit Attached(std::shared_ptr<Observer> o) : observer(std::move(o)) {}
+  std::shared_ptr<Observer> observer;
+  std::shared_mutex delivering;  // shared while a delivery runs, exclusive to detach
+  std::atomic<bool> attached{true};
+  void detach();
+};
+thread_local const Attached* t_delivering =
+    nullptr;  // the Attached whose events this thread delivers
+
+void Attached::detach() {
+  attached.store(false, std::memory_order_release);
+  // An observer's callback that detaches its own observer is inside the shared lock already.
+  if (t_delivering != this) std::unique_lock<std::shared_mutex> wait(delivering);
+}
+
 struct Pending {
-  Observer* observer;
+  std::shared_ptr<Attached> to;
   Emission what;
 };
 thread_local std::vector<Pending> t_pending;
@@ -152,26 +175,34 @@ class EventSink {
  private:
   const bool active_;
   static void deliver(Pending& p) noexcept {
+    std::shared_lock<std::shared_mutex> lock(p.to->delivering);
+    if (!p.to->attached.load(std::memory_order_acquire)) return;
+    Observer* const observer = p.to->observer.get();
+    const Attached* const outer = std::exchange(t_delivering, p.to.get());
+    struct Restore {
+      const Attached* outer;
+      ~Restore() { t_delivering = outer; }
+    } restore{outer};
     try {
       std::visit(
           [&](auto& e) {
             using T = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<T, PackEvent>) {
-              p.observer->on_pack(e);
+              observer->on_pack(e);
             } else if constexpr (std::is_same_v<T, std::pair<bool, CopyEvent>>) {
               if (e.first) {
-                p.observer->on_copy_completed(e.second);
+                observer->on_copy_completed(e.second);
               } else {
-                p.observer->on_copy_issued(e.second);
+                observer->on_copy_issued(e.second);
               }
             } else if constexpr (std::is_same_v<T, UnpackEvent>) {
-              p.observer->on_unpack(e);
+              observer->on_unpack(e);
             } else if constexpr (std::is_same_v<T, WaitEvent>) {
-              p.observer->on_wait(e);
+              observer->on_wait(e);
             } else if constexpr (std::is_same_v<T, ReleaseEvent>) {
-              p.observer->on_release(e);
+              observer->on_release(e);
             } else {
-              p.observer->on_stash(e);
+              observer->on_stash(e);
             }
           },
           p.what);
@@ -221,8 +252,13 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
     return excluded_.count(m) != 0;
   }
   void set_observer(std::shared_ptr<Observer> o) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    observer_ = std::move(o);
+    std::shared_ptr<Attached> old;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      old = std::exchange(attached_, o ? std::make_shared<Attached>(o) : nullptr);
+      observer_ = std::move(o);
+    }
+    if (old) old->detach();  // outside the lock: a delivery in flight may call into the engine
   }
   const OffloadOptions& options() const { return options_; }
   std::shared_ptr<Observer> observer() const { return observer_; }  // see SpanGuard
@@ -319,7 +355,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   void watch_completion(const Entry& e, CopyDirection dir, bool prefetch, const FencePtr& fence,
                         int64_t issued_ns);
   void emit(Emission what) {
-    if (observer_) t_pending.push_back({observer_.get(), std::move(what)});
+    if (attached_) t_pending.push_back({attached_, std::move(what)});
   }
   void emit_stash();
   Entry* new_entry();
@@ -347,6 +383,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<HostPool> pool_;
   std::shared_ptr<Observer> observer_;
+  std::shared_ptr<Attached> attached_;  // observer_'s, for the events collected for it
   std::atomic<uint64_t> next_generation_{0};
 
   mutable std::mutex mutex_;
@@ -849,6 +886,7 @@ void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t 
     }
     ++stats_.offloaded;
     stats_.offloaded_bytes += bytes;
+    note_offloaded_bytes(bytes);  // what "real pressure" means on cuda (pressure.hpp)
     if (observer_) {
       ev.decision = PackDecision::Offloaded;
       emit(ev);

@@ -1,5 +1,7 @@
 #include "pressure.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -12,6 +14,8 @@ std::vector<std::weak_ptr<Reclaimer>>& reclaimers() {
   return *list;
 }
 thread_local int t_no_reclaim = 0;
+std::atomic<int64_t> g_largest_offloaded{0};
+constexpr int64_t kMinMargin = int64_t{20} << 20;
 
 }  // namespace
 
@@ -35,6 +39,17 @@ int64_t reclaim_device_memory() noexcept {
   int64_t freed = 0;
   for (const auto& r : live) freed += r->reclaim_device_memory();
   return freed;
+}
+
+int64_t pressure_margin() noexcept {
+  return std::max(kMinMargin, 2 * g_largest_offloaded.load(std::memory_order_relaxed));
+}
+
+void note_offloaded_bytes(int64_t bytes) noexcept {
+  int64_t seen = g_largest_offloaded.load(std::memory_order_relaxed);
+  while (bytes > seen &&
+         !g_largest_offloaded.compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
+  }
 }
 
 NoReclaimScope::NoReclaimScope() { ++t_no_reclaim; }

@@ -23,6 +23,16 @@ void register_reclaimer(const std::weak_ptr<Reclaimer>& reclaimer);
 // Asks every live reclaimer; returns the bytes freed. Returns 0 at once inside a NoReclaimScope.
 int64_t reclaim_device_memory() noexcept;
 
+// What "real pressure" means where the allocator does not say how much it needs (CUDA's free-memory
+// callback runs at every cache miss, with no size): the driver's free memory is below this margin.
+// It is twice the largest span an offloader has moved in this process (an activation and its
+// gradient come and go together in backward, and they are the step's usual large allocations), and
+// at least 20 MiB (the caching allocator's segment for requests of 1 to 10 MiB). A prefetch is
+// affordable when it leaves at least this much (backend_cuda.cpp's headroom()).
+int64_t pressure_margin() noexcept;
+// Called when an offloader moves a span of `bytes`.
+void note_offloaded_bytes(int64_t bytes) noexcept;
+
 // On this thread, allocations do not reclaim (a prefetch's own allocation must fail rather than
 // drop other prefetches).
 class NoReclaimScope {

@@ -28,6 +28,8 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -35,6 +37,7 @@
 #include <optional>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "host_sim_internal.hpp"
@@ -57,6 +60,12 @@ static_assert(std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
                                  c10::intrusive_ptr<ag::Node>, ag::InputBuffer&&)>,
               "torch changed Engine::execute_with_graph_task; update offtune's seam");
 
+static_assert(
+    std::is_same_v<decltype(&ag::Engine::execute),
+                   ag::variable_list (ag::Engine::*)(const ag::edge_list&, const ag::variable_list&,
+                                                     bool, bool, bool, const ag::edge_list&)>,
+    "torch changed Engine::execute; update offtune's seam");
+
 struct Frame {
   Context* ctx = nullptr;
   uint64_t generation = 0;
@@ -66,6 +75,81 @@ struct Frame {
 };
 thread_local std::vector<Frame> t_frames;
 thread_local uint64_t t_next_token = 1;
+
+// A frame lives on the thread that pushed it, but a movable OffloadScope may end on another thread
+// (moved into a lambda, a future, a pool's task). Its frame must still leave the stack it is on:
+// left there, its thread would go on offloading into a context that may be gone by then. So a
+// token names its thread (high 32 bits: the thread's index, low: its own count), and a pop from
+// another thread is posted to the owner's mailbox; the owner drains it before it next reads its
+// stack (one thread-local flag on the hooks' path). A pop for a thread that has ended is dropped:
+// its frames ended with it.
+struct Mailbox {
+  std::mutex mutex;
+  std::vector<uint64_t> tokens;
+  std::atomic<bool>* posted = nullptr;  // the owner's t_posted; null once the owner ended
+};
+thread_local std::atomic<bool> t_posted{false};
+std::mutex g_mailboxes_mutex;
+std::unordered_map<uint32_t, std::weak_ptr<Mailbox>>& mailboxes() {
+  static auto* map = new std::unordered_map<uint32_t, std::weak_ptr<Mailbox>>();  // leaked
+  return *map;
+}
+// This thread's index (assigned at its first frame) and mailbox; unregistered when it ends.
+struct ThreadFrames {
+  uint32_t index = 0;
+  std::shared_ptr<Mailbox> mailbox;
+  uint32_t ensure() {
+    if (index != 0) return index;
+    static std::atomic<uint32_t> next{1};
+    index = next.fetch_add(1);
+    mailbox = std::make_shared<Mailbox>();
+    mailbox->posted = &t_posted;
+    std::lock_guard<std::mutex> lock(g_mailboxes_mutex);
+    mailboxes()[index] = mailbox;
+    return index;
+  }
+  ~ThreadFrames() {
+    if (!mailbox) return;
+    {
+      std::lock_guard<std::mutex> lock(mailbox->mutex);
+      mailbox->posted = nullptr;
+    }
+    std::lock_guard<std::mutex> lock(g_mailboxes_mutex);
+    mailboxes().erase(index);
+  }
+};
+thread_local ThreadFrames t_thread;
+
+void erase_frame(uint64_t token) {
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if (it->token == token) {
+      t_frames.erase(std::next(it).base());
+      return;
+    }
+  }
+}
+
+[[gnu::noinline]] void drain_posted_pops() {
+  std::vector<uint64_t> tokens;
+  {
+    std::lock_guard<std::mutex> lock(t_thread.mailbox->mutex);
+    tokens.swap(t_thread.mailbox->tokens);
+    t_posted.store(false, std::memory_order_relaxed);
+  }
+  for (const uint64_t token : tokens) erase_frame(token);
+}
+
+// This thread's frames, after the pops other threads posted for it.
+OFFTUNE_HOT inline std::vector<Frame>& frames() {
+  if (t_posted.load(std::memory_order_acquire)) [[unlikely]] {
+    drain_posted_pops();
+  }
+  return t_frames;
+}
+
+uint64_t new_token() {
+  return (static_cast<uint64_t>(t_thread.ensure()) << 32) | (t_next_token++ & 0xFFFFFFFFu);
+}
 
 // ---- graph tasks -------------------------------------------------------------------------------
 
@@ -86,9 +170,9 @@ std::unordered_map<int64_t, Binding>& tasks() {
 
 void bind_task(int64_t id) {
   Binding b;
-  if (!t_frames.empty()) {
+  if (const auto& stack = frames(); !stack.empty()) {
     // backward() called inside a scope (or a no-offload region): that one, as Python would.
-    const Frame& f = t_frames.back();
+    const Frame& f = stack.back();
     if (f.ctx == nullptr) {
       b.state = Binding::State::None;
     } else {
@@ -110,14 +194,26 @@ void bind_task(int64_t id) {
   tasks()[id] = std::move(b);
 }
 
+// Graph tasks whose end_of_backward calls are running: a second finish_task of the same task (see
+// OfftuneEngine::execute) waits for them instead of returning early.
+std::condition_variable g_tasks_done;
+std::unordered_set<int64_t>& finishing() {
+  static auto* set = new std::unordered_set<int64_t>();  // leaked, as tasks()
+  return *set;
+}
+
 void finish_task(int64_t id) {
   Binding b;
   {
-    std::lock_guard<std::mutex> lock(g_tasks_mutex);
+    std::unique_lock<std::mutex> lock(g_tasks_mutex);
     auto it = tasks().find(id);
-    if (it == tasks().end()) return;
+    if (it == tasks().end()) {
+      g_tasks_done.wait(lock, [&] { return finishing().count(id) == 0; });
+      return;
+    }
     b = std::move(it->second);
     tasks().erase(it);
+    finishing().insert(id);
   }
   for (const auto& weak : b.participants) {
     if (auto ctx = weak.lock()) end_of_backward(*ctx, static_cast<int>(id));
@@ -125,7 +221,16 @@ void finish_task(int64_t id) {
   for (const auto& weak : b.listeners) {
     if (auto listener = weak.lock()) listener->end_of_task(static_cast<int>(id));
   }
+  {
+    std::lock_guard<std::mutex> lock(g_tasks_mutex);
+    finishing().erase(id);
+  }
+  g_tasks_done.notify_all();
 }
+
+// The graph task that the innermost OfftuneEngine::execute on this thread started (-1 until
+// execute_with_graph_task has bound it).
+thread_local int64_t* t_execute_task = nullptr;
 
 // HookFloorScope's hook: keeps the tensor (detached where keeping it could close a reference cycle,
 // as offtune's kept path does) and hands it back.
@@ -190,8 +295,8 @@ class OfftuneEngine final : public ag::Engine {
 
   OFFTUNE_HOT std::unique_ptr<ag::SavedVariableHooks> get_default_saved_variable_hooks() override {
     // Hot path for every saved tensor in the process: one thread-local read when offtune is idle.
-    if (!t_frames.empty()) {
-      const Frame& f = t_frames.back();
+    if (const auto& stack = frames(); !stack.empty()) {
+      const Frame& f = stack.back();
       if (f.ctx != nullptr) return make_slot(*f.ctx, f.generation);
       if (f.source != nullptr) return f.source->make_hooks();
       if (f.floor == HookFloor::NoOp) return std::make_unique<FloorHooks>();
@@ -211,11 +316,37 @@ class OfftuneEngine final : public ag::Engine {
     return ctx ? make_slot(*ctx, generation) : nullptr;
   }
 
+  // backward() and grad() come here. The graph task's end (finish_task) is run here too, before
+  // they return or throw: the future's callback below runs it on the thread that completed the
+  // task, and with CUDA that is an autograd device thread, after the future's waiters (this
+  // thread) were woken: backward() returned before the offloaders had given back what the
+  // backward brought in. Whichever of the two comes second waits for the first.
+  ag::variable_list execute(const ag::edge_list& roots, const ag::variable_list& inputs,
+                            bool keep_graph, bool create_graph, bool accumulate_grad,
+                            const ag::edge_list& outputs) override {
+    int64_t task = -1;
+    struct Finish {
+      int64_t* outer;
+      int64_t& task;
+      ~Finish() {
+        t_execute_task = outer;
+        if (task < 0) return;
+        try {
+          finish_task(task);
+        } catch (const std::exception& e) {
+          TORCH_WARN("offtune: cleanup at the end of a backward failed: ", e.what());
+        }
+      }
+    } finish{std::exchange(t_execute_task, &task), task};
+    return ag::Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+  }
+
   c10::intrusive_ptr<at::ivalue::Future> execute_with_graph_task(
       const std::shared_ptr<ag::GraphTask>& graph_task, c10::intrusive_ptr<ag::Node> graph_root,
       ag::InputBuffer&& input_buffer) override {
     const auto id = static_cast<int64_t>(static_cast<int>(graph_task->id_));
     bind_task(id);
+    if (t_execute_task != nullptr && *t_execute_task < 0) *t_execute_task = id;
     c10::intrusive_ptr<at::ivalue::Future> future;
     try {
       future = ag::Engine::execute_with_graph_task(graph_task, std::move(graph_root),
@@ -264,43 +395,60 @@ void ensure_engine_installed() {
 }
 
 uint64_t push_frame(Context* ctx, uint64_t generation) {
-  const uint64_t token = t_next_token++;
+  const uint64_t token = new_token();
+  auto& stack = frames();
   // A no-offload region inside a checkpointed region's forward or recompute keeps the region's
   // source: what its ops save is still recomputed rather than kept (and is never offloaded there
   // anyway). Without it the region's ops would silently keep their saved tensors.
-  HookSource* source = ctx == nullptr && !t_frames.empty() ? t_frames.back().source : nullptr;
-  t_frames.push_back({ctx, generation, token, std::nullopt, source});
+  HookSource* source = ctx == nullptr && !stack.empty() ? stack.back().source : nullptr;
+  stack.push_back({ctx, generation, token, std::nullopt, source});
   return token;
 }
 
 uint64_t push_floor_frame(HookFloor kind) {
-  const uint64_t token = t_next_token++;
-  t_frames.push_back({nullptr, 0, token, kind});
+  const uint64_t token = new_token();
+  frames().push_back({nullptr, 0, token, kind});
   return token;
 }
 
 uint64_t push_source_frame(HookSource* source) {
-  const uint64_t token = t_next_token++;
-  t_frames.push_back({nullptr, 0, token, std::nullopt, source});
+  const uint64_t token = new_token();
+  frames().push_back({nullptr, 0, token, std::nullopt, source});
   return token;
 }
 
 void pop_frame(uint64_t token) {
-  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
-    if (it->token == token) {
-      t_frames.erase(std::next(it).base());
-      return;
-    }
+  const auto owner = static_cast<uint32_t>(token >> 32);
+  if (owner == t_thread.index) {
+    erase_frame(token);
+    return;
   }
+  std::shared_ptr<Mailbox> mailbox;
+  {
+    std::lock_guard<std::mutex> lock(g_mailboxes_mutex);
+    if (auto it = mailboxes().find(owner); it != mailboxes().end()) mailbox = it->second.lock();
+  }
+  if (!mailbox) return;  // the owner ended, and its frames with it
+  std::lock_guard<std::mutex> lock(mailbox->mutex);
+  if (mailbox->posted == nullptr) return;
+  mailbox->tokens.push_back(token);
+  mailbox->posted->store(true, std::memory_order_release);
 }
 
-HookSource* top_source() { return t_frames.empty() ? nullptr : t_frames.back().source; }
+HookSource* top_source() {
+  const auto& stack = frames();
+  return stack.empty() ? nullptr : stack.back().source;
+}
 
-Context* top_frame() { return t_frames.empty() ? nullptr : t_frames.back().ctx; }
+Context* top_frame() {
+  const auto& stack = frames();
+  return stack.empty() ? nullptr : stack.back().ctx;
+}
 
 OffloadTarget top_target() {
-  if (t_frames.empty()) return {};
-  return {t_frames.back().ctx, t_frames.back().generation};
+  const auto& stack = frames();
+  if (stack.empty()) return {};
+  return {stack.back().ctx, stack.back().generation};
 }
 
 OFFTUNE_HOT bool may_be_saved_by_its_own_node(const at::Tensor& t) {

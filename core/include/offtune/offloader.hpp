@@ -144,7 +144,10 @@ class ActivationOffloader {
   std::shared_ptr<detail::Context> ctx_;
 };
 
-// While alive, saved tensors on this thread go through `offloader` (innermost scope wins).
+// While alive, saved tensors on this thread go through `offloader` (innermost scope wins). It may
+// be moved, also to another thread, and end there: it still ends on the thread that made it (that
+// thread stops offloading into it before it next saves a tensor), and the other thread's own scopes
+// are untouched.
 class OffloadScope {
  public:
   OffloadScope(OffloadScope&& other) noexcept;
