@@ -441,97 +441,98 @@ TEST_F(Cuda, CheckpointRecomputeRunsUnderTheForwardsAutocast) {
     EXPECT_TRUE(off.resident().resting());
   }
   EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::kCUDA));
-  // ---- the engine's ordering on cuda ----------------------------------------------------------
+}
 
-  // What a backward brought in is given back before backward() returns: on cuda the graph task ends
-  // on an autograd device thread, which woke backward()'s caller before running the future's
-  // callbacks (the engine's end-of-backward cleanup ran after backward() had returned).
-  TEST_F(Cuda, EndOfBackwardCleanupIsDoneWhenBackwardReturns) {
-    OffloadOptions o = cuda_options(/*window=*/64);
-    o.prefetch = 4;
-    ActivationOffloader off(o);
-    const auto opts = torch::TensorOptions().device(torch::kCUDA);
-    auto x = torch::randn({512, 512}, opts.requires_grad(true));
-    for (int i = 0; i < 50; ++i) {
-      at::Tensor loss, mid;
-      {
-        auto scope = off.scope();
-        auto h = x;
-        for (int k = 0; k < 8; ++k) {
-          h = h.sin().mul(1.5);
-          if (k == 3) mid = h;
-        }
-        loss = h.sum();
+// ---- the engine's ordering on cuda ----------------------------------------------------------
+
+// What a backward brought in is given back before backward() returns: on cuda the graph task ends
+// on an autograd device thread, which woke backward()'s caller before running the future's
+// callbacks (the engine's end-of-backward cleanup ran after backward() had returned).
+TEST_F(Cuda, EndOfBackwardCleanupIsDoneWhenBackwardReturns) {
+  OffloadOptions o = cuda_options(/*window=*/64);
+  o.prefetch = 4;
+  ActivationOffloader off(o);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  auto x = torch::randn({512, 512}, opts.requires_grad(true));
+  for (int i = 0; i < 50; ++i) {
+    at::Tensor loss, mid;
+    {
+      auto scope = off.scope();
+      auto h = x;
+      for (int k = 0; k < 8; ++k) {
+        h = h.sin().mul(1.5);
+        if (k == 3) mid = h;
       }
-      // A gradient to `mid` runs only the nodes after it: what was prefetched for the nodes before
-      // it is never used, and only the end-of-backward cleanup gives it back.
-      auto g = torch::autograd::grad({loss}, {mid});
-      ASSERT_EQ(off.resident().bwd_stash_count, 0) << "step " << i;
+      loss = h.sum();
     }
-    EXPECT_GT(off.stats().prefetched, 0);
+    // A gradient to `mid` runs only the nodes after it: what was prefetched for the nodes before
+    // it is never used, and only the end-of-backward cleanup gives it back.
+    auto g = torch::autograd::grad({loss}, {mid});
+    ASSERT_EQ(off.resident().bwd_stash_count, 0) << "step " << i;
   }
+  EXPECT_GT(off.stats().prefetched, 0);
+}
 
-  // Copies issued from two threads, each on its own compute stream, each wait for their own stream:
-  // the backend's ordering event was shared without a lock, so one thread's copy could be ordered
-  // after the other thread's stream and read its tensor before the kernel that wrote it ran.
-  TEST_F(Cuda, CopiesFromTwoThreadsWaitForTheirOwnStreams) {
-    OffloadOptions o = cuda_options(/*window=*/4);
-    ActivationOffloader off(o);
-    const auto opts = torch::TensorOptions().device(torch::kCUDA);
-    auto run = [&](int seed, std::vector<at::Tensor>& out) {
-      c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
-      torch::manual_seed(seed);
-      auto w = torch::randn({256, 256}, opts.requires_grad(true));
-      auto x = torch::randn({256, 256}, opts);
-      for (int i = 0; i < 40; ++i) {
-        auto forward = [&] {
-          at::cuda::sleep(200'000);  // the kernel that produces `h` starts late on this stream
-          auto h = x.matmul(w);
-          return h.sin().mul(h).sum();
-        };
-        auto reference = step(forward, {w}, nullptr);
-        auto got = step(forward, {w}, &off);
-        for (size_t k = 0; k < got.size(); ++k) {
-          if (!bitwise_equal(reference[k], got[k])) out.push_back(got[k]);
-        }
+// Copies issued from two threads, each on its own compute stream, each wait for their own stream:
+// the backend's ordering event was shared without a lock, so one thread's copy could be ordered
+// after the other thread's stream and read its tensor before the kernel that wrote it ran.
+TEST_F(Cuda, CopiesFromTwoThreadsWaitForTheirOwnStreams) {
+  OffloadOptions o = cuda_options(/*window=*/4);
+  ActivationOffloader off(o);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  auto run = [&](int seed, std::vector<at::Tensor>& out) {
+    c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
+    torch::manual_seed(seed);
+    auto w = torch::randn({256, 256}, opts.requires_grad(true));
+    auto x = torch::randn({256, 256}, opts);
+    for (int i = 0; i < 40; ++i) {
+      auto forward = [&] {
+        at::cuda::sleep(200'000);  // the kernel that produces `h` starts late on this stream
+        auto h = x.matmul(w);
+        return h.sin().mul(h).sum();
+      };
+      auto reference = step(forward, {w}, nullptr);
+      auto got = step(forward, {w}, &off);
+      for (size_t k = 0; k < got.size(); ++k) {
+        if (!bitwise_equal(reference[k], got[k])) out.push_back(got[k]);
       }
-    };
-    std::vector<at::Tensor> wrong_a, wrong_b;
-    std::thread a([&] { run(1, wrong_a); });
-    std::thread b([&] { run(2, wrong_b); });
-    a.join();
-    b.join();
-    EXPECT_TRUE(wrong_a.empty() && wrong_b.empty()) << wrong_a.size() + wrong_b.size() << " wrong";
-  }
-
-  // On a GPU with room to spare, prefetched buffers stay until backward uses them: the caching
-  // allocator asks offloaders for memory at every cache miss (not only when the GPU is full), and
-  // the engine gave its prefetches back every time.
-  TEST_F(Cuda, PrefetchIsNotDroppedOnARoomyGpu) {
-    OffloadOptions o = cuda_options(/*window=*/8);
-    o.prefetch = 2;
-    ActivationOffloader off(o);
-    const auto opts = torch::TensorOptions().device(torch::kCUDA);
-    auto w = torch::randn({1024, 1024}, opts.requires_grad(true));
-    auto x = torch::randn({1024, 1024}, opts);
-    for (int i = 0; i < 3; ++i) {
-      c10::cuda::CUDACachingAllocator::emptyCache();  // every allocation below misses the cache
-      const auto before =
-          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-      step(
-          [&] {
-            auto h = x;
-            for (int k = 0; k < 6; ++k) h = torch::tanh(h.matmul(w)).mul(1.1);
-            return h.sum();
-          },
-          {w}, &off);
-      const auto after =
-          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-      EXPECT_GT(after.segment[0].allocated, before.segment[0].allocated) << "no cache miss";
     }
-    EXPECT_GT(off.stats().prefetched, 0);
-    EXPECT_EQ(off.stats().prefetch_dropped, 0);
+  };
+  std::vector<at::Tensor> wrong_a, wrong_b;
+  std::thread a([&] { run(1, wrong_a); });
+  std::thread b([&] { run(2, wrong_b); });
+  a.join();
+  b.join();
+  EXPECT_TRUE(wrong_a.empty() && wrong_b.empty()) << wrong_a.size() + wrong_b.size() << " wrong";
+}
+
+// On a GPU with room to spare, prefetched buffers stay until backward uses them: the caching
+// allocator asks offloaders for memory at every cache miss (not only when the GPU is full), and
+// the engine gave its prefetches back every time.
+TEST_F(Cuda, PrefetchIsNotDroppedOnARoomyGpu) {
+  OffloadOptions o = cuda_options(/*window=*/8);
+  o.prefetch = 2;
+  ActivationOffloader off(o);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  auto w = torch::randn({1024, 1024}, opts.requires_grad(true));
+  auto x = torch::randn({1024, 1024}, opts);
+  for (int i = 0; i < 3; ++i) {
+    c10::cuda::CUDACachingAllocator::emptyCache();  // every allocation below misses the cache
+    const auto before =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    step(
+        [&] {
+          auto h = x;
+          for (int k = 0; k < 6; ++k) h = torch::tanh(h.matmul(w)).mul(1.1);
+          return h.sum();
+        },
+        {w}, &off);
+    const auto after = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    EXPECT_GT(after.segment[0].allocated, before.segment[0].allocated) << "no cache miss";
   }
+  EXPECT_GT(off.stats().prefetched, 0);
+  EXPECT_EQ(off.stats().prefetch_dropped, 0);
+}
 
 }  // namespace
 }  // namespace offtune::test
