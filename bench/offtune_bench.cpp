@@ -171,7 +171,7 @@ struct Env {
 // ---- section 1: hook overhead ------------------------------------------------------------------
 
 struct HookMode {
-  std::string key;  // baseline, floor, nothing, copy-floor, everything
+  std::string key;  // baseline, floor, nothing, copy-floor, everything, verify
   std::string name;
   double median_pass_ms = kNaN;
   double saved_per_pass = kNaN;  // from the offloader's stats (no offloader: not counted)
@@ -199,6 +199,9 @@ struct HookResult {
   int64_t repetitions = 0;
   std::vector<HookMode> modes;  // baseline, hooks only, all offloaded
   PythonFloor python;
+  // OffloadOptions::verify: (pass with verify - pass without, everything offloaded) per offloaded
+  // byte, median over repetitions, and its spread.
+  double verify_ns_per_byte = kNaN, verify_min = kNaN, verify_max = kNaN;
 };
 
 // Runs bench/python_floor.py with the Python that has torch; parses its one JSON line.
@@ -275,8 +278,11 @@ HookResult bench_hooks(const Args& args, const Env& env) {
   hook_only.min_offload_size = std::numeric_limits<int64_t>::max();
   offtune::OffloadOptions offload_all = env.options;
   offload_all.min_offload_size = 0;
+  offtune::OffloadOptions verify_all = offload_all;
+  verify_all.verify = true;
   offtune::ActivationOffloader hook_offloader(hook_only);
   offtune::ActivationOffloader all_offloader(offload_all);
+  offtune::ActivationOffloader verify_offloader(verify_all);
 
   struct Mode {
     std::string key;  // as --hook-mode names it
@@ -300,6 +306,7 @@ HookResult bench_hooks(const Args& args, const Env& env) {
   add("copy-floor", "copy floor: every tensor out and back, inline", nullptr,
       offtune::HookFloor::Copy);
   add("everything", "scope, all offloaded", &all_offloader, std::nullopt);
+  add("verify", "scope, all offloaded, verify on", &verify_offloader, std::nullopt);
 
   // One unmeasured pass each (allocator, thread pools, host pool slabs), then interleaved
   // repetitions, so that drift in machine speed hits every mode alike. The order rotates from one
@@ -356,6 +363,25 @@ HookResult bench_hooks(const Args& args, const Env& env) {
       }
     }
     result.modes.push_back(out);
+  }
+  // verify's cost: a checksum of every offloaded byte at pack and again at unpack.
+  const Mode* all_mode = nullptr;
+  const Mode* verify_mode = nullptr;
+  for (const Mode& mode : modes) {
+    if (mode.key == "everything") all_mode = &mode;
+    if (mode.key == "verify") verify_mode = &mode;
+  }
+  if (all_mode != nullptr && verify_mode != nullptr) {
+    std::vector<double> per_byte;
+    for (size_t i = 0; i < verify_mode->ms.size(); ++i) {
+      const double bytes = verify_mode->offloaded[i] * static_cast<double>(result.tensor_bytes);
+      if (bytes > 0) per_byte.push_back((verify_mode->ms[i] - all_mode->ms[i]) * 1e6 / bytes);
+    }
+    if (!per_byte.empty()) {
+      result.verify_ns_per_byte = median(per_byte);
+      result.verify_min = *std::min_element(per_byte.begin(), per_byte.end());
+      result.verify_max = *std::max_element(per_byte.begin(), per_byte.end());
+    }
   }
   if (env.backend == offtune::BackendKind::HostSim && args.hook_mode == "all") {
     result.python = measure_python_floor(args);
@@ -445,6 +471,15 @@ void print_hooks(const HookResult& r) {
         "(medians over interleaved repetitions; on a shared machine one figure is noise: compare "
         "the spreads)\n");
   }
+  if (std::isfinite(r.verify_ns_per_byte)) {
+    // Hashed twice per byte (pack, unpack): GB/s of offloaded bytes that verify keeps up with.
+    fmt::print(
+        "verify (--verify): {:+.3f} ns per offloaded byte ({:+.3f}..{:+.3f}), {} of offloaded "
+        "bytes checked (a checksum at pack and at unpack)\n",
+        r.verify_ns_per_byte, r.verify_min, r.verify_max,
+        r.verify_ns_per_byte > 0 ? fmt::format("{:.1f} GB/s", 1.0 / r.verify_ns_per_byte)
+                                 : std::string("within noise"));
+  }
   fmt::print("\n");
 }
 
@@ -475,6 +510,9 @@ json hooks_json(const HookResult& r) {
           {"tensor_bytes", r.tensor_bytes},
           {"repetitions", r.repetitions},
           {"modes", modes},
+          {"verify_ns_per_offloaded_byte", number_or_null(r.verify_ns_per_byte)},
+          {"verify_ns_per_offloaded_byte_min", number_or_null(r.verify_min)},
+          {"verify_ns_per_offloaded_byte_max", number_or_null(r.verify_max)},
           {"python_floor", python}};
 }
 
@@ -884,7 +922,8 @@ int main(int argc, char** argv) {
   app.add_option("--hook-mode", args.hook_mode,
                  "hook section: every mode, interleaved, or one alone (for a profiler: perf "
                  "stat/record); one alone reports pass times only")
-      ->check(CLI::IsMember({"all", "baseline", "floor", "nothing", "copy-floor", "everything"}))
+      ->check(CLI::IsMember(
+          {"all", "baseline", "floor", "nothing", "copy-floor", "everything", "verify"}))
       ->capture_default_str();
   app.add_option("--python", args.python,
                  "hook section (host-sim): the Python with torch that measures the floor of no-op "

@@ -10,8 +10,8 @@
 #   scripts/gpu-check.sh [--python /path/to/python] [--out DIR]
 #
 # Needs: cmake >= 3.25, a C++20 compiler, ninja or make, the CUDA toolkit headers of torch's CUDA major
-# (CUDA_HOME, default /usr/local/cuda), GoogleTest, CLI11, nlohmann-json, fmt (Debian:
-# libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev). Exit: 0 all passed, 1 failures, 2 setup.
+# (CUDA_HOME, default /usr/local/cuda), GoogleTest, CLI11, nlohmann-json, fmt, xxHash (Debian:
+# libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev). Exit: 0 all passed, 1 failures, 2 setup.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="$(command -v python3 || true)"

@@ -26,7 +26,7 @@ APT_PACKAGES=(
   qt6-base-dev qt6-charts-dev libgl-dev
   libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   xvfb xauth
 )
 missing=()

@@ -409,6 +409,26 @@ TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
   expect_refused({"run", "--db", "new.db", "--model", "mlp", "--lora-rank", "4"});
 }
 
+// --verify runs the engine with the correctness sentinel: every offloaded copy checked at unpack
+// (a step whose copies came back different would fail the run); the run says it in its config.
+TEST_F(CommandLine, VerifyRunsTheEngineWithTheSentinel) {
+  const Args run = {"run",     "--db",   "verify.db", "--json",  "--model",
+                    "small",   "--seq",  "16",        "--batch", "1",
+                    "--steps", "1",      "--warmup",  "0",       "--min-offload-size",
+                    "1KiB",    "--link", "none"};
+  Args with = run;
+  with.push_back("--verify");
+  const Outcome v = offtune(with);
+  ASSERT_EQ(v.code, 0) << v.err;
+  const auto vj = nlohmann::json::parse(v.out);
+  EXPECT_EQ(vj["status"], "ok") << v.out;
+  EXPECT_TRUE(vj["config"].value("verify", false)) << v.out;
+  EXPECT_GT(vj["summary"]["offloaded_bytes"].get<int64_t>(), 0) << "nothing was checked";
+  const Outcome plain = offtune(run);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out)["config"].value("verify", false)) << plain.out;
+}
+
 TEST_F(CommandLine, NoArgumentsPrintsTheUsageAndVersionWorks) {
   const Outcome none = offtune({});
   EXPECT_EQ(none.code, 2);

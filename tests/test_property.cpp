@@ -120,6 +120,7 @@ OffloadOptions make_options(std::mt19937_64& rng, std::string& desc) {
   o.poison_freed = true;
   o.reuse_freed = true;
   o.check_streams = true;
+  o.verify = true;  // every copy checked at unpack against pack's checksum: a wrong one is an error
   const int64_t thresholds[] = {0, 64, 1024, 4096};
   o.min_offload_size = thresholds[pick(0, 3)];
   o.max_fwd_stash_size = pick(1, 8);
@@ -143,7 +144,7 @@ OffloadOptions make_options(std::mt19937_64& rng, std::string& desc) {
 TEST(Property, RandomGraphsRandomConfigsIdenticalGradients) {
   const int64_t cases = env_int("OFFTUNE_PROPERTY_CASES", 200);
   const int64_t first_seed = env_int("OFFTUNE_PROPERTY_SEED", 1000);
-  int64_t offloaded_cases = 0;
+  int64_t offloaded_cases = 0, verified_cases = 0;
   for (int64_t c = 0; c < cases; ++c) {
     const auto seed = static_cast<uint64_t>(first_seed + c);
     std::mt19937_64 rng(seed);
@@ -156,10 +157,12 @@ TEST(Property, RandomGraphsRandomConfigsIdenticalGradients) {
                  std::string(c10::toString(g.dtype)) + " ops=[" + ops.str() + "] " + desc);
     expect_identical_step([&] { return g.forward(); }, g.params, off);
     offloaded_cases += off.stats().offloaded > 0;
+    verified_cases += off.stats().verified > 0;
     if (HasFailure()) break;  // one reproducible failure is enough
   }
   // The generator must actually exercise offloading, not pass vacuously.
   EXPECT_GT(offloaded_cases, cases / 2);
+  EXPECT_GT(verified_cases, cases / 2) << "verify checked no copy";
 }
 
 }  // namespace

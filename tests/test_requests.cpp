@@ -284,6 +284,29 @@ TEST(Requests, SingleValuesOutsideRequests) {
   }
 }
 
+// --verify (the correctness sentinel) reaches the engine from a run and from every point of a
+// sweep, and a sweep with it is told from one without (its grid, stored with it, says so).
+TEST(Requests, VerifyReachesTheEngineFromARunAndEveryPointOfASweep) {
+  RunRequest r;
+  EXPECT_FALSE(to_engine_config(r).verify);
+  EXPECT_FALSE(profiler::to_options(to_engine_config(r), OffloadOptions{}).verify);
+  r.engine.verify = true;
+  const auto c = to_engine_config(r);
+  EXPECT_TRUE(c.verify);
+  EXPECT_TRUE(profiler::to_options(c, OffloadOptions{}).verify);
+  EXPECT_EQ(profiler::describe_variant(c), "verify");
+  SweepRequest s;
+  s.min_offload_sizes = "1KiB,1MiB";
+  s.max_fwd_stash_sizes = "1,2";
+  s.engine.verify = true;
+  const auto grid = to_grid(s);
+  for (const auto& point : profiler::expand_grid(grid)) EXPECT_TRUE(point.verify);
+  const auto again = profiler::parse_grid_json(profiler::grid_json(grid));
+  EXPECT_TRUE(again.base.verify);
+  s.engine.verify = false;
+  EXPECT_NE(profiler::grid_json(to_grid(s)), profiler::grid_json(grid));
+}
+
 // A sweep takes semantics as an axis (comma-separated, each once); a run takes one.
 TEST(Requests, SemanticsAreAnAxisOfASweepAndOneValueForARun) {
   SweepRequest s;

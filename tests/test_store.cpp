@@ -169,6 +169,7 @@ EngineConfig sample_config(int salt) {
   c.offload_set = salt % 2 == 0 ? "boundaries" : "all";
   c.tier = salt % 3 == 0 ? "disk" : "host";
   c.layer_offload = salt % 2 == 0 ? "on:" + std::to_string(salt / 2 + 1) : "off";
+  c.verify = salt % 2 == 0;
   return c;
 }
 
@@ -917,11 +918,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsFiveAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 5);
+TEST_F(SqliteStoreTest, SchemaVersionIsSixAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 6);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 5);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 6);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -1386,8 +1387,14 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
-// What schema 5 added to schema 4: layer offloading, the LoRA rank and the predictions.
+// What schema 6 added to schema 5: the verify flag of runs and points.
+constexpr const char* kDropSchema6 =
+    "ALTER TABLE runs DROP COLUMN verify; ALTER TABLE points DROP COLUMN verify; ";
+
+// What schema 5 added to schema 4 (after schema 6's, so that the file is one at schema 4): layer
+// offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
+    "ALTER TABLE runs DROP COLUMN verify; ALTER TABLE points DROP COLUMN verify; "
     "ALTER TABLE runs DROP COLUMN layer_offload; ALTER TABLE points DROP COLUMN layer_offload; "
     "ALTER TABLE runs DROP COLUMN lora_rank; ALTER TABLE sweeps DROP COLUMN lora_rank; "
     "DROP TABLE predictions; ";
@@ -1511,13 +1518,50 @@ TEST_F(SqliteStoreTest, ASchemaFourFileReadsWithoutLayerOffloadingAndMigrates) {
   }
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4) << "a read-only open never migrates";
   auto store = open_sqlite_store(path());
-  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 5);
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
   EXPECT_EQ(store->run(old_run)->config.layer_offload, "off");
   const RunRecord layered = sample_run(4);  // LoRA rank 8, layers on:3
   const RunId new_run = store->begin_run(layered);
   EXPECT_EQ(store->run(new_run)->config, layered.config);
   EXPECT_EQ(store->run(new_run)->workload.lora_rank, 8);
   EXPECT_EQ(store->run(new_run)->config.layer_offload, "on:3");
+}
+
+// A schema 5 file reads (read-only, as is) with verify off everywhere, and migrates on a writable
+// open: its rows keep that, new rows carry theirs.
+TEST_F(SqliteStoreTest, ASchemaFiveFileReadsWithoutVerifyAndMigrates) {
+  RunId old_run;
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    RunRecord r = sample_run(2);  // even salt: verify on
+    ASSERT_TRUE(r.config.verify);
+    old_run = store->begin_run(r);
+    sweep = store->create_sweep(sample_sweep(2));
+    PointRecord p;
+    p.sweep = sweep;
+    p.index = 0;
+    p.config = r.config;
+    store->put_point(p);
+    EXPECT_TRUE(store->run(old_run)->config.verify);
+    EXPECT_TRUE(store->points(sweep).at(0).config.verify);
+  }
+  RawDb(path()).must(std::string(kDropSchema6) + "PRAGMA user_version = 5");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    EXPECT_FALSE(ro->run(old_run)->config.verify);
+    EXPECT_EQ(ro->run(old_run)->config.layer_offload, sample_config(2).layer_offload)
+        << "schema 5's own columns";
+    EXPECT_FALSE(ro->points(sweep).at(0).config.verify);
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 5) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
+  EXPECT_FALSE(store->run(old_run)->config.verify);
+  const RunRecord verified = sample_run(4);
+  const RunId new_run = store->begin_run(verified);
+  EXPECT_EQ(store->run(new_run)->config, verified.config);
+  EXPECT_TRUE(store->run(new_run)->config.verify);
 }
 
 // A schema 4 file has no predictions table: read-only (never migrated) it reads as a store without

@@ -132,6 +132,10 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
       ->capture_default_str();
   app.add_flag("--no-streams", e.no_streams, "single-stream (legacy) mode");
   app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");
+  app.add_flag("--verify", e.verify,
+               "check every offloaded copy: a checksum at pack, checked at unpack, in every tier; "
+               "a copy that comes back different fails the run naming the tensor (costs a hash of "
+               "every offloaded byte, twice: offtune-bench prints how much)");
   app.add_option("--semantics", e.semantics,
                  "whose rules the engine follows: offtune, or trl (the reference's window, no "
                  "prefetch, no de-duplication: what TRL's knobs mean); a sweep takes both as an "

@@ -9,8 +9,15 @@
 //   are not stuck behind writes still draining from forward. Jobs carry raw host pointers (staging
 //   blocks from the host pool, 4 KiB aligned, that the engine keeps alive until the job finished).
 // - Errors: a failed job keeps its errno; the engine turns it into one EngineError on the thread
-//   that needs the data. Every waiter wakes when its job ends, however it ends (done, failed,
-//   cancelled, or the tier shut down).
+//   that needs the data (a failed write only when no host copy is left: see offloader.cpp). Every
+//   waiter wakes when its job ends, however it ends (done, failed, cancelled, or the tier shut
+//   down).
+// - Checksums: the writer hashes each copy's bytes (XXH3, 64 bits) before writing them; the reader
+//   hashes what it read and fails the job on a mismatch, so that bytes changed on the medium (a
+//   bad disk, a stray write to the file) become an error naming the tensor, never wrong gradients.
+//   Both run on the I/O threads, at memory speed (tens of GB/s), beside transfers of a few GB/s.
+// - The bandwidth check (disk_min_gbps) runs once per process and directory: later offloaders
+//   there take its figures, so that making one costs nothing.
 // - O_DIRECT where the file system takes it, else buffered I/O; if a direct transfer is refused
 //   later (EINVAL: an alignment the file system wants beyond 4 KiB) the file drops O_DIRECT once,
 //   with a warning, and the transfer is retried.
@@ -35,6 +42,10 @@ namespace offtune::detail {
 // every common file system; the logical block size is 512 or 4096).
 constexpr int64_t kDiskAlign = 4096;
 inline int64_t disk_round(int64_t n) { return (n + kDiskAlign - 1) / kDiskAlign * kDiskAlign; }
+
+// XXH3 (64 bits) of `bytes` bytes: the disk tier's extent checksums and OffloadOptions::verify on
+// CPU memory.
+uint64_t checksum(const void* data, int64_t bytes);
 
 class DiskArena;
 
@@ -88,8 +99,12 @@ struct IoJob {
   int64_t length = 0;  // the extent's length (a multiple of kDiskAlign)
   int64_t bytes = 0;   // the copy's own bytes (<= length)
   int64_t issued_ns = 0;
+  // A read: the checksum its bytes must have (the write's).
+  uint64_t expected = 0;
   // Set by the I/O thread before `state` leaves Running (the release store publishes them).
   int64_t done_ns = 0;
+  uint64_t checksum = 0;   // of the bytes written, or read
+  bool mismatch = false;   // a read whose bytes do not match `expected` (Failed, error EBADMSG)
   int error = 0;           // errno, when Failed
   int64_t file_bytes = 0;  // the arena file's size when it failed
   std::atomic<int> state{Queued};
@@ -102,8 +117,8 @@ using IoJobPtr = std::shared_ptr<IoJob>;
 class DiskTier {
  public:
   // Opens the arena file in options.disk_dir ($TMPDIR or /tmp when empty) and, with disk_min_gbps
-  // > 0, measures the disk. Throws EngineError when the directory cannot hold the file, or when
-  // the measurement cannot write.
+  // > 0, measures the disk unless this process measured that directory before. Throws
+  // EngineError when the directory cannot hold the file, or when the measurement cannot write.
   explicit DiskTier(const OffloadOptions& options);
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
@@ -116,9 +131,12 @@ class DiskTier {
 
   // Empty when the arena's limit (disk_arena_bytes) would be passed.
   DiskExtent allocate(int64_t bytes) { return arena_->allocate(bytes); }
-  // Queues a transfer of `bytes` between `buffer` and the extent. `urgent` reads go first.
+  // Queues a transfer of `bytes` between `buffer` and the extent. `urgent` reads go first. A write
+  // leaves its bytes' checksum in the job once done; a read fails (mismatch) unless its bytes have
+  // the checksum `expected`.
   IoJobPtr write(const DiskExtent& extent, const void* buffer, int64_t bytes);
-  IoJobPtr read(const DiskExtent& extent, void* buffer, int64_t bytes, bool urgent);
+  IoJobPtr read(const DiskExtent& extent, void* buffer, int64_t bytes, bool urgent,
+                uint64_t expected);
   // Queued -> Cancelled (true); false once it started (it will finish on its own).
   bool cancel(const IoJobPtr& job);
   // Blocks until the job finished (done, failed or cancelled).
@@ -132,6 +150,8 @@ class DiskTier {
   // One line for a failed job: what failed, where (directory, file system, free space), the
   // errno, and the bytes the arena needs, with what to do.
   std::string failure_message(const IoJob& job) const;
+  // One line for a read whose bytes did not match their write's: `tensor` names the copy.
+  std::string corruption_message(const IoJob& job, const std::string& tensor) const;
   // One line for an arena that reached disk_arena_bytes.
   std::string arena_full_message(int64_t bytes) const;
 
@@ -144,7 +164,7 @@ class DiskTier {
     std::thread thread;
   };
   IoJobPtr submit(Worker& w, bool write, const DiskExtent& extent, void* buffer, int64_t bytes,
-                  bool urgent);
+                  bool urgent, uint64_t expected);
   void run(Worker& w);
   int execute(IoJob& job);
   int transfer(bool write, char* buffer, int64_t offset, int64_t length);
@@ -152,6 +172,7 @@ class DiskTier {
   void drop_direct();
   void finish(IoJob& job, int state);
   void measure(int64_t bytes);
+  void check_speed();
 
   const OffloadOptions options_;
   DiskTierInfo info_;

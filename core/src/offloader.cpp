@@ -22,9 +22,13 @@
 //   known complete (tier disk: every one; tier auto: the oldest, while the host copies alive pass
 //   host_budget_bytes); its host block is freed when the write completed. Backward reads it back
 //   into a staging block (ahead of use, in backward order, bounded in bytes), then reloads from
-//   there as from any host copy. A failed write leaves the host copy in place; a failed transfer
-//   is thrown once, as EngineError, by the next hook of the forward it belongs to (a read's by the
-//   unpack that needs it), and warned about if that forward's graph dies first.
+//   there as from any host copy. A failed write leaves the host copy in place and the step goes on
+//   from it (counted, warned about once): only a copy with no host copy left fails a step. A failed
+//   read, a read whose checksum does not match its write's, or an arena full is thrown once, as
+//   EngineError, by the unpack that needs it (an arena full by the next hook of its forward), and
+//   warned about if that forward's graph dies first.
+// - verify (verify.hpp): pack checksums what autograd saved, unpack what it hands back, once the
+//   bytes are there (after the reload's wait); a mismatch throws, naming where the copy went.
 // - Observers are never called under the engine's lock (they may call stats()); blocking waits
 //   happen outside it too.
 // None of this depends on "first forward" or "first backward" flags: state lives in entries, which
@@ -43,6 +47,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <iostream>
@@ -64,6 +69,7 @@
 #include "pressure.hpp"
 #include "seam.hpp"
 #include "sysmem.hpp"
+#include "verify.hpp"
 
 namespace offtune::detail {
 
@@ -109,8 +115,10 @@ struct Entry {
   Entry* spill_prev = nullptr;  // host copies that may go to disk, in pack order
   Entry* spill_next = nullptr;
   bool spill_listed = false;
-  bool on_disk = false;     // the write completed: `host`, if any, is a staging block for a read
-  bool read_ahead = false;  // `host` was read ahead and not yet copied to the device
+  bool on_disk = false;        // the write completed: `host`, if any, is a staging block for a read
+  bool read_ahead = false;     // `host` was read ahead and not yet copied to the device
+  uint64_t disk_checksum = 0;  // of the bytes written, which a read must find again
+  Checksum verify_sum;         // OffloadOptions::verify: of the source's bytes at pack
 };
 
 class Slot;
@@ -335,6 +343,10 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   at::Tensor unpack_observed(Slot& slot);
   at::Tensor unpack_rebuilt(Slot& slot);
   at::Tensor unpack_offloaded(Slot& slot);
+  // verify: where an entry's bytes went (under the lock), and the check of what unpack hands back.
+  std::string where_copy_went(const Entry& e) const;
+  void verify_unpacked(const Slot& slot, const c10::Storage& bytes, int64_t offset,
+                       const Checksum& expected, const std::string& went);
   void release_entry(Slot& slot) noexcept;
   Entry* find_duplicate(const at::Tensor& t, int64_t lo, int64_t hi);
   int64_t hold_storage(const c10::Storage& s);  // returns the bytes newly held
@@ -444,6 +456,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   int64_t writing_bytes_ = 0;     // host bytes whose write is in flight
   int64_t read_ahead_bytes_ = 0;  // staging bytes read (or being read) ahead, not yet consumed
   std::map<uint64_t, std::string> disk_errors_;  // generation -> first failure not yet thrown
+  bool warned_write_failure_ = false;            // a failed write is said once per offloader
 };
 
 namespace {
@@ -825,6 +838,9 @@ void Context::keep_special(Slot& slot, const at::Tensor& t, KeepReason reason) {
 void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t hi, PackEvent& ev) {
   WindowWaits waits;
   Stream stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
+  // Outside the lock: on cuda it runs torch ops, whose allocations may reclaim (taking the lock).
+  Checksum verify_sum;
+  if (options_.verify) verify_sum = checksum_of(t.storage(), lo, hi - lo);
   {
     Lock lock(*this);
     report_completions();
@@ -862,6 +878,7 @@ void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t 
     e.version = t._version();
     e.slots = 1;
     e.pack_stream = stream;
+    e.verify_sum = std::move(verify_sum);
     // Link before anything below may throw: destroy_entry unlinks whatever was linked.
     if (auto [it, inserted] = chain_tail_.emplace(e.generation, &e); !inserted) {
       e.chain_prev = it->second;
@@ -1109,6 +1126,11 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
   const Stream stream = backend_->current_stream();
   FencePtr wait_for;
   at::Tensor out;
+  // verify: the bytes handed back, checked once they are there; what pack saw; where they went.
+  c10::Storage check;
+  int64_t check_offset = 0;
+  Checksum expected;
+  std::string went;
   {
     Lock lock(*this);
     report_completions();
@@ -1166,6 +1188,13 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
     const auto itemsize = static_cast<int64_t>(c10::elementSize(r.dtype));
     const int64_t first_byte = e.device_offset + r.offset_in_span;
     out = make_view(e.device, first_byte / itemsize, r.sizes, r.strides, r.dtype, r.device);
+    if (options_.verify) {
+      check = e.device;
+      check_offset = e.device_offset;
+      expected = e.verify_sum;
+      went = where_copy_went(e);
+      ++stats_.verified;
+    }
   }
   if (wait_for) {
     const int64_t begin = now_ns();
@@ -1175,7 +1204,40 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
     }
     if (observer_) emit(WaitEvent{WaitKind::Reload, slot.id_, begin, now_ns()});
   }
+  if (check) verify_unpacked(slot, check, check_offset, expected, went);
   return out;
+}
+
+std::string Context::where_copy_went(const Entry& e) const {
+  if (!e.device_reloaded) {
+    return "nowhere: it never left the device (backward came before its copy to host memory "
+           "completed)";
+  }
+  std::string went = e.pinned ? "pinned host memory" : "pageable host memory";
+  if (e.on_disk && disk_) {
+    went += ", then the disk arena file in '" + disk_->info().directory + "' (offset " +
+            std::to_string(e.disk.offset()) + "), and back";
+  }
+  return went + ", and back to the device";
+}
+
+void Context::verify_unpacked(const Slot& slot, const c10::Storage& bytes, int64_t offset,
+                              const Checksum& expected, const std::string& went) {
+  const Entry& e = *slot.entry_;
+  const uint64_t saw = value_of(expected);
+  const uint64_t got = value_of(checksum_of(bytes, offset, e.bytes));
+  if (saw == got) return;
+  const Rebuild& r = *slot.rebuild_;
+  char sums[96];
+  std::snprintf(sums, sizeof sums, "checksum 0x%016llx at pack, 0x%016llx at unpack",
+                static_cast<unsigned long long>(saw), static_cast<unsigned long long>(got));
+  throw EngineError("offtune: verify: saved tensor #" + std::to_string(slot.id_.value) + " (" +
+                    describe(r.dtype, r.device, r.sizes) + ", " + std::to_string(e.bytes) +
+                    " bytes offloaded) came back different from what pack saw (" + sums +
+                    "); its copy went to " + went +
+                    ". Either offtune copied it wrong (please report this line), the memory or "
+                    "disk holding it changed it, or its bytes were written behind autograd's back "
+                    "(through .data or a raw pointer) before its copy ran");
 }
 
 void Context::release_device(Entry& e) {
@@ -1540,13 +1602,24 @@ void Context::finish_io(Entry& e) {
   if (job.write) {
     if (done) {
       e.on_disk = true;
+      e.disk_checksum = job.checksum;
       ++stats_.spilled;
       stats_.disk_written_bytes += e.bytes;
       e.io.reset();
       free_host_when_done(e);  // after a reload that may still read it
     } else {
-      // The host copy is intact: the entry stays valid in host memory; the step is told.
-      note_disk_error(e.generation, disk_->failure_message(job));
+      // The host copy is intact: the entry stays in host memory (tier disk: its staging block,
+      // past host_budget_bytes if need be) and the step goes on from it. Failing the step would
+      // throw away a good copy; a full disk would fail every step. Said once, counted always.
+      if (job.failed()) {
+        ++stats_.disk_write_failures;
+        if (!warned_write_failure_) {
+          warned_write_failure_ = true;
+          TORCH_WARN(disk_->failure_message(job),
+                     "; the copy stays in host memory and the step goes on (later failures are "
+                     "counted in OffloadStats::disk_write_failures, not said again)");
+        }
+      }
       e.disk.reset();
       e.io.reset();
     }
@@ -1592,7 +1665,7 @@ void Context::start_read(Entry& e, bool ahead) {
   e.host = std::move(block);
   e.pinned = pinned;
   host_bytes_ += e.bytes;
-  e.io = disk_->read(e.disk, e.host.data(), e.bytes, /*urgent=*/!ahead);
+  e.io = disk_->read(e.disk, e.host.data(), e.bytes, /*urgent=*/!ahead, e.disk_checksum);
   in_io_.push_back(&e);
   if (ahead) {
     e.read_ahead = true;
@@ -1686,7 +1759,13 @@ void Context::await_host_copy(Slot& slot) {
       Entry& e = *slot.entry_;
       throw_disk_error(e.generation);
       if (e.io && !e.io->write && e.io->failed()) {
-        std::string message = disk_->failure_message(*e.io);
+        const Rebuild& r = *slot.rebuild_;
+        std::string message = e.io->mismatch
+                                  ? disk_->corruption_message(
+                                        *e.io, "saved tensor #" + std::to_string(slot.id_.value) +
+                                                   " (" + describe(r.dtype, r.device, r.sizes) +
+                                                   ", " + std::to_string(e.bytes) + " bytes)")
+                                  : disk_->failure_message(*e.io);
         e.io.reset();
         throw EngineError(message);
       }

@@ -19,6 +19,7 @@ nlohmann::json to_json(const EngineConfig& c) {
   if (c.offload_set != "all") j["offload_set"] = c.offload_set;
   if (c.tier != "host") j["tier"] = c.tier;
   if (c.layer_offload != "off") j["layer_offload"] = c.layer_offload;  // schema 5
+  if (c.verify) j["verify"] = true;
   return j;
 }
 

@@ -92,6 +92,7 @@ std::string describe_variant(const EngineConfig& c) {
   if (c.offload && c.offload_set != "all") add("offload " + c.offload_set);
   if (c.offload && c.tier != "host") add("tier " + c.tier);
   if (c.layer_offload != "off") add("layers " + c.layer_offload);
+  if (c.offload && c.verify) add("verify");
   return out;
 }
 

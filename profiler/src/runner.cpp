@@ -157,6 +157,7 @@ OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base
   o.prefetch = config.prefetch;
   o.use_streams = config.use_streams;
   o.use_pin_memory = config.use_pin_memory;
+  o.verify = config.verify;
   o.semantics = parse_semantics(config.semantics);
   o.offload = parse_offload_set(config.offload_set);
   o.tier = parse_tier(config.tier);

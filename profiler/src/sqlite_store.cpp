@@ -48,7 +48,7 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = StoreError::Kind;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with run_owners and claims.
@@ -61,6 +61,8 @@ constexpr int kVariantSchema = 4;
 constexpr int kLayerSchema = 5;
 // The first schema with the predictions table (predict-first sweeps).
 constexpr int kPredictionSchema = 5;
+// The first schema with the verify flag (the correctness sentinel) of runs and points.
+constexpr int kVerifySchema = 6;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -576,16 +578,27 @@ CREATE TABLE predictions (
          "migrate schema 4 -> 5");
 }
 
+// Schema 6: whether each run and point ran with verify (OffloadOptions::verify: every offloaded
+// copy checked at unpack); older rows did not.
+void migrate_5_to_6(const Connection& c) {
+  c.exec(R"sql(
+ALTER TABLE runs ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE points ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
+)sql",
+         "migrate schema 5 -> 6");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 5> kMigrations{{{0, &migrate_0_to_1},
+constexpr std::array<Migration, 6> kMigrations{{{0, &migrate_0_to_1},
                                                 {1, &migrate_1_to_2},
                                                 {2, &migrate_2_to_3},
                                                 {3, &migrate_3_to_4},
-                                                {4, &migrate_4_to_5}}};
+                                                {4, &migrate_4_to_5},
+                                                {5, &migrate_5_to_6}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 // ---------------------------------------------------------------------------------------------------
@@ -925,20 +938,24 @@ constexpr const char* kWorkloadColsBeforeLayers =
     "model, batch, seq, dtype, seed, steps, warmup, optimizer, 0";
 constexpr const char* kConfigCols =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, layer_offload";
-constexpr int kConfigN = 13;
+    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, layer_offload, verify";
+constexpr int kConfigN = 14;
+// What a read of a file older than schema 6 selects instead.
+constexpr const char* kConfigColsBeforeVerify =
+    "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
+    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, layer_offload, 0";
 // What a read of a file older than schema 5 selects instead.
 constexpr const char* kConfigColsBeforeLayers =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, 'off'";
+    "use_pin_memory, link, semantics, checkpoint, offload_set, tier, 'off', 0";
 // What a read of a file older than schema 4 selects instead.
 constexpr const char* kConfigColsBeforeVariants =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, semantics, 'none', 'all', 'host', 'off'";
+    "use_pin_memory, link, semantics, 'none', 'all', 'host', 'off', 0";
 // What a read of a file older than schema 3 selects instead.
 constexpr const char* kConfigColsBeforeSemantics =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
-    "use_pin_memory, link, 'offtune', 'none', 'all', 'host', 'off'";
+    "use_pin_memory, link, 'offtune', 'none', 'all', 'host', 'off', 0";
 constexpr const char* kSummaryCols =
     "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
     "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
@@ -1021,7 +1038,7 @@ void bind_config(Query& q, const EngineConfig& c) {
   q.boolean(c.offload).i64(c.min_offload_size).i64(c.max_fwd_stash_size);
   q.i64(c.max_fwd_stash_bytes).i64(c.prefetch).boolean(c.use_streams).boolean(c.use_pin_memory);
   q.text(c.link).text(c.semantics).text(c.checkpoint).text(c.offload_set).text(c.tier);
-  q.text(c.layer_offload);
+  q.text(c.layer_offload).boolean(c.verify);
 }
 EngineConfig read_config(Query& q) {
   EngineConfig c;
@@ -1038,6 +1055,7 @@ EngineConfig read_config(Query& q) {
   c.offload_set = q.col_text();
   c.tier = q.col_text();
   c.layer_offload = q.col_text();
+  c.verify = q.col_bool();
   return c;
 }
 
@@ -1648,7 +1666,8 @@ class SqliteStore final : public Store {
     return schema_ >= kLayerSchema ? kWorkloadCols : kWorkloadColsBeforeLayers;
   }
   const char* config_read_cols() const {
-    if (schema_ >= kLayerSchema) return kConfigCols;
+    if (schema_ >= kVerifySchema) return kConfigCols;
+    if (schema_ >= kLayerSchema) return kConfigColsBeforeVerify;
     if (schema_ >= kVariantSchema) return kConfigColsBeforeLayers;
     return schema_ >= kCiSchema ? kConfigColsBeforeVariants : kConfigColsBeforeSemantics;
   }

@@ -173,6 +173,7 @@ Grid parse_grid_json(const std::string& text) {
       c.offload_set = b.value("offload_set", c.offload_set);
       c.tier = b.value("tier", c.tier);
       c.layer_offload = b.value("layer_offload", c.layer_offload);
+      c.verify = b.value("verify", c.verify);
     }
     return g;
   } catch (const nlohmann::json::exception& e) {

@@ -486,6 +486,7 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.prefetch = r.engine.prefetch;
   c.use_streams = !r.engine.no_streams;
   c.use_pin_memory = !r.engine.no_pin_memory;
+  c.verify = r.engine.verify;
   c.link = r.backend.link;
   c.semantics = r.engine.semantics;
   c.checkpoint = checkpoint_list(r.engine.checkpoint).front();

@@ -66,6 +66,11 @@ struct OffloadStats {
   int64_t disk_read_bytes = 0;
   int64_t disk_read_ahead = 0;  // reads issued ahead of use
   int64_t spill_waits = 0;      // times forward waited for writes (host budget or staging full)
+  // Writes to the arena file that failed (full disk, I/O error): their copies stayed in host
+  // memory and the step went on from there (the first failure is warned about, once).
+  int64_t disk_write_failures = 0;
+  // OffloadOptions::verify: unpacks of offloaded copies whose bytes were checked against pack's.
+  int64_t verified = 0;
 };
 
 // What the engine holds right now. After a step (backward done, graph freed) every field but

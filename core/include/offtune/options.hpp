@@ -181,6 +181,14 @@ struct OffloadOptions {
   // host-sim only (debug): check stream order by happens-before and record violations
   // (host_sim::set_check_streams, host_sim::take_stream_races).
   bool check_streams = false;
+  // Correctness sentinel (off by default; costs a hash of every offloaded byte at pack and of
+  // every byte handed back at unpack): each offloaded copy is checksummed at pack, from the tensor
+  // autograd saved, and checked at unpack on the bytes handed back, whichever way they came (the
+  // forward window, host memory, the disk tier). A mismatch is an EngineError naming the tensor,
+  // its size and where its copy went. Use it to check offtune's copies in your own training loop
+  // (host-sim: xxHash of both ends on the CPU; cuda: a checksum computed on the device by torch
+  // ops, at pack on the source and at unpack on the reloaded buffer, which syncs each unpack).
+  bool verify = false;
   // Debug: hold every side-stream copy back by this many nanoseconds (host-sim sleeps on the copy
   // thread; cuda runs a device-side sleep on the copy stream first), so that a missing wait or an
   // early free has room to show as wrong values. 0 = off.

@@ -54,6 +54,8 @@ struct EngineConfig {
   int64_t prefetch = 1;
   bool use_streams = true;
   bool use_pin_memory = true;
+  // OffloadOptions::verify: every offloaded copy checked at unpack against pack's checksum.
+  bool verify = false;
   std::string link;  // host-sim link model: "none" | "pcie4" | "<gbps>:<latency_us>"
   std::string semantics = "offtune";  // whose rules the engine followed: "offtune" | "trl"
   // Gradient checkpointing of the model's blocks: "none" | "all" | "every:K" (a no-offload point

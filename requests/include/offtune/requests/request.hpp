@@ -102,6 +102,9 @@ struct EngineFields {
   int64_t prefetch = 1;  // backward reloads ahead of use, 0..kMaxPrefetch
   bool no_streams = false;
   bool no_pin_memory = false;
+  // The correctness sentinel (OffloadOptions::verify): every offloaded copy checksummed at pack and
+  // checked at unpack; a copy that comes back different fails the run naming the tensor.
+  bool verify = false;
   // semantics_names(): whose rules the engine follows; a sweep takes a list (an axis).
   std::string semantics = "offtune";
   // The engine variants; a sweep takes a list of each (an axis). Gradient checkpointing of the
