@@ -386,7 +386,22 @@ TEST(Hardening, ReclaimEventsNeverReachADetachedObserver) {
     for (int i = 0; i < 8; ++i) h = h.sin();
     loss = h.sum();
   }
+  // Every copy done and the forward window empty: backward reloads, and prefetches, every tensor
+  // (else, on a loaded machine, copies still in flight are served from the window, unprefetched).
+  off->synchronize();
   std::thread backward([&] { loss.backward(); });
+  struct Release {  // whatever happens below, the backward goes on and is joined
+    Gate& gate;
+    std::thread& thread;
+    ~Release() {
+      {
+        std::lock_guard<std::mutex> l(gate.m);
+        gate.released = true;
+      }
+      gate.cv.notify_all();
+      if (thread.joinable()) thread.join();
+    }
+  } release{*gate, backward};
   {
     std::unique_lock<std::mutex> l(gate->m);
     ASSERT_TRUE(
