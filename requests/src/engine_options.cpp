@@ -21,8 +21,9 @@ std::string shown(const OptionValue& v) {
 }
 
 [[noreturn]] void fail(std::string_view name, const std::string& message) {
+  // Every message opens with the option's name ("link: bad link 'fast' ...").
   const std::string prefix = std::string(name) + ": ";
-  throw OptionsError(message.find(name) == std::string::npos ? prefix + message : message);
+  throw OptionsError(message.rfind(name, 0) == 0 ? message : prefix + message);
 }
 
 bool as_bool(std::string_view name, const OptionValue& v) {
