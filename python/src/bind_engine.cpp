@@ -1,8 +1,7 @@
 // The engine, bound: an ActivationOffloader made for Python's hooks (HookCarrier::External), one
-// Forward per `with` block whose pack and unpack torch's saved_tensors_hooks calls, layer
-// offloading, and host-sim's switches. Options arrive as Python passed them and are parsed by
+// Forward per `with` block whose pack and unpack torch's saved_tensors_hooks calls (hooks.cpp),
+// layer offloading, and host-sim's switches. Options arrive as Python passed them and are parsed by
 // requests/ (engine_options.hpp); OptionsError becomes ValueError, EngineError RuntimeError.
-#include <torch/csrc/autograd/saved_variable_hooks.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "offtune/external_hooks.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/layer_offload.hpp"
 #include "offtune/offloader.hpp"
@@ -124,38 +122,6 @@ py::dict to_dict(const LayerOffloadStats& s) {
   return d;
 }
 
-// ---- hooks -------------------------------------------------------------------------------------
-
-// One saved tensor as Python's saved-tensors machinery holds it: what pack returned, kept until
-// autograd drops the saved tensor and then destroyed, which is the engine's "node finished" signal.
-struct SavedTensor {
-  std::unique_ptr<torch::autograd::SavedVariableHooks> hooks;
-};
-
-std::unique_ptr<SavedTensor> pack_with(std::unique_ptr<torch::autograd::SavedVariableHooks> hooks,
-                                       const at::Tensor& tensor) {
-  auto saved = std::make_unique<SavedTensor>();
-  saved->hooks = std::move(hooks);
-  saved->hooks->call_pack_hook(tensor);
-  return saved;
-}
-
-at::Tensor unpack(SavedTensor& saved) { return saved.hooks->call_unpack_hook(); }
-
-// One forward (a `with offloader.scope()` block): its pack hook.
-class Forward {
- public:
-  explicit Forward(const ActivationOffloader& offloader) : hooks_(offloader) {}
-  std::unique_ptr<SavedTensor> pack(const at::Tensor& tensor) const {
-    return pack_with(hooks_.make(), tensor);
-  }
-
- private:
-  ExternalHooks hooks_;
-};
-
-ActivationOffloader& unwrap(const std::shared_ptr<ActivationOffloader>& p) { return *p; }
-
 }  // namespace
 
 void bind_engine(py::module_& m) {
@@ -191,16 +157,7 @@ void bind_engine(py::module_& m) {
       "Validates options as Offloader would (ValueError naming a bad one); returns the main ones "
       "parsed.");
 
-  py::class_<SavedTensor, std::unique_ptr<SavedTensor>>(m, "SavedTensor",
-                                                        "One saved tensor held by the engine.");
-  m.def("unpack", &unpack, "The unpack hook of every Forward.");
-  m.def(
-      "pack_kept", [](const at::Tensor& t) { return pack_with(ExternalHooks::make_kept(), t); },
-      "A pack hook that keeps the tensor as autograd would (a no-offload region).");
-  m.def(
-      "pack_floor_copy",
-      [](const at::Tensor& t) { return pack_with(ExternalHooks::make_floor(HookFloor::Copy), t); },
-      "Benchmarks: a pack hook that copies the tensor to host memory and back, nothing else.");
+  bind_hooks(m);
 
   py::class_<ActivationOffloader, std::shared_ptr<ActivationOffloader>>(m, "ActivationOffloader")
       .def(py::init([](const py::dict& options) {
@@ -222,12 +179,8 @@ void bind_engine(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("release_cached_memory", &ActivationOffloader::release_cached_memory)
       .def("never_offload", &ActivationOffloader::never_offload, py::arg("tensor"))
-      .def("forward",
-           [](const std::shared_ptr<ActivationOffloader>& o) { return Forward(unwrap(o)); });
-
-  py::class_<Forward>(m, "Forward",
-                      "One forward's pack hook (saved_tensors_hooks(f.pack, unpack)).")
-      .def("pack", &Forward::pack);
+      .def("forward", &make_forward,
+           "A new forward's pack hook: saved_tensors_hooks(offloader.forward().pack, unpack).");
 
   py::class_<LayerOffloader, std::shared_ptr<LayerOffloader>>(m, "LayerOffloader")
       .def(py::init([](const std::shared_ptr<ActivationOffloader>& activations,

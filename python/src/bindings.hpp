@@ -4,7 +4,16 @@
 
 #include <pybind11/pybind11.h>
 
+namespace offtune {
+class ActivationOffloader;
+}
+
 namespace offtune::python {
+
+// The per-tensor hooks in plain CPython (hooks.cpp): SavedTensor, Forward, unpack, pack_kept.
+void bind_hooks(pybind11::module_& m);
+// One forward's pack hook object for `offloader` (Forward.pack).
+pybind11::object make_forward(const ActivationOffloader& offloader);
 
 // The engine: offloaders, per-forward hooks for torch's saved_tensors_hooks, layer offloading,
 // host-sim (bind_engine.cpp).
