@@ -17,6 +17,7 @@ from typing import List
 
 from torch import nn
 
+from ._native import _offtune
 from .engine import Offloader, _Hooks, no_offload
 
 logger = logging.getLogger(__name__)
@@ -62,8 +63,6 @@ class ActivationOffloadingContext(_Hooks):
 
     def __init__(self, offloader: Offloader, excluded: List[nn.Module]):
         engine = offloader._engine
-        from ._native import _offtune
-
         super().__init__(lambda: (engine.forward().pack, _offtune.unpack))
         self.offloader = offloader
         self.excluded = excluded
