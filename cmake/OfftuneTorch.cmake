@@ -21,6 +21,10 @@ if(SKBUILD AND DEFINED Python_EXECUTABLE)
 endif()
 set(OFFTUNE_PYTHON "${_offtune_default_python}" CACHE FILEPATH
     "Python interpreter whose `torch` package provides libtorch (scripts/setup.sh makes one)")
+if(SKBUILD AND DEFINED Python_EXECUTABLE)
+  # A build directory that pip reuses for another environment builds against that one.
+  set_property(CACHE OFFTUNE_PYTHON PROPERTY VALUE "${Python_EXECUTABLE}")
+endif()
 
 if(NOT EXISTS "${OFFTUNE_PYTHON}")
   message(FATAL_ERROR "offtune: no Python with torch at '${OFFTUNE_PYTHON}'. "
