@@ -94,6 +94,20 @@ for i in sorted(set(gpu) & set(model)):
 PYEOF
 fi
 
+# The Python package on the GPU: tests/python with the cuda backend (where this Python has pytest,
+# transformers and peft), and its hook cost beside TRL's (where it has trl).
+py_rc=0
+if [[ -d "$OUT/build/python/offtune" ]] && "$PY" -c 'import pytest, transformers, peft' 2>/dev/null; then
+  OFFTUNE_PYTHON_PATH="$OUT/build/python" OFFTUNE_TEST_BACKEND=cuda \
+    "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" >"$OUT/pytest-cuda.log" 2>&1
+  py_rc=$?
+  "$PY" -c 'import trl' 2>/dev/null && PYTHONPATH="$OUT/build/python" \
+    "$PY" "$ROOT/bench/python_hooks.py" >"$OUT/bench-python-hooks.log" 2>&1
+else
+  echo "no Python tests: the extension was not built, or $PY lacks pytest, transformers or peft" \
+    >"$OUT/pytest-cuda.log"
+fi
+
 echo "=== offtune GPU check summary ==="
 echo "torch/cuda/device: $torch_info"
 grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1
@@ -105,10 +119,13 @@ echo "--- hook cost (offtune-bench --section hooks) ---"
 grep -E 'scope|baseline' "$OUT/bench-hooks.log"
 echo "--- hook cost on host-sim, this machine's CPU, beside no-op Python hooks ---"
 grep -E 'scope|baseline|hook|python|offloaded|copy floor|best passes' "$OUT/bench-hooks-host-sim.log"
+echo "--- Python package on cuda (tests/python) ---"
+tail -1 "$OUT/pytest-cuda.log"
+[[ -s "$OUT/bench-python-hooks.log" ]] && cat "$OUT/bench-python-hooks.log"
 if [[ -s "$OUT/device-model-check.md" ]]; then
   echo "--- device model ($model) against this GPU, per point ---"
   cat "$OUT/device-model-check.md"
 fi
-((ctest_rc == 0 && cuda_rc == 0 && demo_rc == 0)) && exit 0
+((ctest_rc == 0 && cuda_rc == 0 && demo_rc == 0 && py_rc == 0)) && exit 0
 echo "gpu-check: failures (logs in $OUT)" >&2
 exit 1

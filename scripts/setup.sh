@@ -6,6 +6,8 @@
 # - The CUDA-enabled libtorch from the PyPI `torch` wheel, pinned, in a virtual environment that lives
 #   in a cache outside the work tree ($OFFTUNE_CACHE, default ~/.cache/offtune), so that a fresh clone
 #   (CI) reuses it. Heavy downloads stay in pip's cache too.
+# - The Python test packages (pytest, transformers, peft, trl, scikit-build-core), pinned, in the same
+#   environment.
 # - Checks that the local CUDA toolkit has what the build needs, and that its major version matches the
 #   one the wheel was built for (one CUDA runtime per process).
 #
@@ -75,6 +77,25 @@ wheel_major=${torch_cuda%%.*}
 [[ "$wheel_major" == "$toolkit_major" ]] || die \
   "torch $torch_ver is built for CUDA $torch_cuda but the toolkit at $CUDA_HOME is CUDA $toolkit_major" \
   "pin a torch built for CUDA $toolkit_major (OFFTUNE_TORCH_VERSION) or point CUDA_HOME at a CUDA $wheel_major toolkit"
+
+# ---- Python test dependencies ------------------------------------------------------------------
+# The pytest suite (tests/python) trains Hugging Face models from configs, with PEFT adapters, and
+# compares with TRL's own offloading; scikit-build-core builds `pip install ./python`. Pinned like
+# torch (and torch named again so that pip never replaces it); cached in the same environment.
+PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.24.0 peft==0.21.2 trl==1.16.0
+                  scikit-build-core==1.1.2)
+py_stamp="$VENV/.offtune-python-${PY_TEST_PACKAGES[*]// /_}"
+py_stamp="${py_stamp// /+}"
+if [[ ! -f "$py_stamp" ]]; then
+  say "installing the Python test packages: ${PY_TEST_PACKAGES[*]}"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION" \
+      "${PY_TEST_PACKAGES[@]}" \
+    || die "pip could not install ${PY_TEST_PACKAGES[*]}" "check access to PyPI; pip's own message is above" 3
+  rm -f "$VENV"/.offtune-python-*
+  touch "$py_stamp"
+else
+  say "Python test packages present"
+fi
 
 # Where CMake looks for the environment (see cmake/OfftuneTorch.cmake).
 ln -sfn "$VENV" "$CACHE/venv"

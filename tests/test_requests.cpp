@@ -8,6 +8,7 @@
 
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
+#include "offtune/requests/engine_options.hpp"
 #include "offtune/requests/execute.hpp"
 #include "offtune/requests/request.hpp"
 #include "offtune/samples/registry.hpp"
@@ -545,4 +546,73 @@ TEST(Requests, TheDeviceCapacityIsPartOfTheSweepsIdentity) {
 }
 
 }  // namespace
+}  // namespace offtune::requests
+
+namespace offtune::requests {
+
+// Engine options by name (the Python front end's keyword arguments, OFFTUNE_POINT): every field,
+// sizes as the CLI writes them, one OptionsError naming a bad option.
+namespace {
+OffloadOptions engine_options(std::vector<requests::NamedOption> options) {
+  return requests::parse_offload_options(options);
+}
+std::string engine_error(std::vector<requests::NamedOption> options) {
+  try {
+    (void)requests::parse_offload_options(options);
+  } catch (const OptionsError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(Requests, EngineOptionsByNameTakeEveryFieldAndSizesAsTheCliWritesThem) {
+  const auto names = requests::offload_option_names();
+  for (const char* name : {"use_pin_memory", "min_offload_size", "max_fwd_stash_size",
+                           "max_fwd_stash_bytes", "prefetch", "backend", "tier", "link",
+                           "semantics", "offload", "poison_freed", "debug_copy_delay_ns"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  const OffloadOptions o = engine_options({{"min_offload_size", std::string("64KiB")},
+                                           {"max_fwd_stash_size", int64_t{3}},
+                                           {"max_fwd_stash_bytes", std::string("1.5MiB")},
+                                           {"use_streams", false},
+                                           {"host_ram_warn_percent", int64_t{70}},
+                                           {"backend", std::string("host-sim")},
+                                           {"semantics", std::string("trl")},
+                                           {"link", std::string("pcie5")}});
+  EXPECT_EQ(o.min_offload_size, 64 * 1024);
+  EXPECT_EQ(o.max_fwd_stash_size, 3);
+  EXPECT_EQ(o.max_fwd_stash_bytes, 1536 * 1024);
+  EXPECT_FALSE(o.use_streams);
+  EXPECT_EQ(o.host_ram_warn_percent, 70.0);
+  EXPECT_EQ(o.backend, BackendKind::HostSim);
+  EXPECT_EQ(o.semantics, Semantics::Trl);
+  EXPECT_EQ(o.link.pinned_gbps, LinkModel::pcie5().pinned_gbps);
+  const auto layer = requests::parse_layer_offload_options({{"depth", int64_t{2}}});
+  EXPECT_EQ(layer.depth, 2);
+}
+
+TEST(Requests, ABadEngineOptionIsOneLineNamingIt) {
+  EXPECT_EQ(engine_error({{"min_offload_sise", int64_t{1}}})
+                .rfind("unknown option 'min_offload_sise' (valid: use_pin_memory, use_streams,", 0),
+            0u);
+  EXPECT_EQ(
+      engine_error({{"min_offload_size", std::string("64 KiBB")}}).rfind("min_offload_size: ", 0),
+      0u);
+  EXPECT_EQ(engine_error({{"max_fwd_stash_size", std::string("256MiB")}}),
+            "max_fwd_stash_size counts tensors (a whole number), got the size '256MiB'; for a "
+            "bound in bytes use max_fwd_stash_bytes='256MiB'");
+  EXPECT_EQ(engine_error({{"use_streams", int64_t{1}}}), "use_streams takes True or False, got 1");
+  EXPECT_EQ(engine_error({{"max_fwd_stash_size", int64_t{0}}}),
+            "max_fwd_stash_size must be at least 1, got 0");
+  EXPECT_EQ(engine_error({{"prefetch", int64_t{1}}, {"prefetch", int64_t{2}}}),
+            "prefetch: given more than once (give it once)");
+  EXPECT_EQ(engine_error({{"link", std::string("fast")}}).rfind("link: bad link 'fast'", 0), 0u);
+  for (const auto& message :
+       {engine_error({{"tier", std::string("tape")}}), engine_error({{"semantics", int64_t{3}}})}) {
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
 }  // namespace offtune::requests

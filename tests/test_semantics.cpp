@@ -79,10 +79,12 @@ TEST(Semantics, TrlWindowReplaysTheReferenceRuleStepByStep) {
 }
 
 // Under trl a view of a parameter is offloaded (the reference checks isinstance(Parameter), which a
-// view is not) and a tensor saved twice is copied twice; gradients stay identical.
+// view is not) and, in single-stream mode, a tensor saved twice is copied twice; gradients stay
+// identical.
 TEST(Semantics, TrlOffloadsParameterViewsAndCopiesEachSaveOnItsOwn) {
   OffloadOptions o = host_sim_options(/*min_offload_size=*/0);
   o.semantics = Semantics::Trl;
+  o.use_streams = false;  // with streams the reference keeps the second save (test above)
   ActivationOffloader off(o);
   auto obs = observe(off);
   auto w = torch::randn({32, 32}, torch::requires_grad());
@@ -96,6 +98,40 @@ TEST(Semantics, TrlOffloadsParameterViewsAndCopiesEachSaveOnItsOwn) {
   EXPECT_EQ(count_reason(*obs, KeepReason::Parameter), 0);
   EXPECT_EQ(off.stats().deduplicated, 0);
   EXPECT_EQ(obs->count(PackDecision::Offloaded), off.stats().packed - off.stats().kept);
+}
+
+// The reference (TRL) with streams keeps a saved tensor on the device when its address and dtype
+// (storage address + storage offset in elements, its key) are those of a tensor offloaded and still
+// in the forward window, or of one kept that way earlier in the same forward: a kept duplicate
+// takes the key over, and nothing gives it back before backward. Single-stream mode has no such
+// rule.
+TEST(Semantics, TrlWithStreamsKeepsATensorAtTheAddressOfOneInTheWindow) {
+  for (const bool streams : {true, false}) {
+    OffloadOptions o = host_sim_options(/*min_offload_size=*/0, /*window=*/2);
+    o.semantics = Semantics::Trl;
+    o.use_streams = streams;
+    ActivationOffloader off(o);
+    auto a = torch::randn({16, 32}, torch::requires_grad());
+    auto b = torch::randn({16, 32}, torch::requires_grad());
+    expect_identical_step(
+        [&] {
+          auto h = a.mul(2);                // mul by a number saves nothing
+          auto p = (h * h).sum();           // 1: h offloaded; 2: h again, kept (takes the key)
+          auto q = b.mul(3).sin().sum();    // 3: releases id 1, but the key is id 2's now
+          auto r = b.mul(5).sin().sum();    // 4
+          auto s = h.cos().sum();           // 5: h, kept: id 2 still holds its key
+          auto g = b.mul(7);                //
+          auto t1 = g.sin().sum();          // 6: g offloaded
+          auto t2 = b.mul(9).sin().sum();   // 7
+          auto t3 = b.mul(11).sin().sum();  // 8: releases ids <= 6, g's key with it
+          auto t4 = g.cos().sum();          // 9: g offloaded again
+          return p + q + r + s + t1 + t2 + t3 + t4;
+        },
+        {a, b}, off);
+    EXPECT_EQ(off.stats().packed, 9);
+    EXPECT_EQ(off.stats().offloaded, streams ? 7 : 9) << (streams ? "streams" : "single stream");
+    EXPECT_EQ(off.stats().kept, streams ? 2 : 0) << (streams ? "streams" : "single stream");
+  }
 }
 
 TEST(Semantics, RegisteredBuffersAreNeverOffloaded) {

@@ -35,6 +35,7 @@
 // die with their slots, so forward-only passes, several forwards per backward, several backwards,
 // exceptions and dropped graphs all return the engine to rest.
 #include "offtune/offloader.hpp"
+#include "offtune/external_hooks.hpp"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/StorageImpl.h>
@@ -109,6 +110,7 @@ struct Entry {
   StreamList consumers;  // streams other than device_stream that were handed `device`
   int task = -1;  // autograd graph task that brought `device` in (end-of-backward releases it)
   int slots = 0;
+  uint64_t trl_key = 0;  // semantics trl with streams: its address key (see trl_keeps)
   // Disk tier.
   DiskExtent disk;  // its bytes in the arena file (reserved while the write runs)
   IoJobPtr io;      // the write or read in flight; a failed read stays until unpack reports it
@@ -354,6 +356,15 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   // Releases what the window must let go before an offload with id `incoming_id` is held.
   void make_room(const c10::Storage& incoming, TensorId incoming_id, WindowWaits& waits);
   bool trl() const { return options_.semantics == Semantics::Trl; }
+  // Semantics trl with streams: the reference's storage de-duplication. Its key for a tensor is
+  // the storage's address plus the storage offset counted in elements (as the reference adds
+  // them) and the dtype; the key of an offloaded tensor is held while it is in the window, and a
+  // save with a held key is kept on the device and takes the key over, for the rest of that
+  // forward. trl_keeps() tells (and takes the key over); trl_hold_key() records an offload's.
+  static uint64_t trl_key_of(const at::Tensor& t);
+  bool trl_keeps(const Slot& slot, const at::Tensor& t);
+  void trl_hold_key(Entry& e, const at::Tensor& t);
+  void trl_forward(uint64_t generation);  // under the lock: a new forward clears the keys
   void drop_hold(Entry& e);
   void issue_reload(Entry& e, bool prefetch);
   bool try_prefetch(Entry& e);
@@ -419,6 +430,9 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   // allocate again, once per tensor at worst. The window is small; erasing moves a few pointers.
   std::vector<Entry*> fwd_stash_;
   ska::flat_hash_map<c10::StorageImpl*, int> held_;  // held storages, with counts
+  const bool trl_keys_on_ = options_.semantics == Semantics::Trl && options_.use_streams;
+  ska::flat_hash_map<uint64_t, int64_t> trl_keys_;  // key -> id of the save holding it
+  uint64_t trl_keys_generation_ = 0;                // the forward they belong to
   int64_t fwd_bytes_ = 0;
   int64_t bwd_count_ = 0;
   int64_t bwd_bytes_ = 0;
@@ -751,7 +765,8 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
   slot.saved_version_ = t.defined() ? version_of(t) : 0;
   live_slots_.fetch_add(1, std::memory_order_relaxed);
 
-  KeepReason reason = classify(t);
+  // The reference's de-duplication comes before its other rules.
+  KeepReason reason = trl_keys_on_ && trl_keeps(slot, t) ? KeepReason::SharedInWindow : classify(t);
   PackEvent ev;
   ev.id = slot.id_;
   if constexpr (kObserved) ev.time_ns = now_ns();
@@ -889,6 +904,7 @@ void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t 
     slot.rebuild_->offset_in_span =
         t.storage_offset() * static_cast<int64_t>(t.element_size()) - lo;
     by_storage_.emplace(e.source_key, &e);
+    if (trl_keys_on_) trl_hold_key(e, t);
     e.host = pool_->allocate(bytes, options_.use_pin_memory, e.pinned);
     host_bytes_ += bytes;
     const c10::Storage& storage = t.storage();
@@ -977,6 +993,12 @@ void Context::make_room(const c10::Storage& incoming, TensorId incoming_id, Wind
     Entry& e = *fwd_stash_.front();
     fwd_stash_.erase(fwd_stash_.begin());
     e.in_fwd_stash = false;
+    if (trl_keys_on_) {
+      // Its key goes with it, unless a kept duplicate took the key over.
+      if (auto it = trl_keys_.find(e.trl_key); it != trl_keys_.end() && it->second == e.id.value) {
+        trl_keys_.erase(it);
+      }
+    }
     // Forward's stream waits for the oldest copy (the window's throttle), and the block, whoever
     // owns it, is not reused before the copy read it.
     backend_->stream_wait(stream, e.offload_fence);
@@ -988,6 +1010,43 @@ void Context::make_room(const c10::Storage& incoming, TensorId incoming_id, Wind
     e.hold = c10::Storage();
     if (observer_) emit_stash();
   }
+}
+
+uint64_t Context::trl_key_of(const at::Tensor& t) {
+  // The reference's key: untyped_storage().data_ptr() + storage_offset() (bytes plus elements),
+  // and the dtype. No key (0) without an address, where the reference falls back to id(tensor),
+  // which matches nothing.
+  if (!t.defined() || !t.has_storage()) return 0;
+  const auto address = reinterpret_cast<uint64_t>(
+      t.storage().unsafeGetStorageImpl()->_mutable_data_ptr_no_checks().get());
+  if (address == 0) return 0;
+  // Addresses take 48 bits: the dtype goes in the low byte, exactly.
+  const auto key = address + static_cast<uint64_t>(t.storage_offset());
+  return (key << 8) | static_cast<uint8_t>(t.scalar_type());
+}
+
+void Context::trl_forward(uint64_t generation) {
+  if (generation != trl_keys_generation_) {
+    trl_keys_.clear();
+    trl_keys_generation_ = generation;
+  }
+}
+
+bool Context::trl_keeps(const Slot& slot, const at::Tensor& t) {
+  const uint64_t key = trl_key_of(t);
+  if (key == 0) return false;
+  Lock lock(*this);
+  trl_forward(slot.generation_);
+  auto it = trl_keys_.find(key);
+  if (it == trl_keys_.end()) return false;
+  it->second = slot.id_.value;
+  return true;
+}
+
+void Context::trl_hold_key(Entry& e, const at::Tensor& t) {
+  trl_forward(e.generation);
+  e.trl_key = trl_key_of(t);
+  if (e.trl_key != 0) trl_keys_[e.trl_key] = e.id.value;
 }
 
 // The entry must already be out of fwd_stash_.
@@ -1814,9 +1873,10 @@ std::unique_ptr<detail::Backend> make_backend(const OffloadOptions& options) {
 }
 }  // namespace
 
-ActivationOffloader::ActivationOffloader(OffloadOptions options) {
+ActivationOffloader::ActivationOffloader(OffloadOptions options, HookCarrier carrier)
+    : carrier_(carrier) {
   options.validate();
-  detail::ensure_engine_installed();
+  if (carrier == HookCarrier::OfftuneEngine) detail::ensure_engine_installed();
   detail::set_host_ram_warn_percent(options.host_ram_warn_percent);
   auto backend = make_backend(options);
   ctx_ = std::make_shared<Context>(std::move(options), std::move(backend));
@@ -1831,7 +1891,14 @@ ActivationOffloader::~ActivationOffloader() {
   }
 }
 
-OffloadScope ActivationOffloader::scope() { return OffloadScope(ctx_); }
+OffloadScope ActivationOffloader::scope() {
+  if (carrier_ == HookCarrier::External) {
+    throw EngineError(
+        "offtune: this offloader was made for another engine's hooks (HookCarrier::External); an "
+        "OffloadScope would not be heard: give its ExternalHooks to that engine instead");
+  }
+  return OffloadScope(ctx_);
+}
 void ActivationOffloader::never_offload(const at::Tensor& tensor) { ctx_->never_offload(tensor); }
 void ActivationOffloader::exclude_module(const void* module) { ctx_->exclude_module(module); }
 bool ActivationOffloader::is_excluded(const void* module) const {
@@ -1863,6 +1930,21 @@ OffloadScope::~OffloadScope() {
 
 NoOffloadRegion::NoOffloadRegion() : token_(detail::push_frame(nullptr, 0)) {}
 NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(token_); }
+
+ExternalHooks::ExternalHooks(const ActivationOffloader& offloader)
+    : ctx_(offloader.ctx_), generation_(ctx_->new_generation()) {}
+
+std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make() const {
+  return detail::make_slot(*ctx_, generation_);
+}
+
+std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make_kept() {
+  return detail::make_floor_hooks(HookFloor::NoOp);
+}
+
+std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make_floor(HookFloor kind) {
+  return detail::make_floor_hooks(kind);
+}
 
 HookFloorScope::HookFloorScope(HookFloor kind) {
   detail::ensure_engine_installed();

@@ -165,6 +165,8 @@ std::string_view to_string(KeepReason r) {
       return "unsupported";
     case KeepReason::NotBoundary:
       return "not-boundary";
+    case KeepReason::SharedInWindow:
+      return "shared-in-window";
   }
   return "?";
 }

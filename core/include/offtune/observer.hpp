@@ -34,6 +34,10 @@ enum class KeepReason : uint8_t {
                 // bit)
   OtherDevice,  // on another GPU than the offloader's (one offloader per device)
   NotBoundary,  // OffloadSet::Boundaries and not a checkpointed region's input
+  // Semantics::Trl with streams: at the address and dtype of a tensor offloaded and still in the
+  // forward window, or of one kept this way earlier in the forward (the reference's de-duplication
+  // keeps it on the device).
+  SharedInWindow,
 };
 
 // Disk traffic (tier disk or auto) is reported as copies too, apart from the device link's: a

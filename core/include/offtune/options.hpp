@@ -44,9 +44,13 @@ enum class Semantics {
   // The reference's (TRL's and torchtune's OffloadActivations), to measure what its knobs mean:
   // every saved tensor takes an id, kept ones included, and an offload with id T releases the held
   // activations with ids <= T - max_fwd_stash_size, and only those (a finished copy is not
-  // released earlier); every offloaded tensor is copied on its own; no prefetch (prefetch and
-  // max_fwd_stash_bytes are ignored); only leaf tensors that require grad count as parameters
-  // (views of them are offloaded); sizes are element size x number of elements. Not reproduced:
+  // released earlier); every offloaded tensor is copied on its own, and with use_streams a tensor
+  // at the address and dtype of one still in the window (or of one kept so earlier in that
+  // forward) is kept on the device (the newest TRL's storage de-duplication,
+  // KeepReason::SharedInWindow); no prefetch (prefetch and max_fwd_stash_bytes are ignored); only
+  // leaf tensors that require grad count as parameters (views of them are offloaded; the Python
+  // drop-in registers every parameter's storage as TRL does); sizes are element size x number of
+  // elements. Not reproduced:
   // its pinned allocation per tensor (offtune's pool serves it) and its freeing of the whole
   // forward window at the first backward node.
   Trl,
