@@ -10,6 +10,15 @@ set(_offtune_default_python "$ENV{HOME}/.cache/offtune/venv/bin/python")
 if(DEFINED ENV{OFFTUNE_CACHE})
   set(_offtune_default_python "$ENV{OFFTUNE_CACHE}/venv/bin/python")
 endif()
+# Under pip (scikit-build-core builds python/pyproject.toml), the Python that runs pip: the package
+# is built against the torch of the environment it is installed into.
+set(_offtune_python_flags "")
+if(SKBUILD AND DEFINED Python_EXECUTABLE)
+  set(_offtune_default_python "${Python_EXECUTABLE}")
+  # pip's build isolation hides the environment's packages through PYTHONPATH; isolated mode (-I)
+  # ignores it, so torch is the environment's own (with --no-build-isolation it is anyway).
+  set(_offtune_python_flags "-I")
+endif()
 set(OFFTUNE_PYTHON "${_offtune_default_python}" CACHE FILEPATH
     "Python interpreter whose `torch` package provides libtorch (scripts/setup.sh makes one)")
 
@@ -20,7 +29,7 @@ if(NOT EXISTS "${OFFTUNE_PYTHON}")
 endif()
 
 execute_process(
-  COMMAND "${OFFTUNE_PYTHON}" -c
+  COMMAND "${OFFTUNE_PYTHON}" ${_offtune_python_flags} -c
           "import os, torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(torch.version.cuda or ''); print(os.path.dirname(torch.__file__))"
   OUTPUT_VARIABLE _offtune_torch_info
   RESULT_VARIABLE _offtune_torch_rc

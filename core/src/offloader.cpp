@@ -35,6 +35,7 @@
 // die with their slots, so forward-only passes, several forwards per backward, several backwards,
 // exceptions and dropped graphs all return the engine to rest.
 #include "offtune/offloader.hpp"
+#include "offtune/external_hooks.hpp"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/StorageImpl.h>
@@ -1841,9 +1842,10 @@ void reset_peak_device_memory(BackendKind backend) {
   throw OptionsError("reset_peak_device_memory needs a resolved backend (cuda or host-sim)");
 }
 
-ActivationOffloader::ActivationOffloader(OffloadOptions options) {
+ActivationOffloader::ActivationOffloader(OffloadOptions options, HookCarrier carrier)
+    : carrier_(carrier) {
   options.validate();
-  detail::ensure_engine_installed();
+  if (carrier == HookCarrier::OfftuneEngine) detail::ensure_engine_installed();
   detail::set_host_ram_warn_percent(options.host_ram_warn_percent);
   auto backend = make_backend(options);
   ctx_ = std::make_shared<Context>(std::move(options), std::move(backend));
@@ -1858,7 +1860,14 @@ ActivationOffloader::~ActivationOffloader() {
   }
 }
 
-OffloadScope ActivationOffloader::scope() { return OffloadScope(ctx_); }
+OffloadScope ActivationOffloader::scope() {
+  if (carrier_ == HookCarrier::External) {
+    throw EngineError(
+        "offtune: this offloader was made for another engine's hooks (HookCarrier::External); an "
+        "OffloadScope would not be heard: give its ExternalHooks to that engine instead");
+  }
+  return OffloadScope(ctx_);
+}
 void ActivationOffloader::never_offload(const at::Tensor& tensor) { ctx_->never_offload(tensor); }
 void ActivationOffloader::exclude_module(const void* module) { ctx_->exclude_module(module); }
 bool ActivationOffloader::is_excluded(const void* module) const {
@@ -1890,6 +1899,21 @@ OffloadScope::~OffloadScope() {
 
 NoOffloadRegion::NoOffloadRegion() : token_(detail::push_frame(nullptr, 0)) {}
 NoOffloadRegion::~NoOffloadRegion() { detail::pop_frame(token_); }
+
+ExternalHooks::ExternalHooks(const ActivationOffloader& offloader)
+    : ctx_(offloader.ctx_), generation_(ctx_->new_generation()) {}
+
+std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make() const {
+  return detail::make_slot(*ctx_, generation_);
+}
+
+std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make_kept() {
+  return detail::make_floor_hooks(HookFloor::NoOp);
+}
+
+std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make_floor(HookFloor kind) {
+  return detail::make_floor_hooks(kind);
+}
 
 HookFloorScope::HookFloorScope(HookFloor kind) {
   detail::ensure_engine_installed();

@@ -13,6 +13,11 @@
 // the tensors saved during it, and tells the offloaders that took part when it ends (successfully
 // or not). See note_unpack_in_backward.
 //
+// In a Python process none of this is installed (ensure_engine_installed refuses): Python's engine
+// carries the hooks (external_hooks.hpp), and the only thing the seam adds there is the
+// end-of-backward cleanup, registered as one of that engine's final callbacks
+// (note_unpack_in_backward).
+//
 // The other half of the seam, ATen's op observer (record-function callbacks), is in seam_ops.cpp.
 //
 // Verified on torch 2.15.0 (the pinned version).
@@ -35,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -367,7 +373,43 @@ ag::Engine& offtune_engine() {
   return *engine;
 }
 
+// ---- backwards run by another engine ------------------------------------------------------------
+
+// (task, offloader) pairs whose cleanup is queued on a foreign backward. Entries of a backward
+// that failed (its final callbacks never run) would stay: the oldest go past a bound, as task ids
+// only grow and such an old backward is over.
+std::mutex g_foreign_mutex;
+std::set<std::pair<int, const Context*>>& foreign_tasks() {
+  static auto* set = new std::set<std::pair<int, const Context*>>();  // leaked, as tasks()
+  return *set;
+}
+constexpr size_t kMaxForeignTasks = 4096;
+
+// Registers `ctx`'s end_of_backward as a final callback of the backward running on this thread
+// (Engine::queue_callback adds it to the current graph task, whichever engine runs it): it runs
+// after the last node, before backward() returns, when the backward succeeds.
+void end_of_foreign_backward_with(Context& ctx, int task) {
+  {
+    std::lock_guard<std::mutex> lock(g_foreign_mutex);
+    auto& set = foreign_tasks();
+    if (!set.emplace(task, &ctx).second) return;
+    while (set.size() > kMaxForeignTasks) set.erase(set.begin());
+  }
+  ag::Engine::get_default_engine().queue_callback([task, key = &ctx, weak = weak_of(ctx)] {
+    {
+      std::lock_guard<std::mutex> lock(g_foreign_mutex);
+      foreign_tasks().erase({task, key});
+    }
+    if (auto alive = weak.lock()) end_of_backward(*alive, task);
+  });
+}
+
 }  // namespace
+
+std::unique_ptr<ag::SavedVariableHooks> make_floor_hooks(HookFloor kind) {
+  if (kind == HookFloor::Copy) return std::make_unique<CopyFloorHooks>();
+  return std::make_unique<FloorHooks>();
+}
 
 OFFTUNE_HOT at::Tensor SavedTensorSlot::call_unpack_hook() {
   at::Tensor t = unpack();
@@ -478,11 +520,16 @@ OFFTUNE_HOT void note_unpack_in_backward(Context& ctx) {
   thread_local int last_task = -1;
   thread_local const Context* last_ctx = nullptr;
   if (task == last_task && &ctx == last_ctx) return;
-  std::lock_guard<std::mutex> lock(g_tasks_mutex);
+  std::unique_lock<std::mutex> lock(g_tasks_mutex);
   auto it = tasks().find(task);
-  if (it == tasks().end()) return;  // not started through this engine
   last_task = task;
   last_ctx = &ctx;
+  if (it == tasks().end()) {
+    // Not started through offtune's engine: another engine (Python's) runs this backward.
+    lock.unlock();
+    end_of_foreign_backward_with(ctx, task);
+    return;
+  }
   Binding& b = it->second;
   const bool known = std::any_of(b.participants.begin(), b.participants.end(),
                                  [&](const std::weak_ptr<Context>& w) {

@@ -111,8 +111,14 @@ bool listen_to_current_task(std::weak_ptr<TaskListener> listener);
 // Called by the engine when it unpacks a tensor inside backward: `ctx` takes part in the current
 // backward (it hears end_of_backward when that backward ends, successfully or not), and becomes the
 // offloader of the tensors that backward saves on its threads, unless the thread that called
-// backward() named one (its innermost scope, or a no-offload region).
+// backward() named one (its innermost scope, or a no-offload region). In a backward run by another
+// engine (Python's), `ctx` hears end_of_backward through that engine's final callbacks
+// (Engine::queue_callback), once per backward: when it succeeds, before backward() returns. A
+// failed backward runs no final callbacks there; its buffers go with the saved tensors.
 void note_unpack_in_backward(Context& ctx);
+
+// A HookFloorScope's hooks object of `kind`, for ExternalHooks (another engine's hooks).
+std::unique_ptr<torch::autograd::SavedVariableHooks> make_floor_hooks(HookFloor kind);
 
 // ATen's op observer (record-function callbacks), the other libtorch API this seam confines: the
 // device model (sim_clock.cpp) hears every ATen op, on every thread, begin and end, to time it.

@@ -115,19 +115,34 @@ struct DiskTierInfo {
 };
 
 class OffloadScope;
+class ExternalHooks;
+
+// What brings saved tensors to an offloader.
+enum class HookCarrier : uint8_t {
+  // offtune's autograd engine, installed as libtorch's default by the first such offloader (a C++
+  // program): saved tensors reach the offloader under its OffloadScope.
+  OfftuneEngine,
+  // Another engine's saved-tensor hooks: in a Python process, torch's saved_tensors_hooks calling
+  // ExternalHooks (offtune/external_hooks.hpp). Nothing is installed, and scope() throws.
+  External,
+};
 
 class ActivationOffloader {
  public:
   // Validates the options (OptionsError) and resolves the backend (EngineError when cuda is asked
-  // for and no GPU is usable, or when another autograd engine, e.g. Python's, is installed).
-  explicit ActivationOffloader(OffloadOptions options = {});
+  // for and no GPU is usable, or, with HookCarrier::OfftuneEngine, when another autograd engine,
+  // e.g. Python's, is installed).
+  explicit ActivationOffloader(OffloadOptions options = {},
+                               HookCarrier carrier = HookCarrier::OfftuneEngine);
   ~ActivationOffloader();
   ActivationOffloader(const ActivationOffloader&) = delete;
   ActivationOffloader& operator=(const ActivationOffloader&) = delete;
 
   // Saved tensors created while the returned scope lives (on this thread) are managed by this
-  // offloader.
+  // offloader. Throws EngineError for an offloader made with HookCarrier::External: no engine of
+  // offtune's would hear the scope.
   [[nodiscard]] OffloadScope scope();
+  HookCarrier carrier() const { return carrier_; }
 
   // The tensor's storage is never offloaded (parameters, buffers, caches). Held weakly.
   void never_offload(const at::Tensor& tensor);
@@ -154,7 +169,9 @@ class ActivationOffloader {
  private:
   friend class OffloadScope;
   friend class LayerOffloader;  // shares the backend, copy stream and observer (layer_offload.hpp)
+  friend class ExternalHooks;
   std::shared_ptr<detail::Context> ctx_;
+  HookCarrier carrier_ = HookCarrier::OfftuneEngine;
 };
 
 // While alive, saved tensors on this thread go through `offloader` (innermost scope wins). It may

@@ -1,0 +1,40 @@
+"""offtune from Python: its C++ activation-offloading engine inside your own training loop.
+
+    import offtune
+    ctx = offtune.get_act_offloading_ctx_manager(model)   # TRL's drop-in, TRL's rules
+    with ctx:
+        loss = model(**batch).loss
+    loss.backward()
+
+    off = offtune.Offloader(min_offload_size="64KiB", max_fwd_stash_size=5, prefetch=1)
+    with off.scope():                                       # any engine option, by name
+        loss = model(**batch).loss
+    loss.backward()
+    print(off.stats())
+
+Torch's own autograd engine runs the steps: offtune's pack and unpack hooks (C++) reach it through
+torch.autograd.graph.saved_tensors_hooks. README.md, "From Python", says more.
+"""
+
+from ._native import _offtune
+from ._build_info import OFFTUNE_VERSION as __version__
+from .engine import (
+    LayerOffloader,
+    Offloader,
+    no_offload,
+    offload_decoder_layers,
+    option_names,
+)
+from .trl import get_act_offloading_ctx_manager
+
+host_sim = _offtune.host_sim
+
+__all__ = [
+    "LayerOffloader",
+    "Offloader",
+    "get_act_offloading_ctx_manager",
+    "host_sim",
+    "no_offload",
+    "offload_decoder_layers",
+    "option_names",
+]
