@@ -365,6 +365,26 @@ TEST_F(LiveRunTest, StepCallsOutOfOrderAreRefusedWithTheCallNamed) {
   EXPECT_THROW(LiveRun(store, spec), std::invalid_argument);
 }
 
+TEST_F(LiveRunTest, ARunToldWhereStepsBeginMeasuresOnlyBetweenBeginAndEnd) {
+  auto store = std::shared_ptr<Store>(make_memory_store());
+  Loop loop;
+  auto spec = spec_for("", baseline(), 0);
+  spec.begin_first_step = false;
+  LiveRun run(store, spec);
+  EXPECT_FALSE(run.step_open());
+  loop.step(nullptr);  // before the first step: not measured
+  for (int i = 0; i < 2; ++i) {
+    run.begin_step();
+    EXPECT_TRUE(run.step_open());
+    loop.step(nullptr);
+    run.end_step();
+  }
+  const auto& rec = run.finish();
+  EXPECT_EQ(rec.status, RunStatus::Ok) << rec.error;
+  EXPECT_EQ(run.steps_begun(), 2);
+  EXPECT_EQ(store->steps(rec.id).size(), 2u);
+}
+
 TEST(LiveRunConfig, AnOffloadersOptionsAreTheConfigARunRecords) {
   OffloadOptions o;
   o.min_offload_size = 65536;

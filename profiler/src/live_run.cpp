@@ -150,8 +150,10 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
     if (st.host_sim && spec_.device_model) host_sim::set_device_model(st.previous_model);
     throw;
   }
-  begin_step();
+  if (spec_.begin_first_step) begin_step();
 }
+
+bool LiveRun::step_open() const { return !finished_ && state_->open; }
 
 LiveRun::~LiveRun() {
   if (finished_) return;

@@ -14,7 +14,8 @@
 //   unsettled, at most kMaxExtraWarmup of them, when the run finishes (3 or more measured steps;
 //   never with a device model, which times every step alike).
 // - Steps: begin_step() / end_step(), or step() for a loop that marks only one boundary per
-//   iteration (it ends the open step and begins the next; the first begins at construction). A
+//   iteration (it ends the open step and begins the next; the first begins at construction unless
+//   LiveRunSpec::begin_first_step is false). A
 //   step still open when the run finishes is not counted: it is the loop's tail.
 // - Phases: begin_phase()/end_phase() mark forward and backward where the loop knows them. A step
 //   with neither marked counts as compute from its begin to its end, less the engine's waits
@@ -71,6 +72,9 @@ struct LiveRunSpec {
   bool record_timeline = true;
   Collector collector = Collector::Auto;
   std::optional<DeviceModel> device_model;  // host-sim only (std::invalid_argument on cuda)
+  // The first step begins at construction (for loops that call step() after each iteration);
+  // false: at the first begin_step() (for callbacks told where each step begins).
+  bool begin_first_step = true;
 };
 
 // An offloader's options as the config a run records (to_options' inverse for the fields a config
@@ -105,6 +109,7 @@ class LiveRun {
 
   // Steps begun so far (warm-up included) and measured so far (before warm-up until stable).
   int64_t steps_begun() const { return begun_; }
+  bool step_open() const;
   int64_t steps_measured() const { return static_cast<int64_t>(steps_.size()); }
   RunId id() const { return record_.id; }
 
