@@ -150,7 +150,15 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
     if (st.host_sim && spec_.device_model) host_sim::set_device_model(st.previous_model);
     throw;
   }
-  if (spec_.begin_first_step) begin_step();
+  if (!spec_.begin_first_step) return;
+  try {
+    begin_step();
+  } catch (const std::exception& e) {
+    // CUPTI required and unavailable, a device that fails: the run is recorded as failed and the
+    // process-wide settings are put back (the destructor does not run for a throwing constructor).
+    close(RunStatus::Failed, e.what());
+    throw;
+  }
 }
 
 bool LiveRun::step_open() const { return !finished_ && state_->open; }
