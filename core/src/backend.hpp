@@ -104,6 +104,11 @@ std::unique_ptr<Backend> make_host_sim_backend(const OffloadOptions& options);
 // Throws EngineError when no CUDA device is usable.
 std::unique_ptr<Backend> make_cuda_backend(const OffloadOptions& options);
 bool cuda_available();
+// The backends' memory figures without a backend (offtune::device_memory). Cuda: device -1 is the
+// current device.
+DeviceMemory cuda_device_memory(c10::DeviceIndex device);
+void cuda_reset_peak(c10::DeviceIndex device);
+DeviceMemory host_sim_device_memory();
 
 int64_t now_ns();
 

@@ -43,6 +43,20 @@ void warn_cuda_error(const char* call, cudaError_t err, const char* file, int li
 
 bool cuda_available() { return c10::cuda::device_count() > 0; }
 
+DeviceMemory cuda_device_memory(c10::DeviceIndex device) {
+  if (device < 0) device = c10::cuda::current_device();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  // Index 0 is the aggregate over pool types in every torch release since 1.x.
+  const auto& allocated = stats.allocated_bytes[0];
+  const auto& reserved = stats.reserved_bytes[0];
+  return {allocated.current, allocated.peak, reserved.current, reserved.peak};
+}
+
+void cuda_reset_peak(c10::DeviceIndex device) {
+  if (device < 0) device = c10::cuda::current_device();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+}
+
 namespace {
 
 using c10::cuda::CUDAEvent;
@@ -247,14 +261,8 @@ class CudaBackend final : public Backend {
     // cache miss (ReclaimPrefetches below).
     return free + std::max<int64_t>(cached, 0) - pressure_margin();
   }
-  DeviceMemory memory() const override {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_);
-    // Index 0 is the aggregate over pool types in every torch release since 1.x.
-    const auto& allocated = stats.allocated_bytes[0];
-    const auto& reserved = stats.reserved_bytes[0];
-    return {allocated.current, allocated.peak, reserved.current, reserved.peak};
-  }
-  void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+  DeviceMemory memory() const override { return cuda_device_memory(device_); }
+  void reset_peak() override { cuda_reset_peak(device_); }
   HostMemorySource& host_memory() override { return host_memory_; }
 
  private:

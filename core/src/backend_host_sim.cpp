@@ -250,12 +250,7 @@ class HostSimBackend final : public Backend {
     return cap - host_sim::counters().reserved;
   }
 
-  DeviceMemory memory() const override {
-    const auto c = host_sim::counters();
-    if (sim::modelled())
-      return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved};
-    return {c.allocated, c.peak, c.reserved, c.peak_reserved};
-  }
+  DeviceMemory memory() const override { return host_sim_device_memory(); }
   void reset_peak() override { host_sim::reset_peak(); }
   HostMemorySource& host_memory() override { return host_memory_; }
 
@@ -320,6 +315,12 @@ class HostSimBackend final : public Backend {
 };
 
 }  // namespace
+
+DeviceMemory host_sim_device_memory() {
+  const auto c = host_sim::counters();
+  if (sim::modelled()) return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved};
+  return {c.allocated, c.peak, c.reserved, c.peak_reserved};
+}
 
 std::unique_ptr<Backend> make_host_sim_backend(const OffloadOptions& options) {
   return std::make_unique<HostSimBackend>(options);

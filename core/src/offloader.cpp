@@ -67,6 +67,7 @@
 #include "block_cache.hpp"
 #include "disk_tier.hpp"
 #include "host_pool.hpp"
+#include "offtune/host_sim.hpp"
 #include "pressure.hpp"
 #include "seam.hpp"
 #include "sysmem.hpp"
@@ -1872,6 +1873,32 @@ std::unique_ptr<detail::Backend> make_backend(const OffloadOptions& options) {
   return detail::make_host_sim_backend(options);
 }
 }  // namespace
+
+DeviceMemory device_memory(BackendKind backend) {
+  switch (backend) {
+    case BackendKind::Cuda:
+      return detail::cuda_device_memory(-1);
+    case BackendKind::HostSim:
+      return detail::host_sim_device_memory();
+    case BackendKind::Auto:
+      break;
+  }
+  throw OptionsError("device_memory needs a resolved backend (cuda or host-sim), not auto");
+}
+
+void reset_peak_device_memory(BackendKind backend) {
+  switch (backend) {
+    case BackendKind::Cuda:
+      detail::cuda_reset_peak(-1);
+      return;
+    case BackendKind::HostSim:
+      host_sim::reset_peak();
+      return;
+    case BackendKind::Auto:
+      break;
+  }
+  throw OptionsError("reset_peak_device_memory needs a resolved backend (cuda or host-sim)");
+}
 
 ActivationOffloader::ActivationOffloader(OffloadOptions options, HookCarrier carrier)
     : carrier_(carrier) {

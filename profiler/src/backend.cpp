@@ -136,6 +136,23 @@ DeviceModel load_device_model(const std::string& spec) {
   return m;
 }
 
+void fill_environment(Environment& env, BackendKind backend, const DeviceModel* device_model,
+                      const std::string& link_name) {
+  env.offtune_version = std::string(kVersion);
+  env.torch_version = TORCH_VERSION;
+  env.backend = std::string(to_string(backend));
+  if (backend != BackendKind::HostSim) {
+    env.device = "cuda:0";
+  } else if (device_model != nullptr) {
+    env.device = "host-sim modelling " + device_model->title + " (link " + link_name + ")";
+  } else {
+    env.device = "host-sim (link " + link_name + ")";
+  }
+  env.git_revision = OFFTUNE_GIT_REVISION;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) env.host = host;
+}
+
 PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
   PreparedBackend out;
   out.base.backend = r.backend;
@@ -160,19 +177,7 @@ PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
     at::set_num_threads(static_cast<int>(t));
   }
   out.device = on_host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
-  env.offtune_version = std::string(kVersion);
-  env.torch_version = TORCH_VERSION;
-  env.backend = std::string(to_string(out.base.backend));
-  if (!on_host_sim) {
-    env.device = "cuda:0";
-  } else if (r.device_model) {
-    env.device = "host-sim modelling " + r.device_model->title + " (link " + r.link_name + ")";
-  } else {
-    env.device = "host-sim (link " + r.link_name + ")";
-  }
-  env.git_revision = OFFTUNE_GIT_REVISION;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) env.host = host;
+  fill_environment(env, out.base.backend, r.device_model ? &*r.device_model : nullptr, r.link_name);
   return out;
 }
 

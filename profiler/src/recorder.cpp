@@ -134,6 +134,11 @@ void Recorder::mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std:
   events_.push_back(std::move(ev));
 }
 
+void Recorder::mark_busy(int64_t begin_ns, int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  busy_.emplace_back(begin_ns, std::max(begin_ns, end_ns));
+}
+
 void Recorder::sample_device_bytes(int64_t time_ns, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   last_device_bytes_ = bytes;
@@ -147,7 +152,7 @@ void Recorder::sample_device_bytes(int64_t time_ns, int64_t bytes) {
 // Host-sim compute: the compute thread is busy for the whole of forward and backward except while
 // it is blocked — in a wait, or running a single-stream copy itself.
 void Recorder::derive_compute_locked(std::vector<TimelineEvent>& out) const {
-  std::vector<std::pair<int64_t, int64_t>> busy, blocked;
+  std::vector<std::pair<int64_t, int64_t>> busy(busy_), blocked;
   for (const auto& e : events_) {
     if (e.kind == EventKind::Forward || e.kind == EventKind::Backward) {
       busy.emplace_back(e.start_ns, e.end_ns);
@@ -191,6 +196,7 @@ Recorder::Snapshot Recorder::take() {
   s.occupancy = std::move(occupancy_);
   events_.clear();
   occupancy_.clear();
+  busy_.clear();
   if (!device_curve_.empty()) {
     const auto early = [](const OccupancySample& a, const OccupancySample& b) {
       return a.time_ns < b.time_ns;

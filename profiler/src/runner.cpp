@@ -2,113 +2,21 @@
 
 #include <c10/util/Exception.h>
 
-#include <algorithm>
-#include <chrono>
 #include <limits>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "offtune/host_sim.hpp"
-#include "offtune/profiler/cupti.hpp"
-#include "offtune/profiler/metrics.hpp"
 #include "offtune/profiler/nvtx.hpp"
 #include "offtune/profiler/recorder.hpp"
+#include "run_parts.hpp"
 
 namespace offtune::profiler {
-namespace {
 
-// Warm-up until stable (run_measured): a first measured step this much slower than the median of
-// the others is warm-up.
-constexpr double kUnsettled = 1.25;
-
-int64_t unix_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string one_line(std::string s) {
-  // c10 errors carry a backtrace after the first line: keep the message.
-  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
-  return s;
-}
-
-// Device memory as the allocator changes it, one step at a time (host-sim): every allocation and
-// free moves a running total, and the step's curve is kept at kCurvePoints buckets, each at its
-// highest value (so that the peak survives the thinning).
-class MemoryCurve final : public host_sim::AllocationListener {
- public:
-  void begin(int64_t time_ns, int64_t allocated) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    bytes_ = allocated;
-    points_.clear();
-    points_.emplace_back(time_ns, allocated);
-    active_ = true;
-  }
-  // The step's curve, thinned; recording stops until the next begin().
-  std::vector<std::pair<int64_t, int64_t>> end(int64_t time_ns) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    active_ = false;
-    if (points_.empty()) return {};
-    const int64_t t0 = points_.front().first;
-    const int64_t width = std::max<int64_t>((time_ns - t0) / kCurvePoints, 1);
-    std::vector<std::pair<int64_t, int64_t>> out;
-    int64_t bucket = -1;
-    for (const auto& p : points_) {
-      const int64_t b = (p.first - t0) / width;
-      if (b != bucket || out.empty()) {
-        out.push_back(p);
-        bucket = b;
-      } else if (p.second > out.back().second) {
-        out.back() = p;
-      }
-    }
-    out.emplace_back(time_ns, points_.back().second);
-    points_.clear();
-    return out;
-  }
-  void on_allocate(const void*, int64_t bytes, int64_t time_ns) noexcept override {
-    add(bytes, time_ns);
-  }
-  void on_free(const void*, int64_t bytes, int64_t time_ns) noexcept override {
-    add(-bytes, time_ns);
-  }
-
- private:
-  static constexpr int64_t kCurvePoints = 400;
-  void add(int64_t delta, int64_t time_ns) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!active_) return;
-    bytes_ += delta;
-    try {
-      points_.emplace_back(time_ns, bytes_);
-    } catch (...) {  // out of host memory: the curve is thinner, the run goes on
-    }
-  }
-  std::mutex mutex_;
-  bool active_ = false;
-  int64_t bytes_ = 0;
-  std::vector<std::pair<int64_t, int64_t>> points_;
-};
-
-// Installs a listener for its lifetime (one at a time, process-wide).
-class ListenerScope {
- public:
-  explicit ListenerScope(host_sim::AllocationListener* l) : on_(l != nullptr) {
-    if (on_) host_sim::set_allocation_listener(l);
-  }
-  ~ListenerScope() {
-    if (on_) host_sim::set_allocation_listener(nullptr);
-  }
-  ListenerScope(const ListenerScope&) = delete;
-  ListenerScope& operator=(const ListenerScope&) = delete;
-
- private:
-  bool on_;
-};
-
-}  // namespace
+using detail::ListenerScope;
+using detail::MemoryCurve;
+using detail::one_line;
+using detail::unix_now_ns;
 
 void TeeObserver::on_pack(const PackEvent& e) {
   for (auto& t : targets_) t->on_pack(e);
@@ -209,25 +117,10 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     ActivationOffloader* active = spec.config.offload || layers ? offloader.get() : nullptr;
 
     // Device activity: CUPTI on cuda unless told otherwise; host timestamps on host-sim.
-    std::unique_ptr<ActivityCollector> collector;
-    if (host_sim) {
-      const DeviceModel* dm = host_sim::device_model();
-      collector = make_null_collector(
-          dm != nullptr
-              ? "host-sim: time modelled for " + dm->title + " (device model " + dm->name + ")"
-              : std::string("host-sim: copies timed by the copy thread"));
-    } else if (spec.collector == Collector::NvtxOnly) {
-      collector = make_null_collector("nvtx-only: device activity left to Nsight");
-    } else {
-      collector = make_cupti_collector();
-    }
+    auto collector = detail::make_run_collector(host_sim, spec.collector);
     // Started with the first measured step, so warm-up activity stays out of the timeline.
     const auto start_collector = [&] {
-      collector->start();
-      if (!collector->active() && spec.collector == Collector::Cupti) {
-        throw std::runtime_error("CUPTI unavailable: " + collector->status());
-      }
-      out.collector_status = collector->status();
+      out.collector_status = detail::start_run_collector(*collector, spec.collector);
     };
 
     // Warm-up until stable: a first measured step much slower than the others is warm-up that the
@@ -269,108 +162,34 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
         recorder->mark(EventKind::Backward, phases.forward_end, phases.backward_end);
       }
       recorder->sample_device_bytes(end, mem.allocated);
-      StepRecord s;
-      s.run = rec.id;
-      s.step = i - spec.workload.warmup;
-      s.begin_ns = begin;
-      s.end_ns = end;
-      s.peak_allocated = mem.peak_allocated;
-      s.peak_reserved = mem.peak_reserved;
-      s.offloaded_bytes = stats_after.offloaded_bytes - stats_before.offloaded_bytes;
-      s.reloaded_bytes = stats_after.reloaded_bytes - stats_before.reloaded_bytes;
-      const auto overlap =
-          compute_overlap(recorder->events_between(begin, end), Interval{begin, end});
-      s.hidden_copy_pct = overlap.hidden_pct;
-      s.exposed_copy_ns = overlap.exposed_ns;
-      s.loss = phases.loss;
+      StepRecord s = detail::step_record(
+          *recorder, rec.id, i - spec.workload.warmup, begin, end, mem,
+          stats_after.offloaded_bytes - stats_before.offloaded_bytes,
+          stats_after.reloaded_bytes - stats_before.reloaded_bytes, phases.loss);
       out.steps.push_back(s);
       step_ms.push_back(static_cast<double>(end - begin) / 1e6);
       if (settle && static_cast<int64_t>(step_ms.size()) == spec.workload.steps &&
-          out.warmup_added < kMaxExtraWarmup) {
-        std::vector<double> rest(step_ms.begin() + 1, step_ms.end());
-        std::sort(rest.begin(), rest.end());
-        const size_t m = rest.size() / 2;
-        const double median = rest.size() % 2 == 1 ? rest[m] : 0.5 * (rest[m - 1] + rest[m]);
-        if (step_ms.front() > kUnsettled * median) {
-          step_ms.erase(step_ms.begin());
-          out.steps.erase(out.steps.begin());
-          ++out.warmup_added;
-          ++total;
-        }
+          out.warmup_added < kMaxExtraWarmup && detail::first_step_unsettled(step_ms)) {
+        step_ms.erase(step_ms.begin());
+        out.steps.erase(out.steps.begin());
+        ++out.warmup_added;
+        ++total;
       }
     }
     // Steps are numbered from the first one kept; the timeline keeps what they covered.
     for (size_t k = 0; k < out.steps.size(); ++k) out.steps[k].step = static_cast<int64_t>(k);
     const int64_t kept_from = out.steps.empty() ? 0 : out.steps.front().begin_ns;
-    collector->stop();
+    auto snapshot = detail::finish_timeline(*recorder, *collector, host_sim, out.warmup_added > 0,
+                                            kept_from, rec.id);
     out.dropped_records = collector->dropped_records();
-    auto snapshot = recorder->take();
-    if (out.warmup_added > 0) {
-      // The dropped steps lead: what the recorder saw before the first kept step goes, and the
-      // step marks are named by the steps kept. (On cuda, CUPTI's records, merged below, keep
-      // the GPU's own clock and are left as they are.)
-      std::erase_if(snapshot.events,
-                    [&](const TimelineEvent& e) { return e.start_ns < kept_from; });
-      std::erase_if(snapshot.occupancy,
-                    [&](const OccupancySample& o) { return o.time_ns < kept_from; });
-      int64_t n = 0;
-      for (auto& e : snapshot.events) {
-        if (e.kind == EventKind::Step) e.name = "step " + std::to_string(n++);
-      }
-    }
-    if (collector->active() || !host_sim) {
-      // CUPTI's kernels and copies replace the engine's observed copy times on cuda.
-      auto device_events = collector->take();
-      if (!device_events.empty()) {
-        std::erase_if(snapshot.events, [](const TimelineEvent& e) {
-          return e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D;
-        });
-        snapshot.events.insert(snapshot.events.end(), device_events.begin(), device_events.end());
-        std::stable_sort(
-            snapshot.events.begin(), snapshot.events.end(),
-            [](const TimelineEvent& a, const TimelineEvent& b) { return a.start_ns < b.start_ns; });
-      }
-    }
-    for (auto& e : snapshot.events) e.run = rec.id;
-    for (auto& o : snapshot.occupancy) o.run = rec.id;
     store.add_steps(out.steps);
     if (spec.record_timeline) {
       store.add_events(snapshot.events);
       store.add_occupancy(snapshot.occupancy);
     }
 
-    RunSummary& sum = rec.summary;
-    const auto st = step_stats(step_ms);
-    set_step_time(sum, st);
-    if (host_sim && host_sim::device_model() != nullptr && !step_ms.empty() &&
-        st.min_ms == st.max_ms) {
-      // A device model times every step of a workload alike: even one step is exact (a level
-      // above 0 with zero width, as several equal steps give).
-      sum.step_ms_ci_low = sum.step_ms_ci_high = st.median_ms;
-      sum.step_ms_ci_level = 1.0;
-    }
-    const auto steps = static_cast<int64_t>(std::max<size_t>(out.steps.size(), 1));
-    for (const auto& s : out.steps) {
-      sum.peak_allocated = std::max(sum.peak_allocated, s.peak_allocated);
-      sum.peak_reserved = std::max(sum.peak_reserved, s.peak_reserved);
-      sum.offloaded_bytes += s.offloaded_bytes;
-      sum.reloaded_bytes += s.reloaded_bytes;
-    }
-    sum.offloaded_bytes /= steps;
-    sum.reloaded_bytes /= steps;
-    const auto overlap = compute_overlap(snapshot.events);
-    sum.hidden_copy_pct = overlap.hidden_pct;
-    sum.hidden_d2h_pct = overlap.d2h_hidden_pct;
-    sum.hidden_h2d_pct = overlap.h2d_hidden_pct;
-    sum.exposed_copy_ns = overlap.exposed_ns / steps;
-    sum.pageable_copies = overlap.pageable_copies / steps;
-    // Host copies of a step are all alive at the end of its forward: their peak is the step's
-    // bytes.
-    for (const auto& s : out.steps) {
-      sum.host_bytes_peak = std::max(sum.host_bytes_peak, s.offloaded_bytes);
-    }
-    sum.pinned_bytes = offloader->resident().host_pool_reserved_bytes;
-    sum.final_loss = out.steps.empty() ? 0.0 : out.steps.back().loss;
+    rec.summary = detail::summarize(out.steps, step_ms, snapshot, modelled,
+                                    offloader->resident().host_pool_reserved_bytes);
     offloader->set_observer(nullptr);
     rec.status = RunStatus::Ok;
   } catch (const StoreError&) {

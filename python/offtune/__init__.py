@@ -38,3 +38,17 @@ __all__ = [
     "offload_decoder_layers",
     "option_names",
 ]
+
+# The recorder (offtune.record) and the Hugging Face callback, which needs transformers: imported
+# when first named.
+from .record import Recording, record  # noqa: E402
+
+__all__ += ["OfftuneCallback", "Recording", "record"]
+
+
+def __getattr__(name):
+    if name == "OfftuneCallback":
+        from .callback import OfftuneCallback
+
+        return OfftuneCallback
+    raise AttributeError(f"module 'offtune' has no attribute {name!r}")

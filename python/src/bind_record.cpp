@@ -1,5 +1,229 @@
-// The recorder's binding: filled in by the recorder's change (offtune.record, the Hugging Face
-// callback); empty until then.
-#include "bindings.hpp"
+// The recorder, bound: a LiveRun (profiler/live_run.hpp) over an SQLite store, for offtune.record
+// and the Hugging Face callback (python/offtune/record.py, callback.py). The store, the run's rows,
+// the step figures and the sweep point are the profiler's; this file turns Python's description of
+// the run into a LiveRunSpec and the profiler's errors into Python's:
+//   a file that is not an offtune store (another program's SQLite file, a text file, a newer
+//   schema, corruption): ValueError, the file untouched;
+//   a store that cannot be opened or written (a missing or unwritable directory, a full disk, a
+//   lock held too long): OSError;
+//   a bad device model, backend or collector: ValueError; a step call out of order: RuntimeError.
+#include <torch/csrc/utils/pybind.h>
+#include <torch/cuda.h>
 
-void bind_record(pybind11::module_&) {}
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "offtune/offloader.hpp"
+#include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/json.hpp"
+#include "offtune/profiler/live_run.hpp"
+#include "offtune/profiler/store.hpp"
+
+namespace py = pybind11;
+namespace pf = offtune::profiler;
+
+namespace offtune::python {
+namespace {
+
+pf::Collector parse_collector(const std::string& s) {
+  if (s == "auto") return pf::Collector::Auto;
+  if (s == "cupti") return pf::Collector::Cupti;
+  if (s == "nvtx-only") return pf::Collector::NvtxOnly;
+  throw std::invalid_argument("collector '" + s + "' is not one of auto, cupti, nvtx-only");
+}
+
+pf::RunStatus parse_failure(const std::string& s) {
+  if (s == "failed") return pf::RunStatus::Failed;
+  if (s == "oom") return pf::RunStatus::OutOfMemory;
+  if (s == "interrupted") return pf::RunStatus::Interrupted;
+  throw std::invalid_argument("run status '" + s + "' is not one of failed, oom, interrupted");
+}
+
+StepPhase parse_phase(const std::string& s) {
+  if (s == "forward") return StepPhase::Forward;
+  if (s == "backward") return StepPhase::Backward;
+  throw std::invalid_argument("phase '" + s + "' is not forward or backward");
+}
+
+template <typename T>
+T get_or(const py::dict& d, const char* key, T fallback) {
+  if (!d.contains(key) || d[key].is_none()) return fallback;
+  return d[key].cast<T>();
+}
+
+py::dict to_dict(const pf::RunRecord& r) {
+  py::dict d;
+  d["id"] = r.id.value;
+  d["status"] = std::string(pf::to_string(r.status));
+  d["error"] = r.error;
+  const auto& s = r.summary;
+  d["step_ms_median"] = s.step_ms_median;
+  d["step_ms_min"] = s.step_ms_min;
+  d["step_ms_max"] = s.step_ms_max;
+  d["peak_allocated"] = s.peak_allocated;
+  d["peak_reserved"] = s.peak_reserved;
+  d["offloaded_bytes"] = s.offloaded_bytes;
+  d["reloaded_bytes"] = s.reloaded_bytes;
+  d["hidden_copy_pct"] = s.hidden_copy_pct;
+  d["exposed_copy_ns"] = s.exposed_copy_ns;
+  d["pinned_bytes"] = s.pinned_bytes;
+  d["final_loss"] = s.final_loss;
+  return d;
+}
+
+// A recording: its store and its run, alive together. The offloaders it observes are kept alive
+// by it too (the run holds them by reference).
+class Recording {
+ public:
+  // `spec`: name, label, model, batch, seq, dtype, warmup, steps, lora_rank, checkpoint, backend
+  // ("auto" | "cuda" | "host-sim"), device_model (a profile name or a JSON file; None),
+  // collector, timeline, begin_first_step. `offloaders`: the engines to observe (none: the
+  // baseline); the run's config is the first one's options.
+  Recording(const std::string& db, const py::dict& spec,
+            std::vector<std::shared_ptr<ActivationOffloader>> offloaders)
+      : offloaders_(std::move(offloaders)) {
+    pf::LiveRunSpec s;
+    s.workload.model = get_or<std::string>(spec, "model", "");
+    s.workload.batch = get_or<int64_t>(spec, "batch", 0);
+    s.workload.seq = get_or<int64_t>(spec, "seq", 0);
+    s.workload.dtype = get_or<std::string>(spec, "dtype", "");
+    s.workload.warmup = get_or<int64_t>(spec, "warmup", 1);
+    s.workload.steps = get_or<int64_t>(spec, "steps", 0);
+    s.workload.lora_rank = get_or<int64_t>(spec, "lora_rank", 0);
+    s.workload.optimizer = true;
+    if (s.workload.warmup < 0) throw std::invalid_argument("warmup must be 0 or more");
+    s.label = get_or<std::string>(spec, "label", "");
+    s.sweep = get_or<std::string>(spec, "name", "");
+    s.collector = parse_collector(get_or<std::string>(spec, "collector", "auto"));
+    s.record_timeline = get_or<bool>(spec, "timeline", true);
+    s.begin_first_step = get_or<bool>(spec, "begin_first_step", true);
+    if (offloaders_.empty()) {
+      s.config.offload = false;
+    } else {
+      s.config = pf::engine_config(offloaders_.front()->options());
+    }
+    s.config.checkpoint = get_or<std::string>(spec, "checkpoint", "none");
+
+    // The backend: the offloaders' (they resolved it), else as asked.
+    const std::string asked = get_or<std::string>(spec, "backend", "auto");
+    BackendKind backend = parse_backend(asked);  // OptionsError (ValueError) for a bad name
+    if (!offloaders_.empty()) {
+      const BackendKind theirs = offloaders_.front()->backend();
+      if (backend != BackendKind::Auto && backend != theirs) {
+        throw std::invalid_argument("record: backend '" + asked + "' but the offloader runs on " +
+                                    std::string(to_string(theirs)));
+      }
+      backend = theirs;
+    }
+    if (backend == BackendKind::Auto) {
+      backend = torch::cuda::is_available() ? BackendKind::Cuda : BackendKind::HostSim;
+    }
+    const std::string model_name = get_or<std::string>(spec, "device_model", "");
+    if (!model_name.empty()) {
+      if (backend != BackendKind::HostSim) {
+        throw std::invalid_argument(
+            "device_model applies to host-sim only (cuda measures the "
+            "GPU): run on host-sim or leave device_model out");
+      }
+      s.device_model = pf::load_device_model(model_name);
+    }
+    pf::fill_environment(s.env, backend, s.device_model ? &*s.device_model : nullptr,
+                         offloaders_.empty() ? "none" : s.config.link);
+    // Opened last: nothing above writes, so a bad argument leaves no store file behind.
+    store_ = std::shared_ptr<pf::Store>(pf::open_sqlite_store(db));
+    run_ = std::make_unique<pf::LiveRun>(store_, std::move(s));
+    for (auto& o : offloaders_) run_->attach(*o);
+  }
+
+  void attach(const std::shared_ptr<ActivationOffloader>& o) {
+    run_->attach(*o);
+    offloaders_.push_back(o);
+  }
+  void begin_step() { run_->begin_step(); }
+  void end_step(double loss) { run_->end_step(loss); }
+  void step(double loss) { run_->step(loss); }
+  void begin_phase(const std::string& p) { run_->begin_phase(parse_phase(p)); }
+  void end_phase(const std::string& p) { run_->end_phase(parse_phase(p)); }
+  py::dict finish() { return done(run_->finish()); }
+  py::dict fail(const std::string& status, const std::string& error) {
+    return done(run_->fail(parse_failure(status), error));
+  }
+  int64_t id() const { return run_->id().value; }
+  bool step_open() const { return run_->step_open(); }
+  int64_t steps_begun() const { return run_->steps_begun(); }
+  int64_t steps_measured() const { return run_->steps_measured(); }
+  std::string path() const { return store_->path(); }
+
+ private:
+  py::dict done(const pf::RunRecord& r) {
+    py::dict d = to_dict(r);
+    d["warmup_added"] = run_->warmup_added();
+    d["collector"] = run_->collector_status();
+    return d;
+  }
+
+  std::vector<std::shared_ptr<ActivationOffloader>> offloaders_;
+  std::shared_ptr<pf::Store> store_;
+  std::unique_ptr<pf::LiveRun> run_;
+};
+
+}  // namespace
+}  // namespace offtune::python
+
+// Declared at global scope in bindings.hpp (module.cpp calls it unqualified).
+void bind_record(py::module_& m) {
+  using offtune::ActivationOffloader;
+  using offtune::python::Recording;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const pf::StoreError& e) {
+      switch (e.kind()) {
+        case pf::StoreError::Kind::NotADatabase:
+        case pf::StoreError::Kind::Corrupt:
+        case pf::StoreError::Kind::NewerSchema:
+        case pf::StoreError::Kind::Invalid:
+          PyErr_SetString(PyExc_ValueError, e.what());
+          break;
+        default:
+          PyErr_SetString(PyExc_OSError, e.what());
+      }
+    } catch (const std::logic_error& e) {
+      // std::invalid_argument is a logic_error: pybind11's own rule makes it ValueError.
+      if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr) {
+        PyErr_SetString(PyExc_ValueError, e.what());
+      } else {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+      }
+    }
+  });
+
+  m.def("store_schema_version", &pf::store_schema_version,
+        "The schema version of the stores this build writes.");
+
+  // The calls that wait for the device or the copies release the GIL: autograd's threads may need
+  // it to finish a backward the copies wait for.
+  using release = py::call_guard<py::gil_scoped_release>;
+  py::class_<Recording>(m, "Recording", "One run being recorded (offtune.record).")
+      .def(py::init<const std::string&, const py::dict&,
+                    std::vector<std::shared_ptr<ActivationOffloader>>>(),
+           py::arg("db"), py::arg("spec"), py::arg("offloaders"))
+      .def("attach", &Recording::attach, py::arg("offloader"))
+      .def("begin_step", &Recording::begin_step, release())
+      .def("end_step", &Recording::end_step, py::arg("loss"), release())
+      .def("step", &Recording::step, py::arg("loss"), release())
+      .def("begin_phase", &Recording::begin_phase, py::arg("phase"))
+      .def("end_phase", &Recording::end_phase, py::arg("phase"))
+      .def("finish", &Recording::finish)
+      .def("fail", &Recording::fail, py::arg("status"), py::arg("error"))
+      .def_property_readonly("id", &Recording::id)
+      .def_property_readonly("step_open", &Recording::step_open)
+      .def_property_readonly("steps_begun", &Recording::steps_begun)
+      .def_property_readonly("steps_measured", &Recording::steps_measured)
+      .def_property_readonly("path", &Recording::path);
+}

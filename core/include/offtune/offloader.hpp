@@ -40,6 +40,14 @@ struct DeviceMemory {
   int64_t peak_reserved = 0;
 };
 
+// The same figures with no offloader: for a front end that measures a training loop that may have
+// none (its baseline). `backend` must be resolved (Cuda: the current device; HostSim: the
+// accounting allocator's counters, which count only once host_sim::install() ran). Auto throws
+// OptionsError.
+DeviceMemory device_memory(BackendKind backend);
+// Starts the peaks of device_memory(backend) over from the current figures.
+void reset_peak_device_memory(BackendKind backend);
+
 // Counters since construction (monotonic).
 struct OffloadStats {
   int64_t packed = 0;           // saved tensors seen

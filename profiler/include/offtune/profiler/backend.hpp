@@ -54,4 +54,10 @@ struct PreparedBackend {
 };
 PreparedBackend prepare_backend(const BackendRequest& request, Environment& env);
 
+// The environment a run records (versions, device, git revision, host) on a resolved backend, as
+// prepare_backend fills it: for a front end whose process set the backend up itself (a Python
+// training loop, live_run.hpp). `device_model` may be null; `link_name` as parse_link takes it.
+void fill_environment(Environment& env, BackendKind backend, const DeviceModel* device_model,
+                      const std::string& link_name);
+
 }  // namespace offtune::profiler

@@ -34,6 +34,10 @@ class Recorder : public Observer {
 
   // Phase marks from the runner (steady_clock ns, offtune::detail::now_ns's clock).
   void mark(EventKind kind, int64_t begin_ns, int64_t end_ns, const std::string& name = {});
+  // The compute thread was busy over [begin_ns, end_ns] though its phases are not known (a front
+  // end that marks only its steps): compute is derived over it as over a forward or backward span.
+  // Not a timeline event itself.
+  void mark_busy(int64_t begin_ns, int64_t end_ns);
   // Device bytes now, attached to the next occupancy sample and recorded as one on its own.
   void sample_device_bytes(int64_t time_ns, int64_t bytes);
   // Reads the allocated device bytes at each stash event, so that the occupancy samples trace
@@ -71,6 +75,7 @@ class Recorder : public Observer {
   int64_t last_device_bytes_ = -1;
   std::function<int64_t()> device_probe_;
   std::vector<std::pair<int64_t, int64_t>> device_curve_;
+  std::vector<std::pair<int64_t, int64_t>> busy_;  // mark_busy's spans, until take()
 };
 
 }  // namespace offtune::profiler

@@ -1,0 +1,266 @@
+"""offtune.record: a run of your own training loop, written into the same store as `offtune run`.
+
+    off = offtune.Offloader(min_offload_size="64KiB", max_fwd_stash_size=5)
+    with offtune.record("runs.db", name="my-run", model=model, offloader=off) as rec:
+        for batch in loader:
+            with off.scope():
+                loss = model(**batch).loss
+            loss.backward(); opt.step(); opt.zero_grad()
+            rec.step(loss)
+
+Then `offtune report --db runs.db`, `offtune recommend --db runs.db`, `offtune export` and the
+dashboard read it as a CLI run. docs/python.md says what is written.
+
+Which offloaders a recording listens to: `offloader=` (an Offloader, the drop-in's context, or a
+list of them); left out, every offtune.Offloader alive when the recording begins (the drop-in's
+included); `offloader=()` (or False), none, whatever is alive: the no-offload baseline. Offloaders
+made after the recording began are not seen unless given to rec.attach(). The run records the
+first offloader's options as its config.
+"""
+
+import gc
+import math
+import warnings
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from ._native import _offtune
+from .engine import Offloader
+
+__all__ = ["record", "Recording"]
+
+
+def _offloaders(given) -> List[Offloader]:
+    """The Offloaders `given` names (see the module's doc); None: every live one."""
+    if given is None:
+        # type(), not isinstance(): isinstance reads __class__, which some lazy objects (deprecated
+        # module attributes) answer with a warning.
+        return [o for o in gc.get_objects() if issubclass(type(o), Offloader)]
+    if given is False:
+        return []
+    items = list(given) if isinstance(given, (list, tuple, set)) else [given]
+    out = []
+    for item in items:
+        off = item if isinstance(item, Offloader) else getattr(item, "offloader", None)
+        if not isinstance(off, Offloader):
+            raise TypeError(
+                "offloader must be an offtune.Offloader, the context get_act_offloading_ctx_manager"
+                f" returns, or a list of them; got {type(item).__name__}"
+            )
+        if off not in out:
+            out.append(off)
+    return out
+
+
+def _unwrap(model):
+    m = model
+    if hasattr(m, "base_model") and hasattr(m, "peft_config"):  # PEFT
+        m = m.base_model.model
+    return m
+
+
+_DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _describe(model) -> Dict[str, Any]:
+    """What the run records of `model`: its class (and Hugging Face name), dtype, LoRA rank, and
+    whether Hugging Face's gradient checkpointing is on."""
+    if model is None:
+        return {}
+    inner = _unwrap(model)
+    out = {"model": type(inner).__name__}
+    name = getattr(getattr(inner, "config", None), "_name_or_path", "") or ""
+    if name:
+        out["model"] += f" ({name})"
+    params = list(model.parameters()) if hasattr(model, "parameters") else []
+    trainable = [p for p in params if p.requires_grad] or params
+    if trainable:
+        out["dtype"] = _DTYPES.get(trainable[0].dtype, str(trainable[0].dtype).replace("torch.", ""))
+    peft = getattr(model, "peft_config", None)
+    if isinstance(peft, dict) and peft:
+        rank = getattr(next(iter(peft.values())), "r", 0)
+        if isinstance(rank, int):
+            out["lora_rank"] = rank
+    # transformers 5 renamed is_gradient_checkpointing (deprecated, with a warning).
+    flag = "is_activation_checkpointing"
+    if not hasattr(type(inner), flag):
+        flag = "is_gradient_checkpointing"
+    if getattr(inner, flag, False):
+        out["checkpoint"] = "all"
+    return out
+
+
+def _loss_value(loss) -> float:
+    if loss is None:
+        return math.nan
+    if isinstance(loss, torch.Tensor):
+        return float(loss.detach().float().mean().item())
+    return float(loss)
+
+
+class Recording:
+    """One run being recorded: what `with offtune.record(...) as rec` gives.
+
+    step(loss=None) ends the current step and begins the next (the first begins when the `with`
+    block is entered; the step still open when it ends is the loop's tail and is not counted).
+    begin_step()/end_step() instead mark both ends, for loops that are told where steps begin.
+    phase("forward") / phase("backward") mark phases inside a step (optional).
+    After the block: `id` (the run's id in the store) and `summary` (its figures).
+    """
+
+    def __init__(self, native, offloaders: List[Offloader]):
+        self._native = native
+        self._offloaders = offloaders  # kept alive while the run observes them
+        self.summary: Optional[Dict[str, Any]] = None
+
+    @property
+    def id(self) -> int:
+        return self._native.id
+
+    @property
+    def path(self) -> str:
+        return self._native.path
+
+    @property
+    def steps_measured(self) -> int:
+        return self._native.steps_measured
+
+    @property
+    def step_open(self) -> bool:
+        return self._native.step_open
+
+    def step(self, loss=None) -> None:
+        self._native.step(_loss_value(loss))
+
+    def begin_step(self) -> None:
+        self._native.begin_step()
+
+    def end_step(self, loss=None) -> None:
+        self._native.end_step(_loss_value(loss))
+
+    def attach(self, offloader) -> None:
+        """Observes one more offloader from now on (one made after the recording began)."""
+        for off in _offloaders(offloader):
+            self._native.attach(off._engine)
+            self._offloaders.append(off)
+
+    def phase(self, name: str):
+        """`with rec.phase("forward"):` marks the forward (or "backward") in the timeline."""
+        native = self._native
+
+        class _Phase:
+            def __enter__(self):
+                native.begin_phase(name)
+                return self
+
+            def __exit__(self, *exc):
+                native.end_phase(name)
+                return False
+
+        return _Phase()
+
+    def finish(self) -> Dict[str, Any]:
+        self.summary = self._native.finish()
+        self._offloaders = []
+        return self.summary
+
+    def interrupt(self, message: str) -> Dict[str, Any]:
+        """Ends the run as interrupted, with `message` as its error."""
+        self.summary = self._native.fail("interrupted", message)
+        self._offloaders = []
+        return self.summary
+
+    def fail(self, error: BaseException) -> Dict[str, Any]:
+        """Ends the run as failed (oom for an out-of-memory error, interrupted for Ctrl-C)."""
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            status = "interrupted"
+        elif isinstance(error, torch.OutOfMemoryError if hasattr(torch, "OutOfMemoryError")
+                        else torch.cuda.OutOfMemoryError):
+            status = "oom"
+        else:
+            status = "failed"
+        text = str(error).strip().splitlines()
+        message = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+        self.summary = self._native.fail(status, message)
+        self._offloaders = []
+        return self.summary
+
+
+class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
+    """Records the training loop inside the `with` block as one run of the store `db`.
+
+    Arguments:
+      db            the SQLite store (created if absent). A file that is not an offtune store is
+                    a ValueError and is left as it is; a directory that cannot be written, OSError.
+      name          the run's label, and the recorded sweep it is a point of: runs recorded under
+                    one name (the baseline and each configuration you tried) are what
+                    `offtune recommend` picks from. Default: the model's class.
+      model         the model (an nn.Module, PEFT-wrapped or not): its class, dtype, LoRA rank and
+                    gradient checkpointing are recorded. Optional.
+      offloader     what to listen to (see the module's doc); default every live Offloader.
+      device_model  on host-sim, time the loop as this GPU would ("h100-sxm", "a100-80gb", ... or a
+                    JSON file, as --device-model); ValueError for an unknown name, or on cuda.
+      warmup        leading steps not measured (default 1, as the CLI's --warmup).
+      batch, seq, dtype   the workload as you want it recorded (dtype defaults to the model's).
+      backend       "auto" (the offloaders', else cuda where a GPU is, else host-sim), "cuda",
+                    "host-sim".
+      collector     "auto" | "cupti" | "nvtx-only" (cuda's device activity, as --collector).
+      timeline      False: steps and summary only, no timeline or occupancy rows.
+    """
+
+    def __init__(self, db, name: Optional[str] = None, model=None, offloader=None,
+                 device_model: Optional[str] = None, *, warmup: int = 1, batch: int = 0,
+                 seq: int = 0, dtype: Optional[str] = None, backend: str = "auto",
+                 collector: str = "auto", timeline: bool = True, steps: int = 0,
+                 begin_first_step: bool = True):
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"warmup must be a whole number of steps, 0 or more; got {warmup!r}")
+        self._db = str(db)
+        self._offloader = False if offloader is False or offloader == () else offloader
+        described = _describe(model)
+        self._spec = {
+            "name": name or described.get("model", "").split(" ")[0] or "recorded",
+            "label": name or "",
+            "model": described.get("model", ""),
+            "batch": int(batch),
+            "seq": int(seq),
+            "dtype": dtype or described.get("dtype", ""),
+            "lora_rank": described.get("lora_rank", 0),
+            "checkpoint": described.get("checkpoint", "none"),
+            "warmup": warmup,
+            "steps": int(steps),
+            "backend": backend,
+            "device_model": device_model,
+            "collector": collector,
+            "timeline": bool(timeline),
+            "begin_first_step": bool(begin_first_step),
+        }
+        self._spec["label"] = self._spec["name"]
+        self.recording: Optional[Recording] = None
+
+    def start(self) -> Recording:
+        """Begins the run (what entering the `with` block does)."""
+        offloaders = _offloaders(self._offloader)
+        configs = {tuple(sorted(map(str, o.options.items()))) for o in offloaders}
+        if len(configs) > 1:
+            warnings.warn(
+                f"offtune.record: {len(offloaders)} offloaders with different options are live; "
+                "the run records the first one's (pass offloader= to choose)",
+                stacklevel=3,
+            )
+        native = _offtune.Recording(self._db, self._spec, [o._engine for o in offloaders])
+        self.recording = Recording(native, offloaders)
+        return self.recording
+
+    def __enter__(self) -> Recording:
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.recording is None:
+            return False
+        if exc is None:
+            self.recording.finish()
+        else:
+            self.recording.fail(exc)
+        return False

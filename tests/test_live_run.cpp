@@ -1,0 +1,417 @@
+// A run recorded from a training loop that steps itself (profiler/live_run.hpp), under host-sim:
+// the rows it writes are those of a CLI run, `offtune report` and `offtune recommend` read them,
+// warm-up is left out as the CLI leaves it out, a device model times the loop, and a loop that
+// fails or stops early is recorded as such.
+#include "offtune/profiler/live_run.hpp"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "offtune/cli/command_line.hpp"
+#include "offtune/host_sim.hpp"
+#include "offtune/offloader.hpp"
+#include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/store.hpp"
+#include "temp_dir.hpp"
+
+namespace offtune::profiler {
+namespace {
+
+using json = nlohmann::json;
+
+// A user's own model and loop: two linear layers, SGD.
+struct Loop {
+  torch::nn::Sequential model{torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                              torch::nn::Linear(256, 64)};
+  torch::optim::SGD opt{model->parameters(), torch::optim::SGDOptions(0.01)};
+  torch::Tensor x = torch::randn({32, 64});
+  Loop() { torch::manual_seed(7); }
+  // One training step; `off` offloads the forward's saved tensors when given.
+  double step(ActivationOffloader* off) {
+    torch::Tensor loss;
+    if (off != nullptr) {
+      auto scope = off->scope();
+      loss = model->forward(x).pow(2).mean();
+    } else {
+      loss = model->forward(x).pow(2).mean();
+    }
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    return loss.item<double>();
+  }
+};
+
+OffloadOptions options() {
+  OffloadOptions o;
+  o.backend = BackendKind::HostSim;
+  o.min_offload_size = 0;
+  o.max_fwd_stash_size = 2;
+  o.link = {};
+  return o;
+}
+
+LiveRunSpec spec_for(const std::string& sweep, const EngineConfig& config, int64_t warmup) {
+  LiveRunSpec s;
+  s.workload.model = "Loop";
+  s.workload.batch = 32;
+  s.workload.dtype = "fp32";
+  s.workload.warmup = warmup;
+  s.config = config;
+  fill_environment(s.env, BackendKind::HostSim, nullptr, "none");
+  s.label = "live";
+  s.sweep = sweep;
+  return s;
+}
+
+EngineConfig baseline() {
+  EngineConfig c;
+  c.offload = false;
+  return c;
+}
+
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+Cli offtune_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "offtune");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Cli c;
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  c.code = cli::run_command_line(static_cast<int>(args.size()), argv.data());
+  std::cout.flush();
+  std::fflush(nullptr);
+  c.out = testing::internal::GetCapturedStdout();
+  c.err = testing::internal::GetCapturedStderr();
+  return c;
+}
+
+class LiveRunTest : public testing::Test {
+ protected:
+  void SetUp() override { host_sim::install(); }
+  test::TempDir dir_{"offtune-live-run"};
+};
+
+TEST_F(LiveRunTest, ARecordedLoopWritesTheRowsOfACliRun) {
+  const std::string db = dir_.file("runs.db");
+  auto store = std::shared_ptr<Store>(open_sqlite_store(db));
+  Loop loop;
+  ActivationOffloader off(options());
+  std::vector<double> losses;
+  int64_t measured_bytes = 0;
+  {
+    LiveRun run(store, spec_for("", engine_config(off.options()), /*warmup=*/1));
+    run.attach(off);
+    for (int i = 0; i < 5; ++i) {
+      const int64_t before = off.stats().offloaded_bytes;
+      const double loss = loop.step(&off);
+      if (i >= 1) measured_bytes += off.stats().offloaded_bytes - before;
+      losses.push_back(loss);
+      run.step(loss);
+    }
+    const auto& rec = run.finish();
+    EXPECT_EQ(rec.status, RunStatus::Ok) << rec.error;
+    // 5 steps ended, the first is warm-up; warm-up until stable may drop more on a busy machine.
+    EXPECT_EQ(run.steps_measured(), 4);
+    EXPECT_EQ(static_cast<int64_t>(store->steps(rec.id).size()) + run.warmup_added(), 4);
+  }
+  const auto runs = store->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  const RunRecord& r = runs[0];
+  EXPECT_EQ(r.status, RunStatus::Ok);
+  EXPECT_EQ(r.env.backend, "host-sim");
+  EXPECT_FALSE(r.env.offtune_version.empty());
+  EXPECT_FALSE(r.env.torch_version.empty());
+  EXPECT_EQ(r.workload.model, "Loop");
+  EXPECT_EQ(r.workload.warmup, 1);
+  EXPECT_TRUE(r.config.offload);
+  EXPECT_EQ(r.config.min_offload_size, 0);
+  EXPECT_EQ(r.config.max_fwd_stash_size, 2);
+  EXPECT_EQ(r.config.link, "none");
+  EXPECT_GT(r.finished_unix_ns, r.started_unix_ns);
+
+  const auto steps = store->steps(r.id);
+  ASSERT_FALSE(steps.empty());
+  int64_t peak = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const auto& s = steps[k];
+    EXPECT_EQ(s.step, static_cast<int64_t>(k));
+    EXPECT_LT(s.begin_ns, s.end_ns);
+    EXPECT_GT(s.peak_allocated, 0);
+    EXPECT_GE(s.peak_reserved, s.peak_allocated);
+    EXPECT_GT(s.offloaded_bytes, 0);
+    // Reloads: what the forward window no longer held when backward came.
+    EXPECT_GT(s.reloaded_bytes, 0);
+    EXPECT_LE(s.reloaded_bytes, s.offloaded_bytes);
+    peak = std::max(peak, s.peak_allocated);
+  }
+  // The loss the loop reported, for the last step kept.
+  EXPECT_EQ(steps.back().loss, losses.back());
+  EXPECT_EQ(r.summary.final_loss, losses.back());
+  EXPECT_EQ(r.summary.peak_allocated, peak);
+  EXPECT_GT(r.summary.step_ms_median, 0.0);
+  EXPECT_GT(r.summary.offloaded_bytes, 0);
+  if (steps.size() == 4) {
+    EXPECT_EQ(r.summary.offloaded_bytes * 4, measured_bytes);
+  }
+
+  // The timeline of the steps kept, and nothing of the warm-up: a step mark per step, the copies,
+  // compute derived from the steps (the loop marked no phases), pack and unpack instants.
+  const auto events = store->events(r.id);
+  std::set<EventKind> kinds;
+  int64_t step_marks = 0;
+  for (const auto& e : events) {
+    kinds.insert(e.kind);
+    step_marks += e.kind == EventKind::Step;
+    EXPECT_GE(e.start_ns, steps.front().begin_ns) << to_string(e.kind);
+    EXPECT_EQ(e.run, r.id);
+  }
+  EXPECT_EQ(step_marks, static_cast<int64_t>(steps.size()));
+  for (auto k : {EventKind::Step, EventKind::Compute, EventKind::CopyD2H, EventKind::CopyH2D,
+                 EventKind::Pack, EventKind::Unpack}) {
+    EXPECT_TRUE(kinds.count(k)) << to_string(k);
+  }
+  EXPECT_FALSE(kinds.count(EventKind::Forward));
+  const auto occupancy = store->occupancy(r.id);
+  ASSERT_FALSE(occupancy.empty());
+  EXPECT_TRUE(std::any_of(occupancy.begin(), occupancy.end(),
+                          [](const OccupancySample& o) { return o.fwd_bytes > 0; }));
+  EXPECT_TRUE(std::any_of(occupancy.begin(), occupancy.end(),
+                          [](const OccupancySample& o) { return o.device_bytes > 0; }));
+  store.reset();
+
+  // `offtune report` lists it as any run; export writes its timeline.
+  const Cli report = offtune_cli({"report", "--db", db, "--json"});
+  ASSERT_EQ(report.code, 0) << report.err;
+  const json j = json::parse(report.out);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  EXPECT_EQ(j["runs"][0]["status"], "ok");
+  EXPECT_EQ(j["runs"][0]["label"], "live");
+  const Cli exported =
+      offtune_cli({"export", "--db", db, "--format", "chrome", "-o", dir_.file("t.json")});
+  EXPECT_EQ(exported.code, 0) << exported.err;
+}
+
+TEST_F(LiveRunTest, RunsRecordedUnderOneNameAreASweepThatRecommendPicksFrom) {
+  const std::string db = dir_.file("runs.db");
+  auto store = std::shared_ptr<Store>(open_sqlite_store(db));
+  Loop loop;
+  ActivationOffloader off(options());
+  {
+    // The baseline: no offloader attached, yet its peak device memory is measured.
+    LiveRun run(store, spec_for("tune", baseline(), 0));
+    for (int i = 0; i < 3; ++i) run.step(loop.step(nullptr));
+    const auto& rec = run.finish();
+    ASSERT_EQ(rec.status, RunStatus::Ok) << rec.error;
+    EXPECT_GT(rec.summary.peak_allocated, 0);
+    EXPECT_EQ(rec.summary.offloaded_bytes, 0);
+  }
+  {
+    LiveRun run(store, spec_for("tune", engine_config(off.options()), 0));
+    run.attach(off);
+    for (int i = 0; i < 3; ++i) run.step(loop.step(&off));
+    ASSERT_EQ(run.finish().status, RunStatus::Ok);
+  }
+  const auto sweeps = store->sweeps();
+  ASSERT_EQ(sweeps.size(), 1u);
+  EXPECT_EQ(sweeps[0].name, "tune");
+  const auto points = store->points(sweeps[0].id);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].index, 0);
+  EXPECT_EQ(points[1].index, 1);
+  EXPECT_FALSE(points[0].config.offload);
+  EXPECT_TRUE(points[1].config.offload);
+  EXPECT_EQ(points[1].status, PointStatus::Ok);
+  EXPECT_EQ(points[1].run, store->runs()[1].id);
+  store.reset();
+
+  const Cli rec = offtune_cli({"recommend", "--db", db, "--json", "--max-slowdown", "1000"});
+  ASSERT_EQ(rec.code, 0) << rec.err << rec.out;
+  const json j = json::parse(rec.out);
+  EXPECT_TRUE(j.contains("point")) << rec.out;
+  EXPECT_TRUE(j.contains("slowdown")) << rec.out;  // the baseline was found
+  const Cli report = offtune_cli({"report", "--db", db, "--sweep", "1"});
+  EXPECT_EQ(report.code, 0) << report.err;
+}
+
+TEST_F(LiveRunTest, ADeviceModelTimesTheLoopAsThatGpuAndIsPutBackAfter) {
+  auto store = std::shared_ptr<Store>(make_memory_store());
+  Loop loop;
+  ActivationOffloader off(options());
+  auto spec = spec_for("", engine_config(off.options()), 1);
+  spec.device_model = load_device_model("h100-sxm");
+  fill_environment(spec.env, BackendKind::HostSim, &*spec.device_model, "none");
+  ASSERT_EQ(host_sim::device_model(), nullptr);
+  {
+    LiveRun run(store, spec);
+    run.attach(off);
+    ASSERT_NE(host_sim::device_model(), nullptr);
+    EXPECT_EQ(host_sim::device_model()->name, "h100-sxm");
+    for (int i = 0; i < 4; ++i) run.step(loop.step(&off));
+    const auto& rec = run.finish();
+    ASSERT_EQ(rec.status, RunStatus::Ok) << rec.error;
+    // The model times every step alike: none dropped as warm-up, an exact interval.
+    EXPECT_EQ(run.warmup_added(), 0);
+    EXPECT_EQ(rec.summary.step_ms_min, rec.summary.step_ms_max);
+    EXPECT_EQ(rec.summary.step_ms_ci_level, 1.0);
+    EXPECT_NE(run.collector_status().find("h100-sxm"), std::string::npos);
+  }
+  EXPECT_EQ(host_sim::device_model(), nullptr);
+  EXPECT_NE(store->runs()[0].env.device.find("modelling"), std::string::npos);
+}
+
+TEST_F(LiveRunTest, MarkedPhasesAreTheTimelinesForwardAndBackward) {
+  auto store = std::shared_ptr<Store>(make_memory_store());
+  Loop loop;
+  ActivationOffloader off(options());
+  LiveRun run(store, spec_for("", engine_config(off.options()), 0));
+  run.attach(off);
+  for (int i = 0; i < 2; ++i) {
+    torch::Tensor loss;
+    run.begin_phase(StepPhase::Forward);
+    {
+      auto scope = off.scope();
+      loss = loop.model->forward(loop.x).pow(2).mean();
+    }
+    run.end_phase(StepPhase::Forward);
+    run.begin_phase(StepPhase::Backward);
+    loss.backward();
+    run.end_phase(StepPhase::Backward);
+    run.step(loss.item<double>());
+  }
+  const auto id = run.finish().id;
+  int64_t forward = 0, backward = 0;
+  for (const auto& e : store->events(id)) {
+    forward += e.kind == EventKind::Forward;
+    backward += e.kind == EventKind::Backward;
+  }
+  EXPECT_EQ(forward, 2);
+  EXPECT_EQ(backward, 2);
+}
+
+TEST_F(LiveRunTest, ALoopThatFailsOrStopsEarlyIsRecordedSo) {
+  auto store = std::shared_ptr<Store>(make_memory_store());
+  Loop loop;
+  ActivationOffloader off(options());
+  RunId failed, interrupted, empty;
+  {
+    LiveRun run(store, spec_for("named", engine_config(off.options()), 0));
+    run.attach(off);
+    run.step(loop.step(&off));
+    const auto& rec = run.fail(RunStatus::Failed, "RuntimeError: boom\nTraceback ...");
+    failed = rec.id;
+    EXPECT_THROW(run.step(), std::logic_error);
+    EXPECT_THROW(run.finish(), std::logic_error);
+  }
+  {
+    LiveRun run(store, spec_for("named", engine_config(off.options()), 0));
+    run.attach(off);
+    run.step(loop.step(&off));
+    interrupted = run.id();
+  }  // never finished
+  {
+    LiveRun run(store, spec_for("", baseline(), 2));
+    run.step(loop.step(nullptr));
+    empty = run.finish().id;
+  }
+  const auto f = store->run(failed);
+  EXPECT_EQ(f->status, RunStatus::Failed);
+  EXPECT_EQ(f->error, "RuntimeError: boom");
+  EXPECT_EQ(store->steps(failed).size(), 1u);  // what was measured before is kept
+  EXPECT_EQ(store->run(interrupted)->status, RunStatus::Interrupted);
+  const auto e = store->run(empty);
+  EXPECT_EQ(e->status, RunStatus::Failed);
+  EXPECT_NE(e->error.find("no step was measured"), std::string::npos) << e->error;
+  // The failed run is a failed point of its sweep; the interrupted one is no point.
+  const auto sweeps = store->sweeps();
+  ASSERT_EQ(sweeps.size(), 1u);
+  const auto points = store->points(sweeps[0].id);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].status, PointStatus::Failed);
+  EXPECT_EQ(points[0].run, failed);
+  // The offloader has no observer left: a later run can attach it again.
+  LiveRun again(store, spec_for("", engine_config(off.options()), 0));
+  again.attach(off);
+  again.step(loop.step(&off));
+  EXPECT_EQ(again.finish().status, RunStatus::Ok);
+}
+
+TEST_F(LiveRunTest, StepCallsOutOfOrderAreRefusedWithTheCallNamed) {
+  auto store = std::shared_ptr<Store>(make_memory_store());
+  LiveRun run(store, spec_for("", baseline(), 0));
+  EXPECT_THROW(run.begin_step(), std::logic_error);  // the first step is open already
+  run.end_step();
+  try {
+    run.end_step();
+    FAIL() << "end_step with no step open";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("end_step"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run.begin_phase(StepPhase::Forward), std::logic_error);
+  run.begin_step();
+  EXPECT_THROW(run.end_phase(StepPhase::Backward), std::logic_error);
+  auto spec = spec_for("", baseline(), 0);
+  spec.env.backend = "tpu";
+  EXPECT_THROW(LiveRun(store, spec), std::invalid_argument);
+}
+
+TEST_F(LiveRunTest, ARunToldWhereStepsBeginMeasuresOnlyBetweenBeginAndEnd) {
+  auto store = std::shared_ptr<Store>(make_memory_store());
+  Loop loop;
+  auto spec = spec_for("", baseline(), 0);
+  spec.begin_first_step = false;
+  LiveRun run(store, spec);
+  EXPECT_FALSE(run.step_open());
+  loop.step(nullptr);  // before the first step: not measured
+  for (int i = 0; i < 2; ++i) {
+    run.begin_step();
+    EXPECT_TRUE(run.step_open());
+    loop.step(nullptr);
+    run.end_step();
+  }
+  const auto& rec = run.finish();
+  EXPECT_EQ(rec.status, RunStatus::Ok) << rec.error;
+  EXPECT_EQ(run.steps_begun(), 2);
+  EXPECT_EQ(store->steps(rec.id).size(), 2u);
+}
+
+TEST(LiveRunConfig, AnOffloadersOptionsAreTheConfigARunRecords) {
+  OffloadOptions o;
+  o.min_offload_size = 65536;
+  o.max_fwd_stash_size = 3;
+  o.max_fwd_stash_bytes = 1 << 20;
+  o.prefetch = 2;
+  o.use_streams = false;
+  o.use_pin_memory = false;
+  o.semantics = Semantics::Trl;
+  o.link = LinkModel::pcie5();
+  const EngineConfig c = engine_config(o);
+  EXPECT_TRUE(c.offload);
+  EXPECT_EQ(c.min_offload_size, 65536);
+  EXPECT_EQ(c.max_fwd_stash_size, 3);
+  EXPECT_EQ(c.max_fwd_stash_bytes, 1 << 20);
+  EXPECT_EQ(c.prefetch, 2);
+  EXPECT_FALSE(c.use_streams);
+  EXPECT_FALSE(c.use_pin_memory);
+  EXPECT_EQ(c.semantics, "trl");
+  EXPECT_EQ(c.link, "pcie5");
+  // And back: the engine options the CLI would run the recorded config with.
+  const OffloadOptions back = to_options(c, OffloadOptions{});
+  EXPECT_EQ(back.min_offload_size, o.min_offload_size);
+  EXPECT_EQ(back.semantics, o.semantics);
+  EXPECT_EQ(link_text(parse_link("12.5:15")), "12.5:15");
+  EXPECT_EQ(link_text(LinkModel{}), "none");
+}
+
+}  // namespace
+}  // namespace offtune::profiler
