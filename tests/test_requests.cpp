@@ -568,9 +568,10 @@ std::string engine_error(std::vector<requests::NamedOption> options) {
 
 TEST(Requests, EngineOptionsByNameTakeEveryFieldAndSizesAsTheCliWritesThem) {
   const auto names = requests::offload_option_names();
-  for (const char* name : {"use_pin_memory", "min_offload_size", "max_fwd_stash_size",
-                           "max_fwd_stash_bytes", "prefetch", "backend", "tier", "link",
-                           "semantics", "offload", "poison_freed", "debug_copy_delay_ns"}) {
+  for (const char* name :
+       {"use_pin_memory", "min_offload_size", "max_fwd_stash_size", "max_fwd_stash_bytes",
+        "prefetch", "backend", "tier", "link", "semantics", "offload", "poison_freed",
+        "debug_copy_delay_ns", "verify"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   }
   const OffloadOptions o = engine_options({{"min_offload_size", std::string("64KiB")},
@@ -580,7 +581,8 @@ TEST(Requests, EngineOptionsByNameTakeEveryFieldAndSizesAsTheCliWritesThem) {
                                            {"host_ram_warn_percent", int64_t{70}},
                                            {"backend", std::string("host-sim")},
                                            {"semantics", std::string("trl")},
-                                           {"link", std::string("pcie5")}});
+                                           {"link", std::string("pcie5")},
+                                           {"verify", true}});
   EXPECT_EQ(o.min_offload_size, 64 * 1024);
   EXPECT_EQ(o.max_fwd_stash_size, 3);
   EXPECT_EQ(o.max_fwd_stash_bytes, 1536 * 1024);
@@ -589,6 +591,7 @@ TEST(Requests, EngineOptionsByNameTakeEveryFieldAndSizesAsTheCliWritesThem) {
   EXPECT_EQ(o.backend, BackendKind::HostSim);
   EXPECT_EQ(o.semantics, Semantics::Trl);
   EXPECT_EQ(o.link.pinned_gbps, LinkModel::pcie5().pinned_gbps);
+  EXPECT_TRUE(o.verify);
   const auto layer = requests::parse_layer_offload_options({{"depth", int64_t{2}}});
   EXPECT_EQ(layer.depth, 2);
 }

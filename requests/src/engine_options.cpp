@@ -158,6 +158,7 @@ const std::vector<Field<OffloadOptions>>& offload_fields() {
       {"reuse_freed", [](O& o, N n, const V& v) { o.reuse_freed = as_bool(n, v); }},
       {"check_streams", [](O& o, N n, const V& v) { o.check_streams = as_bool(n, v); }},
       {"debug_copy_delay_ns", [](O& o, N n, const V& v) { o.debug_copy_delay_ns = as_int(n, v); }},
+      {"verify", [](O& o, N n, const V& v) { o.verify = as_bool(n, v); }},
   };
   return fields;
 }
