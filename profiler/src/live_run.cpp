@@ -65,17 +65,6 @@ std::string recorded_sweep_key(const LiveRunSpec& spec) {
   return key.dump();
 }
 
-PointStatus point_status(RunStatus s) {
-  switch (s) {
-    case RunStatus::Ok:
-      return PointStatus::Ok;
-    case RunStatus::OutOfMemory:
-      return PointStatus::OutOfMemory;
-    default:
-      return PointStatus::Failed;
-  }
-}
-
 // Host timestamps bracket the step's work: the GPU and the copies done.
 void settle(BackendKind backend, const std::vector<ActivationOffloader*>& offloaders) {
   if (backend == BackendKind::Cuda) torch::cuda::synchronize();
@@ -376,7 +365,7 @@ const RunRecord& LiveRun::close(RunStatus status, const std::string& error) {
     for (const auto& p : store_->points(id)) next = std::max(next, p.index + 1);
     point.index = next;
     point.config = spec_.config;
-    point.status = point_status(status);
+    point.status = detail::point_status(status);
     point.error = message;
     point.run = record_.id;
     point.summary = record_.summary;

@@ -22,6 +22,17 @@ int64_t unix_now_ns() {
       .count();
 }
 
+PointStatus point_status(RunStatus s) {
+  switch (s) {
+    case RunStatus::Ok:
+      return PointStatus::Ok;
+    case RunStatus::OutOfMemory:
+      return PointStatus::OutOfMemory;
+    default:
+      return PointStatus::Failed;
+  }
+}
+
 std::string one_line(std::string s) {
   if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
   return s;

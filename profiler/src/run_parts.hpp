@@ -22,6 +22,8 @@ namespace offtune::profiler::detail {
 int64_t unix_now_ns();
 // The first line of an error message (c10 errors carry a backtrace after it).
 std::string one_line(std::string s);
+// A sweep point's status from its run's: ok, out of memory, or failed (interrupted included).
+PointStatus point_status(RunStatus s);
 
 // Device memory as the allocator changes it, one step at a time (host-sim): every allocation and
 // free moves a running total, and the step's curve is kept at kCurvePoints buckets, each at its

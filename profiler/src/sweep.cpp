@@ -12,6 +12,7 @@
 
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/metrics.hpp"
+#include "run_parts.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -21,17 +22,6 @@ bool finished(PointStatus s) { return s != PointStatus::Pending; }
 // How often a sweep looks at the points another process holds: short next to a point's measurement
 // (seconds), long enough that the look (one read of the points) costs nothing.
 constexpr auto kPollInterval = std::chrono::milliseconds(150);
-
-PointStatus point_status(RunStatus s) {
-  switch (s) {
-    case RunStatus::Ok:
-      return PointStatus::Ok;
-    case RunStatus::OutOfMemory:
-      return PointStatus::OutOfMemory;
-    default:
-      return PointStatus::Failed;
-  }
-}
 
 }  // namespace
 
@@ -309,7 +299,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
       run.collector = spec.collector;
       const RunOutcome result = run_measured(workload, run, store);
       point.run = result.record.id;
-      point.status = point_status(result.record.status);
+      point.status = detail::point_status(result.record.status);
       point.error = result.record.error;
       point.summary = result.record.summary;
       store.put_point(point);
