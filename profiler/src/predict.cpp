@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include "offtune/profiler/metrics.hpp"
@@ -33,7 +35,23 @@ struct Entry {
   int64_t h2d_end = 0;
   int64_t chain_prev = -1;  // entries of its generation, in pack order
   int64_t chain_next = -1;
+  int64_t item_bytes = 1;  // with block and span_lo, its address key under trl with streams
 };
+
+// Semantics trl with streams: the reference's storage de-duplication keys a saved tensor by its
+// storage's address, its offset in elements and its dtype (offloader.cpp's trl_key_of). Replayed
+// by storage block instead of address (the recording's addresses are not the ones another
+// configuration would get; a tensor saved twice, or a view at the same offset, keeps its block),
+// and by element size for the dtype.
+struct TrlKey {
+  int64_t block, offset, item_bytes;
+  bool operator<(const TrlKey& o) const {
+    return std::tie(block, offset, item_bytes) < std::tie(o.block, o.offset, o.item_bytes);
+  }
+};
+TrlKey trl_key(int64_t block, int64_t span_lo, int64_t item_bytes) {
+  return {block, span_lo / item_bytes, item_bytes};
+}
 
 class Replay {
  public:
@@ -170,7 +188,7 @@ class Replay {
     const Trace::Slot& slot = t_.slots[s];
     if (slot.reason != KeepReason::None) return;  // kept whatever the knobs (its life is recorded)
     // The baseline keeps every saved tensor, as autograd does without an offloader.
-    if (!c_.offload || slot.weight < c_.min_offload_size) {
+    if (!c_.offload || (trl_keys_on() && trl_keeps(slot)) || slot.weight < c_.min_offload_size) {
       slot_kept_[s] = true;
       ref(slot.block);
       return;
@@ -193,6 +211,8 @@ class Replay {
     e.version = slot.version;
     e.generation = slot.generation;
     e.slots = 1;
+    e.item_bytes = slot.item_bytes;
+    if (trl_keys_on()) trl_keys_[trl_key(e.block, e.span_lo, e.item_bytes)] = e.id;
     if (auto [it, inserted] = chain_tail_.try_emplace(e.generation, index); !inserted) {
       e.chain_prev = it->second;
       entries_[it->second].chain_next = index;
@@ -214,6 +234,20 @@ class Replay {
       ++window_waits_;
     }
     for (const int64_t w : waits) unref(entries_[w].block);
+  }
+
+  bool trl_keys_on() const { return trl_ && c_.use_streams; }
+  // The save takes the key over (kept) when a tensor of this forward holds it (offloaded and still
+  // in the window, or kept so).
+  bool trl_keeps(const Trace::Slot& slot) {
+    if (slot.generation != trl_keys_generation_) {
+      trl_keys_.clear();
+      trl_keys_generation_ = slot.generation;
+    }
+    auto it = trl_keys_.find(trl_key(slot.block, slot.span_lo, slot.item_bytes));
+    if (it == trl_keys_.end()) return false;
+    it->second = slot.id;
+    return true;
   }
 
   int64_t find_duplicate(const Trace::Slot& slot) const {
@@ -258,6 +292,11 @@ class Replay {
       fwd_.pop_front();
       Entry& e = entries_[index];
       e.in_fwd = false;
+      if (trl_keys_on()) {
+        // Its key goes with it, unless a kept duplicate took the key over.
+        auto it = trl_keys_.find(trl_key(e.block, e.span_lo, e.item_bytes));
+        if (it != trl_keys_.end() && it->second == e.id) trl_keys_.erase(it);
+      }
       unhold(e.block);
       waits.push_back(index);  // its reference goes after the wait
     }
@@ -388,6 +427,8 @@ class Replay {
   const EngineConfig& c_;
   const LinkModel link_;
   const bool trl_;
+  std::map<TrlKey, int64_t> trl_keys_;  // key -> id of the save holding it (trl_keys_on())
+  uint64_t trl_keys_generation_ = 0;
   std::vector<bool> live_, dead_;
   std::vector<int64_t> refs_;
   std::vector<int64_t> slot_entry_;

@@ -107,7 +107,8 @@ class LiveRun {
   void begin_phase(StepPhase phase);
   void end_phase(StepPhase phase);
 
-  // Steps begun so far (warm-up included) and measured so far (before warm-up until stable).
+  // Steps begun so far (warm-up included) and measured so far (after finish(), less the leading
+  // steps that warm-up until stable dropped: warmup_added()).
   int64_t steps_begun() const { return begun_; }
   bool step_open() const;
   int64_t steps_measured() const { return static_cast<int64_t>(steps_.size()); }
