@@ -74,6 +74,8 @@ py::dict to_dict(const OffloadStats& s) {
   d["disk_read_bytes"] = s.disk_read_bytes;
   d["disk_read_ahead"] = s.disk_read_ahead;
   d["spill_waits"] = s.spill_waits;
+  d["disk_write_failures"] = s.disk_write_failures;
+  d["verified"] = s.verified;
   return d;
 }
 

@@ -61,6 +61,19 @@ def test_scope_gives_bit_identical_gradients_and_returns_to_rest(net):
     assert off.backend == BACKEND
 
 
+def test_verify_checks_every_copy_and_changes_no_gradient(net):
+    off = offtune.Offloader(**engine_options(min_offload_size=0, verify=True))
+    x = torch.randn(16, 32, device=DEVICE)
+    ref, _ = grads_of(net, x)
+    got, _ = grads_of(net, x, off.scope())
+    for i, (r, g) in enumerate(zip(ref, got)):
+        assert_bitwise_equal(r, g, f"tensor {i}")
+    stats = off.stats()
+    assert stats["offloaded"] > 0
+    assert stats["verified"] > 0, stats
+    assert stats["disk_write_failures"] == 0
+
+
 def test_sizes_are_taken_as_the_cli_writes_them(net):
     off = offtune.Offloader(**engine_options(min_offload_size="4KiB"))
     x = torch.randn(16, 32, device=DEVICE)
