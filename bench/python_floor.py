@@ -55,7 +55,7 @@ def main() -> int:
     for _ in range(args.repetitions):
         plain.append(one_pass(False))
         hooked.append(one_pass(True))
-    per_tensor = [(h - p) / args.chain for p, h in zip(plain, hooked)]
+    per_tensor = [(h - p) / args.chain for p, h in zip(plain, hooked, strict=True)]
     print(
         json.dumps(
             {

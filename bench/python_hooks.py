@@ -1,4 +1,5 @@
-"""Per saved tensor: offtune's Python-path hooks next to TRL's pure-Python hooks, one model, one run.
+"""Per saved tensor: offtune's Python-path hooks next to TRL's pure-Python hooks, one model,
+one run.
 
 Both keep every tensor (min_offload_size above any tensor: nothing offloaded), so what is measured
 is the hooks' own cost: TRL's OffloadActivations (pip package trl) with the CPU as its
@@ -32,11 +33,10 @@ def main() -> int:
         print("error: --repetitions >= 3, --layers and --seq >= 1", file=sys.stderr)
         return 2
 
+    import offtune
     import torch
     import transformers as tf
     from torch.autograd.graph import saved_tensors_hooks
-
-    import offtune
 
     try:
         from trl.models import activation_offloading as trl_ao

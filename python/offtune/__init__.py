@@ -16,8 +16,8 @@ Torch's own autograd engine runs the steps: offtune's pack and unpack hooks (C++
 torch.autograd.graph.saved_tensors_hooks. README.md, "From Python", says more.
 """
 
+from ._build_info import OFFTUNE_VERSION as __version__  # noqa: F401 (the package version)
 from ._native import _offtune
-from ._build_info import OFFTUNE_VERSION as __version__
 from .engine import (
     LayerOffloader,
     Offloader,

@@ -76,7 +76,8 @@ def _describe(model) -> Dict[str, Any]:
     params = list(model.parameters()) if hasattr(model, "parameters") else []
     trainable = [p for p in params if p.requires_grad] or params
     if trainable:
-        out["dtype"] = _DTYPES.get(trainable[0].dtype, str(trainable[0].dtype).replace("torch.", ""))
+        dtype = trainable[0].dtype
+        out["dtype"] = _DTYPES.get(dtype, str(dtype).replace("torch.", ""))
     peft = getattr(model, "peft_config", None)
     if isinstance(peft, dict) and peft:
         rank = getattr(next(iter(peft.values())), "r", 0)

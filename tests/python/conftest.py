@@ -38,7 +38,9 @@ if BACKEND == "cuda":
 
 # The emulator's checks: freed memory poisoned (NaNs where a buffer was freed too early), freed
 # blocks reused at once, stream order checked.
-DEBUG = dict(poison_freed=True, reuse_freed=True, check_streams=True) if BACKEND == "host-sim" else {}
+DEBUG = (
+    dict(poison_freed=True, reuse_freed=True, check_streams=True) if BACKEND == "host-sim" else {}
+)
 
 if BACKEND == "host-sim":
     # Before any model is built: every CPU allocation is then a counted "device" allocation.

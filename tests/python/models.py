@@ -1,7 +1,6 @@
 """Tiny Hugging Face decoders built from a config with random weights (no download)."""
 
 import torch
-
 from conftest import DEVICE
 
 ARCHS = ("llama", "gpt2", "gpt_neox")

@@ -3,7 +3,6 @@
 import copy
 
 import torch
-
 from conftest import BACKEND, DEBUG, DEVICE
 
 
@@ -48,7 +47,8 @@ def train(model, batches, ctx=None, steps=3, autocast=False, lr=1e-2):
 
 def assert_same_training(ref, got):
     assert len(ref) == len(got)
-    for step, ((ref_loss, ref_grads), (got_loss, got_grads)) in enumerate(zip(ref, got)):
+    pairs = zip(ref, got, strict=True)
+    for step, ((ref_loss, ref_grads), (got_loss, got_grads)) in enumerate(pairs):
         assert_bitwise_equal(ref_loss, got_loss, f"step {step} loss")
         assert ref_grads.keys() == got_grads.keys()
         for name in ref_grads:

@@ -7,9 +7,8 @@ steps each, on host-sim with poisoned frees, immediate reuse and stream-order ch
 
 import itertools
 
-import pytest
-
 import offtune
+import pytest
 from models import ARCHS, batches, build
 from support import assert_same_training, engine_options, train, twin
 

@@ -1,17 +1,16 @@
-"""offtune.Offloader: options by name, the scope, stats, and the engine's Python path in backward."""
+"""offtune.Offloader: options by name, the scope, stats, the engine's Python path in backward."""
 
 import json
 import os
 import subprocess
 import sys
 
+import offtune
 import pytest
 import torch
-from torch.utils.checkpoint import checkpoint
-
-import offtune
 from conftest import BACKEND, DEVICE
 from support import assert_bitwise_equal, engine_options
+from torch.utils.checkpoint import checkpoint
 
 
 class Net(torch.nn.Module):
@@ -52,7 +51,7 @@ def test_scope_gives_bit_identical_gradients_and_returns_to_rest(net):
     for _ in range(3):
         ref, _ = grads_of(net, x)
         got, _ = grads_of(net, x, off.scope())
-        for i, (r, g) in enumerate(zip(ref, got)):
+        for i, (r, g) in enumerate(zip(ref, got, strict=True)):
             assert_bitwise_equal(r, g, f"tensor {i}")
     stats = off.stats()
     assert stats["offloaded"] > 0 and stats["reloaded"] > 0
@@ -66,7 +65,7 @@ def test_verify_checks_every_copy_and_changes_no_gradient(net):
     x = torch.randn(16, 32, device=DEVICE)
     ref, _ = grads_of(net, x)
     got, _ = grads_of(net, x, off.scope())
-    for i, (r, g) in enumerate(zip(ref, got)):
+    for i, (r, g) in enumerate(zip(ref, got, strict=True)):
         assert_bitwise_equal(r, g, f"tensor {i}")
     stats = off.stats()
     assert stats["offloaded"] > 0
@@ -150,7 +149,7 @@ def test_tensors_saved_on_autograds_threads_reach_the_offloader(net):
 
     ref = run(None)
     got = run(off.scope())
-    for i, (r, g) in enumerate(zip(ref, got)):
+    for i, (r, g) in enumerate(zip(ref, got, strict=True)):
         assert_bitwise_equal(r, g, f"tensor {i}")
     off.synchronize()
     assert off.resident()["resting"], off.resident()

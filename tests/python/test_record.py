@@ -9,10 +9,9 @@ import shutil
 import sqlite3
 import subprocess
 
+import offtune
 import pytest
 import torch
-
-import offtune
 from conftest import BACKEND, DEVICE
 
 HOST_SIM = BACKEND == "host-sim"
@@ -178,7 +177,7 @@ def test_an_error_in_the_loop_is_recorded_as_failed_and_raised(tmp_path):
     with pytest.raises(ZeroDivisionError):
         with offtune.record(db, model=model, offloader=(), warmup=0) as rec:
             train(rec, model, steps=1)
-            1 / 0
+            raise ZeroDivisionError("division by zero")
     assert rec.summary["status"] == "failed"
     assert rec.summary["error"] == "ZeroDivisionError: division by zero"
     assert step_rows(db, rec.id) == 1  # what was measured before is kept

@@ -9,10 +9,9 @@ be equal: same tensors offloaded (count, shapes, dtypes, sizes), the output head
 import itertools
 import logging
 
+import offtune
 import pytest
 import torch
-
-import offtune
 from conftest import BACKEND, DEVICE
 from models import ARCHS, batches, build
 from support import engine_options, twin
@@ -75,8 +74,8 @@ CASES = list(itertools.product(ARCHS, (False, True), (False, True)))
 
 
 @pytest.mark.parametrize("arch, use_streams, lora", CASES,
-                         ids=[f"{a}-{'streams' if s else 'single'}{'-lora' if l else ''}"
-                              for a, s, l in CASES])
+                         ids=[f"{a}-{'streams' if s else 'single'}{'-lora' if lo else ''}"
+                              for a, s, lo in CASES])
 def test_same_tensors_offloaded_as_trl(arch, use_streams, lora, monkeypatch):
     model = build(arch, lora=lora)
     other = twin(model)
