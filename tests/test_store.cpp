@@ -20,6 +20,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -1450,6 +1452,19 @@ TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
   EXPECT_EQ(store->run(new_run)->summary.step_ms_ci_high, sample_summary(2).step_ms_ci_high);
 }
 
+// One run of `r`, and a sweep (sample_sweep(salt)) whose one point has the run's config: what the
+// migration tests write before they turn the file into an older schema.
+std::pair<RunId, SweepId> put_run_and_point(Store& store, const RunRecord& r, int salt) {
+  const RunId run = store.begin_run(r);
+  const SweepId sweep = store.create_sweep(sample_sweep(salt));
+  PointRecord p;
+  p.sweep = sweep;
+  p.index = 0;
+  p.config = r.config;
+  store.put_point(p);
+  return {run, sweep};
+}
+
 // A schema 3 file reads (read-only, as is) with every run and point of the default variant (plain
 // offloading to host memory), and migrates on a writable open: its rows keep that, new rows carry
 // their variant.
@@ -1459,13 +1474,7 @@ TEST_F(SqliteStoreTest, ASchemaThreeFileReadsAsPlainOffloadingAndMigrates) {
   {
     auto store = open_sqlite_store(path());
     RunRecord r = sample_run(1);  // odd salt: no checkpointing, all, host
-    old_run = store->begin_run(r);
-    sweep = store->create_sweep(sample_sweep(1));
-    PointRecord p;
-    p.sweep = sweep;
-    p.index = 0;
-    p.config = r.config;
-    store->put_point(p);
+    std::tie(old_run, sweep) = put_run_and_point(*store, r, 1);
   }
   RawDb(path()).must(std::string(kDropSchema5) + kDropSchema4 + "PRAGMA user_version = 3");
   {
@@ -1496,13 +1505,7 @@ TEST_F(SqliteStoreTest, ASchemaFourFileReadsWithoutLayerOffloadingAndMigrates) {
     auto store = open_sqlite_store(path());
     RunRecord r = sample_run(2);  // even salt: LoRA rank 8, layers on:2
     ASSERT_EQ(r.config.layer_offload, "on:2");
-    old_run = store->begin_run(r);
-    sweep = store->create_sweep(sample_sweep(2));
-    PointRecord p;
-    p.sweep = sweep;
-    p.index = 0;
-    p.config = r.config;
-    store->put_point(p);
+    std::tie(old_run, sweep) = put_run_and_point(*store, r, 2);
     EXPECT_EQ(store->run(old_run)->workload.lora_rank, 8);
     EXPECT_EQ(store->points(sweep).at(0).config.layer_offload, "on:2");
   }
@@ -1536,13 +1539,7 @@ TEST_F(SqliteStoreTest, ASchemaFiveFileReadsWithoutVerifyAndMigrates) {
     auto store = open_sqlite_store(path());
     RunRecord r = sample_run(2);  // even salt: verify on
     ASSERT_TRUE(r.config.verify);
-    old_run = store->begin_run(r);
-    sweep = store->create_sweep(sample_sweep(2));
-    PointRecord p;
-    p.sweep = sweep;
-    p.index = 0;
-    p.config = r.config;
-    store->put_point(p);
+    std::tie(old_run, sweep) = put_run_and_point(*store, r, 2);
     EXPECT_TRUE(store->run(old_run)->config.verify);
     EXPECT_TRUE(store->points(sweep).at(0).config.verify);
   }
