@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# GPU check: on a machine with an NVIDIA GPU and a Python `torch` (any recent CUDA build), builds
-# core, samples and the tests against *that* torch, runs every suite with the cuda backend available
-# (test_cuda exercises it; the rest run as everywhere), the demo on the GPU, and prints a summary:
-# tests run/failed, the decoder's step time and peak device memory with and without offloading, the
-# hook cost (on the GPU, and on host-sim beside no-op Python hooks: README's ratios), and (when the
-# CLI was built and the GPU has a device-model profile) the same sweep measured on the GPU and
-# modelled on host-sim, with the error per point.
+# GPU check: on a machine with an NVIDIA GPU and a Python `torch` (any recent CUDA build), runs the
+# cuda backend's tests, the CLI with CUPTI at realistic shapes (exports included), the Python package's
+# tests on cuda, offtune beside TRL on one Hugging Face Llama, the pinned link's bandwidth, the hook
+# cost, and the device model against the GPU; prints a summary and leaves every log in --out.
 #
-#   scripts/gpu-check.sh [--python /path/to/python] [--out DIR]
+#   scripts/gpu-check.sh [--python PY] [--out DIR]                # builds here first (all cores)
+#   scripts/gpu-check.sh --prebuilt .gpu [--python PY] [--out DIR]  # what scripts/gpu-bundle.sh built
 #
-# Needs: cmake >= 3.25, a C++20 compiler, ninja or make, the CUDA toolkit headers of torch's CUDA major
+# Each part runs under its own time limit and writes its log as it goes, so a part that hangs or
+# fails costs only itself. --quick runs the tests and skips the measurements.
+# Building here needs cmake >= 3.25, a C++20 compiler, the CUDA toolkit headers of torch's CUDA major
 # (CUDA_HOME, default /usr/local/cuda), GoogleTest, CLI11, nlohmann-json, fmt, xxHash (Debian:
-# libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev). Exit: 0 all passed, 1 failures, 2 setup.
+# libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev); --prebuilt needs none.
+# Exit: 0 all passed, 1 failures, 2 setup.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="$(command -v python3 || true)"
 OUT="${OUT:-$ROOT/build/gpu-check}"
+PREBUILT=""
+QUICK=0
 while (($#)); do
   case "$1" in
     --python) PY="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    --prebuilt) PREBUILT="$(realpath "$2")"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "error: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -30,49 +35,115 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || die "no NVI
 [[ -n "$PY" ]] || die "no python3; pass --python"
 "$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
   || die "$PY has no CUDA-capable torch (torch.cuda.is_available() is False)"
-CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-[[ -f "$CUDA_HOME/include/cuda_runtime_api.h" ]] || die "CUDA toolkit headers not found at $CUDA_HOME (set CUDA_HOME)"
 torch_info=$("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))')
-echo "gpu-check: torch/cuda/device: $torch_info"
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+echo "gpu-check: $(date -u +%FT%TZ) torch/cuda/device: $torch_info, driver $driver" | tee "$OUT/summary.txt"
 
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S "$ROOT" -B "$OUT/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DOFFTUNE_PYTHON="$PY" \
-  -DCUDAToolkit_ROOT="$CUDA_HOME" -DTORCH_CUDA_ARCH_LIST="8.0;9.0" >"$OUT/configure.log" 2>&1 \
-  || { tail -30 "$OUT/configure.log"; die "configure failed (log: $OUT/configure.log)"; }
-cmake --build "$OUT/build" -j"$(nproc)" >"$OUT/build.log" 2>&1 \
-  || { grep -m20 -E 'error' "$OUT/build.log"; die "build failed (log: $OUT/build.log)"; }
+if [[ -n "$PREBUILT" ]]; then
+  [[ -x "$PREBUILT/bin/test_cuda" ]] || die "$PREBUILT/bin/test_cuda missing: run scripts/gpu-bundle.sh here first"
+  BIN="$PREBUILT/bin"
+  PYPKG="$PREBUILT/python"
+  built_for=$(cat "$PREBUILT/BUILT_FOR" 2>/dev/null)
+  have=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+  [[ "${built_for%% *}" == "$have" ]] || die "the bundle was built for torch ${built_for%% *}, this Python has $have"
+  # The binaries find libtorch, CUDA's runtime and CUPTI where this Python's torch has them.
+  tlib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  nv=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia"))')
+  extra=$(find "$nv" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')
+  export LD_LIBRARY_PATH="$tlib:$extra${CUDA_HOME:-/usr/local/cuda}/lib64:${CUDA_HOME:-/usr/local/cuda}/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}"
+  if compgen -G "$PREBUILT/whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/offtune-site "$PREBUILT"/whl/*.whl >"$OUT/wheels.log" 2>&1 \
+      && export PYTHONPATH="/tmp/offtune-site:${PYTHONPATH:-}"
+  fi
+  echo "gpu-check: prebuilt for ${built_for}" | tee -a "$OUT/summary.txt"
+else
+  CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+  [[ -f "$CUDA_HOME/include/cuda_runtime_api.h" ]] || die "CUDA toolkit headers not found at $CUDA_HOME (set CUDA_HOME)"
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S "$ROOT" -B "$OUT/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DOFFTUNE_PYTHON="$PY" \
+    -DOFFTUNE_BUILD_GUI=OFF -DCUDAToolkit_ROOT="$CUDA_HOME" -DTORCH_CUDA_ARCH_LIST="8.0;9.0" \
+    >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; die "configure failed (log: $OUT/configure.log)"; }
+  cmake --build "$OUT/build" -j"$(nproc)" >"$OUT/build.log" 2>&1 \
+    || { grep -m20 -E 'error' "$OUT/build.log"; die "build failed (log: $OUT/build.log)"; }
+  (cd "$OUT/build" && ctest --output-on-failure -j4 --output-junit "$OUT/ctest.xml") >"$OUT/ctest.log" 2>&1
+  echo "ctest rc=$?" >>"$OUT/summary.txt"
+  BIN="$OUT/bin"
+  mkdir -p "$BIN"
+  for f in tests/test_cuda tests/test_instrumentation cli/offtune samples/offtune-demo bench/offtune-bench; do
+    ln -sf "$OUT/build/$f" "$BIN/"
+  done
+  PYPKG="$OUT/build/python"
+fi
 
-(cd "$OUT/build" && ctest --output-on-failure -j4 --output-junit "$OUT/ctest.xml") >"$OUT/ctest.log" 2>&1
-ctest_rc=$?
-"$OUT/build/tests/test_cuda" >"$OUT/test_cuda.log" 2>&1
-cuda_rc=$?
-"$OUT/build/samples/offtune-demo" --backend cuda --preset small --batch 8 --seq 512 --steps 5 \
-  >"$OUT/demo.log" 2>&1
-demo_rc=$?
-# Hook cost on the GPU (per saved tensor; prints figures, asserts nothing).
-"$OUT/build/bench/offtune-bench" --backend cuda --section hooks --repetitions 21 \
-  >"$OUT/bench-hooks.log" 2>&1
-# The same on host-sim, beside the no-op Python hooks of this machine's torch: the hook-cost ratios
-# of README's "What a hook costs" on a CPU that is not shared by a second tenant (the development
-# machine has two shared cores, where the spreads are wide).
-"$OUT/build/bench/offtune-bench" --backend host-sim --section hooks --repetitions 31 \
-  --python "$PY" >"$OUT/bench-hooks-host-sim.log" 2>&1
-# The device model against this GPU (docs/device-model.md): one sweep measured here, the same
-# sweep on host-sim modelling this GPU, and the error per point (prints figures, asserts nothing).
-model=""
-case "$torch_info" in
-  *H200*) model=h200 ;; *H100*) model=h100-sxm ;; *A100*) model=a100-80gb ;;
-  *" L4"*) model=l4 ;; *4090*) model=rtx4090 ;;
-esac
-cli="$OUT/build/cli/offtune"
-if [[ -n "$model" && -x "$cli" ]]; then
-  grid=(--model small --batch 8 --seq 512 --steps 10 --warmup 2 --refine-steps 0
-        --min-offload-size 64KiB,1MiB,16MiB --max-fwd-stash-size 1,2,5 --quiet)
-  rm -f "$OUT/dm-gpu.db" "$OUT/dm-model.db"
-  "$cli" sweep "${grid[@]}" --backend cuda --db "$OUT/dm-gpu.db" >"$OUT/dm-gpu.log" 2>&1
-  "$cli" sweep "${grid[@]}" --backend host-sim --device-model "$model" --db "$OUT/dm-model.db" \
-    >"$OUT/dm-model.log" 2>&1
-  "$PY" - "$OUT/dm-gpu.db" "$OUT/dm-model.db" "$model" >"$OUT/device-model-check.md" <<'PYEOF'
+failed=()
+# part NAME LIMIT_S CMD...: runs CMD into $OUT/NAME.log under a time limit; records rc and seconds.
+part() {
+  local name="$1" limit="$2"; shift 2
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "part $name: rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+  ((rc == 0)) || failed+=("$name")
+  return 0
+}
+
+# 1. The cuda backend (identity across modes, the copy-delay race hunt, layer offloading,
+#    checkpointing, verify, device memory) and the CUPTI/NVTX collectors on the GPU.
+part test_cuda 240 "$BIN/test_cuda"
+part test_instrumentation 120 "$BIN/test_instrumentation"
+# 2. The Python package on cuda (tests/python, TRL parity included where trl imports).
+if "$PY" -c 'import pytest, transformers, peft' 2>/dev/null; then
+  OFFTUNE_PYTHON_PATH="$PYPKG" OFFTUNE_TEST_BACKEND=cuda \
+    part pytest_cuda 300 "$PY" -m pytest -q -x -p no:cacheprovider "$ROOT/tests/python"
+fi
+if ((QUICK == 0)); then
+  # 3. offtune beside TRL on a Hugging Face Llama with the 1b preset's shapes, and the pinned link.
+  PYTHONPATH="$PYPKG:${PYTHONPATH:-}" part trl_side_by_side 300 "$PY" "$ROOT/bench/trl_side_by_side.py" \
+    --preset 1b --batch 1 --seq 4096 --steps 5 --warmup 2 --bandwidth --json "$OUT/trl_side_by_side.json"
+  # 4. The CLI on cuda with CUPTI: the 1b preset at a realistic shape, bf16; its exports.
+  cli="$BIN/offtune"
+  rm -f "$OUT/cli-1b.db"
+  part cli_sweep_1b 240 "$cli" sweep --model 1b --dtype bf16 --batch 1 --seq 4096 --steps 4 --warmup 1 \
+    --backend cuda --collector cupti --min-offload-size 1MiB,16MiB --max-fwd-stash-size 2,5 \
+    --refine-steps 0 --db "$OUT/cli-1b.db"
+  part cli_report_1b 60 "$cli" report --db "$OUT/cli-1b.db"
+  part cli_export_chrome 60 "$cli" export --db "$OUT/cli-1b.db" --run 2 --format chrome -o "$OUT/trace-1b.json"
+  part cli_export_nsys 60 "$cli" export --db "$OUT/cli-1b.db" --run 2 --format nsys-sqlite -o "$OUT/trace-1b.sqlite"
+  # CUPTI's copies against the engine's bytes, per run (what CUPTI saw is in events; the engine's
+  # count is in steps.offloaded_bytes).
+  "$PY" - "$OUT/cli-1b.db" >"$OUT/cupti-vs-engine.md" 2>&1 <<'PYEOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print("| run | config | engine offloaded B / reloaded B | copy events by source: kind name count bytes pinned |")
+print("|---|---|---|---|")
+for run, label, mos, win in db.execute(
+        "SELECT id, label, min_offload_size, max_fwd_stash_size FROM runs ORDER BY id"):
+    off, rel = db.execute("SELECT COALESCE(SUM(offloaded_bytes),0), COALESCE(SUM(reloaded_bytes),0) "
+                          "FROM steps WHERE run=?", (run,)).fetchone()
+    rows = db.execute("SELECT kind, name, COUNT(*), SUM(bytes), SUM(pinned) FROM events WHERE run=? "
+                      "AND kind IN ('copy_d2h','copy_h2d') GROUP BY kind, name", (run,)).fetchall()
+    kinds = dict(db.execute("SELECT kind, COUNT(*) FROM events WHERE run=? GROUP BY kind",
+                            (run,)).fetchall())
+    print(f"| {run} | {label} {mos}/{win} | {off} / {rel} | {rows} {kinds} |")
+PYEOF
+  # 5. Hook cost on the GPU (prints figures, asserts nothing), and on this CPU beside no-op Python hooks.
+  part bench_hooks 120 "$BIN/offtune-bench" --backend cuda --section hooks --repetitions 21
+  part demo 120 "$BIN/offtune-demo" --backend cuda --preset small --batch 8 --seq 512 --steps 5
+  # 6. The device model against this GPU (docs/device-model.md): one sweep measured here, the same
+  #    sweep on host-sim modelling this GPU, and the error per point.
+  model=""
+  case "$torch_info" in
+    *H200*) model=h200 ;; *H100*) model=h100-sxm ;; *A100*) model=a100-80gb ;;
+    *" L4"*) model=l4 ;; *4090*) model=rtx4090 ;;
+  esac
+  if [[ -n "$model" ]]; then
+    grid=(--model small --dtype bf16 --batch 4 --seq 2048 --steps 6 --warmup 2 --refine-steps 0
+          --min-offload-size 64KiB,1MiB,16MiB --max-fwd-stash-size 1,2,5 --quiet)
+    rm -f "$OUT/dm-gpu.db" "$OUT/dm-model.db"
+    part dm_gpu 180 "$cli" sweep "${grid[@]}" --backend cuda --db "$OUT/dm-gpu.db"
+    part dm_model 180 "$cli" sweep "${grid[@]}" --backend host-sim --device-model "$model" --db "$OUT/dm-model.db"
+    "$PY" - "$OUT/dm-gpu.db" "$OUT/dm-model.db" "$model" >"$OUT/device-model-check.md" <<'PYEOF'
 import sqlite3, sys
 q = ("SELECT point_index, offload, min_offload_size, max_fwd_stash_size, step_ms_median, "
      "peak_allocated FROM points WHERE status = 'ok' ORDER BY point_index")
@@ -92,40 +163,22 @@ for i in sorted(set(gpu) & set(model)):
     pe = (m[4] - g[4]) / g[4] * 100 if g[4] else float("nan")
     print(f"| {i} | {config} | {g[3]:.2f} | {m[3]:.2f} | {te:+.1f}% | {g[4]} | {m[4]} | {pe:+.1f}% |")
 PYEOF
+  fi
+  part bench_hooks_host_sim 120 "$BIN/offtune-bench" --backend host-sim --section hooks \
+    --repetitions 31 --python "$PY"
 fi
 
-# The Python package on the GPU: tests/python with the cuda backend (where this Python has pytest,
-# transformers and peft), and its hook cost beside TRL's (where it has trl).
-py_rc=0
-if [[ -d "$OUT/build/python/offtune" ]] && "$PY" -c 'import pytest, transformers, peft' 2>/dev/null; then
-  OFFTUNE_PYTHON_PATH="$OUT/build/python" OFFTUNE_TEST_BACKEND=cuda \
-    "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" >"$OUT/pytest-cuda.log" 2>&1
-  py_rc=$?
-  "$PY" -c 'import trl' 2>/dev/null && PYTHONPATH="$OUT/build/python" \
-    "$PY" "$ROOT/bench/python_hooks.py" >"$OUT/bench-python-hooks.log" 2>&1
-else
-  echo "no Python tests: the extension was not built, or $PY lacks pytest, transformers or peft" \
-    >"$OUT/pytest-cuda.log"
-fi
-
-echo "=== offtune GPU check summary ==="
-echo "torch/cuda/device: $torch_info"
-grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_cuda.log" | sed 's/^/test_cuda: /'
-grep -E 'decoder small' "$OUT/test_cuda.log"
-echo "--- demo (decoder, step time and peak device memory) ---"
-cat "$OUT/demo.log"
-echo "--- hook cost (offtune-bench --section hooks) ---"
-grep -E 'scope|baseline' "$OUT/bench-hooks.log"
-echo "--- hook cost on host-sim, this machine's CPU, beside no-op Python hooks ---"
-grep -E 'scope|baseline|hook|python|offloaded|copy floor|best passes' "$OUT/bench-hooks-host-sim.log"
-echo "--- Python package on cuda (tests/python) ---"
-tail -1 "$OUT/pytest-cuda.log"
-[[ -s "$OUT/bench-python-hooks.log" ]] && cat "$OUT/bench-python-hooks.log"
-if [[ -s "$OUT/device-model-check.md" ]]; then
-  echo "--- device model ($model) against this GPU, per point ---"
-  cat "$OUT/device-model-check.md"
-fi
-((ctest_rc == 0 && cuda_rc == 0 && demo_rc == 0 && py_rc == 0)) && exit 0
-echo "gpu-check: failures (logs in $OUT)" >&2
+{
+  echo "=== offtune GPU check summary ==="
+  cat "$OUT/summary.txt"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$OUT/test_cuda.log" | sed 's/^/test_cuda: /'
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_instrumentation.log" 2>/dev/null | sed 's/^/instrumentation: /'
+  [[ -f "$OUT/pytest_cuda.log" ]] && tail -3 "$OUT/pytest_cuda.log"
+  for f in trl_side_by_side.log cupti-vs-engine.md cli_report_1b.log demo.log device-model-check.md; do
+    [[ -s "$OUT/$f" ]] && { echo "--- $f"; grep -v "^[a-z0-9-]*: {" "$OUT/$f" | tail -40; }
+  done
+  [[ -s "$OUT/bench_hooks.log" ]] && { echo "--- hook cost on cuda"; grep -E 'scope|baseline' "$OUT/bench_hooks.log"; }
+} | tee "$OUT/report.txt"
+((${#failed[@]} == 0)) && exit 0
+echo "gpu-check: failed parts: ${failed[*]} (logs in $OUT)" >&2
 exit 1

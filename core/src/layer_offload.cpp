@@ -755,7 +755,7 @@ void LayerState::move_to_device(Param& p, Stream on) {
   if (p.bytes > 0) backend_.copy(copy_request(p, fresh, false))->synchronize();
   // The storage itself takes the device memory (tensors on it follow), and `fresh` the host
   // pointer, which it does not own.
-  p.outside.unsafeGetStorageImpl()->swap_data_ptr(*fresh.unsafeGetStorageImpl());
+  detail::swap_storage_data(*p.outside.unsafeGetStorageImpl(), *fresh.unsafeGetStorageImpl());
 }
 
 void LayerState::restore_all() {

@@ -555,4 +555,14 @@ c10::Storage storage_that_throws(c10::Device device, std::string message) {
   return storage;
 }
 
+void swap_storage_data(c10::StorageImpl& a, c10::StorageImpl& b) {
+  const size_t a_bytes = a.nbytes();
+  const size_t b_bytes = b.nbytes();
+  c10::DataPtr from_a = a.set_data_ptr(c10::DataPtr(nullptr, a.device()));
+  c10::DataPtr from_b = b.set_data_ptr(std::move(from_a));
+  a.set_data_ptr_noswap(std::move(from_b));
+  a.set_nbytes(b_bytes);
+  b.set_nbytes(a_bytes);
+}
+
 }  // namespace offtune::detail

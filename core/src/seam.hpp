@@ -172,4 +172,10 @@ void register_weight_storage(Context& ctx, const c10::Storage& storage,
 // torch's own fake and functional tensors: internal, hence here.
 c10::Storage storage_that_throws(c10::Device device, std::string message);
 
+// Exchanges the memory (data pointer and byte size) of two storages, so that every tensor on `a`
+// reads what was `b`'s and the other way round (layer_offload.cpp moves a weight back to the device
+// under the tensors that hold it). StorageImpl::swap_data_ptr does this from torch 2.12 on; older
+// releases (the GPU machines' 2.11) lack it, so it is built from set_data_ptr, which both have.
+void swap_storage_data(c10::StorageImpl& a, c10::StorageImpl& b);
+
 }  // namespace offtune::detail
