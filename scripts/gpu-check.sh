@@ -8,7 +8,7 @@
 #   scripts/gpu-check.sh --prebuilt .gpu [--python PY] [--out DIR]  # what scripts/gpu-bundle.sh built
 #
 # Each part runs under its own time limit and writes its log as it goes, so a part that hangs or
-# fails costs only itself. --quick runs the tests and skips the measurements.
+# fails costs only itself. --quick runs only the C++ tests (test_cuda, test_instrumentation).
 # Building here needs cmake >= 3.25, a C++20 compiler, the CUDA toolkit headers of torch's CUDA major
 # (CUDA_HOME, default /usr/local/cuda), GoogleTest, CLI11, nlohmann-json, fmt, xxHash (Debian:
 # libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev); --prebuilt needs none.
@@ -90,21 +90,16 @@ part() {
 
 # 1. The cuda backend (identity across modes, the copy-delay race hunt, layer offloading,
 #    checkpointing, verify, device memory) and the CUPTI/NVTX collectors on the GPU.
-part test_cuda 240 "$BIN/test_cuda"
-part test_instrumentation 120 "$BIN/test_instrumentation"
-# 2. The Python package on cuda (tests/python, TRL parity included where trl imports).
-if "$PY" -c 'import pytest, transformers, peft' 2>/dev/null; then
-  OFFTUNE_PYTHON_PATH="$PYPKG" OFFTUNE_TEST_BACKEND=cuda \
-    part pytest_cuda 300 "$PY" -m pytest -q -x -p no:cacheprovider "$ROOT/tests/python"
-fi
+part test_cuda 180 "$BIN/test_cuda"
+part test_instrumentation 60 "$BIN/test_instrumentation"
 if ((QUICK == 0)); then
   # 3. offtune beside TRL on a Hugging Face Llama with the 1b preset's shapes, and the pinned link.
-  PYTHONPATH="$PYPKG:${PYTHONPATH:-}" part trl_side_by_side 300 "$PY" "$ROOT/bench/trl_side_by_side.py" \
+  PYTHONPATH="$PYPKG:${PYTHONPATH:-}" part trl_side_by_side 180 "$PY" "$ROOT/bench/trl_side_by_side.py" \
     --preset 1b --batch 1 --seq 4096 --steps 5 --warmup 2 --bandwidth --json "$OUT/trl_side_by_side.json"
   # 4. The CLI on cuda with CUPTI: the 1b preset at a realistic shape, bf16; its exports.
   cli="$BIN/offtune"
   rm -f "$OUT/cli-1b.db"
-  part cli_sweep_1b 240 "$cli" sweep --model 1b --dtype bf16 --batch 1 --seq 4096 --steps 4 --warmup 1 \
+  part cli_sweep_1b 150 "$cli" sweep --model 1b --dtype bf16 --batch 1 --seq 4096 --steps 4 --warmup 1 \
     --backend cuda --collector cupti --min-offload-size 1MiB,16MiB --max-fwd-stash-size 2,5 \
     --refine-steps 0 --db "$OUT/cli-1b.db"
   part cli_report_1b 60 "$cli" report --db "$OUT/cli-1b.db"
@@ -127,6 +122,11 @@ for run, label, mos, win in db.execute(
                             (run,)).fetchall())
     print(f"| {run} | {label} {mos}/{win} | {off} / {rel} | {rows} {kinds} |")
 PYEOF
+  # The Python package on cuda (tests/python, TRL parity included where trl imports).
+  if "$PY" -c 'import pytest, transformers, peft' 2>/dev/null; then
+    OFFTUNE_PYTHON_PATH="$PYPKG" OFFTUNE_TEST_BACKEND=cuda \
+      part pytest_cuda 180 "$PY" -m pytest -q -x -p no:cacheprovider "$ROOT/tests/python"
+  fi
   # 5. Hook cost on the GPU (prints figures, asserts nothing), and on this CPU beside no-op Python hooks.
   part bench_hooks 120 "$BIN/offtune-bench" --backend cuda --section hooks --repetitions 21
   part demo 120 "$BIN/offtune-demo" --backend cuda --preset small --batch 8 --seq 512 --steps 5

@@ -29,7 +29,12 @@
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
+// Node moved from function.h to node.h in torch 2.12; the GPU machines' 2.11 has only function.h.
+#if __has_include(<torch/csrc/autograd/node.h>)
 #include <torch/csrc/autograd/node.h>
+#else
+#include <torch/csrc/autograd/function.h>
+#endif
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -60,10 +65,22 @@ namespace ag = torch::autograd;
 static_assert(std::is_same_v<decltype(&ag::Engine::get_default_saved_variable_hooks),
                              std::unique_ptr<ag::SavedVariableHooks> (ag::Engine::*)()>,
               "torch changed Engine::get_default_saved_variable_hooks; update offtune's seam");
+// The graph root's pointer type: c10::intrusive_ptr<Node> from torch 2.12 on (the pinned 2.15),
+// std::shared_ptr<Node> before (the GPU machines' 2.11); either is taken, nothing else.
+template <typename F>
+struct SecondParameter;
+template <typename R, typename C, typename A, typename B, typename D>
+struct SecondParameter<R (C::*)(A, B, D)> {
+  using type = B;
+};
+using GraphRoot = SecondParameter<decltype(&ag::Engine::execute_with_graph_task)>::type;
+static_assert(std::is_same_v<GraphRoot, c10::intrusive_ptr<ag::Node>> ||
+                  std::is_same_v<GraphRoot, std::shared_ptr<ag::Node>>,
+              "torch changed the graph root of Engine::execute_with_graph_task; update the seam");
 static_assert(std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
                              c10::intrusive_ptr<at::ivalue::Future> (ag::Engine::*)(
-                                 const std::shared_ptr<ag::GraphTask>&,
-                                 c10::intrusive_ptr<ag::Node>, ag::InputBuffer&&)>,
+                                 const std::shared_ptr<ag::GraphTask>&, GraphRoot,
+                                 ag::InputBuffer&&)>,
               "torch changed Engine::execute_with_graph_task; update offtune's seam");
 
 static_assert(
@@ -348,7 +365,7 @@ class OfftuneEngine final : public ag::Engine {
   }
 
   c10::intrusive_ptr<at::ivalue::Future> execute_with_graph_task(
-      const std::shared_ptr<ag::GraphTask>& graph_task, c10::intrusive_ptr<ag::Node> graph_root,
+      const std::shared_ptr<ag::GraphTask>& graph_task, GraphRoot graph_root,
       ag::InputBuffer&& input_buffer) override {
     const auto id = static_cast<int64_t>(static_cast<int>(graph_task->id_));
     bind_task(id);
