@@ -13,8 +13,10 @@ configurations, each on a fresh copy of the model built from the same seed:
 
 Per configuration: warm-up steps, then measured steps (forward + backward, gradients dropped after
 each), each timed between two device synchronisations; the median and range of the step time,
-the peak allocated and reserved device memory over the measured steps (the allocator's peaks,
-reset after warm-up), the offloaded bytes, and the largest gradient difference from the baseline.
+the peak allocated device memory over the measured steps (the allocator's peak, reset at each
+step, less what was allocated before this configuration's model was built, after a garbage
+collection: the model, its gradients and its activations; also the peak by the end of the forward,
+to tell the window's share from the reloads'), the peak reserved memory, the offloaded bytes, and the largest gradient difference from the baseline.
 Prints a Markdown table, and with --json one JSON object. It measures; it asserts nothing.
 
     python bench/trl_side_by_side.py --batch 1 --seq 4096          # on a GPU
@@ -25,6 +27,7 @@ Also measures the pinned host link (--bandwidth): device-to-host and host-to-dev
 """
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -68,16 +71,28 @@ def main() -> int:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--only", default="", help="comma-separated configuration names to run")
     p.add_argument("--bandwidth", action="store_true", help="also measure the pinned link")
+    p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
+                   help="attention implementation (eager with --deterministic: a bit-exact baseline)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="torch.use_deterministic_algorithms (warn only), so that two baseline runs "
+                        "agree bit for bit and any gradient difference is offloading's")
     p.add_argument("--json", default="", help="write the results to this file")
     args = p.parse_args()
     if args.batch < 1 or args.seq < 2 or args.steps < 1 or args.warmup < 0:
         print("error: --batch >= 1, --seq >= 2, --steps >= 1, --warmup >= 0", file=sys.stderr)
         return 2
 
+    if args.deterministic:
+        import os
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts
     import torch
     import transformers as tf
 
     import offtune
+
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
     try:
         from trl.models import activation_offloading as trl_ao
@@ -95,7 +110,7 @@ def main() -> int:
     config = tf.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=ffn,
                             num_hidden_layers=layers, num_attention_heads=heads,
                             num_key_value_heads=kv, max_position_embeddings=max(args.seq, 128),
-                            rope_theta=500000.0)
+                            rope_theta=500000.0, attn_implementation=args.attn)
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, vocab, (args.batch, args.seq), generator=gen).to(args.device)
 
@@ -136,28 +151,46 @@ def main() -> int:
 
     results = {}
     baseline_grads = None
+    first_start = None
     for name, make in configs:
+        # What the previous configuration left (a model kept alive by a reference cycle of hooks
+        # until the collector runs) must not count against this one: collect it, and measure
+        # peaks above what is allocated before this configuration's model exists.
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+            start = torch.cuda.memory_allocated()
+            first_start = start if first_start is None else first_start
         model = fresh_model()
         ctx = make(model)
         if name == "trl" and ctx is None:
             continue
         import contextlib
 
-        def step(model=model, ctx=ctx):
+        peaks = {"forward": 0, "step": 0}
+
+        def step(model=model, ctx=ctx, peaks=peaks):
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             with ctx if ctx is not None else contextlib.nullcontext():
                 loss = model(input_ids=ids, labels=ids).loss
+            if cuda:  # where the peak is: forward (the window) or backward (the reloads)
+                peaks["forward"] = max(peaks["forward"], torch.cuda.max_memory_allocated())
             loss.backward()
+            if cuda:
+                peaks["step"] = max(peaks["step"], torch.cuda.max_memory_allocated())
             return loss
 
         loss0 = step().item()
         grads = [q.grad.detach().clone() for q in model.parameters()]
         model.zero_grad(set_to_none=True)
-        diff = None
+        diff, identical = None, None
         if baseline_grads is None:
             baseline_grads, baseline_loss = grads, loss0
         else:
             diff = max((a.float() - b.float()).abs().max().item()
                        for a, b in zip(grads, baseline_grads, strict=True))
+            identical = all(torch.equal(a, b) for a, b in zip(grads, baseline_grads, strict=True))
         del grads
         for _ in range(max(args.warmup - 1, 0)):
             step()
@@ -165,6 +198,8 @@ def main() -> int:
         sync()
         if cuda:
             torch.cuda.reset_peak_memory_stats()
+            reserved0 = torch.cuda.memory_reserved()
+        peaks.update(forward=0, step=0)
         times = []
         for _ in range(args.steps):
             sync()
@@ -175,10 +210,12 @@ def main() -> int:
             times.append((time.perf_counter() - t0) * 1e3)
         r = {"step_ms_median": statistics.median(times), "step_ms_min": min(times),
              "step_ms_max": max(times), "loss": loss0, "loss_equal": loss0 == baseline_loss,
-             "max_grad_diff": diff}
+             "max_grad_diff": diff, "grads_identical": identical}
         if cuda:
-            r["peak_allocated"] = torch.cuda.max_memory_allocated()
-            r["peak_reserved"] = torch.cuda.max_memory_reserved()
+            r["peak_allocated"] = peaks["step"] - start
+            r["peak_allocated_forward"] = peaks["forward"] - start
+            r["left_by_earlier"] = start - first_start
+            r["peak_reserved"] = max(torch.cuda.max_memory_reserved(), reserved0)
         off = getattr(ctx, "offloader", None)
         if off is not None:
             s = off.stats()
@@ -186,7 +223,7 @@ def main() -> int:
                                               "pageable_fallbacks")})
         results[name] = r
         print(f"{name}: {r}", flush=True)
-        del model, ctx, step
+        del model, ctx, step, off
         if cuda:
             torch.cuda.empty_cache()
 
@@ -196,24 +233,32 @@ def main() -> int:
     best = min(fits, key=lambda k: fits[k]["step_ms_median"]) if fits else None
     out = {"device": torch.cuda.get_device_name(0) if cuda else "cpu (host-sim)",
            "torch": torch.__version__, "preset": args.preset, "batch": args.batch,
-           "seq": args.seq, "dtype": args.dtype, "steps": args.steps, "warmup": args.warmup,
+           "seq": args.seq, "dtype": args.dtype, "attn": args.attn,
+           "deterministic": args.deterministic, "steps": args.steps, "warmup": args.warmup,
            "results": results, "best": best}
     if cuda and args.bandwidth:
         out["link"] = link_bandwidth(torch)
 
     gib = 1 << 30
     print(f"\n{out['device']}, torch {out['torch']}, Llama {args.preset}, batch {args.batch}, "
-          f"seq {args.seq}, {args.dtype}; {args.steps} measured steps after {args.warmup}")
-    print("| configuration | step ms median (min-max) | vs TRL | peak alloc GiB | peak reserved GiB "
-          "| offloaded | loss equal | max grad diff |")
+          f"seq {args.seq}, {args.dtype}, attention {args.attn}"
+          f"{', deterministic' if args.deterministic else ''}; {args.steps} measured steps after "
+          f"{args.warmup}")
+    print("| configuration | step ms median (min-max) | vs TRL | peak alloc GiB (forward) "
+          "| peak reserved GiB | offloaded | loss equal | gradients identical (max diff) |")
     print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         rel = (f"{r['step_ms_median'] / trl['step_ms_median']:.2f}x" if trl else "")
         tag = " (best)" if name == best else ""
         print(f"| {name}{tag} | {r['step_ms_median']:.1f} ({r['step_ms_min']:.1f}-"
-              f"{r['step_ms_max']:.1f}) | {rel} | {r.get('peak_allocated', 0) / gib:.2f} | "
+              f"{r['step_ms_max']:.1f}) | {rel} | {r.get('peak_allocated', 0) / gib:.2f} "
+              f"({r.get('peak_allocated_forward', 0) / gib:.2f}) | "
               f"{r.get('peak_reserved', 0) / gib:.2f} | {r.get('offloaded', '')} | "
-              f"{r['loss_equal']} | {r['max_grad_diff']} |")
+              f"{r['loss_equal']} | {r['grads_identical']} ({r['max_grad_diff']}) |")
+    left = {k: v["left_by_earlier"] for k, v in results.items() if v.get("left_by_earlier")}
+    if left:
+        print("still allocated from earlier configurations after a collection (not counted above): "
+              + ", ".join(f"{k} {v / gib:.2f} GiB" for k, v in left.items()))
     if "link" in out:
         for k, v in out["link"].items():
             print(f"pinned {k}: {v['bytes_per_second'] / 1e9:.1f} GB/s (median of 10 x 256 MiB)")

@@ -11,7 +11,8 @@
 # A venv with that torch is made once under the cache (OFFTUNE_CACHE, ~4 GiB) from a Python of that
 # version found on PATH or under pyenv (OFFTUNE_GPU_VENV: use another venv that has it). The build
 # is Release, no GUI, in build/gpu-bundle (OFFTUNE_GPU_BUILD: another folder).
-# Staged: bin/ (test_cuda, test_instrumentation and the NVTX injection library, offtune,
+# Staged: bin/ (test_cuda, test_engine and test_disk for their cuda tests, test_instrumentation
+# and the NVTX injection library, offtune,
 # offtune-demo, offtune-bench; stripped), python/offtune (the package with its extension for that
 # Python and torch), whl/ (TRL and the dependencies the GPU image lacks: datasets, dill,
 # multiprocess), and the size of it all, which the device tool caps at 64 MiB with the work tree.
@@ -55,15 +56,15 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOFFTUNE_BUILD
   -DOFFTUNE_PYTHON="$VENV/bin/python" >"$ROOT/build-gpu-bundle.configure.log" 2>&1 \
   || { tail -30 "$ROOT/build-gpu-bundle.configure.log" >&2; echo "gpu-bundle: configure failed" >&2; exit 1; }
 rm -f "$ROOT/build-gpu-bundle.configure.log"
-targets=(test_cuda test_instrumentation offtune_nvtx_injection offtune offtune-demo offtune-bench
-         offtune_python)
+targets=(test_cuda test_engine test_disk test_instrumentation offtune_nvtx_injection offtune
+         offtune-demo offtune-bench offtune_python)
 cmake --build "$BUILD" --target "${targets[@]}" -- -k 0 \
   || { echo "gpu-bundle: build failed against torch $TORCH" >&2; exit 1; }
 
 rm -rf "$OUTDIR/bin" "$OUTDIR/python"
 mkdir -p "$OUTDIR/bin" "$OUTDIR/python" "$OUTDIR/whl"
-for f in tests/test_cuda tests/test_instrumentation cli/offtune samples/offtune-demo \
-         bench/offtune-bench; do
+for f in tests/test_cuda tests/test_engine tests/test_disk tests/test_instrumentation cli/offtune \
+         samples/offtune-demo bench/offtune-bench; do
   strip -o "$OUTDIR/bin/$(basename "$f")" "$BUILD/$f"
 done
 inj=$(find "$BUILD/tests/nvtx_injection" -name '*.so' | head -1)

@@ -8,7 +8,8 @@
 #   scripts/gpu-check.sh --prebuilt .gpu [--python PY] [--out DIR]  # what scripts/gpu-bundle.sh built
 #
 # Each part runs under its own time limit and writes its log as it goes, so a part that hangs or
-# fails costs only itself. --quick runs only the C++ tests (test_cuda, test_instrumentation).
+# fails costs only itself. --quick runs only the C++ tests; --parts a,b runs only the parts named
+# (the names the summary prints: test_cuda, pytest_cuda, trl_identity, dm_gpu, ...).
 # Building here needs cmake >= 3.25, a C++20 compiler, the CUDA toolkit headers of torch's CUDA major
 # (CUDA_HOME, default /usr/local/cuda), GoogleTest, CLI11, nlohmann-json, fmt, xxHash (Debian:
 # libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev); --prebuilt needs none.
@@ -19,13 +20,15 @@ PY="$(command -v python3 || true)"
 OUT="${OUT:-$ROOT/build/gpu-check}"
 PREBUILT=""
 QUICK=0
+PARTS=""
 while (($#)); do
   case "$1" in
     --python) PY="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --prebuilt) PREBUILT="$(realpath "$2")"; shift 2 ;;
     --quick) QUICK=1; shift ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    --parts) PARTS=",$2,"; shift 2 ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) echo "error: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,6 +59,7 @@ if [[ -n "$PREBUILT" ]]; then
       --target /tmp/offtune-site "$PREBUILT"/whl/*.whl >"$OUT/wheels.log" 2>&1 \
       && export PYTHONPATH="/tmp/offtune-site:${PYTHONPATH:-}"
   fi
+  export OFFTUNE_TEST_NVTX_INJECTION="$BIN/libofftune_nvtx_injection.so"
   echo "gpu-check: prebuilt for ${built_for}" | tee -a "$OUT/summary.txt"
 else
   CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
@@ -70,7 +74,8 @@ else
   echo "ctest rc=$?" >>"$OUT/summary.txt"
   BIN="$OUT/bin"
   mkdir -p "$BIN"
-  for f in tests/test_cuda tests/test_instrumentation cli/offtune samples/offtune-demo bench/offtune-bench; do
+  for f in tests/test_cuda tests/test_engine tests/test_disk tests/test_instrumentation cli/offtune \
+           samples/offtune-demo bench/offtune-bench; do
     ln -sf "$OUT/build/$f" "$BIN/"
   done
   PYPKG="$OUT/build/python"
@@ -80,6 +85,7 @@ failed=()
 # part NAME LIMIT_S CMD...: runs CMD into $OUT/NAME.log under a time limit; records rc and seconds.
 part() {
   local name="$1" limit="$2"; shift 2
+  [[ -z "$PARTS" || "$PARTS" == *",$name,"* ]] || return 0
   local t0=$SECONDS
   timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
@@ -91,11 +97,22 @@ part() {
 # 1. The cuda backend (identity across modes, the copy-delay race hunt, layer offloading,
 #    checkpointing, verify, device memory) and the CUPTI/NVTX collectors on the GPU.
 part test_cuda 180 "$BIN/test_cuda"
+part test_engine_cuda 120 "$BIN/test_engine" --gtest_filter='*Cuda*'
+part test_disk_cuda 60 "$BIN/test_disk" --gtest_filter='*Cuda*'
 part test_instrumentation 60 "$BIN/test_instrumentation"
 if ((QUICK == 0)); then
   # 3. offtune beside TRL on a Hugging Face Llama with the 1b preset's shapes, and the pinned link.
   PYTHONPATH="$PYPKG:${PYTHONPATH:-}" part trl_side_by_side 180 "$PY" "$ROOT/bench/trl_side_by_side.py" \
     --preset 1b --batch 1 --seq 4096 --steps 5 --warmup 2 --bandwidth --json "$OUT/trl_side_by_side.json"
+  # Where TRL's and offtune's peaks differ at TRL's knobs: forward (the window) or backward.
+  PYTHONPATH="$PYPKG:${PYTHONPATH:-}" part trl_peaks 120 "$PY" "$ROOT/bench/trl_side_by_side.py" \
+    --preset 1b --batch 1 --seq 4096 --steps 3 --warmup 1 --only trl,offtune-trl-knobs \
+    --json "$OUT/trl_peaks.json"
+  # The same models bit for bit: eager attention and deterministic kernels, so that two baseline
+  # runs agree exactly and any gradient difference is the offloading's.
+  PYTHONPATH="$PYPKG:${PYTHONPATH:-}" part trl_identity 180 "$PY" "$ROOT/bench/trl_side_by_side.py" \
+    --preset 1b --batch 1 --seq 1024 --steps 1 --warmup 0 --attn eager --deterministic \
+    --only none-again,trl,offtune-trl-knobs,offtune-16MiB-w5 --json "$OUT/trl_identity.json"
   # 4. The CLI on cuda with CUPTI: the 1b preset at a realistic shape, bf16; its exports.
   cli="$BIN/offtune"
   rm -f "$OUT/cli-1b.db"
@@ -125,7 +142,7 @@ PYEOF
   # The Python package on cuda (tests/python, TRL parity included where trl imports).
   if "$PY" -c 'import pytest, transformers, peft' 2>/dev/null; then
     OFFTUNE_PYTHON_PATH="$PYPKG" OFFTUNE_TEST_BACKEND=cuda \
-      part pytest_cuda 180 "$PY" -m pytest -q -x -p no:cacheprovider "$ROOT/tests/python"
+      part pytest_cuda 180 "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
   fi
   # 5. Hook cost on the GPU (prints figures, asserts nothing), and on this CPU beside no-op Python hooks.
   part bench_hooks 120 "$BIN/offtune-bench" --backend cuda --section hooks --repetitions 21
@@ -138,11 +155,12 @@ PYEOF
     *" L4"*) model=l4 ;; *4090*) model=rtx4090 ;;
   esac
   if [[ -n "$model" ]]; then
-    grid=(--model small --dtype bf16 --batch 4 --seq 2048 --steps 6 --warmup 2 --refine-steps 0
+    grid=(--model small --dtype bf16 --batch 8 --seq 512 --steps 6 --warmup 2 --refine-steps 0
           --min-offload-size 64KiB,1MiB,16MiB --max-fwd-stash-size 1,2,5 --quiet)
     rm -f "$OUT/dm-gpu.db" "$OUT/dm-model.db"
     part dm_gpu 180 "$cli" sweep "${grid[@]}" --backend cuda --db "$OUT/dm-gpu.db"
-    part dm_model 180 "$cli" sweep "${grid[@]}" --backend host-sim --device-model "$model" --db "$OUT/dm-model.db"
+    part dm_model 180 "$cli" sweep "${grid[@]}" --backend host-sim --device-model "$model" --link pcie5 \
+      --db "$OUT/dm-model.db"
     "$PY" - "$OUT/dm-gpu.db" "$OUT/dm-model.db" "$model" >"$OUT/device-model-check.md" <<'PYEOF'
 import sqlite3, sys
 q = ("SELECT point_index, offload, min_offload_size, max_fwd_stash_size, step_ms_median, "
@@ -172,9 +190,11 @@ fi
   echo "=== offtune GPU check summary ==="
   cat "$OUT/summary.txt"
   grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$OUT/test_cuda.log" | sed 's/^/test_cuda: /'
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_instrumentation.log" 2>/dev/null | sed 's/^/instrumentation: /'
+  for t in test_engine_cuda test_disk_cuda test_instrumentation; do
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[       OK \]' "$OUT/$t.log" 2>/dev/null | sed "s/^/$t: /"
+  done
   [[ -f "$OUT/pytest_cuda.log" ]] && tail -3 "$OUT/pytest_cuda.log"
-  for f in trl_side_by_side.log cupti-vs-engine.md cli_report_1b.log demo.log device-model-check.md; do
+  for f in trl_side_by_side.log trl_peaks.log trl_identity.log cupti-vs-engine.md cli_report_1b.log demo.log device-model-check.md; do
     [[ -s "$OUT/$f" ]] && { echo "--- $f"; grep -v "^[a-z0-9-]*: {" "$OUT/$f" | tail -40; }
   done
   [[ -s "$OUT/bench_hooks.log" ]] && { echo "--- hook cost on cuda"; grep -E 'scope|baseline' "$OUT/bench_hooks.log"; }

@@ -231,6 +231,29 @@ TEST_F(Cuda, TensorsOnAnotherGpuStayWhereTheyAre) {
   EXPECT_TRUE(other);
 }
 
+// The race tests rely on debug_copy_delay_ns really holding each side-stream copy back: a copy
+// issued with a 50 ms delay completes no sooner than 50 ms after it was issued.
+TEST_F(Cuda, TheCopyDelayHoldsEachCopyBack) {
+  OffloadOptions o = cuda_options(/*window=*/100);
+  o.debug_copy_delay_ns = 50'000'000;
+  ActivationOffloader off(o);
+  auto obs = std::make_shared<RecordingObserver>();
+  off.set_observer(obs);
+  auto x = torch::randn({256, 256}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+  at::Tensor loss;
+  {
+    auto scope = off.scope();
+    loss = x.mul(1).sin().sum();
+  }
+  off.synchronize();
+  {
+    std::lock_guard<std::mutex> l(obs->mutex);
+    ASSERT_FALSE(obs->completed.empty());
+    for (const auto& c : obs->completed) EXPECT_GE(c.time_ns - c.issued_ns, 45'000'000);
+  }
+  loss.backward();
+}
+
 TEST_F(Cuda, CopyCompletionsCarryTheTimeTheCopyFinished) {
   OffloadOptions o = cuda_options(/*window=*/100);
   ActivationOffloader off(o);

@@ -57,10 +57,16 @@ using namespace offtune::profiler;
 // NVTX
 
 #ifdef OFFTUNE_HAS_NVTX_INJECTION
+// The injection library: the build's, or OFFTUNE_TEST_NVTX_INJECTION where the binary was moved
+// (scripts/gpu-check.sh --prebuilt runs it on another machine, from another folder).
+const char* injection_path() {
+  const char* moved = std::getenv("OFFTUNE_TEST_NVTX_INJECTION");
+  return moved != nullptr && *moved != '\0' ? moved : build_paths::nvtx_injection;
+}
 // Before main(): NVTX reads the variable once, on the process's first NVTX call. (The path is
 // constant-initialised in the generated source, so it is set before this dynamic initialiser.)
 const bool kInjectionRequested = [] {
-  setenv("NVTX_INJECTION64_PATH", build_paths::nvtx_injection, 1);
+  setenv("NVTX_INJECTION64_PATH", injection_path(), 1);
   return true;
 }();
 #endif
@@ -78,9 +84,9 @@ struct NvtxRecord {
 std::vector<NvtxRecord> read_log() {
 #ifdef OFFTUNE_HAS_NVTX_INJECTION
   // RTLD_NOLOAD: the handle of the copy NVTX loaded (same path), never a second copy.
-  void* lib = dlopen(build_paths::nvtx_injection, RTLD_NOW | RTLD_NOLOAD);
+  void* lib = dlopen(injection_path(), RTLD_NOW | RTLD_NOLOAD);
   if (lib == nullptr) {
-    ADD_FAILURE() << "NVTX did not load the injection library " << build_paths::nvtx_injection;
+    ADD_FAILURE() << "NVTX did not load the injection library " << injection_path();
     return {};
   }
   using LogFn = const char* (*)();

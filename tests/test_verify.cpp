@@ -141,13 +141,19 @@ TEST(Verify, CudaCopiesAreCheckedAndACorruptedOneIsAnError) {
     EXPECT_GT(off.stats().verified, 0);
   }
   o.debug_copy_delay_ns = 200'000'000;
+  // Window 1: the next save drops x's forward hold, so that backward must reload x from its host
+  // copy. (With x still held, unpack hands back the held tensor itself, no copy is involved and
+  // there is nothing for verify to check: the first GPU run of this test, 2026-11-26, changed x
+  // after the scope, while x was still held, and so saw no error.)
+  o.max_fwd_stash_size = 1;
   ActivationOffloader off(o);
   at::Tensor loss;
   {
     auto scope = off.scope();
-    loss = torch::mm(net.x, net.w1).sum();
+    at::Tensor y = torch::mm(net.x, net.w1);            // saves x: its copy waits 200 ms
+    net.x.variable_data().narrow(0, 3, 1).add_(1.0);  // on the compute stream, before the copy
+    loss = y.sin().sum();                               // saves y: x's hold goes
   }
-  net.x.variable_data().narrow(0, 3, 1).add_(1.0);  // on the compute stream, before the copy
   off.synchronize();
   try {
     loss.backward();

@@ -188,6 +188,10 @@ class CudaBackend final : public Backend {
     if (delay_ns_ > 0) {
       int khz = 0;
       OFFTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_));
+      // A driver that reports no clock rate would turn the delay into none at all, silently (the
+      // race tests would then pass without holding anything back): assume 2 GHz instead, the
+      // boost clock of the GPUs this runs on, so that the delay is at least as long as asked.
+      if (khz <= 0) khz = 2'000'000;
       delay_cycles_ = static_cast<int64_t>(static_cast<double>(delay_ns_) * khz / 1e6);
     }
   }

@@ -125,12 +125,15 @@ class Recording {
     }
     const std::string model_name = get_or<std::string>(spec, "device_model", "");
     if (!model_name.empty()) {
+      // A name that is no device model is refused as such on every backend (on cuda the test
+      // suite saw "applies to host-sim only" for a typo, which hid the typo).
+      DeviceModel model = pf::load_device_model(model_name);
       if (backend != BackendKind::HostSim) {
-        throw std::invalid_argument(
-            "device_model applies to host-sim only (cuda measures the "
-            "GPU): run on host-sim or leave device_model out");
+        throw std::invalid_argument("device_model '" + model_name +
+                                    "' applies to host-sim only (cuda measures the GPU): run on "
+                                    "host-sim or leave device_model out");
       }
-      s.device_model = pf::load_device_model(model_name);
+      s.device_model = std::move(model);
     }
     pf::fill_environment(s.env, backend, s.device_model ? &*s.device_model : nullptr,
                          offloaders_.empty() ? "none" : s.config.link);
