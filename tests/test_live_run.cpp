@@ -346,6 +346,78 @@ TEST_F(LiveRunTest, ALoopThatFailsOrStopsEarlyIsRecordedSo) {
   EXPECT_EQ(again.finish().status, RunStatus::Ok);
 }
 
+// `offtune sweep --script` begins each point's run and the script records it: the run is continued
+// (its id, label, config and start kept; the workload and env the loop's), and a second rank
+// begins a run of its own naming it as its job.
+TEST_F(LiveRunTest, ARunBegunElsewhereIsContinuedAndOtherRanksNameItAsTheirJob) {
+  auto store = std::shared_ptr<Store>(open_sqlite_store(dir_.file("sweep.db")));
+  Loop loop;
+  ActivationOffloader off(options());
+  RunRecord begun;  // what the sweep writes before it starts the script
+  begun.status = RunStatus::Running;
+  begun.label = "s point 3 (sweep 1)";
+  begun.workload.model = "script";
+  begun.config = engine_config(off.options());
+  begun.config.prefetch = 2;  // the point's, whatever the loop's offloader says
+  begun.started_unix_ns = 1234;
+  const RunId id = store->begin_run(begun);
+  LiveRunSpec spec = spec_for("", engine_config(off.options()), 1);
+  spec.workload.model = "LlamaForCausalLM";
+  spec.continue_run = id;
+  spec.world_size = 2;
+  LiveRunSpec rank1 = spec_for("", engine_config(off.options()), 1);
+  rank1.label = begun.label + " rank 1";
+  rank1.rank = 1;
+  rank1.world_size = 2;
+  rank1.job_run = id;
+  RunId other;
+  // One after the other: host-sim's allocation listener is one per process (ranks are processes).
+  for (LiveRunSpec* s : {&spec, &rank1}) {
+    LiveRun run(store, *s);
+    if (s == &spec) {
+      EXPECT_EQ(run.id(), id);
+    }
+    other = run.id();
+    run.attach(off);
+    for (int i = 0; i < 4; ++i) run.step(loop.step(&off));
+    EXPECT_EQ(run.finish().status, RunStatus::Ok);
+  }
+  ASSERT_EQ(store->runs().size(), 2u) << "one run continued, one begun";
+  const RunRecord r = *store->run(id);
+  EXPECT_EQ(r.status, RunStatus::Ok) << r.error;
+  EXPECT_EQ(r.label, begun.label);
+  EXPECT_EQ(r.config, begun.config);
+  EXPECT_EQ(r.started_unix_ns, 1234);
+  EXPECT_EQ(r.workload.model, "LlamaForCausalLM");
+  EXPECT_EQ(r.env.backend, "host-sim");
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_FALSE(r.job_run.has_value());
+  EXPECT_GE(store->steps(id).size(), 1u);
+  const RunRecord o = *store->run(other);
+  EXPECT_EQ(o.label, "s point 3 (sweep 1) rank 1");
+  EXPECT_EQ(o.rank, 1);
+  EXPECT_EQ(o.world_size, 2);
+  EXPECT_EQ(o.job_run, id);
+  EXPECT_EQ(o.status, RunStatus::Ok) << o.error;
+  // Finished now: it cannot be continued again, nor can a run that is not there.
+  try {
+    LiveRun again(store, spec);
+    ADD_FAILURE() << "a finished run was continued";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is ok, not running"), std::string::npos) << e.what();
+  }
+  spec.continue_run = RunId(999);
+  try {
+    LiveRun again(store, spec);
+    ADD_FAILURE() << "a missing run was continued";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("run 999 to continue is not in"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(store->runs().size(), 2u);
+}
+
 TEST_F(LiveRunTest, StepCallsOutOfOrderAreRefusedWithTheCallNamed) {
   auto store = std::shared_ptr<Store>(make_memory_store());
   LiveRun run(store, spec_for("", baseline(), 0));
