@@ -2,6 +2,7 @@
 #include "offtune/profiler/job.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 namespace offtune::profiler {
@@ -21,10 +22,12 @@ std::vector<RunRecord> job_runs(Store& store, RunId rank0) {
   return out;
 }
 
-JobSummary job_summary(Store& store, RunId rank0) {
-  const std::vector<RunRecord> runs = job_runs(store, rank0);
+JobSummary job_summary(Store& store, RunId rank0) { return job_summary(job_runs(store, rank0)); }
+
+JobSummary job_summary(const std::vector<RunRecord>& runs) {
+  if (runs.empty()) throw std::invalid_argument("job summary: a job has at least rank 0's run");
   JobSummary job;
-  job.job = rank0;
+  job.job = runs.front().id;
   job.world_size = runs.front().world_size;
   job.status = RunStatus::Ok;
   bool settled = false;  // a rank that is not ok decided the status

@@ -44,5 +44,8 @@ std::vector<RunRecord> job_runs(Store& store, RunId rank0);
 // Takes a Store& rather than the const Store& first agreed: the Store interface reads through
 // non-const calls (a read may decide that a run's owner has ended).
 JobSummary job_summary(Store& store, RunId rank0);
+// The same from the job's runs as job_runs() returns them (rank 0's first; not empty), for a
+// reader that holds every run already (`offtune report`).
+JobSummary job_summary(const std::vector<RunRecord>& runs);
 
 }  // namespace offtune::profiler
