@@ -96,6 +96,15 @@ Cli offtune_cli(std::vector<std::string> args) {
   return c;
 }
 
+// Text with every run of spaces as one: rows compared without their column padding.
+std::string squeeze(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
+  }
+  return out;
+}
+
 class LiveRunTest : public testing::Test {
  protected:
   void SetUp() override { host_sim::install(); }
@@ -344,6 +353,130 @@ TEST_F(LiveRunTest, ALoopThatFailsOrStopsEarlyIsRecordedSo) {
   again.attach(off);
   again.step(loop.step(&off));
   EXPECT_EQ(again.finish().status, RunStatus::Ok);
+}
+
+// `offtune sweep --script` begins each point's run and the script records it: the run is continued
+// (its id, label, config and start kept; the workload and env the loop's), and a second rank
+// begins a run of its own naming it as its job.
+TEST_F(LiveRunTest, ARunBegunElsewhereIsContinuedAndOtherRanksNameItAsTheirJob) {
+  auto store = std::shared_ptr<Store>(open_sqlite_store(dir_.file("sweep.db")));
+  Loop loop;
+  ActivationOffloader off(options());
+  RunRecord begun;  // what the sweep writes before it starts the script
+  begun.status = RunStatus::Running;
+  begun.label = "s point 3 (sweep 1)";
+  begun.workload.model = "script";
+  begun.config = engine_config(off.options());
+  begun.config.prefetch = 2;  // the point's, whatever the loop's offloader says
+  begun.started_unix_ns = 1234;
+  const RunId id = store->begin_run(begun);
+  LiveRunSpec spec = spec_for("", engine_config(off.options()), 1);
+  spec.workload.model = "LlamaForCausalLM";
+  spec.continue_run = id;
+  spec.world_size = 2;
+  LiveRunSpec rank1 = spec_for("", engine_config(off.options()), 1);
+  rank1.label = begun.label + " rank 1";
+  rank1.rank = 1;
+  rank1.world_size = 2;
+  rank1.job_run = id;
+  RunId other;
+  // One after the other: host-sim's allocation listener is one per process (ranks are processes).
+  for (LiveRunSpec* s : {&spec, &rank1}) {
+    LiveRun run(store, *s);
+    if (s == &spec) {
+      EXPECT_EQ(run.id(), id);
+    }
+    other = run.id();
+    run.attach(off);
+    for (int i = 0; i < 4; ++i) run.step(loop.step(&off));
+    EXPECT_EQ(run.finish().status, RunStatus::Ok);
+  }
+  ASSERT_EQ(store->runs().size(), 2u) << "one run continued, one begun";
+  const RunRecord r = *store->run(id);
+  EXPECT_EQ(r.status, RunStatus::Ok) << r.error;
+  EXPECT_EQ(r.label, begun.label);
+  EXPECT_EQ(r.config, begun.config);
+  EXPECT_EQ(r.started_unix_ns, 1234);
+  EXPECT_EQ(r.workload.model, "LlamaForCausalLM");
+  EXPECT_EQ(r.env.backend, "host-sim");
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_FALSE(r.job_run.has_value());
+  EXPECT_GE(store->steps(id).size(), 1u);
+  const RunRecord o = *store->run(other);
+  EXPECT_EQ(o.label, "s point 3 (sweep 1) rank 1");
+  EXPECT_EQ(o.rank, 1);
+  EXPECT_EQ(o.world_size, 2);
+  EXPECT_EQ(o.job_run, id);
+  EXPECT_EQ(o.status, RunStatus::Ok) << o.error;
+  // Finished now: it cannot be continued again, nor can a run that is not there.
+  try {
+    LiveRun again(store, spec);
+    ADD_FAILURE() << "a finished run was continued";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is ok, not running"), std::string::npos) << e.what();
+  }
+  spec.continue_run = RunId(999);
+  try {
+    LiveRun again(store, spec);
+    ADD_FAILURE() << "a missing run was continued";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("run 999 to continue is not in"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(store->runs().size(), 2u);
+}
+
+// `offtune report`: a job is one row (its slowest rank's step time, its highest peak); --ranks
+// lists each rank's figures under it. A single-process run is a row as before.
+TEST_F(LiveRunTest, ReportShowsAJobAsOneRowAndEachRankOnRequest) {
+  const std::string db = dir_.file("job.db");
+  {
+    auto store = open_sqlite_store(db);
+    const auto put = [&](const std::string& label, int64_t rank, int64_t world,
+                         std::optional<RunId> job, double ms, int64_t peak) {
+      RunRecord r;
+      r.label = label;
+      r.rank = rank;
+      r.world_size = world;
+      r.job_run = job;
+      const RunId id = store->begin_run(r);
+      RunSummary s;
+      s.step_ms_median = ms;
+      s.peak_allocated = peak;
+      s.peak_reserved = peak;
+      store->finish_run(id, RunStatus::Ok, "", s, 1);
+      return id;
+    };
+    put("alone", 0, 1, std::nullopt, 5.0, 1 << 20);
+    const RunId zero = put("s point 1 (sweep 1)", 0, 2, std::nullopt, 10.0, 3 << 20);
+    put("s point 1 (sweep 1) rank 1", 1, 2, zero, 12.5, 2 << 20);
+  }
+  const Cli plain = offtune_cli({"report", "--db", db});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const std::string rows = squeeze(plain.out);
+  EXPECT_NE(rows.find("3 run(s)"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("run 1 ok 5.00 ms peak 1 MiB alone"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("run 2 ok 12.50 ms peak 3 MiB s point 1 (sweep 1) "
+                      "(job of 2 ranks, 2 recorded"),
+            std::string::npos)
+      << rows;
+  EXPECT_EQ(rows.find("run 3 "), std::string::npos) << "rank 1 is in its job's row";
+  EXPECT_EQ(rows.find("rank 1"), std::string::npos) << rows;
+  const Cli ranks = offtune_cli({"report", "--db", db, "--ranks"});
+  ASSERT_EQ(ranks.code, 0) << ranks.err;
+  const std::string rank_rows = squeeze(ranks.out);
+  EXPECT_NE(rank_rows.find(" rank 0 run 2 ok 10.00 ms peak 3 MiB"), std::string::npos) << rank_rows;
+  EXPECT_NE(rank_rows.find(" rank 1 run 3 ok 12.50 ms peak 2 MiB"), std::string::npos) << rank_rows;
+  const Cli js = offtune_cli({"report", "--db", db, "--json", "--ranks"});
+  ASSERT_EQ(js.code, 0) << js.err;
+  const json out = json::parse(js.out);
+  ASSERT_EQ(out["runs"].size(), 2u);
+  const json& job = out["runs"][1]["job"];
+  EXPECT_EQ(job["step_ms_median"], 12.5);
+  EXPECT_EQ(job["peak_allocated"], 3 << 20);
+  ASSERT_EQ(job["ranks"].size(), 2u);
+  EXPECT_EQ(job["ranks"][1]["run"], 3);
 }
 
 TEST_F(LiveRunTest, StepCallsOutOfOrderAreRefusedWithTheCallNamed) {

@@ -31,7 +31,9 @@
 #define OFFTUNE_TEST_HAS_FORK 1
 #endif
 
+#include "offtune/profiler/job.hpp"
 #include "offtune/profiler/store.hpp"
+#include "offtune/profiler/sweep.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -211,6 +213,9 @@ RunRecord sample_run(int salt) {
   r.started_unix_ns = 1700000000000000000 + salt;
   r.finished_unix_ns = -5;
   r.summary = sample_summary(salt);
+  r.rank = salt % 3;
+  r.world_size = 3 + salt;
+  if (salt % 2 == 1) r.job_run = RunId(40 + salt);
   return r;
 }
 
@@ -300,6 +305,9 @@ void expect_same(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.started_unix_ns, b.started_unix_ns);
   EXPECT_EQ(a.finished_unix_ns, b.finished_unix_ns);
   expect_same(a.summary, b.summary);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.job_run, b.job_run);
 }
 
 void expect_same(const StepRecord& a, const StepRecord& b) {
@@ -859,6 +867,117 @@ TEST_P(StoreSemantics, ClaimPointClaimsPendingPointsAndReportsFinishedOnes) {
   expect_store_error([&] { store().claim_point(SweepId(987654), 0); }, Kind::Invalid);
 }
 
+TEST_P(StoreSemantics, DescribeRunWritesOverARunningRunOnly) {
+  const RunRecord begun = sample_run(2);  // as a sweep begins a script's point
+  const RunId id = store().begin_run(begun);
+  RunDescription d;
+  d.workload = sample_workload(5);
+  d.env = sample_env(5);
+  d.rank = 0;
+  d.world_size = 2;
+  store().describe_run(id, d);
+  reopen();
+  RunRecord out = *store().run(id);
+  expect_same(out.workload, d.workload);
+  expect_same(out.env, d.env);
+  EXPECT_EQ(out.world_size, 2);
+  EXPECT_EQ(out.rank, 0);
+  EXPECT_FALSE(out.job_run.has_value());
+  EXPECT_EQ(out.status, RunStatus::Running);
+  EXPECT_EQ(out.label, begun.label) << "the label and config stay the begun run's";
+  EXPECT_EQ(out.config, begun.config);
+  store().finish_run(id, RunStatus::Ok, "", sample_summary(2), 9);
+  expect_store_error([&] { store().describe_run(id, d); }, Kind::Invalid, "is ok, not running");
+  expect_store_error([&] { store().describe_run(RunId(987654), d); }, Kind::Invalid,
+                     "unknown run id 987654");
+}
+
+// Rank 0's run, then ranks 2 and 1 (begun in any order) naming it: the job is as slow as its
+// slowest rank and as big as its biggest, and failed when a rank failed.
+TEST_P(StoreSemantics, AJobIsItsSlowestRankAndItsHighestPeak) {
+  const auto put = [&](int64_t rank, std::optional<RunId> job, double ms, int64_t alloc,
+                       int64_t reserved, RunStatus status) {
+    RunRecord r = sample_run(1);
+    r.rank = rank;
+    r.world_size = 3;
+    r.job_run = job;
+    const RunId id = store().begin_run(r);
+    RunSummary s;
+    s.step_ms_median = ms;
+    s.peak_allocated = alloc;
+    s.peak_reserved = reserved;
+    store().finish_run(id, status, "", s, 1);
+    return id;
+  };
+  const RunId zero = put(0, std::nullopt, 10.0, 500, 900, RunStatus::Ok);
+  const RunId other = put(0, std::nullopt, 99.0, 9999, 9999, RunStatus::Ok);  // another job
+  const RunId two = put(2, zero, 12.5, 400, 1000, RunStatus::Ok);
+  const RunId one = put(1, zero, 11.0, 700, 800, RunStatus::Ok);
+  reopen();
+  JobSummary job = job_summary(store(), zero);
+  EXPECT_EQ(job.job, zero);
+  EXPECT_EQ(job.world_size, 3);
+  EXPECT_EQ(job.status, RunStatus::Ok);
+  EXPECT_EQ(job.step_ms_median, 12.5);
+  EXPECT_EQ(job.peak_allocated, 700);
+  EXPECT_EQ(job.peak_reserved, 1000);
+  ASSERT_EQ(job.ranks.size(), 3u);
+  EXPECT_EQ(job.ranks[0].run, zero);
+  EXPECT_EQ(job.ranks[1].run, one);
+  EXPECT_EQ(job.ranks[1].rank, 1);
+  EXPECT_EQ(job.ranks[1].step_ms_median, 11.0);
+  EXPECT_EQ(job.ranks[2].run, two);
+  EXPECT_EQ(job.ranks[2].peak_reserved, 1000);
+  EXPECT_EQ(job_summary(store(), other).ranks.size(), 1u) << "a single process is a job of one";
+  EXPECT_EQ(job_summary(store(), other).step_ms_median, 99.0);
+  put(3, other, 1.0, 1, 1, RunStatus::OutOfMemory);
+  EXPECT_EQ(job_summary(store(), other).status, RunStatus::OutOfMemory);
+  expect_store_error([&] { job_summary(store(), RunId(987654)); }, Kind::Invalid,
+                     "unknown run id 987654");
+}
+
+// merge joins a job: the point's run brings its other ranks' runs, their job the copy's id.
+TEST_P(StoreSemantics, MergeCopiesAJobsRanksWithTheirJobRemapped) {
+  auto src = make_memory_store();
+  src->begin_run(sample_run(7));  // ids in src differ from those in dst
+  RunRecord r0 = sample_run(2);
+  r0.rank = 0;
+  r0.world_size = 2;
+  const RunId zero = src->begin_run(r0);
+  src->finish_run(zero, RunStatus::Ok, "", sample_summary(2), 5);
+  RunRecord r1 = sample_run(2);
+  r1.rank = 1;
+  r1.world_size = 2;
+  r1.job_run = zero;
+  const RunId one = src->begin_run(r1);
+  src->add_steps({{.run = one, .step = 0, .begin_ns = 1, .end_ns = 2}});
+  src->finish_run(one, RunStatus::Ok, "", sample_summary(3), 6);
+  const SweepId sweep = src->create_sweep(sample_sweep(1));
+  PointRecord p;
+  p.sweep = sweep;
+  p.index = 0;
+  p.status = PointStatus::Ok;
+  p.run = zero;
+  src->put_point(p);
+
+  store().begin_run(sample_run(8));
+  store().begin_run(sample_run(9));
+  store().begin_run(sample_run(10));
+  EXPECT_EQ(merge_stores(store(), *src), 1);
+  reopen();
+  const auto points = store().points(store().find_sweep(sample_sweep(1).key)->id);
+  ASSERT_EQ(points.size(), 1u);
+  const JobSummary job = job_summary(store(), points[0].run);
+  ASSERT_EQ(job.ranks.size(), 2u);
+  const RunRecord copy = *store().run(job.ranks[1].run);
+  EXPECT_EQ(copy.rank, 1);
+  EXPECT_EQ(copy.job_run, points[0].run);
+  EXPECT_NE(copy.job_run, zero) << "remapped to the destination's id";
+  EXPECT_EQ(store().steps(copy.id).size(), 1u);
+  EXPECT_EQ(copy.summary.step_ms_median, sample_summary(3).step_ms_median);
+  EXPECT_FALSE(store().run(points[0].run)->job_run.has_value());
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, StoreSemantics,
                          ::testing::Values(Impl{"Sqlite", true}, Impl{"Memory", false}),
                          [](const ::testing::TestParamInfo<Impl>& param) {
@@ -920,19 +1039,19 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsSixAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 6);
+TEST_F(SqliteStoreTest, SchemaVersionIsSevenAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 7);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 6);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 7);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
   EXPECT_FALSE(db.text("SELECT value FROM meta WHERE key = 'writer_version'").empty());
   // The tables and indexes docs/store.md describes.
-  for (const char* name :
-       {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points", "recommendations",
-        "events_run_start", "occupancy_run_time", "run_owners", "claims", "predictions"}) {
+  for (const char* name : {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points",
+                           "recommendations", "events_run_start", "occupancy_run_time",
+                           "run_owners", "claims", "predictions", "runs_job"}) {
     EXPECT_EQ(
         db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'"),
         1)
@@ -1389,13 +1508,23 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
+// What schema 7 added to schema 6: the ranks of runs. Each older kDropSchemaN begins with it, so
+// that the file is one at schema N.
+constexpr const char* kDropSchema7 =
+    "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
+    "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; ";
+
 // What schema 6 added to schema 5: the verify flag of runs and points.
 constexpr const char* kDropSchema6 =
+    "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
+    "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; "
     "ALTER TABLE runs DROP COLUMN verify; ALTER TABLE points DROP COLUMN verify; ";
 
 // What schema 5 added to schema 4 (after schema 6's, so that the file is one at schema 4): layer
 // offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
+    "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
+    "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; "
     "ALTER TABLE runs DROP COLUMN verify; ALTER TABLE points DROP COLUMN verify; "
     "ALTER TABLE runs DROP COLUMN layer_offload; ALTER TABLE points DROP COLUMN layer_offload; "
     "ALTER TABLE runs DROP COLUMN lora_rank; ALTER TABLE sweeps DROP COLUMN lora_rank; "
@@ -1559,6 +1688,45 @@ TEST_F(SqliteStoreTest, ASchemaFiveFileReadsWithoutVerifyAndMigrates) {
   const RunId new_run = store->begin_run(verified);
   EXPECT_EQ(store->run(new_run)->config, verified.config);
   EXPECT_TRUE(store->run(new_run)->config.verify);
+}
+
+// A schema 6 file reads (read-only, as is) with every run a single process, its own job, and
+// migrates on a writable open: its rows keep that, new rows carry their rank, world size and job.
+TEST_F(SqliteStoreTest, ASchemaSixFileReadsAsSingleProcessRunsAndMigrates) {
+  RunId old_run;
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    RunRecord r = sample_run(1);
+    r.rank = 2;
+    r.world_size = 4;
+    r.job_run = RunId(77);
+    std::tie(old_run, sweep) = put_run_and_point(*store, r, 1);
+    EXPECT_EQ(store->run(old_run)->rank, 2);
+  }
+  RawDb(path()).must(std::string(kDropSchema7) + "PRAGMA user_version = 6");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const RunRecord old = *ro->run(old_run);
+    EXPECT_EQ(old.rank, 0);
+    EXPECT_EQ(old.world_size, 1);
+    EXPECT_FALSE(old.job_run.has_value());
+    EXPECT_EQ(old.config, sample_config(1)) << "schema 6's own columns";
+    EXPECT_EQ(ro->points(sweep).size(), 1u);
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 6) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
+  EXPECT_EQ(store->run(old_run)->world_size, 1);
+  RunRecord ranked = sample_run(3);
+  ranked.rank = 1;
+  ranked.world_size = 2;
+  ranked.job_run = old_run;
+  const RunId new_run = store->begin_run(ranked);
+  const RunRecord back = *store->run(new_run);
+  EXPECT_EQ(back.rank, 1);
+  EXPECT_EQ(back.world_size, 2);
+  EXPECT_EQ(back.job_run, old_run);
 }
 
 // A schema 4 file has no predictions table: read-only (never migrated) it reads as a store without

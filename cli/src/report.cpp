@@ -1,9 +1,15 @@
-// `offtune report`: list a store's sweeps and runs, or one sweep's points.
+// `offtune report`: list a store's sweeps and runs, or one sweep's points. A distributed job (the
+// runs of its ranks, profiler/job.hpp) is one row: the slowest rank's step time and the highest
+// peak; --ranks lists each rank's figures under it.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "cli.hpp"
+#include "offtune/profiler/job.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/requests/request.hpp"
@@ -20,6 +26,9 @@ class ReportCommand final : public Command {
     app_ = parent.add_subcommand("report", "list sweeps and runs, or a sweep's points");
     add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
     app_->add_option("--sweep", sweep_id_, "show this sweep's points (ids start at 1)");
+    app_->add_flag("--ranks", ranks_,
+                   "list each rank of a distributed job (torchrun) under its row; by default a "
+                   "job is one row: its slowest rank's step time and its highest peak");
   }
 
   int run() override {
@@ -32,7 +41,32 @@ class ReportCommand final : public Command {
       return kOk;
     }
     const auto sweeps = store->sweeps();
-    const auto runs = store->runs();
+    const auto all_runs = store->runs();
+    // Each job's runs, rank 0's first; the other ranks' runs are shown under their job's row.
+    std::map<int64_t, std::vector<pf::RunRecord>> jobs;
+    std::vector<pf::RunRecord> runs;
+    for (const auto& r : all_runs) {
+      if (!r.job_run) {
+        runs.push_back(r);
+        jobs[r.id.value].insert(jobs[r.id.value].begin(), r);
+      } else {
+        jobs[r.job_run->value].push_back(r);
+      }
+    }
+    // A rank whose rank 0 is not in this store (not merged yet) is a row of its own.
+    for (const auto& r : all_runs) {
+      if (r.job_run && jobs[r.job_run->value].front().id != *r.job_run) {
+        runs.push_back(r);
+        jobs[r.id.value] = {r};
+      }
+    }
+    const auto job_of = [&](const pf::RunRecord& r) {
+      auto& ranks = jobs[r.id.value];
+      std::stable_sort(
+          ranks.begin() + 1, ranks.end(),
+          [](const pf::RunRecord& a, const pf::RunRecord& b) { return a.rank < b.rank; });
+      return pf::job_summary(ranks);
+    };
     if (common_.json) {
       json js = json::array(), jr = json::array();
       for (const auto& s : sweeps) {
@@ -42,16 +76,17 @@ class ReportCommand final : public Command {
                       {"points", store->points(s.id).size()}});
       }
       for (const auto& r : runs) {
-        jr.push_back({{"id", r.id.value},
-                      {"status", pf::to_string(r.status)},
-                      {"label", r.label},
-                      {"summary", pf::to_json(r.summary)}});
+        json row{{"id", r.id.value}, {"status", pf::to_string(r.status)},
+                 {"label", r.label}, {"summary", pf::to_json(r.summary)},
+                 {"rank", r.rank},   {"world_size", r.world_size}};
+        if (r.world_size > 1) row["job"] = job_json(job_of(r), ranks_);
+        jr.push_back(std::move(row));
       }
       std::cout << json{{"sweeps", js}, {"runs", jr}}.dump(2) << "\n";
       return kOk;
     }
     if (common_.quiet) return kOk;  // the store was read: its exit status is the answer
-    std::cout << sweeps.size() << " sweep(s), " << runs.size() << " run(s) in " << common_.db
+    std::cout << sweeps.size() << " sweep(s), " << all_runs.size() << " run(s) in " << common_.db
               << "\n";
     for (const auto& s : sweeps) {
       std::cout << "sweep " << s.id.value << " '" << s.name << "': " << s.workload.model << " b"
@@ -59,13 +94,21 @@ class ReportCommand final : public Command {
                 << identity_notes(s) << ", " << store->points(s.id).size() << " points\n";
     }
     for (const auto& r : runs) {
-      // A run that did not finish has no figures: "-", not zeros that read as measured.
-      const bool ok = r.status == pf::RunStatus::Ok;
-      char ms[32] = "-";
-      if (ok) std::snprintf(ms, sizeof ms, "%.2f", r.summary.step_ms_median);
-      std::printf("run %lld %-11s %10s ms  peak %-10s %s\n", static_cast<long long>(r.id.value),
-                  pf::to_string(r.status), ms,
-                  ok ? pf::format_size(r.summary.peak_allocated).c_str() : "-", r.label.c_str());
+      if (r.world_size <= 1) {
+        print_row("run", r.id.value, r.status, r.summary.step_ms_median, r.summary.peak_allocated,
+                  r.label);
+        continue;
+      }
+      const pf::JobSummary job = job_of(r);
+      print_row("run", r.id.value, job.status, job.step_ms_median, job.peak_allocated,
+                r.label + " (job of " + std::to_string(job.world_size) + " ranks, " +
+                    std::to_string(job.ranks.size()) + " recorded: slowest rank's step, " +
+                    "highest peak)");
+      if (!ranks_) continue;
+      for (const auto& k : job.ranks) {
+        print_row("  rank " + std::to_string(k.rank) + " run", k.run.value, k.status,
+                  k.step_ms_median, k.peak_allocated, "");
+      }
     }
     return kOk;
   }
@@ -91,8 +134,38 @@ class ReportCommand final : public Command {
     return out;
   }
 
+  // A run that did not finish has no figures: "-", not zeros that read as measured.
+  static void print_row(const std::string& what, int64_t id, pf::RunStatus status, double ms_median,
+                        int64_t peak, const std::string& label) {
+    const bool ok = status == pf::RunStatus::Ok;
+    char ms[32] = "-";
+    if (ok) std::snprintf(ms, sizeof ms, "%.2f", ms_median);
+    std::printf("%s %lld %-11s %10s ms  peak %-10s %s\n", what.c_str(), static_cast<long long>(id),
+                pf::to_string(status), ms, ok ? pf::format_size(peak).c_str() : "-", label.c_str());
+  }
+
+  static json job_json(const pf::JobSummary& job, bool ranks) {
+    json out{{"status", pf::to_string(job.status)},  {"world_size", job.world_size},
+             {"ranks_recorded", job.ranks.size()},   {"step_ms_median", job.step_ms_median},
+             {"peak_allocated", job.peak_allocated}, {"peak_reserved", job.peak_reserved}};
+    if (ranks) {
+      json list = json::array();
+      for (const auto& k : job.ranks) {
+        list.push_back({{"rank", k.rank},
+                        {"run", k.run.value},
+                        {"status", pf::to_string(k.status)},
+                        {"step_ms_median", k.step_ms_median},
+                        {"peak_allocated", k.peak_allocated},
+                        {"peak_reserved", k.peak_reserved}});
+      }
+      out["ranks"] = std::move(list);
+    }
+    return out;
+  }
+
   Common common_;
   std::string sweep_id_;
+  bool ranks_ = false;
 };
 
 }  // namespace

@@ -132,8 +132,15 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
   record_.workload = spec_.workload;
   record_.config = spec_.config;
   record_.started_unix_ns = detail::unix_now_ns();
+  record_.rank = spec_.rank;
+  record_.world_size = spec_.world_size;
+  record_.job_run = spec_.job_run;
   try {
-    record_.id = store_->begin_run(record_);
+    if (spec_.continue_run) {
+      continue_begun_run();
+    } else {
+      record_.id = store_->begin_run(record_);
+    }
   } catch (...) {
     st.listening.reset();
     if (st.host_sim && spec_.device_model) host_sim::set_device_model(st.previous_model);
@@ -148,6 +155,32 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
     close(RunStatus::Failed, e.what());
     throw;
   }
+}
+
+void LiveRun::continue_begun_run() {
+  const RunId id = *spec_.continue_run;
+  const std::optional<RunRecord> begun = store_->run(id);
+  const std::string where = store_->path().empty() ? "the store" : store_->path();
+  if (!begun) {
+    throw std::invalid_argument("live run: run " + std::to_string(id.value) +
+                                " to continue is not in " + where +
+                                " (was the store given the one the run was begun in?)");
+  }
+  if (begun->status != RunStatus::Running) {
+    throw std::invalid_argument("live run: run " + std::to_string(id.value) + " of " + where +
+                                " is " + to_string(begun->status) +
+                                ", not running: only a run still running can be continued");
+  }
+  store_->describe_run(id, {.workload = record_.workload,
+                            .env = record_.env,
+                            .rank = record_.rank,
+                            .world_size = record_.world_size,
+                            .job_run = record_.job_run});
+  // What the process that began it decided stays: the label, the config (the point's), the start.
+  record_.id = id;
+  record_.label = begun->label;
+  record_.config = begun->config;
+  record_.started_unix_ns = begun->started_unix_ns;
 }
 
 bool LiveRun::step_open() const { return !finished_ && state_->open; }
@@ -364,7 +397,7 @@ const RunRecord& LiveRun::close(RunStatus status, const std::string& error) {
     int64_t next = 0;  // after the points held (several processes may record under one name)
     for (const auto& p : store_->points(id)) next = std::max(next, p.index + 1);
     point.index = next;
-    point.config = spec_.config;
+    point.config = record_.config;
     point.status = detail::point_status(status);
     point.error = message;
     point.run = record_.id;

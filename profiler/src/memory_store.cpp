@@ -42,6 +42,23 @@ class MemoryStore final : public Store {
     it->second.finished_unix_ns = finished_unix_ns;
   }
 
+  void describe_run(RunId id, const RunDescription& d) override {
+    std::lock_guard lock(mu_);
+    auto it = runs_.find(id.value);
+    if (it == runs_.end()) throw unknown("describe run", "run", id.value);
+    RunRecord& r = it->second;
+    if (r.status != RunStatus::Running) {
+      throw StoreError(Kind::Invalid, "memory store: describe run: run " +
+                                          std::to_string(id.value) + " is " + to_string(r.status) +
+                                          ", not running: only a running run can be continued");
+    }
+    r.workload = d.workload;
+    r.env = d.env;
+    r.rank = d.rank;
+    r.world_size = d.world_size;
+    r.job_run = d.job_run;
+  }
+
   std::optional<RunRecord> run(RunId id) override {
     std::lock_guard lock(mu_);
     auto it = runs_.find(id.value);

@@ -48,7 +48,7 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = StoreError::Kind;
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with run_owners and claims.
@@ -63,6 +63,8 @@ constexpr int kLayerSchema = 5;
 constexpr int kPredictionSchema = 5;
 // The first schema with the verify flag (the correctness sentinel) of runs and points.
 constexpr int kVerifySchema = 6;
+// The first schema with ranks: each run's rank, world size and job (distributed training).
+constexpr int kRanksSchema = 7;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr int kBusyTimeoutMs = 5000;
@@ -588,17 +590,33 @@ ALTER TABLE points ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
          "migrate schema 5 -> 6");
 }
 
+// Schema 7: each run's place in a distributed job (torchrun): its rank, the world size, and the run
+// of rank 0 in the same store (NULL: the run is its own job). Older rows were single processes.
+// job_run is a plain id, not a foreign key, as the contract with the sweep has it: the ranks of one
+// job are begun by different processes in any order, and a foreign key adds nothing a reader
+// checks.
+void migrate_6_to_7(const Connection& c) {
+  c.exec(R"sql(
+ALTER TABLE runs ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN job_run INTEGER;
+CREATE INDEX runs_job ON runs (job_run);
+)sql",
+         "migrate schema 6 -> 7");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 6> kMigrations{{{0, &migrate_0_to_1},
+constexpr std::array<Migration, 7> kMigrations{{{0, &migrate_0_to_1},
                                                 {1, &migrate_1_to_2},
                                                 {2, &migrate_2_to_3},
                                                 {3, &migrate_3_to_4},
                                                 {4, &migrate_4_to_5},
-                                                {5, &migrate_5_to_6}}};
+                                                {5, &migrate_5_to_6},
+                                                {6, &migrate_6_to_7}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 // ---------------------------------------------------------------------------------------------------
@@ -956,6 +974,10 @@ constexpr const char* kConfigColsBeforeVariants =
 constexpr const char* kConfigColsBeforeSemantics =
     "offload, min_offload_size, max_fwd_stash_size, max_fwd_stash_bytes, prefetch, use_streams, "
     "use_pin_memory, link, 'offtune', 'none', 'all', 'host', 'off', 0";
+constexpr const char* kRankCols = "rank, world_size, job_run";
+constexpr int kRankN = 3;
+// What a read of a file older than schema 7 selects instead: a single process, its own job.
+constexpr const char* kRankColsBeforeRanks = "0, 1, NULL";
 constexpr const char* kSummaryCols =
     "step_ms_median, step_ms_min, step_ms_max, step_ms_stddev, peak_allocated, peak_reserved, "
     "host_bytes_peak, pinned_bytes, offloaded_bytes, reloaded_bytes, hidden_copy_pct, "
@@ -1133,8 +1155,9 @@ class SqliteStore final : public Store {
     static const std::string sql =
         "INSERT INTO runs (" +
         cols({"status, error, label", kEnvCols, kWorkloadCols, kConfigCols,
-              "started_unix_ns, finished_unix_ns", kSummaryCols}) +
-        ") VALUES (" + placeholders(3 + kEnvN + kWorkloadN + kConfigN + 2 + kSummaryN) + ")";
+              "started_unix_ns, finished_unix_ns", kSummaryCols, kRankCols}) +
+        ") VALUES (" + placeholders(3 + kEnvN + kWorkloadN + kConfigN + 2 + kSummaryN + kRankN) +
+        ")";
     // The run and its owner commit together: no moment when another process sees a running run
     // without the owner that tells whether it still runs.
     Transaction tx(*conn_, "insert run");
@@ -1146,6 +1169,7 @@ class SqliteStore final : public Store {
       bind_config(q, run.config);
       q.i64(run.started_unix_ns).i64(run.finished_unix_ns);
       bind_summary(q, run.summary);
+      q.i64(run.rank).i64(run.world_size).id_or_null(run.job_run ? run.job_run->value : -1);
       q.run();
     }
     const RunId id(sqlite3_last_insert_rowid(conn_->get()));
@@ -1172,6 +1196,29 @@ class SqliteStore final : public Store {
     bind_summary(q, summary);
     q.i64(id.value).run();
     if (sqlite3_changes(conn_->get()) == 0) throw unknown("finish run", "run", id.value);
+  }
+
+  void describe_run(RunId id, const RunDescription& d) override {
+    std::lock_guard lock(mu_);
+    writable("describe run");
+    static const std::string sql =
+        "UPDATE runs SET " +
+        assignments(cols({kEnvCols, kWorkloadCols, kRankCols}),
+                    [](const std::string&) { return std::string("?"); }) +
+        " WHERE id = ? AND status = 'running'";
+    Query q(stmt(sql, "describe run"));
+    bind_env(q, d.env);
+    bind_workload(q, d.workload);
+    q.i64(d.rank).i64(d.world_size).id_or_null(d.job_run ? d.job_run->value : -1);
+    q.i64(id.value).run();
+    if (sqlite3_changes(conn_->get()) == 0) {
+      Query status(stmt("SELECT status FROM runs WHERE id = ?", "describe run"));
+      status.i64(id.value);
+      if (!status.next()) throw unknown("describe run", "run", id.value);
+      throw StoreError(Kind::Invalid, conn_->path() + ": describe run: run " +
+                                          std::to_string(id.value) + " is " + status.col_text() +
+                                          ", not running: only a running run can be continued");
+    }
   }
 
   std::optional<RunRecord> run(RunId id) override {
@@ -1608,7 +1655,7 @@ class SqliteStore final : public Store {
       const std::string run_cols =
           "runs.id, " +
           cols({"status, error, label", kEnvCols, workload_read_cols(), config_read_cols(),
-                "started_unix_ns, finished_unix_ns", summary_read_cols()});
+                "started_unix_ns, finished_unix_ns", summary_read_cols(), rank_read_cols()});
       select_runs_ = has_owners_ ? "SELECT " + run_cols +
                                        ", o.run IS NOT NULL, coalesce(o.host, ''), "
                                        "coalesce(o.pid, 0), coalesce(o.pid_start, 0) FROM runs "
@@ -1631,6 +1678,9 @@ class SqliteStore final : public Store {
     r.started_unix_ns = q.col_i64();
     r.finished_unix_ns = q.col_i64();
     r.summary = read_summary(q);
+    r.rank = q.col_i64();
+    r.world_size = q.col_i64();
+    if (const int64_t job = q.col_id_or_invalid(); job >= 0) r.job_run = RunId(job);
     const std::optional<Owner> owner = read_owner(q);
     if (r.status == RunStatus::Running && (!owner || !owner_alive(*owner))) {
       r.status = RunStatus::Interrupted;
@@ -1661,6 +1711,9 @@ class SqliteStore final : public Store {
   // The summary columns a select reads: an older file's read-only open has no interval columns.
   const char* summary_read_cols() const {
     return schema_ >= kCiSchema ? kSummaryCols : kSummaryColsBeforeCi;
+  }
+  const char* rank_read_cols() const {
+    return schema_ >= kRanksSchema ? kRankCols : kRankColsBeforeRanks;
   }
   const char* workload_read_cols() const {
     return schema_ >= kLayerSchema ? kWorkloadCols : kWorkloadColsBeforeLayers;
@@ -1719,6 +1772,10 @@ void Store::put_predictions(const std::vector<PointPrediction>&) {
 }
 
 std::vector<PointPrediction> Store::predictions(SweepId) { return {}; }
+
+void Store::describe_run(RunId, const RunDescription&) {
+  throw StoreError(Kind::Invalid, "describe run: this store cannot continue a run");
+}
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "merge.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/metrics.hpp"
 #include "run_parts.hpp"
@@ -502,23 +503,8 @@ int64_t merge_stores(Store& dst, Store& src) {
       auto it = have.find(point.index);
       if (it != have.end() && finished(it->second.status)) continue;
       if (!finished(point.status)) continue;
-      if (point.run.valid()) {
-        if (auto run = src.run(point.run)) {
-          RunRecord copy = *run;
-          const RunId new_id = dst.begin_run(copy);
-          auto steps = src.steps(run->id);
-          for (auto& s : steps) s.run = new_id;
-          dst.add_steps(steps);
-          auto events = src.events(run->id);
-          for (auto& e : events) e.run = new_id;
-          dst.add_events(events);
-          auto occupancy = src.occupancy(run->id);
-          for (auto& o : occupancy) o.run = new_id;
-          dst.add_occupancy(occupancy);
-          dst.finish_run(new_id, run->status, run->error, run->summary, run->finished_unix_ns);
-          point.run = new_id;
-        }
-      }
+      // The point's run with its rows and its job's other ranks (merge.cpp).
+      if (point.run.valid()) point.run = detail::copy_job(dst, src, point.run);
       point.sweep = target;
       dst.put_point(point);
       ++copied;

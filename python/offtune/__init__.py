@@ -29,6 +29,12 @@ from .trl import get_act_offloading_ctx_manager
 
 host_sim = _offtune.host_sim
 
+# Under `offtune sweep --script` on host-sim: the emulated device's allocator, before the script
+# builds its model (offtune/_child.py).
+from . import _child  # noqa: E402
+
+_child.install_host_sim_if_asked()
+
 __all__ = [
     "LayerOffloader",
     "Offloader",

@@ -12,11 +12,13 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
+from . import _child
 from ._native import _offtune
 
 #: The environment variable Offloader.from_env() reads: a JSON object of options, e.g.
-#: OFFTUNE_POINT='{"min_offload_size": "64KiB", "max_fwd_stash_size": 3}'.
-ENV_VARIABLE = "OFFTUNE_POINT"
+#: OFFTUNE_POINT='{"min_offload_size": "64KiB", "max_fwd_stash_size": 3}', or {"offload": false}
+#: for no offloading at all. `offtune sweep --script` sets it for each point.
+ENV_VARIABLE = _child.POINT_VARIABLE
 
 
 def option_names() -> List[str]:
@@ -28,16 +30,23 @@ class _Hooks:
     """A reusable context manager that pushes saved-tensor hooks; each entry makes fresh ones.
 
     Entries nest and may be re-entered (a drop-in context is entered every step); each `with`
-    pops what it pushed.
+    pops what it pushed. `make` None: no hooks at all (offloading off). `on_enter`, when given, is
+    told of each entry (a step boundary under `offtune sweep --script`).
     """
 
-    __slots__ = ("_make", "_stack")
+    __slots__ = ("_make", "_stack", "_on_enter")
 
-    def __init__(self, make):
+    def __init__(self, make, on_enter=None):
         self._make = make
         self._stack = []
+        self._on_enter = on_enter
 
     def __enter__(self):
+        if self._on_enter is not None:
+            self._on_enter()
+        if self._make is None:
+            self._stack.append(None)
+            return self
         pack, unpack = self._make()
         hooks = saved_tensors_hooks(pack, unpack)
         hooks.__enter__()
@@ -45,7 +54,9 @@ class _Hooks:
         return self
 
     def __exit__(self, *exc):
-        self._stack.pop().__exit__(*exc)
+        hooks = self._stack.pop()
+        if hooks is not None:
+            hooks.__exit__(*exc)
         return False
 
 
@@ -68,19 +79,34 @@ class Offloader:
     Use scope() around the forward; backward needs nothing. One offloader serves every step.
     With backend "auto" (the default) it runs on CUDA where a GPU is, else on host-sim, the
     emulated device on the CPU (device tensors are CPU tensors there).
+
+    offload=False (a bool; the text "all" or "boundaries" is the engine's offload set) is
+    offloading off, the baseline a sweep measures against: no engine, scope() installs no hooks,
+    stats() and resident() are empty, and no recording observes it.
     """
 
     option_names = staticmethod(option_names)
 
     def __init__(self, **options):
-        self._engine = _offtune.ActivationOffloader(options)
         self._options = dict(options)
+        if options.get("offload") is False:
+            self._engine = None
+            return
+        self._engine = _offtune.ActivationOffloader(options)
+
+    @property
+    def enabled(self) -> bool:
+        """False for offload=False: this offloader offloads nothing and installs no hooks."""
+        return self._engine is not None
 
     @classmethod
     def from_env(cls, variable: str = ENV_VARIABLE, **overrides) -> "Offloader":
         """An offloader with the options of the JSON object in $OFFTUNE_POINT (then `overrides`).
 
         Unset or empty, the defaults. Not a JSON object: ValueError naming the variable.
+        {"offload": false} (the baseline of `offtune sweep --script`): offloading off, no hooks.
+        Under a sweep each entry of its scope() marks a step of the point's run
+        (docs/python.md, "Recording under a sweep").
         """
         text = os.environ.get(variable, "").strip()
         options = {}
@@ -101,29 +127,32 @@ class Offloader:
         """Saved tensors created inside `with offloader.scope():` are managed by this offloader.
 
         Reusable: enter it every step. Scopes and no_offload() regions nest; the innermost wins.
+        With offloading off (offload=False) it is a context that does nothing.
         """
         engine = self._engine
-        return _Hooks(lambda: (engine.forward().pack, _offtune.unpack))
+        make = None if engine is None else (lambda: (engine.forward().pack, _offtune.unpack))
+        return _Hooks(make, on_enter=lambda: _child.on_forward(self))
 
     no_offload = staticmethod(no_offload)
 
     def never_offload(self, tensor: torch.Tensor) -> None:
         """The tensor's storage is never offloaded (held weakly)."""
-        self._engine.never_offload(tensor)
+        if self._engine is not None:
+            self._engine.never_offload(tensor)
 
     def never_offload_parameters(self, module: nn.Module) -> None:
         """Every parameter's storage of `module` is never offloaded (frozen ones and views too)."""
         for p in module.parameters():
-            self._engine.never_offload(p)
+            self.never_offload(p)
 
     @property
     def backend(self) -> str:
-        """The resolved backend: "cuda" or "host-sim"."""
-        return self._engine.backend()
+        """The resolved backend: "cuda" or "host-sim" ("none" with offloading off)."""
+        return "none" if self._engine is None else self._engine.backend()
 
     @property
     def semantics(self) -> str:
-        return self._engine.semantics()
+        return "none" if self._engine is None else self._engine.semantics()
 
     @property
     def options(self) -> Dict[str, object]:
@@ -132,26 +161,29 @@ class Offloader:
 
     def stats(self) -> Dict[str, int]:
         """The engine's counters since construction (OffloadStats: packed, offloaded, ...)."""
-        return self._engine.stats()
+        return {} if self._engine is None else self._engine.stats()
 
     def resident(self) -> Dict[str, object]:
         """What the engine holds now (ResidentState); "resting" is True between steps."""
-        return self._engine.resident()
+        return {} if self._engine is None else self._engine.resident()
 
     def device_memory(self) -> Dict[str, int]:
         """Device memory as the backend counts it: allocated, peak_allocated, reserved, ..."""
-        return self._engine.device_memory()
+        return {} if self._engine is None else self._engine.device_memory()
 
     def reset_peak_device_memory(self) -> None:
-        self._engine.reset_peak_device_memory()
+        if self._engine is not None:
+            self._engine.reset_peak_device_memory()
 
     def synchronize(self) -> None:
         """Blocks until every copy this offloader issued has finished."""
-        self._engine.synchronize()
+        if self._engine is not None:
+            self._engine.synchronize()
 
     def release_cached_memory(self) -> None:
         """Returns unused host-pool memory to the system."""
-        self._engine.release_cached_memory()
+        if self._engine is not None:
+            self._engine.release_cached_memory()
 
 
 class LayerOffloader:
@@ -166,6 +198,9 @@ class LayerOffloader:
     def __init__(self, offloader: Offloader, **options):
         if not isinstance(offloader, Offloader):
             raise TypeError("LayerOffloader takes an offtune.Offloader to share its copy stream")
+        if offloader._engine is None:
+            raise ValueError("LayerOffloader needs an offloader that offloads (this one was made "
+                             "with offload=False)")
         self._offloader = offloader
         self._layers = _offtune.LayerOffloader(offloader._engine, options)
 

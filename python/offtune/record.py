@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from . import _child
 from ._native import _offtune
 from .engine import Offloader
 
@@ -36,7 +37,8 @@ def _offloaders(given) -> List[Offloader]:
     if given is None:
         # type(), not isinstance(): isinstance reads __class__, which some lazy objects (deprecated
         # module attributes) answer with a warning.
-        return [o for o in gc.get_objects() if issubclass(type(o), Offloader)]
+        # Offloading off (offload=False) has no engine to observe.
+        return [o for o in gc.get_objects() if issubclass(type(o), Offloader) and o.enabled]
     if given is False:
         return []
     items = list(given) if isinstance(given, (list, tuple, set)) else [given]
@@ -48,7 +50,7 @@ def _offloaders(given) -> List[Offloader]:
                 "offloader must be an offtune.Offloader, the context get_act_offloading_ctx_manager"
                 f" returns, or a list of them; got {type(item).__name__}"
             )
-        if off not in out:
+        if off not in out and off.enabled:
             out.append(off)
     return out
 
@@ -208,16 +210,27 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
                     "host-sim".
       collector     "auto" | "cupti" | "nvtx-only" (cuda's device activity, as --collector).
       timeline      False: steps and summary only, no timeline or occupancy rows.
+
+    Under torchrun, each rank records a run of its own: its rank and the world size are recorded
+    (torch.distributed's when initialised, else $RANK and $WORLD_SIZE); give each rank its own
+    store (e.g. f"runs-rank{rank}.db") or one store for all, and `offtune merge` joins stores.
+    Under `offtune sweep --script` ($OFFTUNE_RECORD set), the run is the sweep point's, whatever
+    db and name are given: rank 0 continues the point's run, other ranks record runs naming it as
+    their job, and warmup, timeline, collector and device_model are the sweep's.
     """
 
     def __init__(self, db, name: Optional[str] = None, model=None, offloader=None,
                  device_model: Optional[str] = None, *, warmup: int = 1, batch: int = 0,
                  seq: int = 0, dtype: Optional[str] = None, backend: str = "auto",
                  collector: str = "auto", timeline: bool = True, steps: int = 0,
-                 begin_first_step: bool = True):
+                 begin_first_step: bool = True, _auto: bool = False):
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
             raise ValueError(f"warmup must be a whole number of steps, 0 or more; got {warmup!r}")
-        self._db = str(db)
+        self._auto = _auto  # the sweep child's own recording (offtune/_child.py)
+        overrides = _child.spec_overrides()
+        if db is None and "db" not in overrides:
+            raise ValueError("record: db is required (the store to record into)")
+        self._db = str(overrides.pop("db", db))
         self._offloader = False if offloader is False or offloader == () else offloader
         described = _describe(model)
         self._spec = {
@@ -238,10 +251,14 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
             "begin_first_step": bool(begin_first_step),
         }
         self._spec["label"] = self._spec["name"]
+        self._spec["rank"], self._spec["world_size"] = _child.ranks()
+        self._spec.update(overrides)  # under a sweep: its run, warm-up, timeline, ...
         self.recording: Optional[Recording] = None
 
     def start(self) -> Recording:
         """Begins the run (what entering the `with` block does)."""
+        if not self._auto and _child.record_target() is not None:
+            _child.claim_explicit()  # the script's own recording marks the steps
         offloaders = _offloaders(self._offloader)
         configs = {tuple(sorted(map(str, o.options.items()))) for o in offloaders}
         if len(configs) > 1:

@@ -10,6 +10,11 @@ Same arguments and the same rules as TRL's (trl/models/activation_offloading.py)
   never offloaded.
 The engine runs under TRL's semantics by default (semantics="trl": which tensors move and how the
 window counts them); any other engine option may be given by name as well.
+
+Under `offtune sweep --script` (OFFTUNE_POINT set), the point's options are taken over the
+arguments the script passes, so that one unchanged script runs every point; at the baseline
+({"offload": false}) the context does nothing (no hooks, nothing registered on the model). Each
+entry of the context marks a step of the point's run (offtune/_child.py).
 """
 
 import logging
@@ -17,6 +22,7 @@ from typing import List
 
 from torch import nn
 
+from . import _child
 from ._native import _offtune
 from .engine import Offloader, _Hooks, no_offload
 
@@ -63,7 +69,8 @@ class ActivationOffloadingContext(_Hooks):
 
     def __init__(self, offloader: Offloader, excluded: List[nn.Module]):
         engine = offloader._engine
-        super().__init__(lambda: (engine.forward().pack, _offtune.unpack))
+        make = None if engine is None else (lambda: (engine.forward().pack, _offtune.unpack))
+        super().__init__(make, on_enter=lambda: _child.on_forward(offloader))
         self.offloader = offloader
         self.excluded = excluded
 
@@ -92,16 +99,23 @@ def get_act_offloading_ctx_manager(
 
     Arguments as TRL's; further keyword arguments are engine options (Offloader's), e.g.
     prefetch=1 or semantics="offtune". Registers forward hooks on the excluded modules, as TRL's
-    does: call it once per model.
+    does: call it once per model. Under `offtune sweep --script`, the point's options win over
+    these arguments (see the module's doc).
     """
     options.setdefault("semantics", "trl")
-    offloader = Offloader(
+    options.update(
         use_pin_memory=use_pin_memory,
         use_streams=use_streams,
         min_offload_size=min_offload_size,
         max_fwd_stash_size=max_fwd_stash_size,
-        **options,
     )
+    point = _child.point()
+    _child.set_model(model)
+    if _child.is_baseline(point):
+        return ActivationOffloadingContext(Offloader(offload=False), [])
+    if point is not None:
+        options.update(point)
+    offloader = Offloader(**options)
     offloader.never_offload_parameters(model)
 
     region = no_offload()

@@ -20,6 +20,7 @@
 #include "bindings.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/job.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/live_run.hpp"
 #include "offtune/profiler/store.hpp"
@@ -76,14 +77,31 @@ py::dict to_dict(const pf::RunRecord& r) {
   return d;
 }
 
+// A run as read back (tests, and scripts that check what a sweep recorded).
+py::dict run_dict(pf::Store& store, const pf::RunRecord& r) {
+  py::dict d = to_dict(r);
+  d["label"] = r.label;
+  d["model"] = r.workload.model;
+  d["backend"] = r.env.backend;
+  d["offload"] = r.config.offload;
+  d["rank"] = r.rank;
+  d["world_size"] = r.world_size;
+  d["job_run"] = r.job_run ? py::object(py::int_(r.job_run->value)) : py::object(py::none());
+  d["steps"] = static_cast<int64_t>(store.steps(r.id).size());
+  return d;
+}
+
 // A recording: its store and its run, alive together. The offloaders it observes are kept alive
 // by it too (the run holds them by reference).
 class Recording {
  public:
   // `spec`: name, label, model, batch, seq, dtype, warmup, steps, lora_rank, checkpoint, backend
   // ("auto" | "cuda" | "host-sim"), device_model (a profile name or a JSON file; None),
-  // collector, timeline, begin_first_step. `offloaders`: the engines to observe (none: the
-  // baseline); the run's config is the first one's options.
+  // collector, timeline, begin_first_step, rank, world_size; under `offtune sweep --script`
+  // (python/offtune/_child.py) continue_run (rank 0: the point's run, begun by the sweep) or
+  // job_run (another rank: its run takes the point run's config and label, "LABEL rank R").
+  // `offloaders`: the engines to observe (none: the baseline); the run's config is the first
+  // one's options.
   Recording(const std::string& db, const py::dict& spec,
             std::vector<std::shared_ptr<ActivationOffloader>> offloaders)
       : offloaders_(std::move(offloaders)) {
@@ -137,8 +155,27 @@ class Recording {
     }
     pf::fill_environment(s.env, backend, s.device_model ? &*s.device_model : nullptr,
                          offloaders_.empty() ? "none" : s.config.link);
+    s.rank = get_or<int64_t>(spec, "rank", 0);
+    s.world_size = get_or<int64_t>(spec, "world_size", 1);
+    if (const int64_t id = get_or<int64_t>(spec, "continue_run", -1); id >= 0) {
+      s.continue_run = pf::RunId(id);
+    }
+    if (const int64_t id = get_or<int64_t>(spec, "job_run", -1); id >= 0) s.job_run = pf::RunId(id);
     // Opened last: nothing above writes, so a bad argument leaves no store file behind.
     store_ = std::shared_ptr<pf::Store>(pf::open_sqlite_store(db));
+    // What the sweep wrote of the point and the script does not know stays the sweep's.
+    const std::optional<pf::RunId> point_run = s.continue_run ? s.continue_run : s.job_run;
+    if (point_run) {
+      if (const auto begun = store_->run(*point_run)) {
+        if (s.workload.model.empty()) s.workload.model = begun->workload.model;
+        if (s.workload.batch == 0) s.workload.batch = begun->workload.batch;
+        if (s.workload.seq == 0) s.workload.seq = begun->workload.seq;
+        if (s.job_run) {
+          s.config = begun->config;
+          s.label = begun->label + " rank " + std::to_string(s.rank);
+        }
+      }
+    }
     run_ = std::make_unique<pf::LiveRun>(store_, std::move(s));
     for (auto& o : offloaders_) run_->attach(*o);
   }
@@ -208,6 +245,61 @@ void bind_record(py::module_& m) {
 
   m.def("store_schema_version", &pf::store_schema_version,
         "The schema version of the stores this build writes.");
+
+  // What `offtune sweep --script` does before it starts the script (begin the point's run, status
+  // running), and reading runs back: for tests of the script's side, and scripts that check it.
+  m.def(
+      "begin_run",
+      [](const std::string& db, const std::string& label, bool offload) {
+        auto store = pf::open_sqlite_store(db);
+        pf::RunRecord r;
+        r.status = pf::RunStatus::Running;
+        r.label = label;
+        r.workload.model = "script";
+        r.config.offload = offload;
+        r.started_unix_ns = 1;
+        return store->begin_run(r).value;
+      },
+      py::arg("db"), py::arg("label"), py::arg("offload") = true,
+      "Begins a running run (as a sweep begins a script's point); returns its id.");
+  m.def(
+      "read_runs",
+      [](const std::string& db) {
+        auto store = pf::open_sqlite_store_readonly(db);
+        py::list out;
+        for (const auto& r : store->runs()) out.append(offtune::python::run_dict(*store, r));
+        return out;
+      },
+      py::arg("db"), "Every run of the store, by id, as dicts.");
+  m.def(
+      "job_summary",
+      [](const std::string& db, int64_t run) {
+        auto store = pf::open_sqlite_store_readonly(db);
+        const pf::JobSummary job = pf::job_summary(*store, pf::RunId(run));
+        py::dict d;
+        d["job"] = job.job.value;
+        d["world_size"] = job.world_size;
+        d["status"] = std::string(pf::to_string(job.status));
+        d["step_ms_median"] = job.step_ms_median;
+        d["peak_allocated"] = job.peak_allocated;
+        d["peak_reserved"] = job.peak_reserved;
+        py::list ranks;
+        for (const auto& r : job.ranks) {
+          py::dict x;
+          x["rank"] = r.rank;
+          x["run"] = r.run.value;
+          x["status"] = std::string(pf::to_string(r.status));
+          x["step_ms_median"] = r.step_ms_median;
+          x["peak_allocated"] = r.peak_allocated;
+          x["peak_reserved"] = r.peak_reserved;
+          ranks.append(x);
+        }
+        d["ranks"] = ranks;
+        return d;
+      },
+      py::arg("db"), py::arg("run"),
+      "A distributed job's figures from rank 0's run (profiler/job.hpp): the slowest rank's step "
+      "time, the highest peaks, and each rank's.");
 
   // The calls that wait for the device or the copies release the GIL: autograd's threads may need
   // it to finish a backward the copies wait for.

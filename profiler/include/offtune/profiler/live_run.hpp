@@ -75,6 +75,17 @@ struct LiveRunSpec {
   // The first step begins at construction (for loops that call step() after each iteration);
   // false: at the first begin_step() (for callbacks told where each step begins).
   bool begin_first_step = true;
+  // A run begun by another process to continue instead of beginning one: `offtune sweep --script`
+  // begins each point's run (status running, the point's config and label) and the script records
+  // it. The run's workload and env are then written over with this spec's (Store::describe_run),
+  // with the rank, world size and job below; its label, config and start time stay the begun
+  // run's. A run that is not in the store, or not running: std::invalid_argument naming it.
+  std::optional<RunId> continue_run;
+  // The run's place in a distributed job (torchrun): this process's rank among world_size, and
+  // rank 0's run in the same store when this is another rank's (none for rank 0 or one process).
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  std::optional<RunId> job_run;
 };
 
 // An offloader's options as the config a run records (to_options' inverse for the fields a config
@@ -89,7 +100,7 @@ class LiveRun {
  public:
   // Resolves the backend from spec.env.backend ("cuda" or "host-sim"; std::invalid_argument
   // otherwise), installs host-sim's allocator and the device model when asked, writes the run row
-  // (status running) and begins the first step.
+  // (status running; or describes the run it continues) and begins the first step.
   LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec);
   // Not finished: finishes as interrupted ("the recording ended without finish()").
   ~LiveRun();
@@ -128,6 +139,7 @@ class LiveRun {
  private:
   struct State;
   void require_open(const char* call) const;
+  void continue_begun_run();
   const RunRecord& close(RunStatus status, const std::string& error);
   DeviceMemory memory() const;
 

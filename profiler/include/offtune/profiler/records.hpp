@@ -154,6 +154,24 @@ struct RunRecord {
   int64_t started_unix_ns = 0;
   int64_t finished_unix_ns = 0;
   RunSummary summary;
+  // Its place in a distributed job (torchrun; schema 7): this process's rank among world_size, and
+  // the run of rank 0 in the same store. No job_run: the run is its own job (rank 0, or a single
+  // process). Older rows read rank 0 of 1.
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  std::optional<RunId> job_run;
+};
+
+// What a process that continues a run begun by another (Store::describe_run: a sweep's script
+// point, begun by `offtune sweep --script`, recorded by the script) may write over it: how the
+// workload and where it ran are described, and its place in a job. The status, config, label and
+// figures stay the begun run's until it finishes.
+struct RunDescription {
+  Workload workload;
+  Environment env;
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  std::optional<RunId> job_run;
 };
 
 struct StepRecord {

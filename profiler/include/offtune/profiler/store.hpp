@@ -72,6 +72,10 @@ class Store {
                           const RunSummary& summary, int64_t finished_unix_ns) = 0;
   virtual std::optional<RunRecord> run(RunId id) = 0;
   virtual std::vector<RunRecord> runs() = 0;  // by id
+  // Writes `description` over a `running` run's workload, environment, rank, world size and job
+  // (a run begun by one process and recorded by another). Unknown run, or one that is not running:
+  // StoreError(Invalid). Not pure, as claims: a store that predates it refuses.
+  virtual void describe_run(RunId id, const RunDescription& description);
 
   // Per-run data, batched: each call is one transaction.
   virtual void add_steps(const std::vector<StepRecord>& steps) = 0;

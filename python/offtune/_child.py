@@ -1,0 +1,196 @@
+"""The script's side of `offtune sweep --script` (docs/python.md, "Recording under a sweep").
+
+For each grid point the sweep begins the point's run in its store, then starts the user's command
+with two variables in its environment:
+
+  OFFTUNE_POINT   the point's engine options as a JSON object, by Offloader's option names; the
+                  baseline is {"offload": false} (offloading off: no hooks at all).
+  OFFTUNE_RECORD  where to record: {"db": PATH, "run": RUN_ID, "warmup": W, "timeline": BOOL,
+                  "collector": "auto"|"cupti"|"nvtx-only", "device_model": NAME (optional)}.
+
+Under OFFTUNE_RECORD this process records into that run, with no change to the script beyond
+offtune's drop-in: rank 0 (or a process outside torchrun) continues run RUN_ID; another rank begins
+a run of its own in the same store, with the same config, labelled "LABEL rank R", naming RUN_ID
+as its job. offtune.record and OfftuneCallback record into it instead of the store and name they
+were given. Where neither is used, each entry of an offloader's scope or of the drop-in's context
+(the baseline's no-op context too) ends the open step and begins the next, and the run finishes
+when the process exits (the step still open then is the loop's tail and is not counted).
+"""
+
+import atexit
+import json
+import os
+import sys
+import weakref
+from typing import Any, Dict, Optional, Tuple
+
+POINT_VARIABLE = "OFFTUNE_POINT"
+RECORD_VARIABLE = "OFFTUNE_RECORD"
+
+
+def _json_object(variable: str) -> Optional[Dict[str, Any]]:
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{variable} is not JSON ({e.msg} at {e.pos}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{variable} must hold a JSON object, got {text!r}")
+    return value
+
+
+def point() -> Optional[Dict[str, Any]]:
+    """The sweep point's options ($OFFTUNE_POINT), or None outside a sweep."""
+    return _json_object(POINT_VARIABLE)
+
+
+def is_baseline(options: Optional[Dict[str, Any]]) -> bool:
+    """Whether a point's options are the baseline: {"offload": false}. (A text "offload" is the
+    engine's offload set, "all" or "boundaries".)"""
+    return options is not None and options.get("offload") is False
+
+
+def record_target() -> Optional[Dict[str, Any]]:
+    """Where to record ($OFFTUNE_RECORD), or None: not under a sweep."""
+    target = _json_object(RECORD_VARIABLE)
+    if target is None:
+        return None
+    for key in ("db", "run"):
+        if key not in target:
+            raise ValueError(f"{RECORD_VARIABLE} has no {key!r}: {json.dumps(target)}")
+    return target
+
+
+def ranks() -> Tuple[int, int]:
+    """This process's (rank, world size): torch.distributed's when it is initialised, else
+    torchrun's RANK and WORLD_SIZE, else (0, 1)."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:  # a torch built without distributed
+        pass
+    rank = int(os.environ.get("RANK", "0") or 0)
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    return rank, max(world, rank + 1)
+
+
+def spec_overrides() -> Dict[str, Any]:
+    """What a recording takes from $OFFTUNE_RECORD over what the script gave it: the store, the
+    run to continue (rank 0) or to name as the job (other ranks), the warm-up, timeline, collector
+    and device model, and no recorded sweep (the run is the sweep's point already)."""
+    target = record_target()
+    if target is None:
+        return {}
+    rank, world = ranks()
+    out: Dict[str, Any] = {
+        "db": str(target["db"]),
+        "name": "",
+        "rank": rank,
+        "world_size": world,
+        "warmup": int(target.get("warmup", 1)),
+        "timeline": bool(target.get("timeline", True)),
+        "collector": str(target.get("collector", "auto")),
+        "device_model": target.get("device_model") or None,
+    }
+    if rank == 0:
+        out["continue_run"] = int(target["run"])
+    else:
+        out["job_run"] = int(target["run"])
+    return out
+
+
+def install_host_sim_if_asked() -> None:
+    """Under a sweep whose backend is host-sim (asked, or no GPU): host-sim's allocator goes in
+    before the script builds its model, so that its memory is counted as the device's. A script
+    run outside a sweep decides that itself (offtune.host_sim.install())."""
+    if record_target() is None:
+        return
+    options = point() or {}
+    backend = options.get("backend", "auto")
+    if backend == "auto":
+        import torch
+
+        backend = "cuda" if torch.cuda.is_available() else "host-sim"
+    if backend == "host-sim":
+        from ._native import _offtune
+
+        _offtune.host_sim.install()
+
+
+# ------------------------------------------------------------------------------------------------
+# The automatic recording: made on the first scope or drop-in entry under OFFTUNE_RECORD.
+
+_auto = None  # the Recording the entries mark steps of
+_model = None  # a weak reference to the model the drop-in was given: what the run describes
+_explicit = False  # offtune.record or the callback records the run: entries mark nothing
+_failure: Optional[BaseException] = None  # what ended the script, seen by sys.excepthook
+
+
+def claim_explicit() -> None:
+    """offtune.record / the callback records the run from now on. Raises when entries already
+    began recording it (a run is continued once)."""
+    global _explicit
+    if _auto is not None:
+        raise RuntimeError(
+            "offtune: under `offtune sweep --script` the drop-in's forwards already record this "
+            "point's run; begin offtune.record or OfftuneCallback before the first forward"
+        )
+    _explicit = True
+
+
+def set_model(model) -> None:
+    """The drop-in's model: the automatic recording describes it (class, dtype, LoRA rank)."""
+    global _model
+    try:
+        _model = weakref.ref(model)
+    except TypeError:
+        _model = None
+
+
+def on_forward(offloader) -> None:
+    """A scope or drop-in context was entered: under OFFTUNE_RECORD, a step boundary."""
+    global _auto
+    if _explicit or os.environ.get(RECORD_VARIABLE, "").strip() == "":
+        return
+    if _auto is None:
+        from .record import record
+
+        # The baseline's offloader has no engine: the run observes none (offloading off).
+        engines = [] if offloader is None or offloader._engine is None else [offloader]
+        model = _model() if _model is not None else None
+        _auto = record(None, model=model, offloader=engines or False, _auto=True).start()
+        _install_exit_hooks()
+        return
+    if offloader is not None and offloader._engine is not None:
+        if offloader not in _auto._offloaders:
+            _auto.attach(offloader)
+    _auto.step()
+
+
+def _excepthook(kind, value, tb):
+    global _failure
+    _failure = value
+    _previous_excepthook(kind, value, tb)
+
+
+_previous_excepthook = sys.excepthook
+
+
+def _install_exit_hooks() -> None:
+    sys.excepthook = _excepthook
+    atexit.register(_finish)
+
+
+def _finish() -> None:
+    global _auto
+    rec, _auto = _auto, None
+    if rec is None or rec.summary is not None:
+        return
+    if _failure is not None:
+        rec.fail(_failure)
+    else:
+        rec.finish()
