@@ -2,7 +2,7 @@
 // process of its own. The scripts here are small `sh` scripts written by the tests: they check
 // what each point is given (OFFTUNE_POINT, OFFTUNE_RECORD), end in every way a training script can
 // (exit status, signal, hang, a chatty stderr, a background job) and are classified; the sweep's
-// identity follows the script file.
+// identity follows the script file; --shard auto reads the schedulers' variables.
 #include <gtest/gtest.h>
 
 #include "temp_dir.hpp"
@@ -27,6 +27,7 @@
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/requests/engine_options.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::profiler {
 namespace {
@@ -435,3 +436,104 @@ TEST(ScriptSweep, TheIdentityFollowsTheScriptFile) {
 
 }  // namespace
 }  // namespace offtune::profiler
+
+namespace offtune::requests {
+namespace {
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(ShardAuto, ReadsSlurmsJobArrayAndKubernetesIndexedJobs) {
+  // Slurm: --array=0-3 gives ids 0..3 and a count of 4; --array=5-7 starts at 5.
+  auto s = resolve_shard("auto",
+                         env_of({{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "4"}}));
+  EXPECT_EQ(s.index, 3);
+  EXPECT_EQ(s.count, 4);
+  s = resolve_shard("auto", env_of({{"SLURM_ARRAY_TASK_ID", "7"},
+                                    {"SLURM_ARRAY_TASK_MIN", "5"},
+                                    {"SLURM_ARRAY_TASK_COUNT", "3"}}));
+  EXPECT_EQ(s.index, 3);
+  EXPECT_EQ(s.count, 3);
+  // Kubernetes: JOB_COMPLETION_INDEX from 0, the count set by the manifest.
+  s = resolve_shard("auto", env_of({{"JOB_COMPLETION_INDEX", "0"}, {"OFFTUNE_SHARD_COUNT", "5"}}));
+  EXPECT_EQ(s.index, 1);
+  EXPECT_EQ(s.count, 5);
+  // I/N as before, whatever the environment.
+  s = resolve_shard("2/3", env_of({{"SLURM_ARRAY_TASK_ID", "0"}}));
+  EXPECT_EQ(s.index, 2);
+  EXPECT_EQ(s.count, 3);
+  // Nothing set, or not enough: one line naming the variables.
+  const auto refusal = [](const std::map<std::string, std::string>& vars) {
+    try {
+      (void)resolve_shard("auto", env_of(vars));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  for (const auto& vars : std::vector<std::map<std::string, std::string>>{
+           {},
+           {{"SLURM_ARRAY_TASK_ID", "1"}},
+           {{"JOB_COMPLETION_INDEX", "1"}},
+           {{"SLURM_ARRAY_TASK_ID", "4"}, {"SLURM_ARRAY_TASK_COUNT", "4"}},
+           {{"SLURM_ARRAY_TASK_ID", "x"}, {"SLURM_ARRAY_TASK_COUNT", "4"}},
+           {{"JOB_COMPLETION_INDEX", "0"}, {"OFFTUNE_SHARD_COUNT", "0"}}}) {
+    const std::string said = refusal(vars);
+    EXPECT_EQ(said.rfind("--shard auto", 0), 0u) << said;
+    EXPECT_EQ(said.find('\n'), std::string::npos) << said;
+  }
+  const std::string none = refusal({});
+  for (const char* name : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "JOB_COMPLETION_INDEX",
+                           "OFFTUNE_SHARD_COUNT"}) {
+    EXPECT_NE(none.find(name), std::string::npos) << none;
+  }
+  EXPECT_NE(refusal({{"JOB_COMPLETION_INDEX", "1"}}).find(".spec.completions"), std::string::npos);
+}
+
+TEST(ScriptRequest, RefusesTheFlagsOfABuiltInModelOneMessageEach) {
+  SweepRequest r;
+  r.db = "x.db";
+  r.script = "python train.py";
+  EXPECT_TRUE(check(r).empty());
+  r.flags_given = {"--warmup", "--collector", "--backend", "--device-model", "--prefetch"};
+  EXPECT_TRUE(check(r).empty());
+  // Given, even at its default value: refused.
+  r.flags_given = {"--model", "--steps"};
+  auto errors = check(r);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].field, "--model");
+  EXPECT_EQ(errors[0].message,
+            "--model does not apply to --script (the script builds its own model and batches): "
+            "leave it out");
+  EXPECT_EQ(errors[1].field, "--steps");
+  // Not its default (a form that sets fields): refused the same.
+  r.flags_given.clear();
+  r.workload.batch = 8;
+  r.engine.checkpoint = "all";
+  r.engine.offload_set = "boundaries";
+  r.predict_first = true;
+  errors = check(r);
+  std::vector<std::string> fields;
+  for (const auto& e : errors) fields.push_back(e.field);
+  EXPECT_EQ(fields,
+            (std::vector<std::string>{"--batch", "--checkpoint", "--offload", "--predict-first"}));
+  // --timeout-per-point: seconds, and only with a script.
+  SweepRequest t;
+  t.db = "x.db";
+  t.timeout_per_point = "60";
+  ASSERT_EQ(check(t).size(), 1u);
+  EXPECT_EQ(check(t)[0].field, "--timeout-per-point");
+  t.script = "python train.py";
+  EXPECT_TRUE(check(t).empty());
+  t.timeout_per_point = "-1";
+  ASSERT_EQ(check(t).size(), 1u);
+  EXPECT_NE(check(t)[0].message.find("seconds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace offtune::requests
