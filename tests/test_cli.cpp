@@ -176,6 +176,14 @@ std::vector<Command> commands() {
   sweep_flags.push_back({"--min-offload-size", "size_list"});
   sweep_flags.push_back({"--max-fwd-stash-size", "int_list"});
   sweep_flags.push_back({"--shard", "", {"0/1", "2/1", "1/0", " 1/1", "", "x"}});
+  // auto without a scheduler's variables (as in any test run outside Slurm and Kubernetes).
+  if (std::getenv("SLURM_ARRAY_TASK_ID") == nullptr &&
+      std::getenv("JOB_COMPLETION_INDEX") == nullptr) {
+    sweep_flags.back().extra.push_back("auto");
+  }
+  sweep_flags.push_back({"--script", "text", {" ", "\t"}});
+  // Seconds, and only with --script (the base sweep is a built-in model's).
+  sweep_flags.push_back({"--timeout-per-point", "positive", {"5"}});
   sweep_flags.push_back({"--name", "text"});
   sweep_flags.push_back({"--max-points", "int", {"0", "-1", "1000001"}});
   sweep_flags.push_back(
@@ -502,6 +510,138 @@ TEST_F(CommandLine, FailIfFailsWhenThereIsNoRecommendedPointToCheck) {
   EXPECT_EQ(run.out.find("step 0.00"), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("peak device 0 B"), std::string::npos) << run.out;
   fs::remove("oom.db");
+}
+
+// A script sweep runs the user's model: each flag that describes or changes a built-in one is
+// refused, with its own line, even at its default value.
+TEST_F(CommandLine, AScriptSweepRefusesTheFlagsOfABuiltInModel) {
+  const Args base = {"sweep",  "--db",
+                     "new.db", "--script",
+                     "true",   "--min-offload-size",
+                     "1MiB",   "--max-fwd-stash-size",
+                     "1"};
+  const std::vector<Args> refused = {{"--model", "tiny"},
+                                     {"--batch", "4"},
+                                     {"--seq", "16"},
+                                     {"--dtype", "fp32"},
+                                     {"--seed", "0"},
+                                     {"--steps", "3"},
+                                     {"--optimizer"},
+                                     {"--input-spec", "tokens:int64[B,T]:vocab=512"},
+                                     {"--lora-rank", "0"},
+                                     {"--blocks", "model.layers"},
+                                     {"--checkpoint", "none"},
+                                     {"--layer-offload", "off"},
+                                     {"--offload", "boundaries"},
+                                     {"--predict-first"},
+                                     {"--device-capacity", "1GiB"}};
+  for (const Args& flag : refused) {
+    Args args = base;
+    args.insert(args.end(), flag.begin(), flag.end());
+    expect_refused(args);
+    const Outcome o = offtune(args);
+    EXPECT_NE(o.err.find("error: " + flag[0] + " does not apply to --script ("), std::string::npos)
+        << o.err;
+  }
+}
+
+// offtune sweep --script: each point runs the command in a process of its own; one that fails is
+// recorded with its error and the sweep goes on. The identity follows the script file: a changed
+// script is a new sweep, and the CLI says so.
+TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
+  const Args grid = {"--min-offload-size", "1MiB", "--max-fwd-stash-size", "1,2", "--json"};
+  Args args = {"sweep", "--db", "script.db", "--script", "echo 'no GPU here' >&2; exit 3"};
+  args.insert(args.end(), grid.begin(), grid.end());
+  const Outcome failing = offtune(args);
+  ASSERT_EQ(failing.code, 0) << failing.err;
+  EXPECT_NE(failing.err.find("note: the command names no script file"), std::string::npos)
+      << failing.err;
+  const auto fj = nlohmann::json::parse(failing.out);
+  EXPECT_EQ(fj["ran"], 3);
+  EXPECT_EQ(fj["failed"], 3);
+  for (const auto& p : fj["points"]) {
+    EXPECT_EQ(p["error"], "script exited with status 3: no GPU here") << p.dump();
+  }
+  // Each failed point's stderr beside the store (a directory: out of the way of the snapshots of
+  // the other tests here).
+  EXPECT_TRUE(fs::is_directory("script.db.logs"));
+  fs::remove_all("script.db.logs");
+
+  std::ofstream("train.sh") << "exit 0\n";
+  Args train = {"sweep", "--db", "train.db", "--script", "sh train.sh --max-steps 8"};
+  train.insert(train.end(), grid.begin(), grid.end());
+  const Outcome first = offtune(train);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.err.find("note:"), std::string::npos) << first.err;
+  const auto sweep = nlohmann::json::parse(first.out)["sweep"].get<int64_t>();
+  std::ofstream("train.sh") << "exit 0  # changed\n";
+  const Outcome changed = offtune(train);
+  ASSERT_EQ(changed.code, 0) << changed.err;
+  EXPECT_NE(changed.err.find("script changed since sweep " + std::to_string(sweep) +
+                             ": starting a new sweep"),
+            std::string::npos)
+      << changed.err;
+  const auto cj = nlohmann::json::parse(changed.out);
+  EXPECT_EQ(cj["sweep"], sweep + 1);
+  EXPECT_EQ(cj["ran"], 3);
+  // The same script again resumes its sweep, without a word.
+  const Outcome again = offtune(train);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("script changed"), std::string::npos) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["sweep"], sweep + 1);
+  EXPECT_EQ(nlohmann::json::parse(again.out)["skipped"], 3);
+}
+
+// --shard auto: the shard from a Slurm job array or a Kubernetes Indexed Job, for a built-in
+// model's sweep as for a script's.
+TEST_F(CommandLine, ShardAutoTakesTheShardFromTheScheduler) {
+  const Args grid = {"--batch",
+                     "1",
+                     "--seq",
+                     "16",
+                     "--steps",
+                     "1",
+                     "--warmup",
+                     "0",
+                     "--min-offload-size",
+                     "1MiB",
+                     "--max-fwd-stash-size",
+                     "1,2",
+                     "--link",
+                     "none",
+                     "--json",
+                     "--shard",
+                     "auto"};
+  const auto ran = [&](const std::string& db) {
+    Args args = {"sweep", "--db", db};
+    args.insert(args.end(), grid.begin(), grid.end());
+    const Outcome o = offtune(args);
+    EXPECT_EQ(o.code, 0) << o.err;
+    std::vector<int64_t> indices;
+    if (o.code != 0) return indices;
+    const auto j = nlohmann::json::parse(o.out);
+    for (const auto& p : j["points"]) indices.push_back(p["index"].get<int64_t>());
+    return indices;
+  };
+  // The second task of a 2-task array numbered from 5: shard 2/2, grid point 1.
+  ::setenv("SLURM_ARRAY_TASK_ID", "6", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "5", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "2", 1);
+  EXPECT_EQ(ran("slurm.db"), (std::vector<int64_t>{1}));
+  for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT"}) {
+    ::unsetenv(v);
+  }
+  // The first completion index of 2: shard 1/2, grid points 0 and 2.
+  ::setenv("JOB_COMPLETION_INDEX", "0", 1);
+  ::setenv("OFFTUNE_SHARD_COUNT", "2", 1);
+  EXPECT_EQ(ran("k8s.db"), (std::vector<int64_t>{0, 2}));
+  ::unsetenv("OFFTUNE_SHARD_COUNT");
+  // Without the count: one line that says where it comes from.
+  Args args = {"sweep", "--db", "new.db"};
+  args.insert(args.end(), grid.begin(), grid.end());
+  expect_refused(args);
+  EXPECT_NE(offtune(args).err.find(".spec.completions"), std::string::npos);
+  ::unsetenv("JOB_COMPLETION_INDEX");
 }
 
 // The same sweep under another name resumes the first, and says so (before: silently).

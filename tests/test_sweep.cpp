@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -523,6 +524,87 @@ TEST(Sweep, RefineMeasuresTheTiedFinalistsAgainWithMoreSteps) {
   const auto none =
       refine_finalists(*workload, spec, *store, outcome.sweep, Constraint{}, 50, &cancel);
   EXPECT_TRUE(none.remeasured.empty());
+}
+
+// A measurer without a workload: each run has 3 steps (or the steps asked for, when it can set
+// them), of 10, 11 and 12 ms plus 10 ms per earlier run of the same point.
+class FakeMeasurer final : public PointMeasurer {
+ public:
+  explicit FakeMeasurer(bool sets_steps) : sets_steps_(sets_steps) {}
+  RunRecord measure(const PointRun& run, Store& store, const std::atomic<bool>*) override {
+    labels.push_back(run.label);
+    RunRecord rec;
+    rec.label = run.label;
+    rec.config = run.config;
+    rec.workload.model = "fake";
+    rec.workload.steps = run.steps > 0 ? run.steps : 3;
+    rec.id = store.begin_run(rec);
+    const int64_t offset_ms = 10 * runs_of_[run.index]++;
+    std::vector<StepRecord> steps;
+    for (int64_t i = 0; i < rec.workload.steps; ++i) {
+      StepRecord s;
+      s.run = rec.id;
+      s.step = i;
+      s.begin_ns = i * 1'000'000'000;
+      s.end_ns = s.begin_ns + (10 + offset_ms + i % 3) * 1'000'000;
+      steps.push_back(s);
+    }
+    store.add_steps(steps);
+    rec.status = RunStatus::Ok;
+    rec.summary.step_ms_median = static_cast<double>(11 + offset_ms);
+    rec.summary.peak_allocated = run.config.offload ? 500 : 1000;
+    store.finish_run(rec.id, rec.status, "", rec.summary, 1);
+    return rec;
+  }
+  bool sets_steps() const override { return sets_steps_; }
+  std::vector<std::string> labels;
+
+ private:
+  bool sets_steps_;
+  std::map<int64_t, int64_t> runs_of_;
+};
+
+// The sweep's logic is the measurer's caller, whatever measures: a measurer that cannot set the
+// steps (a script) is refined by one more run of each finalist, pooled with the first.
+TEST(Sweep, AMeasurerThatCannotSetTheStepsIsRefinedByPoolingAnotherRun) {
+  auto spec = tiny_spec();
+  auto store = make_memory_store();
+  FakeMeasurer measurer(/*sets_steps=*/false);
+  const SweepOutcome outcome = run_sweep(measurer, spec, *store);
+  ASSERT_EQ(outcome.ok, 5);
+  EXPECT_EQ(measurer.labels.front(), "test point 0");
+  // Points 1 and 2 tied and best, as in RefineMeasuresTheTiedFinalistsAgainWithMoreSteps.
+  const auto tie = [&] {
+    for (auto p : store->points(outcome.sweep)) {
+      if (p.index == 0) continue;
+      p.summary.step_ms_median = 11;
+      p.summary.step_ms_ci_low = 10;
+      p.summary.step_ms_ci_high = 12;
+      p.summary.step_ms_ci_level = 0.9;
+      p.summary.peak_allocated = p.index <= 2 ? 500 : 1000;
+      store->put_point(p);
+    }
+  };
+  tie();
+  const RefineOutcome refined =
+      refine_finalists(measurer, spec, *store, outcome.sweep, Constraint{}, 20);
+  std::vector<int64_t> got = refined.remeasured;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2}));
+  ASSERT_EQ(measurer.labels.size(), 8u);
+  EXPECT_EQ(measurer.labels[5],
+            "test point 0 (sweep " + std::to_string(outcome.sweep.value) + ", re-measured)");
+  for (const auto& p : store->points(outcome.sweep)) {
+    if (p.index > 2) continue;
+    // Its new run, 3 steps of 20..22 ms, pooled with the first (10..12 ms): the median of six.
+    EXPECT_EQ(store->steps(p.run).size(), 3u);
+    EXPECT_DOUBLE_EQ(p.summary.step_ms_median, 16.0) << p.index;
+  }
+  // Run again (tied again): each finalist has its re-measured run, so nothing is measured.
+  tie();
+  EXPECT_TRUE(
+      refine_finalists(measurer, spec, *store, outcome.sweep, Constraint{}, 20).remeasured.empty());
+  EXPECT_EQ(measurer.labels.size(), 8u);
 }
 
 TEST(Sweep, ShardsMergeIntoTheWholeSweep) {

@@ -1,6 +1,6 @@
 // `offtune`: the process around offtune::cli::run_command_line (command_line.cpp has the commands
-// and the exit status): SIGINT lets a sweep finish the point in progress, a second one stops at
-// once.
+// and the exit status): SIGINT lets a sweep finish the point in progress (a script sweep stops the
+// script's process group and leaves its point for a resume), a second one stops at once.
 #include <unistd.h>
 
 #include <csignal>
@@ -12,6 +12,9 @@ namespace {
 
 extern "C" void on_sigint(int) {
   if (offtune::cli::request_stop()) {
+    // A script sweep's point in progress runs in a process group of its own, which the terminal's
+    // Ctrl-C does not reach: it goes with this process.
+    offtune::cli::kill_running_script();
     // Second Ctrl-C: stop now, saying so (write(2) is safe in a signal handler; stdio is not).
     static constexpr char kSaid[] =
         "\ninterrupted: stopped at once (second Ctrl-C); the run in progress is recorded as "

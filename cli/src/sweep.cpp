@@ -1,12 +1,18 @@
-// `offtune sweep`: measure min_offload_size x max_fwd_stash_size, resumable, shardable.
+// `offtune sweep`: measure min_offload_size x max_fwd_stash_size, resumable, shardable, on a
+// built-in model in this process or on the user's own training script (--script), a fresh process
+// per point (profiler/script_point.hpp; docs/script-sweeps.md).
+#include <signal.h>
+
 #include <cstdio>
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "offtune/cli/command_line.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/script_point.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/requests/execute.hpp"
@@ -20,13 +26,30 @@ using json = nlohmann::json;
 class SweepCommand final : public Command {
  public:
   explicit SweepCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand("sweep", "sweep min_offload_size x max_fwd_stash_size");
+    app_ = parent.add_subcommand(
+        "sweep",
+        "sweep min_offload_size x max_fwd_stash_size on a built-in model, or on your own "
+        "training script (--script; docs/script-sweeps.md)");
     add_common_flags(*app_, common_, /*db_required=*/true);
     add_workload_flags(*app_, request_.workload, request_.backend);
     add_grid_flags(*app_, request_);
     add_engine_flags(*app_, request_.engine);
-    app_->add_option("--shard", request_.shard, "run only shard i of n (1-based), e.g. 2/4")
+    app_->add_option("--shard", request_.shard,
+                     "run only shard i of n (1-based), e.g. 2/4; auto: from the scheduler "
+                     "(SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT of a Slurm job array, or "
+                     "JOB_COMPLETION_INDEX with OFFTUNE_SHARD_COUNT of a Kubernetes Indexed Job)")
         ->capture_default_str();
+    app_->add_option("--script", request_.script,
+                     "sweep your own training script: each point runs /bin/sh -c CMD once, in a "
+                     "fresh process, its settings in OFFTUNE_POINT and where to record in "
+                     "OFFTUNE_RECORD (the offtune Python package reads them); the baseline runs "
+                     "it with offloading off. The sweep's identity includes CMD and a hash of the "
+                     "script file. Not with --model, --batch, --seq, --dtype, --seed, --steps, "
+                     "--optimizer, --input-spec, --lora-rank, --blocks, --checkpoint, "
+                     "--layer-offload, --offload boundaries, --predict-first, --device-capacity");
+    app_->add_option("--timeout-per-point", request_.timeout_per_point,
+                     "with --script: seconds a point may run; then its process group gets SIGTERM, "
+                     "and SIGKILL 10 s later, and the point is recorded as failed");
     app_->add_option("--name", request_.name, "a name for the sweep")->capture_default_str();
     app_->add_option("--max-points", request_.max_points,
                      "refuse a grid of more points than this (up to " +
@@ -53,10 +76,18 @@ class SweepCommand final : public Command {
   int run() override {
     const auto thresholds = parse_thresholds(fail_if_, /*allow_slowdown=*/true);
     request_.db = common_.db;
+    request_.flags_given.clear();
+    for (const CLI::Option* opt : app_->get_options()) {
+      if (opt->count() > 0 && !opt->get_lnames().empty()) {
+        request_.flags_given.push_back("--" + opt->get_lnames().front());
+      }
+    }
     require_valid(request_);
     // Built before the store is created: a refused model leaves no file behind.
     auto prepared = requests::prepare(request_);
+    if (prepared.script) prepared.script->pass_stderr = !common_.quiet && !common_.json;
     auto store = open_store(common_, /*write=*/true);
+    if (prepared.script && !common_.quiet) say_script_identity(prepared, *store);
     const bool progress = show_progress(common_);
     pf::RefineOutcome refined;
     const auto outcome = requests::execute(
@@ -148,6 +179,22 @@ class SweepCommand final : public Command {
   }
 
  private:
+  // What a script sweep's identity rests on, when the user should know: a command that names no
+  // file (a changed script would resume the old sweep), or a script changed since an earlier
+  // sweep of the same command (this one is new).
+  static void say_script_identity(const requests::PreparedSweep& prepared, pf::Store& store) {
+    if (prepared.script_file.empty()) {
+      std::cerr << "note: the command names no script file, so the sweep's identity is the "
+                   "command alone: a changed script would resume the same sweep\n";
+      return;
+    }
+    if (store.find_sweep(pf::sweep_key(prepared.spec))) return;  // resumed
+    if (const auto old =
+            pf::changed_script_sweep(store, prepared.spec.script, prepared.spec.script_hash)) {
+      std::cerr << "script changed since sweep " << old->id.value << ": starting a new sweep\n";
+    }
+  }
+
   static json prediction_json(const requests::SweepPredictions& p) {
     json all = json::array();
     for (size_t i = 0; i < p.points.size(); ++i) {
@@ -247,6 +294,10 @@ class SweepCommand final : public Command {
 };
 
 }  // namespace
+
+void kill_running_script() noexcept {
+  if (const int group = pf::running_script_group(); group > 0) ::kill(-group, SIGKILL);
+}
 
 std::unique_ptr<Command> add_sweep_command(CLI::App& app) {
   return std::make_unique<SweepCommand>(app);

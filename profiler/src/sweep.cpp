@@ -174,7 +174,8 @@ Grid parse_grid_json(const std::string& text) {
 
 std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions& base,
                       std::string_view model_input, const DeviceModel* dm, std::string_view blocks,
-                      int64_t device_capacity) {
+                      int64_t device_capacity, std::string_view script,
+                      std::string_view script_hash) {
   // The key is stored and compared byte for byte to resume a sweep: it is a file format, written
   // out field by field here so that a field added to to_json(Workload) never changes the key of
   // an existing sweep.
@@ -194,6 +195,8 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
   if (!blocks.empty()) key["blocks"] = std::string(blocks);
   if (w.lora_rank != 0) key["lora_rank"] = w.lora_rank;
   if (device_capacity > 0) key["device_capacity"] = device_capacity;
+  if (!script.empty()) key["script"] = std::string(script);
+  if (!script_hash.empty()) key["script_hash"] = std::string(script_hash);
   if (dm != nullptr) {
     key["device_model"] = {
         {"title", dm->title},
@@ -204,6 +207,25 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
         {"efficiency", {dm->matmul_efficiency, dm->attention_efficiency, dm->memory_efficiency}}};
   }
   return key.dump();
+}
+
+std::string sweep_key(const SweepSpec& spec) {
+  return sweep_key(spec.workload, spec.grid, spec.base, spec.model_input,
+                   spec.device_model ? &*spec.device_model : nullptr, spec.blocks,
+                   spec.device_capacity, spec.script, spec.script_hash);
+}
+
+RunRecord WorkloadMeasurer::measure(const PointRun& point, Store& store,
+                                    const std::atomic<bool>* /*cancel*/) {
+  RunSpec run;
+  run.workload = spec_.workload;
+  if (point.steps > 0) run.workload.steps = point.steps;
+  run.config = point.config;
+  run.base = spec_.base;
+  run.env = spec_.env;
+  run.label = point.label;
+  run.collector = spec_.collector;
+  return run_measured(workload_, run, store).record;
 }
 
 namespace {
@@ -235,12 +257,17 @@ RunSummary combined_summary(Store& store, const std::vector<RunId>& runs) {
 SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
                        const std::function<void(const SweepProgress&)>& progress,
                        const std::atomic<bool>* cancel) {
+  WorkloadMeasurer measurer(workload, spec);
+  return run_sweep(measurer, spec, store, progress, cancel);
+}
+
+SweepOutcome run_sweep(PointMeasurer& measurer, const SweepSpec& spec, Store& store,
+                       const std::function<void(const SweepProgress&)>& progress,
+                       const std::atomic<bool>* cancel) {
   SweepOutcome out;
   SweepRecord rec;
   rec.name = spec.name;
-  rec.key = sweep_key(spec.workload, spec.grid, spec.base, spec.model_input,
-                      spec.device_model ? &*spec.device_model : nullptr, spec.blocks,
-                      spec.device_capacity);
+  rec.key = sweep_key(spec);
   rec.workload = spec.workload;
   rec.grid = grid_json(spec.grid);
   rec.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -281,7 +308,8 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
     } catch (const StoreError&) {
     }
   };
-  // Measures a point this process has claimed; the claim goes once the result is stored.
+  // Measures a point this process has claimed; the claim goes once the result is stored. False
+  // when the measurer stopped it for cancel: the point stays pending, for a resume to measure.
   const auto measure = [&](int64_t index) {
     PointRecord point;
     point.sweep = out.sweep;
@@ -290,19 +318,21 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
     point.status = PointStatus::Pending;
     try {
       store.put_point(point);  // visible as pending while it runs
-
-      RunSpec run;
-      run.workload = spec.workload;
+      PointRun run;
+      run.sweep = out.sweep;
+      run.index = index;
       run.config = point.config;
-      run.base = spec.base;
-      run.env = spec.env;
       run.label = spec.name + " point " + std::to_string(index);
-      run.collector = spec.collector;
-      const RunOutcome result = run_measured(workload, run, store);
-      point.run = result.record.id;
-      point.status = detail::point_status(result.record.status);
-      point.error = result.record.error;
-      point.summary = result.record.summary;
+      const RunRecord result = measurer.measure(run, store, cancel);
+      if (result.status == RunStatus::Interrupted && cancelled()) {
+        release(index);
+        out.interrupted = true;
+        return false;
+      }
+      point.run = result.id;
+      point.status = detail::point_status(result.status);
+      point.error = result.error;
+      point.summary = result.summary;
       store.put_point(point);
     } catch (...) {
       release(index);
@@ -314,6 +344,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
     out.failed += point.status == PointStatus::Failed;
     out.oom += point.status == PointStatus::OutOfMemory;
     report(&point);
+    return true;
   };
 
   // Points another live process holds, with their holder, to come back to.
@@ -343,7 +374,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
         held.push_back({index, claim.holder});
         break;
       case ClaimStatus::Claimed:
-        measure(index);
+        if (!measure(index)) return out;
         break;
     }
   }
@@ -378,7 +409,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
           still.push_back({h.index, claim.holder});
           break;
         case ClaimStatus::Claimed:
-          measure(h.index);
+          if (!measure(h.index)) return out;
           break;
       }
     }
@@ -412,17 +443,19 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
         report(nullptr);
         continue;
       }
-      RunSpec run;
-      run.workload = spec.workload;
+      PointRun run;
+      run.sweep = out.sweep;
+      run.index = index;
       run.config = point.config;
-      run.base = spec.base;
-      run.env = spec.env;
       run.label = prefix + std::to_string(round) + " of " + std::to_string(spec.repeat) + ")";
-      run.collector = spec.collector;
-      const RunOutcome result = run_measured(workload, run, store);
+      const RunRecord result = measurer.measure(run, store, cancel);
+      if (result.status == RunStatus::Interrupted && cancelled()) {
+        out.interrupted = true;
+        return out;
+      }
       ++out.repeated;
-      if (result.record.status == RunStatus::Ok) {
-        rounds.push_back(result.record.id);
+      if (result.status == RunStatus::Ok) {
+        rounds.push_back(result.id);
         point.summary = combined_summary(store, rounds);
         store.put_point(point);
       }
@@ -432,7 +465,7 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
   return out;
 }
 
-RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
+RefineOutcome refine_finalists(PointMeasurer& measurer, const SweepSpec& spec, Store& store,
                                SweepId sweep, const Constraint& constraint, int64_t steps,
                                const std::atomic<bool>* cancel) {
   RefineOutcome out;
@@ -458,28 +491,61 @@ RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec
       })) {
     finalists.insert(finalists.begin(), *rec.baseline);
   }
+  // A measurer that sets the steps measures each finalist again with more of them; one that cannot
+  // adds a run, and the point pools the steps of all its runs (its first, --repeat's rounds and
+  // this one), as --repeat does.
+  const bool more_steps = measurer.sets_steps();
+  const std::vector<RunRecord> runs = more_steps ? std::vector<RunRecord>{} : store.runs();
   for (PointRecord& point : finalists) {
     if (cancel != nullptr && cancel->load()) {
       out.interrupted = true;
       break;
     }
-    if (const auto run = store.run(point.run); run && run->workload.steps >= steps) continue;
-    RunSpec run;
-    run.workload = spec.workload;
-    run.workload.steps = steps;
+    const std::string name = spec.name + " point " + std::to_string(point.index);
+    const std::string again = name + " (sweep " + std::to_string(sweep.value) + ", re-measured)";
+    std::vector<RunId> pooled{point.run};
+    if (more_steps) {
+      if (const auto run = store.run(point.run); run && run->workload.steps >= steps) continue;
+    } else {
+      const std::string rounds = name + " (sweep " + std::to_string(sweep.value) + ", repeat ";
+      bool done = false;
+      for (const RunRecord& r : runs) {
+        if (r.status != RunStatus::Ok) continue;
+        done = done || r.label == again;
+        if (r.label.rfind(rounds, 0) == 0) pooled.push_back(r.id);
+      }
+      if (done) continue;
+    }
+    PointRun run;
+    run.sweep = sweep;
+    run.index = point.index;
     run.config = point.config;
-    run.base = spec.base;
-    run.env = spec.env;
-    run.label = spec.name + " point " + std::to_string(point.index) + " (re-measured)";
-    run.collector = spec.collector;
-    const RunOutcome result = run_measured(workload, run, store);
-    if (result.record.status != RunStatus::Ok) continue;
-    point.run = result.record.id;
-    point.summary = result.record.summary;
+    run.label = more_steps ? name + " (re-measured)" : again;
+    run.steps = more_steps ? steps : 0;
+    const RunRecord result = measurer.measure(run, store, cancel);
+    if (result.status == RunStatus::Interrupted && cancel != nullptr && cancel->load()) {
+      out.interrupted = true;
+      break;
+    }
+    if (result.status != RunStatus::Ok) continue;
+    point.run = result.id;
+    if (more_steps) {
+      point.summary = result.summary;
+    } else {
+      pooled.push_back(result.id);
+      point.summary = combined_summary(store, pooled);
+    }
     store.put_point(point);
     out.remeasured.push_back(point.index);
   }
   return out;
+}
+
+RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
+                               SweepId sweep, const Constraint& constraint, int64_t steps,
+                               const std::atomic<bool>* cancel) {
+  WorkloadMeasurer measurer(workload, spec);
+  return refine_finalists(measurer, spec, store, sweep, constraint, steps, cancel);
 }
 
 int64_t merge_stores(Store& dst, Store& src) {

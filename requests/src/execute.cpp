@@ -4,6 +4,8 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <filesystem>
+
 #include "offtune/profiler/backend.hpp"
 #include "offtune/samples/registry.hpp"
 
@@ -66,12 +68,62 @@ PreparedRun prepare(const RunRequest& request) {
   return out;
 }
 
+// A script sweep: the backend is prepared for the runs' environment only (the script builds its
+// model in its own process), and the script file's hash joins the sweep's identity.
+PreparedSweep prepare_script(const SweepRequest& request) {
+  PreparedSweep out;
+  out.spec.name = request.name;
+  out.spec.grid = to_grid(request);  // checks the request
+  out.spec.shard = resolve_shard(request.shard);
+  out.spec.repeat = request.repeat;
+  out.refine_steps = request.refine_steps;
+  profiler::Workload& w = out.spec.workload;
+  w.model = "script";
+  w.warmup = request.workload.warmup;
+  const Backend backend = to_backend(request.backend);
+  out.spec.collector = backend.collector;
+  out.spec.device_model = backend.device_model;
+  profiler::BackendRequest b;
+  b.backend = backend.kind;
+  b.link = backend.link;
+  b.link_name = backend.link_name;
+  b.device_model = backend.device_model;
+  b.threads = backend.threads;
+  out.spec.base = profiler::prepare_backend(b, out.spec.env).base;
+  const profiler::ScriptIdentity identity = profiler::script_identity(request.script);
+  out.spec.script = request.script;
+  out.spec.script_hash = identity.hash;
+  out.script_file = identity.file;
+
+  profiler::ScriptSpec script;
+  script.command = request.script;
+  script.timeout_s = request.timeout_per_point.empty()
+                         ? 0.0
+                         : profiler::parse_positive_number(request.timeout_per_point);
+  script.workload = w;
+  script.env = out.spec.env;
+  script.collector = backend.collector;
+  // A device model file is named absolutely: the script may change its working directory.
+  script.device_model = request.backend.device_model;
+  if (std::error_code ec;
+      !script.device_model.empty() && std::filesystem::is_regular_file(script.device_model, ec)) {
+    script.device_model = std::filesystem::absolute(script.device_model).string();
+  }
+  if (request.backend.backend != "auto") {
+    script.backend = backend.kind;
+    script.link = request.backend.link;
+  }
+  out.script = std::move(script);
+  return out;
+}
+
 PreparedSweep prepare(const SweepRequest& request) {
+  if (!request.script.empty()) return prepare_script(request);
   PreparedSweep out;
   out.spec.name = request.name;
   out.spec.workload = to_workload(request.workload);
   out.spec.grid = to_grid(request);
-  out.spec.shard = profiler::parse_shard(request.shard);
+  out.spec.shard = resolve_shard(request.shard);
   const Backend backend = to_backend(request.backend);
   out.spec.collector = backend.collector;
   out.spec.device_model = backend.device_model;
@@ -93,6 +145,11 @@ PreparedSweep prepare(const SweepRequest& request) {
 
 profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store) {
   return profiler::run_measured(*run.workload, run.spec, store);
+}
+
+std::unique_ptr<profiler::PointMeasurer> make_measurer(PreparedSweep& sweep) {
+  if (sweep.script) return std::make_unique<profiler::ScriptMeasurer>(*sweep.script);
+  return std::make_unique<profiler::WorkloadMeasurer>(*sweep.workload, sweep.spec);
 }
 
 SweepPredictions predict_sweep(PreparedSweep& sweep) {
@@ -124,12 +181,13 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
           profiler::as_prediction_record(static_cast<int64_t>(i), points[i]));
     }
   }
-  auto outcome = profiler::run_sweep(*sweep.workload, sweep.spec, store, progress, cancel);
+  const auto measurer = make_measurer(sweep);
+  auto outcome = profiler::run_sweep(*measurer, sweep.spec, store, progress, cancel);
   const bool whole = sweep.spec.shard.count == 1;
   // A device model times every step the same: measuring finalists again cannot narrow anything.
   const bool deterministic = sweep.spec.device_model.has_value();
   if (!outcome.interrupted && whole && sweep.refine_steps > 0 && !deterministic) {
-    auto r = profiler::refine_finalists(*sweep.workload, sweep.spec, store, outcome.sweep,
+    auto r = profiler::refine_finalists(*measurer, sweep.spec, store, outcome.sweep,
                                         profiler::Constraint{}, sweep.refine_steps, cancel);
     outcome.interrupted = r.interrupted;
     if (refined != nullptr) *refined = std::move(r);

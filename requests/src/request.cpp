@@ -2,6 +2,7 @@
 #include "offtune/requests/request.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -281,6 +282,79 @@ void check_tier_timing(const EngineFields& e, const BackendFields& b, Checker& c
   }
 }
 
+// A script sweep runs the user's model: the flags that describe a built-in one, or change it, do
+// not apply. Each is refused when given (flags_given) or when its field is not its default.
+void check_script(const SweepRequest& r, Checker& c) {
+  const WorkloadFields w;
+  const EngineFields e;
+  const SweepRequest defaults;
+  const auto given = [&](std::string_view flag) {
+    return std::find(r.flags_given.begin(), r.flags_given.end(), flag) != r.flags_given.end();
+  };
+  const std::string model = "the script builds its own model and batches";
+  const struct {
+    std::string_view flag;
+    bool differs;
+    std::string why;
+  } rules[] = {
+      {"--model", r.workload.model != w.model, model},
+      {"--batch", r.workload.batch != w.batch, model},
+      {"--seq", r.workload.seq != w.seq, model},
+      {"--dtype", r.workload.dtype != w.dtype, model},
+      {"--seed", r.workload.seed != w.seed, model},
+      {"--input-spec", r.workload.input_spec != w.input_spec, model},
+      {"--lora-rank", r.workload.lora_rank != w.lora_rank, model},
+      {"--blocks", r.workload.blocks != w.blocks, model},
+      {"--steps", r.workload.steps != w.steps,
+       "the script runs its own steps (--warmup applies: the first W steps it records are "
+       "dropped)"},
+      {"--optimizer", r.workload.optimizer != w.optimizer, "the script steps its own optimizer"},
+      {"--checkpoint", r.engine.checkpoint != e.checkpoint,
+       "offtune does not change the script's model: checkpointing is the script's own"},
+      {"--layer-offload", r.engine.layer_offload != e.layer_offload,
+       "offtune does not change the script's model: layer offloading is the script's own"},
+      {"--offload", r.engine.offload_set.find("boundaries") != std::string::npos,
+       "--offload boundaries needs offtune's checkpointing, which a script does not have"},
+      {"--predict-first", r.predict_first != defaults.predict_first,
+       "it replays a built-in model's recorded step; a script's points are measured"},
+      {"--device-capacity", r.backend.device_capacity != BackendFields{}.device_capacity,
+       "host-sim's device capacity is set in this process, not in the script's"},
+  };
+  for (const auto& rule : rules) {
+    // --offload all is what a script gets anyway: only boundaries is refused.
+    const bool refused = rule.flag == "--offload" ? rule.differs : rule.differs || given(rule.flag);
+    if (refused) {
+      c.fail(rule.flag, std::string(rule.flag) + " does not apply to --script (" + rule.why +
+                            "): leave it out");
+    }
+  }
+  if (r.script.find_first_not_of(" \t\n") == std::string::npos) {
+    c.fail("--script",
+           "--script takes the command that runs your training, e.g. \"python "
+           "train.py --max-steps 8\"");
+  }
+}
+
+void check_timeout(const SweepRequest& r, Checker& c) {
+  if (r.timeout_per_point.empty()) return;
+  if (r.script.empty()) {
+    c.fail("--timeout-per-point",
+           "--timeout-per-point bounds a script's point (--script); a built-in model runs in "
+           "this process");
+    return;
+  }
+  c.parse("--timeout-per-point", [&] {
+    try {
+      (void)profiler::parse_positive_number(r.timeout_per_point);
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(
+          "--timeout-per-point takes seconds, a positive number such as "
+          "600, got '" +
+          r.timeout_per_point + "'");
+    }
+  });
+}
+
 void throw_if_invalid(std::vector<FieldError> errors) {
   if (!errors.empty()) throw RequestError(std::move(errors));
 }
@@ -390,7 +464,12 @@ std::vector<FieldError> check(const RunRequest& r) {
 std::vector<FieldError> check(const SweepRequest& r) {
   Checker c;
   if (r.name.empty()) c.fail("--name", "--name must not be empty");
-  check_workload(r.workload, c);
+  if (r.script.empty()) {
+    check_workload(r.workload, c);
+  } else {
+    check_script(r, c);
+    c.range("--warmup", r.workload.warmup, kWarmupRange.lo, kWarmupRange.hi);
+  }
   check_backend(r.backend, c);
   c.parse("--min-offload-size", [&] { profiler::parse_size_list(r.min_offload_sizes); });
   c.parse("--max-fwd-stash-size", [&] {
@@ -401,11 +480,13 @@ std::vector<FieldError> check(const SweepRequest& r) {
   check_engine(r.engine, c, /*list=*/true);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
-  c.parse("--shard", [&] { profiler::parse_shard(r.shard); });
+  c.parse("--shard", [&] { resolve_shard(r.shard); });
+  check_timeout(r, c);
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
   c.range("--repeat", r.repeat, kRepeatRange.lo, kRepeatRange.hi);
-  if (r.predict_first && (r.backend.device_model.empty() || r.backend.backend == "cuda")) {
+  if (r.predict_first && r.script.empty() &&
+      (r.backend.device_model.empty() || r.backend.backend == "cuda")) {
     c.fail("--predict-first",
            "--predict-first replays one recorded step, which needs its op times known ahead: "
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
@@ -436,9 +517,11 @@ std::vector<FieldError> check(const SweepRequest& r) {
                       ? " variant x --min-offload-size x --max-fwd-stash-size points"
                       : " --min-offload-size x --max-fwd-stash-size pairs") +
                  "), more than --max-points " + std::to_string(r.max_points) +
-                 "; each point is a separate run of " + std::to_string(steps) + " steps of " +
-                 r.workload.model + ", " + std::to_string(points * steps) +
-                 " steps in all: narrow the lists, or raise --max-points if you mean it");
+                 (r.script.empty() ? "; each point is a separate run of " + std::to_string(steps) +
+                                         " steps of " + r.workload.model + ", " +
+                                         std::to_string(points * steps) + " steps in all"
+                                   : "; each point is a separate run of the script") +
+                 ": narrow the lists, or raise --max-points if you mean it");
     }
   }
   return c.take();
@@ -516,6 +599,67 @@ profiler::Grid to_grid(const SweepRequest& r) {
   grid.base = to_engine_config(defaults);
   grid.base.offload_set = offload_set;
   return grid;
+}
+
+std::vector<std::string> script_refused_flags() {
+  return {"--model",      "--batch",         "--seq",     "--dtype",         "--seed",
+          "--input-spec", "--lora-rank",     "--blocks",  "--steps",         "--optimizer",
+          "--checkpoint", "--layer-offload", "--offload", "--predict-first", "--device-capacity"};
+}
+
+EnvLookup process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env) {
+  if (text != "auto") return profiler::parse_shard(text);
+  // A variable's value as a whole number, or a one-line refusal naming it.
+  const auto number = [&](const std::string& name) -> std::optional<int64_t> {
+    const auto value = env(name);
+    if (!value) return std::nullopt;
+    try {
+      return profiler::parse_int64(*value);
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument("--shard auto: " + name + "='" + *value +
+                                  "' is not a whole number");
+    }
+  };
+  // index is 0-based, as the schedulers count; shards are 1-based.
+  const auto shard = [](int64_t index, int64_t count, const std::string& from) {
+    if (count < 1 || index < 0 || index >= count) {
+      throw std::invalid_argument("--shard auto: " + from + " give index " + std::to_string(index) +
+                                  " of " + std::to_string(count) +
+                                  " shards (expected 0 <= index < count)");
+    }
+    return profiler::parse_shard(std::to_string(index + 1) + "/" + std::to_string(count));
+  };
+  if (const auto id = number("SLURM_ARRAY_TASK_ID")) {
+    const auto count = number("SLURM_ARRAY_TASK_COUNT");
+    if (!count) {
+      throw std::invalid_argument(
+          "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (run "
+          "under sbatch --array)");
+    }
+    return shard(*id - number("SLURM_ARRAY_TASK_MIN").value_or(0), *count,
+                 "SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT");
+  }
+  if (const auto index = number("JOB_COMPLETION_INDEX")) {
+    const auto count = number("OFFTUNE_SHARD_COUNT");
+    if (!count) {
+      throw std::invalid_argument(
+          "--shard auto: JOB_COMPLETION_INDEX is set but OFFTUNE_SHARD_COUNT is not (set it "
+          "in the Job's manifest to .spec.completions; docs/script-sweeps.md)");
+    }
+    return shard(*index, *count, "JOB_COMPLETION_INDEX and OFFTUNE_SHARD_COUNT");
+  }
+  throw std::invalid_argument(
+      "--shard auto reads the shard from the scheduler, and none is set: SLURM_ARRAY_TASK_ID "
+      "with SLURM_ARRAY_TASK_COUNT (a Slurm job array), or JOB_COMPLETION_INDEX with "
+      "OFFTUNE_SHARD_COUNT (a Kubernetes Indexed Job); elsewhere give --shard I/N");
 }
 
 int64_t point_count(const SweepRequest& r) {

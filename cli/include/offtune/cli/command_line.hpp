@@ -16,4 +16,9 @@ int run_command_line(int argc, char** argv);
 // signal handler.
 bool request_stop() noexcept;
 
+// Kills (SIGKILL) the process group of a script sweep's point in progress, if any: for main() to
+// call before it exits at once, since that group does not get the terminal's Ctrl-C. Safe in a
+// signal handler.
+void kill_running_script() noexcept;
+
 }  // namespace offtune::cli

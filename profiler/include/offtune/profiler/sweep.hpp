@@ -6,6 +6,11 @@
 // claimed (Store::claim_point) before it is measured, so it is measured once, and a point whose
 // process ended is measured again by another. Shards (i/n) split the points for a CI matrix or a
 // cluster; merge_stores() joins their stores.
+//
+// How a point is measured is a PointMeasurer's business: the built-in workload in this process
+// (WorkloadMeasurer), or the user's own training script in a fresh process per point
+// (ScriptMeasurer, script_point.hpp). Claims, resume, shards, rounds, progress, cancel and refine
+// are the sweep's, the same for both.
 #pragma once
 
 #include <atomic>
@@ -66,9 +71,12 @@ Grid parse_grid_json(const std::string& text);
 // figure of it; none: left out, likewise). The workload's LoRA rank, a TorchScript model's block
 // path (`blocks`) and host-sim's device capacity in bytes (0: unlimited) count only when set,
 // likewise: a point that fits one capacity may run out of memory under another.
+// A script sweep's command line and its script file's hash count when given (empty: left out,
+// likewise): a changed script is a new sweep.
 std::string sweep_key(const Workload& workload, const Grid& grid, const OffloadOptions& base,
                       std::string_view model_input = {}, const DeviceModel* device_model = nullptr,
-                      std::string_view blocks = {}, int64_t device_capacity = 0);
+                      std::string_view blocks = {}, int64_t device_capacity = 0,
+                      std::string_view script = {}, std::string_view script_hash = {});
 
 struct SweepSpec {
   std::string name;
@@ -101,6 +109,53 @@ struct SweepSpec {
   // step time becomes the median (with its interval) over the steps of all its runs. Not part of
   // the sweep's identity: the same sweep run again with a larger N adds the missing rounds.
   int64_t repeat = 1;
+  // A script sweep (script_point.hpp): the command line, and the hash of its script file (empty:
+  // no file found, the command alone is the identity). Both are part of the sweep's key. Empty
+  // for a built-in workload.
+  std::string script;
+  std::string script_hash;
+};
+
+// The key run_sweep finds or creates the sweep of `spec` by.
+std::string sweep_key(const SweepSpec& spec);
+
+// One measurement of one sweep point, as run_sweep and refine_finalists ask for it.
+struct PointRun {
+  SweepId sweep;
+  int64_t index = 0;
+  EngineConfig config;
+  std::string label;  // the run's label: "NAME point I", "... (sweep S, repeat K of N)", ...
+  int64_t steps = 0;  // measured steps wanted (refine); 0: as the sweep's workload says
+};
+
+// Measures sweep points, one run each. Implementations: WorkloadMeasurer (a built-in workload, in
+// this process) and ScriptMeasurer (script_point.hpp: the user's script, a process per point).
+class PointMeasurer {
+ public:
+  virtual ~PointMeasurer() = default;
+  // Measures `run` as one run written to `store` and returns that run as it finished (id, status,
+  // error, summary). A point that fails or runs out of memory is a result, not an exception;
+  // exceptions are for a store that cannot be written. A measurer that can stop in the middle of
+  // a point when *cancel becomes true returns the run Interrupted: the sweep then leaves the point
+  // pending (measured again on resume) and stops.
+  virtual RunRecord measure(const PointRun& run, Store& store, const std::atomic<bool>* cancel) = 0;
+  // Whether measure() honours PointRun::steps. One that cannot (a script runs the steps it runs)
+  // is refined by measuring each finalist once more and pooling the steps of its runs.
+  virtual bool sets_steps() const { return true; }
+};
+
+// A built-in (or TorchScript) workload measured in this process by run_measured (runner.hpp), with
+// the spec's workload, base options, environment and collector. Both must outlive it. A point in
+// progress always completes (cancel is looked at between points).
+class WorkloadMeasurer final : public PointMeasurer {
+ public:
+  WorkloadMeasurer(WorkloadInstance& workload, const SweepSpec& spec)
+      : workload_(workload), spec_(spec) {}
+  RunRecord measure(const PointRun& run, Store& store, const std::atomic<bool>* cancel) override;
+
+ private:
+  WorkloadInstance& workload_;
+  const SweepSpec& spec_;
 };
 
 struct SweepProgress {
@@ -126,7 +181,12 @@ struct SweepOutcome {
 // waits for the points it left, looking every ~150 ms: each is either finished by its holder
 // (by_other) or, when the holder ended, measured here. A holder on another host cannot be checked
 // and is waited for. Stops between points, and while waiting, when *cancel becomes true (the point
-// in progress completes first), with outcome.interrupted set.
+// in progress completes first, unless the measurer stops it: then it stays pending), with
+// outcome.interrupted set.
+SweepOutcome run_sweep(PointMeasurer& measurer, const SweepSpec& spec, Store& store,
+                       const std::function<void(const SweepProgress&)>& progress = {},
+                       const std::atomic<bool>* cancel = nullptr);
+// The same with a WorkloadMeasurer of `workload`.
 SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
                        const std::function<void(const SweepProgress&)>& progress = {},
                        const std::atomic<bool>* cancel = nullptr);
@@ -150,6 +210,15 @@ constexpr size_t kMaxFinalists = 8;
 // `steps` or more steps is left as it is (a resumed sweep does not measure it again); a re-measure
 // that fails keeps the first result. Nothing happens when the choice is clear of the noise, when
 // `steps` <= 0, or when *cancel is true (checked before each run).
+//
+// A measurer that cannot set the steps (PointMeasurer::sets_steps: a script) measures each
+// finalist once more instead, as a run labelled "NAME point I (sweep S, re-measured)", and the
+// point's summary pools the steps of its runs (as --repeat does); a finalist with such a run is
+// left as it is.
+RefineOutcome refine_finalists(PointMeasurer& measurer, const SweepSpec& spec, Store& store,
+                               SweepId sweep, const Constraint& constraint, int64_t steps,
+                               const std::atomic<bool>* cancel = nullptr);
+// The same with a WorkloadMeasurer of `workload`.
 RefineOutcome refine_finalists(WorkloadInstance& workload, const SweepSpec& spec, Store& store,
                                SweepId sweep, const Constraint& constraint, int64_t steps,
                                const std::atomic<bool>* cancel = nullptr);

@@ -11,6 +11,7 @@
 
 #include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/runner.hpp"
+#include "offtune/profiler/script_point.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/requests/request.hpp"
@@ -38,7 +39,13 @@ struct SweepPredictions {
 
 struct PreparedSweep {
   profiler::SweepSpec spec;
-  std::unique_ptr<WorkloadInstance> workload;
+  std::unique_ptr<WorkloadInstance> workload;  // null for a script sweep
+  // A script sweep (SweepRequest::script): how each point runs it. A front end sets pass_stderr
+  // (the CLI: not under --quiet or --json). spec.script and spec.script_hash are its identity.
+  std::optional<profiler::ScriptSpec> script;
+  // The script file whose hash is in the identity (profiler::script_identity); empty: the command
+  // names no file and is the identity alone (a front end says so).
+  std::string script_file;
   int64_t refine_steps = 0;  // SweepRequest::refine_steps
   bool predict_first = false;
   std::optional<SweepPredictions> predictions;
@@ -48,6 +55,8 @@ PreparedSweep prepare(const SweepRequest& request);
 // Measures a prepared request into `store`. A front end prepares first and opens (creates) the
 // store after, so that a model that cannot be built leaves no store file behind.
 profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store);
+// The measurer of a prepared sweep: its script, or its workload in this process.
+std::unique_ptr<profiler::PointMeasurer> make_measurer(PreparedSweep& sweep);
 // Records one step per semantics of the sweep's grid and predicts every point (what execute does
 // first for a predict-first sweep). Throws std::invalid_argument without a device model.
 SweepPredictions predict_sweep(PreparedSweep& sweep);

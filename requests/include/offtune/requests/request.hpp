@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -169,7 +170,32 @@ struct SweepRequest {
   bool predict_first = false;
   // Each point measured this many times, in interleaved rounds (profiler::SweepSpec::repeat).
   int64_t repeat = 1;
+  // Sweep the user's own training script instead of a built-in model (profiler/script_point.hpp):
+  // each point runs `/bin/sh -c script` once, in a fresh process. The workload's fields but
+  // --warmup do not apply then (nor --checkpoint, --layer-offload, --offload boundaries,
+  // --predict-first, --device-capacity): check() refuses each one given.
+  std::string script;
+  // Seconds a script's point may run before it is stopped with its process group; empty: no
+  // bound. Only with --script.
+  std::string timeout_per_point;
+  // The flags the user gave (as the CLI names them), so that a flag that does not apply is
+  // refused even when given its default value. A form leaves it empty: a field that differs from
+  // its default counts as given either way.
+  std::vector<std::string> flags_given;
 };
+
+// The flags a script sweep refuses, in the order check() reports them.
+std::vector<std::string> script_refused_flags();
+
+// Looks up an environment variable (nullopt: unset); the process's environment by default.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_environment();
+// --shard: "I/N", or "auto": the index and count from the scheduler running this process, in this
+// order: Slurm's job array (SLURM_ARRAY_TASK_ID minus SLURM_ARRAY_TASK_MIN, 0 when unset, and
+// SLURM_ARRAY_TASK_COUNT), then a Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with the count in
+// OFFTUNE_SHARD_COUNT: the manifest sets it from .spec.completions). Throws std::invalid_argument
+// naming the variables when none is set or their values do not make a shard.
+profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env = process_environment());
 
 // --- Validation
 // ------------------------------------------------------------------------------------
