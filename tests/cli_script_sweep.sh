@@ -23,13 +23,15 @@ fail() { echo "FAIL: $*" >&2; echo "$passed passed, 1 failed"; exit 1; }
 ok() { passed=$((passed + 1)); }
 py() { "$PY" -c "$1" || fail "$2"; }
 
-CMD="$PY $SCRIPT --steps 6"
+# Activations dominate the peak at this shape (not the weights and AdamW's state), so that the
+# offloading points' peaks are lower than the baseline's.
+CMD="$PY $SCRIPT --steps 6 --seq 256 --batch 4"
 GRID=(--backend host-sim --warmup 1 --min-offload-size 1KiB,1MiB --max-fwd-stash-size 1,2)
 
 # The baseline and four points, each in its own process, all ok.
 "$OFFTUNE" sweep --script "$CMD" "${GRID[@]}" --db s.db --json --timeout-per-point 300 \
   >sweep.json 2>sweep.err || fail "sweep: $(tail -5 sweep.err)"
-py 'import json; d=json.load(open("sweep.json")); assert d["ran"]==5 and d["ok"]==5, d; ps=d["points"]; assert not ps[0]["config"]["offload"], ps[0]; assert all(p["summary"]["step_ms_median"] > 0 for p in ps), ps; assert any(p["summary"]["offloaded_bytes"] > 0 for p in ps[1:]), ps' "sweep json"
+py 'import json; d=json.load(open("sweep.json")); assert d["ran"]==5 and d["ok"]==5, d; ps=d["points"]; assert not ps[0]["config"]["offload"], ps[0]; assert all(p["summary"]["step_ms_median"] > 0 for p in ps), ps; assert any(p["summary"]["offloaded_bytes"] > 0 for p in ps[1:]), ps; base=ps[0]["summary"]["peak_allocated"]; assert min(p["summary"]["peak_allocated"] for p in ps[1:]) < base, [p["summary"]["peak_allocated"] for p in ps]' "sweep json"
 ok
 
 # The same command again resumes it: nothing runs.
@@ -51,10 +53,31 @@ py 'import json; d=json.load(open("changed.json")); assert d["sweep"]==2 and d["
 ok
 
 # A script that never records fails each point with one clear line; the sweep goes on.
-"$OFFTUNE" sweep --script "$PY -c 'print(1)'" --backend host-sim --min-offload-size 1KiB \
+"$OFFTUNE" sweep --script "echo 1" --backend host-sim --min-offload-size 1KiB \
   --max-fwd-stash-size 1 --db n.db --json >none.json 2>none.err || fail "no-record sweep"
 grep -q "names no script file" none.err || fail "no file note: $(cat none.err)"
 py 'import json; d=json.load(open("none.json")); assert d["failed"]==2, d; assert all(p["error"].startswith("the script recorded no step") for p in d["points"]), d' "no-record json"
+ok
+
+# A distributed job under torchrun: each point is a 2-rank DDP job (gloo, host-sim), each rank
+# records its run, and the point is the job's (its slowest rank's step time, its highest peak).
+TRUN="$PY -m torch.distributed.run --standalone --nproc-per-node 2"
+"$OFFTUNE" sweep --script "$TRUN $SCRIPT --steps 5 --seq 128 --batch 2" --backend host-sim \
+  --warmup 1 --min-offload-size 1KiB --max-fwd-stash-size 1 --db t.db --json \
+  --timeout-per-point 300 >t.json 2>t.err || fail "torchrun sweep: $(tail -5 t.err)"
+py 'import json, sqlite3
+d = json.load(open("t.json")); assert d["ran"] == 2 and d["ok"] == 2, d
+db = sqlite3.connect("t.db")
+points = db.execute("SELECT run, step_ms_median, peak_allocated FROM points").fetchall()
+assert len(points) == 2, points
+for run, step_ms, peak in points:
+    ranks = db.execute("SELECT rank, world_size, status, step_ms_median, peak_allocated FROM runs "
+                       "WHERE id = ? OR job_run = ? ORDER BY rank", (run, run)).fetchall()
+    assert [r[:3] for r in ranks] == [(0, 2, "ok"), (1, 2, "ok")], ranks
+    assert step_ms == max(r[3] for r in ranks), (step_ms, ranks)
+    assert peak == max(r[4] for r in ranks), (peak, ranks)' "torchrun json"
+"$OFFTUNE" report --db t.db --ranks >ranks.txt || fail "report --ranks"
+grep -q "rank 1" ranks.txt || fail "report --ranks shows no rank 1: $(cat ranks.txt)"
 ok
 
 # The store reads as any sweep's.

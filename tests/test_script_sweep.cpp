@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -197,6 +198,26 @@ TEST(ScriptSweep, AFailingScriptIsRecordedWithItsStderrAndTheSweepGoesOn) {
   EXPECT_EQ(measurer.last_exit().code, 3);
 }
 
+// The script's standard output is not the CLI's: `offtune sweep --json` prints one JSON document
+// on stdout, so the child's prints go where its stderr goes (before, they were mixed into the
+// JSON, which no reader could parse: tests/cli_script_sweep.sh failed so).
+TEST(ScriptSweep, TheScriptsStdoutGoesWithItsStderrNotToTheCallersStdout) {
+  test::TempDir dir("offtune-script-test");
+  const std::string cmd = script(dir, "chatty.sh", "echo on-stdout\necho on-stderr >&2\nexit 4");
+  auto store = open_sqlite_store(dir.file("s.db"));
+  ScriptMeasurer measurer(quiet(cmd));
+  SweepSpec spec = script_sweep(cmd);
+  spec.grid.min_offload_sizes = {1024};
+  spec.grid.max_fwd_stash_sizes = {1};
+  testing::internal::CaptureStdout();
+  run_sweep(measurer, spec, *store);
+  const std::string printed = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(printed.find("on-stdout"), std::string::npos) << printed;
+  const auto& tail = measurer.last_stderr_tail();
+  EXPECT_NE(std::find(tail.begin(), tail.end(), "on-stdout"), tail.end());
+  EXPECT_EQ(tail.back(), "on-stderr");
+}
+
 TEST(ScriptSweep, ATimeoutStopsTheScriptWithItsProcessGroup) {
   test::TempDir dir("offtune-script-test");
   const std::string pidfile = dir.file("grandchild.pid");
@@ -270,6 +291,47 @@ TEST(ScriptSweep, CancelStopsTheScriptAndLeavesItsPointForAResume) {
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].status, RunStatus::Interrupted);
   EXPECT_EQ(measurer.last_exit().how, ScriptExit::How::Cancelled);
+}
+
+// A point whose script ran under torchrun is its job: the slowest rank's step time, the highest
+// rank's peak, and a failed rank fails it (the ranks' runs as the Python package records them).
+TEST(ScriptSweep, APointOfADistributedJobIsItsSlowestRankAndItsHighestPeak) {
+  auto store = make_memory_store();
+  auto rank_run = [&](int64_t rank, std::optional<RunId> job, RunStatus status, double ms,
+                      int64_t peak) {
+    RunRecord r;
+    r.status = RunStatus::Running;
+    r.label = "sweep point 1";
+    r.rank = rank;
+    r.world_size = 2;
+    r.job_run = job;
+    r.id = store->begin_run(r);
+    RunSummary s;
+    s.step_ms_median = s.step_ms_min = s.step_ms_max = ms;
+    s.peak_allocated = peak;
+    s.peak_reserved = 2 * peak;
+    store->finish_run(r.id, status, status == RunStatus::Ok ? "" : "ValueError: boom", s, 1);
+    return *store->run(r.id);
+  };
+  const RunRecord rank0 = rank_run(0, std::nullopt, RunStatus::Ok, 10.0, 300);
+  rank_run(1, rank0.id, RunStatus::Ok, 12.5, 100);
+  RunRecord point = job_point_run(*store, rank0);
+  EXPECT_EQ(point.id, rank0.id);
+  EXPECT_EQ(point.status, RunStatus::Ok);
+  EXPECT_DOUBLE_EQ(point.summary.step_ms_median, 12.5);
+  EXPECT_DOUBLE_EQ(point.summary.step_ms_max, 12.5);
+  EXPECT_EQ(point.summary.peak_allocated, 300);
+  EXPECT_EQ(point.summary.peak_reserved, 600);
+  EXPECT_DOUBLE_EQ(store->run(rank0.id)->summary.step_ms_median, 10.0);  // rank 0's own stays
+
+  const RunRecord other0 = rank_run(0, std::nullopt, RunStatus::Ok, 10.0, 300);
+  rank_run(1, other0.id, RunStatus::Failed, 0.0, 0);
+  point = job_point_run(*store, other0);
+  EXPECT_EQ(point.status, RunStatus::Failed);
+  EXPECT_EQ(point.error, "rank 1: ValueError: boom");
+
+  const RunRecord single = rank_run(0, std::nullopt, RunStatus::Ok, 7.0, 50);
+  EXPECT_DOUBLE_EQ(job_point_run(*store, single).summary.step_ms_median, 7.0);
 }
 
 TEST(ScriptSweep, AScriptKilledBySigkillIsTakenForTheOomKiller) {

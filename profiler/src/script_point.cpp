@@ -29,6 +29,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "offtune/profiler/job.hpp"
 #include "run_parts.hpp"
 
 extern char** environ;
@@ -246,6 +247,9 @@ Child run_child(const ScriptSpec& spec, const std::vector<std::string>& env,
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  // Its stdout goes with its stderr: this process's stdout is the CLI's own (--json prints one
+  // document there), and a script's prints are the log of its point.
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -485,6 +489,40 @@ std::optional<SweepRecord> changed_script_sweep(Store& store, const std::string&
   return found;
 }
 
+RunRecord job_point_run(Store& store, RunRecord rank0) {
+  const std::vector<RunRecord> runs = job_runs(store, rank0.id);
+  if (runs.size() < 2) return rank0;
+  const JobSummary job = job_summary(runs);
+  const RunRecord* slowest = &runs.front();
+  for (const RunRecord& r : runs) {
+    if (r.status == RunStatus::Ok && r.summary.step_ms_median > slowest->summary.step_ms_median) {
+      slowest = &r;
+    }
+  }
+  RunSummary& s = rank0.summary;
+  const RunSummary& t = slowest->summary;
+  s.step_ms_median = t.step_ms_median;
+  s.step_ms_min = t.step_ms_min;
+  s.step_ms_max = t.step_ms_max;
+  s.step_ms_stddev = t.step_ms_stddev;
+  s.step_ms_ci_low = t.step_ms_ci_low;
+  s.step_ms_ci_high = t.step_ms_ci_high;
+  s.step_ms_ci_level = t.step_ms_ci_level;
+  s.peak_allocated = job.peak_allocated;
+  s.peak_reserved = job.peak_reserved;
+  if (rank0.status == RunStatus::Ok && job.status != RunStatus::Ok) {
+    for (const RunRecord& r : runs) {
+      if (r.status != RunStatus::Ok) {
+        rank0.status = r.status == RunStatus::Running ? RunStatus::Failed : r.status;
+        rank0.error = "rank " + std::to_string(r.rank) + ": " +
+                      (r.error.empty() ? std::string("did not finish its run") : r.error);
+        break;
+      }
+    }
+  }
+  return rank0;
+}
+
 RunRecord ScriptMeasurer::measure(const PointRun& point, Store& store,
                                   const std::atomic<bool>* cancel) {
   RunRecord rec;
@@ -523,7 +561,7 @@ RunRecord ScriptMeasurer::measure(const PointRun& point, Store& store,
     std::ofstream log(dir / ("run-" + std::to_string(rec.id.value) + ".stderr"));
     for (const std::string& line : child.tail) log << line << "\n";
   }
-  if (auto done = store.run(rec.id)) return *done;
+  if (auto done = store.run(rec.id)) return job_point_run(store, *done);
   rec.status = verdict.status;
   rec.error = verdict.error;
   return rec;

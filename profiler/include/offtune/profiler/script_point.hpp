@@ -39,8 +39,9 @@ struct ScriptSpec {
   double timeout_s = 0.0;
   // Seconds between SIGTERM and SIGKILL when a point is stopped (timeout, cancel).
   double kill_grace_s = 10.0;
-  // The child's stderr is copied to this process's stderr as it comes (a CLI without --quiet or
-  // --json); its tail is kept either way.
+  // The child's output (its stderr, and its stdout with it: this process's stdout is the CLI's
+  // own) is copied to this process's stderr as it comes (a CLI without --quiet or --json); its
+  // tail is kept either way.
   bool pass_stderr = true;
   // What the point's run records before the child adds its own: workload.model "script", the
   // warm-up steps the child drops (OFFTUNE_RECORD's "warmup"), and where it ran.
@@ -88,6 +89,13 @@ std::string point_json(const EngineConfig& config, const ScriptSpec& spec);
 // OFFTUNE_RECORD for a run: the store (absolute path; empty for a store without a file), the run,
 // the warm-up, timeline, collector and device model.
 std::string record_json(const std::string& db, RunId run, const ScriptSpec& spec);
+
+// The point's result from its run, rank 0's: where the script ran a distributed job (torchrun:
+// the other ranks recorded runs naming rank 0's as their job_run), the job's, whose step time and
+// step statistics are the slowest rank's and whose peaks are the highest rank's (job.hpp), and a
+// rank that failed fails the point ("rank R: its error"). Rank 0's run itself keeps its own
+// figures (`offtune report --ranks` shows each rank's). A run of one process is returned as it is.
+RunRecord job_point_run(Store& store, RunRecord rank0);
 
 // What identifies a script sweep besides its command: the script file (the first word after the
 // program, and after its options, that names an existing regular file; else the program itself
