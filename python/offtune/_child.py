@@ -78,6 +78,26 @@ def ranks() -> Tuple[int, int]:
     return rank, max(world, rank + 1)
 
 
+def distributed() -> bool:
+    """torch.distributed is initialised with more than one rank (torchrun after
+    init_process_group)."""
+    try:
+        import torch.distributed as dist
+
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    except ImportError:
+        return False
+
+
+def share_from_rank0(value: Any) -> Any:
+    """Rank 0's `value`, on every rank: a collective (every rank must call it, at the same point)."""
+    import torch.distributed as dist
+
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def spec_overrides() -> Dict[str, Any]:
     """What a recording takes from $OFFTUNE_RECORD over what the script gave it: the store, the
     run to continue (rank 0) or to name as the job (other ranks), the warm-up, timeline, collector

@@ -6,6 +6,7 @@ environment of a fresh process), alone and as a 2-rank DDP job under torchrun (g
 import json
 import os
 import pathlib
+import sqlite3
 import subprocess
 import sys
 
@@ -209,3 +210,42 @@ def test_record_outside_a_sweep_records_torchruns_rank_and_world_size(tmp_path, 
     r = runs(db)[rec.id]
     assert r["status"] == "ok", r["error"]
     assert (r["rank"], r["world_size"], r["job_run"]) == (1, 2, None)
+
+
+DDP_RECORD = """
+import sys, torch, torch.distributed as dist, offtune
+dist.init_process_group("gloo")
+offtune.host_sim.install()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(
+    torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)))
+off = offtune.Offloader(backend="host-sim", min_offload_size=0)
+with offtune.record(sys.argv[1], name="ddp", offloader=off, warmup=1) as rec:
+    for step in range(4):
+        with off.scope():
+            loss = model(torch.randn(32, 64)).pow(2).mean()
+        loss.backward()
+        rec.step()
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_recording_into_one_store_outside_a_sweep_are_one_job(tmp_path):
+    script = tmp_path / "ddp_record.py"
+    script.write_text(DDP_RECORD)
+    db = tmp_path / "runs.db"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(script), str(db)]
+    done = subprocess.run(cmd, env=child_env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rs = sorted(runs(db).values(), key=lambda r: r["rank"])
+    assert [(r["rank"], r["world_size"], r["status"]) for r in rs] == [(0, 2, "ok"), (1, 2, "ok")]
+    assert rs[0]["job_run"] is None and rs[1]["job_run"] == rs[0]["id"]
+    assert rs[1]["label"] == "ddp rank 1"
+    job = _offtune.job_summary(str(db), rs[0]["id"])
+    assert job["step_ms_median"] == max(r["step_ms_median"] for r in rs)
+    # The recorded sweep has the job's one point (rank 0's run), not one per rank.
+    with sqlite3.connect(db) as con:
+        points = con.execute("SELECT run FROM points").fetchall()
+    assert points == [(rs[0]["id"],)], points
