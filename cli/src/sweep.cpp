@@ -87,7 +87,11 @@ class SweepCommand final : public Command {
     auto prepared = requests::prepare(request_);
     if (prepared.script) prepared.script->pass_stderr = !common_.quiet && !common_.json;
     auto store = open_store(common_, /*write=*/true);
-    if (prepared.script && !common_.quiet) say_script_identity(prepared, *store);
+    if (!common_.quiet) {
+      if (const auto note = requests::script_identity_note(prepared, *store); !note.empty()) {
+        std::cerr << note << "\n";
+      }
+    }
     const bool progress = show_progress(common_);
     pf::RefineOutcome refined;
     const auto outcome = requests::execute(
@@ -179,22 +183,6 @@ class SweepCommand final : public Command {
   }
 
  private:
-  // What a script sweep's identity rests on, when the user should know: a command that names no
-  // file (a changed script would resume the old sweep), or a script changed since an earlier
-  // sweep of the same command (this one is new).
-  static void say_script_identity(const requests::PreparedSweep& prepared, pf::Store& store) {
-    if (prepared.script_file.empty()) {
-      std::cerr << "note: the command names no script file, so the sweep's identity is the "
-                   "command alone: a changed script would resume the same sweep\n";
-      return;
-    }
-    if (store.find_sweep(pf::sweep_key(prepared.spec))) return;  // resumed
-    if (const auto old =
-            pf::changed_script_sweep(store, prepared.spec.script, prepared.spec.script_hash)) {
-      std::cerr << "script changed since sweep " << old->id.value << ": starting a new sweep\n";
-    }
-  }
-
   static json prediction_json(const requests::SweepPredictions& p) {
     json all = json::array();
     for (size_t i = 0; i < p.points.size(); ++i) {

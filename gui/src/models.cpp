@@ -42,6 +42,8 @@ QString sweep_name(const pf::SweepRecord& s) {
   QString name = QStringLiteral("sweep %1").arg(s.id.value);
   // "sweep" is the default name (offtune sweep --name): saying it again adds only width.
   if (!s.name.empty() && s.name != "sweep") name += QStringLiteral(" \u2014 ") + qs(s.name);
+  // A script sweep's workload is the user's script (profiler/script_point.hpp): no batch or length.
+  if (s.workload.model == "script") return name + QStringLiteral(" (script)");
   return name + QStringLiteral(" (%1, b%2 s%3)")
                     .arg(qs(s.workload.model))
                     .arg(s.workload.batch)

@@ -1,12 +1,16 @@
+#include <QButtonGroup>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRadioButton>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -51,12 +55,43 @@ void set_text(QComboBox* c, const std::string& s) {
   }
 }
 
+// A path as one word of /bin/sh: quoted when it holds anything the shell would split or expand.
+QString shell_word(const QString& path) {
+  static const QString plain =
+      QStringLiteral("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%");
+  if (!path.isEmpty() &&
+      std::all_of(path.begin(), path.end(), [](QChar c) { return plain.contains(c); })) {
+    return path;
+  }
+  QString quoted = path;
+  quoted.replace(QStringLiteral("'"), QStringLiteral("'\\''"));
+  return QStringLiteral("'%1'").arg(quoted);
+}
+
+// The command line that runs a chosen file: Python's and shell scripts through their interpreter
+// (a script need not be executable), anything else as a program.
+QString command_for(const QString& path) {
+  const QString suffix = QFileInfo(path).suffix().toLower();
+  if (suffix == QStringLiteral("py")) return QStringLiteral("python3 ") + shell_word(path);
+  if (suffix == QStringLiteral("sh")) return QStringLiteral("sh ") + shell_word(path);
+  return shell_word(path);
+}
+
 }  // namespace
 
 SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner(this)) {
   auto* outer = new QVBoxLayout(this);
-  auto* form = new QFormLayout;
-  outer->addLayout(form);
+  // The fields scroll, the buttons and the progress stay in view: the form has more rows than a
+  // 1280x800 window is tall, and would otherwise push the window past the screen.
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName(QStringLiteral("fields"));
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* fields = new QWidget(scroll);
+  auto* form = new QFormLayout(fields);
+  form->setContentsMargins(0, 0, 0, 0);
+  scroll->setWidget(fields);
+  outer->addWidget(scroll, 1);
 
   auto* db_row = new QHBoxLayout;
   db_ = new QLineEdit(this);
@@ -70,12 +105,54 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
                                 .arg(QString::fromStdString(SweepRequest{}.name)));
   form->addRow(QStringLiteral("Name"), name_);
 
+  // What is swept: a model measured in this process, or the user's own training script run once
+  // per point in a fresh process (docs/script-sweeps.md).
+  auto* source_row = new QHBoxLayout;
+  use_model_ = new QRadioButton(QStringLiteral("a built-in or TorchScript model"), this);
+  use_model_->setObjectName(QStringLiteral("useModel"));
+  use_script_ = new QRadioButton(QStringLiteral("your training script"), this);
+  use_script_->setObjectName(QStringLiteral("useScript"));
+  use_script_->setToolTip(QStringLiteral(
+      "each point runs the command once, in a fresh process, its settings in OFFTUNE_POINT; the "
+      "offtune Python package in the script reads them and records the steps "
+      "(docs/script-sweeps.md)"));
+  auto* source = new QButtonGroup(this);
+  source->addButton(use_model_);
+  source->addButton(use_script_);
+  use_model_->setChecked(true);
+  source_row->addWidget(use_model_);
+  source_row->addWidget(use_script_);
+  source_row->addStretch(1);
+  form->addRow(QStringLiteral("Sweep"), source_row);
+
+  auto* script_row = new QHBoxLayout;
+  script_ = new QLineEdit(this);
+  script_->setObjectName(QStringLiteral("script"));
+  script_->setPlaceholderText(QStringLiteral("python3 train.py --max-steps 8"));
+  script_->setToolTip(QStringLiteral(
+      "the command that runs your training (/bin/sh -c COMMAND, in the dashboard's working "
+      "directory); the sweep's identity is the command and a hash of the script file it names"));
+  browse_script_ = new QPushButton(QStringLiteral("Script\u2026"), this);
+  browse_script_->setObjectName(QStringLiteral("browseScript"));
+  timeout_ = new QLineEdit(this);
+  timeout_->setObjectName(QStringLiteral("timeoutPerPoint"));
+  timeout_->setPlaceholderText(QStringLiteral("no bound"));
+  timeout_->setToolTip(QStringLiteral(
+      "seconds a point may run; then its process group gets SIGTERM, SIGKILL 10 s later, and the "
+      "point is recorded as failed (empty: no bound)"));
+  timeout_->setMaximumWidth(110);
+  script_row->addWidget(script_, 1);
+  script_row->addWidget(browse_script_);
+  script_row->addWidget(new QLabel(QStringLiteral("timeout per point (s)"), this));
+  script_row->addWidget(timeout_);
+  form->addRow(QStringLiteral("Script"), script_row);
+
   auto* model_row = new QHBoxLayout;
   model_ = combo(this, requests::model_names(), true);
   model_->setToolTip(QStringLiteral("a built-in model, or the path of a TorchScript file (.pt)"));
-  auto* browse_model = new QPushButton(QStringLiteral("TorchScript\u2026"), this);
+  browse_model_ = new QPushButton(QStringLiteral("TorchScript\u2026"), this);
   model_row->addWidget(model_, 1);
-  model_row->addWidget(browse_model);
+  model_row->addWidget(browse_model_);
   form->addRow(QStringLiteral("Model"), model_row);
   input_spec_ = new QLineEdit(this);
   input_spec_->setObjectName(QStringLiteral("inputSpec"));
@@ -173,7 +250,51 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   points_->setWordWrap(true);
   points_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   points_->setMinimumWidth(100);
-  form->addRow(QStringLiteral("Points"), points_);
+  // Below the scrolling fields: the count (or what is wrong) stays in view as the grid is typed.
+  auto* points_row = new QHBoxLayout;
+  points_row->addWidget(new QLabel(QStringLiteral("Points"), this));
+  points_row->addWidget(points_, 1);
+  outer->addLayout(points_row);
+
+  // Each field by the CLI flag it stands for; those a script sweep refuses are disabled in script
+  // mode. The rule's one home is the request layer (script_refused_flags(), checked by check()).
+  const std::pair<const char*, QWidget*> flags[] = {
+      {"--name", name_},
+      {"--model", model_},
+      {"--model", browse_model_},
+      {"--input-spec", input_spec_},
+      {"--batch", batch_},
+      {"--seq", seq_},
+      {"--dtype", dtype_},
+      {"--steps", steps_},
+      {"--warmup", warmup_},
+      {"--seed", seed_},
+      {"--lora-rank", lora_rank_},
+      {"--backend", backend_},
+      {"--link", link_},
+      {"--device-model", device_model_},
+      {"--device-capacity", capacity_},
+      {"--min-offload-size", sizes_},
+      {"--max-fwd-stash-size", windows_},
+      {"--semantics", semantics_},
+      {"--checkpoint", checkpoint_},
+      {"--offload", offload_set_},
+      {"--tier", tier_},
+      {"--layer-offload", layer_offload_},
+      {"--prefetch", prefetch_},
+      {"--repeat", repeat_},
+      {"--predict-first", predict_first_},
+      {"--script", script_},
+      {"--script", browse_script_},
+      {"--timeout-per-point", timeout_},
+  };
+  const auto refused = requests::script_refused_flags();
+  for (const auto& [flag, widget] : flags) {
+    widget->setProperty("flag", QString::fromLatin1(flag));
+    if (std::find(refused.begin(), refused.end(), flag) != refused.end()) {
+      refused_for_script_.push_back(widget);
+    }
+  }
 
   auto* buttons = new QHBoxLayout;
   run_ = new QPushButton(QStringLiteral("Run sweep"), this);
@@ -191,12 +312,11 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   outer->addWidget(status_);
-  outer->addStretch(1);
 
   setRequest(SweepRequest{});
   setRunning(false);
 
-  for (QLineEdit* e : {db_, sizes_, windows_, capacity_, input_spec_}) {
+  for (QLineEdit* e : {db_, sizes_, windows_, capacity_, input_spec_, script_, timeout_}) {
     connect(e, &QLineEdit::textChanged, this, &SweepForm::updatePointCount);
   }
   connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
@@ -207,6 +327,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   }
   connect(lora_rank_, &QSpinBox::valueChanged, this, &SweepForm::updatePointCount);
   connect(predict_first_, &QCheckBox::toggled, this, &SweepForm::updatePointCount);
+  connect(use_script_, &QRadioButton::toggled, this, &SweepForm::updatePointCount);
   connect(browse_db, &QPushButton::clicked, this, [this] {
     const QString path =
         QFileDialog::getSaveFileName(this, QStringLiteral("Store"), db_->text(),
@@ -214,11 +335,18 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
                                      QFileDialog::DontConfirmOverwrite);
     if (!path.isEmpty()) db_->setText(path);
   });
-  connect(browse_model, &QPushButton::clicked, this, [this] {
+  connect(browse_model_, &QPushButton::clicked, this, [this] {
     const QString path =
         QFileDialog::getOpenFileName(this, QStringLiteral("TorchScript model"), QString(),
                                      QStringLiteral("TorchScript (*.pt *.pth);;All files (*)"));
     if (!path.isEmpty()) model_->setEditText(path);
+  });
+  connect(browse_script_, &QPushButton::clicked, this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, QStringLiteral("Training script"), QString(),
+                                     QStringLiteral("Python (*.py);;Shell (*.sh);;All files (*)"));
+    // The command that runs it; the user adds the script's own arguments after it.
+    if (!path.isEmpty()) script_->setText(command_for(path));
   });
   connect(run_, &QPushButton::clicked, this, &SweepForm::startSweep);
   connect(cancel_, &QPushButton::clicked, this, &SweepForm::cancelSweep);
@@ -231,6 +359,9 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
     status_->setText(QStringLiteral("%1/%2 measured\u2026").arg(done).arg(total));
   });
   connect(runner_, &SweepRunner::pointFinished, this, &SweepForm::pointFinished);
+  connect(runner_, &SweepRunner::notice, this, [this](const QString& message) {
+    if (done_ < 0) status_->setText(message);  // until the first point reports
+  });
   connect(runner_, &SweepRunner::finished, this,
           [this](bool ok, bool interrupted, const QString& message) {
             setRunning(false);
@@ -253,43 +384,67 @@ void SweepForm::setStorePath(const QString& path) {
   if (!runner_->running()) db_->setText(path);
 }
 
+bool SweepForm::scriptMode() const { return use_script_->isChecked(); }
+
+void SweepForm::setScriptMode(bool script) {
+  (script ? use_script_ : use_model_)->setChecked(true);
+}
+
+bool SweepForm::applies(const QWidget* field) const {
+  return !scriptMode() || std::find(refused_for_script_.begin(), refused_for_script_.end(),
+                                    field) == refused_for_script_.end();
+}
+
 SweepRequest SweepForm::request() const {
+  // The defaults, then each field that applies: a field a script sweep refuses keeps its default
+  // (what the CLI sends without the flag), whatever the disabled widget still holds.
   SweepRequest r;
   r.db = text_of(db_);
   r.name = text_of(name_);
   if (r.name.empty()) r.name = SweepRequest{}.name;  // the placeholder's promise
-  r.workload.model = text_of(model_);
-  r.workload.batch = batch_->value();
-  r.workload.seq = seq_->value();
-  r.workload.dtype = text_of(dtype_);
-  r.workload.seed = static_cast<uint64_t>(seed_->value());
-  r.workload.steps = steps_->value();
-  r.workload.warmup = warmup_->value();
+  if (scriptMode()) {
+    r.script = text_of(script_);
+    // An empty command would be a sweep of the model to the request layer: a blank one gets the
+    // request layer's own refusal ("--script takes the command that runs your training ...").
+    if (r.script.empty()) r.script = " ";
+    r.timeout_per_point = text_of(timeout_);
+  }
+  if (applies(model_)) r.workload.model = text_of(model_);
+  if (applies(batch_)) r.workload.batch = batch_->value();
+  if (applies(seq_)) r.workload.seq = seq_->value();
+  if (applies(dtype_)) r.workload.dtype = text_of(dtype_);
+  if (applies(seed_)) r.workload.seed = static_cast<uint64_t>(seed_->value());
+  if (applies(steps_)) r.workload.steps = steps_->value();
+  if (applies(warmup_)) r.workload.warmup = warmup_->value();
   // A built-in model takes no input spec (the field is disabled): send the default, as the CLI
   // does when --input-spec is not given.
-  r.workload.input_spec =
-      input_spec_->isEnabled() ? text_of(input_spec_) : std::string(requests::kDefaultInputSpec);
+  if (applies(input_spec_) && input_spec_->isEnabled()) {
+    r.workload.input_spec = text_of(input_spec_);
+  }
   r.min_offload_sizes = text_of(sizes_);
   r.max_fwd_stash_sizes = text_of(windows_);
   r.backend.backend = text_of(backend_);
   r.backend.link = text_of(link_);
   r.backend.device_model = text_of(device_model_);
+  if (applies(capacity_)) r.backend.device_capacity = text_of(capacity_);
   r.engine.semantics = text_of(semantics_);
-  r.engine.checkpoint = text_of(checkpoint_);
-  r.engine.offload_set = text_of(offload_set_);
+  if (applies(checkpoint_)) r.engine.checkpoint = text_of(checkpoint_);
+  if (applies(offload_set_)) r.engine.offload_set = text_of(offload_set_);
   r.engine.tier = text_of(tier_);
-  r.engine.layer_offload = text_of(layer_offload_);
-  r.workload.lora_rank = lora_rank_->value();
+  if (applies(layer_offload_)) r.engine.layer_offload = text_of(layer_offload_);
+  if (applies(lora_rank_)) r.workload.lora_rank = lora_rank_->value();
   r.engine.prefetch = prefetch_->value();
   r.repeat = repeat_->value();
-  r.predict_first = predict_first_->isChecked();
-  r.backend.device_capacity = text_of(capacity_);
+  if (applies(predict_first_)) r.predict_first = predict_first_->isChecked();
   return r;
 }
 
 void SweepForm::setRequest(const SweepRequest& r) {
   db_->setText(QString::fromStdString(r.db));
   name_->setText(QString::fromStdString(r.name));
+  setScriptMode(!r.script.empty());
+  script_->setText(QString::fromStdString(r.script));
+  timeout_->setText(QString::fromStdString(r.timeout_per_point));
   set_text(model_, r.workload.model);
   batch_->setValue(static_cast<int>(r.workload.batch));
   seq_->setValue(static_cast<int>(r.workload.seq));
@@ -317,12 +472,19 @@ void SweepForm::setRequest(const SweepRequest& r) {
 }
 
 void SweepForm::updatePointCount() {
+  // Script mode: the script's fields instead of those the request refuses for a script (each
+  // keeps what it holds, for a switch back).
+  const bool script = scriptMode();
+  for (QWidget* w : refused_for_script_) w->setEnabled(!script);
+  script_->setEnabled(script);
+  browse_script_->setEnabled(script);
+  timeout_->setEnabled(script);
   // The input spec belongs to a TorchScript model; a built-in model has its own input, so the
   // field is shown (with the default it would get) but not editable.
   const auto builtin = requests::model_names();
   const bool torchscript =
       std::find(builtin.begin(), builtin.end(), text_of(model_)) == builtin.end();
-  input_spec_->setEnabled(torchscript);
+  input_spec_->setEnabled(torchscript && applies(input_spec_));
   input_spec_->setToolTip(
       torchscript
           ? QStringLiteral("input of the TorchScript model: NAME:int64[B,T]:vocab=V or "
@@ -350,9 +512,11 @@ bool SweepForm::startSweep() {
     return false;
   }
   setRunning(true);
+  running_script_ = !r.script.empty();
   done_ = total_ = -1;
   progress_->setRange(0, 0);  // busy until the first point reports the total
-  status_->setText(QStringLiteral("Preparing the workload\u2026"));
+  status_->setText(r.script.empty() ? QStringLiteral("Preparing the workload\u2026")
+                                    : QStringLiteral("Starting the script\u2026"));
   Q_EMIT sweepStarted(QString::fromStdString(r.db));
   return true;
 }
@@ -360,7 +524,11 @@ bool SweepForm::startSweep() {
 void SweepForm::cancelSweep() {
   if (!runner_->running()) return;
   runner_->cancel();
-  status_->setText(QStringLiteral("Cancelling after the point in progress\u2026"));
+  // A script's point is stopped with its process group (SIGTERM, then SIGKILL) and measured again
+  // on resume; a model's point in this process runs to its end.
+  status_->setText(running_script_
+                       ? QStringLiteral("Cancelling: stopping the script's process group\u2026")
+                       : QStringLiteral("Cancelling after the point in progress\u2026"));
 }
 
 void SweepForm::setRunning(bool running) {

@@ -57,7 +57,12 @@ void SweepRunner::work(SweepRequest r) {
   try {
     // The model first: one that cannot be built leaves no store behind.
     auto prepared = requests::prepare(r);
+    // A script's output would go to the dashboard's stderr, where no one reads it: a point that
+    // fails keeps its last lines in its error (and the run's), which the views show.
+    if (prepared.script) prepared.script->pass_stderr = false;
     auto store = pf::open_sqlite_store(r.db);
+    const QString note = QString::fromStdString(requests::script_identity_note(prepared, *store));
+    if (!note.isEmpty()) Q_EMIT notice(note);
     const auto outcome = requests::execute(
         prepared, *store,
         [this](const pf::SweepProgress& p) {
@@ -78,6 +83,7 @@ void SweepRunner::work(SweepRequest r) {
                   .arg(outcome.oom)
                   .arg(interrupted ? QStringLiteral(" \u2014 cancelled; run it again to resume")
                                    : QString());
+    if (!note.isEmpty()) message += QStringLiteral(" (%1)").arg(note);
   } catch (const c10::Error& e) {
     message = QString::fromStdString(e.what_without_backtrace());
   } catch (const std::exception& e) {

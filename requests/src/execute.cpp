@@ -143,6 +143,20 @@ PreparedSweep prepare(const SweepRequest& request) {
   return out;
 }
 
+std::string script_identity_note(const PreparedSweep& sweep, profiler::Store& store) {
+  if (!sweep.script) return {};
+  if (sweep.script_file.empty()) {
+    return "note: the command names no script file, so the sweep's identity is the command "
+           "alone: a changed script would resume the same sweep";
+  }
+  if (store.find_sweep(profiler::sweep_key(sweep.spec))) return {};  // resumed
+  if (const auto old =
+          profiler::changed_script_sweep(store, sweep.spec.script, sweep.spec.script_hash)) {
+    return "script changed since sweep " + std::to_string(old->id.value) + ": starting a new sweep";
+  }
+  return {};
+}
+
 profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store) {
   return profiler::run_measured(*run.workload, run.spec, store);
 }

@@ -1,6 +1,8 @@
 // Running a sweep from the dashboard: SweepRunner runs offtune's sweep (the same code, store layout
 // and resume key as `offtune sweep`) on a worker thread and reports each measured point by a
 // queued signal; SweepForm is the form for the workload and the grid, with progress and cancel.
+// The workload is a built-in model (or a TorchScript file) measured in this process, or the user's
+// own training script, run once per point in a fresh process (profiler/script_point.hpp).
 #pragma once
 
 #include <QObject>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "offtune/profiler/records.hpp"
 #include "offtune/requests/request.hpp"
@@ -18,6 +21,7 @@ class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QRadioButton;
 class QSpinBox;
 class QCheckBox;
 
@@ -43,13 +47,18 @@ class SweepRunner : public QObject {
 
   // Starts the sweep; false (with *error set) for an invalid request or when one is running.
   bool start(const SweepRequest& request, QString* error = nullptr);
-  // Stops after the point in progress; finished() follows with interrupted set.
+  // Stops after the point in progress (a script's point is stopped at once, its process group sent
+  // SIGTERM, then SIGKILL after a grace period, and left pending); finished() follows with
+  // interrupted set.
   void cancel();
   bool running() const { return running_.load(); }
 
  Q_SIGNALS:
   void progress(qint64 done, qint64 total);
   void pointFinished(const offtune::profiler::PointRecord& point);
+  // What the user should know before the points run (a script sweep's identity: a changed script
+  // starts a new sweep; a command that names no file is its own identity). One line.
+  void notice(const QString& message);
   // ok: the sweep ran to its end (points may have failed, in band). interrupted: cancelled; the
   // same request resumes it. message: one line for the status bar.
   void finished(bool ok, bool interrupted, const QString& message);
@@ -73,6 +82,12 @@ class SweepForm : public QWidget {
   SweepRequest request() const;
   void setRequest(const SweepRequest& request);
   SweepRunner* runner() const { return runner_; }
+  // Whether the form sweeps the user's training script (a command line run once per point) rather
+  // than a model. In script mode the fields that a script sweep refuses
+  // (requests::script_refused_flags()) are disabled and request() sends their defaults; in model
+  // mode the script's fields are disabled and sent empty.
+  bool scriptMode() const;
+  void setScriptMode(bool script);
 
   // Validates the form and starts the sweep; false with the error shown in the form otherwise.
   bool startSweep();
@@ -86,11 +101,19 @@ class SweepForm : public QWidget {
  private:
   void updatePointCount();
   void setRunning(bool running);
+  // Whether a field's value goes into the request: not when a script sweep refuses its flag.
+  bool applies(const QWidget* field) const;
 
   SweepRunner* runner_ = nullptr;
   QLineEdit* db_ = nullptr;
   QLineEdit* name_ = nullptr;
+  QRadioButton* use_model_ = nullptr;
+  QRadioButton* use_script_ = nullptr;
+  QLineEdit* script_ = nullptr;
+  QPushButton* browse_script_ = nullptr;
+  QLineEdit* timeout_ = nullptr;
   QComboBox* model_ = nullptr;
+  QPushButton* browse_model_ = nullptr;
   QLineEdit* input_spec_ = nullptr;
   QSpinBox* batch_ = nullptr;
   QSpinBox* seq_ = nullptr;
@@ -118,9 +141,13 @@ class SweepForm : public QWidget {
   QPushButton* cancel_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
+  // The fields a script sweep refuses (their CLI flag in script_refused_flags()), each widget with
+  // its flag in the property "flag".
+  std::vector<QWidget*> refused_for_script_;
   // The last progress of the sweep running or just ended: points of its grid finished / total,
   // the count the tree and the sweep heading show (sweep_counts) while the sweep fills the store.
   qint64 done_ = -1, total_ = -1;
+  bool running_script_ = false;  // the sweep running or just ended sweeps a script
 };
 
 }  // namespace offtune::gui

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "offtune/profiler/predict.hpp"
@@ -51,6 +52,12 @@ struct PreparedSweep {
   std::optional<SweepPredictions> predictions;
 };
 PreparedSweep prepare(const SweepRequest& request);
+
+// What a front end tells the user of a prepared script sweep's identity before it runs, when they
+// should know it: the command names no script file (a changed script would resume the same sweep),
+// or the script changed since an earlier sweep of the same command in `store` (a new sweep
+// starts). One line; empty otherwise, and for a sweep of a model.
+std::string script_identity_note(const PreparedSweep& sweep, profiler::Store& store);
 
 // Measures a prepared request into `store`. A front end prepares first and opens (creates) the
 // store after, so that a model that cannot be built leaves no store file behind.
