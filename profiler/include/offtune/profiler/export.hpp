@@ -58,7 +58,7 @@ inline constexpr const char* kPointsCsvHeader =
     "use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,layer_offload,"
     "step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
     "peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,"
-    "exposed_copy_ns,predicted_step_ms,predicted_peak_allocated,error";
+    "exposed_copy_ns,final_loss,predicted_step_ms,predicted_peak_allocated,error";
 
 // The engine settings in a few words, for titles and legends: "no offload", or e.g.
 // "offload min=1MiB stash=5 prefetch=1" followed by what differs from the usual setup
