@@ -15,6 +15,7 @@ import sys
 import pytest
 from test_record import cli_binary
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS = 3
 
 
@@ -62,7 +63,8 @@ def test_nsys_tui_runs_every_subcommand_and_shows_the_nvtx_tree(recorded, tmp_pa
     assert "Compute only" in nsys_tui("overlap", db, *WINDOW)
     assert "No NCCL collectives" in nsys_tui("nccl", db, *WINDOW)
     tree = nsys_tui("tree", db, *WINDOW)
-    for line in ("offtune:step 0", "offtune:step 2", "  📦 offtune:forward", "  📦 offtune:backward",
+    for line in ("offtune:step 0", "offtune:step 2", "  📦 offtune:forward",
+                 "  📦 offtune:backward",
                  "⚡ compute [stream 0]"):
         assert line in tree, tree[:2000]
     assert "## offtune:step 1" in nsys_tui("markdown", db, *WINDOW)
@@ -118,11 +120,20 @@ def hta(recorded):
     d, summary = recorded
     # HTA rounds ns-resolution times to whole microseconds unless told not to (pytorch#122425);
     # offtune's copies last ~10 us, so rounding alone would move the hidden share by several points.
-    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+    # It reads the variable while parsing, in the constructor.
     from hta.trace_analysis import TraceAnalysis
 
-    # HTA leaves out the last ProfilerStep's kernels unless asked: all three steps are measured.
-    return TraceAnalysis(trace_dir=str(d / "trace"), include_last_profiler_step=True), summary
+    before = os.environ.get("HTA_DISABLE_NS_ROUNDING")
+    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+    try:
+        # HTA leaves out the last ProfilerStep's kernels unless asked: all three steps are measured.
+        analysis = TraceAnalysis(trace_dir=str(d / "trace"), include_last_profiler_step=True)
+    finally:
+        if before is None:
+            del os.environ["HTA_DISABLE_NS_ROUNDING"]
+        else:
+            os.environ["HTA_DISABLE_NS_ROUNDING"] = before
+    return analysis, summary
 
 
 def test_hta_finds_the_steps_and_the_gpu_work(hta):
@@ -143,12 +154,13 @@ def test_hta_agrees_with_offtunes_hidden_copy_share_and_copy_bytes(hta):
     time = dict(zip(by_type["kernel_type"], by_type["sum"]))
     hidden = time["COMPUTATION overlapping MEMORY"]
     exposed = time["MEMORY"]
-    # offtune: hidden % = |copy ∩ compute| / |copy| (docs/metrics.md); HTA's breakdown splits
-    # memory time into the part under computation and the part alone. Tolerance: HTA reports each
-    # category in whole microseconds and builds its overlap from its own interval merge, which on
-    # this run (copies of ~10 us, D2H and H2D overlapping each other) lands 0.7 points from the
-    # exact union offtune computes; 1.5 points and 10 % of the exposed time allow for that, not
-    # for a trace whose copies or kernels were missing or misclassified (0 % or 100 %).
+    # offtune: hidden % = |copy ∩ compute| / |copy| (docs/metrics.md); HTA's breakdown sweeps the
+    # merged intervals of each kernel type and splits memory time into the part under computation
+    # and the part alone, the same quantities. Tolerance: HTA truncates every segment of its sweep
+    # to whole microseconds (`.astype(int)` in _get_gpu_kernel_type_time), and this run's copies
+    # last ~10 us with segments of a few us, so the share moves by up to about a point (0.7 here)
+    # and the exposed time by some percent; 1.5 points and 10 % allow for that, not for copies or
+    # kernels that went missing or were misclassified (0 % or 100 %).
     assert 100 * hidden / (hidden + exposed) == pytest.approx(summary["hidden_copy_pct"], abs=1.5)
     assert exposed * 1000 / STEPS == pytest.approx(summary["exposed_copy_ns"], rel=0.1)
     names = set(by_kernel["name"])
@@ -164,3 +176,41 @@ def test_hta_agrees_with_offtunes_hidden_copy_share_and_copy_bytes(hta):
     assert moved == pytest.approx(expected, rel=1e-9)
     bw = analysis.get_memory_bw_summary()
     assert bw is not None and len(bw) == 2
+
+
+# ---- points CSV in pandas ------------------------------------------------------------------------
+
+def documented_dtypes():
+    """The POINTS_CSV_DTYPES map of docs/export.md, as a reader copies it."""
+    text = (ROOT / "docs" / "export.md").read_text()
+    start = text.index("POINTS_CSV_DTYPES = {")
+    scope = {}
+    exec(text[start:text.index("}", start) + 1], scope)  # noqa: S102 (our own documentation)
+    return scope["POINTS_CSV_DTYPES"]
+
+
+def test_points_csv_reads_in_pandas_with_the_documented_dtypes(tmp_path):
+    pandas = pytest.importorskip("pandas")
+    db, out = str(tmp_path / "s.db"), str(tmp_path / "points.csv")
+    sweep = subprocess.run(
+        [cli_binary(), "sweep", "--db", db, "--model", "tiny", "--batch", "2", "--seq", "32",
+         "--steps", "2", "--device-model", "h100-sxm", "--threads", "1", "--min-offload-size",
+         "1KiB,1MiB", "--max-fwd-stash-size", "2", "--quiet"], capture_output=True, text=True,
+        timeout=300)
+    assert sweep.returncode == 0, sweep.stderr
+    export = subprocess.run(
+        [cli_binary(), "export", "--db", db, "--format", "csv", "-o", out, "-q"],
+        capture_output=True, text=True, timeout=60)
+    assert export.returncode == 0, export.stderr
+    dtypes = documented_dtypes()
+    points = pandas.read_csv(out, dtype=dtypes)
+    # Every column is in the map, in the file's order; none is left to pandas' guess.
+    assert list(points.columns) == list(dtypes)
+    assert str(points["min_offload_size"].dtype) == "Int64"
+    assert str(points["use_streams"].dtype) == "boolean"
+    baseline = points[~points["offload"]].iloc[0]
+    assert pandas.isna(baseline["min_offload_size"]) and pandas.isna(baseline["hidden_copy_pct"])
+    assert baseline["offloaded_bytes"] == 0
+    # Every point trains the same model on the same batches: its loss is the baseline's.
+    assert (points["final_loss"] == baseline["final_loss"]).all()
+    assert points["final_loss"].notna().all()
