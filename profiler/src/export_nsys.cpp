@@ -1,8 +1,10 @@
 // The Nsight-Systems-shaped SQLite exporter. Table and column names, column order, enum numbering
-// and the GlobalId encoding follow Nsight Systems' documented SQLite export schema, so that queries
-// and scripts written against `nsys export --type sqlite` output run unchanged; what offtune cannot
-// know (grid sizes, correlation with CUDA API calls) is NULL or 0, and docs/export.md lists every
-// such deviation. Rows are inserted as each run's events are read, inside one transaction.
+// and the GlobalId encoding follow Nsight Systems' documented SQLite export schema (3.28.1), so
+// that queries and scripts written against `nsys export --type sqlite` output, and readers such as
+// nsys-tui, run unchanged: kernels and copies join their CUDA runtime calls by correlationId, NVTX
+// text is registered in StringIds. What offtune cannot know (grid sizes, when a launch call really
+// ran) is NULL, 0 or placed, and docs/export.md lists every such deviation. Rows are inserted as
+// each run's events are read, inside one transaction.
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/json.hpp"
 
@@ -553,9 +555,10 @@ class NsysWriter {
   Statement string_, memcpy_, copy_info_, kernel_, runtime_, nvtx_, occupancy_;
   std::unordered_map<std::string, int64_t> strings_;
   int64_t correlation_ = 0;
+  std::set<std::pair<int64_t, int64_t>> streams_;  // (globalPid, streamId) with activity
 
  public:
-  std::set<std::pair<int64_t, int64_t>> streams_;  // (globalPid, streamId) with activity
+  const std::set<std::pair<int64_t, int64_t>>& streams() const { return streams_; }
 };
 
 void write_enum(Database& db, const char* table, const EnumRow* rows, size_t count) {
@@ -621,7 +624,7 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       // Every stream that ran a kernel or a copy; priority and flag (CUPTI's default stream
       // flag, 0) are not recorded by offtune.
       Statement stream(db, "INSERT INTO TARGET_INFO_CUDA_STREAM VALUES (?,0,0,?,1,0,0)");
-      for (const auto& [gpid, id] : writer.streams_) stream.run({id, gpid >> 24});
+      for (const auto& [gpid, id] : writer.streams()) stream.run({id, gpid >> 24});
 
       Statement details(db, "INSERT INTO ANALYSIS_DETAILS VALUES (0,?,0,?)");
       details.run({stop, stop});
