@@ -128,6 +128,7 @@ struct Fixture {
     p0.summary.step_ms_stddev = 0.25;
     p0.summary.peak_allocated = 1048576;
     p0.summary.peak_reserved = 2097152;
+    p0.summary.final_loss = 6.25;
     store->put_point(p0);
 
     PointRecord p1;
@@ -151,6 +152,7 @@ struct Fixture {
     p1.summary.offloaded_bytes = 4194304;
     p1.summary.hidden_copy_pct = 87.5;
     p1.summary.exposed_copy_ns = 125000;
+    p1.summary.final_loss = 6.25;
     store->put_point(p1);
     // A what-if prediction of point 1 (a predict-first sweep stores one per grid point).
     PointPrediction pred;
@@ -274,15 +276,16 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
                                                                 {{pb, 0}, "compute"},
                                                                 {{pb, 1000000}, "phases"}}));
 
-  // Complete events: step, forward, backward, three compute, two copies, one wait.
+  // Complete events: step (and its ProfilerStep span), forward, backward, three compute, two
+  // copies, one wait, and the five launch calls of the compute and copies.
   const auto xa = select(trace, "X", pa);
-  EXPECT_EQ(xa.size(), 9u);
-  EXPECT_EQ(select(trace, "X", pb).size(), 2u);
+  EXPECT_EQ(xa.size(), 15u);
+  EXPECT_EQ(select(trace, "X", pb).size(), 4u);
 
-  const json* d2h = find_named(xa, "D2H");
+  const json* d2h = find_named(xa, "Memcpy DtoH (Device -> Pinned)");
   ASSERT_NE(d2h, nullptr);
   EXPECT_EQ((*d2h).at("tid"), 1);
-  EXPECT_EQ((*d2h).at("cat"), "copy");
+  EXPECT_EQ((*d2h).at("cat"), "gpu_memcpy");
   EXPECT_DOUBLE_EQ((*d2h).at("ts").get<double>(), 0.6);
   EXPECT_DOUBLE_EQ((*d2h).at("dur").get<double>(), 1.234);
   EXPECT_EQ((*d2h).at("args").at("bytes"), 4096);
@@ -290,7 +293,7 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
   EXPECT_EQ((*d2h).at("args").at("pinned"), true);
   EXPECT_EQ((*d2h).at("args").at("prefetch"), false);
 
-  const json* h2d = find_named(xa, "H2D");
+  const json* h2d = find_named(xa, "Memcpy HtoD (Pageable -> Device)");
   ASSERT_NE(h2d, nullptr);
   EXPECT_DOUBLE_EQ((*h2d).at("ts").get<double>(), 4.2);
   EXPECT_DOUBLE_EQ((*h2d).at("dur").get<double>(), 1.0);
@@ -357,12 +360,63 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
   EXPECT_EQ(entries(), (std::set<std::string>{"trace.json"}));  // no temporary left behind
 }
 
+// The fields PyTorch's profiler writes, which its analysis tools (Holistic Trace Analysis) need:
+// kernels (`kernel`) and copies (`gpu_memcpy`, named as kineto names them) carry device, stream and
+// correlation; a `cuda_runtime` launch with the same correlation sits on the host thread at the
+// activity's start; each step has a `ProfilerStep#N` span (HTA found "ProfilerStep not found" and
+// no GPU work before).
+TEST_F(ExportTest, ChromeTraceCarriesThePyTorchProfilersDeviceFields) {
+  const std::string out = file("trace.json");
+  export_chrome_trace(*fx_.store, {fx_.a, fx_.b}, out);
+  const json trace = load_json(out);
+  const auto xa = select(trace, "X", fx_.a.value);
+
+  const json* profiler_step = find_named(xa, "ProfilerStep#0");
+  ASSERT_NE(profiler_step, nullptr);
+  EXPECT_EQ((*profiler_step).at("cat"), "user_annotation");
+  EXPECT_EQ((*profiler_step).at("tid"), 1000000);
+  EXPECT_DOUBLE_EQ((*profiler_step).at("ts").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ((*profiler_step).at("dur").get<double>(), 10.0);
+
+  std::map<int64_t, json> device_work;  // correlation -> kernel or copy
+  std::map<int64_t, json> launches;     // correlation -> cuda_runtime call
+  for (const auto& e : xa) {
+    const std::string cat = e.at("cat");
+    if (cat == "kernel" || cat == "gpu_memcpy") {
+      EXPECT_EQ(e.at("args").at("device"), 0) << e;
+      EXPECT_EQ(e.at("args").at("stream"), e.at("tid")) << e;
+      EXPECT_TRUE(device_work.emplace(e.at("args").at("correlation").get<int64_t>(), e).second);
+    }
+    if (cat == "cuda_runtime") {
+      EXPECT_EQ(e.at("tid"), 1000000) << e;
+      EXPECT_TRUE(launches.emplace(e.at("args").at("correlation").get<int64_t>(), e).second);
+    }
+  }
+  ASSERT_EQ(device_work.size(), 5u);
+  ASSERT_EQ(launches.size(), 5u);
+  std::vector<std::string> names;
+  for (const auto& [corr, work] : device_work) {
+    ASSERT_TRUE(launches.count(corr)) << work;
+    const json& call = launches.at(corr);
+    EXPECT_EQ(call.at("name"), work.at("cat") == "kernel" ? "cudaLaunchKernel" : "cudaMemcpyAsync");
+    EXPECT_DOUBLE_EQ(call.at("ts").get<double>(), work.at("ts").get<double>());
+    EXPECT_DOUBLE_EQ(call.at("dur").get<double>(), 0.0);
+    names.push_back(work.at("name"));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"compute", "Memcpy DtoH (Device -> Pinned)", "compute",
+                                             "Memcpy HtoD (Pageable -> Device)", "gemm_kernel"}));
+  const json* d2h = find_named(xa, "Memcpy DtoH (Device -> Pinned)");
+  ASSERT_NE(d2h, nullptr);
+  // 4096 bytes in 1234 ns.
+  EXPECT_DOUBLE_EQ((*d2h).at("args").at("memory bandwidth (GB/s)").get<double>(), 4096.0 / 1234.0);
+}
+
 TEST_F(ExportTest, ChromeTraceExportsARepeatedRunOnce) {
   const std::string out = file("trace.json");
   export_chrome_trace(*fx_.store, {fx_.b, fx_.b}, out);
   const json trace = load_json(out);
   EXPECT_EQ(trace.at("metadata").at("runs").size(), 1u);
-  EXPECT_EQ(select(trace, "X", fx_.b.value).size(), 2u);
+  EXPECT_EQ(select(trace, "X", fx_.b.value).size(), 4u);
 }
 
 // Microseconds as written by the exporter, back to whole nanoseconds.
@@ -460,7 +514,7 @@ TEST_F(ExportTest, ChromeTraceLinksEachWaitToTheCopyItWaitedOn) {
     const json* to = enclosing(trace, pid, f.at("tid").get<int64_t>(), ns_of(f.at("ts")));
     ASSERT_NE(from, nullptr);
     ASSERT_NE(to, nullptr);
-    EXPECT_EQ(from->at("cat"), "copy");
+    EXPECT_EQ(from->at("cat"), "gpu_memcpy");
     EXPECT_EQ(to->at("cat"), "wait");
     EXPECT_EQ(from->at("args").at("tensor"), to->at("args").at("tensor"));
     links[pid].emplace_back(ns_of(from->at("ts")), ns_of(to->at("ts")));
@@ -562,7 +616,7 @@ TEST_F(ExportTest, ChromeTraceShowsDiskTrafficOnTracksOfItsOwn) {
   EXPECT_EQ((*read).at("tid"), 1000002);
   EXPECT_EQ((*read).at("args").at("read_ahead"), true);
   // The link's copies stay on the copy track; the spill wait points at the disk write.
-  EXPECT_EQ((*find_named(x, "D2H")).at("tid"), 1);
+  EXPECT_EQ((*find_named(x, "Memcpy DtoH (Device -> Pinned)")).at("tid"), 1);
   bool spill_flow = false;
   for (const auto& e : select(trace, "s", pid)) spill_flow |= e.at("tid") == 1000001;
   EXPECT_TRUE(spill_flow);
@@ -640,7 +694,7 @@ TEST_F(ExportTest, NsysLayoutAnswersNsightQueries) {
   EXPECT_EQ(db.query("SELECT COUNT(*), MIN(id), MAX(id) FROM ENUM_CUDA_MEMCPY_OPER"),
             (Rows{{"14", "0", "13"}}));
   EXPECT_EQ(db.query("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"),
-            (Rows{{"3.16.1"}}));
+            (Rows{{"3.28.1"}}));
   EXPECT_EQ(db.query("SELECT runId, timeOriginNs, status FROM OFFTUNE_RUNS ORDER BY runId"),
             (Rows{{std::to_string(fx_.a.value), std::to_string(kBaseA), "ok"},
                   {std::to_string(fx_.b.value), std::to_string(kBaseB), "ok"}}));
@@ -680,6 +734,98 @@ TEST_F(ExportTest, NsysLayoutRunsTheDocumentedQueries) {
   EXPECT_GE(queries, 3);
 }
 
+// Every Nsight table of the export has the columns, in order, of Nsight Systems' documented schema
+// (tests/data/export/nsys_schema.txt), the version written in META_DATA_EXPORT is that schema's,
+// and the tables readers of real exports start from are there (nsys-tui stopped at "no such
+// table: CUPTI_ACTIVITY_KIND_RUNTIME").
+TEST_F(ExportTest, NsysLayoutMatchesNsightsSchemaTableByTable) {
+  const std::string out = file("trace.sqlite");
+  export_nsys_sqlite(*fx_.store, {fx_.a, fx_.b}, out);
+  std::map<std::string, std::string> nsight;  // table -> "col col ..."
+  std::istringstream spec(
+      read_all((fs::path(build_paths::test_data_dir) / "export/nsys_schema.txt").string()));
+  for (std::string line; std::getline(spec, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t colon = line.find(':');
+    ASSERT_NE(colon, std::string::npos) << line;
+    nsight[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  ASSERT_GE(nsight.size(), 10u);
+
+  Db db(out);
+  std::set<std::string> written;
+  for (const auto& row : db.query("SELECT name FROM sqlite_master WHERE type = 'table'")) {
+    const std::string& table = row[0];
+    written.insert(table);
+    if (table.starts_with("OFFTUNE_")) continue;
+    ASSERT_TRUE(nsight.count(table)) << table << " is not an Nsight table";
+    std::string columns;
+    for (const auto& c : db.query("SELECT name FROM pragma_table_info('" + table + "')")) {
+      columns += (columns.empty() ? "" : " ") + c[0];
+    }
+    EXPECT_EQ(columns, nsight[table]) << table;
+  }
+  for (const char* needed : {"CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_CUDA_DEVICE",
+                             "TARGET_INFO_CUDA_STREAM", "NVTX_EVENTS", "StringIds"}) {
+    EXPECT_TRUE(written.count(needed)) << needed;
+  }
+  EXPECT_EQ(db.query("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"),
+            (Rows{{"3.28.1"}}));
+}
+
+// What readers of real exports join on: each kernel and copy has a CUDA API call on its run's
+// thread with the same correlationId, inside the NVTX ranges open when it started; NVTX text is
+// registered in StringIds (textId) as well as inline; the device is found through
+// TARGET_INFO_CUDA_DEVICE, and a host-sim device says so in busLocation.
+TEST_F(ExportTest, NsysLayoutCorrelatesEachActivityWithALaunchOnTheRunsThread) {
+  const std::string out = file("trace.sqlite");
+  export_nsys_sqlite(*fx_.store, {fx_.a, fx_.b}, out);
+  Db db(out);
+  const std::string ta = std::to_string((fx_.a.value << 24) | fx_.a.value);
+  const std::string tb = std::to_string((fx_.b.value << 24) | fx_.b.value);
+  EXPECT_EQ(db.query("SELECT r.globalTid, r.start, r.end, s.value, r.eventClass, r.returnValue "
+                     "FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                     "JOIN CUPTI_ACTIVITY_KIND_KERNEL k USING (correlationId) "
+                     "JOIN StringIds s ON r.nameId = s.id ORDER BY r.globalTid, r.start"),
+            (Rows{{ta, "0", "0", "cudaLaunchKernel", "1", "0"},
+                  {ta, "1500", "1500", "cudaLaunchKernel", "1", "0"},
+                  {ta, "5300", "5300", "cudaLaunchKernel", "1", "0"},
+                  {tb, "100", "100", "cudaLaunchKernel", "1", "0"}}));
+  EXPECT_EQ(
+      db.query("SELECT r.globalTid, r.start, s.value, m.bytes "
+               "FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+               "JOIN CUPTI_ACTIVITY_KIND_MEMCPY m USING (correlationId) "
+               "JOIN StringIds s ON r.nameId = s.id ORDER BY r.start"),
+      (Rows{{ta, "600", "cudaMemcpyAsync", "4096"}, {ta, "4200", "cudaMemcpyAsync", "4096"}}));
+  EXPECT_EQ(db.query("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"), (Rows{{"6"}}));
+  // nsys-tui's tree: the innermost range around each launch, on the launching thread.
+  EXPECT_EQ(db.query("SELECT r.start, (SELECT n.text FROM NVTX_EVENTS n WHERE n.globalTid = "
+                     "r.globalTid AND n.eventType = 59 AND n.start <= r.start AND r.end <= n.end "
+                     "ORDER BY n.start DESC, n.end LIMIT 1) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE "
+                     "r.globalTid = " +
+                     ta + " ORDER BY r.start"),
+            (Rows{{"0", "offtune:forward"},
+                  {"600", "offtune:forward"},
+                  {"1500", "offtune:forward"},
+                  {"4200", "offtune:backward"},
+                  {"5300", "offtune:backward"}}));
+  EXPECT_EQ(db.query("SELECT COUNT(*) FROM NVTX_EVENTS n JOIN StringIds s ON n.textId = s.id "
+                     "WHERE s.value = n.text"),
+            db.query("SELECT COUNT(*) FROM NVTX_EVENTS"));
+  EXPECT_EQ(db.query("SELECT COUNT(*) FROM NVTX_EVENTS WHERE textId IS NULL OR text IS NULL"),
+            (Rows{{"0"}}));
+  EXPECT_EQ(db.query("SELECT c.pid, c.cudaId, g.name, g.busLocation FROM TARGET_INFO_CUDA_DEVICE c "
+                     "JOIN TARGET_INFO_GPU g ON g.id = c.gpuId ORDER BY c.pid"),
+            (Rows{{std::to_string(fx_.a.value), "0", "host-sim (test cpu)", "host-sim"},
+                  {std::to_string(fx_.b.value), "1", "Test GPU", "NULL"}}));
+  EXPECT_EQ(db.query("SELECT processId, streamId FROM TARGET_INFO_CUDA_STREAM "
+                     "ORDER BY processId, streamId"),
+            (Rows{{std::to_string(fx_.a.value), "0"},
+                  {std::to_string(fx_.a.value), "1"},
+                  {std::to_string(fx_.a.value), "7"},
+                  {std::to_string(fx_.b.value), "0"}}));
+}
+
 TEST_F(ExportTest, NsysExportReplacesAnEarlierExport) {
   const std::string out = file("trace.sqlite");
   export_nsys_sqlite(*fx_.store, {fx_.a}, out);
@@ -699,18 +845,18 @@ TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {
             "prefetch,use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,"
             "layer_offload,step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,"
             "step_ms_ci_level,peak_allocated,peak_reserved,"
-            "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,predicted_step_ms,"
+            "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,predicted_step_ms,"
             "predicted_peak_allocated,error\r\n"
             // No offload settings for the baseline, and no hidden share where nothing was copied
-            // (before: 1024,5,0,1,true,true and 0).
+            // (before: 1024,5,0,1,true,true and 0). The loss of each measured point.
             "0,ok,false,,,,,,,offtune,none,all,host,off,12.5,0.25,12.5,12.5,,1048576,2097152,0,"
-            ",0,,,\r\n"
+            ",0,6.25,,,\r\n"
             "1,ok,true,1048576,3,67108864,2,true,false,trl,every:2,boundaries,disk,on:2,13.75,0.5,"
-            "13.75,13.75,,524288,1048576,4194304,87.5,125000,13.5,520000,\r\n"
-            "2,failed,true,1024,5,0,1,false,true,offtune,none,all,host,off,,,,,,,,,,,,,"
+            "13.75,13.75,,524288,1048576,4194304,87.5,125000,6.25,13.5,520000,\r\n"
+            "2,failed,true,1024,5,0,1,false,true,offtune,none,all,host,off,,,,,,,,,,,,,,"
             "\"copy failed, code \"\"7\"\"\"\r\n"
-            "3,pending,true,4096,5,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,\r\n"
-            "4,oom,true,1024,8,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,\"CUDA out of "
+            "3,pending,true,4096,5,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,,\r\n"
+            "4,oom,true,1024,8,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,,\"CUDA out of "
             "memory\ntried to allocate 2 GiB\"\r\n");
   EXPECT_EQ(std::string(kPointsCsvHeader) + "\r\n",
             read_all(out).substr(0, std::string(kPointsCsvHeader).size() + 2));

@@ -23,6 +23,20 @@ namespace {
 
 using nlohmann::json;
 
+// The names PyTorch's profiler (kineto) gives copies, which Holistic Trace Analysis and
+// Perfetto's PyTorch views classify by: "Memcpy DtoH (Device -> Pinned)" and the like.
+std::string memcpy_name(const TimelineEvent& e) {
+  const char* host = e.pinned ? "Pinned" : "Pageable";
+  return e.kind == EventKind::CopyD2H ? std::string("Memcpy DtoH (Device -> ") + host + ")"
+                                      : std::string("Memcpy HtoD (") + host + " -> Device)";
+}
+
+// Bytes per nanosecond is GB/s, the unit of kineto's "memory bandwidth (GB/s)".
+double bandwidth_gbps(const TimelineEvent& e) {
+  const int64_t ns = e.end_ns - e.start_ns;
+  return ns > 0 ? static_cast<double>(e.bytes) / static_cast<double>(ns) : 0.0;
+}
+
 // A track id that no stream is likely to have, so that phases never share a track with a stream.
 constexpr int64_t kPhasesTidBase = 1000000;
 
@@ -219,7 +233,7 @@ int64_t inside(const TimelineEvent& e) { return e.end_ns > e.start_ns ? e.end_ns
 // Writes one run's metadata, events and counters; returns its time origin (the first event).
 // Flow ids count up across the file from `next_flow_id`.
 int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWriter& w,
-                  int64_t& next_flow_id) {
+                  int64_t& next_flow_id, int64_t& next_correlation) {
   const int64_t pid = run.id.value;
   std::vector<TimelineEvent> events;
   std::vector<OccupancySample> occupancy;
@@ -253,6 +267,11 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
     } else {
       streams.insert(e.kind == EventKind::Wait ? 0 : e.stream);
     }
+    // Kernels and copies put their launch calls on the host thread, the phases track.
+    if (e.kind == EventKind::Compute || e.kind == EventKind::CopyD2H ||
+        e.kind == EventKind::CopyH2D) {
+      have_phases = true;
+    }
   }
   const int64_t phases_tid =
       std::max(kPhasesTidBase, streams.empty() ? int64_t{0} : *streams.rbegin() + 1);
@@ -280,6 +299,26 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
 
   std::unordered_map<int64_t, const StepRecord*> step_at;
   for (const auto& s : steps) step_at.emplace(s.begin_ns, &s);
+  int64_t step_index = 0;
+
+  // The fields PyTorch's profiler writes on device work, so that its analysis tools (Holistic
+  // Trace Analysis) read this trace as a profiler trace: each kernel and copy carries its device,
+  // stream and a correlation id, and a CUDA runtime call with the same correlation id sits on the
+  // host thread (the phases track) at the activity's start, zero long (offtune records no
+  // launches). `device` is 0: each run is a process with its one device.
+  const auto device_args = [&](json& args, const TimelineEvent& e) {
+    args["device"] = 0;
+    args["stream"] = e.stream;
+    args["correlation"] = next_correlation;
+  };
+  const auto launch = [&](const TimelineEvent& e, const char* api) {
+    w.close();
+    w.open("X", api, pid, phases_tid);
+    w.field("cat", R"("cuda_runtime")");
+    w.field("ts", micros(e.start_ns - origin));
+    w.field("dur", "0");
+    w.field("args", dumped(json{{"correlation", next_correlation++}}));
+  };
 
   for (const auto& e : events) {
     const int64_t tid = track_of(e, phases_tid);
@@ -296,18 +335,28 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
         if (e.kind == EventKind::Step) {
           auto it = step_at.find(e.start_ns);
           if (it != step_at.end()) w.field("args", dumped(step_args(*it->second)));
+          // The span PyTorch's profiler marks each iteration with, which HTA divides a trace by.
+          const int64_t n = it != step_at.end() ? it->second->step : step_index;
+          ++step_index;
+          w.close();
+          w.open("X", "ProfilerStep#" + std::to_string(n), pid, tid);
+          w.field("cat", R"("user_annotation")");
+          w.field("ts", ts);
+          w.field("dur", dur);
         }
         break;
       }
       case EventKind::Compute: {
         w.open("X", e.name.empty() ? "compute" : e.name, pid, tid);
-        w.field("cat", R"("compute")");
+        w.field("cat", R"("kernel")");
         w.field("ts", ts);
         w.field("dur", dur);
         json args = json::object();
         if (e.bytes > 0) args["bytes"] = e.bytes;
         if (e.tensor >= 0) args["tensor"] = e.tensor;
-        if (!args.empty()) w.field("args", dumped(args));
+        device_args(args, e);
+        w.field("args", dumped(args));
+        launch(e, "cudaLaunchKernel");
         break;
       }
       case EventKind::CopyD2H:
@@ -315,17 +364,20 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
         // Layer offloading's weight copies share the copy stream: named and categorised apart so
         // that Perfetto can filter either kind of traffic.
         const bool weights = is_weight_copy(e);
-        w.open("X", e.kind == EventKind::CopyD2H ? "D2H" : (weights ? "H2D weights" : "H2D"), pid,
-               tid);
-        w.field("cat", weights ? R"("copy,weights")" : R"("copy")");
+        w.open("X", memcpy_name(e), pid, tid);
+        w.field("cat", weights ? R"("gpu_memcpy,weights")" : R"("gpu_memcpy")");
         w.field("ts", ts);
         w.field("dur", dur);
         json args = {{"bytes", e.bytes},
                      {"tensor", e.tensor},
                      {"pinned", e.pinned},
-                     {"prefetch", e.prefetch}};
+                     {"prefetch", e.prefetch},
+                     {"memory bandwidth (GB/s)", bandwidth_gbps(e)}};
         if (!e.name.empty()) args["name"] = e.name;
+        if (weights) args["weights"] = true;
+        device_args(args, e);
         w.field("args", dumped(args));
+        launch(e, "cudaMemcpyAsync");
         break;
       }
       case EventKind::Recompute: {
@@ -429,8 +481,9 @@ void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std
     json run_meta = json::array();
     int index = 0;
     int64_t next_flow_id = 1;
+    int64_t next_correlation = 1;
     for (const RunRecord& r : records) {
-      const int64_t origin = write_run(store, r, index++, writer, next_flow_id);
+      const int64_t origin = write_run(store, r, index++, writer, next_flow_id, next_correlation);
       run_meta.push_back(run_json(r, origin));
       if (!out) break;
     }

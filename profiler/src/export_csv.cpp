@@ -121,6 +121,10 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   line += ',';
   if (measured) put_int(line, s.exposed_copy_ns);
   line += ',';
+  // The loss of the last measured step: points of one sweep train the same model on the same
+  // batches, so a point whose loss differs from the baseline's computed something else.
+  if (measured && std::isfinite(s.final_loss)) put_double(line, s.final_loss);
+  line += ',';
   if (prediction != nullptr) put_double(line, prediction->step_ms());
   line += ',';
   if (prediction != nullptr) put_int(line, prediction->peak_allocated);

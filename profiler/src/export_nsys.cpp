@@ -1,8 +1,10 @@
 // The Nsight-Systems-shaped SQLite exporter. Table and column names, column order, enum numbering
-// and the GlobalId encoding follow Nsight Systems' documented SQLite export schema, so that queries
-// and scripts written against `nsys export --type sqlite` output run unchanged; what offtune cannot
-// know (grid sizes, correlation with CUDA API calls) is NULL or 0, and docs/export.md lists every
-// such deviation. Rows are inserted as each run's events are read, inside one transaction.
+// and the GlobalId encoding follow Nsight Systems' documented SQLite export schema (3.28.1), so
+// that queries and scripts written against `nsys export --type sqlite` output, and readers such as
+// nsys-tui, run unchanged: kernels and copies join their CUDA runtime calls by correlationId, NVTX
+// text is registered in StringIds. What offtune cannot know (grid sizes, when a launch call really
+// ran) is NULL, 0 or placed, and docs/export.md lists every such deviation. Rows are inserted as
+// each run's events are read, inside one transaction.
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/json.hpp"
 
@@ -15,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <variant>
@@ -27,8 +30,10 @@ namespace {
 
 using nlohmann::json;
 
-// The value Nsight writes in META_DATA_EXPORT for the schema whose layout this file follows.
-constexpr const char* kSchemaVersion = "3.16.1";
+// The value Nsight writes in META_DATA_EXPORT for the schema whose layout this file follows: the
+// one documented in Nsight Systems' "SQLite Schema Reference" (2026.4). The column lists of the
+// tables below are checked against it (tests/data/export/nsys_schema.txt, ExportTest).
+constexpr const char* kSchemaVersion = "3.28.1";
 
 // Nsight's ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND values.
 constexpr int64_t kCopyHtoD = 1;
@@ -36,6 +41,8 @@ constexpr int64_t kCopyDtoH = 2;
 constexpr int64_t kMemPageable = 0;
 constexpr int64_t kMemPinned = 1;
 constexpr int64_t kMemDevice = 2;
+// ENUM_NSYS_EVENT_CLASS of a CUDA runtime API call (CUPTI_ACTIVITY_KIND_RUNTIME.eventClass).
+constexpr int64_t kEventClassCudaRuntime = 1;
 // ENUM_NSYS_EVENT_TYPE values of the NVTX rows.
 constexpr int64_t kNvtxMark = 34;
 constexpr int64_t kNvtxPushPopRange = 59;
@@ -102,7 +109,9 @@ CREATE TABLE ANALYSIS_DETAILS (
 CREATE TABLE TARGET_INFO_SESSION_START_TIME (
   utcEpochNs INTEGER,
   utcTime TEXT,
-  localTime TEXT);
+  localTime TEXT,
+  systemClockNs INTEGER,
+  sessionStartCntVctNs INTEGER);
 CREATE TABLE TARGET_INFO_GPU (
   vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER,
   l2CacheSize INTEGER, totalMemory INTEGER, memoryBandwidth INTEGER, clockRate INTEGER,
@@ -113,7 +122,21 @@ CREATE TABLE TARGET_INFO_GPU (
   threadsPerWarp INTEGER, asyncEngines INTEGER, maxWarpsPerSm INTEGER, maxBlocksPerSm INTEGER,
   maxThreadsPerBlock INTEGER, maxBlockDimX INTEGER, maxBlockDimY INTEGER, maxBlockDimZ INTEGER,
   maxGridDimX INTEGER, maxGridDimY INTEGER, maxGridDimZ INTEGER, computeMajor INTEGER,
-  computeMinor INTEGER, smMajor INTEGER, smMinor INTEGER);
+  computeMinor INTEGER, smMajor INTEGER, smMinor INTEGER, numaNodeId INTEGER);
+CREATE TABLE TARGET_INFO_CUDA_DEVICE (
+  gpuId INTEGER,
+  cudaId INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  uuid TEXT,
+  numMultiprocessors INTEGER);
+CREATE TABLE TARGET_INFO_CUDA_STREAM (
+  streamId INTEGER NOT NULL,
+  hwId INTEGER NOT NULL,
+  vmId INTEGER NOT NULL,
+  processId INTEGER NOT NULL,
+  contextId INTEGER NOT NULL,
+  priority INTEGER NOT NULL,
+  flag INTEGER NOT NULL);
 CREATE TABLE META_DATA_EXPORT (
   name TEXT NOT NULL,
   value TEXT);
@@ -140,7 +163,8 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
   dstContextId INTEGER,
   migrationCause INTEGER,
   graphNodeId INTEGER,
-  virtualAddress INTEGER);
+  virtualAddress INTEGER,
+  copyCount INTEGER);
 CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
   start INTEGER NOT NULL,
   end INTEGER NOT NULL,
@@ -169,7 +193,28 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
   gridId INTEGER NOT NULL,
   sharedMemoryExecuted INTEGER,
   graphNodeId INTEGER,
-  sharedMemoryLimitConfig INTEGER);
+  sharedMemoryLimitConfig INTEGER,
+  qmdBulkReleaseDone INTEGER,
+  qmdPreexitDone INTEGER,
+  qmdLastCtaDone INTEGER,
+  graphId INTEGER,
+  clusterX INTEGER,
+  clusterY INTEGER,
+  clusterZ INTEGER,
+  clusterSchedulingPolicy INTEGER,
+  maxPotentialClusterSize INTEGER,
+  maxActiveClusters INTEGER,
+  sharedMemoryRequestedPercentage INTEGER,
+  tensorSizeMinusOneElements TEXT NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
+  start INTEGER NOT NULL,
+  end INTEGER NOT NULL,
+  eventClass INTEGER NOT NULL,
+  globalTid INTEGER,
+  correlationId INTEGER,
+  nameId INTEGER NOT NULL,
+  returnValue INTEGER NOT NULL,
+  callchainId INTEGER);
 CREATE TABLE NVTX_EVENTS (
   start INTEGER NOT NULL,
   end INTEGER,
@@ -190,7 +235,8 @@ CREATE TABLE NVTX_EVENTS (
   floatValue REAL,
   jsonTextId INTEGER,
   jsonText TEXT,
-  binaryData TEXT);
+  binaryData TEXT,
+  eventId INTEGER NOT NULL PRIMARY KEY);
 CREATE TABLE OFFTUNE_RUNS (
   globalPid INTEGER NOT NULL PRIMARY KEY,
   runId INTEGER NOT NULL,
@@ -384,17 +430,20 @@ class NsysWriter {
         memcpy_(db,
                 "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,"
                 "correlationId,globalPid,bytes,copyKind,srcKind,dstKind,srcDeviceId,srcContextId,"
-                "dstDeviceId,dstContextId) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+                "dstDeviceId,dstContextId,copyCount) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)"),
         copy_info_(db, "INSERT INTO OFFTUNE_COPY_INFO VALUES (?,?,?,?,?)"),
         kernel_(db,
                 "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,"
                 "correlationId,globalPid,demangledName,shortName,mangledName,registersPerThread,"
                 "gridX,gridY,gridZ,blockX,blockY,blockZ,staticSharedMemory,dynamicSharedMemory,"
-                "localMemoryPerThread,localMemoryTotal,gridId) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,0,0,0,0,0,0,0,0,0,0,0,?)"),
+                "localMemoryPerThread,localMemoryTotal,gridId,tensorSizeMinusOneElements) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,0,0,0,0,0,0,0,0,0,0,0,?,'')"),
+        runtime_(db,
+                 "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,"
+                 "correlationId,nameId,returnValue) VALUES (?,?,?,?,?,?,0)"),
         nvtx_(db,
-              "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid,endGlobalTid,domainId,"
-              "int64Value,jsonText) VALUES (?,?,?,?,?,?,0,?,?)"),
+              "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid,endGlobalTid,textId,"
+              "domainId,int64Value,jsonText) VALUES (?,?,?,?,?,?,?,0,?,?)"),
         occupancy_(db, "INSERT INTO OFFTUNE_STASH_OCCUPANCY VALUES (?,?,?,?,?,?,?)") {}
 
   int64_t intern(const std::string& s) {
@@ -438,40 +487,43 @@ class NsysWriter {
                        opt(!d2h, device), opt(!d2h, kContext)});
           copy_info_.run(
               {corr, opt(e.tensor >= 0, e.tensor), int64_t{e.pinned}, int64_t{e.prefetch}, e.name});
+          launch(start, gtid, corr, "cudaMemcpyAsync");
+          streams_.insert({gpid, e.stream});
           break;
         }
         case EventKind::Compute: {
           const int64_t name = intern(e.name.empty() ? "compute" : e.name);
           const int64_t corr = ++correlation_;
           kernel_.run({start, end, device, kContext, e.stream, corr, gpid, name, name, name, corr});
+          launch(start, gtid, corr, "cudaLaunchKernel");
+          streams_.insert({gpid, e.stream});
           break;
         }
         case EventKind::Step:
         case EventKind::Forward:
         case EventKind::Backward:
-          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(), Value()});
+          nvtx(start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(), Value());
           break;
         case EventKind::Wait:
-          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(),
-                     text_of(json({{"tensor", e.tensor}, {"kind", e.name}}))});
+          nvtx(start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, Value(),
+               text_of(json({{"tensor", e.tensor}, {"kind", e.name}})));
           break;
         case EventKind::Recompute:
-          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
-                     text_of(json({{"bytes", e.bytes}, {"tensors", e.tensor}}))});
+          nvtx(start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
+               text_of(json({{"bytes", e.bytes}, {"tensors", e.tensor}})));
           break;
         case EventKind::DiskWrite:
         case EventKind::DiskRead:
           // Not a CUDA copy: an NVTX range, as Nsight Systems shows the engine's own work.
-          nvtx_.run({start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
-                     text_of(json({{"tensor", e.tensor}, {"bytes", e.bytes}}))});
+          nvtx(start, end, kNvtxPushPopRange, nvtx_text(e), gtid, gtid, e.bytes,
+               text_of(json({{"tensor", e.tensor}, {"bytes", e.bytes}})));
           break;
         case EventKind::Pack:
         case EventKind::Unpack: {
           const bool pack = e.kind == EventKind::Pack;
           const json payload = {
               {"bytes", e.bytes}, {"tensor", e.tensor}, {pack ? "decision" : "source", e.name}};
-          nvtx_.run(
-              {start, Value(), kNvtxMark, nvtx_text(e), gtid, Value(), e.bytes, text_of(payload)});
+          nvtx(start, Value(), kNvtxMark, nvtx_text(e), gtid, Value(), e.bytes, text_of(payload));
           break;
         }
       }
@@ -485,9 +537,28 @@ class NsysWriter {
   }
 
  private:
-  Statement string_, memcpy_, copy_info_, kernel_, nvtx_, occupancy_;
+  // An NVTX row: the text inline (`text`, what most scripts read) and registered (`textId`, what
+  // Nsight writes for registered strings and what joins through StringIds read).
+  void nvtx(int64_t start, Value end, int64_t type, const std::string& text, int64_t gtid,
+            Value end_gtid, Value int64_value, Value json_text) {
+    nvtx_.run({start, std::move(end), type, text, gtid, std::move(end_gtid), intern(text),
+               std::move(int64_value), std::move(json_text)});
+  }
+  // The CUDA API call that launched an activity, on the run's thread with the activity's
+  // correlationId: readers (nsys-tui's tree, nsys's cuda_api_gpu_sum) find a kernel's or copy's
+  // NVTX range through it. offtune does not record launches, so the call is placed at the
+  // activity's start and lasts no time; it lies in the ranges open when the activity began.
+  void launch(int64_t start, int64_t gtid, int64_t corr, const char* api) {
+    runtime_.run({start, start, kEventClassCudaRuntime, gtid, corr, intern(api)});
+  }
+
+  Statement string_, memcpy_, copy_info_, kernel_, runtime_, nvtx_, occupancy_;
   std::unordered_map<std::string, int64_t> strings_;
   int64_t correlation_ = 0;
+  std::set<std::pair<int64_t, int64_t>> streams_;  // (globalPid, streamId) with activity
+
+ public:
+  const std::set<std::pair<int64_t, int64_t>>& streams() const { return streams_; }
 };
 
 void write_enum(Database& db, const char* table, const EnumRow* rows, size_t count) {
@@ -517,7 +588,12 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       Statement process(db, "INSERT INTO PROCESSES VALUES (?,?,?)");
       Statement thread(db, "INSERT INTO ThreadNames VALUES (?,0,?)");
       Statement run_row(db, "INSERT INTO OFFTUNE_RUNS VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
-      Statement gpu(db, "INSERT INTO TARGET_INFO_GPU (vmId,id,name) VALUES (0,?,?)");
+      // On host-sim the "GPU" is the modelled device: its name says so (env.device), and so does
+      // busLocation, which readers show beside it (nsys-tui's info: "PCI=host-sim").
+      Statement gpu(db, "INSERT INTO TARGET_INFO_GPU (vmId,id,name,busLocation) VALUES (0,?,?,?)");
+      Statement cuda_device(db,
+                            "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId,cudaId,pid) "
+                            "VALUES (?,?,?)");
 
       // One device id per distinct device name, in order of first appearance.
       std::map<std::string, int64_t> devices;
@@ -525,7 +601,13 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       std::optional<int64_t> session_start;
       for (const RunRecord& r : records) {
         auto [dev, added] = devices.try_emplace(r.env.device, static_cast<int64_t>(devices.size()));
-        if (added) gpu.run({dev->second, r.env.device});
+        if (added) {
+          gpu.run({dev->second, r.env.device,
+                   r.env.backend == "host-sim" ? Value(std::string("host-sim")) : Value()});
+        }
+        // The device as the run's process saw it: Nsight joins activity (deviceId = CUDA device
+        // id) to TARGET_INFO_GPU through this table.
+        cuda_device.run({dev->second, dev->second, r.id.value});
         const std::string title = run_title(r);
         process.run({global_pid(r.id), r.id.value, title});
         thread.run({writer.intern(title), global_tid(r.id)});
@@ -539,10 +621,17 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
         }
       }
 
+      // Every stream that ran a kernel or a copy; priority and flag (CUPTI's default stream
+      // flag, 0) are not recorded by offtune.
+      Statement stream(db, "INSERT INTO TARGET_INFO_CUDA_STREAM VALUES (?,0,0,?,1,0,0)");
+      for (const auto& [gpid, id] : writer.streams()) stream.run({id, gpid >> 24});
+
       Statement details(db, "INSERT INTO ANALYSIS_DETAILS VALUES (0,?,0,?)");
       details.run({stop, stop});
       if (session_start) {
-        Statement start(db, "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?,?,?)");
+        Statement start(db,
+                        "INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs,utcTime,"
+                        "localTime) VALUES (?,?,?)");
         start.run(
             {*session_start, iso_time(*session_start, true), iso_time(*session_start, false)});
       }

@@ -36,16 +36,22 @@ class ExportError : public std::runtime_error {
 // Chrome Trace Event JSON (object form). One process per run, named by run_title(); one track per
 // stream ("compute", "copy (side stream)", "stream N") plus a "phases" track for steps, forward and
 // backward; copies and compute as complete events, packs and unpacks as instants, waits on the
-// compute track, stash occupancy and device bytes as counters. Times are microseconds from the
+// compute track, stash occupancy and device bytes as counters. Device work carries the fields
+// PyTorch's profiler writes (categories kernel / gpu_memcpy / cuda_runtime, args device, stream
+// and correlation, "Memcpy DtoH (Device -> Pinned)" names, ProfilerStep#N spans), so Holistic
+// Trace Analysis reads it as a profiler trace. Times are microseconds from the
 // run's first event, with nanosecond digits. Runs are exported in the order given; a repeated id
 // once. Events are written as they are read, one run at a time, so a large run is never held twice.
 void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std::string& path);
 
-// An SQLite file shaped like Nsight Systems' export: StringIds, CUPTI_ACTIVITY_KIND_MEMCPY (offload
-// and reload copies), CUPTI_ACTIVITY_KIND_KERNEL (compute spans), NVTX_EVENTS (steps, phases and
-// waits as push/pop ranges, packs and unpacks as marks), the ENUM_* tables with Nsight's numbering,
-// PROCESSES, TARGET_INFO_GPU and META_DATA_EXPORT. One globalPid per run; times are nanoseconds
-// from the run's first event. The target is replaced if it exists.
+// An SQLite file shaped like Nsight Systems' export (schema 3.28.1, every table's columns in
+// Nsight's order): StringIds, CUPTI_ACTIVITY_KIND_MEMCPY (offload and reload copies),
+// CUPTI_ACTIVITY_KIND_KERNEL (compute spans), CUPTI_ACTIVITY_KIND_RUNTIME (a launch call per kernel
+// and copy, same correlationId, on the run's thread), NVTX_EVENTS (steps, phases and waits as
+// push/pop ranges, packs and unpacks as marks; text inline and in StringIds), the ENUM_* tables
+// with Nsight's numbering, PROCESSES, TARGET_INFO_GPU / _CUDA_DEVICE / _CUDA_STREAM and
+// META_DATA_EXPORT. One globalPid per run; times are nanoseconds from the run's first event.
+// Readers of real exports (nsys-tui, nsys's report scripts) read it; the Nsight GUI does not.
 void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std::string& path);
 
 // The points of a sweep as CSV (RFC 4180: comma-separated, CRLF line ends, fields with a comma,
@@ -58,7 +64,7 @@ inline constexpr const char* kPointsCsvHeader =
     "use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,layer_offload,"
     "step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
     "peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,"
-    "exposed_copy_ns,predicted_step_ms,predicted_peak_allocated,error";
+    "exposed_copy_ns,final_loss,predicted_step_ms,predicted_peak_allocated,error";
 
 // The engine settings in a few words, for titles and legends: "no offload", or e.g.
 // "offload min=1MiB stash=5 prefetch=1" followed by what differs from the usual setup
