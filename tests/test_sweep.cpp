@@ -223,7 +223,10 @@ class SettlingWorkload final : public WorkloadInstance {
     return std::make_unique<ActivationOffloader>(options);
   }
   void step(ActivationOffloader*, int64_t index, StepPhases&) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(index < slow_ ? 150 : 15));
+    // Fast steps long enough that a loaded machine's oversleeping (a few ms, 15 under four
+    // parallel compile jobs on two cores) stays under the 25% that counts a step as unsettled:
+    // with 15 ms steps this test failed so (warmup_added 3, expected 2).
+    std::this_thread::sleep_for(std::chrono::milliseconds(index < slow_ ? 400 : 80));
   }
 
  private:
@@ -247,9 +250,9 @@ TEST(Runner, WarmUpGoesOnUntilTheStepsSettle) {
   ASSERT_EQ(out.steps.size(), 3u);
   for (size_t k = 0; k < out.steps.size(); ++k) {
     EXPECT_EQ(out.steps[k].step, static_cast<int64_t>(k));
-    EXPECT_LT(out.steps[k].end_ns - out.steps[k].begin_ns, 75'000'000) << "a slow step was kept";
+    EXPECT_LT(out.steps[k].end_ns - out.steps[k].begin_ns, 250'000'000) << "a slow step was kept";
   }
-  EXPECT_LT(out.record.summary.step_ms_max, 75.0);
+  EXPECT_LT(out.record.summary.step_ms_max, 250.0);
   int64_t marks = 0;
   for (const auto& e : store->events(out.record.id)) {
     if (e.kind != EventKind::Step) continue;
