@@ -554,7 +554,7 @@ TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
   Args args = {"sweep", "--db", "script.db", "--script", "echo 'no GPU here' >&2; exit 3"};
   args.insert(args.end(), grid.begin(), grid.end());
   const Outcome failing = offtune(args);
-  ASSERT_EQ(failing.code, 0) << failing.err;
+  ASSERT_EQ(failing.code, 1) << failing.err;  // every point failed (the baseline first)
   EXPECT_NE(failing.err.find("note: the command names no script file"), std::string::npos)
       << failing.err;
   const auto fj = nlohmann::json::parse(failing.out);
