@@ -568,16 +568,18 @@ TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
   EXPECT_TRUE(fs::is_directory("script.db.logs"));
   fs::remove_all("script.db.logs");
 
+  // A script that records nothing fails every point (exit 1); what is checked here is the
+  // sweep's identity.
   std::ofstream("train.sh") << "exit 0\n";
   Args train = {"sweep", "--db", "train.db", "--script", "sh train.sh --max-steps 8"};
   train.insert(train.end(), grid.begin(), grid.end());
   const Outcome first = offtune(train);
-  ASSERT_EQ(first.code, 0) << first.err;
+  ASSERT_EQ(first.code, 1) << first.err;
   EXPECT_EQ(first.err.find("note:"), std::string::npos) << first.err;
   const auto sweep = nlohmann::json::parse(first.out)["sweep"].get<int64_t>();
   std::ofstream("train.sh") << "exit 0  # changed\n";
   const Outcome changed = offtune(train);
-  ASSERT_EQ(changed.code, 0) << changed.err;
+  ASSERT_EQ(changed.code, 1) << changed.err;
   EXPECT_NE(changed.err.find("script changed since sweep " + std::to_string(sweep) +
                              ": starting a new sweep"),
             std::string::npos)
@@ -587,7 +589,7 @@ TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
   EXPECT_EQ(cj["ran"], 3);
   // The same script again resumes its sweep, without a word.
   const Outcome again = offtune(train);
-  ASSERT_EQ(again.code, 0) << again.err;
+  ASSERT_EQ(again.code, 1) << again.err;
   EXPECT_EQ(again.err.find("script changed"), std::string::npos) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["sweep"], sweep + 1);
   EXPECT_EQ(nlohmann::json::parse(again.out)["skipped"], 3);
