@@ -11,6 +11,12 @@ with torch.jit.trace and saved; the script prints the path. Then:
 
 (the default --input-spec is "tokens:int64[B,T]:vocab=512"; give --vocab's value there).
 
+A trace fixes the dtype of what it records besides the parameters (constants, masks, casts), so
+`offtune --dtype bf16` on a model traced in fp32 fails in the TorchScript interpreter (`expected m1
+and m2 to have the same dtype`): trace in the dtype you will run, `--dtype bf16` here (or
+`model.to(torch.bfloat16)` before torch.jit.trace for a Hugging Face model), and give offtune the
+same `--dtype`.
+
 Exporting a real Hugging Face model instead: load it with `torchscript=True` in its config
 (`AutoModelForCausalLM.from_pretrained(name, torchscript=True)`), which makes its forward return a
 plain tuple whose first element is the logits, and puts it in a state that tracing accepts. Wrap
@@ -46,6 +52,7 @@ class TinyLMConfig:
     num_attention_heads: int = 4
     max_position_embeddings: int = 128
     layer_norm_eps: float = 1e-5
+    dropout: float = 0.0  # on each residual branch, as GPT-2's resid_pdrop
 
     @property
     def intermediate_size(self) -> int:
@@ -56,6 +63,8 @@ class TinyLMConfig:
                       "max_position_embeddings"):
             if getattr(self, field) <= 0:
                 raise ValueError(f"{field} must be > 0, got {getattr(self, field)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.num_hidden_layers < 0:
             raise ValueError(f"num_hidden_layers must be >= 0, got {self.num_hidden_layers}")
         if self.hidden_size % self.num_attention_heads != 0:
@@ -117,10 +126,11 @@ class TinyDecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.LayerNorm(config.hidden_size,
                                                      eps=config.layer_norm_eps)
         self.mlp = TinyFeedForward(config)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden))
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        hidden = hidden + self.dropout(self.self_attn(self.input_layernorm(hidden)))
+        return hidden + self.dropout(self.mlp(self.post_attention_layernorm(hidden)))
 
 
 class TinyModel(nn.Module):
@@ -167,6 +177,10 @@ class TinyForCausalLM(nn.Module):
         return self.lm_head(self.model(input_ids))
 
 
+# offtune's --dtype names.
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="TorchScript file to write (e.g. tiny_lm.pt)")
@@ -176,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=4, help="attention heads (divide --dim)")
     parser.add_argument("--seq", type=int, default=128, help="maximum sequence length")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout probability on each residual branch (traced in training "
+                             "mode: offtune seeds it per step from --seed)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32",
+                        help="dtype to trace in: run the file with the same offtune --dtype")
     args = parser.parse_args(argv)
     # torch 2.x marks torch.jit deprecated in favour of torch.export; libtorch still loads
     # TorchScript files and torch.export has no C++ loader for training, so the notice is noise.
@@ -183,22 +202,30 @@ def main(argv: list[str] | None = None) -> int:
 
     config = TinyLMConfig(vocab_size=args.vocab, hidden_size=args.dim,
                           num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                          max_position_embeddings=args.seq)
+                          max_position_embeddings=args.seq, dropout=args.dropout)
     try:
         torch.manual_seed(args.seed)
-        model = TinyForCausalLM(config).train()
+        model = TinyForCausalLM(config).to(DTYPES[args.dtype]).train()
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
     generator = torch.Generator().manual_seed(args.seed)
     example = torch.randint(0, args.vocab, (2, min(8, args.seq)), generator=generator)
-    traced = torch.jit.trace(model, (example,))
+    # Dropout draws differ from call to call: trace's own check of two calls would fail on them.
+    traced = torch.jit.trace(model, (example,), check_trace=args.dropout == 0)
     # The trace must not have frozen the example's shape: check it against the eager model at
     # another batch size and the longest sequence.
     probe = torch.randint(0, args.vocab, (3, args.seq), generator=generator)
     with torch.no_grad():
-        if not torch.allclose(traced(probe), model(probe), atol=1e-5, rtol=1e-4):
+        # The same kernels run in both: only reduced precision's rounding may differ. Each call
+        # draws the same dropout masks from the same seed.
+        tolerance = 1e-5 if args.dtype == "fp32" else 2e-2
+        torch.manual_seed(args.seed)
+        got = traced(probe).float()
+        torch.manual_seed(args.seed)
+        want = model(probe).float()
+        if not torch.allclose(got, want, atol=tolerance, rtol=100 * tolerance):
             print("error: the traced model differs from the eager one at another shape",
                   file=sys.stderr)
             return 1

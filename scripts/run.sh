@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
-# The main job: set up, build (release), then sweep min_offload_size x max_fwd_stash_size on the
-# built-in tiny Llama-like model and print the measured grid, the recommendation and the path of the
-# store. Where there is no GPU it runs on host-sim with a PCIe 4.0 link model and the H100 SXM device
-# model (docs/device-model.md): step times are those an H100 would take, the same on every run.
-# Arguments replace the defaults below (see `offtune sweep --help`); OFFTUNE_DB sets the store
-# (default: offtune.db here).
+# The main job: set up, build (release), then ask the question of a fine-tune that does not fit:
+# which settings fit a memory budget, and how much slower are they? It sweeps the built-in `small`
+# Llama-like model (4 layers, hidden 256, 5M parameters) at 4 x 512 tokens, a shape whose
+# activations are most of its memory (a 295 MiB peak beside 20 MB of weights), across gradient
+# checkpointing (none, all), what is offloaded (every saved tensor, or only the checkpointed
+# blocks' inputs) and min_offload_size x max_fwd_stash_size; prints the measured grid and the
+# sweep's recommendation, then the fastest point under the budget (OFFTUNE_BUDGET, default
+# 125MiB: less than checkpointing alone needs) in one line, and the command that opens the store in
+# the dashboard. Where there is no GPU it runs on host-sim with the H100 SXM device model behind a
+# PCIe 5.0 link (docs/device-model.md): step times are those an H100 would take, the same on every
+# run. Arguments replace the sweep's defaults below (see `offtune sweep --help`); OFFTUNE_DB sets
+# the store (default: offtune.db here).
 source "$(dirname "$0")/common.sh"
 db="${OFFTUNE_DB:-$PWD/offtune.db}"
+budget="${OFFTUNE_BUDGET:-125MiB}"
 build_preset release
+offtune="$ROOT/build/release/cli/offtune"
 if (($#)); then
-  exec "$ROOT/build/release/cli/offtune" sweep --db "$db" "$@"
+  exec "$offtune" sweep --db "$db" "$@"
 fi
 device=()
 if ! { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
   device=(--backend host-sim --device-model h100-sxm)
 fi
-exec "$ROOT/build/release/cli/offtune" sweep --db "$db" --model tiny --batch 8 --seq 128 \
-  --steps 5 --warmup 1 --min-offload-size 1KiB:16MiB:x16 --max-fwd-stash-size 1,2,5 "${device[@]}"
+"$offtune" sweep --db "$db" --model small --batch 4 --seq 512 --steps 3 --warmup 1 --link pcie5 \
+  --checkpoint none,all --offload all,boundaries --min-offload-size 64KiB,4MiB \
+  --max-fwd-stash-size 1,4 "${device[@]}"
+# The decision under the budget: recommend's line that says which point and why (its table and
+# the snippets for C++, TRL and Axolotl are one command away).
+decision=$("$offtune" recommend --db "$db" --memory-budget "$budget" |
+  grep -m1 -E '^(under the budget|no measured point fits)' || true)
+echo
+echo "memory budget $budget: ${decision:-see offtune recommend --db $db --memory-budget $budget}"
+echo "  settings to paste: offtune recommend --db $db --memory-budget $budget"
+if [[ -x "$ROOT/build/release/gui/offtune-gui" ]]; then
+  echo "  dashboard: $ROOT/build/release/gui/offtune-gui $db"
+else
+  echo "  dashboard: build the GUI (Qt 6, -DOFFTUNE_BUILD_GUI=ON), then offtune-gui $db"
+fi

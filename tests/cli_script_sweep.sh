@@ -52,9 +52,13 @@ grep -q "script changed since sweep 1: starting a new sweep" changed.err ||
 py 'import json; d=json.load(open("changed.json")); assert d["sweep"]==2 and d["ran"]==2, d' "changed json"
 ok
 
-# A script that never records fails each point with one clear line; the sweep goes on.
+# A script that never records fails each point with one clear line; the sweep goes on, and exits
+# 1 since every point failed.
 "$OFFTUNE" sweep --script "echo 1" --backend host-sim --min-offload-size 1KiB \
-  --max-fwd-stash-size 1 --db n.db --json >none.json 2>none.err || fail "no-record sweep"
+  --max-fwd-stash-size 1 --db n.db --json >none.json 2>none.err
+rc=$?
+[ "$rc" -eq 1 ] || fail "no-record sweep: exit $rc: $(cat none.err)"
+grep -q "^error: the baseline failed" none.err || fail "no-record sweep's error: $(cat none.err)"
 grep -q "names no script file" none.err || fail "no file note: $(cat none.err)"
 py 'import json; d=json.load(open("none.json")); assert d["failed"]==2, d; assert all(p["error"].startswith("the script recorded no step") for p in d["points"]), d' "no-record json"
 ok

@@ -6,6 +6,7 @@
 #include "offtune/cli/command_line.hpp"
 
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -553,7 +554,7 @@ TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
   Args args = {"sweep", "--db", "script.db", "--script", "echo 'no GPU here' >&2; exit 3"};
   args.insert(args.end(), grid.begin(), grid.end());
   const Outcome failing = offtune(args);
-  ASSERT_EQ(failing.code, 0) << failing.err;
+  ASSERT_EQ(failing.code, 1) << failing.err;  // every point failed (the baseline first)
   EXPECT_NE(failing.err.find("note: the command names no script file"), std::string::npos)
       << failing.err;
   const auto fj = nlohmann::json::parse(failing.out);
@@ -567,16 +568,18 @@ TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
   EXPECT_TRUE(fs::is_directory("script.db.logs"));
   fs::remove_all("script.db.logs");
 
+  // A script that records nothing fails every point (exit 1); what is checked here is the
+  // sweep's identity.
   std::ofstream("train.sh") << "exit 0\n";
   Args train = {"sweep", "--db", "train.db", "--script", "sh train.sh --max-steps 8"};
   train.insert(train.end(), grid.begin(), grid.end());
   const Outcome first = offtune(train);
-  ASSERT_EQ(first.code, 0) << first.err;
+  ASSERT_EQ(first.code, 1) << first.err;
   EXPECT_EQ(first.err.find("note:"), std::string::npos) << first.err;
   const auto sweep = nlohmann::json::parse(first.out)["sweep"].get<int64_t>();
   std::ofstream("train.sh") << "exit 0  # changed\n";
   const Outcome changed = offtune(train);
-  ASSERT_EQ(changed.code, 0) << changed.err;
+  ASSERT_EQ(changed.code, 1) << changed.err;
   EXPECT_NE(changed.err.find("script changed since sweep " + std::to_string(sweep) +
                              ": starting a new sweep"),
             std::string::npos)
@@ -586,7 +589,7 @@ TEST_F(CommandLine, AScriptSweepRunsTheCommandOncePerPoint) {
   EXPECT_EQ(cj["ran"], 3);
   // The same script again resumes its sweep, without a word.
   const Outcome again = offtune(train);
-  ASSERT_EQ(again.code, 0) << again.err;
+  ASSERT_EQ(again.code, 1) << again.err;
   EXPECT_EQ(again.err.find("script changed"), std::string::npos) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["sweep"], sweep + 1);
   EXPECT_EQ(nlohmann::json::parse(again.out)["skipped"], 3);
@@ -677,6 +680,127 @@ TEST_F(CommandLine, ExportToStandardOutputAndNeverOverTheStore) {
     }
   }
   EXPECT_EQ(snapshot(fs::current_path()), before);
+}
+
+// A TorchScript model saved here, x [B, T, 16] -> tanh(x w1) w2, in fp32.
+void save_dense_model(const std::string& path) {
+  torch::manual_seed(4);
+  torch::jit::Module m("__torch__.Dense");
+  m.register_parameter("w1", (torch::randn({16, 32}) * 0.2).requires_grad_(true), false);
+  m.register_parameter("w2", (torch::randn({32, 8}) * 0.2).requires_grad_(true), false);
+  m.define(
+      "def forward(self, x):\n"
+      "    return torch.matmul(torch.tanh(torch.matmul(x, self.w1)), self.w2)\n");
+  m.save(path);
+}
+
+int64_t count_of(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The warning that a TorchScript model's head is offloaded too is for a command that offloads and
+// is not --quiet: once per command (before: once per process, and under --quiet and --no-offload).
+TEST_F(CommandLine, TheTorchScriptHeadWarningOnlyWhereItOffloadsAndNotUnderQuiet) {
+  save_dense_model("dense.pt");
+  const Args run = {"run",
+                    "--db",
+                    "ts.db",
+                    "--model",
+                    "./dense.pt",
+                    "--input-spec",
+                    "x:float32[B,T,16]",
+                    "--batch",
+                    "1",
+                    "--seq",
+                    "4",
+                    "--steps",
+                    "1",
+                    "--warmup",
+                    "0"};
+  Args sweep = run;
+  sweep[0] = "sweep";
+  sweep.insert(sweep.end(), {"--min-offload-size", "1KiB", "--max-fwd-stash-size", "1"});
+  const std::string warning = "can't exclude their output head";
+  const auto with = [](Args a, const Args& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  for (const Args& quiet : {with(run, {"--quiet"}), with(run, {"--no-offload"}),
+                            with(run, {"--no-offload", "--quiet"}), with(sweep, {"--quiet"})}) {
+    const Outcome o = offtune(quiet);
+    EXPECT_EQ(o.code, 0) << joined(quiet) << "\n" << o.err;
+    EXPECT_EQ(count_of(o.err, warning), 0) << joined(quiet) << "\n" << o.err;
+  }
+  for (const Args& loud : {run, with(run, {"--json"}), sweep, sweep}) {
+    const Outcome o = offtune(loud);
+    EXPECT_EQ(o.code, 0) << joined(loud) << "\n" << o.err;
+    EXPECT_EQ(count_of(o.err, warning), 1) << joined(loud) << "\n" << o.err;
+  }
+  fs::remove("ts.db");
+}
+
+// A model traced in fp32 run in bf16 fails at every point: the sweep says why (the interpreter's
+// cause, not only its first line) and what to do, and exits 1 (before: 0, every point failed).
+TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
+  save_dense_model("dense.pt");
+  const Args sweep = {"sweep",
+                      "--db",
+                      "bf16.db",
+                      "--model",
+                      "./dense.pt",
+                      "--input-spec",
+                      "x:float32[B,T,16]",
+                      "--dtype",
+                      "bf16",
+                      "--batch",
+                      "1",
+                      "--seq",
+                      "4",
+                      "--steps",
+                      "1",
+                      "--warmup",
+                      "0",
+                      "--min-offload-size",
+                      "1KiB",
+                      "--max-fwd-stash-size",
+                      "1"};
+  const Outcome o = offtune(sweep);
+  EXPECT_EQ(o.code, 1) << o.out << o.err;
+  EXPECT_NE(o.err.find("error: the baseline failed"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("dtype"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("export_torchscript.py --dtype bf16"), std::string::npos) << o.err;
+  Args json = sweep;
+  json.push_back("--json");
+  const Outcome j = offtune(json);  // resumed: every point failed still
+  EXPECT_EQ(j.code, 1) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  for (const auto& p : doc["points"]) {
+    EXPECT_EQ(p["status"], "failed") << p;
+    EXPECT_NE(p["error"].get<std::string>().find("same dtype"), std::string::npos) << p;
+  }
+  Args run = {"run",
+              "--db",
+              "bf16.db",
+              "--model",
+              "./dense.pt",
+              "--input-spec",
+              "x:float32[B,T,16]",
+              "--dtype",
+              "bf16",
+              "--batch",
+              "1",
+              "--seq",
+              "4",
+              "--steps",
+              "1",
+              "--warmup",
+              "0"};
+  const Outcome r = offtune(run);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("same dtype"), std::string::npos) << r.out;
+  fs::remove("bf16.db");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // once the other is killed.
 #include <gtest/gtest.h>
 
+#include <torch/script.h>
+
 #include "child_process.hpp"
 #include "temp_dir.hpp"
 
@@ -1090,6 +1092,159 @@ TEST(Recommend, MixedSemanticsGiveEachToolItsOwnSnippet) {
   const auto plain = recommend(pts, {});
   EXPECT_FALSE(plain.mixed_semantics);
   EXPECT_EQ(plain.snippets.cpp.find("From point"), std::string::npos);
+}
+
+// ---- every point from the same state -----------------------------------------------------------
+
+// The step-0 loss of every run of a sweep, by run label.
+std::map<std::string, double> step0_losses(Store& store) {
+  std::map<std::string, double> out;
+  for (const RunRecord& r : store.runs()) {
+    const auto steps = store.steps(r.id);
+    if (!steps.empty()) out[r.label] = steps.front().loss;
+  }
+  return out;
+}
+
+// With an optimizer every point (and every repeat) starts from the weights the model was built
+// with: before, each point trained on from the previous one's, so the step-0 loss fell point after
+// point in execution order and the points measured different work.
+TEST(Sweep, WithAnOptimizerEveryPointAndRepeatStartsFromTheSameWeights) {
+  for (const char* model : {"tiny", "gpt-tiny"}) {
+    auto store = make_memory_store();
+    auto spec = tiny_spec();
+    spec.workload.model = model;
+    spec.workload.optimizer = true;
+    spec.grid.min_offload_sizes = {1024};
+    spec.repeat = 2;
+    auto workload = workload_of(spec.workload);
+    const auto out = run_sweep(*workload, spec, *store);
+    ASSERT_EQ(out.ok, 3) << model;
+    const auto losses = step0_losses(*store);
+    ASSERT_EQ(losses.size(), 6u) << model;
+    const double baseline = losses.at("test point 0");
+    for (const auto& [label, loss] : losses) {
+      // Bit for bit: the same weights, batch and dropout masks give the same loss.
+      EXPECT_EQ(loss, baseline) << model << ": " << label;
+    }
+    // The steps inside a run still train: the second step's loss is another.
+    const auto steps = store->steps(store->points(out.sweep)[0].run);
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_NE(steps[1].loss, steps[0].loss) << model;
+  }
+}
+
+// A TorchScript model with dropout, built here (x [B, 16] -> dropout(tanh(x w1)) w2), saved at
+// `path`.
+void save_dropout_model(const std::string& path) {
+  torch::manual_seed(3);
+  torch::jit::Module m("__torch__.DropNet");
+  m.register_parameter("w1", (torch::randn({16, 64}) * 0.2).requires_grad_(true), false);
+  m.register_parameter("w2", (torch::randn({64, 8}) * 0.2).requires_grad_(true), false);
+  m.register_attribute("training", c10::BoolType::get(), true);
+  m.define(
+      "def forward(self, x):\n"
+      "    h = torch.dropout(torch.tanh(torch.matmul(x, self.w1)), 0.3, self.training)\n"
+      "    return torch.matmul(h, self.w2)\n");
+  m.save(path);
+}
+
+std::unique_ptr<WorkloadInstance> dropout_workload(const std::string& path,
+                                                   const std::string& dtype = "fp32") {
+  samples::WorkloadSpec w;
+  w.model = path;
+  w.batch = 4;
+  w.seq = 8;
+  w.dtype = samples::parse_dtype(dtype);
+  w.seed = 5;
+  w.input_spec = "x:float32[B,T,16]";
+  return samples::make_workload(w, c10::kCPU);
+}
+
+RunSpec dropout_run(const std::string& path) {
+  RunSpec run;
+  run.workload.model = path;
+  run.workload.batch = 4;
+  run.workload.seq = 8;
+  run.workload.dtype = "fp32";
+  run.workload.seed = 5;
+  // Two steps: three would let warm-up until stable drop a slow first one (wall time).
+  run.workload.steps = 2;
+  run.workload.warmup = 1;
+  run.base.backend = BackendKind::HostSim;
+  run.env.backend = "host-sim";
+  return run;
+}
+
+// Dropout draws from torch's default generator, which each step seeds from --seed and the step:
+// the same command gives the same losses, in one process or two (before: the generator ran on
+// from wherever the process had left it, so the losses differed from run to run).
+TEST(Runner, DropoutGivesTheSameLossesFromRunToRun) {
+  TempDir dir;
+  save_dropout_model(dir.file("drop.pt"));
+  auto store = make_memory_store();
+  std::vector<std::vector<double>> losses;
+  for (int i = 0; i < 2; ++i) {
+    auto w = dropout_workload(dir.file("drop.pt"));
+    const auto out = run_measured(*w, dropout_run(dir.file("drop.pt")), *store);
+    ASSERT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
+    losses.emplace_back();
+    for (const auto& s : out.steps) losses.back().push_back(s.loss);
+    torch::rand({1000});  // whatever else the process draws in between changes nothing
+  }
+  ASSERT_EQ(losses[0].size(), 2u);
+  EXPECT_EQ(losses[0], losses[1]);
+  // Dropout is on: the masks differ from step to step (the steps are not all alike).
+  EXPECT_NE(losses[0][0], losses[0][1]);
+}
+
+// A TorchScript model's executor profiles and optimises its graph on its first calls, which a
+// device model times as other work: the baseline, measured first, showed an interval instead of
+// an exact time. Every point is exact now.
+TEST(Sweep, EveryPointOfATorchScriptSweepUnderADeviceModelIsExact) {
+  TempDir dir;
+  save_dropout_model(dir.file("drop.pt"));
+  const DeviceModel h100 = device_model_named("h100-sxm");
+  host_sim::set_device_model(&h100);
+  auto store = make_memory_store();
+  SweepSpec spec;
+  spec.name = "ts";
+  spec.workload = dropout_run(dir.file("drop.pt")).workload;
+  spec.workload.steps = 3;
+  spec.workload.warmup = 0;
+  spec.grid.min_offload_sizes = {1024};
+  spec.grid.max_fwd_stash_sizes = {1};
+  spec.base.backend = BackendKind::HostSim;
+  spec.env.backend = "host-sim";
+  auto w = dropout_workload(dir.file("drop.pt"));
+  const auto out = run_sweep(*w, spec, *store);
+  host_sim::set_device_model(nullptr);
+  ASSERT_EQ(out.ok, 2);
+  for (const auto& p : store->points(out.sweep)) {
+    EXPECT_EQ(p.summary.step_ms_ci_level, 1.0) << "point " << p.index;
+    EXPECT_EQ(p.summary.step_ms_ci_low, p.summary.step_ms_ci_high) << "point " << p.index;
+    std::vector<int64_t> ns;
+    for (const auto& s : store->steps(p.run)) ns.push_back(s.end_ns - s.begin_ns);
+    ASSERT_EQ(ns.size(), 3u);
+    EXPECT_EQ(ns[0], ns[2]) << "point " << p.index;
+  }
+}
+
+// A model traced in fp32 run with --dtype bf16 fails in the TorchScript interpreter: the failure
+// names the cause (not only the interpreter's first line) and what to do, on one line.
+TEST(Runner, ATorchScriptModelInAnotherDtypeFailsWithTheCauseAndWhatToDo) {
+  TempDir dir;
+  save_dropout_model(dir.file("drop.pt"));
+  auto store = make_memory_store();
+  auto w = dropout_workload(dir.file("drop.pt"), "bf16");
+  auto run = dropout_run(dir.file("drop.pt"));
+  run.workload.dtype = "bf16";
+  const auto out = run_measured(*w, run, *store);
+  ASSERT_EQ(out.record.status, RunStatus::Failed);
+  const std::string& e = out.record.error;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_NE(e.find("dtype"), std::string::npos) << e;
+  EXPECT_NE(e.find("export_torchscript.py --dtype bf16"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -37,6 +37,76 @@ py 'import json; d=json.load(open("sweep.json")); assert d["ran"]==3 and d["ok"]
 [ "$(grep -c "can't exclude" sweep.err)" -eq 1 ] || fail "sweep head warning: $(cat sweep.err)"
 ok
 
+# The head warning is for a command that offloads and is not --quiet.
+"$OFFTUNE" run --model lm.pt "${W[@]}" --db x.db --quiet 2>quiet.err || fail "run --quiet: $(cat quiet.err)"
+"$OFFTUNE" run --model lm.pt "${W[@]}" --db x.db --no-offload >/dev/null 2>none.err ||
+  fail "run --no-offload: $(cat none.err)"
+! grep -q "can't exclude" quiet.err none.err || fail "head warning under --quiet or --no-offload"
+ok
+
+# Under a device model every point of a TorchScript sweep is exact (its executor is warmed
+# outside the steps), and with --optimizer every point's first step sees the same weights.
+"$OFFTUNE" sweep --model lm.pt --backend host-sim --batch 2 --seq 16 --steps 3 --warmup 0 --optimizer --device-model h100 \
+  --min-offload-size 1KiB,1MiB --max-fwd-stash-size 2 --db dm.db --json >dm.json 2>dm.err ||
+  fail "device-model sweep: $(cat dm.err)"
+py '
+import json, sqlite3
+d = json.load(open("dm.json"))
+assert d["ok"] == 3, d
+for p in d["points"]:
+    s = p["summary"]
+    assert s["step_ms_ci_level"] == 1.0 and s["step_ms_ci_low"] == s["step_ms_ci_high"], p
+first = {r[0] for r in sqlite3.connect("dm.db").execute("select loss from steps where step = 0")}
+assert len(first) == 1, first
+' "device-model sweep json"
+ok
+
+# Dropout (traced in training mode) draws the same masks from run to run: the same losses.
+"$PYTHON" "$EXPORT" --out "$T/drop.pt" --vocab 512 --dim 32 --layers 2 --heads 4 --seq 32 \
+  --dropout 0.1 --seed 1 >/dev/null || fail "export --dropout"
+for i in 1 2; do
+  "$OFFTUNE" run --model drop.pt --backend host-sim --batch 2 --seq 16 --steps 2 --db x.db --json >"drop$i.json" 2>/dev/null ||
+    fail "dropout run $i"
+done
+py '
+import json
+a, b = (json.load(open(f"drop{i}.json"))["summary"]["final_loss"] for i in (1, 2))
+assert a == b, (a, b)
+' "dropout runs"
+ok
+
+# --dtype bf16: a model traced in bf16 runs; one traced in fp32 whose trace fixed an fp32 tensor
+# (as Hugging Face models' masks are) fails at every point with the cause and what to do, and
+# the sweep exits 1.
+"$PYTHON" "$EXPORT" --out "$T/lm16.pt" --vocab 512 --dim 32 --layers 2 --heads 4 --seq 32 \
+  --dtype bf16 >/dev/null || fail "export --dtype bf16"
+"$OFFTUNE" run --model lm16.pt "${W[@]}" --dtype bf16 --db x.db --json >bf16.json 2>/dev/null ||
+  fail "bf16 run of a bf16 trace"
+py 'import json; d=json.load(open("bf16.json")); assert d["status"]=="ok", d' "bf16 json"
+ok
+"$PYTHON" - <<'EOF' || fail "mixed export"
+import warnings
+import torch
+warnings.filterwarnings("ignore", category=FutureWarning)
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(512, 32)
+        self.head = torch.nn.Linear(32, 512)
+    def forward(self, ids):
+        h = self.emb(ids)
+        return self.head(h * torch.ones(h.shape[-1]))  # the trace keeps this tensor's fp32
+torch.manual_seed(0)
+torch.jit.save(torch.jit.trace(Net(), (torch.randint(0, 512, (2, 8)),)), "mixed.pt")
+EOF
+"$OFFTUNE" sweep --model mixed.pt "${W[@]}" --dtype bf16 --min-offload-size 1KiB \
+  --max-fwd-stash-size 2 --db mixed.db >mixed.out 2>mixed.err
+rc=$?
+[ "$rc" -eq 1 ] || fail "sweep of a fp32 trace in bf16: exit $rc :: $(cat mixed.err)"
+grep -q "^error: the baseline failed, so no point can be judged: the TorchScript model failed: .*same dtype.*samples/export_torchscript.py --dtype bf16" mixed.err ||
+  fail "no cause in: $(cat mixed.err)"
+ok
+
 # Gradient checkpointing of the LM's blocks, found in the model (model.layers, its 2 decoder
 # layers): the loss is the same; the peak is lower with every:2 and lower again with all; and with
 # only the boundaries offloaded, all moves two blocks' inputs where every:2 moves one (block 0).

@@ -43,6 +43,9 @@ class RunCommand final : public Command {
     // The model is built (a TorchScript file loaded) before the store is created, so that a
     // refused model leaves no file behind.
     auto run = requests::prepare(request_);
+    if (!common_.quiet) {
+      for (const auto& w : run.warnings) std::cerr << "warning: " << w << "\n";
+    }
     auto store = open_store(common_, /*write=*/true);
     if (show_progress(common_)) std::cerr << "running " << run.spec.workload.model << "...\n";
     const auto out = requests::execute(run, *store);

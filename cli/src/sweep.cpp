@@ -86,6 +86,9 @@ class SweepCommand final : public Command {
     // Built before the store is created: a refused model leaves no file behind.
     auto prepared = requests::prepare(request_);
     if (prepared.script) prepared.script->pass_stderr = !common_.quiet && !common_.json;
+    if (!common_.quiet) {
+      for (const auto& w : prepared.warnings) std::cerr << "warning: " << w << "\n";
+    }
     auto store = open_store(common_, /*write=*/true);
     if (!common_.quiet) {
       if (const auto note = requests::script_identity_note(prepared, *store); !note.empty()) {
@@ -165,6 +168,11 @@ class SweepCommand final : public Command {
     }
     const auto rec = pf::recommend(points, {});
     if (!common_.quiet && !common_.json) print_recommendation(rec, points);
+    // Nothing to compare against, or nothing measured: the sweep failed, whatever its points say.
+    if (const std::string why = failure(points); !why.empty()) {
+      std::cerr << "error: " << why << "\n";
+      return kFailed;
+    }
     if (!thresholds.empty()) {
       // The gate checks the recommended point: without one, it fails (nothing was checked).
       if (!rec.chosen) {
@@ -222,6 +230,27 @@ class SweepCommand final : public Command {
                   static_cast<long long>(m.summary.peak_allocated),
                   peak > 0 ? 100.0 * (static_cast<double>(q.peak_allocated) - peak) / peak : 0.0);
     }
+  }
+
+  // Why the sweep failed as a whole: its baseline failed (not out of memory, which is a result),
+  // or every point it finished failed; empty otherwise. The first error says why.
+  static std::string failure(const std::vector<pf::PointRecord>& points) {
+    const pf::PointRecord* first_failed = nullptr;
+    bool any_finished = false, any_not_failed = false;
+    for (const auto& p : points) {
+      if (p.status == pf::PointStatus::Pending) continue;
+      any_finished = true;
+      if (p.status != pf::PointStatus::Failed) {
+        any_not_failed = true;
+        continue;
+      }
+      if (!first_failed) first_failed = &p;
+      const bool baseline =
+          !p.config.offload && p.config.checkpoint == "none" && p.config.layer_offload == "off";
+      if (baseline) return "the baseline failed, so no point can be judged: " + p.error;
+    }
+    if (!any_finished || any_not_failed) return "";
+    return "every point failed: " + first_failed->error;
   }
 
   // When the baseline ran out of memory, where a recommendation can still be had.

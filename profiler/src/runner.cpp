@@ -96,6 +96,10 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     // Every run sets them: a sweep's points share one workload.
     workload.set_checkpoint(parse_checkpoint_policy(spec.config.checkpoint));
     workload.set_layer_offload(parse_layer_offload(spec.config.layer_offload));
+    // Every run from the model's own starting state (the weights it was built with, its
+    // optimizer's state) and with its one-time work done: a sweep's points and repeats share one
+    // workload, and must measure the same steps whatever ran before them.
+    workload.reset();
     // The workload marks its phases and blocks as NVTX ranges for Nsight Systems.
     workload.set_marks(nvtx_step_marks());
     auto offloader = workload.make_offloader(options);

@@ -65,6 +65,10 @@ PreparedRun prepare(const RunRequest& request) {
   auto bound = bind(request.workload, backend, out.spec.env);
   out.spec.base = bound.base;
   out.workload = std::move(bound.workload);
+  if (const auto w = samples::head_warning(request.workload.model);
+      !w.empty() && out.spec.config.offload) {
+    out.warnings.emplace_back(w);
+  }
   return out;
 }
 
@@ -140,6 +144,9 @@ PreparedSweep prepare(const SweepRequest& request) {
   out.refine_steps = request.refine_steps;
   out.predict_first = request.predict_first;
   out.spec.repeat = request.repeat;
+  if (const auto w = samples::head_warning(request.workload.model); !w.empty()) {
+    out.warnings.emplace_back(w);
+  }
   return out;
 }
 

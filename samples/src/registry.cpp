@@ -1,7 +1,9 @@
 #include "offtune/samples/registry.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
@@ -9,13 +11,14 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
+#include <cstddef>
 #include <filesystem>
-#include <iostream>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "offtune/host_sim.hpp"
 #include "offtune/layer_offload.hpp"
@@ -67,6 +70,7 @@ class TrainingStep : public WorkloadInstance {
  public:
   void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) final {
     before_step(offloader);
+    seed_generators(index);
     prepare(index);
     phases.forward_begin = host_sim::clock_ns();
     at::Tensor loss;
@@ -102,9 +106,58 @@ class TrainingStep : public WorkloadInstance {
     set_layer_hooks(layer_hooks_of(marks_));
   }
   void set_checkpoint(const CheckpointPolicy& policy) override { apply_checkpoint(policy); }
+  // Every run starts from the state the model was built in (keep_state), so that a sweep's points
+  // and repeats measure the same work: with an optimizer each run would otherwise train on from
+  // the last one's weights.
+  void reset() override {
+    {
+      at::NoGradGuard no_grad;
+      for (Kept& k : kept_) {
+        k.tensor.copy_(at::from_blob(k.bytes.data(), k.tensor.sizes(),
+                                     at::TensorOptions().dtype(k.tensor.dtype())));
+      }
+    }
+    // SGD keeps momentum buffers per parameter once it has any: back to none, as built.
+    if (optimizer_) optimizer_->state().clear();
+    warm();
+  }
 
  protected:
   TrainingStep(const WorkloadSpec& w, c10::Device device) : w_(w), device_(device) {}
+  // Keeps the values of what steps change (the trained parameters with an optimizer, and the
+  // buffers, which a forward in training mode may update), for reset() to put back. Kept in plain
+  // host memory: on host-sim a copy on the "device" would count in every peak.
+  void keep_state(const std::vector<at::Tensor>& parameters,
+                  const std::vector<at::Tensor>& buffers) {
+    const auto keep = [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      Kept k{t, std::vector<std::byte>(static_cast<size_t>(t.numel()) * t.element_size())};
+      at::from_blob(k.bytes.data(), t.sizes(), at::TensorOptions().dtype(t.dtype()))
+          .copy_(t.detach());
+      kept_.push_back(std::move(k));
+    };
+    if (optimizer_) {
+      for (const at::Tensor& p : parameters) {
+        if (p.requires_grad()) keep(p);  // frozen ones never change
+      }
+    }
+    for (const at::Tensor& b : buffers) keep(b);
+  }
+  // The one-time work of a model's first steps, done by reset() outside any step; none here.
+  virtual void warm() {}
+  // Forward and backward on step 0's batch, without the optimizer's step: work that changes no
+  // weight. Returns the time it took on the engine's clock (a device model's, when one is set).
+  int64_t untimed_pass() {
+    seed_generators(0);
+    prepare(0);
+    const int64_t begin = host_sim::clock_ns();
+    loss_of(forward()).backward();
+    synchronize();
+    const int64_t took = host_sim::clock_ns() - begin;
+    input_ = at::Tensor();
+    targets_ = at::Tensor();
+    return took;
+  }
   // Called first in every step with the step's offloader (the layer offloader follows its link).
   virtual void before_step(ActivationOffloader* /*offloader*/) {}
   // Sets input_ (and targets_ when the loss needs them) for step `index`, and clears gradients.
@@ -124,6 +177,23 @@ class TrainingStep : public WorkloadInstance {
   at::Tensor input_;
   at::Tensor targets_;
   std::optional<torch::optim::SGD> optimizer_;
+
+ private:
+  // Dropout and every other random op draw from torch's default generators (the CPU's, and each
+  // GPU's where there is one), which nothing else seeds: seeded per step from the workload's seed
+  // and the step, the same command gives the same losses, and every point of a sweep draws the
+  // same masks at the same step. (Apart from the batches' seed, so the two draws do not
+  // correlate.)
+  void seed_generators(int64_t index) const {
+    constexpr uint64_t kStream = 0x9E3779B97F4A7C15ULL;
+    at::manual_seed((w_.seed + 1) * kStream + static_cast<uint64_t>(index));
+  }
+
+  struct Kept {
+    at::Tensor tensor;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<Kept> kept_;
 };
 
 // A built-in decoder (Llama or GPT) on synthetic token batches. Config is the model's config type
@@ -145,6 +215,7 @@ class DecoderWorkload final : public TrainingStep {
     if (w.optimizer) {
       optimizer_.emplace(model_->parameters(), torch::optim::SGDOptions(1e-3));
     }
+    keep_state(model_->parameters(), model_->buffers());
   }
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
     return make_offloader_for(*model_, options, /*warn_if_no_head=*/false).offloader;
@@ -210,6 +281,7 @@ class MlpWorkload final : public TrainingStep {
     model_ = samples::Mlp(config, w.seed);
     model_->to(device_);
     if (w.optimizer) optimizer_.emplace(model_->parameters(), torch::optim::SGDOptions(1e-3));
+    keep_state(model_->parameters(), model_->buffers());
   }
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
     return make_offloader_for(*model_, options, /*warn_if_no_head=*/false).offloader;
@@ -307,13 +379,12 @@ class TorchScriptWorkload final : public TrainingStep {
     }
     for (const at::Tensor& p : module_.parameters()) params_.push_back(p);
     if (w.optimizer) optimizer_.emplace(params_, torch::optim::SGDOptions(1e-3));
+    std::vector<at::Tensor> buffers;
+    for (const at::Tensor& b : module_.buffers()) buffers.push_back(b);
+    keep_state(params_, buffers);
   }
+  // The head cannot be left out (registry.hpp's head_warning says so, for a front end to show).
   std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      std::cerr << "warning: TorchScript models can't exclude their output head from offloading "
-                   "(its input is offloaded and reloaded at once)\n";
-    }
     auto offloader = std::make_unique<ActivationOffloader>(options);
     for (const at::Tensor& p : module_.parameters()) offloader->never_offload(p);
     for (const at::Tensor& b : module_.buffers()) offloader->never_offload(b);
@@ -343,8 +414,72 @@ class TorchScriptWorkload final : public TrainingStep {
     }
     for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();
   }
-  at::Tensor forward() override { return output_tensor(module_.forward({input_})); }
+  at::Tensor forward() override {
+    try {
+      return output_tensor(module_.forward({input_}));
+    } catch (const c10::OutOfMemoryError&) {
+      throw;  // a result, not a failure: the driver records it as out of memory
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(interpreter_failure(e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(interpreter_failure(e.what()));
+    }
+  }
+  // The profiling executor profiles a graph on its first calls and then optimises it (forward and
+  // backward alike): different work, which a device model times as such, so that a run's first
+  // steps would differ from the rest. Passes until two take the same modelled time (at most
+  // kMaxWarmPasses), or two without a device model; once per checkpoint policy, since each runs
+  // the blocks through other calls with their own plans.
+  void warm() override {
+    if (!warmed_.insert(policy_).second) return;
+    constexpr int kMaxWarmPasses = 8;
+    const bool modelled = host_sim::device_model() != nullptr;
+    int64_t last = -1;
+    for (int pass = 0; pass < kMaxWarmPasses; ++pass) {
+      const int64_t took = untimed_pass();
+      if (modelled ? took == last : pass == 1) break;
+      last = took;
+    }
+  }
+  // What a failure in the TorchScript interpreter was: its message opens with a line saying only
+  // that an operation failed, then the TorchScript traceback, and ends with the cause. One line:
+  // the cause, and for a dtype mismatch under --dtype what to do.
+  std::string interpreter_failure(std::string_view message) const {
+    constexpr std::string_view kInterpreter = "The following operation failed in the TorchScript";
+    if (!message.starts_with(kInterpreter)) return first_line(message);
+    // The cause is the line "RuntimeError: ..." (the error's Python class name) after the
+    // traceback; a C++ backtrace may follow it (TORCH_SHOW_CPP_STACKTRACES).
+    std::string cause;
+    for (size_t at = 0; at < message.size();) {
+      const size_t end = std::min(message.find('\n', at), message.size());
+      const std::string_view line = message.substr(at, end - at);
+      const size_t colon = line.find(": ");
+      const std::string_view head = line.substr(0, colon);
+      if (colon != std::string_view::npos && colon > 0 &&
+          (head.ends_with("Error") || head.ends_with("Exception")) &&
+          std::all_of(head.begin(), head.end(),
+                      [](unsigned char c) { return std::isalnum(c) != 0 || c == '.'; })) {
+        cause = line.substr(colon + 2);
+        break;
+      }
+      at = end + 1;
+    }
+    if (cause.empty()) return first_line(message);
+    std::string out = "the TorchScript model failed: " + cause;
+    const bool dtype =
+        cause.find("dtype") != std::string::npos || cause.find("scalar type") != std::string::npos;
+    if (dtype && w_.dtype != c10::kFloat) {
+      const std::string name(dtype_name(w_.dtype));
+      out += " (--dtype " + name +
+             " casts the parameters, not what the trace fixed in another "
+             "dtype: trace the model in " +
+             name + ", e.g. samples/export_torchscript.py --dtype " + name +
+             ", or run it with --dtype fp32)";
+    }
+    return out;
+  }
   void apply_checkpoint(const CheckpointPolicy& policy) override {
+    policy_ = to_string(policy);
     if (blocks_) {
       blocks_->set_policy(policy);
     } else if (policy.enabled()) {
@@ -373,6 +508,8 @@ class TorchScriptWorkload final : public TrainingStep {
   std::vector<at::Tensor> params_;
   std::optional<TorchScriptBlocks> blocks_;  // absent: no_blocks_ says why
   std::string no_blocks_;
+  std::string policy_ = "none";   // the checkpoint policy's, for warm()
+  std::set<std::string> warmed_;  // the policies warm() has warmed the executor under
 };
 
 [[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
@@ -392,6 +529,12 @@ bool all_digits(std::string_view s) {
 bool is_torchscript_path(std::string_view model) {
   return model.ends_with(".pt") || model.ends_with(".pth") ||
          model.find('/') != std::string_view::npos;
+}
+
+std::string_view head_warning(std::string_view model) {
+  if (!is_torchscript_path(model)) return {};
+  return "TorchScript models can't exclude their output head from offloading (its input is "
+         "offloaded and reloaded at once)";
 }
 
 std::vector<std::string> builtin_model_names() {

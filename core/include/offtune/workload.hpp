@@ -53,6 +53,13 @@ class WorkloadInstance {
   virtual void step(ActivationOffloader* offloader, int64_t index, StepPhases& phases) = 0;
   // Waits for the device (cuda) so that host timestamps bracket the work.
   virtual void synchronize() {}
+  // Readies the model for a run that must measure the same work as any other run of it: puts back
+  // what steps change (the parameters and buffers as the model was built, the optimizer's state)
+  // and does, outside any step, the one-time work of the model's first steps (a TorchScript
+  // model's executor profiling and optimising its graph). A driver calls it at the start of each
+  // run, after set_checkpoint and set_layer_offload; steps then start from step index 0 again.
+  // The default has nothing to put back.
+  virtual void reset() {}
   // The marks to emit from the next step on (replacing earlier ones). A workload that cannot mark
   // its blocks marks its phases only; the default marks nothing.
   virtual void set_marks(const StepMarks& /*marks*/) {}

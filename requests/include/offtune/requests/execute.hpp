@@ -27,6 +27,10 @@ namespace offtune::requests {
 struct PreparedRun {
   profiler::RunSpec spec;
   std::unique_ptr<WorkloadInstance> workload;
+  // What a front end should show before it runs (one line each, no "warning:" prefix; not when it
+  // is told to be quiet): a TorchScript model's head that offloading cannot leave out, when the
+  // run offloads.
+  std::vector<std::string> warnings;
 };
 PreparedRun prepare(const RunRequest& request);
 
@@ -50,6 +54,7 @@ struct PreparedSweep {
   int64_t refine_steps = 0;  // SweepRequest::refine_steps
   bool predict_first = false;
   std::optional<SweepPredictions> predictions;
+  std::vector<std::string> warnings;  // as PreparedRun's (a sweep's points offload)
 };
 PreparedSweep prepare(const SweepRequest& request);
 

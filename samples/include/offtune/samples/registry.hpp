@@ -47,6 +47,10 @@ InputSpec parse_input_spec(std::string_view spec);
 std::vector<std::string> builtin_model_names();
 // A TorchScript file's name: ends in .pt or .pth, or contains a '/'.
 bool is_torchscript_path(std::string_view model);
+// What a front end should tell a user who offloads `model`'s activations (one line, no "warning:"
+// prefix): for a TorchScript file, that its output head cannot be left out; empty otherwise. Say
+// it once per command, and only when the command offloads and is not quiet.
+std::string_view head_warning(std::string_view model);
 
 // What to build: a model by name and the batches it trains on.
 struct WorkloadSpec {
