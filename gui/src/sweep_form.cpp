@@ -381,7 +381,17 @@ SweepForm::~SweepForm() {
 }
 
 void SweepForm::setStorePath(const QString& path) {
-  if (!runner_->running()) db_->setText(path);
+  if (runner_->running()) return;
+  // Another store opened: the last sweep's progress and outcome ("5/5 measured. ...") were about
+  // the store before, and go.
+  if (path != db_->text()) {
+    done_ = total_ = -1;
+    progress_->setRange(0, 1);
+    progress_->setValue(0);
+    progress_->setFormat(QStringLiteral("%p%"));
+    status_->clear();
+  }
+  db_->setText(path);
 }
 
 bool SweepForm::scriptMode() const { return use_script_->isChecked(); }
