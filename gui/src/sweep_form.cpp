@@ -511,6 +511,11 @@ void SweepForm::updatePointCount() {
     }
   } catch (const std::exception& e) {
     points_->setText(QStringLiteral("invalid: %1").arg(QString::fromStdString(e.what())));
+    // An error of an earlier Run sweep may be about a field fixed since: the status says what is
+    // wrong now (the first bad field), not what was.
+    if (!runner_->running() && status_->text().startsWith(QStringLiteral("error: "))) {
+      status_->setText(QStringLiteral("error: %1").arg(QString::fromStdString(e.what())));
+    }
   }
 }
 

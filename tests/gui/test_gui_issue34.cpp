@@ -405,5 +405,22 @@ TEST_F(Issue34, RunSummaryValuesAreNotCutOff) {
   }
 }
 
+// Item 13: a form error about a field the user has fixed goes, even while another field is still
+// wrong (that one's error shows instead).
+TEST(Issue34Form, AnErrorForAFieldAlreadyFixedGoes) {
+  SweepForm form;
+  auto r = tiny_request("x.db", "1KiB,zzz", "0");
+  form.setRequest(r);
+  EXPECT_FALSE(form.startSweep());
+  const auto* status = form.findChild<QLabel*>(QStringLiteral("status"));
+  ASSERT_NE(status, nullptr);
+  ASSERT_TRUE(status->text().contains(QStringLiteral("zzz"))) << status->text().toStdString();
+  r.min_offload_sizes = "1KiB";  // fixed; the stash sizes are still wrong
+  form.setRequest(r);
+  EXPECT_FALSE(status->text().contains(QStringLiteral("zzz"))) << status->text().toStdString();
+  EXPECT_TRUE(status->text().contains(QStringLiteral("max-fwd-stash-size")))
+      << status->text().toStdString();
+}
+
 }  // namespace
 }  // namespace offtune::gui
