@@ -2,6 +2,8 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
 #include <QDir>
 #include <QEventLoop>
 #include <QFileDialog>
@@ -11,12 +13,15 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPushButton>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTimer>
 #include <QTreeView>
+#include <algorithm>
 #include <functional>
 
 #include "offtune/gui/models.hpp"
@@ -34,24 +39,57 @@ namespace pf = offtune::profiler;
 namespace {
 constexpr int kMaxRecent = 10;
 const char* const kRecentKey = "recentStores";
+// How often an open store is looked at for writes by another process (a CLI sweep): a stat of two
+// files, no SQLite open, so the cost is nil; a second is as live as a sweep's points come.
+constexpr int kPollMs = 1000;
+
+bool same_store(const QString& a, const QString& b) {
+  return !a.isEmpty() && !b.isEmpty() &&
+         QFileInfo(a).absoluteFilePath() == QFileInfo(b).absoluteFilePath();
+}
+bool same_store(const std::string& a, const QString& b) {
+  return same_store(QString::fromStdString(a), b);
+}
+
+// The size and modification time of the store and of its write-ahead log: a commit by any process
+// changes one of them (the log while in WAL mode, the file after a checkpoint or without WAL).
+// Reads change neither, so the dashboard's own loads do not trigger more.
+QString file_state(const QString& path) {
+  QString state;
+  for (const QString& f : {path, path + QStringLiteral("-wal")}) {
+    const QFileInfo info(f);
+    state +=
+        info.exists()
+            ? QStringLiteral("%1@%2;").arg(info.size()).arg(info.lastModified().toMSecsSinceEpoch())
+            : QStringLiteral("-;");
+  }
+  return state;
+}
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(QStringLiteral("offtune"));
   auto* split = new QSplitter(Qt::Horizontal, this);
+  split_ = split;
   tree_ = new QTreeView(split);
   tree_model_ = new StoreTreeModel(this);
   tree_->setModel(tree_model_);
   tree_->setUniformRowHeights(true);
-  // Labels whole, never elided: columns as wide as their contents, the tree scrolls sideways when
-  // it is narrower. Step and peak are in the sweep view's table (and the items' tooltips), so the
-  // tree keeps to what and how far: item and status.
+  // The Status column always whole, at the pane's right edge: the item's name takes the rest, the
+  // pane widens to the names (fitTree, up to a third of the window), and a name longer still is
+  // elided with the whole of it in its tooltip. Before, names sized the first column and pushed
+  // Status off the pane ("Sta", "33/"). Step and peak are in the sweep view's table (and the
+  // items' tooltips), so the tree keeps to what and how far: item and status.
   tree_->header()->setStretchLastSection(false);
   tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  tree_->setTextElideMode(Qt::ElideNone);
+  tree_->header()->setSectionResizeMode(StoreTreeModel::Name, QHeaderView::Stretch);
+  tree_->setTextElideMode(Qt::ElideRight);
+  // Points are three levels deep (group, sweep, point): a smaller step than the style's 20 px
+  // leaves their names and status whole in a pane of a fifth of a 1280 window.
+  tree_->setIndentation(14);
   tree_->setColumnHidden(StoreTreeModel::StepTime, true);
   tree_->setColumnHidden(StoreTreeModel::Peak, true);
-  tree_->setMinimumWidth(200);
+  tree_->setMinimumWidth(150);
   tabs_ = new QTabWidget(split);
   sweep_view_ = new SweepView(tabs_);
   run_view_ = new RunView(tabs_);
@@ -69,10 +107,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   reload_timer_ = new QTimer(this);
   reload_timer_->setSingleShot(true);
   reload_timer_->setInterval(400);
+  poll_timer_ = new QTimer(this);
+  poll_timer_->setInterval(kPollMs);
+  connect(poll_timer_, &QTimer::timeout, this, &MainWindow::pollStore);
+  poll_timer_->start();
   buildMenus();
 
   connect(tree_, &QTreeView::activated, this, &MainWindow::activateTreeItem);
   connect(tree_, &QTreeView::clicked, this, &MainWindow::activateTreeItem);
+  // Fitted when rows come or open: after the event that brought them, when their sizes are known.
+  const auto fit_later = [this] { QTimer::singleShot(0, this, &MainWindow::fitTree); };
+  connect(tree_, &QTreeView::expanded, this, fit_later);
+  connect(tree_model_, &QAbstractItemModel::modelReset, this, fit_later);
+  connect(tree_model_, &QAbstractItemModel::rowsInserted, this, fit_later);
   connect(sweep_view_, &SweepView::runRequested, this,
           [this](qint64 id) { showRun(pf::RunId(id)); });
   connect(sweep_view_, &SweepView::loadFailed, this,
@@ -81,9 +128,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
           [this](const QString& e) { statusBar()->showMessage(e, 10000); });
   connect(reload_timer_, &QTimer::timeout, this, &MainWindow::reloadStore);
   connect(form_, &SweepForm::sweepStarted, this, [this](const QString& path) {
-    if (QFileInfo(path).absoluteFilePath() != QFileInfo(path_).absoluteFilePath()) {
-      path_ = path;  // the index follows with the first point, once the file exists
+    sweep_store_ = path;
+    if (!same_store(path, path_)) {
+      // The index follows with the first point, once the file exists. Until then the tree shows
+      // nothing rather than the other store's sweeps under this store's name; the views keep what
+      // they show, each naming its store.
+      path_ = path;
       store_label_->setText(path);
+      tree_model_->setIndex(nullptr);
+      index_path_.clear();
+      file_state_.clear();
     }
     statusBar()->showMessage(QStringLiteral("Sweep started"), 5000);
   });
@@ -152,6 +206,52 @@ void MainWindow::rebuildRecentMenu() {
   recent_menu_->setEnabled(!list.isEmpty());
 }
 
+void MainWindow::setStoreFollowing(bool on) { following_ = on; }
+
+void MainWindow::fitTree() {
+  if (!isVisible()) return;
+  const auto* view = static_cast<const QAbstractItemView*>(tree_);
+  int needed = 2 * tree_->frameWidth() + tree_->verticalScrollBar()->sizeHint().width() + 4;
+  for (int c = 0; c < StoreTreeModel::ColumnCount; ++c) {
+    if (!tree_->isColumnHidden(c)) {
+      needed += std::max(view->sizeHintForColumn(c), tree_->header()->sectionSizeHint(c));
+    }
+  }
+  QList<int> sizes = split_->sizes();
+  const int total = sizes.value(0) + sizes.value(1);
+  const int width = std::min(needed, total / 4);
+  if (sizes.size() != 2 || width <= sizes[0]) return;  // only ever wider: the user's drag stays
+  split_->setSizes({width, total - width});
+}
+
+void MainWindow::pollStore() {
+  if (!following_ || path_.isEmpty() || file_state_.isEmpty()) return;
+  if (file_state(path_) != file_state_) reloadStore();
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (form_->runner()->running()) {
+    QMessageBox box(QMessageBox::Question, QStringLiteral("Quit offtune"),
+                    QStringLiteral("A sweep is running into %1. Quit now?").arg(sweep_store_),
+                    QMessageBox::NoButton, this);
+    box.setInformativeText(QStringLiteral(
+        "The point in progress is stopped and not recorded; every finished point is in the "
+        "store. The sweep resumes where it stopped when you run the same sweep again (same "
+        "store, workload and grid), from this form or with offtune sweep."));
+    QPushButton* quit = box.addButton(QStringLiteral("Quit"), QMessageBox::AcceptRole);
+    QPushButton* stay = box.addButton(QStringLiteral("Keep sweeping"), QMessageBox::RejectRole);
+    box.setDefaultButton(stay);
+    box.setEscapeButton(stay);
+    box.exec();
+    if (box.clickedButton() != quit) {
+      event->ignore();
+      return;
+    }
+    form_->cancelSweep();
+  }
+  QMainWindow::closeEvent(event);
+}
+
 void MainWindow::openStore(const QString& path) { loadStore(path, /*switching=*/true); }
 
 void MainWindow::reloadStore() {
@@ -163,10 +263,12 @@ void MainWindow::reloadStore() {
 void MainWindow::loadStore(const QString& candidate, bool switching) {
   const uint64_t job = jobs_.next();
   const std::string path = candidate.toStdString();
+  // Taken before the read: a write during it shows as a change at the next poll.
+  const QString state = file_state(candidate);
   statusBar()->showMessage(QStringLiteral("Loading %1\u2026").arg(candidate));
   run_job<StoreIndex>(
       this, [path] { return load_store_index(path); },
-      [this, job, path, switching](const JobResult<StoreIndex>& r) {
+      [this, job, path, switching, state](const JobResult<StoreIndex>& r) {
         if (!jobs_.is_current(job)) return;
         const QString qpath = QString::fromStdString(path);
         if (!r.value) {
@@ -185,9 +287,12 @@ void MainWindow::loadStore(const QString& candidate, bool switching) {
         }
         store_label_->setText(path_);
         rememberRecent(qpath);
+        file_state_ = state;
+        index_path_ = qpath;
         tree_model_->setIndex(r.value);
         tree_->expand(tree_model_->index(0, 0));
         tree_->expand(tree_model_->index(1, 0));
+        fitTree();
         const auto count = [](size_t n, const char* one, const char* many) {
           return QStringLiteral("%1 %2").arg(n).arg(QLatin1String(n == 1 ? one : many));
         };
@@ -202,6 +307,10 @@ void MainWindow::loadStore(const QString& candidate, bool switching) {
           } else if (!r.value->runs.empty()) {
             showRun(r.value->runs.back().id);
           }
+        } else if (const auto& shown = sweep_view_->sweepData();
+                   shown && same_store(sweep_view_->storePath(), qpath)) {
+          // F5 (or a write followed) reads the sweep on screen again too, where it stays.
+          sweep_view_->showSweep(sweep_view_->storePath(), shown->sweep.id);
         }
         Q_EMIT storeLoaded();
       });
@@ -233,17 +342,20 @@ void MainWindow::activateTreeItem(const QModelIndex& index) {
 }
 
 void MainWindow::onPointFinished(const pf::PointRecord& point) {
+  // A point is of the form's store: sweep ids are per store (two stores each have a sweep 1), so a
+  // point is merged only into a view and a tree of that store.
   const auto& shown = sweep_view_->sweepData();
-  if (shown && shown->sweep.id == point.sweep) {
+  if (shown && shown->sweep.id == point.sweep &&
+      same_store(sweep_view_->storePath(), sweep_store_)) {
     sweep_view_->applyPoint(point);
   } else {
     // The first point of a new sweep: the store has it now; load the sweep from there.
-    sweep_view_->showSweep(path_.toStdString(), point.sweep);
+    sweep_view_->showSweep(sweep_store_.toStdString(), point.sweep);
     tabs_->setCurrentWidget(sweep_view_);
   }
   // The tree's row and count now, in place, as the heading's and the form's; the reload (new
   // runs, the next point in progress) once the points stop coming for a moment.
-  tree_model_->applyPoint(point);
+  if (same_store(index_path_, sweep_store_)) tree_model_->applyPoint(point);
   reload_timer_->start();
 }
 
@@ -260,13 +372,14 @@ void MainWindow::exportRunTrace() {
   if (out.isEmpty()) return;
   run_task(
       this,
-      [db = path_.toStdString(), id = run->run.id, path = out.toStdString()] {
+      [db = run_view_->storePath(), id = run->run.id, path = out.toStdString()] {
         auto store = pf::open_sqlite_store_readonly(db);
         pf::export_chrome_trace(*store, {id}, path);
       },
       [this, out](const QString& error) {
         statusBar()->showMessage(error.isEmpty() ? QStringLiteral("Wrote %1").arg(out)
-                                                 : QStringLiteral("Export failed: %1").arg(error));
+                                                 : QStringLiteral("Export failed: %1").arg(error),
+                                 10000);
       });
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
@@ -53,7 +54,9 @@ QString sweep_name(const pf::SweepRecord& s) {
 // Internal ids of the tree's items: the kind in the top byte and, for a point, its sweep's row.
 // An item's own row is QModelIndex::row(), not part of the id, so that inserting a point before
 // others leaves the ids of persistent indexes (a view's selection and expansion) valid.
-enum Kind : quintptr { kGroup = 1, kSweep = 2, kPoint = 3, kRun = 4 };
+// A point's other run has its sweep's row and its point's index (stable while points are inserted
+// before it, as the row is not) in the id, and its own row as the row.
+enum Kind : quintptr { kGroup = 1, kSweep = 2, kPoint = 3, kRun = 4, kPointRun = 5 };
 constexpr int kKindShift = 56;
 constexpr int kRowShift = 28;
 constexpr quintptr kRowMask = (quintptr{1} << kRowShift) - 1;
@@ -64,6 +67,37 @@ quintptr make_id(Kind kind, quintptr a = 0) {
 }
 Kind kind_of(quintptr id) { return static_cast<Kind>(id >> kKindShift); }
 int row_a(quintptr id) { return static_cast<int>((id >> kRowShift) & kRowMask); }
+int64_t low_b(quintptr id) { return static_cast<int64_t>(id & kRowMask); }
+
+// A sweep's grid as a user reads it: each knob it varies and its values ("min_offload_size 1 KiB,
+// 64 KiB; max_fwd_stash_size 1, 4"), from the JSON profiler::grid_json writes; the JSON is for
+// programs. Empty when the text is not such a grid.
+QString grid_text(const std::string& grid) {
+  const auto json = nlohmann::json::parse(grid, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return {};
+  const auto value = [](const std::string& key, const nlohmann::json& v) -> std::string {
+    const bool bytes = key == "min_offload_size" || key.find("bytes") != std::string::npos;
+    if (v.is_number_integer() && bytes) return pf::format_size(v.get<int64_t>());
+    if (v.is_boolean()) return v.get<bool>() ? "on" : "off";
+    if (v.is_string()) return v.get<std::string>();
+    return v.dump();
+  };
+  QStringList knobs;
+  // The two thresholds first, as everywhere in the dashboard; the other knobs by name.
+  std::vector<std::string> keys{"min_offload_size", "max_fwd_stash_size"};
+  for (const auto& [key, v] : json.items()) {
+    if (key != keys[0] && key != keys[1]) keys.push_back(key);
+  }
+  for (const auto& key : keys) {
+    const auto it = json.find(key);
+    if (it == json.end() || !it->is_array()) continue;
+    QStringList values;
+    for (const auto& v : *it) values << QString::fromStdString(value(key, v));
+    knobs << QStringLiteral("%1 %2").arg(QString::fromStdString(key),
+                                         values.join(QStringLiteral(", ")));
+  }
+  return knobs.join(QStringLiteral("; "));
+}
 
 bool same_workload(const pf::Workload& a, const pf::Workload& b) {
   return a.model == b.model && a.batch == b.batch && a.seq == b.seq && a.dtype == b.dtype &&
@@ -106,7 +140,8 @@ namespace {
 
 // Splits the index into sweeps (with the runs measuring their pending points) and standalone runs.
 void split_index(const StoreIndex& index, std::vector<pf::RunRecord>* standalone,
-                 std::vector<std::vector<std::pair<int64_t, pf::RunRecord>>>* live) {
+                 std::vector<std::vector<std::pair<int64_t, pf::RunRecord>>>* live,
+                 std::vector<std::map<int64_t, std::vector<pf::RunRecord>>>* others) {
   std::set<int64_t> in_sweeps;
   for (const auto& s : index.sweeps) {
     for (const auto& p : s.points) {
@@ -114,6 +149,7 @@ void split_index(const StoreIndex& index, std::vector<pf::RunRecord>* standalone
     }
   }
   live->assign(index.sweeps.size(), {});
+  others->assign(index.sweeps.size(), {});
   for (const auto& r : index.runs) {
     if (in_sweeps.contains(r.id.value)) continue;
     // A run not (yet) linked to a point: the sweep runner labels the run of a point
@@ -135,15 +171,17 @@ void split_index(const StoreIndex& index, std::vector<pf::RunRecord>* standalone
     }
     if (placed) continue;
     // The other runs of a sweep's point (a later round of --repeat, a re-measured finalist),
-    // labelled "<sweep name> point <index> (...)": their steps are in the point's figures, and
-    // "Runs" is for runs outside any sweep.
+    // labelled "<sweep name> point <index> (...)", and the first run of a point measured again
+    // with more steps (labelled as the point; the point's run is the new one): they go under
+    // their point, as `offtune report` labels them. "Runs" is for runs outside any sweep.
     bool extra = false;
     for (size_t si = 0; si < index.sweeps.size() && !extra; ++si) {
       const auto& s = index.sweeps[si];
       if (!same_workload(s.sweep.workload, r.workload)) continue;
       for (const auto& p : s.points) {
-        const std::string prefix = s.sweep.name + " point " + std::to_string(p.index) + " (";
-        if (p.config == r.config && r.label.rfind(prefix, 0) == 0) {
+        const std::string name = s.sweep.name + " point " + std::to_string(p.index);
+        if (p.config == r.config && (r.label == name || r.label.rfind(name + " (", 0) == 0)) {
+          (*others)[si][p.index].push_back(r);
           extra = true;
           break;
         }
@@ -162,9 +200,10 @@ void StoreTreeModel::setIndex(StoreIndexPtr index) {
   std::vector<pf::RunRecord> standalone;
   if (index) {
     std::vector<std::vector<std::pair<int64_t, pf::RunRecord>>> live;
-    split_index(*index, &standalone, &live);
+    std::vector<std::map<int64_t, std::vector<pf::RunRecord>>> others;
+    split_index(*index, &standalone, &live, &others);
     for (size_t i = 0; i < index->sweeps.size(); ++i) {
-      SweepItem item{index->sweeps[i], std::move(live[i]), {}};
+      SweepItem item{index->sweeps[i], std::move(live[i]), {}, std::move(others[i])};
       item.decimals = metric_decimals(item.data);
       sweeps.push_back(std::move(item));
     }
@@ -210,11 +249,13 @@ void StoreTreeModel::mergeSweep(int row, SweepItem next) {
       rows, std::move(points), [](const pf::PointRecord& p) { return p.index; },
       [&](int i) {
         beginRemoveRows(parent, i, i);
+        cur.others.erase(rows[static_cast<size_t>(i)].index);  // its children go with it
         rows.erase(rows.begin() + i);
         endRemoveRows();
       },
       [&](int i, pf::PointRecord p) {
         beginInsertRows(parent, i, i);
+        cur.others.erase(p.index);  // inserted childless; its runs follow below
         rows.insert(rows.begin() + i, std::move(p));
         endInsertRows();
       },
@@ -227,7 +268,40 @@ void StoreTreeModel::mergeSweep(int row, SweepItem next) {
           Q_EMIT dataChanged(index(i, 0, parent), index(i, ColumnCount - 1, parent));
         }
       });
+  // Each point's other runs: replaced where they changed (they only ever grow, a few at a time).
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t p = rows[i].index;
+    const auto found = next.others.find(p);
+    std::vector<pf::RunRecord> now =
+        found != next.others.end() ? std::move(found->second) : std::vector<pf::RunRecord>{};
+    const auto had = cur.others.find(p);
+    const size_t before = had != cur.others.end() ? had->second.size() : 0;
+    const QModelIndex point = index(static_cast<int>(i), 0, parent);
+    if (before == now.size()) {
+      if (before == 0) continue;
+      had->second = std::move(now);
+      Q_EMIT dataChanged(index(0, 0, point),
+                         index(static_cast<int>(before) - 1, ColumnCount - 1, point));
+      continue;
+    }
+    if (before > 0) {
+      beginRemoveRows(point, 0, static_cast<int>(before) - 1);
+      cur.others.erase(had);
+      endRemoveRows();
+    }
+    if (!now.empty()) {
+      beginInsertRows(point, 0, static_cast<int>(now.size()) - 1);
+      cur.others[p] = std::move(now);
+      endInsertRows();
+    }
+  }
   Q_EMIT dataChanged(parent, parent.siblingAtColumn(ColumnCount - 1));
+}
+
+const std::vector<pf::RunRecord>* StoreTreeModel::otherRuns(const SweepItem& s,
+                                                            int64_t point_index) const {
+  const auto it = s.others.find(point_index);
+  return it != s.others.end() && !it->second.empty() ? &it->second : nullptr;
 }
 
 void StoreTreeModel::mergeRuns(std::vector<pf::RunRecord> next) {
@@ -308,6 +382,14 @@ QModelIndex StoreTreeModel::index(int row, int column, const QModelIndex& parent
       return createIndex(row, column, make_id(parent.row() == kSweepsGroup ? kSweep : kRun));
     case kSweep:
       return createIndex(row, column, make_id(kPoint, static_cast<quintptr>(parent.row())));
+    case kPoint: {
+      const int sweep_row = row_a(pid);
+      const auto& p =
+          sweeps_[static_cast<size_t>(sweep_row)].data.points[static_cast<size_t>(parent.row())];
+      return createIndex(
+          row, column,
+          make_id(kPointRun, static_cast<quintptr>(sweep_row)) | static_cast<quintptr>(p.index));
+    }
     default:
       return {};
   }
@@ -323,6 +405,14 @@ QModelIndex StoreTreeModel::parent(const QModelIndex& child) const {
       return createIndex(kRunsGroup, 0, make_id(kGroup));
     case kPoint:
       return createIndex(row_a(id), 0, make_id(kSweep));
+    case kPointRun: {
+      const auto& points = sweeps_[static_cast<size_t>(row_a(id))].data.points;
+      const auto it =
+          std::lower_bound(points.begin(), points.end(), low_b(id),
+                           [](const pf::PointRecord& p, int64_t i) { return p.index < i; });
+      return createIndex(static_cast<int>(it - points.begin()), 0,
+                         make_id(kPoint, static_cast<quintptr>(row_a(id))));
+    }
     default:
       return {};
   }
@@ -337,6 +427,12 @@ int StoreTreeModel::rowCount(const QModelIndex& parent) const {
                                           : static_cast<int>(runs_.size());
     case kSweep:
       return static_cast<int>(sweeps_[static_cast<size_t>(parent.row())].data.points.size());
+    case kPoint: {
+      const auto& item = sweeps_[static_cast<size_t>(row_a(parent.internalId()))];
+      const auto* others =
+          otherRuns(item, item.data.points[static_cast<size_t>(parent.row())].index);
+      return others != nullptr ? static_cast<int>(others->size()) : 0;
+    }
     default:
       return 0;
   }
@@ -404,7 +500,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
             .arg(c.failed)
             .arg(c.oom)
             .arg(c.pending > 0 ? QStringLiteral("; %1 in progress").arg(c.pending) : QString())
-            .arg(qs(s.sweep.grid).toHtmlEscaped());
+            .arg(grid_text(s.sweep.grid).toHtmlEscaped());
       }
       return {};
     }
@@ -427,6 +523,8 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         if (col == StepTime && p.status == pf::PointStatus::Ok) {
           return qs(describe_spread(p.summary, item.decimals.step));
         }
+        // The whole name, for a tree too narrow to show it (its Status column stays whole).
+        if (col == Name) return point_name(p);
         return {};
       }
       if (role != Qt::DisplayRole) return {};
@@ -449,6 +547,36 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
                                        static_cast<double>(p.summary.peak_allocated),
                                        item.decimals.peak))
                     : QString();
+        default:
+          return {};
+      }
+    }
+    case kPointRun: {
+      const auto& item = sweeps_[static_cast<size_t>(row_a(id))];
+      const auto* others = otherRuns(item, low_b(id));
+      if (others == nullptr || row >= others->size()) return {};
+      const auto& r = (*others)[row];
+      if (role == RunIdRole) return QVariant::fromValue<qint64>(r.id.value);
+      if (role == Qt::ToolTipRole) return qs(r.error.empty() ? pf::run_title(r) : r.error);
+      if (role != Qt::DisplayRole) return {};
+      const bool ok = r.status == pf::RunStatus::Ok;
+      switch (col) {
+        case Name: {
+          // What the label adds to the point's name: "(sweep 1, re-measured)", "(sweep 1, repeat
+          // 2 of 3)"; a run labelled as the point itself measured it first.
+          const std::string name = item.data.sweep.name + " point " + std::to_string(low_b(id));
+          const std::string rest = r.label.size() > name.size() ? r.label.substr(name.size() + 1)
+                                                                : std::string("(measured first)");
+          return QStringLiteral("run %1 %2").arg(r.id.value).arg(qs(rest));
+        }
+        case Status:
+          return QString::fromLatin1(pf::to_string(r.status));
+        case StepTime:
+          return ok ? qs(format_metric(SweepMetric::StepTime, r.summary.step_ms_median,
+                                       item.decimals.step))
+                    : QString();
+        case Peak:
+          return ok ? size_text(r.summary.peak_allocated) : QString();
         default:
           return {};
       }

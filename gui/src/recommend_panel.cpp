@@ -60,8 +60,17 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   grid->addWidget(by_default, 0, 0, 1, 2);
   grid->addWidget(by_budget, 1, 0);
   grid->addWidget(budget_, 1, 1);
-  grid->addWidget(by_slowdown, 2, 0);
-  grid->addWidget(slowdown_, 2, 1);
+  // Beside (under) the field it is about: what does not parse in the budget. The rest of the
+  // panel keeps the last valid constraint's answer meanwhile.
+  budget_error_ = new QLabel(box);
+  budget_error_->setObjectName(QStringLiteral("budgetError"));
+  budget_error_->setWordWrap(true);
+  budget_error_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  budget_error_->setStyleSheet(QStringLiteral("color: #b00020;"));
+  budget_error_->hide();
+  grid->addWidget(budget_error_, 2, 1);
+  grid->addWidget(by_slowdown, 3, 0);
+  grid->addWidget(slowdown_, 3, 1);
   layout->addWidget(box);
 
   result_ = new QLabel(this);
@@ -127,11 +136,16 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
       QStringLiteral("the chosen point's run, for Perfetto / chrome://tracing"));
   export_csv_ = new QPushButton(QStringLiteral("Export CSV\u2026"), this);
   export_csv_->setToolTip(QStringLiteral("every point of the sweep"));
+  // Copy on a row of its own, the exports on the next: the three side by side made the panel
+  // (and the window) wider than 1280x800 leaves it.
   buttons->addWidget(copy);
   buttons->addStretch(1);
-  buttons->addWidget(export_chrome_);
-  buttons->addWidget(export_csv_);
   layout->addLayout(buttons);
+  auto* exports = new QHBoxLayout;
+  exports->addStretch(1);
+  exports->addWidget(export_chrome_);
+  exports->addWidget(export_csv_);
+  layout->addLayout(exports);
   export_status_ = new QLabel(this);
   export_status_->setWordWrap(true);
   layout->addWidget(export_status_);
@@ -157,6 +171,10 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
 }
 
 void RecommendPanel::setSweep(SweepDataPtr sweep, const std::string& store_path) {
+  // "Wrote x.csv" was about the sweep before; another sweep (or store) starts with no message.
+  if (store_path != store_path_ || !sweep || !sweep_ || sweep->sweep.id != sweep_->sweep.id) {
+    export_status_->clear();
+  }
   sweep_ = std::move(sweep);
   store_path_ = store_path;
   recompute();
@@ -212,11 +230,16 @@ QString RecommendPanel::snippet(int tab) const {
 
 void RecommendPanel::recompute() {
   QString error;
-  const auto c = constraint(&error);
+  const auto parsed = constraint(&error);
+  // A budget being typed (or mistyped) does not wipe the answer: the last constraint that parsed
+  // stays in force, and the error shows beside the field until the text parses.
+  budget_error_->setText(parsed ? QString() : error);
+  budget_error_->setVisible(!parsed);
+  if (parsed) last_valid_ = *parsed;
+  const std::optional<pf::Constraint> c = last_valid_;
+  error.clear();
   rec_ = {};
-  if (!c) {
-    result_->setText(error);
-  } else if (!sweep_) {
+  if (!sweep_) {
     result_->setText(QStringLiteral("Open a sweep to get a recommendation."));
   } else {
     try {

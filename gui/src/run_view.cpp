@@ -1,12 +1,15 @@
 #include "offtune/gui/run_view.hpp"
 
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/run_charts.hpp"
@@ -31,6 +34,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   auto* outer = new QVBoxLayout(this);
   auto* header = new QHBoxLayout;
   title_ = new QLabel(QStringLiteral("No run open"), this);
+  title_->setObjectName(QStringLiteral("runTitle"));
   QFont bold = title_->font();
   bold.setBold(true);
   title_->setFont(bold);
@@ -42,6 +46,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   outer->addLayout(header);
 
   auto* split = new QSplitter(Qt::Horizontal, this);
+  split_ = split;
   auto* charts = new QSplitter(Qt::Vertical, split);
   axis_ = new TimeAxis(this);
   timeline_ = new TimelineWidget(charts);
@@ -68,7 +73,11 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  table_->setMinimumWidth(300);
+  table_->setMinimumWidth(220);
+  // A value longer than the pane (the settings of a variant) wraps onto more lines of its row.
+  table_->setWordWrap(true);
+  table_->setTextElideMode(Qt::ElideNone);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   split->setStretchFactor(0, 4);
   split->setStretchFactor(1, 1);
   outer->addWidget(split, 1);
@@ -85,6 +94,24 @@ void RunView::showEvent(QShowEvent* e) {
   if (layout()) layout()->activate();
   const int h = charts_split_->height();
   if (h > 0) charts_split_->setSizes({h - 2 * (h / 4), h / 4, h / 4});
+  fitSummary();
+}
+
+void RunView::fitSummary() {
+  if (!isVisible() || !run_) return;
+  // The values were cut off at the table's edge (a config or a path is long): the pane takes the
+  // width of its two columns, up to half the view; the timeline keeps the rest.
+  const auto* view = static_cast<const QAbstractItemView*>(table_);
+  const int needed =
+      std::max(view->sizeHintForColumn(0), table_->horizontalHeader()->sectionSizeHint(0)) +
+      std::max(view->sizeHintForColumn(1), table_->horizontalHeader()->sectionSizeHint(1)) +
+      2 * table_->frameWidth() + table_->verticalScrollBar()->sizeHint().width() + 8;
+  QList<int> sizes = split_->sizes();
+  if (sizes.size() != 2) return;
+  const int total = sizes[0] + sizes[1];
+  const int width = std::min(needed, total / 2);
+  if (width <= sizes[1]) return;
+  split_->setSizes({total - width, width});
 }
 
 void RunView::showRun(const std::string& store_path, pf::RunId id) {
@@ -97,13 +124,14 @@ void RunView::showRun(const std::string& store_path, pf::RunId id) {
         auto index = build_timeline_index(*run);
         return LoadedRun{std::move(run), std::move(index)};
       },
-      [this, job](const JobResult<LoadedRun>& r) {
+      [this, job, store_path](const JobResult<LoadedRun>& r) {
         if (!jobs_.is_current(job)) return;  // a newer run was asked for meanwhile
         if (!r.value) {
           title_->setText(QStringLiteral("Could not load the run: %1").arg(r.error));
           Q_EMIT loadFailed(r.error);
           return;
         }
+        store_path_ = store_path;
         setRunData(r.value->run, r.value->index);
         Q_EMIT loaded();
       });
@@ -117,7 +145,11 @@ void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> in
     const auto [lo, hi] =
         index ? std::pair{index->begin_ns, index->end_ns} : run_time_bounds(*run_);
     axis_->setBounds(lo, hi);
-    title_->setText(QString::fromStdString(pf::run_title(run_->run)));
+    // Named with its store: the window may have another store open by now (run_view.hpp).
+    title_->setText(QStringLiteral("%1 \u2014 %2")
+                        .arg(QString::fromStdString(pf::run_title(run_->run)),
+                             QFileInfo(QString::fromStdString(store_path_)).fileName()));
+    title_->setToolTip(QStringLiteral("store: %1").arg(QString::fromStdString(store_path_)));
   } else {
     title_->setText(QStringLiteral("No run open"));
   }
@@ -125,6 +157,7 @@ void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> in
   occupancy_->setRun(run_);
   memory_->setRun(run_);
   summary_->setRun(run_);
+  fitSummary();
 }
 
 }  // namespace offtune::gui

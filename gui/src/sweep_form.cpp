@@ -381,7 +381,17 @@ SweepForm::~SweepForm() {
 }
 
 void SweepForm::setStorePath(const QString& path) {
-  if (!runner_->running()) db_->setText(path);
+  if (runner_->running()) return;
+  // Another store opened: the last sweep's progress and outcome ("5/5 measured. ...") were about
+  // the store before, and go.
+  if (path != db_->text()) {
+    done_ = total_ = -1;
+    progress_->setRange(0, 1);
+    progress_->setValue(0);
+    progress_->setFormat(QStringLiteral("%p%"));
+    status_->clear();
+  }
+  db_->setText(path);
 }
 
 bool SweepForm::scriptMode() const { return use_script_->isChecked(); }
@@ -501,6 +511,11 @@ void SweepForm::updatePointCount() {
     }
   } catch (const std::exception& e) {
     points_->setText(QStringLiteral("invalid: %1").arg(QString::fromStdString(e.what())));
+    // An error of an earlier Run sweep may be about a field fixed since: the status says what is
+    // wrong now (the first bad field), not what was.
+    if (!runner_->running() && status_->text().startsWith(QStringLiteral("error: "))) {
+      status_->setText(QStringLiteral("error: %1").arg(QString::fromStdString(e.what())));
+    }
   }
 }
 

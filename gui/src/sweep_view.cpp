@@ -3,11 +3,14 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QEvent>
+#include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QResizeEvent>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -28,6 +31,24 @@ namespace pf = offtune::profiler;
 namespace {
 // The narrowest a heatmap side by side gets: its grid, axis labels and colour bar still readable.
 constexpr int kFacetMinWidth = 260;
+
+// The recommendation panel's pane: the panel fills it, and it scrolls only where the pane is
+// smaller than the panel's minimum. A resizable QScrollArea would size the panel by the height its
+// wrapped labels prefer (taller than 800 with a variant sweep's texts), and without a scroll area
+// those labels' wrapped height at the narrowest width made the window's minimum 885 high.
+class PanelArea : public QScrollArea {
+ public:
+  using QScrollArea::QScrollArea;
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override {
+    QScrollArea::resizeEvent(e);
+    if (QWidget* w = widget()) {
+      const QSize min = w->minimumSizeHint(), room = viewport()->size();
+      w->resize(std::max(min.width(), room.width()), std::max(min.height(), room.height()));
+    }
+  }
+};
 }  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
@@ -124,8 +145,10 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   facets_area_->viewport()->installEventFilter(this);
   heat_stack_->addWidget(facets_area_);
   pareto_ = new ParetoWidget(charts);
-  heatmap_->setMinimumSize(320, 260);
-  pareto_->setMinimumSize(320, 260);
+  // Small enough minimums that the window fits below 1000x700 with the charts shrunk, not cropped
+  // (their labels thin out as they narrow, sweep_charts.hpp); at 1280x800 they have far more.
+  heatmap_->setMinimumSize(200, 160);
+  pareto_->setMinimumSize(200, 160);
   table_ = new QTableView(vsplit);
   points_ = new PointsTableModel(this);
   sorted_ = new QSortFilterProxyModel(this);
@@ -147,8 +170,17 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   vsplit->setStretchFactor(1, 2);
   layout->addWidget(vsplit, 1);
 
-  panel_ = new RecommendPanel(split);
-  panel_->setMinimumWidth(340);
+  // The panel scrolls up and down where the window is too short for its snippets and exports
+  // (PanelArea); it never asks for more width than its own rows need.
+  auto* panel_area = new PanelArea(split);
+  panel_area->setObjectName(QStringLiteral("recommendArea"));
+  panel_area->setFrameShape(QFrame::NoFrame);
+  panel_area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  panel_ = new RecommendPanel(panel_area);
+  panel_area->setWidget(panel_);
+  // 300 px at least: the front table's four columns and the snippets' lines want that much.
+  panel_area->setMinimumWidth(std::max(300, panel_->minimumSizeHint().width()) +
+                              panel_area->verticalScrollBar()->sizeHint().width());
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
   split->setCollapsible(0, false);
@@ -208,7 +240,11 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
 
 void SweepView::showSweep(const std::string& store_path, pf::SweepId id) {
   const uint64_t job = jobs_.next();
-  title_->setText(QStringLiteral("Loading sweep %1\u2026").arg(id.value));
+  // Reading the sweep on screen again (F5, a store followed) keeps its heading until the new
+  // figures are in; another sweep says it is loading.
+  if (!sweep_ || sweep_->sweep.id != id || store_path != store_path_) {
+    title_->setText(QStringLiteral("Loading sweep %1\u2026").arg(id.value));
+  }
   run_job<SweepData>(
       this, [store_path, id] { return load_sweep(store_path, id); },
       [this, job, store_path](const JobResult<SweepData>& r) {
@@ -401,7 +437,10 @@ void SweepView::refresh() {
     const auto& s = sweep_->sweep;
     // The count the tree and the form show too (sweep_counts): the grid's points, measured/total.
     const SweepCounts c = sweep_counts(*sweep_);
-    title_->setText(QStringLiteral("Sweep %1%2 \u2014 %3, batch %4, seq %5, %6 \u2014 %7")
+    // The store is named: sweep ids are per store, and the dashboard may have another store open
+    // than the one this sweep is of (a sweep started from the form into a new store).
+    const QString store = QString::fromStdString(store_path_);
+    title_->setText(QStringLiteral("Sweep %1%2 in %8 \u2014 %3, batch %4, seq %5, %6 \u2014 %7")
                         .arg(s.id.value)
                         .arg(s.name.empty()
                                  ? QString()
@@ -410,16 +449,21 @@ void SweepView::refresh() {
                         .arg(s.workload.batch)
                         .arg(s.workload.seq)
                         .arg(QString::fromStdString(s.workload.dtype))
-                        .arg(QString::fromStdString(describe_counts(c))));
+                        .arg(QString::fromStdString(describe_counts(c)))
+                        .arg(QFileInfo(store).fileName()));
     title_->setToolTip(
         QStringLiteral("%1 of %2 points measured: %3 ok, %4 failed, %5 out of memory; %6 not "
-                       "measured")
+                       "measured<br/>store: %7")
             .arg(c.measured)
             .arg(c.total)
             .arg(c.ok)
             .arg(c.failed)
             .arg(c.oom)
-            .arg(c.unmeasured()));
+            .arg(c.unmeasured())
+            .arg(store.toHtmlEscaped()));
+  } else {
+    title_->setText(QStringLiteral("No sweep open"));
+    title_->setToolTip(QString());
   }
   heatmap_->setData(sweep_);
   pareto_->setData(sweep_);

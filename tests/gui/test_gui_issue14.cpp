@@ -456,8 +456,10 @@ TEST(Issue14, ViewsFitTheirLabelsAtCommonWindowSizes) {
     ASSERT_NE(tree, nullptr);
     tree->expandAll();
     settle(window);
-    EXPECT_LE(tree->width(), 0.2 * size.width()) << size.width();
-    // Every label whole: its cell as wide as its text (the tree scrolls sideways if it must).
+    // A quarter at most (issue 34, item 11: the names whole and the Status column whole beside
+    // them take 260 px at 1280, a little more than the fifth this asked for before).
+    EXPECT_LE(tree->width(), 0.25 * size.width()) << size.width();
+    // Every label whole: its cell as wide as its text.
     const QFontMetrics tree_fm(tree->font());
     std::function<void(const QModelIndex&)> check = [&](const QModelIndex& parent) {
       for (int row = 0; row < window.storeModel()->rowCount(parent); ++row) {

@@ -12,9 +12,11 @@
 #include "offtune/gui/data.hpp"
 #include "offtune/gui/jobs.hpp"
 
+class QCloseEvent;
 class QLabel;
 class QMenu;
 class QModelIndex;
+class QSplitter;
 class QTabWidget;
 class QTimer;
 class QTreeView;
@@ -35,8 +37,12 @@ class MainWindow : public QMainWindow {
   // Loads the store's index on a job thread; storeLoaded() or storeFailed() follows. The newest
   // sweep is shown once the index is in.
   void openStore(const QString& path);
+  // F5: reads the store again, the tree and the sweep on screen (when it is of this store).
   void reloadStore();
   const QString& storePath() const { return path_; }
+  // Whether the window follows the open store as another process writes it (on by default): the
+  // store's file and its write-ahead log are looked at every second, and a change reloads as F5.
+  void setStoreFollowing(bool on);
 
   // Shows a sweep or a run (switching tabs) and selects it in the tree.
   void showSweep(profiler::SweepId id);
@@ -55,8 +61,15 @@ class MainWindow : public QMainWindow {
   void storeLoaded();
   void storeFailed(const QString& error);
 
+ protected:
+  // Quitting while a sweep runs asks first (the sweep resumes when run again).
+  void closeEvent(QCloseEvent* event) override;
+
  private:
   void buildMenus();
+  void pollStore();
+  // Widens the tree's pane to its names and status, up to a quarter of the window.
+  void fitTree();
   void loadStore(const QString& candidate, bool switching);
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();
@@ -67,7 +80,16 @@ class MainWindow : public QMainWindow {
 
   JobTicket jobs_;
   QString path_;
+  // The store the form's sweep writes (its points are merged into the views only when they show
+  // this store), and the store the tree's index is of.
+  QString sweep_store_;
+  QString index_path_;
+  // What the store's files looked like at the last load (size and modification time of the file
+  // and its -wal), for following a store another process writes.
+  QString file_state_;
+  QTimer* poll_timer_ = nullptr;
   bool show_newest_on_load_ = true;
+  QSplitter* split_ = nullptr;
   QTreeView* tree_ = nullptr;
   StoreTreeModel* tree_model_ = nullptr;
   QTabWidget* tabs_ = nullptr;
@@ -76,6 +98,7 @@ class MainWindow : public QMainWindow {
   SweepForm* form_ = nullptr;
   QMenu* recent_menu_ = nullptr;
   QLabel* store_label_ = nullptr;
+  bool following_ = true;
   QTimer* reload_timer_ = nullptr;  // coalesces index reloads while a sweep reports points
 };
 

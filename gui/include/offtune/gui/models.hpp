@@ -5,6 +5,7 @@
 
 #include <QAbstractItemModel>
 #include <QAbstractTableModel>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace offtune::gui {
 // The store's contents as a tree: "Sweeps" > each sweep > its points, and "Runs" > runs that belong
 // to no sweep point (from `offtune run`). Columns: name, status, step time, peak memory. A run that
 // is measuring a sweep's pending point (its label and config say which) shows as that point, under
-// its sweep, not under "Runs".
+// its sweep, not under "Runs". A point's other runs (a round of --repeat, a re-measured finalist's
+// runs, the first run of a point measured again) are the point's children, as `offtune report`
+// labels them: never loose under "Runs".
 //
 // Updates are incremental: a newer index of the same store is merged in (rows inserted, removed
 // and changed one by one), and a point just measured is applied in place, so that a view keeps its
@@ -53,7 +56,10 @@ class StoreTreeModel : public QAbstractItemModel {
     // Runs measuring a pending point now (or left running by a crash), by point index.
     std::vector<std::pair<int64_t, profiler::RunRecord>> live;
     MetricDecimals decimals;  // of the sweep's figures, so that its rows print alike
+    // The point's runs other than its own (PointRecord::run), by point index, by run id.
+    std::map<int64_t, std::vector<profiler::RunRecord>> others;
   };
+  const std::vector<profiler::RunRecord>* otherRuns(const SweepItem& s, int64_t point_index) const;
   void mergeSweep(int row, SweepItem next);
   void mergeRuns(std::vector<profiler::RunRecord> next);
   void setPoint(int sweep_row, const profiler::PointRecord& point);

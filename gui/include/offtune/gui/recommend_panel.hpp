@@ -35,7 +35,8 @@ class RecommendPanel : public QWidget {
   void setSweep(SweepDataPtr sweep, const std::string& store_path);
   const profiler::Recommendation& recommendation() const { return rec_; }
   // The constraint as the controls give it; empty optional and an error text when the budget field
-  // does not parse.
+  // does not parse. Then the panel keeps what it showed under the last constraint that parsed
+  // (recommendation, front, snippets, exports) and shows the error beside the field.
   std::optional<profiler::Constraint> constraint(QString* error = nullptr) const;
   // Sets the controls (for tests and the command line): a budget, a slowdown, or neither.
   void setConstraint(const profiler::Constraint& c);
@@ -59,8 +60,10 @@ class RecommendPanel : public QWidget {
   SweepDataPtr sweep_;
   std::string store_path_;
   profiler::Recommendation rec_;
+  profiler::Constraint last_valid_;  // the constraint in force while the budget does not parse
   QButtonGroup* mode_ = nullptr;
   QLineEdit* budget_ = nullptr;
+  QLabel* budget_error_ = nullptr;
   QDoubleSpinBox* slowdown_ = nullptr;
   QLabel* result_ = nullptr;
   QLabel* rationale_ = nullptr;

@@ -34,6 +34,8 @@ class RunView : public QWidget {
   void setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index);
 
   const RunDataPtr& runData() const { return run_; }
+  // The store the run on screen is of (named in the heading): its exports read this store.
+  const std::string& storePath() const { return store_path_; }
   TimeAxis* axis() const { return axis_; }
   TimelineWidget* timeline() const { return timeline_; }
   RunChart* occupancyChart() const { return occupancy_; }
@@ -50,12 +52,16 @@ class RunView : public QWidget {
   void showEvent(QShowEvent* e) override;
 
  private:
+  // Widens the summary's pane to its values, up to half the view (only ever wider).
+  void fitSummary();
   JobTicket jobs_;
   bool split_sized_ = false;
   RunDataPtr run_;
+  std::string store_path_;
   QLabel* title_ = nullptr;
   TimeAxis* axis_ = nullptr;
   QSplitter* charts_split_ = nullptr;
+  QSplitter* split_ = nullptr;  // the charts | the summary
   TimelineWidget* timeline_ = nullptr;
   RunChart* occupancy_ = nullptr;
   RunChart* memory_ = nullptr;

@@ -51,6 +51,8 @@ class SweepView : public QWidget {
   const std::vector<HeatmapWidget*>& facets() const { return facets_; }
 
   const SweepDataPtr& sweepData() const { return sweep_; }
+  // The store the sweep on screen is of (named in the heading); empty when none is shown.
+  const std::string& storePath() const { return store_path_; }
   HeatmapWidget* heatmap() const { return heatmap_; }
   ParetoWidget* pareto() const { return pareto_; }
   PointsTableModel* pointsModel() const { return points_; }
