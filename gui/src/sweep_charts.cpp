@@ -92,6 +92,9 @@ const QColor kHighlightOutline(0, 0, 0);
 const QColor kTieColor(20, 150, 60);  // the recommended point's colour on the Pareto chart
 const QColor kUnmeasuredFill(246, 246, 246);
 const QColor kUnmeasuredHatch(200, 200, 200);
+// A cell no point can have: cross-hatched, unlike a point not measured yet (diagonal).
+const QColor kNotApplicableFill(250, 250, 250);
+const QColor kNotApplicableHatch(185, 185, 185);
 // A prediction's hollow marker and the line to its measurement: apart from the measured points'
 // blue, the front's orange and the recommendation's green.
 const QColor kPredictedColor(130, 70, 170);
@@ -124,6 +127,7 @@ enum class Sample {
   Box,         // the heatmap's recommended outline
   DashedBox,   // a tie's dashed outline
   HatchedBox,  // a grid point not measured
+  CrossedBox,  // a cell no point can have (not applicable)
   Dot,         // a plotted point (colour)
   Square,      // the baseline
   Ring,        // the recommended point's ring
@@ -289,6 +293,10 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
     case Sample::HatchedBox:
       fill_hatched(p, r, kUnmeasuredFill, kUnmeasuredHatch, Qt::FDiagPattern);
       draw_outline(p, r, QColor(150, 150, 150), 1, Qt::DashLine);
+      break;
+    case Sample::CrossedBox:
+      fill_hatched(p, r, kNotApplicableFill, kNotApplicableHatch, Qt::CrossPattern);
+      draw_outline(p, r, kNotApplicableHatch, 1);
       break;
     case Sample::Dot:
       p.setPen(Qt::NoPen);
@@ -501,6 +509,8 @@ bool SweepChart::event(QEvent* e) {
       const bool held = find_point(data_.get(), index) != nullptr;
       QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt, held), this,
                          tooltipRect(index));
+    } else if (QRect at; !placeTooltip(he->pos(), &at).isEmpty()) {
+      QToolTip::showText(he->globalPos(), placeTooltip(he->pos(), &at), this, at);
     } else {
       QToolTip::hideText();
       e->ignore();
@@ -671,6 +681,7 @@ void HeatmapWidget::rebuild() {
   row_ticks_.clear();
   col_ticks_.clear();
   placements_.clear();
+  not_applicable_.clear();
   unmeasured_.clear();
   baseline_ = nullptr;
   baseline_held_ = false;
@@ -760,6 +771,22 @@ void HeatmapWidget::rebuild() {
     };
     for (size_t i = 0; i < pts.size(); ++i) place(pts[i], i, true);
     for (size_t i = 0; i < unmeasured_.size(); ++i) place(unmeasured_[i], i, false);
+    // Checkpoint none x offload boundaries: nothing checkpointed, so no boundary to offload
+    // (expand_grid skips the pair). Its empty cell is marked so, unlike a gap of a sparse grid.
+    const bool ckpt_rows = row_axis_ == HeatmapAxis::Checkpoint;
+    if ((ckpt_rows && col_axis_ == HeatmapAxis::OffloadSet) ||
+        (row_axis_ == HeatmapAxis::OffloadSet && col_axis_ == HeatmapAxis::Checkpoint)) {
+      for (int r = 0; r < static_cast<int>(row_ticks_.size()); ++r) {
+        for (int c = 0; c < static_cast<int>(col_ticks_.size()); ++c) {
+          const QString& ckpt = ckpt_rows ? row_ticks_[r].text : col_ticks_[c].text;
+          const QString& set = ckpt_rows ? col_ticks_[c].text : row_ticks_[r].text;
+          if (ckpt == QLatin1String("none") && set == QLatin1String("boundaries") &&
+              !cells.contains({r, c})) {
+            not_applicable_.emplace_back(r, c);
+          }
+        }
+      }
+    }
     for (auto& [rc, members] : cells) {
       std::sort(members.begin(), members.end(),
                 [](const Placement& a, const Placement& b) { return a.index < b.index; });
@@ -801,13 +828,67 @@ QString HeatmapWidget::legendText(double value) const {
 // side of the baseline a point is on. The other metrics run from worse (dark) to better (light).
 QColor HeatmapWidget::valueColor(double v) const {
   if (metric_ == SweepMetric::Slowdown) {
-    const double half = std::max({range_max_ - 1.0, 1.0 - range_min_, 1e-9});
-    return diverging_color(0.5 - (v - 1.0) / (2.0 * half));
+    // On a log scale, so that 2x slower and 2x faster are equally far from white, and no value
+    // maps to a slowdown of zero or less.
+    const auto [worst, best] = scaleEnds();
+    const double half = std::max({std::log(worst), -std::log(best), 1e-9});
+    return diverging_color(0.5 - std::log(std::max(v, 1e-9)) / (2.0 * half));
   }
   const double span = range_max_ - range_min_;
   double t = span > 0 ? (v - range_min_) / span : 0.5;
   if (lower_is_better(metric_) && span > 0) t = 1.0 - t;
   return sequential_color(t);
+}
+
+std::pair<double, double> HeatmapWidget::scaleEnds() const {
+  const bool lower_better = lower_is_better(metric_);
+  if (metric_ != SweepMetric::Slowdown) {
+    return lower_better ? std::pair{range_max_, range_min_} : std::pair{range_min_, range_max_};
+  }
+  // The baseline's 1.00x is always on the scale: the points are read against it.
+  return {std::max(range_max_, 1.0), std::max(std::min(range_min_, 1.0), 1e-9)};
+}
+
+std::pair<QString, QString> HeatmapWidget::scaleLabels() const {
+  if (!has_range_) return {};
+  const auto [worst, best] = scaleEnds();
+  return {legendText(worst), legendText(best)};
+}
+
+QRect HeatmapWidget::gridCellRect(const Layout& l, int row, int col) const {
+  Placement pl;
+  pl.row = row;
+  pl.col = col;
+  return placementRect(l, pl);
+}
+
+std::vector<HeatmapWidget::NotApplicableCell> HeatmapWidget::notApplicableIn(
+    const Layout& l) const {
+  std::vector<NotApplicableCell> out;
+  for (const auto& [r, c] : not_applicable_) {
+    out.push_back(
+        {r, c, gridCellRect(l, r, c),
+         QStringLiteral("<b>not applicable</b>: checkpoint none x offload boundaries<br>"
+                        "offload boundaries offloads only the inputs of checkpointed blocks; "
+                        "checkpoint none checkpoints no block, so there is nothing to offload "
+                        "and the sweep has no such point")});
+  }
+  return out;
+}
+
+std::vector<HeatmapWidget::NotApplicableCell> HeatmapWidget::notApplicableCells() const {
+  if (!data_) return {};
+  return notApplicableIn(layout());
+}
+
+QString HeatmapWidget::placeTooltip(QPoint pos, QRect* rect) const {
+  if (!data_ || not_applicable_.empty()) return {};
+  for (const auto& cell : notApplicableCells()) {
+    if (!cell.rect.contains(pos)) continue;
+    if (rect != nullptr) *rect = cell.rect;
+    return cell.reason;
+  }
+  return {};
 }
 
 QString HeatmapWidget::baselineText() const {
@@ -857,6 +938,9 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
          exact_ ? QStringLiteral("tied (exact)") : QStringLiteral("as good within noise"),
          kHighlightOutline});
   }
+  if (!not_applicable_.empty()) {
+    l.legend.push_back({Sample::CrossedBox, QStringLiteral("not applicable"), QColor()});
+  }
   if (!unmeasured_.empty()) {
     l.legend.push_back({Sample::HatchedBox,
                         QStringLiteral("not measured (%1)").arg(unmeasured_.size()), QColor()});
@@ -901,8 +985,7 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
   const int scale_top = grid.bottom() + 1 + (lh + 3) + (lh + 2) + 6;
   l.caption = QRect(r.left(), scale_top, r.width(), lh);
   if (has_range_) {
-    QString worst = legendText(lower_is_better(metric_) ? range_max_ : range_min_);
-    QString best = legendText(lower_is_better(metric_) ? range_min_ : range_max_);
+    const auto [worst, best] = scaleLabels();
     const int lw = std::max(fm.horizontalAdvance(worst), fm.horizontalAdvance(best)) + 8;
     const int bar_w = std::min(grid.width(), std::max(60, r.width() - 2 * lw));
     const int bar_left = std::max(r.left() + lw, grid.center().x() - bar_w / 2);
@@ -1113,6 +1196,19 @@ void HeatmapWidget::paintCells(QPainter& p, const Layout& l) const {
   p.drawRect(l.grid.adjusted(0, 0, -1, -1));
   p.save();
   p.setFont(labelFont());
+  for (const auto& na : notApplicableIn(l)) {
+    const QRect cell = na.rect.adjusted(1, 1, -1, -1);
+    if (cell.isEmpty()) continue;
+    fill_hatched(p, cell, kNotApplicableFill, kNotApplicableHatch, Qt::CrossPattern);
+    draw_outline(p, cell, kNotApplicableHatch, 1);
+    const QString text = QStringLiteral("n/a");
+    const QFontMetrics fm(p.font());
+    if (fm.horizontalAdvance(text) + 2 * kLabelInset > cell.width()) continue;
+    QRect plate = fm.boundingRect(cell, Qt::AlignCenter, text).adjusted(-3, 0, 3, 0);
+    p.fillRect(plate.intersected(cell), kNotApplicableFill);
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(cell, Qt::AlignCenter, text);
+  }
   const int form = uniformForm(l);
   for (const auto& pl : placements_) {
     const auto& pt = record(pl);
@@ -1192,17 +1288,19 @@ void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
   p.drawText(l.caption, Qt::AlignHCenter | Qt::AlignVCenter,
              fm.elidedText(what, Qt::ElideRight, l.caption.width()));
   if (l.bar.isEmpty() || !has_range_) return;
-  const bool lower_better = lower_is_better(metric_);
-  double worst = lower_better ? range_max_ : range_min_;
-  double best = lower_better ? range_min_ : range_max_;
+  const auto [worst, best] = scaleEnds();
+  const auto [worst_text, best_text] = scaleLabels();
   QLinearGradient grad(l.bar.topLeft(), l.bar.topRight());
   constexpr int kSteps = 16;
+  // Slowdown: the bar runs from the worst to the best value on the cells' log scale, each stop
+  // the colour of that value; 1.00x marked where it falls.
+  const double log_span = std::log(worst) - std::log(best);
+  const double neutral_at = log_span > 0 ? std::log(worst) / log_span : 0.5;
   if (metric_ == SweepMetric::Slowdown) {
-    const double half = std::max({range_max_ - 1.0, 1.0 - range_min_, 1e-9});
-    worst = 1.0 + half;
-    best = 1.0 - half;
-    for (int i = 0; i <= kSteps; ++i)
-      grad.setColorAt(i / double(kSteps), diverging_color(i / double(kSteps)));
+    for (int i = 0; i <= kSteps; ++i) {
+      const double s = i / double(kSteps);
+      grad.setColorAt(s, valueColor(std::exp(std::log(worst) - s * log_span)));
+    }
   } else {
     for (int i = 0; i <= kSteps; ++i)
       grad.setColorAt(i / double(kSteps), sequential_color(i / double(kSteps)));
@@ -1212,11 +1310,11 @@ void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
   p.setPen(pal.color(QPalette::Text));
   const int lh = l.line_height;
   p.drawText(QRect(0, l.bar.center().y() - lh / 2, l.bar.left() - 6, lh),
-             Qt::AlignRight | Qt::AlignVCenter, legendText(worst));
+             Qt::AlignRight | Qt::AlignVCenter, worst_text);
   p.drawText(QRect(l.bar.right() + 6, l.bar.center().y() - lh / 2, width() - l.bar.right() - 6, lh),
-             Qt::AlignLeft | Qt::AlignVCenter, legendText(best));
+             Qt::AlignLeft | Qt::AlignVCenter, best_text);
   if (metric_ == SweepMetric::Slowdown) {
-    const int x = l.bar.center().x();
+    const int x = l.bar.left() + static_cast<int>(std::lround(neutral_at * l.bar.width()));
     p.setPen(QPen(pal.color(QPalette::Text), 1));
     p.drawLine(x, l.bar.top() - 2, x, l.bar.bottom() + 2);
   }
