@@ -227,7 +227,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       "copied ahead), or a list as an axis"));
   form->addRow(QStringLiteral("Layer offload"), layer_offload_);
   prefetch_ = spin(this, 0, static_cast<int>(requests::kMaxPrefetch),
-                   static_cast<int>(defaults.engine.prefetch));
+                   static_cast<int>(requests::prefetch_list(defaults.engine.prefetch).front()));
   prefetch_->setObjectName(QStringLiteral("prefetch"));
   prefetch_->setToolTip(QStringLiteral("backward reloads ahead of use, every point alike"));
   form->addRow(QStringLiteral("Prefetch"), prefetch_);
@@ -433,7 +433,7 @@ SweepRequest SweepForm::request() const {
   r.engine.tier = text_of(tier_);
   if (applies(layer_offload_)) r.engine.layer_offload = text_of(layer_offload_);
   if (applies(lora_rank_)) r.workload.lora_rank = lora_rank_->value();
-  r.engine.prefetch = prefetch_->value();
+  r.engine.prefetch = std::to_string(prefetch_->value());
   r.repeat = repeat_->value();
   if (applies(predict_first_)) r.predict_first = predict_first_->isChecked();
   return r;
@@ -464,7 +464,7 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(tier_, r.engine.tier);
   set_text(layer_offload_, r.engine.layer_offload);
   lora_rank_->setValue(static_cast<int>(r.workload.lora_rank));
-  prefetch_->setValue(static_cast<int>(r.engine.prefetch));
+  prefetch_->setValue(static_cast<int>(requests::prefetch_list(r.engine.prefetch).front()));
   repeat_->setValue(static_cast<int>(r.repeat));
   predict_first_->setChecked(r.predict_first);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));

@@ -189,13 +189,13 @@ TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
 TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   SweepForm form;
   auto r = tiny_request("x.db", "1KiB", "1");
-  r.engine.prefetch = 3;
+  r.engine.prefetch = "3";
   r.repeat = 4;
   r.predict_first = true;
   r.backend.device_model = "h100-sxm";
   form.setRequest(r);
   const auto back = form.request();
-  EXPECT_EQ(back.engine.prefetch, 3);
+  EXPECT_EQ(back.engine.prefetch, "3");
   EXPECT_EQ(back.repeat, 4);
   EXPECT_TRUE(back.predict_first);
   const auto* points = form.findChild<QLabel*>(QStringLiteral("points"));
