@@ -3,14 +3,18 @@
 // not applicable with a tooltip saying why, rather than left blank like a gap.
 #include <gtest/gtest.h>
 
+#include <QComboBox>
 #include <QHelpEvent>
 #include <QImage>
 #include <QTest>
 #include <QToolTip>
 #include <cmath>
+#include <functional>
 #include <memory>
 
+#include "offtune/gui/models.hpp"
 #include "offtune/gui/sweep_charts.hpp"
+#include "offtune/gui/sweep_view.hpp"
 
 namespace offtune::gui {
 namespace {
@@ -142,6 +146,89 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
   // The other axes (the thresholds) have no impossible cell.
   w.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
   EXPECT_TRUE(w.notApplicableCells().empty());
+}
+
+// A sweep over one more knob than the thresholds: the baseline and (1 KiB, window 1) under each
+// value of the knob, set by `vary` (point 1 gets the first value, point 2 the second).
+std::shared_ptr<SweepData> two_variants(const std::function<void(pf::EngineConfig&, int)>& vary) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->points.push_back(ok_point(0, false, 10.0, 400));
+  for (int k = 0; k < 2; ++k) {
+    auto p = ok_point(1 + k, true, 11.0 + k, 300 - k);
+    p.config.max_fwd_stash_size = 1;
+    vary(p.config, k);
+    d->points.push_back(p);
+  }
+  return d;
+}
+
+QString variant_text(const PointsTableModel& m, int row) {
+  return m.data(m.index(row, PointsTableModel::Variant)).toString();
+}
+
+// Two "1 KiB, 1" rows of a trl,offtune sweep (or a prefetch 0,2 sweep) must say what tells them
+// apart: the Variant column is shown and names the knob's value.
+TEST(SweepTables, EveryKnobTheSweepVariesShowsInTheVariantColumn) {
+  const auto semantics =
+      two_variants([](pf::EngineConfig& c, int k) { c.semantics = k == 0 ? "offtune" : "trl"; });
+  EXPECT_TRUE(has_variants(*semantics)) << "the views hide the Variant column otherwise";
+  PointsTableModel m;
+  m.setSweep(semantics);
+  ASSERT_EQ(m.rowCount(), 3);
+  EXPECT_TRUE(variant_text(m, 1).contains(QStringLiteral("offtune semantics")))
+      << variant_text(m, 1).toStdString();
+  EXPECT_TRUE(variant_text(m, 2).contains(QStringLiteral("trl semantics")))
+      << variant_text(m, 2).toStdString();
+  const auto prefetch = two_variants([](pf::EngineConfig& c, int k) { c.prefetch = 2 * k; });
+  EXPECT_TRUE(has_variants(*prefetch));
+  m.setSweep(prefetch);
+  EXPECT_EQ(variant_text(m, 1), QStringLiteral("prefetch 0"));
+  EXPECT_EQ(variant_text(m, 2), QStringLiteral("prefetch 2"));
+  // A checkpointing sweep keeps its words; a sweep of the thresholds alone has no variant.
+  const auto ckpt =
+      two_variants([](pf::EngineConfig& c, int k) { c.checkpoint = k == 0 ? "none" : "all"; });
+  m.setSweep(ckpt);
+  EXPECT_EQ(variant_text(m, 2), QStringLiteral("checkpoint all"));
+  const auto plain = two_variants([](pf::EngineConfig& c, int k) { c.min_offload_size <<= k; });
+  EXPECT_FALSE(has_variants(*plain));
+}
+
+QStringList items(const QComboBox* c) {
+  QStringList out;
+  for (int i = 0; i < c->count(); ++i) out << c->itemText(i);
+  return out;
+}
+
+// The heatmap's axes on offer are the sweep's: the thresholds and the knobs it varies. Axes chosen
+// for one sweep that the next does not vary go back to the thresholds.
+TEST(SweepAxes, OnlyTheSweepsVariedAxesAreOfferedAndOthersAreReset) {
+  SweepView view;
+  view.resize(1200, 800);
+  auto* rows = view.findChild<QComboBox*>(QStringLiteral("heatmapRows"));
+  auto* columns = view.findChild<QComboBox*>(QStringLiteral("heatmapColumns"));
+  ASSERT_TRUE(rows && columns);
+  const auto semantics =
+      two_variants([](pf::EngineConfig& c, int k) { c.semantics = k == 0 ? "offtune" : "trl"; });
+  view.setSweepData(semantics, "a.db");
+  const QStringList offered{"min_offload_size", "max_fwd_stash_size", "semantics"};
+  EXPECT_EQ(items(rows), offered);
+  EXPECT_EQ(items(columns), offered);
+  view.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::Semantics);
+  EXPECT_EQ(view.heatmap()->columnAxis(), HeatmapAxis::Semantics);
+  // Another sweep, of checkpointing: semantics does not apply there.
+  const auto ckpt =
+      two_variants([](pf::EngineConfig& c, int k) { c.checkpoint = k == 0 ? "none" : "all"; });
+  view.setSweepData(ckpt, "b.db");
+  EXPECT_EQ(items(columns), (QStringList{"min_offload_size", "max_fwd_stash_size", "checkpoint"}));
+  EXPECT_EQ(view.heatmap()->rowAxis(), HeatmapAxis::MinOffloadSize);
+  EXPECT_EQ(view.heatmap()->columnAxis(), HeatmapAxis::MaxFwdStashSize);
+  EXPECT_EQ(columns->currentText(), QStringLiteral("max_fwd_stash_size"));
+  // A choice that still applies stays.
+  view.setAxes(HeatmapAxis::Checkpoint, HeatmapAxis::MaxFwdStashSize);
+  view.setSweepData(ckpt, "b.db");
+  EXPECT_EQ(view.heatmap()->rowAxis(), HeatmapAxis::Checkpoint);
+  EXPECT_EQ(rows->currentText(), QStringLiteral("checkpoint"));
 }
 
 }  // namespace
