@@ -772,6 +772,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     }
   }
   if (role == Qt::ToolTipRole && idx.column() == Error && !p.error.empty()) return qs(p.error);
+  if (role == Qt::ToolTipRole && idx.column() == Variant) return variantText(p);
   if (role != Qt::DisplayRole) return {};
   switch (idx.column()) {
     case Index:

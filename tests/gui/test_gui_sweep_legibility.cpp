@@ -3,9 +3,12 @@
 // not applicable with a tooltip saying why, rather than left blank like a gap.
 #include <gtest/gtest.h>
 
+#include <QApplication>
 #include <QComboBox>
+#include <QHeaderView>
 #include <QHelpEvent>
 #include <QImage>
+#include <QTableView>
 #include <QTest>
 #include <QToolTip>
 #include <cmath>
@@ -13,6 +16,7 @@
 #include <memory>
 
 #include "offtune/gui/models.hpp"
+#include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
 #include "offtune/gui/sweep_view.hpp"
 
@@ -229,6 +233,57 @@ TEST(SweepAxes, OnlyTheSweepsVariedAxesAreOfferedAndOthersAreReset) {
   view.setSweepData(ckpt, "b.db");
   EXPECT_EQ(view.heatmap()->rowAxis(), HeatmapAxis::Checkpoint);
   EXPECT_EQ(rows->currentText(), QStringLiteral("checkpoint"));
+}
+
+// The figures a user chooses by, step and peak, stay in view in the recommendation panel's front
+// table however long the variants are, at the panel's width in a 1280x800 window (its minimum) and
+// in a 1920x1080 one.
+TEST(FrontTable, StepAndPeakAreAlwaysInView) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->points.push_back(ok_point(0, false, 10.0, 400));
+  const char* variants[][3] = {
+      {"every:2", "boundaries", "disk"}, {"all", "all", "auto"}, {"every:3", "boundaries", "host"}};
+  for (int k = 0; k < 3; ++k) {
+    // Each faster and bigger than the last: all on the front.
+    auto p = ok_point(1 + k, true, 14.0 - k, 100 + 50 * k);
+    p.config.checkpoint = variants[k][0];
+    p.config.offload_set = variants[k][1];
+    p.config.tier = variants[k][2];
+    p.config.layer_offload = "on:2";
+    p.config.semantics = k == 1 ? "trl" : "offtune";
+    d->points.push_back(p);
+  }
+  RecommendPanel panel;
+  panel.setSweep(d, "front.db");
+  ASSERT_GE(panel.frontModel()->rowCount(), 3);
+  auto* table = panel.findChild<QTableView*>();
+  ASSERT_NE(table, nullptr);
+  ASSERT_EQ(table->model(), panel.frontModel());
+  panel.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&panel));
+  for (const int width : {340, 460}) {
+    panel.resize(width, 700);
+    QApplication::processEvents();
+    EXPECT_FALSE(table->isColumnHidden(PointsTableModel::Variant));
+    for (const int c : {PointsTableModel::StepTime, PointsTableModel::Peak}) {
+      ASSERT_FALSE(table->isColumnHidden(c));
+      const int left = table->columnViewportPosition(c);
+      EXPECT_GE(left, 0) << "column " << c << " at width " << width;
+      EXPECT_LE(left + table->columnWidth(c), table->viewport()->width())
+          << "column " << c << " at width " << width;
+      // Wide enough for its figures.
+      for (int row = 0; row < panel.frontModel()->rowCount(); ++row) {
+        const QString text = panel.frontModel()->data(panel.frontModel()->index(row, c)).toString();
+        EXPECT_GE(table->columnWidth(c), table->fontMetrics().horizontalAdvance(text))
+            << text.toStdString();
+      }
+    }
+    // The variant, elided in its column, is whole in the cell's tooltip.
+    const QModelIndex v = panel.frontModel()->index(0, PointsTableModel::Variant);
+    EXPECT_EQ(panel.frontModel()->data(v, Qt::ToolTipRole).toString(),
+              panel.frontModel()->data(v).toString());
+  }
 }
 
 }  // namespace
