@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -1748,55 +1749,17 @@ void ParetoWidget::paintAxes(QPainter& p, const Frame& f) const {
   p.restore();
 }
 
-// The limit's line and its label: the label beside the line (left of a budget line, above a
-// slowdown line; the other side where there is no room), never across it.
-std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const Frame& f) const {
+std::optional<QLineF> ParetoWidget::constraintLineIn(const Frame& f, QString* text) const {
   if (!has_rec_ || f.plot.isEmpty()) return std::nullopt;
   const QRectF& plot = f.plot;
-  const QFontMetrics fm(font());
-  const int lh = f.line_height;
-  // The recommended point's ring and label (as paintPoints places them): the constraint's label
-  // goes where it does not cover them.
-  std::vector<QRectF> taken;
-  if (rec_.chosen) {
-    const QPointF at = f.map(static_cast<double>(rec_.chosen->summary.peak_allocated),
-                             rec_.chosen->summary.step_ms_median);
-    taken.emplace_back(at.x() - 12, at.y() - 12, 24, 24);
-    const double w = fm.horizontalAdvance(QStringLiteral("recommended")) + 4;
-    const double lx = at.x() + 13 + w <= plot.right() ? at.x() + 13 : at.x() - 13 - w;
-    const double ly = std::max(plot.top(), std::min(at.y() - 12.0 - lh, plot.bottom() - lh));
-    taken.emplace_back(lx, ly, w, lh);
-  }
-  // The first candidate in the plot that covers none of them, else the one that covers least.
-  const auto pick = [&](const std::vector<QRectF>& candidates) {
-    QRectF best = candidates.front();
-    double best_overlap = -1;
-    for (const QRectF& c : candidates) {
-      if (!plot.contains(c)) continue;
-      double overlap = 0;
-      for (const QRectF& t : taken) {
-        const QRectF i = t.intersected(c);
-        overlap += i.width() * i.height();
-      }
-      if (best_overlap < 0 || overlap < best_overlap) {
-        best = c;
-        best_overlap = overlap;
-      }
-      if (overlap == 0) break;
-    }
-    return best;
-  };
   if (rec_.constraint.memory_budget) {
     const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
     const double px = f.map(budget, f.y.lo).x();
     if (px < plot.left() || px > plot.right()) return std::nullopt;
-    const QString name =
-        QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
-    const double w = fm.horizontalAdvance(name) + 6;
-    const double low = plot.bottom() - lh - 4, high = plot.top() + lh + 6;
-    return ConstraintMark{QLineF(px, plot.top(), px, plot.bottom()),
-                          pick({QRectF(px - 5 - w, low, w, lh), QRectF(px + 5, low, w, lh),
-                                QRectF(px - 5 - w, high, w, lh), QRectF(px + 5, high, w, lh)})};
+    if (text != nullptr) {
+      *text = QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
+    }
+    return QLineF(px, plot.top(), px, plot.bottom());
   }
   if (rec_.constraint.max_slowdown) {
     const double base = baselineMs();
@@ -1804,17 +1767,211 @@ std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const
     const double limit = base * *rec_.constraint.max_slowdown;
     const double py = f.map(f.x.lo, limit).y();
     if (py < plot.top() || py > plot.bottom()) return std::nullopt;
-    const QString text = QStringLiteral("slowdown %1x = %2")
-                             .arg(*rec_.constraint.max_slowdown)
-                             .arg(qs(format_metric(SweepMetric::StepTime, limit)));
-    const double w = fm.horizontalAdvance(text) + 6;
-    const double above = py - 3 - lh, below = py + 3;
-    const double left = plot.left() + 4, right = plot.right() - 4 - w;
-    return ConstraintMark{QLineF(plot.left(), py, plot.right(), py),
-                          pick({QRectF(left, above, w, lh), QRectF(right, above, w, lh),
-                                QRectF(left, below, w, lh), QRectF(right, below, w, lh)})};
+    if (text != nullptr) {
+      *text = QStringLiteral("slowdown %1x = %2")
+                  .arg(*rec_.constraint.max_slowdown)
+                  .arg(qs(format_metric(SweepMetric::StepTime, limit)));
+    }
+    return QLineF(plot.left(), py, plot.right(), py);
   }
   return std::nullopt;
+}
+
+// What a label must not cover: every marker (points, predictions, the rings), every line (the
+// front's steps, whiskers, prediction links, the constraint) and the shaded region's caption.
+ParetoWidget::Obstacles ParetoWidget::obstaclesIn(const Frame& f) const {
+  Obstacles o;
+  if (!data_ || f.plot.isEmpty()) return o;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  const QRectF& plot = f.plot;
+  const auto at_of = [&](const pf::PointRecord& q) {
+    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+  };
+  const auto box = [&](const QPointF& c, double r) {
+    o.boxes.emplace_back(c.x() - r, c.y() - r, 2 * r, 2 * r);
+  };
+  for (size_t i : plotted_) {
+    const auto& pt = data_->points[i];
+    const QPointF at = at_of(pt);
+    box(at, 7.0);  // the marker as hovered (radius 6) with its pen
+    const StepSpread sp = step_spread(pt.summary);
+    if (sp.kind == SpreadKind::Interval || sp.kind == SpreadKind::MinMax) {
+      const auto x = static_cast<double>(pt.summary.peak_allocated);
+      o.lines.emplace_back(f.map(x, sp.low), f.map(x, sp.high));
+    }
+    const QPointF predicted = predictedIn(f, pt.index);
+    if (predicted.x() >= 0) o.lines.emplace_back(predicted, at);
+  }
+  for (size_t i : predicted_) {
+    const auto& q = data_->predictions[i];
+    box(f.map(static_cast<double>(q.peak_allocated), q.step_ms()), 7.0);
+  }
+  if (has_rec_) {
+    for (const auto& tie : rec_.ties) box(at_of(tie), 9.0);
+    if (rec_.chosen) box(at_of(*rec_.chosen), 12.0);  // the ring: radius 10, a 3 px pen
+    std::vector<QPointF> front;
+    for (const auto& q : rec_.front) front.push_back(at_of(q));
+    std::sort(front.begin(), front.end(), [](const QPointF& a, const QPointF& b) {
+      return a.x() != b.x() ? a.x() < b.x() : a.y() > b.y();
+    });
+    for (size_t i = 1; i < front.size(); ++i) {
+      const QPointF corner(front[i].x(), front[i - 1].y());
+      o.lines.emplace_back(front[i - 1], corner);
+      o.lines.emplace_back(corner, front[i]);
+    }
+    if (const auto line = constraintLineIn(f, nullptr)) o.lines.push_back(*line);
+    // The shaded region's caption (paintConstraint), at its top corner.
+    if (rec_.constraint.memory_budget) {
+      const double px = f.map(static_cast<double>(*rec_.constraint.memory_budget), f.y.lo).x();
+      if (px < plot.right()) {
+        const double w = fm.horizontalAdvance(QStringLiteral("over budget"));
+        o.boxes.emplace_back(std::max(px, plot.left()) + 4, plot.top() + 2, w, lh);
+      }
+    } else if (rec_.constraint.max_slowdown && baselineMs() > 0) {
+      const double py = f.map(f.x.lo, baselineMs() * *rec_.constraint.max_slowdown).y();
+      if (py > plot.top()) {
+        const double w = fm.horizontalAdvance(
+            QStringLiteral("slower than slowdown %1x").arg(*rec_.constraint.max_slowdown));
+        o.boxes.emplace_back(plot.right() - 4 - w, plot.top() + 2, w, lh);
+      }
+    }
+  }
+  return o;
+}
+
+namespace {
+
+bool rect_crosses(const QRectF& r, const QLineF& line) {
+  if (r.contains(line.p1()) || r.contains(line.p2())) return true;
+  const QLineF edges[] = {{r.topLeft(), r.topRight()},
+                          {r.topRight(), r.bottomRight()},
+                          {r.bottomRight(), r.bottomLeft()},
+                          {r.bottomLeft(), r.topLeft()}};
+  return std::any_of(std::begin(edges), std::end(edges), [&](const QLineF& e) {
+    return line.intersects(e, nullptr) == QLineF::BoundedIntersection;
+  });
+}
+
+// The first candidate inside the plot that is clear of everything (a pixel of margin), else the
+// one that covers least: a line crossed weighs more than any overlap of boxes.
+QRectF pick_clear(const std::vector<QRectF>& candidates, const QRectF& plot,
+                  const std::vector<QRectF>& boxes, const std::vector<QLineF>& lines) {
+  QRectF best;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (const QRectF& c : candidates) {
+    if (!plot.contains(c)) continue;
+    const QRectF padded = c.adjusted(-1, -1, 1, 1);
+    double cost = 0;
+    for (const QRectF& b : boxes) {
+      const QRectF i = b.intersected(padded);
+      if (!i.isEmpty()) cost += 100 + i.width() * i.height();
+    }
+    for (const QLineF& l : lines) cost += rect_crosses(padded, l) ? 1e5 : 0;
+    if (cost < best_cost) {
+      best = c;
+      best_cost = cost;
+    }
+    if (cost == 0) break;
+  }
+  if (best_cost < std::numeric_limits<double>::infinity()) return best;
+  // Nothing fits inside the plot (a tiny widget): the first candidate, moved in as far as it can.
+  QRectF r = candidates.front();
+  r.moveLeft(std::max(plot.left(), std::min(r.left(), plot.right() - r.width())));
+  r.moveTop(std::max(plot.top(), std::min(r.top(), plot.bottom() - r.height())));
+  return r;
+}
+
+// Rects of `size` around a mark at `at` of radius `r`, in 16 directions (beside it first, then
+// the diagonals, above and below), at growing distances: each rect extends away from the mark.
+std::vector<QRectF> around(const QPointF& at, double r, const QSizeF& size) {
+  std::vector<QRectF> out;
+  const double w = size.width(), h = size.height();
+  constexpr double kPi = 3.14159265358979323846;
+  constexpr int kOrder[] = {0, 8, 2, 6, 14, 10, 4, 12, 1, 7, 15, 9, 3, 5, 13, 11};
+  for (const double d : {r + 3, r + 10, r + 20, r + 34, r + 52, r + 76, r + 104, r + 140}) {
+    for (const int k : kOrder) {
+      const double a = k * kPi / 8, cx = std::cos(a), sy = -std::sin(a);
+      const QPointF p = at + QPointF(d * cx, d * sy);
+      const double x = cx > 0.3 ? p.x() : (cx < -0.3 ? p.x() - w : p.x() - w / 2);
+      const double y = sy > 0.3 ? p.y() : (sy < -0.3 ? p.y() - h : p.y() - h / 2);
+      out.emplace_back(x, y, w, h);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The limit's line and its label: the label beside the line, never across it, and clear of every
+// mark (the point labels are placed clear of it after).
+std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const Frame& f) const {
+  QString text;
+  const auto line = constraintLineIn(f, &text);
+  if (!line) return std::nullopt;
+  const QRectF& plot = f.plot;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  const double w = fm.horizontalAdvance(text) + 6;
+  const Obstacles o = obstaclesIn(f);
+  std::vector<QRectF> candidates;
+  if (line->dx() == 0) {  // a budget: left of the line first, from the bottom up
+    const double px = line->x1();
+    for (double y = plot.bottom() - lh - 4; y >= plot.top(); y -= lh / 2.0) {
+      candidates.emplace_back(px - 5 - w, y, w, lh);
+      candidates.emplace_back(px + 5, y, w, lh);
+    }
+  } else {  // a slowdown: above the line first, from the left
+    const double py = line->y1();
+    for (double x = plot.left() + 4; x + w <= plot.right() - 4; x += 12) {
+      candidates.emplace_back(x, py - 3 - lh, w, lh);
+      candidates.emplace_back(x, py + 3, w, lh);
+    }
+  }
+  if (candidates.empty()) candidates.emplace_back(plot.left(), line->y1(), w, lh);
+  return ConstraintMark{*line, pick_clear(candidates, plot, o.boxes, o.lines)};
+}
+
+std::vector<ParetoWidget::PlacedLabel> ParetoWidget::pointLabelsIn(const Frame& f) const {
+  std::vector<PlacedLabel> out;
+  if (!data_ || f.plot.isEmpty()) return out;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  const auto at_of = [&](const pf::PointRecord& q) {
+    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+  };
+  // The constraint's label first (it has least choice: beside its line), then the recommended
+  // point's, then the baseline's, each clear of every mark, line and label placed before it.
+  Obstacles o = obstaclesIn(f);
+  if (const auto mark = constraintMarkIn(f)) o.boxes.push_back(mark->label);
+  const auto place = [&](const QPointF& at, double radius, const QString& text,
+                         const QColor& color) {
+    const QSizeF size(fm.horizontalAdvance(text) + 4, lh);
+    const QRectF r = pick_clear(around(at, radius, size), f.plot, o.boxes, o.lines);
+    o.boxes.push_back(r);
+    out.push_back({text, r, color});
+  };
+  if (has_rec_ && rec_.chosen) {
+    place(at_of(*rec_.chosen), 12.0, QStringLiteral("recommended"), kChosenColor);
+  }
+  if (const auto* base = baseline_point(*data_)) {
+    for (size_t i : plotted_) {
+      if (&data_->points[i] == base) {
+        place(at_of(*base), 7.0, QStringLiteral("baseline"), kBaselineColor);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<ParetoWidget::PlotLabel> ParetoWidget::plotLabels() const {
+  const Frame f = frame();
+  std::vector<PlotLabel> out;
+  for (const auto& l : pointLabelsIn(f)) out.push_back({l.text, l.rect});
+  if (const auto mark = constraintMarkIn(f)) {
+    out.push_back({QStringLiteral("constraint"), mark->label});
+  }
+  return out;
 }
 
 std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMark() const {
@@ -1921,20 +2078,8 @@ void ParetoWidget::paintPredictions(QPainter& p, const Frame& f) const {
 void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
   const QPalette& pal = palette();
   const QFontMetrics fm(font());
-  const QRectF& plot = f.plot;
-  const int lh = f.line_height;
   const auto at_of = [&](const pf::PointRecord& q) {
     return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
-  };
-  // A label beside a mark, on its left where the right would run off the plot.
-  const auto label = [&](const QPointF& at, double gap, const QString& text, const QColor& color,
-                         double dy) {
-    const double w = fm.horizontalAdvance(text) + 4;
-    const double lx = at.x() + gap + w <= plot.right() ? at.x() + gap : at.x() - gap - w;
-    // Not std::clamp: on a plot shorter than a line its bounds cross.
-    const double ly = std::max(plot.top(), std::min(at.y() + dy, plot.bottom() - lh));
-    p.setPen(color);
-    p.drawText(QRectF(lx, ly, w, lh), Qt::AlignLeft | Qt::AlignVCenter, text);
   };
 
   // The front as the boundary of what it dominates: from each point across to the next one's
@@ -1984,8 +2129,6 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     if (&pt == base) {
       p.setBrush(kBaselineColor);
       p.drawRect(QRectF(at.x() - radius - 1, at.y() - radius - 1, 2 * radius + 2, 2 * radius + 2));
-      // Clear of a prediction's ring around the square too.
-      label(at, radius + 6, QStringLiteral("baseline"), kBaselineColor, -lh / 2.0);
       continue;
     }
     const bool front_point =
@@ -2005,7 +2148,10 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     p.setPen(QPen(kChosenColor, 3));
     p.setBrush(Qt::NoBrush);
     p.drawEllipse(at, 10.0, 10.0);
-    label(at, 13, QStringLiteral("recommended"), kChosenColor, -12.0 - lh);
+  }
+  for (const auto& l : pointLabelsIn(f)) {
+    p.setPen(l.color);
+    p.drawText(l.rect, Qt::AlignLeft | Qt::AlignVCenter, l.text);
   }
   for (int64_t mark : {selected_, hovered_}) {
     if (mark < 0) continue;

@@ -11,6 +11,7 @@
 #include <QTableView>
 #include <QTest>
 #include <QToolTip>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
 #include "offtune/gui/sweep_view.hpp"
+#include "offtune/profiler/recommend.hpp"
 
 namespace offtune::gui {
 namespace {
@@ -283,6 +285,92 @@ TEST(FrontTable, StepAndPeakAreAlwaysInView) {
     const QModelIndex v = panel.frontModel()->index(0, PointsTableModel::Variant);
     EXPECT_EQ(panel.frontModel()->data(v, Qt::ToolTipRole).toString(),
               panel.frontModel()->data(v).toString());
+  }
+}
+
+bool crosses(const QRectF& r, const QLineF& line) {
+  if (r.contains(line.p1()) || r.contains(line.p2())) return true;
+  const QLineF edges[] = {{r.topLeft(), r.topRight()},
+                          {r.topRight(), r.bottomRight()},
+                          {r.bottomRight(), r.bottomLeft()},
+                          {r.bottomLeft(), r.topLeft()}};
+  for (const QLineF& e : edges) {
+    if (line.intersects(e, nullptr) == QLineF::BoundedIntersection) return true;
+  }
+  return false;
+}
+
+// Where the issue saw labels collide: points crowding the slowdown limit (its label among the
+// front markers), the recommended point next to the baseline (the baseline's label through its
+// ring), the front's steps passing the recommended label. At every size, no label overlaps a
+// marker, a line or another label, and each is inside the plot.
+TEST(ParetoLabels, NoLabelOverlapsAMarkerALineOrAnotherLabel) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->points.push_back(ok_point(0, false, 10.0, 400));
+  const std::pair<double, int64_t> points[] = {{12.6, 110}, {12.45, 130}, {12.3, 150},
+                                               {12.1, 175}, {11.0, 240},  {10.6, 300},
+                                               {10.1, 380}, {13.5, 105},  {11.8, 260}};
+  int64_t index = 1;
+  for (const auto& [ms, peak] : points) d->points.push_back(ok_point(index++, true, ms, peak));
+  pf::Constraint slowdown;
+  slowdown.max_slowdown = 1.25;
+  pf::Constraint budget;
+  budget.memory_budget = 385 * kMiB;  // the point next to the baseline
+  for (const pf::Constraint& c : {slowdown, budget}) {
+    ParetoWidget w;
+    w.setData(d);
+    const auto rec = pf::recommend(d->points, c);
+    ASSERT_TRUE(rec.chosen.has_value());
+    w.setRecommendation(rec);
+    for (const QSize size :
+         {QSize(360, 280), QSize(520, 400), QSize(800, 500), QSize(1000, 640), QSize(640, 760)}) {
+      w.resize(size);
+      const std::string at = std::to_string(size.width()) + "x" + std::to_string(size.height()) +
+                             (c.max_slowdown ? " slowdown" : " budget");
+      const auto labels = w.plotLabels();
+      ASSERT_EQ(labels.size(), 3u) << at;
+      // Markers: each point's, and the recommended ring (radius 10, a 3 px pen).
+      std::vector<std::pair<QRectF, std::string>> marks;
+      for (const auto& p : d->points) {
+        const QPointF pos = w.positionOf(p.index);
+        marks.emplace_back(QRectF(pos - QPointF(7, 7), QSizeF(14, 14)),
+                           "point " + std::to_string(p.index));
+      }
+      const QPointF chosen = w.positionOf(rec.chosen->index);
+      marks.emplace_back(QRectF(chosen - QPointF(12, 12), QSizeF(24, 24)), "recommended ring");
+      // Lines: the front's steps (across to the next point's memory, then down) and the limit.
+      std::vector<QPointF> front;
+      for (const auto& q : rec.front) front.push_back(w.positionOf(q.index));
+      std::sort(front.begin(), front.end(), [](const QPointF& a, const QPointF& b) {
+        return a.x() != b.x() ? a.x() < b.x() : a.y() > b.y();
+      });
+      std::vector<std::pair<QLineF, std::string>> lines;
+      for (size_t i = 1; i < front.size(); ++i) {
+        const QPointF corner(front[i].x(), front[i - 1].y());
+        lines.emplace_back(QLineF(front[i - 1], corner), "front");
+        lines.emplace_back(QLineF(corner, front[i]), "front");
+      }
+      const auto mark = w.constraintMark();
+      ASSERT_TRUE(mark.has_value()) << at;
+      lines.emplace_back(mark->line, "constraint line");
+      const QRectF plot = w.plotArea();
+      for (size_t a = 0; a < labels.size(); ++a) {
+        const auto& l = labels[a];
+        const std::string name = l.text.toStdString() + " at " + at;
+        EXPECT_TRUE(plot.contains(l.rect)) << name;
+        for (const auto& [r, what] : marks) {
+          EXPECT_FALSE(l.rect.intersects(r)) << name << " covers " << what;
+        }
+        for (const auto& [line, what] : lines) {
+          EXPECT_FALSE(crosses(l.rect, line)) << name << " crossed by " << what;
+        }
+        for (size_t b = a + 1; b < labels.size(); ++b) {
+          EXPECT_FALSE(l.rect.intersects(labels[b].rect))
+              << name << " overlaps " << labels[b].text.toStdString();
+        }
+      }
+    }
   }
 }
 

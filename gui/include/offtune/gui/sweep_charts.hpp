@@ -281,6 +281,15 @@ class ParetoWidget : public SweepChart {
     QRectF label;
   };
   std::optional<ConstraintMark> constraintMark() const;
+  // Every label drawn on the plot at the current size ("baseline", "recommended", the
+  // constraint's), where its text is drawn. Labels are placed so that none overlaps a marker (a
+  // point, a prediction, the rings), a line (the front, the constraint, a whisker) or another
+  // label, as long as the plot has room for that.
+  struct PlotLabel {
+    QString text;
+    QRectF rect;
+  };
+  std::vector<PlotLabel> plotLabels() const;
 
   // A predict-first sweep's predictions (SweepData::predictions) are plotted too, as hollow
   // markers, with a thin line from each prediction to its point's measurement. Where the
@@ -315,6 +324,20 @@ class ParetoWidget : public SweepChart {
   std::vector<QRectF> tickLabelRectsIn(const Frame& f, Qt::Orientation o) const;
   std::optional<ConstraintMark> constraintMarkIn(const Frame& f) const;
   QPointF positionIn(const Frame& f, int64_t point_index) const;
+  struct PlacedLabel {
+    QString text;
+    QRectF rect;
+    QColor color;
+  };
+  // The point labels (baseline, recommended), placed clear of every mark.
+  std::vector<PlacedLabel> pointLabelsIn(const Frame& f) const;
+  struct Obstacles {
+    std::vector<QRectF> boxes;
+    std::vector<QLineF> lines;
+  };
+  Obstacles obstaclesIn(const Frame& f) const;
+  // The constraint's line on the plot and its label's text; nullopt off the axes or without one.
+  std::optional<QLineF> constraintLineIn(const Frame& f, QString* text) const;
   void paintAxes(QPainter& p, const Frame& f) const;
   void paintConstraint(QPainter& p, const Frame& f) const;
   void paintPoints(QPainter& p, const Frame& f) const;
