@@ -418,6 +418,41 @@ TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
   expect_refused({"run", "--db", "new.db", "--model", "mlp", "--lora-rank", "4"});
 }
 
+// Prefetch is an axis of sweep as of predict: --prefetch 0,1,2 measures every offload point at
+// each depth (it was refused as "invalid integer"); a run takes one depth.
+TEST_F(CommandLine, ASweepTakesPrefetchAsAnAxis) {
+  const Outcome s = offtune({"sweep",
+                             "--db",
+                             "prefetch.db",
+                             "--json",
+                             "--model",
+                             "mlp",
+                             "--prefetch",
+                             "0,1,2",
+                             "--min-offload-size",
+                             "1KiB",
+                             "--max-fwd-stash-size",
+                             "1",
+                             "--batch",
+                             "1",
+                             "--steps",
+                             "1",
+                             "--warmup",
+                             "0",
+                             "--refine-steps",
+                             "0",
+                             "--link",
+                             "none"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto sj = nlohmann::json::parse(s.out);
+  ASSERT_EQ(sj["points"].size(), 4U) << s.out;  // the baseline, then one point per depth
+  std::vector<int64_t> depths;
+  for (size_t i = 1; i < 4; ++i) depths.push_back(sj["points"][i]["config"]["prefetch"]);
+  EXPECT_EQ(depths, (std::vector<int64_t>{0, 1, 2}));
+  expect_refused({"run", "--db", "new.db", "--prefetch", "0,1"});
+  expect_refused({"sweep", "--db", "new.db", "--prefetch", "0,65"});
+}
+
 // --verify runs the engine with the correctness sentinel: every offloaded copy checked at unpack
 // (a step whose copies came back different would fail the run); the run says it in its config.
 TEST_F(CommandLine, VerifyRunsTheEngineWithTheSentinel) {

@@ -46,7 +46,7 @@ TEST(Requests, OneMessagePerBadFieldNamingTheFlag) {
   r.workload.dtype = "fp8";
   r.backend.link = "fast";
   r.min_offload_size = "12 parsecs";
-  r.engine.prefetch = 65;
+  r.engine.prefetch = "65";
   const auto errors = check(r);
   EXPECT_EQ(fields_of(errors), (std::vector<std::string>{"--batch", "--dtype", "--link",
                                                          "--min-offload-size", "--prefetch"}));
@@ -59,7 +59,7 @@ TEST(Requests, OneMessagePerBadFieldNamingTheFlag) {
 
 TEST(Requests, RunAndSweepCheckTheSharedFieldsAlike) {
   // --prefetch used to be checked for run only.
-  for (const int64_t prefetch : {int64_t{-1}, int64_t{65}}) {
+  for (const std::string prefetch : {"-1", "65"}) {
     RunRequest run;
     run.engine.prefetch = prefetch;
     SweepRequest sweep;
@@ -163,7 +163,7 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
   r.min_offload_size = "64KiB";
   r.max_fwd_stash_size = "3";
   r.max_fwd_stash_bytes = "1MiB";
-  r.engine.prefetch = 2;
+  r.engine.prefetch = "2";
   r.engine.no_streams = true;
   r.engine.no_pin_memory = true;
   r.backend.link = "none";
@@ -618,4 +618,49 @@ TEST(Requests, ABadEngineOptionIsOneLineNamingIt) {
   }
 }
 
+}  // namespace offtune::requests
+
+namespace offtune::requests {
+namespace {
+
+// Prefetch is an axis of a sweep as predict takes it: "0,1,2" crosses every offload point with
+// each depth; one depth keeps the grid's JSON (hence the sweep's key) what it always was, so old
+// sweeps resume. A run takes one depth.
+TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
+  SweepRequest sweep;
+  sweep.min_offload_sizes = "1KiB,1MiB";
+  sweep.max_fwd_stash_sizes = "1,2";
+  const auto plain = to_grid(sweep);
+  sweep.engine.prefetch = "0,1,2";
+  EXPECT_TRUE(check(sweep).empty()) << check(sweep).front().message;
+  const auto grid = to_grid(sweep);
+  EXPECT_EQ(grid.prefetches, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(point_count(sweep), 1 + 4 * 3);
+  const auto configs = profiler::expand_grid(grid);
+  ASSERT_EQ(static_cast<int64_t>(configs.size()), profiler::grid_size(grid));
+  std::vector<int64_t> seen;
+  for (const auto& c : configs) {
+    if (c.offload && std::find(seen.begin(), seen.end(), c.prefetch) == seen.end()) {
+      seen.push_back(c.prefetch);
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2}));
+  // The grid's JSON round-trips the axis; without it the JSON has no such key.
+  EXPECT_EQ(profiler::parse_grid_json(profiler::grid_json(grid)).prefetches, grid.prefetches);
+  EXPECT_EQ(profiler::grid_json(plain).find("\"prefetch\":["), std::string::npos);
+  sweep.engine.prefetch = "1";
+  EXPECT_EQ(profiler::grid_json(to_grid(sweep)), profiler::grid_json(plain));
+  // Bad lists name the flag; a run takes one depth.
+  for (const std::string bad : {"0,65", "-1", "x"}) {
+    sweep.engine.prefetch = bad;
+    EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--prefetch"}) << bad;
+  }
+  RunRequest run;
+  run.engine.prefetch = "0,1";
+  EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--prefetch"});
+  run.engine.prefetch = "2";
+  EXPECT_EQ(to_engine_config(run).prefetch, 2);
+}
+
+}  // namespace
 }  // namespace offtune::requests

@@ -126,9 +126,9 @@ void add_grid_flags(CLI::App& app, requests::SweepRequest& r) {
 }
 
 void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
-  app.add_option(
-         "--prefetch", e.prefetch,
-         "backward reloads ahead of use (0.." + std::to_string(requests::kMaxPrefetch) + ")")
+  app.add_option("--prefetch", e.prefetch,
+                 "backward reloads ahead of use (0.." + std::to_string(requests::kMaxPrefetch) +
+                     "); a sweep takes a list as an axis: 0,1,2")
       ->capture_default_str();
   app.add_flag("--no-streams", e.no_streams, "single-stream (legacy) mode");
   app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");

@@ -89,7 +89,7 @@ class PredictCommand final : public Command {
       }
     }
     request_.backend.link = link_names.front();
-    request_.engine.prefetch = prefetches.front();
+    request_.engine.prefetch = std::to_string(prefetches.front());
     request_.refine_steps = 0;
     require_valid(request_);
     if (request_.backend.device_model.empty() || request_.backend.backend == "cuda") {

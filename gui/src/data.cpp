@@ -41,7 +41,8 @@ bool has_variants(const SweepData& sweep) {
   const auto variant = [](const pf::EngineConfig& c) { return !pf::describe_variant(c).empty(); };
   return std::any_of(sweep.points.begin(), sweep.points.end(),
                      [&](const pf::PointRecord& p) { return variant(p.config); }) ||
-         std::any_of(sweep.grid.begin(), sweep.grid.end(), variant);
+         std::any_of(sweep.grid.begin(), sweep.grid.end(), variant) ||
+         !sweep_variants(sweep).empty();
 }
 
 std::optional<double> metric_value(const SweepData& sweep, const pf::PointRecord& point,
@@ -308,6 +309,8 @@ const char* axis_name(HeatmapAxis axis) {
       return "layer_offload";
     case HeatmapAxis::Semantics:
       return "semantics";
+    case HeatmapAxis::Prefetch:
+      return "prefetch";
   }
   return "?";
 }
@@ -328,6 +331,8 @@ std::string axis_text(const pf::EngineConfig& c, HeatmapAxis axis) {
       return c.layer_offload;
     case HeatmapAxis::Semantics:
       return c.semantics;
+    case HeatmapAxis::Prefetch:
+      return std::to_string(c.prefetch);
   }
   return "?";
 }
@@ -389,7 +394,7 @@ std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs,
   for (const auto& f : seen) {
     for (size_t k = 0; k < f.size(); ++k) differs[k] = differs[k] || f[k] != seen.front()[k];
   }
-  static_assert(kAxisFields == 7, "one variant field per heatmap axis, first");
+  static_assert(kAxisFields == 8, "one variant field per heatmap axis, first");
   differs[static_cast<size_t>(rows)] = false;
   differs[static_cast<size_t>(cols)] = false;
   return differs;
@@ -406,7 +411,42 @@ std::string label(const pf::EngineConfig& c, const std::vector<bool>& differs) {
   return out;
 }
 
+// The configs of a sweep by index: its grid's, and those of points beyond it (or of every point
+// without a grid).
+std::vector<std::pair<int64_t, const pf::EngineConfig*>> configs_by_index(const SweepData& sweep) {
+  std::vector<std::pair<int64_t, const pf::EngineConfig*>> configs;
+  for (size_t i = 0; i < sweep.grid.size(); ++i) {
+    configs.emplace_back(static_cast<int64_t>(i), &sweep.grid[i]);
+  }
+  for (const auto& p : sweep.points) {
+    if (p.index < 0 || static_cast<size_t>(p.index) >= sweep.grid.size()) {
+      configs.emplace_back(p.index, &p.config);
+    }
+  }
+  return configs;
+}
+
 }  // namespace
+
+std::map<int64_t, std::string> variant_texts(const SweepData& sweep) {
+  // The grid's configs, but a point held says its own (what was measured).
+  std::map<int64_t, const pf::EngineConfig*> configs;
+  for (const auto& [index, c] : configs_by_index(sweep)) configs[index] = c;
+  for (const auto& p : sweep.points) configs[p.index] = &p.config;
+  std::vector<pf::EngineConfig> all;
+  for (const auto& [index, c] : configs) all.push_back(*c);
+  // The knobs describe_variant does not name (semantics onwards) where they differ.
+  auto differs = differing_fields(all, HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
+  for (size_t k = 0; k < static_cast<size_t>(HeatmapAxis::Semantics); ++k) differs[k] = false;
+  std::map<int64_t, std::string> out;
+  for (const auto& [index, c] : configs) {
+    std::string text = pf::describe_variant(*c);
+    const std::string extra = c->offload ? label(*c, differs) : std::string();
+    if (!extra.empty()) text += (text.empty() ? "" : ", ") + extra;
+    out[index] = text;
+  }
+  return out;
+}
 
 std::map<int64_t, std::string> variants_by_index(const SweepData& sweep, HeatmapAxis rows,
                                                  HeatmapAxis cols) {

@@ -651,6 +651,7 @@ void PointsTableModel::setSweep(SweepDataPtr sweep,
   beginResetModel();
   sweep_ = std::move(sweep);
   ties_ = std::move(ties);
+  variant_texts_ = sweep_ ? variant_texts(*sweep_) : std::map<int64_t, std::string>{};
   decimals_ = sweep_ ? metric_decimals(*sweep_) : MetricDecimals{};
   exact_ = sweep_ && exact_times(*sweep_);
   rows_.clear();
@@ -678,6 +679,11 @@ void PointsTableModel::setSweep(SweepDataPtr sweep,
   predicted_only_.resize(rows_.size(), false);
   highlight_ = highlight;
   endResetModel();
+}
+
+QString PointsTableModel::variantText(const pf::PointRecord& p) const {
+  const auto it = variant_texts_.find(p.index);
+  return qs(it != variant_texts_.end() ? it->second : pf::describe_variant(p.config));
 }
 
 const pf::PointRecord* PointsTableModel::point(int row) const {
@@ -883,7 +889,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       case MaxFwdStashSize:
         return QVariant::fromValue<qint64>(p.config.offload ? p.config.max_fwd_stash_size : -1);
       case Variant:
-        return qs(pf::describe_variant(p.config));
+        return variantText(p);
       case Error:
         return qs(p.error);
       default: {
@@ -894,6 +900,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     }
   }
   if (role == Qt::ToolTipRole && idx.column() == Error && !p.error.empty()) return qs(p.error);
+  if (role == Qt::ToolTipRole && idx.column() == Variant) return variantText(p);
   if (role != Qt::DisplayRole) return {};
   switch (idx.column()) {
     case Index:
@@ -906,7 +913,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     case MaxFwdStashSize:
       return p.config.offload ? QString::number(p.config.max_fwd_stash_size) : QString();
     case Variant:
-      return qs(pf::describe_variant(p.config));
+      return variantText(p);
     case Error:
       return qs(p.error);
     default: {

@@ -101,6 +101,11 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   front_model_->setCompactHeaders(true);
   front_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   front_->horizontalHeader()->setStretchLastSection(true);
+  // The figures one chooses by (step, peak) before the variant, which takes the room left and is
+  // elided (whole in its tooltip): a long variant never pushes them out of the narrow panel.
+  QHeaderView* header = front_->horizontalHeader();
+  header->moveSection(header->visualIndex(PointsTableModel::Variant), header->count() - 1);
+  header->setSectionResizeMode(PointsTableModel::Variant, QHeaderView::Stretch);
   for (int c : {PointsTableModel::Error, PointsTableModel::Status, PointsTableModel::Choice,
                 PointsTableModel::StepInterval, PointsTableModel::Slowdown,
                 PointsTableModel::HiddenCopy, PointsTableModel::PredictedStep,

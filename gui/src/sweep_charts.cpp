@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -92,6 +93,9 @@ const QColor kHighlightOutline(0, 0, 0);
 const QColor kTieColor(20, 150, 60);  // the recommended point's colour on the Pareto chart
 const QColor kUnmeasuredFill(246, 246, 246);
 const QColor kUnmeasuredHatch(200, 200, 200);
+// A cell no point can have: cross-hatched, unlike a point not measured yet (diagonal).
+const QColor kNotApplicableFill(250, 250, 250);
+const QColor kNotApplicableHatch(185, 185, 185);
 // A prediction's hollow marker and the line to its measurement: apart from the measured points'
 // blue, the front's orange and the recommendation's green.
 const QColor kPredictedColor(130, 70, 170);
@@ -124,6 +128,7 @@ enum class Sample {
   Box,         // the heatmap's recommended outline
   DashedBox,   // a tie's dashed outline
   HatchedBox,  // a grid point not measured
+  CrossedBox,  // a cell no point can have (not applicable)
   Dot,         // a plotted point (colour)
   Square,      // the baseline
   Ring,        // the recommended point's ring
@@ -289,6 +294,10 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
     case Sample::HatchedBox:
       fill_hatched(p, r, kUnmeasuredFill, kUnmeasuredHatch, Qt::FDiagPattern);
       draw_outline(p, r, QColor(150, 150, 150), 1, Qt::DashLine);
+      break;
+    case Sample::CrossedBox:
+      fill_hatched(p, r, kNotApplicableFill, kNotApplicableHatch, Qt::CrossPattern);
+      draw_outline(p, r, kNotApplicableHatch, 1);
       break;
     case Sample::Dot:
       p.setPen(Qt::NoPen);
@@ -501,6 +510,8 @@ bool SweepChart::event(QEvent* e) {
       const bool held = find_point(data_.get(), index) != nullptr;
       QToolTip::showText(he->globalPos(), point_tooltip(*data_, *pt, held), this,
                          tooltipRect(index));
+    } else if (QRect at; !placeTooltip(he->pos(), &at).isEmpty()) {
+      QToolTip::showText(he->globalPos(), placeTooltip(he->pos(), &at), this, at);
     } else {
       QToolTip::hideText();
       e->ignore();
@@ -671,6 +682,7 @@ void HeatmapWidget::rebuild() {
   row_ticks_.clear();
   col_ticks_.clear();
   placements_.clear();
+  not_applicable_.clear();
   unmeasured_.clear();
   baseline_ = nullptr;
   baseline_held_ = false;
@@ -760,6 +772,22 @@ void HeatmapWidget::rebuild() {
     };
     for (size_t i = 0; i < pts.size(); ++i) place(pts[i], i, true);
     for (size_t i = 0; i < unmeasured_.size(); ++i) place(unmeasured_[i], i, false);
+    // Checkpoint none x offload boundaries: nothing checkpointed, so no boundary to offload
+    // (expand_grid skips the pair). Its empty cell is marked so, unlike a gap of a sparse grid.
+    const bool ckpt_rows = row_axis_ == HeatmapAxis::Checkpoint;
+    if ((ckpt_rows && col_axis_ == HeatmapAxis::OffloadSet) ||
+        (row_axis_ == HeatmapAxis::OffloadSet && col_axis_ == HeatmapAxis::Checkpoint)) {
+      for (int r = 0; r < static_cast<int>(row_ticks_.size()); ++r) {
+        for (int c = 0; c < static_cast<int>(col_ticks_.size()); ++c) {
+          const QString& ckpt = ckpt_rows ? row_ticks_[r].text : col_ticks_[c].text;
+          const QString& set = ckpt_rows ? col_ticks_[c].text : row_ticks_[r].text;
+          if (ckpt == QLatin1String("none") && set == QLatin1String("boundaries") &&
+              !cells.contains({r, c})) {
+            not_applicable_.emplace_back(r, c);
+          }
+        }
+      }
+    }
     for (auto& [rc, members] : cells) {
       std::sort(members.begin(), members.end(),
                 [](const Placement& a, const Placement& b) { return a.index < b.index; });
@@ -801,13 +829,67 @@ QString HeatmapWidget::legendText(double value) const {
 // side of the baseline a point is on. The other metrics run from worse (dark) to better (light).
 QColor HeatmapWidget::valueColor(double v) const {
   if (metric_ == SweepMetric::Slowdown) {
-    const double half = std::max({range_max_ - 1.0, 1.0 - range_min_, 1e-9});
-    return diverging_color(0.5 - (v - 1.0) / (2.0 * half));
+    // On a log scale, so that 2x slower and 2x faster are equally far from white, and no value
+    // maps to a slowdown of zero or less.
+    const auto [worst, best] = scaleEnds();
+    const double half = std::max({std::log(worst), -std::log(best), 1e-9});
+    return diverging_color(0.5 - std::log(std::max(v, 1e-9)) / (2.0 * half));
   }
   const double span = range_max_ - range_min_;
   double t = span > 0 ? (v - range_min_) / span : 0.5;
   if (lower_is_better(metric_) && span > 0) t = 1.0 - t;
   return sequential_color(t);
+}
+
+std::pair<double, double> HeatmapWidget::scaleEnds() const {
+  const bool lower_better = lower_is_better(metric_);
+  if (metric_ != SweepMetric::Slowdown) {
+    return lower_better ? std::pair{range_max_, range_min_} : std::pair{range_min_, range_max_};
+  }
+  // The baseline's 1.00x is always on the scale: the points are read against it.
+  return {std::max(range_max_, 1.0), std::max(std::min(range_min_, 1.0), 1e-9)};
+}
+
+std::pair<QString, QString> HeatmapWidget::scaleLabels() const {
+  if (!has_range_) return {};
+  const auto [worst, best] = scaleEnds();
+  return {legendText(worst), legendText(best)};
+}
+
+QRect HeatmapWidget::gridCellRect(const Layout& l, int row, int col) const {
+  Placement pl;
+  pl.row = row;
+  pl.col = col;
+  return placementRect(l, pl);
+}
+
+std::vector<HeatmapWidget::NotApplicableCell> HeatmapWidget::notApplicableIn(
+    const Layout& l) const {
+  std::vector<NotApplicableCell> out;
+  for (const auto& [r, c] : not_applicable_) {
+    out.push_back(
+        {r, c, gridCellRect(l, r, c),
+         QStringLiteral("<b>not applicable</b>: checkpoint none x offload boundaries<br>"
+                        "offload boundaries offloads only the inputs of checkpointed blocks; "
+                        "checkpoint none checkpoints no block, so there is nothing to offload "
+                        "and the sweep has no such point")});
+  }
+  return out;
+}
+
+std::vector<HeatmapWidget::NotApplicableCell> HeatmapWidget::notApplicableCells() const {
+  if (!data_) return {};
+  return notApplicableIn(layout());
+}
+
+QString HeatmapWidget::placeTooltip(QPoint pos, QRect* rect) const {
+  if (!data_ || not_applicable_.empty()) return {};
+  for (const auto& cell : notApplicableCells()) {
+    if (!cell.rect.contains(pos)) continue;
+    if (rect != nullptr) *rect = cell.rect;
+    return cell.reason;
+  }
+  return {};
 }
 
 QString HeatmapWidget::baselineText() const {
@@ -857,6 +939,9 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
          exact_ ? QStringLiteral("tied (exact)") : QStringLiteral("as good within noise"),
          kHighlightOutline});
   }
+  if (!not_applicable_.empty()) {
+    l.legend.push_back({Sample::CrossedBox, QStringLiteral("not applicable"), QColor()});
+  }
   if (!unmeasured_.empty()) {
     l.legend.push_back({Sample::HatchedBox,
                         QStringLiteral("not measured (%1)").arg(unmeasured_.size()), QColor()});
@@ -901,8 +986,7 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
   const int scale_top = grid.bottom() + 1 + (lh + 3) + (lh + 2) + 6;
   l.caption = QRect(r.left(), scale_top, r.width(), lh);
   if (has_range_) {
-    QString worst = legendText(lower_is_better(metric_) ? range_max_ : range_min_);
-    QString best = legendText(lower_is_better(metric_) ? range_min_ : range_max_);
+    const auto [worst, best] = scaleLabels();
     const int lw = std::max(fm.horizontalAdvance(worst), fm.horizontalAdvance(best)) + 8;
     const int bar_w = std::min(grid.width(), std::max(60, r.width() - 2 * lw));
     const int bar_left = std::max(r.left() + lw, grid.center().x() - bar_w / 2);
@@ -1113,6 +1197,19 @@ void HeatmapWidget::paintCells(QPainter& p, const Layout& l) const {
   p.drawRect(l.grid.adjusted(0, 0, -1, -1));
   p.save();
   p.setFont(labelFont());
+  for (const auto& na : notApplicableIn(l)) {
+    const QRect cell = na.rect.adjusted(1, 1, -1, -1);
+    if (cell.isEmpty()) continue;
+    fill_hatched(p, cell, kNotApplicableFill, kNotApplicableHatch, Qt::CrossPattern);
+    draw_outline(p, cell, kNotApplicableHatch, 1);
+    const QString text = QStringLiteral("n/a");
+    const QFontMetrics fm(p.font());
+    if (fm.horizontalAdvance(text) + 2 * kLabelInset > cell.width()) continue;
+    QRect plate = fm.boundingRect(cell, Qt::AlignCenter, text).adjusted(-3, 0, 3, 0);
+    p.fillRect(plate.intersected(cell), kNotApplicableFill);
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(cell, Qt::AlignCenter, text);
+  }
   const int form = uniformForm(l);
   for (const auto& pl : placements_) {
     const auto& pt = record(pl);
@@ -1192,17 +1289,19 @@ void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
   p.drawText(l.caption, Qt::AlignHCenter | Qt::AlignVCenter,
              fm.elidedText(what, Qt::ElideRight, l.caption.width()));
   if (l.bar.isEmpty() || !has_range_) return;
-  const bool lower_better = lower_is_better(metric_);
-  double worst = lower_better ? range_max_ : range_min_;
-  double best = lower_better ? range_min_ : range_max_;
+  const auto [worst, best] = scaleEnds();
+  const auto [worst_text, best_text] = scaleLabels();
   QLinearGradient grad(l.bar.topLeft(), l.bar.topRight());
   constexpr int kSteps = 16;
+  // Slowdown: the bar runs from the worst to the best value on the cells' log scale, each stop
+  // the colour of that value; 1.00x marked where it falls.
+  const double log_span = std::log(worst) - std::log(best);
+  const double neutral_at = log_span > 0 ? std::log(worst) / log_span : 0.5;
   if (metric_ == SweepMetric::Slowdown) {
-    const double half = std::max({range_max_ - 1.0, 1.0 - range_min_, 1e-9});
-    worst = 1.0 + half;
-    best = 1.0 - half;
-    for (int i = 0; i <= kSteps; ++i)
-      grad.setColorAt(i / double(kSteps), diverging_color(i / double(kSteps)));
+    for (int i = 0; i <= kSteps; ++i) {
+      const double s = i / double(kSteps);
+      grad.setColorAt(s, valueColor(std::exp(std::log(worst) - s * log_span)));
+    }
   } else {
     for (int i = 0; i <= kSteps; ++i)
       grad.setColorAt(i / double(kSteps), sequential_color(i / double(kSteps)));
@@ -1212,11 +1311,11 @@ void HeatmapWidget::paintLegend(QPainter& p, const Layout& l) const {
   p.setPen(pal.color(QPalette::Text));
   const int lh = l.line_height;
   p.drawText(QRect(0, l.bar.center().y() - lh / 2, l.bar.left() - 6, lh),
-             Qt::AlignRight | Qt::AlignVCenter, legendText(worst));
+             Qt::AlignRight | Qt::AlignVCenter, worst_text);
   p.drawText(QRect(l.bar.right() + 6, l.bar.center().y() - lh / 2, width() - l.bar.right() - 6, lh),
-             Qt::AlignLeft | Qt::AlignVCenter, legendText(best));
+             Qt::AlignLeft | Qt::AlignVCenter, best_text);
   if (metric_ == SweepMetric::Slowdown) {
-    const int x = l.bar.center().x();
+    const int x = l.bar.left() + static_cast<int>(std::lround(neutral_at * l.bar.width()));
     p.setPen(QPen(pal.color(QPalette::Text), 1));
     p.drawLine(x, l.bar.top() - 2, x, l.bar.bottom() + 2);
   }
@@ -1650,55 +1749,17 @@ void ParetoWidget::paintAxes(QPainter& p, const Frame& f) const {
   p.restore();
 }
 
-// The limit's line and its label: the label beside the line (left of a budget line, above a
-// slowdown line; the other side where there is no room), never across it.
-std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const Frame& f) const {
+std::optional<QLineF> ParetoWidget::constraintLineIn(const Frame& f, QString* text) const {
   if (!has_rec_ || f.plot.isEmpty()) return std::nullopt;
   const QRectF& plot = f.plot;
-  const QFontMetrics fm(font());
-  const int lh = f.line_height;
-  // The recommended point's ring and label (as paintPoints places them): the constraint's label
-  // goes where it does not cover them.
-  std::vector<QRectF> taken;
-  if (rec_.chosen) {
-    const QPointF at = f.map(static_cast<double>(rec_.chosen->summary.peak_allocated),
-                             rec_.chosen->summary.step_ms_median);
-    taken.emplace_back(at.x() - 12, at.y() - 12, 24, 24);
-    const double w = fm.horizontalAdvance(QStringLiteral("recommended")) + 4;
-    const double lx = at.x() + 13 + w <= plot.right() ? at.x() + 13 : at.x() - 13 - w;
-    const double ly = std::max(plot.top(), std::min(at.y() - 12.0 - lh, plot.bottom() - lh));
-    taken.emplace_back(lx, ly, w, lh);
-  }
-  // The first candidate in the plot that covers none of them, else the one that covers least.
-  const auto pick = [&](const std::vector<QRectF>& candidates) {
-    QRectF best = candidates.front();
-    double best_overlap = -1;
-    for (const QRectF& c : candidates) {
-      if (!plot.contains(c)) continue;
-      double overlap = 0;
-      for (const QRectF& t : taken) {
-        const QRectF i = t.intersected(c);
-        overlap += i.width() * i.height();
-      }
-      if (best_overlap < 0 || overlap < best_overlap) {
-        best = c;
-        best_overlap = overlap;
-      }
-      if (overlap == 0) break;
-    }
-    return best;
-  };
   if (rec_.constraint.memory_budget) {
     const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
     const double px = f.map(budget, f.y.lo).x();
     if (px < plot.left() || px > plot.right()) return std::nullopt;
-    const QString name =
-        QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
-    const double w = fm.horizontalAdvance(name) + 6;
-    const double low = plot.bottom() - lh - 4, high = plot.top() + lh + 6;
-    return ConstraintMark{QLineF(px, plot.top(), px, plot.bottom()),
-                          pick({QRectF(px - 5 - w, low, w, lh), QRectF(px + 5, low, w, lh),
-                                QRectF(px - 5 - w, high, w, lh), QRectF(px + 5, high, w, lh)})};
+    if (text != nullptr) {
+      *text = QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
+    }
+    return QLineF(px, plot.top(), px, plot.bottom());
   }
   if (rec_.constraint.max_slowdown) {
     const double base = baselineMs();
@@ -1706,17 +1767,211 @@ std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const
     const double limit = base * *rec_.constraint.max_slowdown;
     const double py = f.map(f.x.lo, limit).y();
     if (py < plot.top() || py > plot.bottom()) return std::nullopt;
-    const QString text = QStringLiteral("slowdown %1x = %2")
-                             .arg(*rec_.constraint.max_slowdown)
-                             .arg(qs(format_metric(SweepMetric::StepTime, limit)));
-    const double w = fm.horizontalAdvance(text) + 6;
-    const double above = py - 3 - lh, below = py + 3;
-    const double left = plot.left() + 4, right = plot.right() - 4 - w;
-    return ConstraintMark{QLineF(plot.left(), py, plot.right(), py),
-                          pick({QRectF(left, above, w, lh), QRectF(right, above, w, lh),
-                                QRectF(left, below, w, lh), QRectF(right, below, w, lh)})};
+    if (text != nullptr) {
+      *text = QStringLiteral("slowdown %1x = %2")
+                  .arg(*rec_.constraint.max_slowdown)
+                  .arg(qs(format_metric(SweepMetric::StepTime, limit)));
+    }
+    return QLineF(plot.left(), py, plot.right(), py);
   }
   return std::nullopt;
+}
+
+// What a label must not cover: every marker (points, predictions, the rings), every line (the
+// front's steps, whiskers, prediction links, the constraint) and the shaded region's caption.
+ParetoWidget::Obstacles ParetoWidget::obstaclesIn(const Frame& f) const {
+  Obstacles o;
+  if (!data_ || f.plot.isEmpty()) return o;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  const QRectF& plot = f.plot;
+  const auto at_of = [&](const pf::PointRecord& q) {
+    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+  };
+  const auto box = [&](const QPointF& c, double r) {
+    o.boxes.emplace_back(c.x() - r, c.y() - r, 2 * r, 2 * r);
+  };
+  for (size_t i : plotted_) {
+    const auto& pt = data_->points[i];
+    const QPointF at = at_of(pt);
+    box(at, 7.0);  // the marker as hovered (radius 6) with its pen
+    const StepSpread sp = step_spread(pt.summary);
+    if (sp.kind == SpreadKind::Interval || sp.kind == SpreadKind::MinMax) {
+      const auto x = static_cast<double>(pt.summary.peak_allocated);
+      o.lines.emplace_back(f.map(x, sp.low), f.map(x, sp.high));
+    }
+    const QPointF predicted = predictedIn(f, pt.index);
+    if (predicted.x() >= 0) o.lines.emplace_back(predicted, at);
+  }
+  for (size_t i : predicted_) {
+    const auto& q = data_->predictions[i];
+    box(f.map(static_cast<double>(q.peak_allocated), q.step_ms()), 7.0);
+  }
+  if (has_rec_) {
+    for (const auto& tie : rec_.ties) box(at_of(tie), 9.0);
+    if (rec_.chosen) box(at_of(*rec_.chosen), 12.0);  // the ring: radius 10, a 3 px pen
+    std::vector<QPointF> front;
+    for (const auto& q : rec_.front) front.push_back(at_of(q));
+    std::sort(front.begin(), front.end(), [](const QPointF& a, const QPointF& b) {
+      return a.x() != b.x() ? a.x() < b.x() : a.y() > b.y();
+    });
+    for (size_t i = 1; i < front.size(); ++i) {
+      const QPointF corner(front[i].x(), front[i - 1].y());
+      o.lines.emplace_back(front[i - 1], corner);
+      o.lines.emplace_back(corner, front[i]);
+    }
+    if (const auto line = constraintLineIn(f, nullptr)) o.lines.push_back(*line);
+    // The shaded region's caption (paintConstraint), at its top corner.
+    if (rec_.constraint.memory_budget) {
+      const double px = f.map(static_cast<double>(*rec_.constraint.memory_budget), f.y.lo).x();
+      if (px < plot.right()) {
+        const double w = fm.horizontalAdvance(QStringLiteral("over budget"));
+        o.boxes.emplace_back(std::max(px, plot.left()) + 4, plot.top() + 2, w, lh);
+      }
+    } else if (rec_.constraint.max_slowdown && baselineMs() > 0) {
+      const double py = f.map(f.x.lo, baselineMs() * *rec_.constraint.max_slowdown).y();
+      if (py > plot.top()) {
+        const double w = fm.horizontalAdvance(
+            QStringLiteral("slower than slowdown %1x").arg(*rec_.constraint.max_slowdown));
+        o.boxes.emplace_back(plot.right() - 4 - w, plot.top() + 2, w, lh);
+      }
+    }
+  }
+  return o;
+}
+
+namespace {
+
+bool rect_crosses(const QRectF& r, const QLineF& line) {
+  if (r.contains(line.p1()) || r.contains(line.p2())) return true;
+  const QLineF edges[] = {{r.topLeft(), r.topRight()},
+                          {r.topRight(), r.bottomRight()},
+                          {r.bottomRight(), r.bottomLeft()},
+                          {r.bottomLeft(), r.topLeft()}};
+  return std::any_of(std::begin(edges), std::end(edges), [&](const QLineF& e) {
+    return line.intersects(e, nullptr) == QLineF::BoundedIntersection;
+  });
+}
+
+// The first candidate inside the plot that is clear of everything (a pixel of margin), else the
+// one that covers least: a line crossed weighs more than any overlap of boxes.
+QRectF pick_clear(const std::vector<QRectF>& candidates, const QRectF& plot,
+                  const std::vector<QRectF>& boxes, const std::vector<QLineF>& lines) {
+  QRectF best;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (const QRectF& c : candidates) {
+    if (!plot.contains(c)) continue;
+    const QRectF padded = c.adjusted(-1, -1, 1, 1);
+    double cost = 0;
+    for (const QRectF& b : boxes) {
+      const QRectF i = b.intersected(padded);
+      if (!i.isEmpty()) cost += 100 + i.width() * i.height();
+    }
+    for (const QLineF& l : lines) cost += rect_crosses(padded, l) ? 1e5 : 0;
+    if (cost < best_cost) {
+      best = c;
+      best_cost = cost;
+    }
+    if (cost == 0) break;
+  }
+  if (best_cost < std::numeric_limits<double>::infinity()) return best;
+  // Nothing fits inside the plot (a tiny widget): the first candidate, moved in as far as it can.
+  QRectF r = candidates.front();
+  r.moveLeft(std::max(plot.left(), std::min(r.left(), plot.right() - r.width())));
+  r.moveTop(std::max(plot.top(), std::min(r.top(), plot.bottom() - r.height())));
+  return r;
+}
+
+// Rects of `size` around a mark at `at` of radius `r`, in 16 directions (beside it first, then
+// the diagonals, above and below), at growing distances: each rect extends away from the mark.
+std::vector<QRectF> around(const QPointF& at, double r, const QSizeF& size) {
+  std::vector<QRectF> out;
+  const double w = size.width(), h = size.height();
+  constexpr double kPi = 3.14159265358979323846;
+  constexpr int kOrder[] = {0, 8, 2, 6, 14, 10, 4, 12, 1, 7, 15, 9, 3, 5, 13, 11};
+  for (const double d : {r + 3, r + 10, r + 20, r + 34, r + 52, r + 76, r + 104, r + 140}) {
+    for (const int k : kOrder) {
+      const double a = k * kPi / 8, cx = std::cos(a), sy = -std::sin(a);
+      const QPointF p = at + QPointF(d * cx, d * sy);
+      const double x = cx > 0.3 ? p.x() : (cx < -0.3 ? p.x() - w : p.x() - w / 2);
+      const double y = sy > 0.3 ? p.y() : (sy < -0.3 ? p.y() - h : p.y() - h / 2);
+      out.emplace_back(x, y, w, h);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The limit's line and its label: the label beside the line, never across it, and clear of every
+// mark (the point labels are placed clear of it after).
+std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMarkIn(const Frame& f) const {
+  QString text;
+  const auto line = constraintLineIn(f, &text);
+  if (!line) return std::nullopt;
+  const QRectF& plot = f.plot;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  const double w = fm.horizontalAdvance(text) + 6;
+  const Obstacles o = obstaclesIn(f);
+  std::vector<QRectF> candidates;
+  if (line->dx() == 0) {  // a budget: left of the line first, from the bottom up
+    const double px = line->x1();
+    for (double y = plot.bottom() - lh - 4; y >= plot.top(); y -= lh / 2.0) {
+      candidates.emplace_back(px - 5 - w, y, w, lh);
+      candidates.emplace_back(px + 5, y, w, lh);
+    }
+  } else {  // a slowdown: above the line first, from the left
+    const double py = line->y1();
+    for (double x = plot.left() + 4; x + w <= plot.right() - 4; x += 12) {
+      candidates.emplace_back(x, py - 3 - lh, w, lh);
+      candidates.emplace_back(x, py + 3, w, lh);
+    }
+  }
+  if (candidates.empty()) candidates.emplace_back(plot.left(), line->y1(), w, lh);
+  return ConstraintMark{*line, pick_clear(candidates, plot, o.boxes, o.lines)};
+}
+
+std::vector<ParetoWidget::PlacedLabel> ParetoWidget::pointLabelsIn(const Frame& f) const {
+  std::vector<PlacedLabel> out;
+  if (!data_ || f.plot.isEmpty()) return out;
+  const QFontMetrics fm(font());
+  const int lh = f.line_height;
+  const auto at_of = [&](const pf::PointRecord& q) {
+    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+  };
+  // The constraint's label first (it has least choice: beside its line), then the recommended
+  // point's, then the baseline's, each clear of every mark, line and label placed before it.
+  Obstacles o = obstaclesIn(f);
+  if (const auto mark = constraintMarkIn(f)) o.boxes.push_back(mark->label);
+  const auto place = [&](const QPointF& at, double radius, const QString& text,
+                         const QColor& color) {
+    const QSizeF size(fm.horizontalAdvance(text) + 4, lh);
+    const QRectF r = pick_clear(around(at, radius, size), f.plot, o.boxes, o.lines);
+    o.boxes.push_back(r);
+    out.push_back({text, r, color});
+  };
+  if (has_rec_ && rec_.chosen) {
+    place(at_of(*rec_.chosen), 12.0, QStringLiteral("recommended"), kChosenColor);
+  }
+  if (const auto* base = baseline_point(*data_)) {
+    for (size_t i : plotted_) {
+      if (&data_->points[i] == base) {
+        place(at_of(*base), 7.0, QStringLiteral("baseline"), kBaselineColor);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<ParetoWidget::PlotLabel> ParetoWidget::plotLabels() const {
+  const Frame f = frame();
+  std::vector<PlotLabel> out;
+  for (const auto& l : pointLabelsIn(f)) out.push_back({l.text, l.rect});
+  if (const auto mark = constraintMarkIn(f)) {
+    out.push_back({QStringLiteral("constraint"), mark->label});
+  }
+  return out;
 }
 
 std::optional<ParetoWidget::ConstraintMark> ParetoWidget::constraintMark() const {
@@ -1823,20 +2078,8 @@ void ParetoWidget::paintPredictions(QPainter& p, const Frame& f) const {
 void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
   const QPalette& pal = palette();
   const QFontMetrics fm(font());
-  const QRectF& plot = f.plot;
-  const int lh = f.line_height;
   const auto at_of = [&](const pf::PointRecord& q) {
     return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
-  };
-  // A label beside a mark, on its left where the right would run off the plot.
-  const auto label = [&](const QPointF& at, double gap, const QString& text, const QColor& color,
-                         double dy) {
-    const double w = fm.horizontalAdvance(text) + 4;
-    const double lx = at.x() + gap + w <= plot.right() ? at.x() + gap : at.x() - gap - w;
-    // Not std::clamp: on a plot shorter than a line its bounds cross.
-    const double ly = std::max(plot.top(), std::min(at.y() + dy, plot.bottom() - lh));
-    p.setPen(color);
-    p.drawText(QRectF(lx, ly, w, lh), Qt::AlignLeft | Qt::AlignVCenter, text);
   };
 
   // The front as the boundary of what it dominates: from each point across to the next one's
@@ -1886,8 +2129,6 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     if (&pt == base) {
       p.setBrush(kBaselineColor);
       p.drawRect(QRectF(at.x() - radius - 1, at.y() - radius - 1, 2 * radius + 2, 2 * radius + 2));
-      // Clear of a prediction's ring around the square too.
-      label(at, radius + 6, QStringLiteral("baseline"), kBaselineColor, -lh / 2.0);
       continue;
     }
     const bool front_point =
@@ -1907,7 +2148,10 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     p.setPen(QPen(kChosenColor, 3));
     p.setBrush(Qt::NoBrush);
     p.drawEllipse(at, 10.0, 10.0);
-    label(at, 13, QStringLiteral("recommended"), kChosenColor, -12.0 - lh);
+  }
+  for (const auto& l : pointLabelsIn(f)) {
+    p.setPen(l.color);
+    p.drawText(l.rect, Qt::AlignLeft | Qt::AlignVCenter, l.text);
   }
   for (int64_t mark : {selected_, hovered_}) {
     if (mark < 0) continue;

@@ -226,10 +226,12 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       "layer offloading of the blocks' frozen weights (needs a LoRA rank): off, on:DEPTH (blocks "
       "copied ahead), or a list as an axis"));
   form->addRow(QStringLiteral("Layer offload"), layer_offload_);
-  prefetch_ = spin(this, 0, static_cast<int>(requests::kMaxPrefetch),
-                   static_cast<int>(defaults.engine.prefetch));
+  prefetch_ = combo(this, {"1", "0", "2", "0,1,2"}, true);
   prefetch_->setObjectName(QStringLiteral("prefetch"));
-  prefetch_->setToolTip(QStringLiteral("backward reloads ahead of use, every point alike"));
+  prefetch_->setToolTip(
+      QStringLiteral(
+          "backward reloads ahead of use (0..%1); a list such as 0,1,2 is an axis of the grid")
+          .arg(requests::kMaxPrefetch));
   form->addRow(QStringLiteral("Prefetch"), prefetch_);
   repeat_ = spin(this, requests::kRepeatRange, static_cast<int>(defaults.repeat));
   repeat_->setObjectName(QStringLiteral("repeat"));
@@ -322,7 +324,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
-  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_, layer_offload_}) {
+  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_, layer_offload_, prefetch_}) {
     connect(c, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   }
   connect(lora_rank_, &QSpinBox::valueChanged, this, &SweepForm::updatePointCount);
@@ -443,7 +445,7 @@ SweepRequest SweepForm::request() const {
   r.engine.tier = text_of(tier_);
   if (applies(layer_offload_)) r.engine.layer_offload = text_of(layer_offload_);
   if (applies(lora_rank_)) r.workload.lora_rank = lora_rank_->value();
-  r.engine.prefetch = prefetch_->value();
+  r.engine.prefetch = text_of(prefetch_);
   r.repeat = repeat_->value();
   if (applies(predict_first_)) r.predict_first = predict_first_->isChecked();
   return r;
@@ -474,7 +476,7 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(tier_, r.engine.tier);
   set_text(layer_offload_, r.engine.layer_offload);
   lora_rank_->setValue(static_cast<int>(r.workload.lora_rank));
-  prefetch_->setValue(static_cast<int>(r.engine.prefetch));
+  set_text(prefetch_, r.engine.prefetch);
   repeat_->setValue(static_cast<int>(r.repeat));
   predict_first_->setChecked(r.predict_first);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));

@@ -427,8 +427,30 @@ void SweepView::refreshVariants() {
 }
 
 void SweepView::refresh() {
-  // The axes on offer: only where the sweep varies more than the two thresholds.
-  const bool more_axes = sweep_ && heatmap_axes(*sweep_).size() > 2;
+  // The axes on offer: only where the sweep varies more than the two thresholds, and only those it
+  // varies; a choice made for another sweep that does not apply here goes back to the thresholds.
+  const auto offered = sweep_ ? heatmap_axes(*sweep_) : std::vector<HeatmapAxis>{};
+  {
+    const auto applies = [&](HeatmapAxis a) {
+      return std::find(offered.begin(), offered.end(), a) != offered.end();
+    };
+    HeatmapAxis rows = heatmap_->rowAxis(), columns = heatmap_->columnAxis();
+    if (!applies(rows) || !applies(columns)) {
+      rows = HeatmapAxis::MinOffloadSize;
+      columns = HeatmapAxis::MaxFwdStashSize;
+    }
+    QSignalBlocker block_rows(rows_);
+    QSignalBlocker block_columns(columns_);
+    for (QComboBox* c : {rows_, columns_}) {
+      c->clear();
+      for (HeatmapAxis a : offered)
+        c->addItem(QString::fromLatin1(axis_name(a)), static_cast<int>(a));
+    }
+    rows_->setCurrentIndex(rows_->findData(static_cast<int>(rows)));
+    columns_->setCurrentIndex(columns_->findData(static_cast<int>(columns)));
+    heatmap_->setAxes(rows, columns);
+  }
+  const bool more_axes = offered.size() > 2;
   axes_label_->setVisible(more_axes);
   rows_->setVisible(more_axes);
   columns_->setVisible(more_axes);

@@ -42,6 +42,8 @@ template <typename Point>
 void for_each_point(const Grid& grid, Point point) {
   const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
   const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
+  const auto prefetches =
+      grid.prefetches.empty() ? std::vector<int64_t>{grid.base.prefetch} : grid.prefetches;
   EngineConfig baseline = grid.base;
   baseline.offload = false;
   baseline.checkpoint = "none";
@@ -62,18 +64,21 @@ void for_each_point(const Grid& grid, Point point) {
         if (!meaningful(ckpt, set)) continue;
         for (const std::string& tier : axis(grid.tiers, grid.base.tier)) {
           for (const std::string& rules : axis(grid.semantics, grid.base.semantics)) {
-            for (int64_t size : grid.min_offload_sizes) {
-              for (int64_t window : grid.max_fwd_stash_sizes) {
-                EngineConfig c = grid.base;
-                c.offload = true;
-                c.min_offload_size = size;
-                c.max_fwd_stash_size = window;
-                c.semantics = rules;
-                c.checkpoint = ckpt;
-                c.layer_offload = layer;
-                c.offload_set = set;
-                c.tier = tier;
-                point(c);
+            for (int64_t ahead : prefetches) {
+              for (int64_t size : grid.min_offload_sizes) {
+                for (int64_t window : grid.max_fwd_stash_sizes) {
+                  EngineConfig c = grid.base;
+                  c.offload = true;
+                  c.prefetch = ahead;
+                  c.min_offload_size = size;
+                  c.max_fwd_stash_size = window;
+                  c.semantics = rules;
+                  c.checkpoint = ckpt;
+                  c.layer_offload = layer;
+                  c.offload_set = set;
+                  c.tier = tier;
+                  point(c);
+                }
               }
             }
           }
@@ -105,6 +110,7 @@ int64_t grid_size(const Grid& grid) {
   }
   return 1 + alone +
          combos * n(grid.layer_offloads) * n(grid.tiers) * n(grid.semantics) *
+             static_cast<int64_t>(std::max<size_t>(grid.prefetches.size(), 1)) *
              static_cast<int64_t>(grid.min_offload_sizes.size()) *
              static_cast<int64_t>(grid.max_fwd_stash_sizes.size());
 }
@@ -133,6 +139,7 @@ std::string grid_json(const Grid& grid) {
   if (!grid.offload_sets.empty()) j["offload_set"] = grid.offload_sets;
   if (!grid.tiers.empty()) j["tier"] = grid.tiers;
   if (!grid.layer_offloads.empty()) j["layer_offload"] = grid.layer_offloads;
+  if (!grid.prefetches.empty()) j["prefetch"] = grid.prefetches;
   return j.dump();
 }
 
@@ -150,6 +157,7 @@ Grid parse_grid_json(const std::string& text) {
     g.offload_sets = list("offload_set");
     g.tiers = list("tier");
     g.layer_offloads = list("layer_offload");
+    if (j.contains("prefetch")) g.prefetches = j["prefetch"].get<std::vector<int64_t>>();
     // The knobs every point shares (to_json(EngineConfig)); absent ones keep their defaults.
     if (j.contains("base")) {
       const auto& b = j["base"];

@@ -205,6 +205,9 @@ profiler::Grid grid_of(const SweepRequest& r) {
   g.offload_sets = axis(offload_set_list(r.engine.offload_set), g.base.offload_set);
   g.tiers = axis(tier_list(r.engine.tier), g.base.tier);
   g.layer_offloads = axis(layer_offload_list(r.engine.layer_offload), g.base.layer_offload);
+  const auto depths = prefetch_list(r.engine.prefetch);
+  g.base.prefetch = depths.front();
+  if (depths.size() > 1) g.prefetches = depths;
   return g;
 }
 
@@ -214,7 +217,11 @@ int64_t count_points(const SweepRequest& r) { return profiler::grid_size(grid_of
 
 // `list`: a sweep takes several, comma-separated (an axis); a run one.
 void check_engine(const EngineFields& e, Checker& c, bool list) {
-  c.range("--prefetch", e.prefetch, 0, kMaxPrefetch);
+  c.parse("--prefetch", [&] {
+    if (prefetch_list(e.prefetch).size() != 1 && !list) {
+      throw std::invalid_argument("--prefetch takes one value for a run (a list is for sweep)");
+    }
+  });
   c.parse("--semantics", [&] {
     const auto names = semantics_list(e.semantics);
     if (!list && names.size() != 1) {
@@ -370,6 +377,29 @@ std::vector<std::string> offload_set_names() { return {"all", "boundaries"}; }
 std::vector<std::string> tier_names() { return {"host", "disk", "auto"}; }
 std::vector<std::string> layer_offload_examples() { return {"off", "on:1", "on:2"}; }
 
+std::vector<int64_t> prefetch_list(const std::string& text) {
+  std::vector<int64_t> depths;
+  try {
+    depths = profiler::parse_int_list(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--prefetch takes a depth or a list such as 0,1,2: " +
+                                std::string(e.what()));
+  }
+  for (size_t i = 0; i < depths.size(); ++i) {
+    if (depths[i] < 0 || depths[i] > kMaxPrefetch) {
+      throw std::invalid_argument("--prefetch must be between 0 and " +
+                                  std::to_string(kMaxPrefetch) + ", got " +
+                                  std::to_string(depths[i]));
+    }
+    if (std::find(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(i), depths[i]) !=
+        depths.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw std::invalid_argument("--prefetch names " + std::to_string(depths[i]) + " twice");
+    }
+  }
+  if (depths.empty()) throw std::invalid_argument("--prefetch takes a depth, e.g. 1");
+  return depths;
+}
+
 std::vector<std::string> semantics_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -492,7 +522,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
   }
   const bool variants_ok = !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier") &&
-                           !c.has("--layer-offload");
+                           !c.has("--layer-offload") && !c.has("--prefetch");
   if (r.predict_first && variants_ok) {
     const profiler::Grid g = grid_of(r);
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
@@ -566,7 +596,7 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.min_offload_size = profiler::parse_size(r.min_offload_size);
   c.max_fwd_stash_size = profiler::parse_int_list(r.max_fwd_stash_size).at(0);
   c.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes);
-  c.prefetch = r.engine.prefetch;
+  c.prefetch = prefetch_list(r.engine.prefetch).front();
   c.use_streams = !r.engine.no_streams;
   c.use_pin_memory = !r.engine.no_pin_memory;
   c.verify = r.engine.verify;
@@ -592,6 +622,7 @@ profiler::Grid to_grid(const SweepRequest& r) {
   defaults.engine.offload_set = grid.base.offload_set;
   defaults.engine.tier = grid.base.tier;
   defaults.engine.layer_offload = grid.base.layer_offload;
+  defaults.engine.prefetch = std::to_string(grid.base.prefetch);
   // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
   // run's check would refuse that pair, the sweep's accepted it.
   defaults.engine.offload_set = "all";

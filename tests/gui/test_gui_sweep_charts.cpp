@@ -336,12 +336,14 @@ TEST_F(Heatmap, SwitchingMetricsRecolours) {
   img = render(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)), sequential_color(1.0)));
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), sequential_color(0.0)));
-  // Slowdown diverges from 1.0x (the baseline, 10 ms): every offload point here is slower, the
-  // slowest (point 1, 1.4x) at the dark red end, and 1.05x (point 6) near the neutral middle.
+  // Slowdown diverges from 1.0x (the baseline, 10 ms) on a log scale: every offload point here is
+  // slower, the slowest (point 1, 1.4x) at the dark red end, and 1.05x (point 6) near the neutral
+  // middle.
   w.setMetric(SweepMetric::Slowdown);
   img = render(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), diverging_color(0.0)));
-  EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)), diverging_color(0.5 - 0.05 / 0.8), 4));
+  EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)),
+                   diverging_color(0.5 - std::log(1.05) / (2 * std::log(1.4))), 4));
   EXPECT_EQ(w.sweepMetric(), SweepMetric::Slowdown);
 }
 

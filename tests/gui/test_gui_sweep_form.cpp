@@ -189,13 +189,22 @@ TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
 TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   SweepForm form;
   auto r = tiny_request("x.db", "1KiB", "1");
-  r.engine.prefetch = 3;
+  r.engine.prefetch = "3";
   r.repeat = 4;
   r.predict_first = true;
   r.backend.device_model = "h100-sxm";
   form.setRequest(r);
   const auto back = form.request();
-  EXPECT_EQ(back.engine.prefetch, 3);
+  EXPECT_EQ(back.engine.prefetch, "3");
+  // Prefetch is an axis in the form as in the CLI: a list crosses the grid with each depth.
+  auto axis = tiny_request("x.db", "1KiB", "1,2");
+  axis.engine.prefetch = "0,1,2";
+  form.setRequest(axis);
+  EXPECT_EQ(form.request().engine.prefetch, "0,1,2");
+  EXPECT_EQ(validate_sweep_request(form.request()), 1 + 2 * 3);
+  const auto* count = form.findChild<QLabel*>(QStringLiteral("points"));
+  ASSERT_NE(count, nullptr);
+  EXPECT_TRUE(count->text().startsWith(QStringLiteral("7 "))) << count->text().toStdString();
   EXPECT_EQ(back.repeat, 4);
   EXPECT_TRUE(back.predict_first);
   const auto* points = form.findChild<QLabel*>(QStringLiteral("points"));

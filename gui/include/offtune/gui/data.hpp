@@ -59,13 +59,14 @@ enum class HeatmapAxis {
   OffloadSet,
   Tier,
   Layers,
-  Semantics
+  Semantics,
+  Prefetch
 };
 inline constexpr HeatmapAxis kHeatmapAxes[] = {
     HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize,
     HeatmapAxis::Checkpoint,     HeatmapAxis::OffloadSet,
     HeatmapAxis::Tier,           HeatmapAxis::Layers,
-    HeatmapAxis::Semantics};
+    HeatmapAxis::Semantics,      HeatmapAxis::Prefetch};
 // Its name as the CLI spells the knob: "min_offload_size", "checkpoint", "layer_offload", ...
 const char* axis_name(HeatmapAxis axis);
 // A config's value on the axis, as a label ("64 KiB", "2", "every:2", "on:1", "trl").
@@ -164,7 +165,13 @@ std::string short_spread(const profiler::RunSummary& s);
 // The sweep's baseline point (no offloading, no checkpointing: plain training), if it has one.
 const profiler::PointRecord* baseline_point(const SweepData& sweep);
 // Whether any point (or grid point) of the sweep is an engine variant (checkpointing, offloaded
-// boundaries, a disk tier): then tables show a variant column.
+// boundaries, a disk tier, layer offloading) or the sweep varies another knob of its offload
+// points (semantics, prefetch, ...): then tables show a variant column.
 bool has_variants(const SweepData& sweep);
+// What the Variant column says of each point (by index, over the grid and the points held): the
+// engine variant in words (profiler::describe_variant), then each other knob the sweep varies
+// among its offload points ("trl semantics", "prefetch 2"), so that rows with the same thresholds
+// are told apart.
+std::map<int64_t, std::string> variant_texts(const SweepData& sweep);
 
 }  // namespace offtune::gui

@@ -123,12 +123,14 @@ class PointsTableModel : public QAbstractTableModel {
   // The prediction columns' cells, and the status of a row only predicted.
   QVariant predictionData(int column, const profiler::PointRecord& p, bool predicted_only,
                           int role) const;
+  QString variantText(const profiler::PointRecord& p) const;
 
   SweepDataPtr sweep_;
   std::vector<profiler::PointRecord> rows_;
   std::vector<bool> predicted_only_;  // by row
   int64_t highlight_ = -1;
   std::vector<int64_t> ties_;
+  std::map<int64_t, std::string> variant_texts_;  // the Variant column by point index
   MetricDecimals decimals_;
   bool exact_ = false;  // every measured step time exact (a device model): ties are exact ties
   bool compact_ = false;

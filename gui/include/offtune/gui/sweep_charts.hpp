@@ -70,6 +70,8 @@ class SweepChart : public QWidget {
   explicit SweepChart(QWidget* parent);
   // Where the tooltip of a point may stay up.
   virtual QRect tooltipRect(int64_t point_index) const = 0;
+  // The tooltip of a place that is not a point (empty: none), and where it may stay up.
+  virtual QString placeTooltip(QPoint /*pos*/, QRect* /*rect*/) const { return {}; }
   // The record of a point shown: the sweep's, or (the heatmap) a grid point not measured yet.
   virtual const profiler::PointRecord* point(int64_t point_index) const;
   void setHovered(int64_t point_index);
@@ -109,6 +111,10 @@ class HeatmapWidget : public SweepChart {
   void setSharedRange(std::optional<std::pair<double, double>> range);
   // The colour scale's ends as drawn (nullopt: no value to colour).
   std::optional<std::pair<double, double>> valueRange() const;
+  // The colour scale's end labels as drawn: worst (left) and best (right). Real values of the
+  // sweep: the range of the points shown; for slowdown the range with the baseline's 1.00x in it
+  // (the scale is logarithmic around 1.0x, so a slowdown is never shown as zero or negative).
+  std::pair<QString, QString> scaleLabels() const;
   // Not metric(): that would hide QWidget::metric(PaintDeviceMetric).
   SweepMetric sweepMetric() const { return metric_; }
   // Which knobs the rows and the columns are (heatmap_axes() lists those of a sweep): by default
@@ -148,6 +154,17 @@ class HeatmapWidget : public SweepChart {
     QRect cell;
   };
   CellLabel cellLabel(int64_t point_index) const;
+  // Cells of the grid that no point of the sweep can have: checkpoint none x offload boundaries
+  // (nothing is checkpointed, so no boundary to offload; the sweep skips the pair). Hatched,
+  // labelled "n/a", with a tooltip saying why. By row and column (rowLabels(), columnLabels()).
+  struct NotApplicableCell {
+    int row = 0;
+    int col = 0;
+    QRect rect;      // at the current size
+    QString reason;  // the tooltip: "not applicable: ..."
+  };
+  std::vector<NotApplicableCell> notApplicableCells() const;
+
   // Grid points the store does not hold (the sweep was cancelled or sharded before them): outlined
   // and hatched, by index.
   std::vector<int64_t> unmeasuredPoints() const;
@@ -162,10 +179,15 @@ class HeatmapWidget : public SweepChart {
  protected:
   void paintEvent(QPaintEvent* e) override;
   QRect tooltipRect(int64_t point_index) const override;
+  QString placeTooltip(QPoint pos, QRect* rect) const override;
   const profiler::PointRecord* point(int64_t point_index) const override;
 
  private:
   struct Layout;
+  // The slowdown scale's ends (worst, best): the range with 1.0 in it.
+  std::pair<double, double> scaleEnds() const;
+  QRect gridCellRect(const Layout& l, int row, int col) const;
+  std::vector<NotApplicableCell> notApplicableIn(const Layout& l) const;
   // Where a point sits in the grid; slot/slots split a cell among points with the same config.
   struct Placement {
     int64_t index = -1;
@@ -207,6 +229,7 @@ class HeatmapWidget : public SweepChart {
   std::vector<Tick> row_ticks_;
   std::vector<Tick> col_ticks_;
   std::vector<Placement> placements_;
+  std::vector<std::pair<int, int>> not_applicable_;        // (row, col) of cells no point can have
   std::optional<std::set<int64_t>> shown_;                 // setShownPoints
   std::optional<std::pair<double, double>> shared_range_;  // setSharedRange
   std::vector<profiler::PointRecord> unmeasured_;          // grid points not in data_->points
@@ -258,6 +281,15 @@ class ParetoWidget : public SweepChart {
     QRectF label;
   };
   std::optional<ConstraintMark> constraintMark() const;
+  // Every label drawn on the plot at the current size ("baseline", "recommended", the
+  // constraint's), where its text is drawn. Labels are placed so that none overlaps a marker (a
+  // point, a prediction, the rings), a line (the front, the constraint, a whisker) or another
+  // label, as long as the plot has room for that.
+  struct PlotLabel {
+    QString text;
+    QRectF rect;
+  };
+  std::vector<PlotLabel> plotLabels() const;
 
   // A predict-first sweep's predictions (SweepData::predictions) are plotted too, as hollow
   // markers, with a thin line from each prediction to its point's measurement. Where the
@@ -292,6 +324,20 @@ class ParetoWidget : public SweepChart {
   std::vector<QRectF> tickLabelRectsIn(const Frame& f, Qt::Orientation o) const;
   std::optional<ConstraintMark> constraintMarkIn(const Frame& f) const;
   QPointF positionIn(const Frame& f, int64_t point_index) const;
+  struct PlacedLabel {
+    QString text;
+    QRectF rect;
+    QColor color;
+  };
+  // The point labels (baseline, recommended), placed clear of every mark.
+  std::vector<PlacedLabel> pointLabelsIn(const Frame& f) const;
+  struct Obstacles {
+    std::vector<QRectF> boxes;
+    std::vector<QLineF> lines;
+  };
+  Obstacles obstaclesIn(const Frame& f) const;
+  // The constraint's line on the plot and its label's text; nullopt off the axes or without one.
+  std::optional<QLineF> constraintLineIn(const Frame& f, QString* text) const;
   void paintAxes(QPainter& p, const Frame& f) const;
   void paintConstraint(QPainter& p, const Frame& f) const;
   void paintPoints(QPainter& p, const Frame& f) const;

@@ -130,7 +130,7 @@ class SweepForm : public QWidget {
   QComboBox* tier_ = nullptr;
   QComboBox* layer_offload_ = nullptr;
   QSpinBox* lora_rank_ = nullptr;
-  QSpinBox* prefetch_ = nullptr;
+  QComboBox* prefetch_ = nullptr;  // a depth or a list (an axis), as --prefetch
   QSpinBox* repeat_ = nullptr;
   QCheckBox* predict_first_ = nullptr;
   QLineEdit* capacity_ = nullptr;

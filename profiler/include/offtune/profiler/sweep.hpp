@@ -43,15 +43,17 @@ struct Grid {
   std::vector<std::string> tiers;
   // Layer offloading of frozen weights ("off", "on:DEPTH"), likewise.
   std::vector<std::string> layer_offloads;
+  // Prefetch depths (backward reloads ahead of use) as an axis, likewise (empty: base.prefetch).
+  std::vector<int64_t> prefetches;
   EngineConfig base;  // every other knob, shared by all points
 };
 
 // Point 0 is the baseline (offload = false, no checkpointing, no layer offloading: plain training);
 // then one point per other pair of checkpoint policy and layer offloading without offloading
 // activations (checkpointing alone, layer offloading alone, both); then, per checkpoint policy,
-// layer offloading, offload set, tier and semantics (outer to inner, each in the order given),
-// every (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner. Without the
-// variant axes this is the grid as it always was.
+// layer offloading, offload set, tier, semantics and prefetch (outer to inner, each in the order
+// given), every (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner. Without
+// the variant axes this is the grid as it always was.
 std::vector<EngineConfig> expand_grid(const Grid& grid);
 // How many points expand_grid makes, without making them (a typo in a range must be refused before
 // a 10^8-point grid is built to count it).

@@ -100,7 +100,8 @@ struct BackendFields {
 
 // The engine's knobs that every point of a sweep shares, and a run's own.
 struct EngineFields {
-  int64_t prefetch = 1;  // backward reloads ahead of use, 0..kMaxPrefetch
+  // Backward reloads ahead of use, 0..kMaxPrefetch; a sweep takes a list (an axis): "0,1,2".
+  std::string prefetch = "1";
   bool no_streams = false;
   bool no_pin_memory = false;
   // The correctness sentinel (OffloadOptions::verify): every offloaded copy checksummed at pack and
@@ -129,6 +130,9 @@ std::vector<std::string> semantics_names();         // offtune, trl
 // "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
 // std::invalid_argument for an unknown or repeated name.
 std::vector<std::string> semantics_list(const std::string& text);
+// "0,1,2": prefetch depths in order, each 0..kMaxPrefetch and once. Throws std::invalid_argument
+// naming --prefetch otherwise.
+std::vector<int64_t> prefetch_list(const std::string& text);
 inline constexpr int64_t kMaxPrefetch = 64;
 // The default bound on a sweep's points (--max-points), and the most it can be raised to.
 inline constexpr int64_t kDefaultMaxPoints = 1000;
