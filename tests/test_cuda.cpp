@@ -239,7 +239,8 @@ TEST_F(Cuda, TheCopyDelayHoldsEachCopyBack) {
   ActivationOffloader off(o);
   auto obs = std::make_shared<RecordingObserver>();
   off.set_observer(obs);
-  auto x = torch::randn({256, 256}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+  auto x =
+      torch::randn({256, 256}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
   at::Tensor loss;
   {
     auto scope = off.scope();

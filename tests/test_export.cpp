@@ -799,16 +799,17 @@ TEST_F(ExportTest, NsysLayoutCorrelatesEachActivityWithALaunchOnTheRunsThread) {
       (Rows{{ta, "600", "cudaMemcpyAsync", "4096"}, {ta, "4200", "cudaMemcpyAsync", "4096"}}));
   EXPECT_EQ(db.query("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"), (Rows{{"6"}}));
   // nsys-tui's tree: the innermost range around each launch, on the launching thread.
-  EXPECT_EQ(db.query("SELECT r.start, (SELECT n.text FROM NVTX_EVENTS n WHERE n.globalTid = "
-                     "r.globalTid AND n.eventType = 59 AND n.start <= r.start AND r.end <= n.end "
-                     "ORDER BY n.start DESC, n.end LIMIT 1) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE "
-                     "r.globalTid = " +
-                     ta + " ORDER BY r.start"),
-            (Rows{{"0", "offtune:forward"},
-                  {"600", "offtune:forward"},
-                  {"1500", "offtune:forward"},
-                  {"4200", "offtune:backward"},
-                  {"5300", "offtune:backward"}}));
+  EXPECT_EQ(
+      db.query("SELECT r.start, (SELECT n.text FROM NVTX_EVENTS n WHERE n.globalTid = "
+               "r.globalTid AND n.eventType = 59 AND n.start <= r.start AND r.end <= n.end "
+               "ORDER BY n.start DESC, n.end LIMIT 1) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE "
+               "r.globalTid = " +
+               ta + " ORDER BY r.start"),
+      (Rows{{"0", "offtune:forward"},
+            {"600", "offtune:forward"},
+            {"1500", "offtune:forward"},
+            {"4200", "offtune:backward"},
+            {"5300", "offtune:backward"}}));
   EXPECT_EQ(db.query("SELECT COUNT(*) FROM NVTX_EVENTS n JOIN StringIds s ON n.textId = s.id "
                      "WHERE s.value = n.text"),
             db.query("SELECT COUNT(*) FROM NVTX_EVENTS"));

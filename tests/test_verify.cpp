@@ -150,9 +150,9 @@ TEST(Verify, CudaCopiesAreCheckedAndACorruptedOneIsAnError) {
   at::Tensor loss;
   {
     auto scope = off.scope();
-    at::Tensor y = torch::mm(net.x, net.w1);            // saves x: its copy waits 200 ms
+    at::Tensor y = torch::mm(net.x, net.w1);          // saves x: its copy waits 200 ms
     net.x.variable_data().narrow(0, 3, 1).add_(1.0);  // on the compute stream, before the copy
-    loss = y.sin().sum();                               // saves y: x's hold goes
+    loss = y.sin().sum();                             // saves y: x's hold goes
   }
   off.synchronize();
   try {

@@ -77,11 +77,11 @@ using GraphRoot = SecondParameter<decltype(&ag::Engine::execute_with_graph_task)
 static_assert(std::is_same_v<GraphRoot, c10::intrusive_ptr<ag::Node>> ||
                   std::is_same_v<GraphRoot, std::shared_ptr<ag::Node>>,
               "torch changed the graph root of Engine::execute_with_graph_task; update the seam");
-static_assert(std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
-                             c10::intrusive_ptr<at::ivalue::Future> (ag::Engine::*)(
-                                 const std::shared_ptr<ag::GraphTask>&, GraphRoot,
-                                 ag::InputBuffer&&)>,
-              "torch changed Engine::execute_with_graph_task; update offtune's seam");
+static_assert(
+    std::is_same_v<decltype(&ag::Engine::execute_with_graph_task),
+                   c10::intrusive_ptr<at::ivalue::Future> (ag::Engine::*)(
+                       const std::shared_ptr<ag::GraphTask>&, GraphRoot, ag::InputBuffer&&)>,
+    "torch changed Engine::execute_with_graph_task; update offtune's seam");
 
 static_assert(
     std::is_same_v<decltype(&ag::Engine::execute),

@@ -86,6 +86,7 @@ const QColor kOomHatch(200, 30, 30);
 const QColor kFrontColor(230, 120, 20);
 const QColor kPointColor(70, 110, 170);
 const QColor kBaselineColor(45, 45, 45);
+const QColor kVariantKeyColor(95, 95, 95);  // a variant's legend entry: its shape, outlined
 const QColor kChosenColor(20, 150, 60);
 const QColor kOverLimitShade(220, 40, 40, 40);
 const QColor kLimitLine(190, 30, 30);
@@ -323,8 +324,9 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
     case Sample::Shape1:
     case Sample::Shape2:
     case Sample::Shape3:
-      p.setPen(Qt::NoPen);
-      p.setBrush(item.color);
+      // Outlined: a variant's entry keys a shape, not a colour (filled, it read as "other points").
+      p.setPen(QPen(item.color, 1.5));
+      p.setBrush(Qt::NoBrush);
       draw_marker(p, c, 4.0, static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0));
       break;
     case Sample::Hollow:
@@ -1508,12 +1510,13 @@ ParetoWidget::Frame ParetoWidget::frame() const {
           {Sample::Link, QStringLiteral("prediction \u2192 measured"), kPredictedColor});
     }
   }
-  // Variants by marker shape (the colours say front or not).
+  // Variants by marker shape (the colours say front or not): outlined in a neutral colour, so
+  // that no variant's entry looks like the "other points" or "Pareto front" dots.
   if (variants_.size() > 1) {
     for (size_t k = 0; k < variants_.size(); ++k) {
       const auto shape =
           static_cast<Sample>(static_cast<int>(Sample::Shape0) + static_cast<int>(k % kShapes));
-      f.legend.push_back({shape, QString::fromStdString(variants_[k]), kPointColor});
+      f.legend.push_back({shape, QString::fromStdString(variants_[k]), kVariantKeyColor});
     }
   }
   int legend_bottom = f.caption.bottom() + 1;
@@ -1603,6 +1606,33 @@ QPointF ParetoWidget::predictedIn(const Frame& f, int64_t point_index) const {
 QStringList ParetoWidget::legendLabels() const {
   QStringList out;
   for (const auto& item : frame().legend) out << item.text;
+  return out;
+}
+
+QStringList ParetoWidget::legendGlyphs() const {
+  QStringList out;
+  for (const auto& item : frame().legend) {
+    QString glyph;
+    switch (item.sample) {
+      case Sample::Dot:
+        glyph = QStringLiteral("filled circle");
+        break;
+      case Sample::Shape0:
+      case Sample::Shape1:
+      case Sample::Shape2:
+      case Sample::Shape3: {
+        static const char* const kNames[] = {"circle", "triangle", "diamond", "cross"};
+        glyph =
+            QStringLiteral("outlined ") +
+            QLatin1String(kNames[static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0)]);
+        break;
+      }
+      default:
+        glyph = QStringLiteral("sample %1").arg(static_cast<int>(item.sample));
+        break;
+    }
+    out << glyph + QLatin1Char(' ') + item.color.name();
+  }
   return out;
 }
 

@@ -304,6 +304,39 @@ bool crosses(const QRectF& r, const QLineF& line) {
 // front markers), the recommended point next to the baseline (the baseline's label through its
 // ring), the front's steps passing the recommended label. At every size, no label overlaps a
 // marker, a line or another label, and each is inside the plot.
+// Issue 34, item 13: a variant's legend entry (a filled circle in the points' blue) looked exactly
+// like "other points". No two entries of the legend may be drawn alike.
+TEST(ParetoLegend, NoTwoEntriesLookAlikeInASweepOfVariants) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->points.push_back(ok_point(0, false, 10.0, 400));
+  int64_t index = 1;
+  for (const char* checkpoint : {"none", "all"}) {
+    for (const auto& [ms, peak] : {std::pair{12.0, 200}, std::pair{15.0, 260}}) {
+      pf::PointRecord p = ok_point(index++, true, ms, peak);
+      p.config.checkpoint = checkpoint;
+      d->points.push_back(p);
+    }
+  }
+  ParetoWidget w;
+  w.setData(d);
+  pf::Constraint slowdown;
+  slowdown.max_slowdown = 2.0;
+  w.setRecommendation(pf::recommend(d->points, slowdown));
+  w.resize(800, 500);
+  const QStringList labels = w.legendLabels();
+  const QStringList glyphs = w.legendGlyphs();
+  ASSERT_EQ(labels.size(), glyphs.size());
+  ASSERT_TRUE(labels.contains(QStringLiteral("other points"))) << labels.join(", ").toStdString();
+  ASSERT_GE(w.markerShape(1), 0) << "the sweep has no variants";
+  for (int i = 0; i < glyphs.size(); ++i) {
+    for (int j = i + 1; j < glyphs.size(); ++j) {
+      EXPECT_NE(glyphs[i], glyphs[j])
+          << labels[i].toStdString() << " and " << labels[j].toStdString() << " are drawn alike";
+    }
+  }
+}
+
 TEST(ParetoLabels, NoLabelOverlapsAMarkerALineOrAnotherLabel) {
   auto d = std::make_shared<SweepData>();
   d->sweep.id = pf::SweepId(3);

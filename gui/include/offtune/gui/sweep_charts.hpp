@@ -299,6 +299,9 @@ class ParetoWidget : public SweepChart {
   int predictedCount() const { return static_cast<int>(predicted_.size()); }
   // The legend's entries at the current size, in order ("Pareto front", "predicted", ...).
   QStringList legendLabels() const;
+  // How each entry is drawn, in the same order ("filled circle #466eaa", "outlined triangle
+  // #5f5f5f", ...): two entries that look alike have the same text.
+  QStringList legendGlyphs() const;
 
   // A sweep of several variants (sweep_variants): each variant's points have their own marker
   // shape (0 circle, 1 triangle, 2 diamond, 3 cross, then again), and the legend names them. -1
