@@ -89,13 +89,56 @@ def distributed() -> bool:
         return False
 
 
-def share_from_rank0(value: Any) -> Any:
-    """Rank 0's `value`, on every rank: a collective (every rank must call it, at the same point)."""
-    import torch.distributed as dist
+# How long a rank other than 0 waits for rank 0's run before it records a run of its own: rank 0
+# may not record at all (a script that records on rank 0 only does not record on the others either,
+# but a script may record on every rank but 0), and then no rank may hang.
+JOB_WAIT_S = 30.0
+_published = 0  # this process's recordings linked so far: the n-th of each rank is one job
 
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+
+def _job_key(n: int) -> str:
+    return f"offtune/record/job/{n}"
+
+
+def _rendezvous_store():
+    """The process group's key-value store (the TCPStore torchrun's ranks share). A private
+    function of torch.distributed, the one way to reach it from a process group already
+    initialised; checked against the pinned torch (2.15) and the GPU machines' (2.11)."""
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_store()
+
+
+def publish_job(run: int, db: str) -> None:
+    """Rank 0: its recording's run id and store, for the other ranks' recordings of the same
+    order. Never waits."""
+    global _published
+    _rendezvous_store().set(_job_key(_published), json.dumps([run, db]))
+    _published += 1
+
+
+def await_job() -> Optional[Tuple[int, str]]:
+    """Another rank: rank 0's run id and store for this recording, or None when rank 0 has not
+    recorded within JOB_WAIT_S (a warning says so; the rank's run then stands alone)."""
+    global _published
+    from datetime import timedelta
+
+    key = _job_key(_published)
+    _published += 1
+    store = _rendezvous_store()
+    try:
+        store.wait([key], timedelta(seconds=JOB_WAIT_S))
+    except Exception:  # the store's timeout error type differs between torch versions
+        import warnings
+
+        warnings.warn(
+            f"offtune.record: rank 0 recorded no run within {JOB_WAIT_S:.0f} s; this rank's run "
+            "is not linked into a job",
+            stacklevel=3,
+        )
+        return None
+    run, db = json.loads(store.get(key))
+    return int(run), str(db)
 
 
 def spec_overrides() -> Dict[str, Any]:

@@ -214,8 +214,9 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
 
     Under torchrun, each rank records a run of its own: its rank and the world size are recorded
     (torch.distributed's when initialised, else $RANK and $WORLD_SIZE). With the process group
-    initialised, entering the block is a collective (every rank must record) and the ranks that
-    record into one store are one job: rank 0's run is the job, the others name it as their job,
+    initialised, the ranks that record into one store are one job (rank 0 leaves its run id in the
+    process group's store; another rank waits for it up to 30 s, then records alone with a
+    warning): rank 0's run is the job, the others name it as their job,
     and `offtune report` shows the job as one row (the slowest rank's step time, the highest
     peak; --ranks each rank's). Give each rank a store of its own (f"runs-rank{rank}.db") and
     each rank's run stands alone; `offtune merge` joins stores.
@@ -274,19 +275,20 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
             )
         engines = [o._engine for o in offloaders]
         spec = self._spec
-        # A distributed job outside a sweep: rank 0 begins its run and tells the others its id
-        # (a collective, so every rank must record: they run the same script); a rank recording
-        # into the same store names that run as its job, and adds no point of its own to the
-        # recorded sweep (the job's point is rank 0's run). A rank with a store of its own (a
-        # rank in the file name) records a run that stands alone.
+        # A distributed job outside a sweep: rank 0 begins its run and leaves its id in the
+        # process group's store (no collective: a rank that does not record never blocks one that
+        # does); another rank waits for it (at most _child.JOB_WAIT_S) and, recording into the
+        # same store, names that run as its job and adds no point of its own to the recorded
+        # sweep (the job's point is rank 0's run). A rank with a store of its own (a rank in the
+        # file name) records a run that stands alone.
         linked = "continue_run" not in spec and "job_run" not in spec and _child.distributed()
         if linked and spec["rank"] != 0:
-            job = _child.share_from_rank0(None)
+            job = _child.await_job()
             if job is not None and job[1] == os.path.abspath(self._db):
                 spec = dict(spec, job_run=job[0], name="")
         native = _offtune.Recording(self._db, spec, engines)
         if linked and spec["rank"] == 0:
-            _child.share_from_rank0((native.id, os.path.abspath(self._db)))
+            _child.publish_job(native.id, os.path.abspath(self._db))
         self.recording = Recording(native, offloaders)
         return self.recording
 

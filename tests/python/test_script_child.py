@@ -212,6 +212,7 @@ def test_record_outside_a_sweep_records_torchruns_rank_and_world_size(tmp_path, 
     assert (r["rank"], r["world_size"], r["job_run"]) == (1, 2, None)
 
 
+# The DDP scripts end without destroy_process_group() (tests/python/scripts/train_tiny.py says why).
 DDP_RECORD = """
 import sys, torch, torch.distributed as dist, offtune
 dist.init_process_group("gloo")
@@ -226,7 +227,6 @@ with offtune.record(sys.argv[1], name="ddp", offloader=off, warmup=1) as rec:
             loss = model(torch.randn(32, 64)).pow(2).mean()
         loss.backward()
         rec.step()
-dist.destroy_process_group()
 """
 
 
@@ -249,3 +249,38 @@ def test_ranks_recording_into_one_store_outside_a_sweep_are_one_job(tmp_path):
     with sqlite3.connect(db) as con:
         points = con.execute("SELECT run FROM points").fetchall()
     assert points == [(rs[0]["id"],)], points
+
+
+DDP_RECORD_ON_RANK_0 = """
+import contextlib, sys, torch, torch.distributed as dist, offtune
+dist.init_process_group("gloo")
+offtune.host_sim.install()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+off = offtune.Offloader(backend="host-sim", min_offload_size=0)
+recording = (offtune.record(sys.argv[1], name="ddp", offloader=off, warmup=1)
+             if dist.get_rank() == 0 else contextlib.nullcontext())
+with recording as rec:
+    for step in range(4):
+        with off.scope():
+            loss = model(torch.randn(32, 64)).pow(2).mean()
+        loss.backward()
+        if rec is not None:
+            rec.step()
+"""
+
+
+def test_recording_on_rank_0_only_never_waits_for_the_other_ranks(tmp_path):
+    # The common pattern of logging on rank 0 alone: rank 0 must not wait for ranks that do not
+    # record (a collective here made rank 0 wait for the others until the group's timeout).
+    script = tmp_path / "ddp_rank0.py"
+    script.write_text(DDP_RECORD_ON_RANK_0)
+    db = tmp_path / "runs.db"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(script), str(db)]
+    done = subprocess.run(cmd, env=child_env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rs = list(runs(db).values())
+    assert [(r["rank"], r["world_size"], r["status"], r["job_run"]) for r in rs] == [
+        (0, 2, "ok", None)]
