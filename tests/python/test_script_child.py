@@ -230,15 +230,21 @@ with offtune.record(sys.argv[1], name="ddp", offloader=off, warmup=1) as rec:
 """
 
 
-def test_ranks_recording_into_one_store_outside_a_sweep_are_one_job(tmp_path):
-    script = tmp_path / "ddp_record.py"
-    script.write_text(DDP_RECORD)
+def run_ddp(tmp_path, text, timeout=TIMEOUT_S):
+    """Runs the 2-rank script `text` under torchrun, outside a sweep; returns the store it wrote."""
+    script = tmp_path / "ddp.py"
+    script.write_text(text)
     db = tmp_path / "runs.db"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            str(script), str(db)]
     done = subprocess.run(cmd, env=child_env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+                          timeout=timeout)
     assert done.returncode == 0, done.stderr[-2000:]
+    return db
+
+
+def test_ranks_recording_into_one_store_outside_a_sweep_are_one_job(tmp_path):
+    db = run_ddp(tmp_path, DDP_RECORD)
     rs = sorted(runs(db).values(), key=lambda r: r["rank"])
     assert [(r["rank"], r["world_size"], r["status"]) for r in rs] == [(0, 2, "ok"), (1, 2, "ok")]
     assert rs[0]["job_run"] is None and rs[1]["job_run"] == rs[0]["id"]
@@ -273,14 +279,7 @@ with recording as rec:
 def test_recording_on_rank_0_only_never_waits_for_the_other_ranks(tmp_path):
     # The common pattern of logging on rank 0 alone: rank 0 must not wait for ranks that do not
     # record (a collective here made rank 0 wait for the others until the group's timeout).
-    script = tmp_path / "ddp_rank0.py"
-    script.write_text(DDP_RECORD_ON_RANK_0)
-    db = tmp_path / "runs.db"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           str(script), str(db)]
-    done = subprocess.run(cmd, env=child_env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    db = run_ddp(tmp_path, DDP_RECORD_ON_RANK_0, timeout=120)
     rs = list(runs(db).values())
     assert [(r["rank"], r["world_size"], r["status"], r["job_run"]) for r in rs] == [
         (0, 2, "ok", None)]
