@@ -28,7 +28,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#define OFFTUNE_TEST_HAS_FORK 1
+#define OFFTUNE_TEST_HAS_SPAWN 1
 #endif
 
 #include "offtune/profiler/job.hpp"
@@ -66,7 +66,7 @@ bool has_side_files(const std::string& path) {
   return fs::exists(path + "-wal") || fs::exists(path + "-shm") || fs::exists(path + "-journal");
 }
 
-#ifdef OFFTUNE_TEST_HAS_FORK
+#ifdef OFFTUNE_TEST_HAS_SPAWN
 std::string this_host() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
@@ -1335,38 +1335,35 @@ TEST_F(SqliteStoreTest, AnotherWriterHoldingTheLockIsBusy) {
   EXPECT_EQ(store->events(run).size(), 51u);
 }
 
-TEST_F(SqliteStoreTest, CrashedWriterLeavesEarlierCommitsIntact) {
-#ifdef OFFTUNE_TEST_HAS_FORK
-  const RunId run = populate(path(), 10);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // The child commits one batch through the store, then dies in the middle of a big transaction
-    // whose pages have spilled into the -wal file. No destructors, no gtest: _exit only.
-    int code = 0;
-    try {
-      auto store = open_sqlite_store(path());
-      store->add_events({event(run, 100, "child committed")});
-      sqlite3* db = nullptr;
-      sqlite3_open_v2(path().c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
-      sqlite3_exec(db, "PRAGMA cache_size = 10; BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-      for (int i = 0; i < 20000 && code == 0; ++i) {
-        const std::string sql =
-            "INSERT INTO events (run, kind, start_ns, end_ns, stream, bytes, tensor, pinned, "
-            "prefetch, name) VALUES (" +
-            std::to_string(run.value) + ", 'compute', " + std::to_string(1000 + i) +
-            ", 0, 0, 0, -1, 1, 0, 'uncommitted " + std::string(200, 'x') + "')";
-        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) code = 3;
-      }
-    } catch (...) {
-      code = 2;
-    }
-    _exit(code);
+#ifdef OFFTUNE_TEST_HAS_SPAWN
+// The child commits one batch through the store, then dies in the middle of a big transaction
+// whose pages have spilled into the -wal file: no destructors, _exit only. Args: PATH RUN.
+OFFTUNE_CHILD_ROLE(commit_then_crash)(const std::vector<std::string>& args, test::ChildControl&) {
+  const std::string& path = args.at(0);
+  const RunId run(std::stoll(args.at(1)));
+  auto store = open_sqlite_store(path);
+  store->add_events({event(run, 100, "child committed")});
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+  sqlite3_exec(db, "PRAGMA cache_size = 10; BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string sql =
+        "INSERT INTO events (run, kind, start_ns, end_ns, stream, bytes, tensor, pinned, "
+        "prefetch, name) VALUES (" +
+        std::to_string(run.value) + ", 'compute', " + std::to_string(1000 + i) +
+        ", 0, 0, 0, -1, 1, 0, 'uncommitted " + std::string(200, 'x') + "')";
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) return 3;
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  return 0;  // run_child_role_if_asked _exits: the transaction is never committed
+}
+#endif
+
+TEST_F(SqliteStoreTest, CrashedWriterLeavesEarlierCommitsIntact) {
+#ifdef OFFTUNE_TEST_HAS_SPAWN
+  const RunId run = populate(path(), 10);
+  ChildProcess child("commit_then_crash", {path(), std::to_string(run.value)},
+                     ChildProcess::After::Exit);
+  ASSERT_EQ(child.wait(), 0);
   ASSERT_TRUE(fs::exists(path() + "-wal"));
   EXPECT_GT(fs::file_size(path() + "-wal"), 100u * 4096) << "uncommitted pages reached the WAL";
 
@@ -1382,7 +1379,7 @@ TEST_F(SqliteStoreTest, CrashedWriterLeavesEarlierCommitsIntact) {
   store->add_events({event(run, 200, "after the crash")});
   EXPECT_EQ(store->events(run).size(), 12u);
 #else
-  GTEST_SKIP() << "needs fork()";
+  GTEST_SKIP() << "needs posix_spawn";
 #endif
 }
 
@@ -1446,28 +1443,37 @@ TEST_F(SqliteStoreTest, AFailedOpenKeepsAFileThatWasThere) {
 // ---------------------------------------------------------------------------------------------------
 // Nothing hangs: runs of processes that ended, sweeps created at once.
 
+#ifdef OFFTUNE_TEST_HAS_SPAWN
+// Args: PATH. Begins sample run 2 (left running) and sample run 3 (finished ok), then exits.
+OFFTUNE_CHILD_ROLE(begin_running_and_ok_runs)
+(const std::vector<std::string>& args, test::ChildControl&) {
+  auto store = open_sqlite_store(args.at(0));
+  store->begin_run(sample_run(2));
+  const RunId ok = store->begin_run(sample_run(3));
+  store->finish_run(ok, RunStatus::Ok, "", sample_summary(3), 5);
+  return 0;
+}
+
+// Args: PATH SALT. Begins sample run SALT and reports; the store stays open while the child
+// lingers.
+OFFTUNE_CHILD_ROLE(begin_run_and_linger)
+(const std::vector<std::string>& args, test::ChildControl& control) {
+  static std::unique_ptr<Store> held;
+  held = open_sqlite_store(args.at(0));
+  held->begin_run(sample_run(std::stoi(args.at(1))));
+  control.ready(0);
+  return 0;
+}
+#endif
+
 TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
-#ifdef OFFTUNE_TEST_HAS_FORK
+#ifdef OFFTUNE_TEST_HAS_SPAWN
   const RunId mine = open_sqlite_store(path())->begin_run(sample_run(1));
-  ChildProcess exited(
-      [&] {
-        auto store = open_sqlite_store(path());
-        store->begin_run(sample_run(2));
-        const RunId ok = store->begin_run(sample_run(3));
-        store->finish_run(ok, RunStatus::Ok, "", sample_summary(3), 5);
-        return 0;
-      },
-      ChildProcess::After::Exit);
+  ChildProcess exited("begin_running_and_ok_runs", {path()}, ChildProcess::After::Exit);
   const pid_t exited_pid = exited.pid();
   ASSERT_EQ(exited.wait(), 0);
-  std::unique_ptr<Store> held;  // open in the child until it is killed
-  ChildProcess killed(
-      [&] {
-        held = open_sqlite_store(path());
-        held->begin_run(sample_run(4));
-        return 0;
-      },
-      ChildProcess::After::Linger);
+  // Its store stays open in the child until it is killed.
+  ChildProcess killed("begin_run_and_linger", {path(), "4"}, ChildProcess::After::Linger);
   const pid_t killed_pid = killed.pid();
   killed.kill_now();
 
@@ -1504,7 +1510,7 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
             "running | interrupted | ok | interrupted");
   EXPECT_EQ(db.text("SELECT error FROM runs WHERE id = 4"), ended(killed_pid));
 #else
-  GTEST_SKIP() << "needs fork()";
+  GTEST_SKIP() << "needs posix_spawn";
 #endif
 }
 
@@ -1836,7 +1842,7 @@ TEST_F(SqliteStoreTest, SweepsCreatedAtOnceThroughManyConnectionsAreOne) {
 // ---------------------------------------------------------------------------------------------------
 // Owners and claims between processes.
 
-#ifdef OFFTUNE_TEST_HAS_FORK
+#ifdef OFFTUNE_TEST_HAS_SPAWN
 TEST(Owner, IsThisProcessAndAReusedPidIsNotIt) {
   const Owner me = current_owner();
   EXPECT_EQ(me.pid, getpid());
@@ -1855,15 +1861,21 @@ TEST(Owner, IsThisProcessAndAReusedPidIsNotIt) {
   EXPECT_FALSE(owner_alive(gone));
 }
 
+// Args: PATH SWEEP INDEX. Claims the point and reports whether it got it (0) or not (1); the store
+// stays open as long as the child does.
+OFFTUNE_CHILD_ROLE(claim_point)(const std::vector<std::string>& args, test::ChildControl& control) {
+  static std::unique_ptr<Store> held;
+  held = open_sqlite_store(args.at(0));
+  const Claim claim = held->claim_point(SweepId(std::stoll(args.at(1))), std::stoll(args.at(2)));
+  control.ready(claim.status == ClaimStatus::Claimed ? 0 : 1);
+  return 0;
+}
+
 TEST_F(SqliteStoreTest, AClaimOfALiveProcessIsTakenAndOfAKilledOneIsTakenOver) {
   const SweepId sweep = open_sqlite_store(path())->create_sweep(sample_sweep(1));
-  std::unique_ptr<Store> held;  // open in the child until it is killed
-  ChildProcess child(
-      [&] {
-        held = open_sqlite_store(path());
-        return held->claim_point(sweep, 0).status == ClaimStatus::Claimed ? 0 : 1;
-      },
-      ChildProcess::After::Linger);
+  // The claim's store stays open in the child until it is killed.
+  ChildProcess child("claim_point", {path(), std::to_string(sweep.value), "0"},
+                     ChildProcess::After::Linger);
   auto store = open_sqlite_store(path());
   const Claim taken = store->claim_point(sweep, 0);
   EXPECT_EQ(taken.status, ClaimStatus::Taken);
@@ -1886,12 +1898,8 @@ TEST_F(SqliteStoreTest, AClaimOfALiveProcessIsTakenAndOfAKilledOneIsTakenOver) {
 
 TEST_F(SqliteStoreTest, ClaimsOfEndedProcessesGoWhenTheStoreIsOpened) {
   const SweepId sweep = open_sqlite_store(path())->create_sweep(sample_sweep(1));
-  ChildProcess child(
-      [&] {
-        auto store = open_sqlite_store(path());
-        return store->claim_point(sweep, 3).status == ClaimStatus::Claimed ? 0 : 1;
-      },
-      ChildProcess::After::Exit);
+  ChildProcess child("claim_point", {path(), std::to_string(sweep.value), "3"},
+                     ChildProcess::After::Exit);
   ASSERT_EQ(child.wait(), 0);
   EXPECT_EQ(RawDb(path()).integer("SELECT count(*) FROM claims"), 1) << "nobody released it";
   open_sqlite_store(path());

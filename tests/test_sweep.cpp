@@ -26,7 +26,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#define OFFTUNE_TEST_HAS_FORK 1
+#define OFFTUNE_TEST_HAS_SPAWN 1
 #endif
 
 #include "offtune/host_sim.hpp"
@@ -345,7 +345,7 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
   }
 }
 
-#ifdef OFFTUNE_TEST_HAS_FORK
+#ifdef OFFTUNE_TEST_HAS_SPAWN
 // A fresh directory, removed afterwards.
 class TempDir : public test::TempDir {
  public:
@@ -363,29 +363,39 @@ SweepRecord record_of(const SweepSpec& spec) {
   return rec;
 }
 
+// The other process of a shared sweep: creates tiny_spec()'s sweep (with one size and one window if
+// the fourth argument says so) and claims point INDEX, keeping its store open; then, with "put",
+// waits for go() and records the point with a step time this process would not measure; with
+// "never", never measures it. Args: DB INDEX put|never [one-size-one-window].
+OFFTUNE_CHILD_ROLE(claim_then_measure)
+(const std::vector<std::string>& args, test::ChildControl& control) {
+  auto spec = tiny_spec();
+  if (args.size() > 3 && args[3] == "one-size-one-window") {
+    spec.grid.min_offload_sizes = {1024};
+    spec.grid.max_fwd_stash_sizes = {1};
+  }
+  const int64_t index = std::stoll(args.at(1));
+  static std::unique_ptr<Store> held;
+  held = open_sqlite_store(args.at(0));
+  const SweepId sweep = held->create_sweep(record_of(spec));
+  control.ready(held->claim_point(sweep, index).status == ClaimStatus::Claimed ? 0 : 1);
+  if (args.at(2) != "put" || !control.wait_go()) return 0;
+  PointRecord p;
+  p.sweep = sweep;
+  p.index = index;
+  p.config = expand_grid(spec.grid)[static_cast<size_t>(index)];
+  p.status = PointStatus::Ok;
+  p.summary.step_ms_median = 42.5;
+  held->put_point(p);
+  held->release_point(sweep, index);
+  return 0;
+}
+
 TEST(Sweep, APointAnotherProcessMeasuresIsWaitedForNotMeasuredTwice) {
   TempDir dir;
   const std::string db = dir.file("store.db");
   auto spec = tiny_spec();
-  std::unique_ptr<Store> held;  // the other process's store, kept open in it
-  SweepId sweep;
-  ChildProcess other(
-      [&] {
-        held = open_sqlite_store(db);
-        sweep = held->create_sweep(record_of(spec));
-        return held->claim_point(sweep, 2).status == ClaimStatus::Claimed ? 0 : 1;
-      },
-      [&] {
-        PointRecord p;
-        p.sweep = sweep;
-        p.index = 2;
-        p.config = expand_grid(spec.grid)[2];
-        p.status = PointStatus::Ok;
-        p.summary.step_ms_median = 42.5;  // a figure this process would not measure
-        held->put_point(p);
-        held->release_point(sweep, 2);
-        return 0;
-      });
+  ChildProcess other("claim_then_measure", {db, "2", "put"}, ChildProcess::After::Exit);
   auto store = open_sqlite_store(db);
   auto workload = workload_of(spec.workload);
   std::vector<int64_t> done;
@@ -412,14 +422,7 @@ TEST(Sweep, APointOfAKilledProcessIsMeasuredHere) {
   TempDir dir;
   const std::string db = dir.file("store.db");
   auto spec = tiny_spec();
-  std::unique_ptr<Store> held;
-  ChildProcess other(
-      [&] {
-        held = open_sqlite_store(db);
-        const SweepId sweep = held->create_sweep(record_of(spec));
-        return held->claim_point(sweep, 2).status == ClaimStatus::Claimed ? 0 : 1;
-      },
-      [] { return 0; });
+  ChildProcess other("claim_then_measure", {db, "2", "never"}, ChildProcess::After::Linger);
   auto store = open_sqlite_store(db);
   auto workload = workload_of(spec.workload);
   const auto out = run_sweep(*workload, spec, *store, [&](const SweepProgress& p) {
@@ -442,14 +445,8 @@ TEST(Sweep, CancelStopsWaitingForAnotherProcess) {
   auto spec = tiny_spec();
   spec.grid.min_offload_sizes = {1024};
   spec.grid.max_fwd_stash_sizes = {1};
-  std::unique_ptr<Store> held;
-  ChildProcess other(
-      [&] {
-        held = open_sqlite_store(db);
-        const SweepId sweep = held->create_sweep(record_of(spec));
-        return held->claim_point(sweep, 1).status == ClaimStatus::Claimed ? 0 : 1;
-      },
-      [] { return 0; });
+  ChildProcess other("claim_then_measure", {db, "1", "never", "one-size-one-window"},
+                     ChildProcess::After::Linger);
   auto store = open_sqlite_store(db);
   auto workload = workload_of(spec.workload);
   std::atomic<bool> cancel{false};

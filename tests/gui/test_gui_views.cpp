@@ -2,8 +2,6 @@
 // stale results dropped, rendering not blank, the recommendation panel's constraint and exports,
 // the main window, and the --screenshot renderer.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -17,6 +15,7 @@
 #include <QTest>
 #include <nlohmann/json.hpp>
 
+#include "child_process.hpp"
 #include "gui_test_util.hpp"
 #include "offtune/gui/jobs.hpp"
 #include "offtune/gui/main_window.hpp"
@@ -263,28 +262,28 @@ TEST_F(Views, AFailedOpenLeavesTheAppOnTheStoreItHad) {
   EXPECT_EQ(window.storePath().toStdString(), path_);
 }
 
+// Args: PATH. Records a run as running, labelled "killed", closes the store (the run stays
+// running; the close folds the -wal into the file, so that the test compares whole files) and
+// reports; then the parent kills it.
+OFFTUNE_CHILD_ROLE(begin_killed_run)
+(const std::vector<std::string>& args, offtune::test::ChildControl&) {
+  auto store = pf::open_sqlite_store(args.at(0));
+  pf::RunRecord r;
+  r.status = pf::RunStatus::Running;
+  r.label = "killed";
+  store->begin_run(r);
+  return 0;
+}
+
 // Issue 11: the dashboard shares the store's and the exporters' rules, and is held to them too.
 TEST_F(Views, TheDashboardLeavesNoSideFilesShowsInterruptedRunsAndNeverExportsOverTheStore) {
-  // A run whose process was killed: a child records it as running and dies without finishing.
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    try {
-      auto store = pf::open_sqlite_store(path_);
-      pf::RunRecord r;
-      r.status = pf::RunStatus::Running;
-      r.label = "killed";
-      store->begin_run(r);
-    } catch (...) {
-      ::_exit(2);
-    }
-    ::_exit(0);  // no destructor, no finish_run: as after SIGKILL
+  // A run whose process was killed: a child process records it as running and is killed with
+  // SIGKILL before it finishes (a real process: a fork of this threaded one could deadlock).
+  {
+    offtune::test::ChildProcess child("begin_killed_run", {path_},
+                                      offtune::test::ChildProcess::After::Linger);
+    child.kill_now();
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  QFile::remove(QString::fromStdString(path_ + "-wal"));  // as a crash may or may not leave them
-  QFile::remove(QString::fromStdString(path_ + "-shm"));
   const QByteArray before = [&] {
     QFile f(QString::fromStdString(path_));
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
