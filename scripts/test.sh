@@ -9,7 +9,11 @@
 # OFFTUNE_PROPERTY_CASES=N sets the number of random graphs in the property test (here: 1000 in
 # the ci preset, 300 under the sanitizers: they look for memory errors, which 300 random graphs
 # reach as well, at a quarter of the 70 s that 1000 take there).
+# OMP_WAIT_POLICY=PASSIVE (also in CMakePresets.json's test presets): two suites at once on two
+# cores left torch's OpenMP threads spinning at their barriers against each other; one suite took
+# 43 s busy-waiting and 5 s without (LayerOffloadModels.ModelledStepTimeOnAnH100OverPcie4).
 source "$(dirname "$0")/common.sh"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 presets=(ci dev-asan)
 case "${1:-}" in
   "") ;;
