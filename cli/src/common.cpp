@@ -250,9 +250,9 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     if (variant_width == 0) return std::string();
     return " " + text + std::string(variant_width - std::min(variant_width, text.size()), ' ');
   };
-  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
+  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %13s\n", "index", "status", "offload",
               rules ? " rules  " : "", variant("variant").c_str(), "min_offload", "window",
-              "step ms", "interval (level)", "peak device", "bytes", "hidden %");
+              "step ms", "interval (level)", "peak device", "bytes", "hidden copy %");
   for (const auto& p : points) {
     const pf::StepInterval ci = pf::step_interval(p.summary);
     char interval[64];
@@ -291,7 +291,7 @@ void print_points(const std::vector<pf::PointRecord>& points) {
       std::snprintf(hidden, sizeof hidden, "-");
     }
     const std::string v = pf::describe_variant(p.config);
-    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %9s%s%s\n",
+    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %13s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no", rule, variant(v.empty() ? "-" : v).c_str(),
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",

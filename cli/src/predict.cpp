@@ -200,9 +200,9 @@ class PredictCommand final : public Command {
         static_cast<long long>(prepared.spec.workload.seq), device.c_str(), predicted_grid.traces,
         predicted_grid.traces == 1 ? "" : "s", record_ms, predict_ms);
     const bool rules = predicted_grid.traces > 1 || grid.back().config.semantics != "offtune";
-    std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %9s\n", "index", "offload",
+    std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %13s\n", "index", "offload",
                 rules ? " rules  " : "", "min_offload", "window", "prefetch", "link", "step ms",
-                "x base", "peak device", "bytes", "hidden %");
+                "x base", "peak device", "bytes", "hidden copy %");
     for (size_t i = 0; i < grid.size(); ++i) {
       const auto& p = grid[i];
       const auto& c = p.config;
@@ -212,7 +212,7 @@ class PredictCommand final : public Command {
       }
       char rule[16] = "";
       if (rules) std::snprintf(rule, sizeof rule, " %-7s", c.offload ? c.semantics.c_str() : "-");
-      std::printf("%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %9s%s\n", i,
+      std::printf("%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %13s%s\n", i,
                   c.offload ? "yes" : "no", rule,
                   c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
                   c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
