@@ -33,10 +33,11 @@ def main() -> int:
         print("error: --repetitions >= 3, --layers and --seq >= 1", file=sys.stderr)
         return 2
 
-    import offtune
     import torch
     import transformers as tf
     from torch.autograd.graph import saved_tensors_hooks
+
+    import offtune
 
     try:
         from trl.models import activation_offloading as trl_ao

@@ -1,4 +1,5 @@
-"""offtune beside TRL's OffloadActivations on one Hugging Face Llama: step time, peak memory, gradients.
+"""offtune beside TRL's OffloadActivations on one Hugging Face Llama: step time, peak memory,
+gradients.
 
 One random-weight LlamaForCausalLM (the shapes of offtune's `1b` preset by default: hidden 2048,
 16 layers, 32 heads, 8 KV heads, FFN 8192, vocabulary 128256), one fixed batch, and these
@@ -16,7 +17,8 @@ each), each timed between two device synchronisations; the median and range of t
 the peak allocated device memory over the measured steps (the allocator's peak, reset at each
 step, less what was allocated before this configuration's model was built, after a garbage
 collection: the model, its gradients and its activations; also the peak by the end of the forward,
-to tell the window's share from the reloads'), the peak reserved memory, the offloaded bytes, and the largest gradient difference from the baseline.
+to tell the window's share from the reloads'), the peak reserved memory, the offloaded bytes, and
+the largest gradient difference from the baseline.
 Prints a Markdown table, and with --json one JSON object. It measures; it asserts nothing.
 
     python bench/trl_side_by_side.py --batch 1 --seq 4096          # on a GPU
@@ -72,7 +74,8 @@ def main() -> int:
     p.add_argument("--only", default="", help="comma-separated configuration names to run")
     p.add_argument("--bandwidth", action="store_true", help="also measure the pinned link")
     p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
-                   help="attention implementation (eager with --deterministic: a bit-exact baseline)")
+                   help="attention implementation "
+                        "(eager with --deterministic: a bit-exact baseline)")
     p.add_argument("--deterministic", action="store_true",
                    help="torch.use_deterministic_algorithms (warn only), so that two baseline runs "
                         "agree bit for bit and any gradient difference is offloading's")

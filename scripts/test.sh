@@ -37,9 +37,18 @@ run_pytest() {
   fi
 }
 
+# The Python code's style (a second): ruff from the cached environment that setup made.
+run_ruff() {
+  echo "== ruff check (ruff.toml)"
+  "${OFFTUNE_CACHE:-$HOME/.cache/offtune}/venv/bin/ruff" check --quiet "$ROOT" ||
+    { echo "error: ruff check found style errors in the Python code (listed above)" >&2; exit 1; }
+}
+
+checked_style=0
 for preset in "${presets[@]}"; do
   echo "== tests: preset $preset"
   build_preset "$preset"
+  ((checked_style)) || { run_ruff; checked_style=1; }
   cases=1000
   [[ "$preset" == dev-asan ]] && cases=300
   OFFTUNE_PROPERTY_CASES="${OFFTUNE_PROPERTY_CASES:-$cases}" ctest --preset "$preset" -j2

@@ -151,7 +151,7 @@ def test_hta_finds_the_steps_and_the_gpu_work(hta):
 def test_hta_agrees_with_offtunes_hidden_copy_share_and_copy_bytes(hta):
     analysis, summary = hta
     by_type, by_kernel = analysis.get_gpu_kernel_breakdown(visualize=False)
-    time = dict(zip(by_type["kernel_type"], by_type["sum"]))
+    time = dict(zip(by_type["kernel_type"], by_type["sum"], strict=True))
     hidden = time["COMPUTATION overlapping MEMORY"]
     exposed = time["MEMORY"]
     # offtune: hidden % = |copy ∩ compute| / |copy| (docs/metrics.md); HTA's breakdown sweeps the

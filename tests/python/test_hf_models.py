@@ -7,10 +7,11 @@ steps each, on host-sim with poisoned frees, immediate reuse and stream-order ch
 
 import itertools
 
-import offtune
 import pytest
 from models import ARCHS, batches, build
 from support import assert_same_training, engine_options, train, twin
+
+import offtune
 
 CASES = list(itertools.product(ARCHS, (False, True), (False, True), (False, True)))
 

@@ -5,12 +5,13 @@ import os
 import subprocess
 import sys
 
-import offtune
 import pytest
 import torch
 from conftest import BACKEND, DEVICE
 from support import assert_bitwise_equal, engine_options
 from torch.utils.checkpoint import checkpoint
+
+import offtune
 
 
 class Net(torch.nn.Module):

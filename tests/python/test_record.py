@@ -9,10 +9,11 @@ import shutil
 import sqlite3
 import subprocess
 
-import offtune
 import pytest
 import torch
 from conftest import BACKEND, DEVICE
+
+import offtune
 
 HOST_SIM = BACKEND == "host-sim"
 # On host-sim, time as an H100 would: every step the same, so step counts are exact (warm-up until

@@ -10,10 +10,11 @@ import sqlite3
 import subprocess
 import sys
 
-import offtune
 import pytest
 import torch
 from conftest import BACKEND
+
+import offtune
 from offtune import _offtune
 
 SCRIPT = pathlib.Path(__file__).resolve().parent / "scripts" / "train_tiny.py"

@@ -9,12 +9,13 @@ be equal: same tensors offloaded (count, shapes, dtypes, sizes), the output head
 import itertools
 import logging
 
-import offtune
 import pytest
 import torch
 from conftest import BACKEND, DEVICE
 from models import ARCHS, batches, build
 from support import engine_options, twin
+
+import offtune
 
 pytestmark = pytest.mark.skipif(BACKEND != "host-sim", reason="TRL's side runs on the CPU")
 
