@@ -7,14 +7,9 @@
 #     once between them (they claim points instead of racing on them).
 # The moments are random; the seed is printed so that a failure reproduces (OFFTUNE_CRASH_SEED).
 # Usage: cli_crash_resume.sh /path/to/offtune
-set -u
+source "$(dirname "$0")/cli_test_lib.sh"
 OFFTUNE="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-T="$(mktemp -d)"
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-fail() { echo "FAIL: $*" >&2; echo "$passed passed, 1 failed"; exit 1; }
-ok() { passed=$((passed + 1)); }
+cli_test_dir 'kill -9 $(jobs -p) 2>/dev/null'
 SEED="${OFFTUNE_CRASH_SEED:-$RANDOM}"
 RANDOM=$SEED
 echo "seed $SEED (OFFTUNE_CRASH_SEED=$SEED reproduces the kill moments)"
@@ -112,4 +107,4 @@ for d in (a, b):
 ' || fail "concurrent sweeps measured a point twice or lost one"
 [ "$(q c.db 'SELECT count(*) FROM runs')" = 9 ] || fail "runs in c.db: $(q c.db 'SELECT count(*) FROM runs')"
 ok
-echo "$passed passed, 0 failed"
+passed_summary

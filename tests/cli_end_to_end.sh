@@ -2,15 +2,9 @@
 # `offtune` end to end on the tiny built-in model (host-sim): the acceptance commands, resume, shards
 # + merge, exports, bad input and bad stores with their exit codes, --fail-if, SIGINT then resume.
 # Usage: cli_end_to_end.sh /path/to/offtune
-set -u
+source "$(dirname "$0")/cli_test_lib.sh"
 OFFTUNE="$1"
-T="$(mktemp -d)"
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-fail() { echo "FAIL: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
-ok() { passed=$((passed + 1)); }
-py() { python3 -c "$1" || fail "$2"; }
+cli_test_dir
 W=(--model tiny --batch 2 --seq 32 --steps 1 --warmup 1)
 G=(--min-offload-size 1KiB,1MiB --max-fwd-stash-size 1,4)
 
@@ -185,5 +179,4 @@ if mount -t tmpfs -o size=64k tmpfs nospace 2>/dev/null; then
   ok
 fi
 
-echo "cli_end_to_end: $passed passed, 0 failed"
-echo "$passed passed, 0 failed"
+passed_summary cli_end_to_end

@@ -4,7 +4,7 @@
 # records into the sweep's store; then resume, recommend and report read it. Skipped (exit 77)
 # where that script, or a Python with torch and the built offtune package, is missing.
 # Usage: cli_script_sweep.sh /path/to/offtune [/path/to/python-with-torch]
-set -u
+source "$(dirname "$0")/cli_test_lib.sh"
 OFFTUNE="$1"
 PY="${2:-python3}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,13 +15,7 @@ BUILD="$(cd "$(dirname "$OFFTUNE")/.." && pwd)"
 export PYTHONPATH="$BUILD/python:${PYTHONPATH:-}"
 "$PY" -c 'import torch, offtune' 2>/dev/null ||
   { echo "skip: $PY cannot import torch and offtune (PYTHONPATH=$PYTHONPATH)"; exit 77; }
-T="$(mktemp -d)"
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-fail() { echo "FAIL: $*" >&2; echo "$passed passed, 1 failed"; exit 1; }
-ok() { passed=$((passed + 1)); }
-py() { "$PY" -c "$1" || fail "$2"; }
+cli_test_dir
 
 # Activations dominate the peak at this shape (not the weights and AdamW's state), so that the
 # offloading points' peaks are lower than the baseline's.
@@ -88,4 +82,4 @@ ok
 "$OFFTUNE" recommend --db s.db >rec.txt || fail "recommend: $(cat rec.txt)"
 "$OFFTUNE" report --db s.db >report.txt || fail "report"
 ok
-echo "$passed passed"
+passed_summary

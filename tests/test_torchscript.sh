@@ -3,17 +3,11 @@
 # through run, gradient checkpointing of its blocks and a 2x1 sweep, a dense model with a float
 # input spec, and bad files and specs with their exit codes.
 # Usage: test_torchscript.sh /path/to/offtune /path/to/python-with-torch
-set -u
+source "$(dirname "$0")/cli_test_lib.sh"
 OFFTUNE="$1"
 PYTHON="$2"
 EXPORT="$(cd "$(dirname "$0")/.." && pwd)/samples/export_torchscript.py"
-T="$(mktemp -d)"
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-fail() { echo "FAIL: $*" >&2; echo "$passed passed, 1 failed"; exit 1; }
-ok() { passed=$((passed + 1)); }
-py() { python3 -c "$1" || fail "$2"; }
+cli_test_dir
 # Host-sim whatever the machine, so that the test means the same with and without a GPU.
 W=(--backend host-sim --batch 2 --seq 16 --steps 1 --warmup 1)
 
@@ -216,4 +210,4 @@ expect_exit 2 "a .pt TorchScript file" "$OFFTUNE" run --model nosuch "${W[@]}" -
 py 'import json; d=json.load(open("gpt.json")); assert d["status"]=="ok" and d["summary"]["offloaded_bytes"] > 0, d' "gpt-tiny json"
 ok
 
-echo "$passed passed, 0 failed"
+passed_summary
