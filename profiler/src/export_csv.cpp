@@ -3,7 +3,6 @@
 #include "offtune/profiler/export.hpp"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +23,7 @@
 #include <utility>
 
 #include "offtune/profiler/units.hpp"
-#include "sqlite_uri.hpp"
+#include "sqlite_db.hpp"
 
 namespace offtune::profiler {
 
@@ -213,20 +212,14 @@ bool is_offtune_export(const std::string& path, int64_t size) {
   }
   if (start.starts_with(std::string_view("SQLite format 3\0", 16))) {
     // Opened immutable: no lock taken and no -wal or -shm file made beside another program's file.
-    const std::string uri = detail::file_uri(path) + "?immutable=1";
-    sqlite3* db = nullptr;
-    bool found = false;
-    if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==
-        SQLITE_OK) {
-      sqlite3_stmt* stmt = nullptr;
-      if (sqlite3_prepare_v2(db, "SELECT 1 FROM META_DATA_EXPORT WHERE name = 'OFFTUNE_EXPORTER'",
-                             -1, &stmt, nullptr) == SQLITE_OK) {
-        found = sqlite3_step(stmt) == SQLITE_ROW;
-      }
-      sqlite3_finalize(stmt);
+    // Any failure (not a database, no such table) means: not an export of ours.
+    try {
+      const Connection db(path, Access::ReadOnly, {.uri_query = "immutable=1"});
+      return query_int(db, "SELECT 1 FROM META_DATA_EXPORT WHERE name = 'OFFTUNE_EXPORTER'",
+                       "look for the exporter") == 1;
+    } catch (const StoreError&) {
+      return false;
     }
-    sqlite3_close(db);
-    return found;
   }
   return false;
 }
