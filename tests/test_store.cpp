@@ -35,6 +35,10 @@
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 
+namespace offtune::build_paths {
+extern const char* const test_data_dir;
+}
+
 namespace offtune::profiler {
 namespace {
 
@@ -1057,6 +1061,22 @@ TEST_F(SqliteStoreTest, SchemaVersionIsSevenAndNewFilesCarryIt) {
         1)
         << name;
   }
+}
+
+// The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
+// migrations added), is file format: a change to how the migrations are written must leave it
+// byte for byte as released. tests/data/store/schema_v7.sql holds it.
+TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
+  open_sqlite_store(path());
+  RawDb db(path());
+  const std::string schema = db.column_concat(
+      "SELECT type || ' ' || name || ':' || char(10) || coalesce(sql, '') || char(10) "
+      "FROM sqlite_master ORDER BY type, name",
+      0);
+  const std::string golden =
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v7.sql").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v7.sql is missing";
+  EXPECT_EQ(schema, golden);
 }
 
 TEST_F(SqliteStoreTest, JournalModeIsWal) {

@@ -10,38 +10,24 @@ namespace {
 
 using Kind = StoreError::Kind;
 
+// By the primary code; extended codes are on for the messages. A row the schema refuses
+// (SQLITE_CONSTRAINT: an unknown run or sweep id, a duplicate key) is the caller's bad argument,
+// the same thing the memory store reports as Invalid.
 Kind kind_for(int rc) {
-  switch (rc & 0xff) {  // primary code; extended codes are on for the messages
-    case SQLITE_NOTADB:
-      return Kind::NotADatabase;
-    case SQLITE_CORRUPT:
-      return Kind::Corrupt;
-    case SQLITE_FULL:
-      return Kind::Full;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return Kind::Busy;
-    case SQLITE_CANTOPEN:
-      return Kind::CannotOpen;
-    case SQLITE_CONSTRAINT:
-      // A row the schema refuses (unknown run or sweep id, duplicate key) is the caller's bad
-      // argument, the same thing the memory store reports as Invalid.
-      return Kind::Invalid;
-    default:
-      return Kind::Io;
+  static constexpr std::pair<int, Kind> kKinds[] = {
+      {SQLITE_NOTADB, Kind::NotADatabase}, {SQLITE_CORRUPT, Kind::Corrupt},
+      {SQLITE_FULL, Kind::Full},           {SQLITE_BUSY, Kind::Busy},
+      {SQLITE_LOCKED, Kind::Busy},         {SQLITE_CANTOPEN, Kind::CannotOpen},
+      {SQLITE_CONSTRAINT, Kind::Invalid}};
+  for (const auto& [code, kind] : kKinds) {
+    if ((rc & 0xff) == code) return kind;
   }
+  return Kind::Io;  // any other SQLite error
 }
 
 int open_flags(Access access) {
-  switch (access) {
-    case Access::ReadOnly:
-      return SQLITE_OPEN_READONLY;
-    case Access::ReadWrite:
-      return SQLITE_OPEN_READWRITE;
-    case Access::Create:
-      break;
-  }
-  return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (access == Access::ReadOnly) return SQLITE_OPEN_READONLY;
+  return SQLITE_OPEN_READWRITE | (access == Access::Create ? SQLITE_OPEN_CREATE : 0);
 }
 
 // SQLITE_TRANSIENT is an old-style cast in a macro; this is the same value, spelled for -Werror.

@@ -70,6 +70,17 @@ Column<R> field(std::string name, T R::*member, int since = 1, std::string befor
   return c;
 }
 
+// Plain fields, all there since schema 1: fields("a", &R::a, "b", &R::b, ...).
+template <typename R, typename T, typename... Rest>
+Columns<R> fields(const char* name, T R::*member, Rest... rest) {
+  Columns<R> out{field(std::string(name), member)};
+  if constexpr (sizeof...(Rest) > 0) {
+    const Columns<R> tail = fields<R>(rest...);
+    out.insert(out.end(), tail.begin(), tail.end());
+  }
+  return out;
+}
+
 // A column for an Id that may be unset: an invalid id is NULL.
 template <typename R, typename T>
 Column<R> nullable_id(std::string name, T R::*member) {
@@ -166,6 +177,7 @@ const Columns<PointRecord>& point_key_columns();
 const Columns<PointRecord>& point_value_columns();
 const Columns<PointPrediction>& prediction_key_columns();
 const Columns<PointPrediction>& prediction_value_columns();
+const Columns<PointPrediction>& prediction_columns();  // key, then values
 const Columns<RecommendationRecord>& recommendation_columns();
 // host, pid, pid_start: of run_owners and claims.
 const Columns<Owner>& owner_columns();

@@ -15,20 +15,14 @@ namespace offtune::profiler::detail {
 constexpr int kSchemaVersion = 7;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
-// The first schema with run_owners and claims.
-constexpr int kOwnersSchema = 2;
-// The first schema with the step-time confidence interval and the engine semantics.
-constexpr int kCiSchema = 3;
-// The first schema with the engine variants (checkpoint, offload set, tier).
-constexpr int kVariantSchema = 4;
-// The first schema with layer offloading and the workload's LoRA rank.
-constexpr int kLayerSchema = 5;
-// The first schema with the predictions table (predict-first sweeps).
-constexpr int kPredictionSchema = 5;
-// The first schema with the verify flag (the correctness sentinel) of runs and points.
-constexpr int kVerifySchema = 6;
-// The first schema with ranks: each run's rank, world size and job (distributed training).
-constexpr int kRanksSchema = 7;
+// The first schema with each of these.
+constexpr int kOwnersSchema = 2;      // run_owners and claims
+constexpr int kCiSchema = 3;          // the step-time confidence interval; the engine semantics
+constexpr int kVariantSchema = 4;     // the engine variants (checkpoint, offload set, tier)
+constexpr int kLayerSchema = 5;       // layer offloading; the workload's LoRA rank
+constexpr int kPredictionSchema = 5;  // the predictions table (predict-first sweeps)
+constexpr int kVerifySchema = 6;      // the verify flag (the correctness sentinel)
+constexpr int kRanksSchema = 7;       // each run's rank, world size and job (distributed training)
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr std::string_view kAppName = "offtune";

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,29 @@ std::string insert_sql(std::string_view table, const Columns<R>&... cols) {
   size_t n = 0;
   ((list += (list.empty() ? "" : ", ") + names(cols), n += cols.size()), ...);
   return "INSERT INTO " + std::string(table) + " (" + list + ") VALUES (" + placeholders(n) + ")";
+}
+
+template <typename T>
+std::optional<T> first(std::vector<T> rows) {
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
+}
+
+// Reads a row that is exactly `cols`.
+template <typename R>
+std::function<R(Query&)> reader(const Columns<R>& cols) {
+  return [&cols](Query& q) {
+    R r;
+    read_row(q, cols, r);
+    return r;
+  };
+}
+
+SweepRecord read_sweep(Query& q) {
+  SweepRecord s;
+  s.id = SweepId(q.col_i64());
+  read_row(q, sweep_columns(), s);
+  return s;
 }
 
 class SqliteStore final : public Store {
@@ -137,19 +161,12 @@ class SqliteStore final : public Store {
   }
 
   std::optional<RunRecord> run(RunId id) override {
-    std::lock_guard lock(mu_);
-    Query q(stmt(select_runs() + " WHERE runs.id = ?", "read run"));
-    q.i64(id.value);
-    if (!q.next()) return std::nullopt;
-    return read_run(q);
+    return first(
+        read_rows(select_runs_ + " WHERE runs.id = ?", "read run", id.value, run_reader()));
   }
 
   std::vector<RunRecord> runs() override {
-    std::lock_guard lock(mu_);
-    Query q(stmt(select_runs() + " ORDER BY runs.id", "read runs"));
-    std::vector<RunRecord> out;
-    while (q.next()) out.push_back(read_run(q));
-    return out;
+    return read_rows(select_runs_ + " ORDER BY runs.id", "read runs", std::nullopt, run_reader());
   }
 
   void add_steps(const std::vector<StepRecord>& steps) override {
@@ -163,39 +180,26 @@ class SqliteStore final : public Store {
   }
 
   std::vector<StepRecord> steps(RunId run) override {
-    std::lock_guard lock(mu_);
     static const std::string sql =
         "SELECT " + names(step_columns()) + " FROM steps WHERE run = ? ORDER BY step";
-    Query q(stmt(sql, "read steps"));
-    q.i64(run.value);
-    std::vector<StepRecord> out;
-    while (q.next()) read_row(q, step_columns(), out.emplace_back());
-    return out;
+    return read_rows(sql, "read steps", run.value, reader(step_columns()));
   }
 
   std::vector<TimelineEvent> events(RunId run) override {
-    std::lock_guard lock(mu_);
     static const std::string sql =
         "SELECT id, " + names(event_columns()) + " FROM events WHERE run = ? ORDER BY start_ns, id";
-    Query q(stmt(sql, "read events"));
-    q.i64(run.value);
-    std::vector<TimelineEvent> out;
-    while (q.next()) {
+    return read_rows(sql, "read events", run.value, [this](Query& q) {
+      TimelineEvent e;
       const int64_t row = q.col_i64();
-      read_checked(q, event_columns(), out.emplace_back(), "events", row);
-    }
-    return out;
+      read_checked(q, event_columns(), e, "events", row);
+      return e;
+    });
   }
 
   std::vector<OccupancySample> occupancy(RunId run) override {
-    std::lock_guard lock(mu_);
     static const std::string sql = "SELECT " + names(occupancy_columns()) +
                                    " FROM occupancy WHERE run = ? ORDER BY time_ns, id";
-    Query q(stmt(sql, "read occupancy"));
-    q.i64(run.value);
-    std::vector<OccupancySample> out;
-    while (q.next()) read_row(q, occupancy_columns(), out.emplace_back());
-    return out;
+    return read_rows(sql, "read occupancy", run.value, reader(occupancy_columns()));
   }
 
   SweepId create_sweep(const SweepRecord& sweep) override {
@@ -222,27 +226,15 @@ class SqliteStore final : public Store {
   }
 
   std::optional<SweepRecord> find_sweep(const std::string& key) override {
-    std::lock_guard lock(mu_);
-    Query q(stmt(select_sweeps() + " WHERE key = ?", "find sweep"));
-    q.text(key);
-    if (!q.next()) return std::nullopt;
-    return read_sweep(q);
+    return first(read_rows(select_sweeps_ + " WHERE key = ?", "find sweep", key, &read_sweep));
   }
 
   std::optional<SweepRecord> sweep(SweepId id) override {
-    std::lock_guard lock(mu_);
-    Query q(stmt(select_sweeps() + " WHERE id = ?", "read sweep"));
-    q.i64(id.value);
-    if (!q.next()) return std::nullopt;
-    return read_sweep(q);
+    return first(read_rows(select_sweeps_ + " WHERE id = ?", "read sweep", id.value, &read_sweep));
   }
 
   std::vector<SweepRecord> sweeps() override {
-    std::lock_guard lock(mu_);
-    Query q(stmt(select_sweeps() + " ORDER BY id", "read sweeps"));
-    std::vector<SweepRecord> out;
-    while (q.next()) out.push_back(read_sweep(q));
-    return out;
+    return read_rows(select_sweeps_ + " ORDER BY id", "read sweeps", std::nullopt, &read_sweep);
   }
 
   PointId put_point(const PointRecord& point) override {
@@ -271,20 +263,16 @@ class SqliteStore final : public Store {
   }
 
   std::vector<PointRecord> points(SweepId sweep) override {
-    std::lock_guard lock(mu_);
     const std::string sql = "SELECT id, " + names(point_key_columns()) + ", " +
                             select_list(point_value_columns(), schema_) +
                             " FROM points WHERE sweep = ? ORDER BY point_index";
-    Query q(stmt(sql, "read points"));
-    q.i64(sweep.value);
-    std::vector<PointRecord> out;
-    while (q.next()) {
-      PointRecord& p = out.emplace_back();
+    return read_rows(sql, "read points", sweep.value, [this](Query& q) {
+      PointRecord p;
       p.id = PointId(q.col_i64());
       read_row(q, point_key_columns(), p);
       read_checked(q, point_value_columns(), p, "points", p.id.value);
-    }
-    return out;
+      return p;
+    });
   }
 
   Claim claim_point(SweepId sweep, int64_t index) override {
@@ -355,14 +343,9 @@ class SqliteStore final : public Store {
   }
 
   std::vector<RecommendationRecord> recommendations(SweepId sweep) override {
-    std::lock_guard lock(mu_);
     static const std::string sql = "SELECT " + names(recommendation_columns()) +
                                    " FROM recommendations WHERE sweep = ? ORDER BY id";
-    Query q(stmt(sql, "read recommendations"));
-    q.i64(sweep.value);
-    std::vector<RecommendationRecord> out;
-    while (q.next()) read_row(q, recommendation_columns(), out.emplace_back());
-    return out;
+    return read_rows(sql, "read recommendations", sweep.value, reader(recommendation_columns()));
   }
 
   void put_predictions(const std::vector<PointPrediction>& predictions) override {
@@ -385,31 +368,24 @@ class SqliteStore final : public Store {
   }
 
   std::vector<PointPrediction> predictions(SweepId sweep) override {
-    std::lock_guard lock(mu_);
     // An older file opened read-only (never migrated) has no table: no predictions. Nor has a file
     // written at schema 5 before the table was part of it (schema 5 was not released then): it
     // reads as a store without predictions rather than failing every sweep it holds.
     if (schema_ < kPredictionSchema) return {};
-    if (!has_predictions_table_) {
-      Query t(
-          stmt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-               "name = 'predictions'",
-               "look for the predictions table"));
-      has_predictions_table_ = t.next() && t.col_i64() > 0;
-    }
-    if (!*has_predictions_table_) return {};
-    static const std::string sql = "SELECT " + names(prediction_key_columns()) + ", " +
-                                   names(prediction_value_columns()) +
+    static const std::string sql = "SELECT " + names(prediction_columns()) +
                                    " FROM predictions WHERE sweep = ? ORDER BY point_index";
-    Query q(stmt(sql, "read predictions"));
-    q.i64(sweep.value);
-    std::vector<PointPrediction> out;
-    while (q.next()) {
-      PointPrediction& p = out.emplace_back();
-      read_row(q, prediction_key_columns(), p);
-      read_row(q, prediction_value_columns(), p);
+    {
+      std::lock_guard lock(mu_);
+      if (!has_predictions_table_) {
+        has_predictions_table_ =
+            query_int(*conn_,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                      "name = 'predictions'",
+                      "look for the predictions table") > 0;
+      }
+      if (!*has_predictions_table_) return {};
     }
-    return out;
+    return read_rows(sql, "read predictions", sweep.value, reader(prediction_columns()));
   }
 
   std::string path() const override { return conn_->path(); }
@@ -470,40 +446,47 @@ class SqliteStore final : public Store {
     checked(table, row, [&] { read_row(q, cols, r); });
   }
 
-  // The run columns, then its owner: present, host, pid, start. A schema 1 file has no owners.
-  const std::string& select_runs() const {
-    if (select_runs_.empty()) {
-      const std::string run_cols = "SELECT runs.id, " + select_list(run_columns(), schema_) + ", ";
-      select_runs_ = has_owners_ ? run_cols + kOwnerSelect +
-                                       " FROM runs LEFT JOIN run_owners o ON o.run = runs.id"
-                                 : run_cols + kNoOwnerSelect + " FROM runs";
+  // Every row of `sql`, its one parameter bound to `key` (none: nullopt), each read by `read`.
+  template <typename Key, typename Read>
+  std::vector<std::invoke_result_t<Read, Query&>> read_rows(const std::string& sql, const char* op,
+                                                            const Key& key, Read read) {
+    std::lock_guard lock(mu_);
+    Query q(stmt(sql, op));
+    if constexpr (std::is_same_v<Key, std::string>) {
+      q.text(key);
+    } else if constexpr (!std::is_same_v<Key, std::nullopt_t>) {
+      q.i64(key);
     }
-    return select_runs_;
+    std::vector<std::invoke_result_t<Read, Query&>> out;
+    while (q.next()) out.push_back(read(q));
+    return out;
+  }
+  // The run columns, then its owner: present, host, pid, start. A schema 1 file has no owners.
+  std::string select_runs() const {
+    const std::string run_cols = "SELECT runs.id, " + select_list(run_columns(), schema_) + ", ";
+    return has_owners_
+               ? run_cols + kOwnerSelect + " FROM runs LEFT JOIN run_owners o ON o.run = runs.id"
+               : run_cols + kNoOwnerSelect + " FROM runs";
   }
   // A running run whose owner ended reads as interrupted, also where the file still says running: a
   // read-only open never writes, and a writable one may outlive the owner.
-  RunRecord read_run(Query& q) const {
-    RunRecord r;
-    r.id = RunId(q.col_i64());
-    read_checked(q, run_columns(), r, "runs", r.id.value);
-    const std::optional<Owner> owner = read_owner(q);
-    if (r.status == RunStatus::Running && (!owner || !owner_alive(*owner))) {
-      r.status = RunStatus::Interrupted;
-      r.error = interrupted_error(owner);
-    }
-    return r;
+  std::function<RunRecord(Query&)> run_reader() const {
+    return [this](Query& q) {
+      RunRecord r;
+      r.id = RunId(q.col_i64());
+      read_checked(q, run_columns(), r, "runs", r.id.value);
+      const std::optional<Owner> owner = read_owner(q);
+      if (r.status == RunStatus::Running && (!owner || !owner_alive(*owner))) {
+        r.status = RunStatus::Interrupted;
+        r.error = interrupted_error(owner);
+      }
+      return r;
+    };
   }
 
   std::string select_sweeps() const {
     return "SELECT id, " + select_list(sweep_columns(), schema_) + " FROM sweeps";
   }
-  SweepRecord read_sweep(Query& q) const {
-    SweepRecord s;
-    s.id = SweepId(q.col_i64());
-    read_row(q, sweep_columns(), s);
-    return s;
-  }
-
   std::mutex mu_;  // one connection, and the statement cache, used by one thread at a time
   std::unique_ptr<Connection> conn_;
   // Declared after conn_: statements are finalized before the connection closes.
@@ -513,8 +496,9 @@ class SqliteStore final : public Store {
   bool has_owners_;
   int schema_;
   bool fold_side_files_;
-  mutable std::string select_runs_;            // built once, for this file's schema
-  std::optional<bool> has_predictions_table_;  // looked up on the first read of predictions
+  const std::string select_runs_ = select_runs();      // for this file's schema
+  const std::string select_sweeps_ = select_sweeps();  // for this file's schema
+  std::optional<bool> has_predictions_table_;          // looked up on the first read of predictions
 };
 
 }  // namespace
