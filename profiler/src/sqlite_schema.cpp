@@ -4,6 +4,7 @@
 
 #include <array>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -18,11 +19,51 @@ using Kind = StoreError::Kind;
 // Schema and migrations.
 //
 // Each migration moves the schema from version `from` to `from + 1`. They are applied in order,
-// together, inside one transaction, and the text of a released migration never changes: a file at
-// version N is always the result of the same steps. Version 0 is an empty file.
+// together, inside one transaction, and the steps of a released migration never change: a file at
+// version N is always the result of the same steps (SqliteStoreTest.ANewStoreHasTheReleasedSchema-
+// ByteForByte holds the result to tests/data/store/schema_v7.sql). Version 0 is an empty file.
+
+// ALTER TABLE ... ADD COLUMN of each column to runs, then to points: a run's and a point's engine
+// config and figures are the same columns.
+std::string add_to_runs_and_points(std::initializer_list<const char*> columns) {
+  std::string sql;
+  for (const char* table : {"runs", "points"}) {
+    for (const char* column : columns) {
+      sql += std::string("ALTER TABLE ") + table + " ADD COLUMN " + column + ";\n";
+    }
+  }
+  return sql;
+}
+
+// The columns that runs and points share: the engine config and the figures of a measurement.
+constexpr const char* kConfigColumnsV1 = R"sql(  offload             INTEGER NOT NULL,
+  min_offload_size    INTEGER NOT NULL,
+  max_fwd_stash_size  INTEGER NOT NULL,
+  max_fwd_stash_bytes INTEGER NOT NULL,
+  prefetch            INTEGER NOT NULL,
+  use_streams         INTEGER NOT NULL,
+  use_pin_memory      INTEGER NOT NULL,
+  link                TEXT    NOT NULL,
+)sql";
+constexpr const char* kSummaryColumnsV1 = R"sql(  step_ms_median      REAL,
+  step_ms_min         REAL,
+  step_ms_max         REAL,
+  step_ms_stddev      REAL,
+  peak_allocated      INTEGER NOT NULL,
+  peak_reserved       INTEGER NOT NULL,
+  host_bytes_peak     INTEGER NOT NULL,
+  pinned_bytes        INTEGER NOT NULL,
+  offloaded_bytes     INTEGER NOT NULL,
+  reloaded_bytes      INTEGER NOT NULL,
+  hidden_copy_pct     REAL,
+  hidden_d2h_pct      REAL,
+  hidden_h2d_pct      REAL,
+  exposed_copy_ns     INTEGER NOT NULL,
+  pageable_copies     INTEGER NOT NULL,
+  final_loss          REAL)sql";
 
 void migrate_0_to_1(const Connection& c) {
-  c.exec(R"sql(
+  c.exec(std::string(R"sql(
 CREATE TABLE meta (
   key   TEXT NOT NULL PRIMARY KEY,
   value TEXT NOT NULL
@@ -47,32 +88,11 @@ CREATE TABLE runs (
   steps               INTEGER NOT NULL,
   warmup              INTEGER NOT NULL,
   optimizer           INTEGER NOT NULL,
-  offload             INTEGER NOT NULL,
-  min_offload_size    INTEGER NOT NULL,
-  max_fwd_stash_size  INTEGER NOT NULL,
-  max_fwd_stash_bytes INTEGER NOT NULL,
-  prefetch            INTEGER NOT NULL,
-  use_streams         INTEGER NOT NULL,
-  use_pin_memory      INTEGER NOT NULL,
-  link                TEXT    NOT NULL,
-  started_unix_ns     INTEGER NOT NULL,
+)sql") + kConfigColumnsV1 +
+             R"sql(  started_unix_ns     INTEGER NOT NULL,
   finished_unix_ns    INTEGER NOT NULL,
-  step_ms_median      REAL,
-  step_ms_min         REAL,
-  step_ms_max         REAL,
-  step_ms_stddev      REAL,
-  peak_allocated      INTEGER NOT NULL,
-  peak_reserved       INTEGER NOT NULL,
-  host_bytes_peak     INTEGER NOT NULL,
-  pinned_bytes        INTEGER NOT NULL,
-  offloaded_bytes     INTEGER NOT NULL,
-  reloaded_bytes      INTEGER NOT NULL,
-  hidden_copy_pct     REAL,
-  hidden_d2h_pct      REAL,
-  hidden_h2d_pct      REAL,
-  exposed_copy_ns     INTEGER NOT NULL,
-  pageable_copies     INTEGER NOT NULL,
-  final_loss          REAL
+)sql" + kSummaryColumnsV1 +
+             R"sql(
 );
 
 CREATE TABLE steps (
@@ -137,33 +157,12 @@ CREATE TABLE points (
   id                  INTEGER PRIMARY KEY,
   sweep               INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
   point_index         INTEGER NOT NULL,
-  offload             INTEGER NOT NULL,
-  min_offload_size    INTEGER NOT NULL,
-  max_fwd_stash_size  INTEGER NOT NULL,
-  max_fwd_stash_bytes INTEGER NOT NULL,
-  prefetch            INTEGER NOT NULL,
-  use_streams         INTEGER NOT NULL,
-  use_pin_memory      INTEGER NOT NULL,
-  link                TEXT    NOT NULL,
-  status              TEXT    NOT NULL,
+)sql" + kConfigColumnsV1 +
+             R"sql(  status              TEXT    NOT NULL,
   error               TEXT    NOT NULL,
   run                 INTEGER REFERENCES runs(id) ON DELETE SET NULL,
-  step_ms_median      REAL,
-  step_ms_min         REAL,
-  step_ms_max         REAL,
-  step_ms_stddev      REAL,
-  peak_allocated      INTEGER NOT NULL,
-  peak_reserved       INTEGER NOT NULL,
-  host_bytes_peak     INTEGER NOT NULL,
-  pinned_bytes        INTEGER NOT NULL,
-  offloaded_bytes     INTEGER NOT NULL,
-  reloaded_bytes      INTEGER NOT NULL,
-  hidden_copy_pct     REAL,
-  hidden_d2h_pct      REAL,
-  hidden_h2d_pct      REAL,
-  exposed_copy_ns     INTEGER NOT NULL,
-  pageable_copies     INTEGER NOT NULL,
-  final_loss          REAL,
+)sql" + kSummaryColumnsV1 +
+             R"sql(,
   UNIQUE (sweep, point_index)
 );
 CREATE INDEX points_run ON points (run);
@@ -223,30 +222,18 @@ CREATE TABLE claims (
 // (metrics.hpp), NULL (not known) in rows written before it; and the engine semantics each was
 // measured under, 'offtune' for those rows (the only one there was).
 void migrate_2_to_3(const Connection& c) {
-  c.exec(R"sql(
-ALTER TABLE runs ADD COLUMN step_ms_ci_low REAL;
-ALTER TABLE runs ADD COLUMN step_ms_ci_high REAL;
-ALTER TABLE runs ADD COLUMN step_ms_ci_level REAL;
-ALTER TABLE points ADD COLUMN step_ms_ci_low REAL;
-ALTER TABLE points ADD COLUMN step_ms_ci_high REAL;
-ALTER TABLE points ADD COLUMN step_ms_ci_level REAL;
-ALTER TABLE runs ADD COLUMN semantics TEXT NOT NULL DEFAULT 'offtune';
-ALTER TABLE points ADD COLUMN semantics TEXT NOT NULL DEFAULT 'offtune';
-)sql",
+  c.exec(add_to_runs_and_points({"step_ms_ci_low REAL", "step_ms_ci_high REAL",
+                                 "step_ms_ci_level REAL",
+                                 "semantics TEXT NOT NULL DEFAULT 'offtune'"}),
          "migrate schema 2 -> 3");
 }
 
 // Schema 4: the engine variant each run and point was measured under (gradient checkpointing, what
 // was offloaded, the tier copies went to); older rows get what there was then.
 void migrate_3_to_4(const Connection& c) {
-  c.exec(R"sql(
-ALTER TABLE runs ADD COLUMN checkpoint TEXT NOT NULL DEFAULT 'none';
-ALTER TABLE runs ADD COLUMN offload_set TEXT NOT NULL DEFAULT 'all';
-ALTER TABLE runs ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
-ALTER TABLE points ADD COLUMN checkpoint TEXT NOT NULL DEFAULT 'none';
-ALTER TABLE points ADD COLUMN offload_set TEXT NOT NULL DEFAULT 'all';
-ALTER TABLE points ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
-)sql",
+  c.exec(add_to_runs_and_points({"checkpoint TEXT NOT NULL DEFAULT 'none'",
+                                 "offload_set TEXT NOT NULL DEFAULT 'all'",
+                                 "tier TEXT NOT NULL DEFAULT 'host'"}),
          "migrate schema 3 -> 4");
 }
 
@@ -255,9 +242,7 @@ ALTER TABLE points ADD COLUMN tier TEXT NOT NULL DEFAULT 'host';
 // each grid point of a predict-first sweep, by (sweep, point_index) like points, whether or not the
 // point was then measured; older sweeps have none.
 void migrate_4_to_5(const Connection& c) {
-  c.exec(R"sql(
-ALTER TABLE runs ADD COLUMN layer_offload TEXT NOT NULL DEFAULT 'off';
-ALTER TABLE points ADD COLUMN layer_offload TEXT NOT NULL DEFAULT 'off';
+  c.exec(add_to_runs_and_points({"layer_offload TEXT NOT NULL DEFAULT 'off'"}) + R"sql(
 ALTER TABLE runs ADD COLUMN lora_rank INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sweeps ADD COLUMN lora_rank INTEGER NOT NULL DEFAULT 0;
 
@@ -279,11 +264,7 @@ CREATE TABLE predictions (
 // Schema 6: whether each run and point ran with verify (OffloadOptions::verify: every offloaded
 // copy checked at unpack); older rows did not.
 void migrate_5_to_6(const Connection& c) {
-  c.exec(R"sql(
-ALTER TABLE runs ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE points ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
-)sql",
-         "migrate schema 5 -> 6");
+  c.exec(add_to_runs_and_points({"verify INTEGER NOT NULL DEFAULT 0"}), "migrate schema 5 -> 6");
 }
 
 // Schema 7: each run's place in a distributed job (torchrun): its rank, the world size, and the run
