@@ -1065,7 +1065,7 @@ TEST_F(SqliteStoreTest, SchemaVersionIsSevenAndNewFilesCarryIt) {
 
 // The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
 // migrations added), is file format: a change to how the migrations are written must leave it
-// byte for byte as released. tests/data/store/schema_v7.sql holds it.
+// byte for byte as released. tests/data/store/schema_v7.txt holds it.
 TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
   open_sqlite_store(path());
   RawDb db(path());
@@ -1074,8 +1074,8 @@ TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
       "FROM sqlite_master ORDER BY type, name",
       0);
   const std::string golden =
-      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v7.sql").string());
-  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v7.sql is missing";
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v7.txt").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v7.txt is missing";
   EXPECT_EQ(schema, golden);
 }
 

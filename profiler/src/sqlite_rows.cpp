@@ -32,6 +32,13 @@ Columns<R> rank_columns() {
                     kRanksSchema, "NULL"}};
 }
 
+// The key of a grid point's row (points, predictions): its sweep and its index in the grid.
+template <typename R>
+const Columns<R>& grid_point_key() {
+  static const Columns<R> cols = fields("sweep", &R::sweep, "point_index", &R::index);
+  return cols;
+}
+
 }  // namespace
 
 std::string placeholders(size_t n) {
@@ -151,11 +158,7 @@ const Columns<SweepRecord>& sweep_columns() {
   return cols;
 }
 
-const Columns<PointRecord>& point_key_columns() {
-  using P = PointRecord;
-  static const Columns<P> cols = fields("sweep", &P::sweep, "point_index", &P::index);
-  return cols;
-}
+const Columns<PointRecord>& point_key_columns() { return grid_point_key<PointRecord>(); }
 
 const Columns<PointRecord>& point_value_columns() {
   using P = PointRecord;
@@ -167,9 +170,7 @@ const Columns<PointRecord>& point_value_columns() {
 }
 
 const Columns<PointPrediction>& prediction_key_columns() {
-  using P = PointPrediction;
-  static const Columns<P> cols = fields("sweep", &P::sweep, "point_index", &P::index);
-  return cols;
+  return grid_point_key<PointPrediction>();
 }
 
 const Columns<PointPrediction>& prediction_value_columns() {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "offtune/version.hpp"  // the meta table records which offtune wrote a file
@@ -21,7 +22,7 @@ using Kind = StoreError::Kind;
 // Each migration moves the schema from version `from` to `from + 1`. They are applied in order,
 // together, inside one transaction, and the steps of a released migration never change: a file at
 // version N is always the result of the same steps (SqliteStoreTest.ANewStoreHasTheReleasedSchema-
-// ByteForByte holds the result to tests/data/store/schema_v7.sql). Version 0 is an empty file.
+// ByteForByte holds the result to tests/data/store/schema_v7.txt). Version 0 is an empty file.
 
 // ALTER TABLE ... ADD COLUMN of each column to runs, then to points: a run's and a point's engine
 // config and figures are the same columns.
@@ -31,6 +32,22 @@ std::string add_to_runs_and_points(std::initializer_list<const char*> columns) {
     for (const char* column : columns) {
       sql += std::string("ALTER TABLE ") + table + " ADD COLUMN " + column + ";\n";
     }
+  }
+  return sql;
+}
+
+// The workload's columns, of runs and of sweeps, their names padded to `width` (as each table's
+// CREATE statement was written).
+std::string workload_columns_v1(size_t width) {
+  static constexpr std::pair<const char*, const char*> kColumns[] = {
+      {"model", "TEXT    NOT NULL"},  {"batch", "INTEGER NOT NULL"},
+      {"seq", "INTEGER NOT NULL"},    {"dtype", "TEXT    NOT NULL"},
+      {"seed", "INTEGER NOT NULL"},   {"steps", "INTEGER NOT NULL"},
+      {"warmup", "INTEGER NOT NULL"}, {"optimizer", "INTEGER NOT NULL"}};
+  std::string sql;
+  for (const auto& [name, type] : kColumns) {
+    sql += "  " + std::string(name) + std::string(width - std::string_view(name).size(), ' ') +
+           " " + type + ",\n";
   }
   return sql;
 }
@@ -80,15 +97,8 @@ CREATE TABLE runs (
   env_device          TEXT    NOT NULL,
   env_git_revision    TEXT    NOT NULL,
   env_host            TEXT    NOT NULL,
-  model               TEXT    NOT NULL,
-  batch               INTEGER NOT NULL,
-  seq                 INTEGER NOT NULL,
-  dtype               TEXT    NOT NULL,
-  seed                INTEGER NOT NULL,
-  steps               INTEGER NOT NULL,
-  warmup              INTEGER NOT NULL,
-  optimizer           INTEGER NOT NULL,
-)sql") + kConfigColumnsV1 +
+)sql" + workload_columns_v1(19)) +
+             kConfigColumnsV1 +
              R"sql(  started_unix_ns     INTEGER NOT NULL,
   finished_unix_ns    INTEGER NOT NULL,
 )sql" + kSummaryColumnsV1 +
@@ -141,15 +151,8 @@ CREATE TABLE sweeps (
   id              INTEGER PRIMARY KEY,
   name            TEXT    NOT NULL,
   key             TEXT    NOT NULL UNIQUE,
-  model           TEXT    NOT NULL,
-  batch           INTEGER NOT NULL,
-  seq             INTEGER NOT NULL,
-  dtype           TEXT    NOT NULL,
-  seed            INTEGER NOT NULL,
-  steps           INTEGER NOT NULL,
-  warmup          INTEGER NOT NULL,
-  optimizer       INTEGER NOT NULL,
-  grid            TEXT    NOT NULL,
+)sql" + workload_columns_v1(15) +
+             R"sql(  grid            TEXT    NOT NULL,
   created_unix_ns INTEGER NOT NULL
 );
 
