@@ -118,22 +118,31 @@ struct Fixture {
     add_points();
   }
 
+  // Point `index` of the sweep, with `status`; put by the caller after its changes.
+  PointRecord point(int64_t index, PointStatus status) const {
+    PointRecord p;
+    p.sweep = sweep;
+    p.index = index;
+    p.status = status;
+    return p;
+  }
+  // A measured point's figures (the rest stay 0).
+  static void measured(PointRecord& p, double median_ms, double stddev_ms, int64_t peak_allocated,
+                       int64_t peak_reserved) {
+    p.summary.step_ms_median = median_ms;
+    p.summary.step_ms_stddev = stddev_ms;
+    p.summary.peak_allocated = peak_allocated;
+    p.summary.peak_reserved = peak_reserved;
+    p.summary.final_loss = 6.25;
+  }
+
   void add_points() {
-    PointRecord p0;
-    p0.sweep = sweep;
-    p0.index = 0;
+    PointRecord p0 = point(0, PointStatus::Ok);
     p0.config.offload = false;
-    p0.status = PointStatus::Ok;
-    p0.summary.step_ms_median = 12.5;
-    p0.summary.step_ms_stddev = 0.25;
-    p0.summary.peak_allocated = 1048576;
-    p0.summary.peak_reserved = 2097152;
-    p0.summary.final_loss = 6.25;
+    measured(p0, 12.5, 0.25, 1048576, 2097152);
     store->put_point(p0);
 
-    PointRecord p1;
-    p1.sweep = sweep;
-    p1.index = 1;
+    PointRecord p1 = point(1, PointStatus::Ok);
     p1.config.min_offload_size = 1048576;
     p1.config.max_fwd_stash_size = 3;
     p1.config.max_fwd_stash_bytes = 67108864;
@@ -144,15 +153,10 @@ struct Fixture {
     p1.config.offload_set = "boundaries";
     p1.config.tier = "disk";
     p1.config.layer_offload = "on:2";
-    p1.status = PointStatus::Ok;
-    p1.summary.step_ms_median = 13.75;
-    p1.summary.step_ms_stddev = 0.5;
-    p1.summary.peak_allocated = 524288;
-    p1.summary.peak_reserved = 1048576;
+    measured(p1, 13.75, 0.5, 524288, 1048576);
     p1.summary.offloaded_bytes = 4194304;
     p1.summary.hidden_copy_pct = 87.5;
     p1.summary.exposed_copy_ns = 125000;
-    p1.summary.final_loss = 6.25;
     store->put_point(p1);
     // A what-if prediction of point 1 (a predict-first sweep stores one per grid point).
     PointPrediction pred;
@@ -162,26 +166,18 @@ struct Fixture {
     pred.peak_allocated = 520000;
     store->put_predictions({pred});
 
-    PointRecord p2;
-    p2.sweep = sweep;
-    p2.index = 2;
+    PointRecord p2 = point(2, PointStatus::Failed);
     p2.config.use_streams = false;
-    p2.status = PointStatus::Failed;
     p2.error = "copy failed, code \"7\"";
     p2.summary.step_ms_median = 99.0;  // not a measurement: must not be exported
     store->put_point(p2);
 
-    PointRecord p3;
-    p3.sweep = sweep;
-    p3.index = 3;
+    PointRecord p3 = point(3, PointStatus::Pending);
     p3.config.min_offload_size = 4096;
-    store->put_point(p3);  // pending
+    store->put_point(p3);
 
-    PointRecord p4;
-    p4.sweep = sweep;
-    p4.index = 4;
+    PointRecord p4 = point(4, PointStatus::OutOfMemory);
     p4.config.max_fwd_stash_size = 8;
-    p4.status = PointStatus::OutOfMemory;
     p4.error = "CUDA out of memory\ntried to allocate 2 GiB";
     store->put_point(p4);
   }
