@@ -118,6 +118,14 @@ struct Fixture {
     add_points();
   }
 
+  // A finished run of `model`, for a test's own events.
+  RunId add_run(const std::string& model) {
+    RunRecord r;
+    r.status = RunStatus::Ok;
+    r.workload.model = model;
+    return store->begin_run(r);
+  }
+
   // Point `index` of the sweep, with `status`; put by the caller after its changes.
   PointRecord point(int64_t index, PointStatus status) const {
     PointRecord p;
@@ -183,6 +191,8 @@ struct Fixture {
   }
 };
 
+json load_json(const std::string& path);
+
 // A fresh directory per test, removed afterwards.
 class ExportTest : public ::testing::Test {
  protected:
@@ -197,6 +207,12 @@ class ExportTest : public ::testing::Test {
     fs::remove_all(dir_, ignored);
   }
   std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  // The Chrome trace of `runs`, exported to `name` and read back.
+  json chrome_trace(const std::vector<RunId>& runs, const std::string& name = "trace.json") {
+    const std::string out = file(name);
+    export_chrome_trace(*fx_.store, runs, out);
+    return load_json(out);
+  }
   std::set<std::string> entries() const {
     std::set<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_)) out.insert(e.path().filename().string());
@@ -236,9 +252,7 @@ const json* find_named(const std::vector<json>& events, const std::string& name)
 }
 
 TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
-  const std::string out = file("trace.json");
-  export_chrome_trace(*fx_.store, {fx_.a, fx_.b}, out);
-  const json trace = load_json(out);
+  const json trace = chrome_trace({fx_.a, fx_.b});
 
   EXPECT_EQ(trace.at("displayTimeUnit"), "ns");
   ASSERT_TRUE(trace.at("traceEvents").is_array());
@@ -362,9 +376,7 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
 // activity's start; each step has a `ProfilerStep#N` span (HTA found "ProfilerStep not found" and
 // no GPU work before).
 TEST_F(ExportTest, ChromeTraceCarriesThePyTorchProfilersDeviceFields) {
-  const std::string out = file("trace.json");
-  export_chrome_trace(*fx_.store, {fx_.a, fx_.b}, out);
-  const json trace = load_json(out);
+  const json trace = chrome_trace({fx_.a, fx_.b});
   const auto xa = select(trace, "X", fx_.a.value);
 
   const json* profiler_step = find_named(xa, "ProfilerStep#0");
@@ -408,9 +420,7 @@ TEST_F(ExportTest, ChromeTraceCarriesThePyTorchProfilersDeviceFields) {
 }
 
 TEST_F(ExportTest, ChromeTraceExportsARepeatedRunOnce) {
-  const std::string out = file("trace.json");
-  export_chrome_trace(*fx_.store, {fx_.b, fx_.b}, out);
-  const json trace = load_json(out);
+  const json trace = chrome_trace({fx_.b, fx_.b});
   EXPECT_EQ(trace.at("metadata").at("runs").size(), 1u);
   EXPECT_EQ(select(trace, "X", fx_.b.value).size(), 4u);
 }
@@ -439,10 +449,7 @@ const json* enclosing(const json& trace, int64_t pid, int64_t tid, int64_t ts_ns
 
 TEST_F(ExportTest, ChromeTraceLinksEachWaitToTheCopyItWaitedOn) {
   // A run of its own: offloads and reloads of tensors 5 and 6, and waits of every kind.
-  RunRecord rr;
-  rr.status = RunStatus::Ok;
-  rr.workload.model = "flows";
-  const RunId r = fx_.store->begin_run(rr);
+  const RunId r = fx_.add_run("flows");
   const int64_t T = 2'000'000;
   const auto copy = [&](EventKind kind, int64_t from, int64_t to, int64_t tensor) {
     return event_span(kind, T + from, T + to,
@@ -467,9 +474,7 @@ TEST_F(ExportTest, ChromeTraceLinksEachWaitToTheCopyItWaitedOn) {
       wait(3200, 3300, 6, ""),                  // kind unknown: the latest copy of 6, any way
   });
 
-  const std::string out = file("flows.json");
-  export_chrome_trace(*fx_.store, {fx_.a, r}, out);
-  const json trace = load_json(out);
+  const json trace = chrome_trace({fx_.a, r}, "flows.json");
 
   // Pairs by id: one start and one end each, same name and category, the end bound to its
   // enclosing slice.
@@ -563,10 +568,7 @@ class Db {
 TEST_F(ExportTest, ChromeTraceShowsDiskTrafficOnTracksOfItsOwn) {
   // A run of the disk tier: tensor 5 offloaded over the link, written to disk (forward waited
   // for the write), read back ahead of use, then reloaded over the link.
-  RunRecord rr;
-  rr.status = RunStatus::Ok;
-  rr.workload.model = "disk";
-  const RunId r = fx_.store->begin_run(rr);
+  const RunId r = fx_.add_run("disk");
   const int64_t T = 3'000'000;
   const auto at = [&](EventKind kind, int64_t from, int64_t to, TimelineEvent fields) {
     fields.run = r;
@@ -587,9 +589,7 @@ TEST_F(ExportTest, ChromeTraceShowsDiskTrafficOnTracksOfItsOwn) {
           .name = "read-ahead"}),
       at(EventKind::CopyH2D, 2600, 2700, {.stream = 1, .bytes = 4096, .tensor = 5}),
   });
-  const std::string out = file("disk.json");
-  export_chrome_trace(*fx_.store, {r}, out);
-  const json trace = load_json(out);
+  const json trace = chrome_trace({r}, "disk.json");
   const int64_t pid = r.value;
   std::map<int64_t, std::string> threads;
   for (const auto& e : select(trace, "M", pid)) {
