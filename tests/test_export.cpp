@@ -231,6 +231,14 @@ std::string read_all(const std::string& path) {
 // --- Chrome trace
 // ---------------------------------------------------------------------------------
 
+// A complete event's track, category, start and duration (microseconds).
+void expect_slice(const json& e, int64_t tid, const std::string& cat, double ts, double dur) {
+  EXPECT_EQ(e.at("tid"), tid) << e;
+  EXPECT_EQ(e.at("cat"), cat) << e;
+  EXPECT_DOUBLE_EQ(e.at("ts").get<double>(), ts) << e;
+  EXPECT_DOUBLE_EQ(e.at("dur").get<double>(), dur) << e;
+}
+
 json load_json(const std::string& path) {
   std::ifstream in(path);
   return json::parse(in);
@@ -294,10 +302,7 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
 
   const json* d2h = find_named(xa, "Memcpy DtoH (Device -> Pinned)");
   ASSERT_NE(d2h, nullptr);
-  EXPECT_EQ((*d2h).at("tid"), 1);
-  EXPECT_EQ((*d2h).at("cat"), "gpu_memcpy");
-  EXPECT_DOUBLE_EQ((*d2h).at("ts").get<double>(), 0.6);
-  EXPECT_DOUBLE_EQ((*d2h).at("dur").get<double>(), 1.234);
+  expect_slice(*d2h, 1, "gpu_memcpy", 0.6, 1.234);
   EXPECT_EQ((*d2h).at("args").at("bytes"), 4096);
   EXPECT_EQ((*d2h).at("args").at("tensor"), 3);
   EXPECT_EQ((*d2h).at("args").at("pinned"), true);
@@ -312,10 +317,7 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
 
   const json* wait = find_named(xa, "wait: reload");
   ASSERT_NE(wait, nullptr);
-  EXPECT_EQ((*wait).at("tid"), 0);
-  EXPECT_EQ((*wait).at("cat"), "wait");
-  EXPECT_DOUBLE_EQ((*wait).at("ts").get<double>(), 5.0);
-  EXPECT_DOUBLE_EQ((*wait).at("dur").get<double>(), 0.25);
+  expect_slice(*wait, 0, "wait", 5.0, 0.25);
 
   const json* step = find_named(xa, "step 0");
   ASSERT_NE(step, nullptr);

@@ -310,6 +310,15 @@ void expect_same(const R& a, const R& b) {
   EXPECT_EQ(fields(a), fields(b));
 }
 
+// Three records written out of order, the last first (keys {2, 0, 1}), read back ordered by key.
+template <typename R>
+void expect_read_in_order(const std::vector<R>& written, const std::vector<R>& read) {
+  ASSERT_EQ(read.size(), 3u);
+  expect_same(written[1], read[0]);
+  expect_same(written[2], read[1]);
+  expect_same(written[0], read[2]);
+}
+
 template <typename F>
 void expect_store_error(F&& f, Kind kind, const std::string& message_part = "") {
   try {
@@ -461,10 +470,7 @@ TEST_P(StoreSemantics, StepsRoundTripOrderedByStep) {
   store().add_steps({other});
   reopen();
   const auto out = store().steps(a);
-  ASSERT_EQ(out.size(), 3u);
-  expect_same(in[1], out[0]);
-  expect_same(in[2], out[1]);
-  expect_same(in[0], out[2]);
+  expect_read_in_order(in, out);
   ASSERT_EQ(store().steps(b).size(), 1u);
   expect_same(other, store().steps(b)[0]);
 }
@@ -522,10 +528,7 @@ TEST_P(StoreSemantics, OccupancyRoundTripOrderedByTime) {
   store().add_occupancy(in);
   reopen();
   const auto out = store().occupancy(run);
-  ASSERT_EQ(out.size(), 3u);
-  expect_same(in[1], out[0]);
-  expect_same(in[2], out[1]);
-  expect_same(in[0], out[2]);
+  expect_read_in_order(in, out);
 }
 
 TEST_P(StoreSemantics, SweepsRoundTripAndAreFoundByKey) {
