@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include "child_process.hpp"
+#include "raw_db.hpp"
 #include "temp_dir.hpp"
 
 #include <atomic>
@@ -81,59 +82,7 @@ std::string this_host() {
 using test::ChildProcess;
 #endif
 
-// A raw SQLite connection, for what the Store API cannot do: hand-made files, PRAGMAs, crashes.
-class RawDb {
- public:
-  explicit RawDb(const std::string& path, int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {
-    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
-    if (rc != SQLITE_OK) ADD_FAILURE() << "raw open " << path << ": " << sqlite3_errstr(rc);
-  }
-  ~RawDb() { sqlite3_close_v2(db_); }
-  RawDb(const RawDb&) = delete;
-  RawDb& operator=(const RawDb&) = delete;
-
-  int exec(const std::string& sql) {
-    char* err = nullptr;
-    const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
-    if (err != nullptr) sqlite3_free(err);
-    return rc;
-  }
-  void must(const std::string& sql) {
-    const int rc = exec(sql);
-    ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << sqlite3_errmsg(db_);
-  }
-  std::string text(const std::string& sql) {
-    sqlite3_stmt* stmt = nullptr;
-    std::string out;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr) {
-      out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    } else {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    }
-    sqlite3_finalize(stmt);
-    return out;
-  }
-  int64_t integer(const std::string& sql) { return std::stoll(text(sql)); }
-  // Column `col` of every row, joined with " | ".
-  std::string column_concat(const std::string& sql, int col) {
-    sqlite3_stmt* stmt = nullptr;
-    std::string out;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    }
-    while (stmt != nullptr && sqlite3_step(stmt) == SQLITE_ROW) {
-      if (!out.empty()) out += " | ";
-      const unsigned char* t = sqlite3_column_text(stmt, col);
-      if (t != nullptr) out += reinterpret_cast<const char*>(t);
-    }
-    sqlite3_finalize(stmt);
-    return out;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
+using test::RawDb;  // for what the Store API cannot do: hand-made files, PRAGMAs, crashes
 
 // ---------------------------------------------------------------------------------------------------
 // Sample records with every field away from its default, including values that are easy to lose
