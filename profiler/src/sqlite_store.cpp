@@ -419,9 +419,11 @@ class SqliteStore final : public Store {
     const std::string what = std::string("add ") + table;
     writable(what.c_str());
     if (rows.empty()) return;
+    // One table per record type: built once (a recorder adds events thousands of times).
+    static const std::string sql = insert_sql(table, cols);
     const std::string insert = std::string("insert ") + table;
     Transaction tx(*conn_, what);
-    Query q(stmt(insert_sql(table, cols), insert.c_str()));
+    Query q(stmt(sql, insert.c_str()));
     for (const R& r : rows) {
       q.again();
       bind_row(q, cols, r);
