@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include "child_process.hpp"
+#include "raw_db.hpp"
 #include "temp_dir.hpp"
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,6 +36,10 @@
 #include "offtune/profiler/job.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
+
+namespace offtune::build_paths {
+extern const char* const test_data_dir;
+}
 
 namespace offtune::profiler {
 namespace {
@@ -76,59 +82,7 @@ std::string this_host() {
 using test::ChildProcess;
 #endif
 
-// A raw SQLite connection, for what the Store API cannot do: hand-made files, PRAGMAs, crashes.
-class RawDb {
- public:
-  explicit RawDb(const std::string& path, int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {
-    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
-    if (rc != SQLITE_OK) ADD_FAILURE() << "raw open " << path << ": " << sqlite3_errstr(rc);
-  }
-  ~RawDb() { sqlite3_close_v2(db_); }
-  RawDb(const RawDb&) = delete;
-  RawDb& operator=(const RawDb&) = delete;
-
-  int exec(const std::string& sql) {
-    char* err = nullptr;
-    const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
-    if (err != nullptr) sqlite3_free(err);
-    return rc;
-  }
-  void must(const std::string& sql) {
-    const int rc = exec(sql);
-    ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << sqlite3_errmsg(db_);
-  }
-  std::string text(const std::string& sql) {
-    sqlite3_stmt* stmt = nullptr;
-    std::string out;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
-        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr) {
-      out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    } else {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    }
-    sqlite3_finalize(stmt);
-    return out;
-  }
-  int64_t integer(const std::string& sql) { return std::stoll(text(sql)); }
-  // Column `col` of every row, joined with " | ".
-  std::string column_concat(const std::string& sql, int col) {
-    sqlite3_stmt* stmt = nullptr;
-    std::string out;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    }
-    while (stmt != nullptr && sqlite3_step(stmt) == SQLITE_ROW) {
-      if (!out.empty()) out += " | ";
-      const unsigned char* t = sqlite3_column_text(stmt, col);
-      if (t != nullptr) out += reinterpret_cast<const char*>(t);
-    }
-    sqlite3_finalize(stmt);
-    return out;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
+using test::RawDb;  // for what the Store API cannot do: hand-made files, PRAGMAs, crashes
 
 // ---------------------------------------------------------------------------------------------------
 // Sample records with every field away from its default, including values that are easy to lose
@@ -243,135 +197,75 @@ TimelineEvent event(RunId run, int64_t start, std::string name,
                      .name = std::move(name)});
 }
 
-void expect_same_double(double a, double b, const char* what) {
-  if (std::isnan(a)) {
-    EXPECT_TRUE(std::isnan(b)) << what << ": " << b;
-  } else {
-    EXPECT_EQ(a, b) << what;
-  }
+// A double as the store must keep it: the same value, or NaN for NaN.
+struct Same {
+  double v;
+  bool operator==(const Same& o) const { return std::isnan(v) ? std::isnan(o.v) : v == o.v; }
+};
+void PrintTo(const Same& s, std::ostream* os) { *os << s.v; }
+
+// Every field of a record, in a tuple that EXPECT_EQ compares and prints. Records that hold others
+// concatenate their fields; the id, which the store assigns, is left out.
+auto fields(const Environment& e) {
+  return std::make_tuple(e.offtune_version, e.torch_version, e.backend, e.device, e.git_revision,
+                         e.host);
+}
+auto fields(const Workload& w) {
+  return std::make_tuple(w.model, w.batch, w.seq, w.dtype, w.seed, w.steps, w.warmup, w.optimizer,
+                         w.lora_rank);
+}
+auto fields(const RunSummary& s) {
+  return std::make_tuple(Same{s.step_ms_median}, Same{s.step_ms_min}, Same{s.step_ms_max},
+                         Same{s.step_ms_stddev}, Same{s.step_ms_ci_low}, Same{s.step_ms_ci_high},
+                         Same{s.step_ms_ci_level}, s.peak_allocated, s.peak_reserved,
+                         s.host_bytes_peak, s.pinned_bytes, s.offloaded_bytes, s.reloaded_bytes,
+                         Same{s.hidden_copy_pct}, Same{s.hidden_d2h_pct}, Same{s.hidden_h2d_pct},
+                         s.exposed_copy_ns, s.pageable_copies, Same{s.final_loss});
+}
+auto fields(const RunRecord& r) {
+  return std::tuple_cat(std::make_tuple(r.status, r.error, r.label), fields(r.env),
+                        fields(r.workload),
+                        std::make_tuple(r.config, r.started_unix_ns, r.finished_unix_ns),
+                        fields(r.summary), std::make_tuple(r.rank, r.world_size, r.job_run));
+}
+auto fields(const StepRecord& s) {
+  return std::make_tuple(s.run, s.step, s.begin_ns, s.end_ns, s.peak_allocated, s.peak_reserved,
+                         s.offloaded_bytes, s.reloaded_bytes, Same{s.hidden_copy_pct},
+                         s.exposed_copy_ns, Same{s.loss});
+}
+auto fields(const TimelineEvent& e) {
+  return std::make_tuple(e.run, e.kind, e.start_ns, e.end_ns, e.stream, e.bytes, e.tensor, e.pinned,
+                         e.prefetch, e.name);
+}
+auto fields(const OccupancySample& o) {
+  return std::make_tuple(o.run, o.time_ns, o.fwd_count, o.fwd_bytes, o.bwd_count, o.bwd_bytes,
+                         o.device_bytes);
+}
+auto fields(const SweepRecord& s) {
+  return std::tuple_cat(std::make_tuple(s.name, s.key), fields(s.workload),
+                        std::make_tuple(s.grid, s.created_unix_ns));
+}
+auto fields(const PointRecord& p) {
+  return std::tuple_cat(std::make_tuple(p.sweep, p.index, p.config, p.status, p.error, p.run),
+                        fields(p.summary));
+}
+auto fields(const RecommendationRecord& r) {
+  return std::make_tuple(r.sweep, r.constraint, r.point_index, r.rationale, r.snippets_json,
+                         r.created_unix_ns);
 }
 
-void expect_same(const Environment& a, const Environment& b) {
-  EXPECT_EQ(a.offtune_version, b.offtune_version);
-  EXPECT_EQ(a.torch_version, b.torch_version);
-  EXPECT_EQ(a.backend, b.backend);
-  EXPECT_EQ(a.device, b.device);
-  EXPECT_EQ(a.git_revision, b.git_revision);
-  EXPECT_EQ(a.host, b.host);
+template <typename R>
+void expect_same(const R& a, const R& b) {
+  EXPECT_EQ(fields(a), fields(b));
 }
 
-void expect_same(const Workload& a, const Workload& b) {
-  EXPECT_EQ(a.model, b.model);
-  EXPECT_EQ(a.batch, b.batch);
-  EXPECT_EQ(a.seq, b.seq);
-  EXPECT_EQ(a.dtype, b.dtype);
-  EXPECT_EQ(a.seed, b.seed);
-  EXPECT_EQ(a.steps, b.steps);
-  EXPECT_EQ(a.warmup, b.warmup);
-  EXPECT_EQ(a.optimizer, b.optimizer);
-  EXPECT_EQ(a.lora_rank, b.lora_rank);
-}
-
-void expect_same(const RunSummary& a, const RunSummary& b) {
-  expect_same_double(a.step_ms_median, b.step_ms_median, "step_ms_median");
-  expect_same_double(a.step_ms_min, b.step_ms_min, "step_ms_min");
-  expect_same_double(a.step_ms_max, b.step_ms_max, "step_ms_max");
-  expect_same_double(a.step_ms_stddev, b.step_ms_stddev, "step_ms_stddev");
-  expect_same_double(a.step_ms_ci_low, b.step_ms_ci_low, "step_ms_ci_low");
-  expect_same_double(a.step_ms_ci_high, b.step_ms_ci_high, "step_ms_ci_high");
-  expect_same_double(a.step_ms_ci_level, b.step_ms_ci_level, "step_ms_ci_level");
-  EXPECT_EQ(a.peak_allocated, b.peak_allocated);
-  EXPECT_EQ(a.peak_reserved, b.peak_reserved);
-  EXPECT_EQ(a.host_bytes_peak, b.host_bytes_peak);
-  EXPECT_EQ(a.pinned_bytes, b.pinned_bytes);
-  EXPECT_EQ(a.offloaded_bytes, b.offloaded_bytes);
-  EXPECT_EQ(a.reloaded_bytes, b.reloaded_bytes);
-  expect_same_double(a.hidden_copy_pct, b.hidden_copy_pct, "hidden_copy_pct");
-  expect_same_double(a.hidden_d2h_pct, b.hidden_d2h_pct, "hidden_d2h_pct");
-  expect_same_double(a.hidden_h2d_pct, b.hidden_h2d_pct, "hidden_h2d_pct");
-  EXPECT_EQ(a.exposed_copy_ns, b.exposed_copy_ns);
-  EXPECT_EQ(a.pageable_copies, b.pageable_copies);
-  expect_same_double(a.final_loss, b.final_loss, "final_loss");
-}
-
-// Everything but the id, which the store assigns.
-void expect_same(const RunRecord& a, const RunRecord& b) {
-  EXPECT_EQ(a.status, b.status);
-  EXPECT_EQ(a.error, b.error);
-  EXPECT_EQ(a.label, b.label);
-  expect_same(a.env, b.env);
-  expect_same(a.workload, b.workload);
-  EXPECT_EQ(a.config, b.config);
-  EXPECT_EQ(a.started_unix_ns, b.started_unix_ns);
-  EXPECT_EQ(a.finished_unix_ns, b.finished_unix_ns);
-  expect_same(a.summary, b.summary);
-  EXPECT_EQ(a.rank, b.rank);
-  EXPECT_EQ(a.world_size, b.world_size);
-  EXPECT_EQ(a.job_run, b.job_run);
-}
-
-void expect_same(const StepRecord& a, const StepRecord& b) {
-  EXPECT_EQ(a.run, b.run);
-  EXPECT_EQ(a.step, b.step);
-  EXPECT_EQ(a.begin_ns, b.begin_ns);
-  EXPECT_EQ(a.end_ns, b.end_ns);
-  EXPECT_EQ(a.peak_allocated, b.peak_allocated);
-  EXPECT_EQ(a.peak_reserved, b.peak_reserved);
-  EXPECT_EQ(a.offloaded_bytes, b.offloaded_bytes);
-  EXPECT_EQ(a.reloaded_bytes, b.reloaded_bytes);
-  expect_same_double(a.hidden_copy_pct, b.hidden_copy_pct, "hidden_copy_pct");
-  EXPECT_EQ(a.exposed_copy_ns, b.exposed_copy_ns);
-  expect_same_double(a.loss, b.loss, "loss");
-}
-
-void expect_same(const TimelineEvent& a, const TimelineEvent& b) {
-  EXPECT_EQ(a.run, b.run);
-  EXPECT_EQ(a.kind, b.kind);
-  EXPECT_EQ(a.start_ns, b.start_ns);
-  EXPECT_EQ(a.end_ns, b.end_ns);
-  EXPECT_EQ(a.stream, b.stream);
-  EXPECT_EQ(a.bytes, b.bytes);
-  EXPECT_EQ(a.tensor, b.tensor);
-  EXPECT_EQ(a.pinned, b.pinned);
-  EXPECT_EQ(a.prefetch, b.prefetch);
-  EXPECT_EQ(a.name, b.name);
-}
-
-void expect_same(const OccupancySample& a, const OccupancySample& b) {
-  EXPECT_EQ(a.run, b.run);
-  EXPECT_EQ(a.time_ns, b.time_ns);
-  EXPECT_EQ(a.fwd_count, b.fwd_count);
-  EXPECT_EQ(a.fwd_bytes, b.fwd_bytes);
-  EXPECT_EQ(a.bwd_count, b.bwd_count);
-  EXPECT_EQ(a.bwd_bytes, b.bwd_bytes);
-  EXPECT_EQ(a.device_bytes, b.device_bytes);
-}
-
-void expect_same(const SweepRecord& a, const SweepRecord& b) {
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.key, b.key);
-  expect_same(a.workload, b.workload);
-  EXPECT_EQ(a.grid, b.grid);
-  EXPECT_EQ(a.created_unix_ns, b.created_unix_ns);
-}
-
-void expect_same(const PointRecord& a, const PointRecord& b) {
-  EXPECT_EQ(a.sweep, b.sweep);
-  EXPECT_EQ(a.index, b.index);
-  EXPECT_EQ(a.config, b.config);
-  EXPECT_EQ(a.status, b.status);
-  EXPECT_EQ(a.error, b.error);
-  EXPECT_EQ(a.run, b.run);
-  expect_same(a.summary, b.summary);
-}
-
-void expect_same(const RecommendationRecord& a, const RecommendationRecord& b) {
-  EXPECT_EQ(a.sweep, b.sweep);
-  EXPECT_EQ(a.constraint, b.constraint);
-  EXPECT_EQ(a.point_index, b.point_index);
-  EXPECT_EQ(a.rationale, b.rationale);
-  EXPECT_EQ(a.snippets_json, b.snippets_json);
-  EXPECT_EQ(a.created_unix_ns, b.created_unix_ns);
+// Three records written out of order, the last first (keys {2, 0, 1}), read back ordered by key.
+template <typename R>
+void expect_read_in_order(const std::vector<R>& written, const std::vector<R>& read) {
+  ASSERT_EQ(read.size(), 3u);
+  expect_same(written[1], read[0]);
+  expect_same(written[2], read[1]);
+  expect_same(written[0], read[2]);
 }
 
 template <typename F>
@@ -525,10 +419,7 @@ TEST_P(StoreSemantics, StepsRoundTripOrderedByStep) {
   store().add_steps({other});
   reopen();
   const auto out = store().steps(a);
-  ASSERT_EQ(out.size(), 3u);
-  expect_same(in[1], out[0]);
-  expect_same(in[2], out[1]);
-  expect_same(in[0], out[2]);
+  expect_read_in_order(in, out);
   ASSERT_EQ(store().steps(b).size(), 1u);
   expect_same(other, store().steps(b)[0]);
 }
@@ -586,10 +477,7 @@ TEST_P(StoreSemantics, OccupancyRoundTripOrderedByTime) {
   store().add_occupancy(in);
   reopen();
   const auto out = store().occupancy(run);
-  ASSERT_EQ(out.size(), 3u);
-  expect_same(in[1], out[0]);
-  expect_same(in[2], out[1]);
-  expect_same(in[0], out[2]);
+  expect_read_in_order(in, out);
 }
 
 TEST_P(StoreSemantics, SweepsRoundTripAndAreFoundByKey) {
@@ -1057,6 +945,22 @@ TEST_F(SqliteStoreTest, SchemaVersionIsSevenAndNewFilesCarryIt) {
         1)
         << name;
   }
+}
+
+// The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
+// migrations added), is file format: a change to how the migrations are written must leave it
+// byte for byte as released. tests/data/store/schema_v7.txt holds it.
+TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
+  open_sqlite_store(path());
+  RawDb db(path());
+  const std::string schema = db.column_concat(
+      "SELECT type || ' ' || name || ':' || char(10) || coalesce(sql, '') || char(10) "
+      "FROM sqlite_master ORDER BY type, name",
+      0);
+  const std::string golden =
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v7.txt").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v7.txt is missing";
+  EXPECT_EQ(schema, golden);
 }
 
 TEST_F(SqliteStoreTest, JournalModeIsWal) {

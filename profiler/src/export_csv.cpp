@@ -3,7 +3,6 @@
 #include "offtune/profiler/export.hpp"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +23,7 @@
 #include <utility>
 
 #include "offtune/profiler/units.hpp"
-#include "sqlite_uri.hpp"
+#include "sqlite_db.hpp"
 
 namespace offtune::profiler {
 
@@ -37,101 +36,97 @@ std::string compact_size(int64_t bytes) {
   return s;
 }
 
-// One CSV field per RFC 4180: quoted only when it has to be, quotes doubled inside.
-void put_field(std::string& line, std::string_view text) {
-  if (text.find_first_of(",\"\r\n") == std::string_view::npos) {
-    line += text;
-    return;
+// One line of the points CSV, built field by field: each field is preceded by its comma, and a
+// field whose `present` is false is left empty (a figure that does not apply, not a zero).
+class CsvLine {
+ public:
+  // One CSV field per RFC 4180: quoted only when it has to be, quotes doubled inside.
+  void text(std::string_view v) {
+    next();
+    if (v.find_first_of(",\"\r\n") == std::string_view::npos) {
+      line_ += v;
+      return;
+    }
+    line_ += '"';
+    for (char c : v) {
+      if (c == '"') line_ += '"';
+      line_ += c;
+    }
+    line_ += '"';
   }
-  line += '"';
-  for (char c : text) {
-    if (c == '"') line += '"';
-    line += c;
+  void integer(int64_t v, bool present = true) {
+    next();
+    if (present) line_ += std::to_string(v);
   }
-  line += '"';
-}
+  // The shortest text that reads back as the same double; empty for NaN and infinities, which no
+  // spreadsheet reads the same way.
+  void real(double v, bool present = true) {
+    next();
+    if (!present || !std::isfinite(v)) return;
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);
+    line_.append(buf, res.ptr);
+  }
+  void boolean(bool v, bool present = true) {
+    next();
+    if (present) line_ += v ? "true" : "false";
+  }
+  std::string end() { return std::move(line_) + "\r\n"; }
 
-void put_int(std::string& line, int64_t v) { line += std::to_string(v); }
-
-// The shortest text that reads back as the same double; empty for NaN and infinities, which no
-// spreadsheet reads the same way.
-void put_double(std::string& line, double v) {
-  if (!std::isfinite(v)) return;
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);
-  line.append(buf, res.ptr);
-}
-
-void put_bool(std::string& line, bool v) { line += v ? "true" : "false"; }
+ private:
+  void next() {
+    if (started_) line_ += ',';
+    started_ = true;
+  }
+  std::string line_;
+  bool started_ = false;
+};
 
 // `prediction`: the point's what-if prediction (a predict-first sweep), or null.
 std::string point_line(const PointRecord& p, const PointPrediction* prediction) {
-  std::string line;
-  put_int(line, p.index);
-  line += ',';
-  put_field(line, to_string(p.status));
-  line += ',';
-  put_bool(line, p.config.offload);
+  CsvLine line;
+  line.integer(p.index);
+  line.text(to_string(p.status));
+  line.boolean(p.config.offload);
   // A point that does not offload has no offload settings: empty, not the defaults it was stored
   // with (which would read as a configuration that was measured).
   const bool offloads = p.config.offload;
-  line += ',';
-  if (offloads) put_int(line, p.config.min_offload_size);
-  line += ',';
-  if (offloads) put_int(line, p.config.max_fwd_stash_size);
-  line += ',';
-  if (offloads) put_int(line, p.config.max_fwd_stash_bytes);
-  line += ',';
-  if (offloads) put_int(line, p.config.prefetch);
-  line += ',';
-  if (offloads) put_bool(line, p.config.use_streams);
-  line += ',';
-  if (offloads) put_bool(line, p.config.use_pin_memory);
+  line.integer(p.config.min_offload_size, offloads);
+  line.integer(p.config.max_fwd_stash_size, offloads);
+  line.integer(p.config.max_fwd_stash_bytes, offloads);
+  line.integer(p.config.prefetch, offloads);
+  line.boolean(p.config.use_streams, offloads);
+  line.boolean(p.config.use_pin_memory, offloads);
   // The engine variant: without it, the points of a sweep over variants would read as repeats.
   for (const std::string* text : {&p.config.semantics, &p.config.checkpoint, &p.config.offload_set,
                                   &p.config.tier, &p.config.layer_offload}) {
-    line += ',';
-    put_field(line, *text);
+    line.text(*text);
   }
   // Only a measured point has figures; the zeros of a pending or failed one would read as data.
   const bool measured = p.status == PointStatus::Ok;
   const RunSummary& s = p.summary;
-  line += ',';
-  if (measured) put_double(line, s.step_ms_median);
-  line += ',';
-  if (measured) put_double(line, s.step_ms_stddev);
+  line.real(s.step_ms_median, measured);
+  line.real(s.step_ms_stddev, measured);
   // The interval comparisons use (records.hpp: step_interval); its level is empty when unknown
   // (min..max of fewer than 2 steps' coverage, or no interval recorded).
   const StepInterval ci = step_interval(s);
-  line += ',';
-  if (measured) put_double(line, ci.low);
-  line += ',';
-  if (measured) put_double(line, ci.high);
-  line += ',';
-  if (measured && ci.level > 0) put_double(line, ci.level);
-  line += ',';
-  if (measured) put_int(line, s.peak_allocated);
-  line += ',';
-  if (measured) put_int(line, s.peak_reserved);
-  line += ',';
-  if (measured) put_int(line, s.offloaded_bytes);
-  line += ',';
+  line.real(ci.low, measured);
+  line.real(ci.high, measured);
+  line.real(ci.level, measured && ci.level > 0);
+  line.integer(s.peak_allocated, measured);
+  line.integer(s.peak_reserved, measured);
+  line.integer(s.offloaded_bytes, measured);
   // A point that copied nothing has no overlap to speak of: empty, as the tables' n/a.
-  if (measured && copied_anything(p.config, s)) put_double(line, s.hidden_copy_pct);
-  line += ',';
-  if (measured) put_int(line, s.exposed_copy_ns);
-  line += ',';
+  line.real(s.hidden_copy_pct, measured && copied_anything(p.config, s));
+  line.integer(s.exposed_copy_ns, measured);
   // The loss of the last measured step: points of one sweep train the same model on the same
-  // batches, so a point whose loss differs from the baseline's computed something else.
-  if (measured && std::isfinite(s.final_loss)) put_double(line, s.final_loss);
-  line += ',';
-  if (prediction != nullptr) put_double(line, prediction->step_ms());
-  line += ',';
-  if (prediction != nullptr) put_int(line, prediction->peak_allocated);
-  line += ',';
-  put_field(line, p.error);
-  line += "\r\n";
-  return line;
+  // batches, so a point whose loss differs from the baseline's computed something else (a loss
+  // that is not finite is left empty, as every such double).
+  line.real(s.final_loss, measured);
+  line.real(prediction != nullptr ? prediction->step_ms() : 0.0, prediction != nullptr);
+  line.integer(prediction != nullptr ? prediction->peak_allocated : 0, prediction != nullptr);
+  line.text(p.error);
+  return line.end();
 }
 
 }  // namespace
@@ -213,20 +208,14 @@ bool is_offtune_export(const std::string& path, int64_t size) {
   }
   if (start.starts_with(std::string_view("SQLite format 3\0", 16))) {
     // Opened immutable: no lock taken and no -wal or -shm file made beside another program's file.
-    const std::string uri = detail::file_uri(path) + "?immutable=1";
-    sqlite3* db = nullptr;
-    bool found = false;
-    if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==
-        SQLITE_OK) {
-      sqlite3_stmt* stmt = nullptr;
-      if (sqlite3_prepare_v2(db, "SELECT 1 FROM META_DATA_EXPORT WHERE name = 'OFFTUNE_EXPORTER'",
-                             -1, &stmt, nullptr) == SQLITE_OK) {
-        found = sqlite3_step(stmt) == SQLITE_ROW;
-      }
-      sqlite3_finalize(stmt);
+    // Any failure (not a database, no such table) means: not an export of ours.
+    try {
+      const Connection db(path, Access::ReadOnly, {.uri_query = "immutable=1"});
+      return query_int(db, "SELECT 1 FROM META_DATA_EXPORT WHERE name = 'OFFTUNE_EXPORTER'",
+                       "look for the exporter") == 1;
+    } catch (const StoreError&) {
+      return false;
     }
-    sqlite3_close(db);
-    return found;
   }
   return false;
 }

@@ -7,8 +7,7 @@
 // each run's events are read, inside one transaction.
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/json.hpp"
-
-#include <sqlite3.h>
+#include "sqlite_db.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -283,89 +282,26 @@ std::string valid_utf8(const std::string& s) {
       .get<std::string>();
 }
 
-class Database;
+using detail::Access;
+using detail::Connection;
+using detail::Query;
+using detail::Statement;
 
-class Statement {
- public:
-  Statement(Database& db, const char* sql);
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  // Binds the values in order, runs the statement once and resets it for the next row.
-  void run(std::initializer_list<Value> values);
-
- private:
-  Database& db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-class Database {
- public:
-  Database(const std::string& file, std::string target) : target_(std::move(target)) {
-    const int rc =
-        sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-    if (rc != SQLITE_OK) {
-      // A failed open still allocates a handle, and a throwing constructor runs no destructor.
-      const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-      sqlite3_close(db_);
-      db_ = nullptr;
-      throw ExportError("cannot write " + target_ + ": " + why);
-    }
-  }
-  ~Database() { sqlite3_close_v2(db_); }
-  Database(const Database&) = delete;
-  Database& operator=(const Database&) = delete;
-
-  void exec(const char* sql) {
-    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) fail(rc);
-  }
-  // Closes the file, so that every page has been written out before the rename.
-  void close() {
-    const int rc = sqlite3_close(db_);
-    if (rc != SQLITE_OK) fail(rc);
-    db_ = nullptr;
-  }
-
-  [[noreturn]] void fail(int rc) const {
-    std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-    throw ExportError("cannot write " + target_ + ": " + why);
-  }
-  sqlite3* handle() { return db_; }
-
- private:
-  std::string target_;
-  sqlite3* db_ = nullptr;
-};
-
-Statement::Statement(Database& db, const char* sql) : db_(db) {
-  const int rc = sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr);
-  if (rc != SQLITE_OK) db.fail(rc);
-}
-
-void Statement::run(std::initializer_list<Value> values) {
-  int index = 1;
+// Binds the values in order and inserts one row; text as valid_utf8 makes it.
+void insert(Statement& s, std::initializer_list<Value> values) {
+  Query q(s);
   for (const Value& v : values) {
-    int rc = SQLITE_OK;
     if (const auto* i = std::get_if<int64_t>(&v)) {
-      rc = sqlite3_bind_int64(stmt_, index, *i);
+      q.i64(*i);
     } else if (const auto* d = std::get_if<double>(&v)) {
-      rc = sqlite3_bind_double(stmt_, index, *d);
-    } else if (const auto* s = std::get_if<std::string>(&v)) {
-      const std::string text = valid_utf8(*s);
-      rc = sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
-                             SQLITE_TRANSIENT);
+      q.real(*d);
+    } else if (const auto* t = std::get_if<std::string>(&v)) {
+      q.text(valid_utf8(*t));
     } else {
-      rc = sqlite3_bind_null(stmt_, index);
+      q.null();
     }
-    if (rc != SQLITE_OK) db_.fail(rc);
-    ++index;
   }
-  const int rc = sqlite3_step(stmt_);
-  if (rc != SQLITE_DONE) db_.fail(rc);  // before the reset, which may change the message
-  sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
+  q.run();
 }
 
 // Nsight's serialized GlobalId: (hardware id << 56) | (vm id << 48) | (pid << 24) | tid, with
@@ -425,7 +361,7 @@ std::string nvtx_text(const TimelineEvent& e) {
 
 class NsysWriter {
  public:
-  explicit NsysWriter(Database& db)
+  explicit NsysWriter(const Connection& db)
       : string_(db, "INSERT INTO StringIds VALUES (?,?)"),
         memcpy_(db,
                 "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,"
@@ -448,7 +384,7 @@ class NsysWriter {
 
   int64_t intern(const std::string& s) {
     auto [it, inserted] = strings_.try_emplace(s, static_cast<int64_t>(strings_.size()) + 1);
-    if (inserted) string_.run({it->second, s});
+    if (inserted) insert(string_, {it->second, s});
     return it->second;
   }
 
@@ -481,12 +417,12 @@ class NsysWriter {
           const bool d2h = e.kind == EventKind::CopyD2H;
           const int64_t host_kind = e.pinned ? kMemPinned : kMemPageable;
           const int64_t corr = ++correlation_;
-          memcpy_.run({start, end, device, kContext, e.stream, corr, gpid, e.bytes,
-                       d2h ? kCopyDtoH : kCopyHtoD, d2h ? kMemDevice : host_kind,
-                       d2h ? host_kind : kMemDevice, opt(d2h, device), opt(d2h, kContext),
-                       opt(!d2h, device), opt(!d2h, kContext)});
-          copy_info_.run(
-              {corr, opt(e.tensor >= 0, e.tensor), int64_t{e.pinned}, int64_t{e.prefetch}, e.name});
+          insert(memcpy_, {start, end, device, kContext, e.stream, corr, gpid, e.bytes,
+                           d2h ? kCopyDtoH : kCopyHtoD, d2h ? kMemDevice : host_kind,
+                           d2h ? host_kind : kMemDevice, opt(d2h, device), opt(d2h, kContext),
+                           opt(!d2h, device), opt(!d2h, kContext)});
+          insert(copy_info_, {corr, opt(e.tensor >= 0, e.tensor), int64_t{e.pinned},
+                              int64_t{e.prefetch}, e.name});
           launch(start, gtid, corr, "cudaMemcpyAsync");
           streams_.insert({gpid, e.stream});
           break;
@@ -494,7 +430,8 @@ class NsysWriter {
         case EventKind::Compute: {
           const int64_t name = intern(e.name.empty() ? "compute" : e.name);
           const int64_t corr = ++correlation_;
-          kernel_.run({start, end, device, kContext, e.stream, corr, gpid, name, name, name, corr});
+          insert(kernel_,
+                 {start, end, device, kContext, e.stream, corr, gpid, name, name, name, corr});
           launch(start, gtid, corr, "cudaLaunchKernel");
           streams_.insert({gpid, e.stream});
           break;
@@ -530,8 +467,8 @@ class NsysWriter {
     }
     for (const auto& s : occupancy) {
       last = std::max(last, s.time_ns - origin);
-      occupancy_.run({s.time_ns - origin, gpid, s.fwd_count, s.fwd_bytes, s.bwd_count, s.bwd_bytes,
-                      opt(s.device_bytes >= 0, s.device_bytes)});
+      insert(occupancy_, {s.time_ns - origin, gpid, s.fwd_count, s.fwd_bytes, s.bwd_count,
+                          s.bwd_bytes, opt(s.device_bytes >= 0, s.device_bytes)});
     }
     return {origin, last};
   }
@@ -541,15 +478,15 @@ class NsysWriter {
   // Nsight writes for registered strings and what joins through StringIds read).
   void nvtx(int64_t start, Value end, int64_t type, const std::string& text, int64_t gtid,
             Value end_gtid, Value int64_value, Value json_text) {
-    nvtx_.run({start, std::move(end), type, text, gtid, std::move(end_gtid), intern(text),
-               std::move(int64_value), std::move(json_text)});
+    insert(nvtx_, {start, std::move(end), type, text, gtid, std::move(end_gtid), intern(text),
+                   std::move(int64_value), std::move(json_text)});
   }
   // The CUDA API call that launched an activity, on the run's thread with the activity's
   // correlationId: readers (nsys-tui's tree, nsys's cuda_api_gpu_sum) find a kernel's or copy's
   // NVTX range through it. offtune does not record launches, so the call is placed at the
   // activity's start and lasts no time; it lies in the ranges open when the activity began.
   void launch(int64_t start, int64_t gtid, int64_t corr, const char* api) {
-    runtime_.run({start, start, kEventClassCudaRuntime, gtid, corr, intern(api)});
+    insert(runtime_, {start, start, kEventClassCudaRuntime, gtid, corr, intern(api)});
   }
 
   Statement string_, memcpy_, copy_info_, kernel_, runtime_, nvtx_, occupancy_;
@@ -561,10 +498,10 @@ class NsysWriter {
   const std::set<std::pair<int64_t, int64_t>>& streams() const { return streams_; }
 };
 
-void write_enum(Database& db, const char* table, const EnumRow* rows, size_t count) {
-  Statement insert(db, (std::string("INSERT INTO ") + table + " VALUES (?,?,?)").c_str());
+void write_enum(const Connection& db, const char* table, const EnumRow* rows, size_t count) {
+  Statement row(db, std::string("INSERT INTO ") + table + " VALUES (?,?,?)");
   for (size_t i = 0; i < count; ++i) {
-    insert.run({rows[i].id, std::string(rows[i].name), std::string(rows[i].label)});
+    insert(row, {rows[i].id, std::string(rows[i].name), std::string(rows[i].label)});
   }
 }
 
@@ -575,11 +512,15 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
   const std::vector<RunRecord> records = detail::load_runs(store, runs);
 
   {
-    Database db(file.path(), path);
+    // The one SQLite error path, phrased as an export's: "cannot write <target>: <SQLite's words>".
+    Connection db(file.path(), Access::Create,
+                  {.on_error = [&path](const detail::SqliteFailure& f) {
+                    throw ExportError("cannot write " + path + ": " + f.sqlite_message);
+                  }});
     // No journal and no syncs: a failed export deletes the file anyway, so there is nothing to
     // recover, and the final close writes every page out before the rename.
-    db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;");
-    db.exec(kSchema);
+    db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;", "begin");
+    db.exec(kSchema, "create the tables");
     write_enum(db, "ENUM_CUDA_MEMCPY_OPER", kMemcpyOper, std::size(kMemcpyOper));
     write_enum(db, "ENUM_CUDA_MEM_KIND", kMemKind, std::size(kMemKind));
     write_enum(db, "ENUM_NSYS_EVENT_TYPE", kEventType, std::size(kEventType));
@@ -602,20 +543,20 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       for (const RunRecord& r : records) {
         auto [dev, added] = devices.try_emplace(r.env.device, static_cast<int64_t>(devices.size()));
         if (added) {
-          gpu.run({dev->second, r.env.device,
-                   r.env.backend == "host-sim" ? Value(std::string("host-sim")) : Value()});
+          insert(gpu, {dev->second, r.env.device,
+                       r.env.backend == "host-sim" ? Value(std::string("host-sim")) : Value()});
         }
         // The device as the run's process saw it: Nsight joins activity (deviceId = CUDA device
         // id) to TARGET_INFO_GPU through this table.
-        cuda_device.run({dev->second, dev->second, r.id.value});
+        insert(cuda_device, {dev->second, dev->second, r.id.value});
         const std::string title = run_title(r);
-        process.run({global_pid(r.id), r.id.value, title});
-        thread.run({writer.intern(title), global_tid(r.id)});
+        insert(process, {global_pid(r.id), r.id.value, title});
+        insert(thread, {writer.intern(title), global_tid(r.id)});
         const auto [origin, last] = writer.write_run(store, r, dev->second);
         stop = std::max(stop, last);
-        run_row.run({global_pid(r.id), r.id.value, title, r.workload.model,
-                     text_of(to_json(r.config)), std::string(to_string(r.status)), r.error, r.label,
-                     dev->second, r.started_unix_ns, r.finished_unix_ns, origin});
+        insert(run_row, {global_pid(r.id), r.id.value, title, r.workload.model,
+                         text_of(to_json(r.config)), std::string(to_string(r.status)), r.error,
+                         r.label, dev->second, r.started_unix_ns, r.finished_unix_ns, origin});
         if (r.started_unix_ns > 0) {
           session_start = std::min(session_start.value_or(r.started_unix_ns), r.started_unix_ns);
         }
@@ -624,27 +565,27 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       // Every stream that ran a kernel or a copy; priority and flag (CUPTI's default stream
       // flag, 0) are not recorded by offtune.
       Statement stream(db, "INSERT INTO TARGET_INFO_CUDA_STREAM VALUES (?,0,0,?,1,0,0)");
-      for (const auto& [gpid, id] : writer.streams()) stream.run({id, gpid >> 24});
+      for (const auto& [gpid, id] : writer.streams()) insert(stream, {id, gpid >> 24});
 
       Statement details(db, "INSERT INTO ANALYSIS_DETAILS VALUES (0,?,0,?)");
-      details.run({stop, stop});
+      insert(details, {stop, stop});
       if (session_start) {
         Statement start(db,
                         "INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs,utcTime,"
                         "localTime) VALUES (?,?,?)");
-        start.run(
-            {*session_start, iso_time(*session_start, true), iso_time(*session_start, false)});
+        insert(start,
+               {*session_start, iso_time(*session_start, true), iso_time(*session_start, false)});
       }
       Statement meta(db, "INSERT INTO META_DATA_EXPORT VALUES (?,?)");
-      meta.run({std::string("EXPORT_SCHEMA_VERSION"), std::string(kSchemaVersion)});
-      meta.run({std::string("OFFTUNE_EXPORTER"), std::string("offtune nsys-layout export")});
-      meta.run({std::string("OFFTUNE_TIME_ORIGIN"),
-                std::string("per run: 0 = the run's first event (OFFTUNE_RUNS.timeOriginNs)")});
+      insert(meta, {std::string("EXPORT_SCHEMA_VERSION"), std::string(kSchemaVersion)});
+      insert(meta, {std::string("OFFTUNE_EXPORTER"), std::string("offtune nsys-layout export")});
+      insert(meta, {std::string("OFFTUNE_TIME_ORIGIN"),
+                    std::string("per run: 0 = the run's first event (OFFTUNE_RUNS.timeOriginNs)")});
       if (!records.empty() && !records.front().env.offtune_version.empty()) {
-        meta.run({std::string("OFFTUNE_VERSION"), records.front().env.offtune_version});
+        insert(meta, {std::string("OFFTUNE_VERSION"), records.front().env.offtune_version});
       }
     }
-    db.exec("COMMIT;");
+    db.exec("COMMIT;", "commit");
     db.close();
   }
   file.commit();
