@@ -150,6 +150,8 @@ std::vector<Flag> workload_flags() {
       {"--collector", "enum"},
       {"--input-spec", "", {"", "x:float32[B,64]"}},  // a built-in model takes none
       {"--prefetch", "int", {"-1", "65", "99999999999999999999"}},
+      {"--streams", "enum", {"on,on", "yes", "on,", "off,maybe"}},
+      {"--pin-memory", "enum", {"off,off", "true", ",on"}},
       {"--lora-rank", "int", {"-1", "4097"}},
       {"--blocks", "", {"layers"}},  // a built-in model knows its blocks
   };
@@ -164,7 +166,11 @@ std::vector<Command> commands() {
   auto run_flags = workload_flags();
   run_flags.push_back({"--min-offload-size", "size"});
   run_flags.push_back({"--max-fwd-stash-size", "", {"0", "-1", "1,2", "", "x"}});
-  run_flags.push_back({"--max-fwd-stash-bytes", "size"});
+  run_flags.push_back({"--max-fwd-stash-bytes", "size", {"0,1MiB"}});
+  // A run takes one value of each axis.
+  run_flags.push_back({"--link", "", {"pcie4,pcie5"}});
+  run_flags.push_back({"--streams", "", {"on,off"}});
+  run_flags.push_back({"--pin-memory", "", {"off,on"}});
   run_flags.push_back({"--fail-if",
                        "",
                        {"peak>-1", "peak>0", "step-ms>nan", "step-ms>-1", "step-ms>0",
@@ -176,6 +182,8 @@ std::vector<Command> commands() {
   sweep_flags.push_back({"--layer-offload", "enum", {"on:0", "off,off", "off,on:1"}});
   sweep_flags.push_back({"--min-offload-size", "size_list"});
   sweep_flags.push_back({"--max-fwd-stash-size", "int_list"});
+  sweep_flags.push_back({"--max-fwd-stash-bytes", "size_list"});
+  sweep_flags.push_back({"--link", "", {"pcie4,pcie4", "pcie4,", "pcie4,fast"}});
   sweep_flags.push_back({"--shard", "", {"0/1", "2/1", "1/0", " 1/1", "", "x"}});
   // auto without a scheduler's variables (as in any test run outside Slurm and Kubernetes).
   if (std::getenv("SLURM_ARRAY_TASK_ID") == nullptr &&
@@ -451,6 +459,64 @@ TEST_F(CommandLine, ASweepTakesPrefetchAsAnAxis) {
   EXPECT_EQ(depths, (std::vector<int64_t>{0, 1, 2}));
   expect_refused({"run", "--db", "new.db", "--prefetch", "0,1"});
   expect_refused({"sweep", "--db", "new.db", "--prefetch", "0,65"});
+}
+
+// Streams, pinned memory, the byte window and host-sim's link are axes of a sweep as prefetch is:
+// a list measures every offload point under each value and records it (each was refused before:
+// "--streams" and a sweep's "--max-fwd-stash-bytes" were no flags, "--link pcie4,pcie5" a bad
+// link). --no-streams and --no-pin-memory still mean off; given with the list form, refused.
+TEST_F(CommandLine, ASweepTakesStreamsPinMemoryByteWindowAndLinkAsAxes) {
+  const struct {
+    std::string flag, list, key;
+    nlohmann::json values;
+  } axes[] = {
+      {"--streams", "on,off", "use_streams", {true, false}},
+      {"--pin-memory", "off,on", "use_pin_memory", {false, true}},
+      {"--max-fwd-stash-bytes", "0,64KiB", "max_fwd_stash_bytes", {0, 65536}},
+      {"--link", "none,pcie5", "link", {"none", "pcie5"}},
+  };
+  for (const auto& axis : axes) {
+    SCOPED_TRACE(axis.flag);
+    const Outcome s = offtune({"sweep",
+                               "--db",
+                               "axes.db",
+                               "--json",
+                               "--model",
+                               "mlp",
+                               "--min-offload-size",
+                               "1KiB",
+                               "--max-fwd-stash-size",
+                               "1",
+                               "--batch",
+                               "1",
+                               "--steps",
+                               "1",
+                               "--warmup",
+                               "0",
+                               "--refine-steps",
+                               "0",
+                               "--backend",
+                               "host-sim",
+                               axis.flag,
+                               axis.list});
+    ASSERT_EQ(s.code, 0) << s.err;
+    const auto sj = nlohmann::json::parse(s.out);
+    ASSERT_EQ(sj["points"].size(), 3U) << s.out;  // the baseline, then one point per value
+    const nlohmann::json seen = {sj["points"][1]["config"][axis.key],
+                                 sj["points"][2]["config"][axis.key]};
+    EXPECT_EQ(seen, axis.values);
+  }
+  const Args run = {
+      "run", "--db",    "flags.db", "--json",   "--model", "mlp",          "--batch",
+      "1",   "--steps", "1",        "--warmup", "0",       "--no-streams", "--no-pin-memory"};
+  const Outcome r = offtune(run);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto config = nlohmann::json::parse(r.out)["config"];
+  EXPECT_EQ(config["use_streams"], false) << r.out;
+  EXPECT_EQ(config["use_pin_memory"], false) << r.out;
+  expect_refused({"run", "--db", "new.db", "--no-streams", "--streams", "on"});
+  expect_refused({"sweep", "--db", "new.db", "--no-pin-memory", "--pin-memory", "on,off"});
+  expect_refused({"sweep", "--db", "new.db", "--backend", "cuda", "--link", "pcie4,pcie5"});
 }
 
 // --verify runs the engine with the correctness sentinel: every offloaded copy checked at unpack

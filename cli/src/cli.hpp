@@ -48,10 +48,14 @@ std::unique_ptr<profiler::Store> open_store(const Common& common, bool write);
 // are the request layer's).
 void add_workload_flags(CLI::App& sub, requests::WorkloadFields& workload,
                         requests::BackendFields& backend);
-// --min-offload-size and --max-fwd-stash-size: a sweep's (or a prediction's) grid.
+// --min-offload-size, --max-fwd-stash-size and --max-fwd-stash-bytes: a sweep's (or a
+// prediction's) grid.
 void add_grid_flags(CLI::App& sub, requests::SweepRequest& request);
-// --prefetch, --no-streams, --no-pin-memory.
+// --prefetch, --streams (--no-streams), --pin-memory (--no-pin-memory), --verify and the variants.
 void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
+// --streams and --pin-memory (a list each in a sweep or a prediction), with --no-streams and
+// --no-pin-memory for "off".
+void add_switch_flags(CLI::App& sub, requests::EngineFields& engine);
 // Throws requests::RequestError when the request layer finds bad fields.
 template <typename Request>
 void require_valid(const Request& request) {

@@ -88,7 +88,7 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
   app.add_option("--backend", b.backend, "auto, cuda or host-sim")->capture_default_str();
   app.add_option("--link", b.link,
                  "host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US (e.g. "
-                 "12:15)")
+                 "12:15); a host-sim sweep takes a list as an axis: pcie4,pcie5")
       ->capture_default_str();
   app.add_option("--device-model", b.device_model,
                  "host-sim: time each step as this GPU would (h100-sxm, h200, a100-80gb, l4, "
@@ -123,6 +123,30 @@ void add_grid_flags(CLI::App& app, requests::SweepRequest& r) {
       ->capture_default_str();
   app.add_option("--max-fwd-stash-size", r.max_fwd_stash_sizes, "list or range: 1,4 or 1:8")
       ->capture_default_str();
+  app.add_option("--max-fwd-stash-bytes", r.max_fwd_stash_bytes,
+                 "byte bound on the forward window (0: none); a size or a list as an axis: "
+                 "0,64MiB")
+      ->capture_default_str();
+}
+
+void add_switch_flags(CLI::App& app, requests::EngineFields& e) {
+  // --no-streams and --no-pin-memory are --streams off and --pin-memory off, as they always were;
+  // given with the list form, one would silently override the other: refused.
+  auto* streams = app.add_option("--streams", e.streams,
+                                 "copies on a side stream (on) or on the compute stream (off: "
+                                 "single-stream, legacy); a sweep takes on,off as an axis")
+                      ->capture_default_str();
+  app.add_flag_callback(
+         "--no-streams", [&e] { e.streams = "off"; }, "single-stream (legacy) mode: --streams off")
+      ->excludes(streams);
+  auto* pin = app.add_option("--pin-memory", e.pin_memory,
+                             "pinned (on) or pageable (off) host memory; a sweep takes on,off as "
+                             "an axis")
+                  ->capture_default_str();
+  app.add_flag_callback(
+         "--no-pin-memory", [&e] { e.pin_memory = "off"; },
+         "pageable host memory: --pin-memory off")
+      ->excludes(pin);
 }
 
 void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
@@ -130,8 +154,7 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
                  "backward reloads ahead of use (0.." + std::to_string(requests::kMaxPrefetch) +
                      "); a sweep takes a list as an axis: 0,1,2")
       ->capture_default_str();
-  app.add_flag("--no-streams", e.no_streams, "single-stream (legacy) mode");
-  app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");
+  add_switch_flags(app, e);
   app.add_flag("--verify", e.verify,
                "check every offloaded copy: a checksum at pack, checked at unpack, in every tier; "
                "a copy that comes back different fails the run naming the tensor (costs a hash of "

@@ -53,8 +53,7 @@ class PredictCommand final : public Command {
                      "list or range of backward reloads ahead of use (0.." +
                          std::to_string(requests::kMaxPrefetch) + "), e.g. 0,1,2")
         ->capture_default_str();
-    app_->add_flag("--no-streams", request_.engine.no_streams, "single-stream (legacy) mode");
-    app_->add_flag("--no-pin-memory", request_.engine.no_pin_memory, "pageable host memory");
+    add_switch_flags(*app_, request_.engine);
     app_->add_option("--semantics", request_.engine.semantics,
                      "whose rules the engine follows: offtune, trl, or both: trl,offtune")
         ->capture_default_str();

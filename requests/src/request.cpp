@@ -99,7 +99,13 @@ void check_backend(const BackendFields& b, Checker& c) {
                                   "' (valid: auto, cuda, host-sim)");
     }
   });
-  c.parse("--link", [&] { profiler::parse_link(b.link); });
+  c.parse("--link", [&] {
+    if (link_list(b.link).size() > 1 && kind == BackendKind::Cuda) {
+      throw std::invalid_argument(
+          "--link takes a list on host-sim only (cuda copies over the GPU's own link): give one "
+          "link, or --backend host-sim");
+    }
+  });
   if (!b.device_model.empty()) {
     c.parse("--device-model", [&] { profiler::load_device_model(b.device_model); });
     if (kind == BackendKind::Cuda) {
@@ -205,9 +211,17 @@ profiler::Grid grid_of(const SweepRequest& r) {
   g.offload_sets = axis(offload_set_list(r.engine.offload_set), g.base.offload_set);
   g.tiers = axis(tier_list(r.engine.tier), g.base.tier);
   g.layer_offloads = axis(layer_offload_list(r.engine.layer_offload), g.base.layer_offload);
-  const auto depths = prefetch_list(r.engine.prefetch);
-  g.base.prefetch = depths.front();
-  if (depths.size() > 1) g.prefetches = depths;
+  // The same for axes of other types.
+  const auto values = []<typename T>(std::vector<T> given, auto& base) {
+    base = given.front();
+    return given.size() > 1 ? given : std::vector<T>{};
+  };
+  g.prefetches = values(prefetch_list(r.engine.prefetch), g.base.prefetch);
+  g.links = axis(link_list(r.backend.link), g.base.link);
+  g.streams = values(switch_list("--streams", r.engine.streams), g.base.use_streams);
+  g.pin_memory = values(switch_list("--pin-memory", r.engine.pin_memory), g.base.use_pin_memory);
+  g.max_fwd_stash_bytes =
+      values(profiler::parse_size_list(r.max_fwd_stash_bytes), g.base.max_fwd_stash_bytes);
   return g;
 }
 
@@ -253,6 +267,9 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
     }
   });
   c.parse("--tier", [&] { one("--tier", tier_list(e.tier).size()); });
+  c.parse("--streams", [&] { one("--streams", switch_list("--streams", e.streams).size()); });
+  c.parse("--pin-memory",
+          [&] { one("--pin-memory", switch_list("--pin-memory", e.pin_memory).size()); });
   c.parse("--layer-offload",
           [&] { one("--layer-offload", layer_offload_list(e.layer_offload).size()); });
 }
@@ -400,6 +417,22 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
   return depths;
 }
 
+std::vector<bool> switch_list(std::string_view flag, const std::string& text) {
+  std::vector<bool> out;
+  for (const std::string& name : value_list(flag, text, [](const std::string& n) {
+         if (n != "on" && n != "off") {
+           throw std::invalid_argument("'" + n + "' is not on or off (a list: on,off)");
+         }
+       })) {
+    out.push_back(name == "on");
+  }
+  return out;
+}
+
+std::vector<std::string> link_list(const std::string& text) {
+  return value_list("--link", text, [](const std::string& n) { (void)profiler::parse_link(n); });
+}
+
 std::vector<std::string> semantics_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -485,6 +518,11 @@ std::vector<FieldError> check(const RunRequest& r) {
     }
   });
   c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
+  c.parse("--link", [&] {
+    if (link_list(r.backend.link).size() != 1) {
+      throw std::invalid_argument("--link takes one value for a run (a list is for sweep)");
+    }
+  });
   check_engine(r.engine, c, /*list=*/false);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
@@ -507,6 +545,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
       if (w < 1) throw std::invalid_argument("--max-fwd-stash-size values must be at least 1");
     }
   });
+  c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size_list(r.max_fwd_stash_bytes); });
   check_engine(r.engine, c, /*list=*/true);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
@@ -522,7 +561,9 @@ std::vector<FieldError> check(const SweepRequest& r) {
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
   }
   const bool variants_ok = !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier") &&
-                           !c.has("--layer-offload") && !c.has("--prefetch");
+                           !c.has("--layer-offload") && !c.has("--prefetch") &&
+                           !c.has("--streams") && !c.has("--pin-memory") && !c.has("--link") &&
+                           !c.has("--max-fwd-stash-bytes");
   if (r.predict_first && variants_ok) {
     const profiler::Grid g = grid_of(r);
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
@@ -580,8 +621,9 @@ Backend to_backend(const BackendFields& f) {
   throw_if_invalid(c.take());
   Backend b;
   b.kind = parse_backend(f.backend);
-  b.link = profiler::parse_link(f.link);
-  b.link_name = f.link;
+  // A sweep over links prepares its backend with the first; each point runs over its own.
+  b.link_name = link_list(f.link).front();
+  b.link = profiler::parse_link(b.link_name);
   if (!f.device_model.empty()) b.device_model = profiler::load_device_model(f.device_model);
   b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
   b.threads = f.threads == "auto" ? -1 : profiler::parse_int64(f.threads);
@@ -597,8 +639,8 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.max_fwd_stash_size = profiler::parse_int_list(r.max_fwd_stash_size).at(0);
   c.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes);
   c.prefetch = prefetch_list(r.engine.prefetch).front();
-  c.use_streams = !r.engine.no_streams;
-  c.use_pin_memory = !r.engine.no_pin_memory;
+  c.use_streams = switch_list("--streams", r.engine.streams).front();
+  c.use_pin_memory = switch_list("--pin-memory", r.engine.pin_memory).front();
   c.verify = r.engine.verify;
   c.link = r.backend.link;
   c.semantics = r.engine.semantics;
@@ -623,6 +665,10 @@ profiler::Grid to_grid(const SweepRequest& r) {
   defaults.engine.tier = grid.base.tier;
   defaults.engine.layer_offload = grid.base.layer_offload;
   defaults.engine.prefetch = std::to_string(grid.base.prefetch);
+  defaults.engine.streams = grid.base.use_streams ? "on" : "off";
+  defaults.engine.pin_memory = grid.base.use_pin_memory ? "on" : "off";
+  defaults.backend.link = grid.base.link;
+  defaults.max_fwd_stash_bytes = std::to_string(grid.base.max_fwd_stash_bytes);
   // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
   // run's check would refuse that pair, the sweep's accepted it.
   defaults.engine.offload_set = "all";
