@@ -506,6 +506,11 @@ TEST_F(CommandLine, ASweepTakesStreamsPinMemoryByteWindowAndLinkAsAxes) {
                                  sj["points"][2]["config"][axis.key]};
     EXPECT_EQ(seen, axis.values);
   }
+  // The points table names the knob its points differ by (the last sweep's: the link).
+  const Outcome report = offtune({"report", "--db", "axes.db", "--sweep", "4"});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_NE(report.out.find("link none"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("link pcie5"), std::string::npos) << report.out;
   const Args run = {
       "run", "--db",    "flags.db", "--json",   "--model", "mlp",          "--batch",
       "1",   "--steps", "1",        "--warmup", "0",       "--no-streams", "--no-pin-memory"};

@@ -81,6 +81,10 @@ std::optional<profiler::SweepRecord> pick_sweep(profiler::Store& store, int64_t 
 // "1, 3, 9": point indices, sorted, for a line of text.
 std::string join_indices(std::vector<int64_t> indices);
 void print_points(const std::vector<profiler::PointRecord>& points);
+// Each point's variant in words, in the points' order: describe_variant's, then the knobs that
+// the sweep's offload points differ by and describe_variant leaves out (prefetch, link, streams,
+// pinned memory, byte window).
+std::vector<std::string> variant_texts(const std::vector<profiler::PointRecord>& points);
 
 // A subcommand: registers its flags in its constructor, runs when parsed.
 class Command {

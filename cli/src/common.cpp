@@ -256,6 +256,51 @@ std::string join_indices(std::vector<int64_t> indices) {
   return out;
 }
 
+namespace {
+
+// The knobs a sweep may vary that describe_variant leaves out (a run's plain settings), each in
+// words: the variant column names those the sweep's offload points differ by.
+using KnobText = std::string (*)(const pf::EngineConfig&);
+constexpr KnobText kKnobTexts[] = {
+    [](const pf::EngineConfig& c) { return "prefetch " + std::to_string(c.prefetch); },
+    [](const pf::EngineConfig& c) { return "link " + c.link; },
+    [](const pf::EngineConfig& c) {
+      return std::string(c.use_streams ? "streams" : "single stream");
+    },
+    [](const pf::EngineConfig& c) { return std::string(c.use_pin_memory ? "pinned" : "pageable"); },
+    [](const pf::EngineConfig& c) {
+      return c.max_fwd_stash_bytes > 0 ? "window bytes " + pf::format_size(c.max_fwd_stash_bytes)
+                                       : std::string("no byte window");
+    },
+};
+
+}  // namespace
+
+std::vector<std::string> variant_texts(const std::vector<pf::PointRecord>& points) {
+  std::vector<KnobText> varied;
+  for (const KnobText knob : kKnobTexts) {
+    std::string first;
+    for (const auto& p : points) {
+      if (!p.config.offload) continue;
+      if (first.empty()) {
+        first = knob(p.config);
+      } else if (knob(p.config) != first) {
+        varied.push_back(knob);
+        break;
+      }
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& p : points) {
+    std::string text = pf::describe_variant(p.config);
+    if (p.config.offload) {
+      for (const KnobText knob : varied) text += (text.empty() ? "" : ", ") + knob(p.config);
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
 void print_points(const std::vector<pf::PointRecord>& points) {
   // The step time with its interval (records.hpp: step_interval), and the peak in exact bytes
   // beside the rounded size: two peaks that round alike may still differ.
@@ -263,11 +308,11 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   const bool rules = std::any_of(points.begin(), points.end(), [](const pf::PointRecord& p) {
     return p.config.offload && p.config.semantics != "offtune";
   });
-  // The engine variant (checkpointing, what is offloaded, the tier), when a sweep has any.
+  // The engine variant (checkpointing, what is offloaded, the tier, and the knobs the sweep
+  // varies besides), when a sweep has any.
+  const std::vector<std::string> variants = variant_texts(points);
   size_t variant_width = 0;
-  for (const auto& p : points) {
-    variant_width = std::max(variant_width, pf::describe_variant(p.config).size());
-  }
+  for (const auto& v : variants) variant_width = std::max(variant_width, v.size());
   if (variant_width > 0) variant_width = std::max<size_t>(variant_width, 7);
   const auto variant = [&](const std::string& text) {
     if (variant_width == 0) return std::string();
@@ -276,7 +321,8 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %9s\n", "index", "status", "offload",
               rules ? " rules  " : "", variant("variant").c_str(), "min_offload", "window",
               "step ms", "interval (level)", "peak device", "bytes", "hidden %");
-  for (const auto& p : points) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    const pf::PointRecord& p = points[i];
     const pf::StepInterval ci = pf::step_interval(p.summary);
     char interval[64];
     if (ci.level > 0 && ci.low == ci.high && ci.low == p.summary.step_ms_median) {
@@ -313,7 +359,7 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     } else {
       std::snprintf(hidden, sizeof hidden, "-");
     }
-    const std::string v = pf::describe_variant(p.config);
+    const std::string& v = variants[i];
     std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %9s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no", rule, variant(v.empty() ? "-" : v).c_str(),

@@ -273,8 +273,11 @@ class SweepCommand final : public Command {
       if (rec.chosen->config.semantics != "offtune") {
         std::cout << " (" << rec.chosen->config.semantics << " semantics)";
       }
-      if (const std::string v = pf::describe_variant(rec.chosen->config); !v.empty()) {
-        std::cout << ", " << v;
+      // Its variant as the points table names it (with the knobs the sweep varies).
+      const auto texts = variant_texts(points);
+      for (size_t i = 0; i < points.size(); ++i) {
+        if (points[i].index == rec.chosen->index && !texts[i].empty())
+          std::cout << ", " << texts[i];
       }
       std::cout << "\n  why: " << rec.rationale << "\n";
       const auto line = [](const char* tool, const std::optional<pf::PointRecord>& p) {
