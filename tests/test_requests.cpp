@@ -780,3 +780,38 @@ TEST(Requests, AListOfLinksIsRefusedOnCuda) {
 
 }  // namespace
 }  // namespace offtune::requests
+
+namespace offtune::requests {
+namespace {
+
+// The line both front ends print of a finished sweep is one function's: the CLI and the dashboard
+// used to write it each in its own words.
+TEST(Requests, TheSweepSummaryIsOneLineForEveryFrontEnd) {
+  profiler::SweepOutcome o;
+  o.sweep = profiler::SweepId(3);
+  o.ran = 4;
+  o.skipped = 1;
+  o.ok = 3;
+  o.oom = 1;
+  EXPECT_EQ(sweep_summary(o, 1),
+            "sweep 3: ran 4, skipped 1 (already measured), ok 3, failed 0, out of memory 1");
+  o.by_other = 2;
+  o.repeated = 5;
+  EXPECT_EQ(sweep_summary(o, 2),
+            "sweep 3: ran 4, skipped 1 (already measured), ok 3, failed 0, out of memory 1, "
+            "measured by another offtune process 2, runs of later rounds (--repeat 2) 5");
+  // A bad request is refused by the one check both call, with every bad field.
+  SweepRequest bad;
+  bad.min_offload_sizes = "12 parsecs";
+  bad.engine.streams = "maybe";
+  try {
+    require_valid(bad);
+    FAIL() << "require_valid accepted a bad request";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(fields_of(e.errors()),
+              (std::vector<std::string>{"--min-offload-size", "--streams"}));
+  }
+}
+
+}  // namespace
+}  // namespace offtune::requests

@@ -56,13 +56,6 @@ void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
 // --streams and --pin-memory (a list each in a sweep or a prediction), with --no-streams and
 // --no-pin-memory for "off".
 void add_switch_flags(CLI::App& sub, requests::EngineFields& engine);
-// Throws requests::RequestError when the request layer finds bad fields.
-template <typename Request>
-void require_valid(const Request& request) {
-  if (auto errors = requests::check(request); !errors.empty()) {
-    throw requests::RequestError(std::move(errors));
-  }
-}
 
 // --fail-if METRIC>VALUE: peak>SIZE, step-ms>MS, slowdown>F (slowdown only where there is a
 // baseline, i.e. for a sweep). Values are positive and finite; throws UsageError.

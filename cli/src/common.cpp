@@ -159,29 +159,32 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
                "check every offloaded copy: a checksum at pack, checked at unpack, in every tier; "
                "a copy that comes back different fails the run naming the tensor (costs a hash of "
                "every offloaded byte, twice: offtune-bench prints how much)");
-  app.add_option("--semantics", e.semantics,
-                 "whose rules the engine follows: offtune, or trl (the reference's window, no "
-                 "prefetch, no de-duplication: what TRL's knobs mean); a sweep takes both as an "
-                 "axis: trl,offtune")
-      ->capture_default_str();
-  app.add_option("--checkpoint", e.checkpoint,
-                 "gradient checkpointing of the model's blocks: none, all, or every:K (blocks 0, "
-                 "K, 2K, ...); a sweep takes a list as an axis: none,all,every:2")
-      ->capture_default_str();
-  app.add_option("--offload", e.offload_set,
-                 "what may be offloaded: all (every saved tensor over --min-offload-size), or "
-                 "boundaries (only checkpointed blocks' inputs: Axolotl's offloaded gradient "
-                 "checkpointing; with --no-streams its 'legacy'); a sweep takes a list")
-      ->capture_default_str();
-  app.add_option("--tier", e.tier,
-                 "where offloaded copies live: host (pinned memory), disk, or auto (host, "
-                 "spilling to disk); a sweep takes a list")
-      ->capture_default_str();
-  app.add_option("--layer-offload", e.layer_offload,
-                 "layer offloading of the blocks' frozen weights (with --lora-rank): off, or "
-                 "on:DEPTH (blocks copied ahead; Axolotl's layer_offloading streams one: on:1); a "
-                 "sweep takes a list: off,on:1")
-      ->capture_default_str();
+  // The knobs a sweep takes as axes, each a value (a run) or a list (a sweep).
+  const struct {
+    const char* name;
+    std::string* field;
+    const char* help;
+  } axes[] = {
+      {"--semantics", &e.semantics,
+       "whose rules the engine follows: offtune, or trl (the reference's window, no prefetch, no "
+       "de-duplication: what TRL's knobs mean); a sweep takes both as an axis: trl,offtune"},
+      {"--checkpoint", &e.checkpoint,
+       "gradient checkpointing of the model's blocks: none, all, or every:K (blocks 0, K, 2K, "
+       "...); a sweep takes a list as an axis: none,all,every:2"},
+      {"--offload", &e.offload_set,
+       "what may be offloaded: all (every saved tensor over --min-offload-size), or boundaries "
+       "(only checkpointed blocks' inputs: Axolotl's offloaded gradient checkpointing; with "
+       "--no-streams its 'legacy'); a sweep takes a list"},
+      {"--tier", &e.tier,
+       "where offloaded copies live: host (pinned memory), disk, or auto (host, spilling to "
+       "disk); a sweep takes a list"},
+      {"--layer-offload", &e.layer_offload,
+       "layer offloading of the blocks' frozen weights (with --lora-rank): off, or on:DEPTH "
+       "(blocks copied ahead; Axolotl's layer_offloading streams one: on:1); a sweep takes a "
+       "list: off,on:1"},
+  };
+  for (const auto& axis : axes)
+    app.add_option(axis.name, *axis.field, axis.help)->capture_default_str();
 }
 
 std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,

@@ -204,55 +204,48 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   windows_->setToolTip(QStringLiteral("integers and ranges, e.g. 1,2,5 or 1:8"));
   form->addRow(QStringLiteral("min_offload_size"), sizes_);
   form->addRow(QStringLiteral("max_fwd_stash_size"), windows_);
-  stash_bytes_ = combo(this, {"0", "64MiB", "0,64MiB"}, true);
-  stash_bytes_->setObjectName(QStringLiteral("max_fwd_stash_bytes"));
-  stash_bytes_->setToolTip(QStringLiteral(
-      "byte bound on the forward window (0: none); a list such as 0,64MiB is an axis"));
-  form->addRow(QStringLiteral("max_fwd_stash_bytes"), stash_bytes_);
-  semantics_ = combo(this, {"offtune", "trl", "trl,offtune"}, true);
-  semantics_->setToolTip(QStringLiteral(
-      "whose rules the engine follows: offtune, trl (what TRL's knobs mean), or both as an axis"));
-  form->addRow(QStringLiteral("Semantics"), semantics_);
-  checkpoint_ = combo(this, {"none", "all", "every:2", "none,all"}, true);
-  checkpoint_->setObjectName(QStringLiteral("checkpoint"));
-  checkpoint_->setToolTip(QStringLiteral(
-      "gradient checkpointing of the model's blocks: none, all, every:K, or a list as an axis"));
-  form->addRow(QStringLiteral("Checkpointing"), checkpoint_);
-  offload_set_ = combo(this, {"all", "boundaries", "all,boundaries"}, true);
-  offload_set_->setObjectName(QStringLiteral("offload_set"));
-  offload_set_->setToolTip(QStringLiteral(
-      "what may be offloaded: all, or boundaries (checkpointed blocks' inputs only; needs "
-      "checkpointing), or both as an axis"));
-  form->addRow(QStringLiteral("Offload"), offload_set_);
-  tier_ = combo(this, {"host", "disk", "auto", "host,disk"}, true);
-  tier_->setObjectName(QStringLiteral("tier"));
-  tier_->setToolTip(QStringLiteral(
-      "where offloaded copies live: host memory, disk, auto (host, spilling to disk), or a list"));
-  form->addRow(QStringLiteral("Tier"), tier_);
-  layer_offload_ = combo(this, {"off", "on:1", "on:2", "off,on:1"}, true);
-  layer_offload_->setObjectName(QStringLiteral("layer_offload"));
-  layer_offload_->setToolTip(QStringLiteral(
-      "layer offloading of the blocks' frozen weights (needs a LoRA rank): off, on:DEPTH (blocks "
-      "copied ahead), or a list as an axis"));
-  form->addRow(QStringLiteral("Layer offload"), layer_offload_);
-  prefetch_ = combo(this, {"1", "0", "2", "0,1,2"}, true);
-  prefetch_->setObjectName(QStringLiteral("prefetch"));
-  prefetch_->setToolTip(
-      QStringLiteral(
-          "backward reloads ahead of use (0..%1); a list such as 0,1,2 is an axis of the grid")
-          .arg(requests::kMaxPrefetch));
-  form->addRow(QStringLiteral("Prefetch"), prefetch_);
-  streams_ = combo(this, {"on", "off", "on,off"}, true);
-  streams_->setObjectName(QStringLiteral("streams"));
-  streams_->setToolTip(QStringLiteral(
-      "copies on a side stream (on) or on the compute stream (off: single-stream, legacy); on,off "
-      "is an axis"));
-  form->addRow(QStringLiteral("Streams"), streams_);
-  pin_memory_ = combo(this, {"on", "off", "on,off"}, true);
-  pin_memory_->setObjectName(QStringLiteral("pin_memory"));
-  pin_memory_->setToolTip(
-      QStringLiteral("pinned (on) or pageable (off) host memory; on,off is an axis"));
-  form->addRow(QStringLiteral("Pinned memory"), pin_memory_);
+  // The engine's knobs: each an editable list named like its request field (a value, or a list
+  // as an axis, as the CLI's flag takes it), offering a few values and a list to start from.
+  const auto knob = [&](const char* label, const char* name, std::vector<std::string> items,
+                        const QString& tip) {
+    QComboBox* c = combo(this, items, true);
+    c->setObjectName(QString::fromLatin1(name));
+    c->setToolTip(tip);
+    form->addRow(QString::fromLatin1(label), c);
+    return c;
+  };
+  stash_bytes_ =
+      knob("max_fwd_stash_bytes", "max_fwd_stash_bytes", {"0", "64MiB", "0,64MiB"},
+           QStringLiteral(
+               "byte bound on the forward window (0: none); a list such as 0,64MiB is an axis"));
+  semantics_ = knob("Semantics", "semantics", {"offtune", "trl", "trl,offtune"},
+                    QStringLiteral("whose rules the engine follows: offtune, trl (what TRL's knobs "
+                                   "mean), or both as an axis"));
+  checkpoint_ = knob("Checkpointing", "checkpoint", {"none", "all", "every:2", "none,all"},
+                     QStringLiteral("gradient checkpointing of the model's blocks: none, all, "
+                                    "every:K, or a list as an axis"));
+  offload_set_ =
+      knob("Offload", "offload_set", {"all", "boundaries", "all,boundaries"},
+           QStringLiteral("what may be offloaded: all, or boundaries (checkpointed "
+                          "blocks' inputs only; needs checkpointing), or both as an axis"));
+  tier_ = knob("Tier", "tier", {"host", "disk", "auto", "host,disk"},
+               QStringLiteral("where offloaded copies live: host memory, disk, auto (host, "
+                              "spilling to disk), or a list"));
+  layer_offload_ =
+      knob("Layer offload", "layer_offload", {"off", "on:1", "on:2", "off,on:1"},
+           QStringLiteral("layer offloading of the blocks' frozen weights (needs a LoRA "
+                          "rank): off, on:DEPTH (blocks copied ahead), or a list as "
+                          "an axis"));
+  prefetch_ = knob("Prefetch", "prefetch", {"1", "0", "2", "0,1,2"},
+                   QStringLiteral("backward reloads ahead of use (0..%1); a list such as 0,1,2 is "
+                                  "an axis of the grid")
+                       .arg(requests::kMaxPrefetch));
+  streams_ = knob("Streams", "streams", {"on", "off", "on,off"},
+                  QStringLiteral("copies on a side stream (on) or on the compute stream (off: "
+                                 "single-stream, legacy); on,off is an axis"));
+  pin_memory_ =
+      knob("Pinned memory", "pin_memory", {"on", "off", "on,off"},
+           QStringLiteral("pinned (on) or pageable (off) host memory; on,off is an axis"));
   repeat_ = spin(this, requests::kRepeatRange, static_cast<int>(defaults.repeat));
   repeat_->setObjectName(QStringLiteral("repeat"));
   repeat_->setToolTip(QStringLiteral(

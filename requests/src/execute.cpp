@@ -237,4 +237,20 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
   return outcome;
 }
 
+std::string sweep_summary(const profiler::SweepOutcome& outcome, int64_t repeat) {
+  std::string out = "sweep " + std::to_string(outcome.sweep.value) + ": ran " +
+                    std::to_string(outcome.ran) + ", skipped " + std::to_string(outcome.skipped) +
+                    " (already measured), ok " + std::to_string(outcome.ok) + ", failed " +
+                    std::to_string(outcome.failed) + ", out of memory " +
+                    std::to_string(outcome.oom);
+  if (outcome.by_other > 0) {
+    out += ", measured by another offtune process " + std::to_string(outcome.by_other);
+  }
+  if (outcome.repeated > 0) {
+    out += ", runs of later rounds (--repeat " + std::to_string(repeat) + ") " +
+           std::to_string(outcome.repeated);
+  }
+  return out;
+}
+
 }  // namespace offtune::requests

@@ -133,19 +133,19 @@ void check_backend(const BackendFields& b, Checker& c) {
   }
 }
 
-// The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
-// very problem the bound prevents.
-// "a,b,c": the values in order, each checked by `valid` (which throws OptionsError or
-// std::invalid_argument with the valid values); a repeated one is refused.
-template <typename Valid>
-std::vector<std::string> value_list(std::string_view flag, const std::string& text, Valid valid) {
+// "a,b,c": the values in order, each as `canonical` names it (every:1 is all; it throws
+// OptionsError or std::invalid_argument with the valid values for a bad one); a value named twice
+// is refused.
+template <typename Canonical>
+std::vector<std::string> value_list(std::string_view flag, const std::string& text,
+                                    Canonical canonical) {
   std::vector<std::string> out;
   size_t start = 0;
   for (;;) {
     const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma - start);
+    std::string name = text.substr(start, comma - start);
     try {
-      valid(name);
+      name = canonical(name);
     } catch (const std::exception& err) {
       throw std::invalid_argument(std::string(flag) + ": " + err.what());
     }
@@ -158,21 +158,22 @@ std::vector<std::string> value_list(std::string_view flag, const std::string& te
   }
 }
 
-// The variant axes as canonical names (every:1 is all).
+// A value that is its own canonical name, once `check` takes it.
+template <typename Check>
+auto as_given(Check check) {
+  return [check](const std::string& n) {
+    (void)check(n);
+    return n;
+  };
+}
+
+// The variant axes as canonical names (every:1 is all, on is on:1).
 std::vector<std::string> checkpoint_list(const std::string& text) {
-  auto names = value_list("--checkpoint", text,
-                          [](const std::string& n) { (void)parse_checkpoint_policy(n); });
-  for (auto& n : names) n = to_string(parse_checkpoint_policy(n));
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--checkpoint names '" + names[i] + "' twice");
-    }
-  }
-  return names;
+  return value_list("--checkpoint", text,
+                    [](const std::string& n) { return to_string(parse_checkpoint_policy(n)); });
 }
 std::vector<std::string> offload_set_list(const std::string& text) {
-  return value_list("--offload", text, [](const std::string& n) { (void)parse_offload_set(n); });
+  return value_list("--offload", text, as_given(parse_offload_set));
 }
 std::vector<std::string> tier_list(const std::string& text) {
   return value_list("--tier", text, [](const std::string& n) {
@@ -180,21 +181,13 @@ std::vector<std::string> tier_list(const std::string& text) {
     if (std::find(names.begin(), names.end(), n) == names.end()) {
       throw std::invalid_argument("unknown tier '" + n + "' (valid: host, disk, auto)");
     }
+    return n;
   });
 }
-
 std::vector<std::string> layer_offload_list(const std::string& text) {
-  auto names = value_list("--layer-offload", text,
-                          [](const std::string& n) { (void)profiler::parse_layer_offload(n); });
-  // Canonical names (on is on:1), each once.
-  for (size_t i = 0; i < names.size(); ++i) {
-    names[i] = profiler::layer_offload_text(profiler::parse_layer_offload(names[i]));
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--layer-offload names '" + names[i] + "' twice");
-    }
-  }
-  return names;
+  return value_list("--layer-offload", text, [](const std::string& n) {
+    return profiler::layer_offload_text(profiler::parse_layer_offload(n));
+  });
 }
 
 // The request's grid without its checks (count_points runs before them).
@@ -402,15 +395,11 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
     throw std::invalid_argument("--prefetch takes a depth or a list such as 0,1,2: " +
                                 std::string(e.what()));
   }
-  for (size_t i = 0; i < depths.size(); ++i) {
-    if (depths[i] < 0 || depths[i] > kMaxPrefetch) {
+  // Sorted and each once already (parse_int_list).
+  for (const int64_t depth : depths) {
+    if (depth < 0 || depth > kMaxPrefetch) {
       throw std::invalid_argument("--prefetch must be between 0 and " +
-                                  std::to_string(kMaxPrefetch) + ", got " +
-                                  std::to_string(depths[i]));
-    }
-    if (std::find(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(i), depths[i]) !=
-        depths.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--prefetch names " + std::to_string(depths[i]) + " twice");
+                                  std::to_string(kMaxPrefetch) + ", got " + std::to_string(depth));
     }
   }
   if (depths.empty()) throw std::invalid_argument("--prefetch takes a depth, e.g. 1");
@@ -423,6 +412,7 @@ std::vector<bool> switch_list(std::string_view flag, const std::string& text) {
          if (n != "on" && n != "off") {
            throw std::invalid_argument("'" + n + "' is not on or off (a list: on,off)");
          }
+         return n;
        })) {
     out.push_back(name == "on");
   }
@@ -430,27 +420,11 @@ std::vector<bool> switch_list(std::string_view flag, const std::string& text) {
 }
 
 std::vector<std::string> link_list(const std::string& text) {
-  return value_list("--link", text, [](const std::string& n) { (void)profiler::parse_link(n); });
+  return value_list("--link", text, as_given(profiler::parse_link));
 }
 
 std::vector<std::string> semantics_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma - start);
-    try {
-      (void)parse_semantics(name);
-    } catch (const OptionsError& err) {
-      throw std::invalid_argument(err.what());
-    }
-    if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw std::invalid_argument("--semantics names '" + name + "' twice");
-    }
-    out.push_back(name);
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
+  return value_list("--semantics", text, as_given(parse_semantics));
 }
 std::vector<std::string> link_names() { return {"pcie4", "pcie5", "nvlink-c2c", "none"}; }
 
@@ -597,6 +571,9 @@ std::vector<FieldError> check(const SweepRequest& r) {
   }
   return c.take();
 }
+
+void require_valid(const RunRequest& r) { throw_if_invalid(check(r)); }
+void require_valid(const SweepRequest& r) { throw_if_invalid(check(r)); }
 
 profiler::Workload to_workload(const WorkloadFields& f) {
   Checker c;

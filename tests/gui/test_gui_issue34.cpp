@@ -38,16 +38,7 @@ namespace pf = offtune::profiler;
 constexpr int kWaitMs = 60000;
 constexpr int kSweepWaitMs = 300000;
 
-SweepRequest tiny_request(const std::string& db, const std::string& sizes,
-                          const std::string& windows) {
-  SweepRequest r;
-  r.db = db;
-  r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
-  r.min_offload_sizes = sizes;
-  r.max_fwd_stash_sizes = windows;
-  r.backend.backend = "host-sim";
-  return r;
-}
+using test::tiny_request;
 
 // Runs the event loop until `done()` or the timeout; returns done().
 bool wait_until(const std::function<bool()>& done, int timeout_ms = kWaitMs) {

@@ -229,6 +229,10 @@ struct FieldError {
 // is loaded.
 std::vector<FieldError> check(const RunRequest& request);
 std::vector<FieldError> check(const SweepRequest& request);
+// Throws RequestError (every bad field) when check() finds any: what each front end calls before
+// it runs a request.
+void require_valid(const RunRequest& request);
+void require_valid(const SweepRequest& request);
 
 // Thrown by the conversions below for an invalid request; what() is the first message, errors()
 // all of them.
