@@ -426,31 +426,36 @@ TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
   expect_refused({"run", "--db", "new.db", "--model", "mlp", "--lora-rank", "4"});
 }
 
+// A sweep of the mlp's baseline and one offload point (1 KiB, window 1), one measured step, as
+// JSON into `db`, with `axes` crossing it.
+Args one_mlp_point_sweep(const std::string& db, const Args& axes) {
+  Args args = {"sweep",
+               "--json",
+               "--model",
+               "mlp",
+               "--min-offload-size",
+               "1KiB",
+               "--max-fwd-stash-size",
+               "1",
+               "--batch",
+               "1",
+               "--steps",
+               "1",
+               "--warmup",
+               "0",
+               "--refine-steps",
+               "0",
+               "--db"};
+  args.push_back(db);
+  args.insert(args.end(), axes.begin(), axes.end());
+  return args;
+}
+
 // Prefetch is an axis of sweep as of predict: --prefetch 0,1,2 measures every offload point at
 // each depth (it was refused as "invalid integer"); a run takes one depth.
 TEST_F(CommandLine, ASweepTakesPrefetchAsAnAxis) {
-  const Outcome s = offtune({"sweep",
-                             "--db",
-                             "prefetch.db",
-                             "--json",
-                             "--model",
-                             "mlp",
-                             "--prefetch",
-                             "0,1,2",
-                             "--min-offload-size",
-                             "1KiB",
-                             "--max-fwd-stash-size",
-                             "1",
-                             "--batch",
-                             "1",
-                             "--steps",
-                             "1",
-                             "--warmup",
-                             "0",
-                             "--refine-steps",
-                             "0",
-                             "--link",
-                             "none"});
+  const Outcome s =
+      offtune(one_mlp_point_sweep("prefetch.db", {"--prefetch", "0,1,2", "--link", "none"}));
   ASSERT_EQ(s.code, 0) << s.err;
   const auto sj = nlohmann::json::parse(s.out);
   ASSERT_EQ(sj["points"].size(), 4U) << s.out;  // the baseline, then one point per depth
@@ -477,28 +482,8 @@ TEST_F(CommandLine, ASweepTakesStreamsPinMemoryByteWindowAndLinkAsAxes) {
   };
   for (const auto& axis : axes) {
     SCOPED_TRACE(axis.flag);
-    const Outcome s = offtune({"sweep",
-                               "--db",
-                               "axes.db",
-                               "--json",
-                               "--model",
-                               "mlp",
-                               "--min-offload-size",
-                               "1KiB",
-                               "--max-fwd-stash-size",
-                               "1",
-                               "--batch",
-                               "1",
-                               "--steps",
-                               "1",
-                               "--warmup",
-                               "0",
-                               "--refine-steps",
-                               "0",
-                               "--backend",
-                               "host-sim",
-                               axis.flag,
-                               axis.list});
+    const Outcome s =
+        offtune(one_mlp_point_sweep("axes.db", {"--backend", "host-sim", axis.flag, axis.list}));
     ASSERT_EQ(s.code, 0) << s.err;
     const auto sj = nlohmann::json::parse(s.out);
     ASSERT_EQ(sj["points"].size(), 3U) << s.out;  // the baseline, then one point per value
@@ -851,27 +836,13 @@ TEST_F(CommandLine, TheTorchScriptHeadWarningOnlyWhereItOffloadsAndNotUnderQuiet
 // cause, not only its first line) and what to do, and exits 1 (before: 0, every point failed).
 TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
   save_dense_model("dense.pt");
-  const Args sweep = {"sweep",
-                      "--db",
-                      "bf16.db",
-                      "--model",
-                      "./dense.pt",
-                      "--input-spec",
-                      "x:float32[B,T,16]",
-                      "--dtype",
-                      "bf16",
-                      "--batch",
-                      "1",
-                      "--seq",
-                      "4",
-                      "--steps",
-                      "1",
-                      "--warmup",
-                      "0",
-                      "--min-offload-size",
-                      "1KiB",
-                      "--max-fwd-stash-size",
-                      "1"};
+  // The model and its steps, for a sweep and then a run.
+  const Args model = {
+      "--db",    "bf16.db", "--model",  "./dense.pt", "--input-spec", "x:float32[B,T,16]",
+      "--dtype", "bf16",    "--batch",  "1",          "--seq",        "4",
+      "--steps", "1",       "--warmup", "0"};
+  Args sweep = {"sweep", "--min-offload-size", "1KiB", "--max-fwd-stash-size", "1"};
+  sweep.insert(sweep.end(), model.begin(), model.end());
   const Outcome o = offtune(sweep);
   EXPECT_EQ(o.code, 1) << o.out << o.err;
   EXPECT_NE(o.err.find("error: the baseline failed"), std::string::npos) << o.err;
@@ -886,23 +857,8 @@ TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
     EXPECT_EQ(p["status"], "failed") << p;
     EXPECT_NE(p["error"].get<std::string>().find("same dtype"), std::string::npos) << p;
   }
-  Args run = {"run",
-              "--db",
-              "bf16.db",
-              "--model",
-              "./dense.pt",
-              "--input-spec",
-              "x:float32[B,T,16]",
-              "--dtype",
-              "bf16",
-              "--batch",
-              "1",
-              "--seq",
-              "4",
-              "--steps",
-              "1",
-              "--warmup",
-              "0"};
+  Args run = {"run"};
+  run.insert(run.end(), model.begin(), model.end());
   const Outcome r = offtune(run);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("same dtype"), std::string::npos) << r.out;
