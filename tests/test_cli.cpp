@@ -150,6 +150,8 @@ std::vector<Flag> workload_flags() {
       {"--collector", "enum"},
       {"--input-spec", "", {"", "x:float32[B,64]"}},  // a built-in model takes none
       {"--prefetch", "int", {"-1", "65", "99999999999999999999"}},
+      {"--streams", "enum", {"on,on", "yes", "on,", "off,maybe"}},
+      {"--pin-memory", "enum", {"off,off", "true", ",on"}},
       {"--lora-rank", "int", {"-1", "4097"}},
       {"--blocks", "", {"layers"}},  // a built-in model knows its blocks
   };
@@ -164,7 +166,11 @@ std::vector<Command> commands() {
   auto run_flags = workload_flags();
   run_flags.push_back({"--min-offload-size", "size"});
   run_flags.push_back({"--max-fwd-stash-size", "", {"0", "-1", "1,2", "", "x"}});
-  run_flags.push_back({"--max-fwd-stash-bytes", "size"});
+  run_flags.push_back({"--max-fwd-stash-bytes", "size", {"0,1MiB"}});
+  // A run takes one value of each axis.
+  run_flags.push_back({"--link", "", {"pcie4,pcie5"}});
+  run_flags.push_back({"--streams", "", {"on,off"}});
+  run_flags.push_back({"--pin-memory", "", {"off,on"}});
   run_flags.push_back({"--fail-if",
                        "",
                        {"peak>-1", "peak>0", "step-ms>nan", "step-ms>-1", "step-ms>0",
@@ -176,6 +182,8 @@ std::vector<Command> commands() {
   sweep_flags.push_back({"--layer-offload", "enum", {"on:0", "off,off", "off,on:1"}});
   sweep_flags.push_back({"--min-offload-size", "size_list"});
   sweep_flags.push_back({"--max-fwd-stash-size", "int_list"});
+  sweep_flags.push_back({"--max-fwd-stash-bytes", "size_list"});
+  sweep_flags.push_back({"--link", "", {"pcie4,pcie4", "pcie4,", "pcie4,fast"}});
   sweep_flags.push_back({"--shard", "", {"0/1", "2/1", "1/0", " 1/1", "", "x"}});
   // auto without a scheduler's variables (as in any test run outside Slurm and Kubernetes).
   if (std::getenv("SLURM_ARRAY_TASK_ID") == nullptr &&
@@ -418,31 +426,36 @@ TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
   expect_refused({"run", "--db", "new.db", "--model", "mlp", "--lora-rank", "4"});
 }
 
+// A sweep of the mlp's baseline and one offload point (1 KiB, window 1), one measured step, as
+// JSON into `db`, with `axes` crossing it.
+Args one_mlp_point_sweep(const std::string& db, const Args& axes) {
+  Args args = {"sweep",
+               "--json",
+               "--model",
+               "mlp",
+               "--min-offload-size",
+               "1KiB",
+               "--max-fwd-stash-size",
+               "1",
+               "--batch",
+               "1",
+               "--steps",
+               "1",
+               "--warmup",
+               "0",
+               "--refine-steps",
+               "0",
+               "--db"};
+  args.push_back(db);
+  args.insert(args.end(), axes.begin(), axes.end());
+  return args;
+}
+
 // Prefetch is an axis of sweep as of predict: --prefetch 0,1,2 measures every offload point at
 // each depth (it was refused as "invalid integer"); a run takes one depth.
 TEST_F(CommandLine, ASweepTakesPrefetchAsAnAxis) {
-  const Outcome s = offtune({"sweep",
-                             "--db",
-                             "prefetch.db",
-                             "--json",
-                             "--model",
-                             "mlp",
-                             "--prefetch",
-                             "0,1,2",
-                             "--min-offload-size",
-                             "1KiB",
-                             "--max-fwd-stash-size",
-                             "1",
-                             "--batch",
-                             "1",
-                             "--steps",
-                             "1",
-                             "--warmup",
-                             "0",
-                             "--refine-steps",
-                             "0",
-                             "--link",
-                             "none"});
+  const Outcome s =
+      offtune(one_mlp_point_sweep("prefetch.db", {"--prefetch", "0,1,2", "--link", "none"}));
   ASSERT_EQ(s.code, 0) << s.err;
   const auto sj = nlohmann::json::parse(s.out);
   ASSERT_EQ(sj["points"].size(), 4U) << s.out;  // the baseline, then one point per depth
@@ -451,6 +464,49 @@ TEST_F(CommandLine, ASweepTakesPrefetchAsAnAxis) {
   EXPECT_EQ(depths, (std::vector<int64_t>{0, 1, 2}));
   expect_refused({"run", "--db", "new.db", "--prefetch", "0,1"});
   expect_refused({"sweep", "--db", "new.db", "--prefetch", "0,65"});
+}
+
+// Streams, pinned memory, the byte window and host-sim's link are axes of a sweep as prefetch is:
+// a list measures every offload point under each value and records it (each was refused before:
+// "--streams" and a sweep's "--max-fwd-stash-bytes" were no flags, "--link pcie4,pcie5" a bad
+// link). --no-streams and --no-pin-memory still mean off; given with the list form, refused.
+TEST_F(CommandLine, ASweepTakesStreamsPinMemoryByteWindowAndLinkAsAxes) {
+  const struct {
+    std::string flag, list, key;
+    nlohmann::json values;
+  } axes[] = {
+      {"--streams", "on,off", "use_streams", {true, false}},
+      {"--pin-memory", "off,on", "use_pin_memory", {false, true}},
+      {"--max-fwd-stash-bytes", "0,64KiB", "max_fwd_stash_bytes", {0, 65536}},
+      {"--link", "none,pcie5", "link", {"none", "pcie5"}},
+  };
+  for (const auto& axis : axes) {
+    SCOPED_TRACE(axis.flag);
+    const Outcome s =
+        offtune(one_mlp_point_sweep("axes.db", {"--backend", "host-sim", axis.flag, axis.list}));
+    ASSERT_EQ(s.code, 0) << s.err;
+    const auto sj = nlohmann::json::parse(s.out);
+    ASSERT_EQ(sj["points"].size(), 3U) << s.out;  // the baseline, then one point per value
+    const nlohmann::json seen = {sj["points"][1]["config"][axis.key],
+                                 sj["points"][2]["config"][axis.key]};
+    EXPECT_EQ(seen, axis.values);
+  }
+  // The points table names the knob its points differ by (the last sweep's: the link).
+  const Outcome report = offtune({"report", "--db", "axes.db", "--sweep", "4"});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_NE(report.out.find("link none"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("link pcie5"), std::string::npos) << report.out;
+  const Args run = {
+      "run", "--db",    "flags.db", "--json",   "--model", "mlp",          "--batch",
+      "1",   "--steps", "1",        "--warmup", "0",       "--no-streams", "--no-pin-memory"};
+  const Outcome r = offtune(run);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto config = nlohmann::json::parse(r.out)["config"];
+  EXPECT_EQ(config["use_streams"], false) << r.out;
+  EXPECT_EQ(config["use_pin_memory"], false) << r.out;
+  expect_refused({"run", "--db", "new.db", "--no-streams", "--streams", "on"});
+  expect_refused({"sweep", "--db", "new.db", "--no-pin-memory", "--pin-memory", "on,off"});
+  expect_refused({"sweep", "--db", "new.db", "--backend", "cuda", "--link", "pcie4,pcie5"});
 }
 
 // --verify runs the engine with the correctness sentinel: every offloaded copy checked at unpack
@@ -780,27 +836,13 @@ TEST_F(CommandLine, TheTorchScriptHeadWarningOnlyWhereItOffloadsAndNotUnderQuiet
 // cause, not only its first line) and what to do, and exits 1 (before: 0, every point failed).
 TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
   save_dense_model("dense.pt");
-  const Args sweep = {"sweep",
-                      "--db",
-                      "bf16.db",
-                      "--model",
-                      "./dense.pt",
-                      "--input-spec",
-                      "x:float32[B,T,16]",
-                      "--dtype",
-                      "bf16",
-                      "--batch",
-                      "1",
-                      "--seq",
-                      "4",
-                      "--steps",
-                      "1",
-                      "--warmup",
-                      "0",
-                      "--min-offload-size",
-                      "1KiB",
-                      "--max-fwd-stash-size",
-                      "1"};
+  // The model and its steps, for a sweep and then a run.
+  const Args model = {
+      "--db",    "bf16.db", "--model",  "./dense.pt", "--input-spec", "x:float32[B,T,16]",
+      "--dtype", "bf16",    "--batch",  "1",          "--seq",        "4",
+      "--steps", "1",       "--warmup", "0"};
+  Args sweep = {"sweep", "--min-offload-size", "1KiB", "--max-fwd-stash-size", "1"};
+  sweep.insert(sweep.end(), model.begin(), model.end());
   const Outcome o = offtune(sweep);
   EXPECT_EQ(o.code, 1) << o.out << o.err;
   EXPECT_NE(o.err.find("error: the baseline failed"), std::string::npos) << o.err;
@@ -815,23 +857,8 @@ TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
     EXPECT_EQ(p["status"], "failed") << p;
     EXPECT_NE(p["error"].get<std::string>().find("same dtype"), std::string::npos) << p;
   }
-  Args run = {"run",
-              "--db",
-              "bf16.db",
-              "--model",
-              "./dense.pt",
-              "--input-spec",
-              "x:float32[B,T,16]",
-              "--dtype",
-              "bf16",
-              "--batch",
-              "1",
-              "--seq",
-              "4",
-              "--steps",
-              "1",
-              "--warmup",
-              "0"};
+  Args run = {"run"};
+  run.insert(run.end(), model.begin(), model.end());
   const Outcome r = offtune(run);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("same dtype"), std::string::npos) << r.out;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "offtune/model_support.hpp"
+#include "offtune/requests/execute.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/workload.hpp"
 #include "test_support.hpp"
@@ -556,6 +557,25 @@ TEST_F(Cuda, PrefetchIsNotDroppedOnARoomyGpu) {
   }
   EXPECT_GT(off.stats().prefetched, 0);
   EXPECT_EQ(off.stats().prefetch_dropped, 0);
+}
+
+// A link model is host-sim's: a sweep over links whose --backend auto resolves to cuda is refused
+// in one line naming --link before anything is measured (check() refuses --backend cuda alone).
+TEST_F(Cuda, ASweepOverLinksThatResolvesToCudaIsRefused) {
+  requests::SweepRequest r;
+  r.workload.model = "mlp";
+  r.min_offload_sizes = "1KiB";
+  r.max_fwd_stash_sizes = "1";
+  r.backend.link = "pcie4,pcie5";
+  ASSERT_TRUE(requests::check(r).empty());
+  try {
+    (void)requests::prepare(r);
+    FAIL() << "a sweep over links was prepared on cuda";
+  } catch (const requests::RequestError& e) {
+    ASSERT_EQ(e.errors().size(), 1u);
+    EXPECT_EQ(e.errors().front().field, "--link");
+    EXPECT_NE(std::string(e.what()).find("host-sim only"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

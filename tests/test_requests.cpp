@@ -164,8 +164,8 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
   r.max_fwd_stash_size = "3";
   r.max_fwd_stash_bytes = "1MiB";
   r.engine.prefetch = "2";
-  r.engine.no_streams = true;
-  r.engine.no_pin_memory = true;
+  r.engine.streams = "off";
+  r.engine.pin_memory = "off";
   r.backend.link = "none";
   const auto c = to_engine_config(r);
   EXPECT_TRUE(c.offload);
@@ -660,6 +660,157 @@ TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
   EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--prefetch"});
   run.engine.prefetch = "2";
   EXPECT_EQ(to_engine_config(run).prefetch, 2);
+}
+
+}  // namespace
+}  // namespace offtune::requests
+
+namespace offtune::requests {
+namespace {
+
+// Every engine knob is an axis of a sweep, as prefetch is: streams, pinned memory, the byte window
+// and host-sim's link each take a list (crossed with every offload point), one value keeps the
+// grid's JSON (hence the sweep's key) what it always was, a bad list names its flag, and a run
+// takes one value. Before, the request had one bool per switch, one byte window for runs only and
+// one link.
+struct KnobAxis {
+  std::string flag;
+  void (*set)(SweepRequest&, const std::string&);
+  std::string list, one, bad;
+  std::vector<std::string> seen;                        // the offload points' values, in order
+  std::string (*value)(const profiler::EngineConfig&);  // a point's value as text
+};
+
+std::vector<KnobAxis> knob_axes() {
+  return {
+      {"--streams",
+       [](SweepRequest& r, const std::string& v) { r.engine.streams = v; },
+       "on,off",
+       "on",
+       "on,maybe",
+       {"on", "off"},
+       [](const profiler::EngineConfig& c) { return std::string(c.use_streams ? "on" : "off"); }},
+      {"--pin-memory",
+       [](SweepRequest& r, const std::string& v) { r.engine.pin_memory = v; },
+       "off,on",
+       "on",
+       "on,on",
+       {"off", "on"},
+       [](const profiler::EngineConfig& c) {
+         return std::string(c.use_pin_memory ? "on" : "off");
+       }},
+      {"--max-fwd-stash-bytes",
+       [](SweepRequest& r, const std::string& v) { r.max_fwd_stash_bytes = v; },
+       "0,64KiB",
+       "0",
+       "0,12 parsecs",
+       {"0", "65536"},
+       [](const profiler::EngineConfig& c) { return std::to_string(c.max_fwd_stash_bytes); }},
+      {"--link",
+       [](SweepRequest& r, const std::string& v) { r.backend.link = v; },
+       "pcie4,pcie5",
+       "pcie4",
+       "pcie4,fast",
+       {"pcie4", "pcie5"},
+       [](const profiler::EngineConfig& c) { return c.link; }},
+  };
+}
+
+TEST(Requests, StreamsPinMemoryByteWindowAndLinkAreSweepAxesAndOneValueKeepsTheGridAsItWas) {
+  for (const KnobAxis& knob : knob_axes()) {
+    SCOPED_TRACE(knob.flag);
+    SweepRequest sweep;
+    sweep.min_offload_sizes = "1KiB,1MiB";
+    sweep.max_fwd_stash_sizes = "1,2";
+    const std::string plain = profiler::grid_json(to_grid(sweep));
+    knob.set(sweep, knob.list);
+    ASSERT_TRUE(check(sweep).empty()) << check(sweep).front().message;
+    const auto grid = to_grid(sweep);
+    EXPECT_EQ(point_count(sweep), 1 + 4 * 2);
+    const auto configs = profiler::expand_grid(grid);
+    ASSERT_EQ(static_cast<int64_t>(configs.size()), profiler::grid_size(grid));
+    // The axis is outside the sizes and windows: the first four offload points have the first
+    // value, the next four the second.
+    std::vector<std::string> seen;
+    for (const auto& c : configs) {
+      if (c.offload && (seen.empty() || seen.back() != knob.value(c))) {
+        seen.push_back(knob.value(c));
+      }
+    }
+    EXPECT_EQ(seen, knob.seen);
+    // The grid's JSON round-trips the axis; one value leaves it as it was.
+    const auto back = profiler::parse_grid_json(profiler::grid_json(grid));
+    EXPECT_EQ(profiler::expand_grid(back), configs);
+    knob.set(sweep, knob.one);
+    EXPECT_EQ(profiler::grid_json(to_grid(sweep)), plain);
+    knob.set(sweep, knob.bad);
+    EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{knob.flag});
+    // A run takes one value.
+    RunRequest run;
+    if (knob.flag == "--max-fwd-stash-bytes") {
+      run.max_fwd_stash_bytes = knob.list;
+    } else {
+      run.engine = sweep.engine;
+      run.backend = sweep.backend;
+      knob.set(sweep, knob.list);
+      run.engine = sweep.engine;
+      run.backend = sweep.backend;
+    }
+    EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{knob.flag});
+  }
+}
+
+// A link model is host-sim's: a list of links on cuda is refused in one line naming --link, and a
+// run over one link records it as before.
+TEST(Requests, AListOfLinksIsRefusedOnCuda) {
+  SweepRequest sweep;
+  sweep.backend.link = "pcie4,pcie5";
+  sweep.backend.backend = "cuda";
+  const auto errors = check(sweep);
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--link"});
+  EXPECT_NE(errors.front().message.find("host-sim only"), std::string::npos)
+      << errors.front().message;
+  sweep.backend.link = "pcie5";
+  EXPECT_TRUE(check(sweep).empty());
+  RunRequest run;
+  run.backend.link = "pcie5";
+  EXPECT_EQ(to_engine_config(run).link, "pcie5");
+  EXPECT_EQ(to_backend(run.backend).link_name, "pcie5");
+}
+
+}  // namespace
+}  // namespace offtune::requests
+
+namespace offtune::requests {
+namespace {
+
+// The line both front ends print of a finished sweep is one function's: the CLI and the dashboard
+// used to write it each in its own words.
+TEST(Requests, TheSweepSummaryIsOneLineForEveryFrontEnd) {
+  profiler::SweepOutcome o;
+  o.sweep = profiler::SweepId(3);
+  o.ran = 4;
+  o.skipped = 1;
+  o.ok = 3;
+  o.oom = 1;
+  EXPECT_EQ(sweep_summary(o, 1),
+            "sweep 3: ran 4, skipped 1 (already measured), ok 3, failed 0, out of memory 1");
+  o.by_other = 2;
+  o.repeated = 5;
+  EXPECT_EQ(sweep_summary(o, 2),
+            "sweep 3: ran 4, skipped 1 (already measured), ok 3, failed 0, out of memory 1, "
+            "measured by another offtune process 2, runs of later rounds (--repeat 2) 5");
+  // A bad request is refused by the one check both call, with every bad field.
+  SweepRequest bad;
+  bad.min_offload_sizes = "12 parsecs";
+  bad.engine.streams = "maybe";
+  try {
+    require_valid(bad);
+    FAIL() << "require_valid accepted a bad request";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(fields_of(e.errors()),
+              (std::vector<std::string>{"--min-offload-size", "--streams"}));
+  }
 }
 
 }  // namespace

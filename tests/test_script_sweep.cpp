@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "offtune/profiler/backend.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/script_point.hpp"
 #include "offtune/profiler/store.hpp"
@@ -162,6 +163,40 @@ TEST(ScriptSweep, EveryPointGetsItsOptionsAndTheBaselineOffloadsNothing) {
   }
   // No --backend given: the child picks its own, and OFFTUNE_POINT does not name one.
   EXPECT_EQ(point_json(expand_grid(spec.grid)[1], quiet(cmd)).find("backend"), std::string::npos);
+}
+
+// A script sweep over streams, pinned memory, the byte window and host-sim's links tells each
+// point its own values in OFFTUNE_POINT, by the names the Python package's Offloader takes (the
+// link was the sweep's for every point).
+TEST(ScriptSweep, EachPointIsToldItsOwnStreamsPinnedMemoryByteWindowAndLink) {
+  Grid grid;
+  grid.min_offload_sizes = {1024};
+  grid.max_fwd_stash_sizes = {1};
+  grid.base.link = "pcie4";
+  grid.links = {"none", "pcie5"};
+  grid.streams = {true, false};
+  grid.pin_memory = {false};
+  grid.max_fwd_stash_bytes = {64 << 10};
+  ScriptSpec how = quiet("true");
+  how.backend = BackendKind::HostSim;
+  how.link = "pcie4";
+  int offload_points = 0;
+  for (const EngineConfig& c : expand_grid(grid)) {
+    if (!c.offload) continue;
+    ++offload_points;
+    const auto point = nlohmann::json::parse(point_json(c, how));
+    EXPECT_EQ(point.at("link"), c.link);
+    EXPECT_EQ(point.at("use_streams"), c.use_streams);
+    EXPECT_EQ(point.at("use_pin_memory"), false);
+    EXPECT_EQ(point.at("max_fwd_stash_bytes"), 64 << 10);
+    const OffloadOptions given =
+        requests::parse_offload_options({{"link", point.at("link").get<std::string>()},
+                                         {"use_streams", point.at("use_streams").get<bool>()}});
+    EXPECT_EQ(given.link.pinned_gbps, parse_link(c.link).pinned_gbps);
+    EXPECT_EQ(given.link.latency_ns, parse_link(c.link).latency_ns);
+    EXPECT_EQ(given.use_streams, c.use_streams);
+  }
+  EXPECT_EQ(offload_points, 4);
 }
 
 TEST(ScriptSweep, AFailingScriptIsRecordedWithItsStderrAndTheSweepGoesOn) {

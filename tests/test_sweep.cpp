@@ -877,6 +877,82 @@ TEST(Sweep, VariantsAsAxesCrossTheGrid) {
   EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
 }
 
+// Streams, pinned memory, the byte window and host-sim's link as axes: each crosses every offload
+// point (outside the sizes and windows), grid_size counts what expand_grid makes, the JSON
+// round-trips, and a grid without them keeps its key. A sweep of two offload points over each
+// records both configs, its runs each with its own link.
+TEST(Sweep, StreamsPinMemoryByteWindowAndLinkAsAxesCrossTheGridAndAreRecorded) {
+  const auto spec0 = tiny_spec();  // 2 sizes x 2 windows
+  const std::string key = sweep_key(spec0.workload, spec0.grid, spec0.base);
+  const struct {
+    const char* name;
+    void (*set)(Grid&);
+    std::string (*value)(const EngineConfig&);
+    std::vector<std::string> values;
+  } axes[] = {
+      {"streams",
+       [](Grid& g) {
+         g.streams = {true, false};
+       },
+       [](const EngineConfig& c) { return std::string(c.use_streams ? "on" : "off"); },
+       {"on", "off"}},
+      {"pin memory",
+       [](Grid& g) {
+         g.pin_memory = {false, true};
+       },
+       [](const EngineConfig& c) { return std::string(c.use_pin_memory ? "on" : "off"); },
+       {"off", "on"}},
+      {"byte window",
+       [](Grid& g) {
+         g.max_fwd_stash_bytes = {0, 64 << 10};
+       },
+       [](const EngineConfig& c) { return std::to_string(c.max_fwd_stash_bytes); },
+       {"0", "65536"}},
+      {"link",
+       [](Grid& g) {
+         g.links = {"none", "pcie5"};
+       },
+       [](const EngineConfig& c) { return c.link; },
+       {"none", "pcie5"}},
+  };
+  for (const auto& axis : axes) {
+    SCOPED_TRACE(axis.name);
+    auto spec = tiny_spec();
+    axis.set(spec.grid);
+    const auto points = expand_grid(spec.grid);
+    ASSERT_EQ(points.size(), 1u + 2u * 4u);
+    EXPECT_EQ(grid_size(spec.grid), static_cast<int64_t>(points.size()));
+    for (size_t i = 1; i < points.size(); ++i) {
+      EXPECT_EQ(axis.value(points[i]), axis.values[(i - 1) / 4]) << i;
+      EXPECT_EQ(points[i].min_offload_size, points[(i - 1) % 4 + 1].min_offload_size);
+    }
+    EXPECT_EQ(expand_grid(parse_grid_json(grid_json(spec.grid))), points);
+    EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
+    EXPECT_EQ(sweep_key(spec.workload, Grid{tiny_spec().grid}, spec.base), key);
+
+    // Two offload points, each measured under its own value, and recorded so.
+    spec.grid.min_offload_sizes = {1024};
+    spec.grid.max_fwd_stash_sizes = {2};
+    spec.env.device =
+        "host-sim (link " + (spec.grid.links.empty() ? "pcie4" : spec.grid.links[0]) + ")";
+    auto workload = workload_of(spec.workload);
+    auto store = make_memory_store();
+    const auto out = run_sweep(*workload, spec, *store);
+    const auto recorded = store->points(out.sweep);
+    ASSERT_EQ(recorded.size(), 3u);
+    for (size_t i = 1; i < 3; ++i) {
+      EXPECT_EQ(recorded[i].status, PointStatus::Ok) << recorded[i].error;
+      EXPECT_EQ(axis.value(recorded[i].config), axis.values[i - 1]);
+      const auto run = store->run(recorded[i].run);
+      ASSERT_TRUE(run);
+      EXPECT_EQ(run->config, recorded[i].config);
+      if (!spec.grid.links.empty()) {
+        EXPECT_EQ(run->env.device, "host-sim (link " + axis.values[i - 1] + ")");
+      }
+    }
+  }
+}
+
 // A sweep across variants runs end to end on the built-in model, and its points differ the way the
 // variants should: checkpointing lowers the peak, checkpointing alone offloads nothing.
 TEST(Sweep, AcrossVariantsRunsAndRecordsEachPointsVariant) {

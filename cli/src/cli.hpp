@@ -48,17 +48,14 @@ std::unique_ptr<profiler::Store> open_store(const Common& common, bool write);
 // are the request layer's).
 void add_workload_flags(CLI::App& sub, requests::WorkloadFields& workload,
                         requests::BackendFields& backend);
-// --min-offload-size and --max-fwd-stash-size: a sweep's (or a prediction's) grid.
+// --min-offload-size, --max-fwd-stash-size and --max-fwd-stash-bytes: a sweep's (or a
+// prediction's) grid.
 void add_grid_flags(CLI::App& sub, requests::SweepRequest& request);
-// --prefetch, --no-streams, --no-pin-memory.
+// --prefetch, --streams (--no-streams), --pin-memory (--no-pin-memory), --verify and the variants.
 void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
-// Throws requests::RequestError when the request layer finds bad fields.
-template <typename Request>
-void require_valid(const Request& request) {
-  if (auto errors = requests::check(request); !errors.empty()) {
-    throw requests::RequestError(std::move(errors));
-  }
-}
+// --streams and --pin-memory (a list each in a sweep or a prediction), with --no-streams and
+// --no-pin-memory for "off".
+void add_switch_flags(CLI::App& sub, requests::EngineFields& engine);
 
 // --fail-if METRIC>VALUE: peak>SIZE, step-ms>MS, slowdown>F (slowdown only where there is a
 // baseline, i.e. for a sweep). Values are positive and finite; throws UsageError.
@@ -77,6 +74,10 @@ std::optional<profiler::SweepRecord> pick_sweep(profiler::Store& store, int64_t 
 // "1, 3, 9": point indices, sorted, for a line of text.
 std::string join_indices(std::vector<int64_t> indices);
 void print_points(const std::vector<profiler::PointRecord>& points);
+// Each point's variant in words, in the points' order: describe_variant's, then the knobs that
+// the sweep's offload points differ by and describe_variant leaves out (prefetch, link, streams,
+// pinned memory, byte window).
+std::vector<std::string> variant_texts(const std::vector<profiler::PointRecord>& points);
 
 // A subcommand: registers its flags in its constructor, runs when parsed.
 class Command {

@@ -88,7 +88,7 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
   app.add_option("--backend", b.backend, "auto, cuda or host-sim")->capture_default_str();
   app.add_option("--link", b.link,
                  "host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US (e.g. "
-                 "12:15)")
+                 "12:15); a host-sim sweep takes a list as an axis: pcie4,pcie5")
       ->capture_default_str();
   app.add_option("--device-model", b.device_model,
                  "host-sim: time each step as this GPU would (h100-sxm, h200, a100-80gb, l4, "
@@ -123,6 +123,30 @@ void add_grid_flags(CLI::App& app, requests::SweepRequest& r) {
       ->capture_default_str();
   app.add_option("--max-fwd-stash-size", r.max_fwd_stash_sizes, "list or range: 1,4 or 1:8")
       ->capture_default_str();
+  app.add_option("--max-fwd-stash-bytes", r.max_fwd_stash_bytes,
+                 "byte bound on the forward window (0: none); a size or a list as an axis: "
+                 "0,64MiB")
+      ->capture_default_str();
+}
+
+void add_switch_flags(CLI::App& app, requests::EngineFields& e) {
+  // --no-streams and --no-pin-memory are --streams off and --pin-memory off, as they always were;
+  // given with the list form, one would silently override the other: refused.
+  auto* streams = app.add_option("--streams", e.streams,
+                                 "copies on a side stream (on) or on the compute stream (off: "
+                                 "single-stream, legacy); a sweep takes on,off as an axis")
+                      ->capture_default_str();
+  app.add_flag_callback(
+         "--no-streams", [&e] { e.streams = "off"; }, "single-stream (legacy) mode: --streams off")
+      ->excludes(streams);
+  auto* pin = app.add_option("--pin-memory", e.pin_memory,
+                             "pinned (on) or pageable (off) host memory; a sweep takes on,off as "
+                             "an axis")
+                  ->capture_default_str();
+  app.add_flag_callback(
+         "--no-pin-memory", [&e] { e.pin_memory = "off"; },
+         "pageable host memory: --pin-memory off")
+      ->excludes(pin);
 }
 
 void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
@@ -130,35 +154,37 @@ void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
                  "backward reloads ahead of use (0.." + std::to_string(requests::kMaxPrefetch) +
                      "); a sweep takes a list as an axis: 0,1,2")
       ->capture_default_str();
-  app.add_flag("--no-streams", e.no_streams, "single-stream (legacy) mode");
-  app.add_flag("--no-pin-memory", e.no_pin_memory, "pageable host memory");
+  add_switch_flags(app, e);
   app.add_flag("--verify", e.verify,
                "check every offloaded copy: a checksum at pack, checked at unpack, in every tier; "
                "a copy that comes back different fails the run naming the tensor (costs a hash of "
                "every offloaded byte, twice: offtune-bench prints how much)");
-  app.add_option("--semantics", e.semantics,
-                 "whose rules the engine follows: offtune, or trl (the reference's window, no "
-                 "prefetch, no de-duplication: what TRL's knobs mean); a sweep takes both as an "
-                 "axis: trl,offtune")
-      ->capture_default_str();
-  app.add_option("--checkpoint", e.checkpoint,
-                 "gradient checkpointing of the model's blocks: none, all, or every:K (blocks 0, "
-                 "K, 2K, ...); a sweep takes a list as an axis: none,all,every:2")
-      ->capture_default_str();
-  app.add_option("--offload", e.offload_set,
-                 "what may be offloaded: all (every saved tensor over --min-offload-size), or "
-                 "boundaries (only checkpointed blocks' inputs: Axolotl's offloaded gradient "
-                 "checkpointing; with --no-streams its 'legacy'); a sweep takes a list")
-      ->capture_default_str();
-  app.add_option("--tier", e.tier,
-                 "where offloaded copies live: host (pinned memory), disk, or auto (host, "
-                 "spilling to disk); a sweep takes a list")
-      ->capture_default_str();
-  app.add_option("--layer-offload", e.layer_offload,
-                 "layer offloading of the blocks' frozen weights (with --lora-rank): off, or "
-                 "on:DEPTH (blocks copied ahead; Axolotl's layer_offloading streams one: on:1); a "
-                 "sweep takes a list: off,on:1")
-      ->capture_default_str();
+  // The knobs a sweep takes as axes, each a value (a run) or a list (a sweep).
+  const struct {
+    const char* name;
+    std::string* field;
+    const char* help;
+  } axes[] = {
+      {"--semantics", &e.semantics,
+       "whose rules the engine follows: offtune, or trl (the reference's window, no prefetch, no "
+       "de-duplication: what TRL's knobs mean); a sweep takes both as an axis: trl,offtune"},
+      {"--checkpoint", &e.checkpoint,
+       "gradient checkpointing of the model's blocks: none, all, or every:K (blocks 0, K, 2K, "
+       "...); a sweep takes a list as an axis: none,all,every:2"},
+      {"--offload", &e.offload_set,
+       "what may be offloaded: all (every saved tensor over --min-offload-size), or boundaries "
+       "(only checkpointed blocks' inputs: Axolotl's offloaded gradient checkpointing; with "
+       "--no-streams its 'legacy'); a sweep takes a list"},
+      {"--tier", &e.tier,
+       "where offloaded copies live: host (pinned memory), disk, or auto (host, spilling to "
+       "disk); a sweep takes a list"},
+      {"--layer-offload", &e.layer_offload,
+       "layer offloading of the blocks' frozen weights (with --lora-rank): off, or on:DEPTH "
+       "(blocks copied ahead; Axolotl's layer_offloading streams one: on:1); a sweep takes a "
+       "list: off,on:1"},
+  };
+  for (const auto& axis : axes)
+    app.add_option(axis.name, *axis.field, axis.help)->capture_default_str();
 }
 
 std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,
@@ -233,6 +259,51 @@ std::string join_indices(std::vector<int64_t> indices) {
   return out;
 }
 
+namespace {
+
+// The knobs a sweep may vary that describe_variant leaves out (a run's plain settings), each in
+// words: the variant column names those the sweep's offload points differ by.
+using KnobText = std::string (*)(const pf::EngineConfig&);
+constexpr KnobText kKnobTexts[] = {
+    [](const pf::EngineConfig& c) { return "prefetch " + std::to_string(c.prefetch); },
+    [](const pf::EngineConfig& c) { return "link " + c.link; },
+    [](const pf::EngineConfig& c) {
+      return std::string(c.use_streams ? "streams" : "single stream");
+    },
+    [](const pf::EngineConfig& c) { return std::string(c.use_pin_memory ? "pinned" : "pageable"); },
+    [](const pf::EngineConfig& c) {
+      return c.max_fwd_stash_bytes > 0 ? "window bytes " + pf::format_size(c.max_fwd_stash_bytes)
+                                       : std::string("no byte window");
+    },
+};
+
+}  // namespace
+
+std::vector<std::string> variant_texts(const std::vector<pf::PointRecord>& points) {
+  std::vector<KnobText> varied;
+  for (const KnobText knob : kKnobTexts) {
+    std::string first;
+    for (const auto& p : points) {
+      if (!p.config.offload) continue;
+      if (first.empty()) {
+        first = knob(p.config);
+      } else if (knob(p.config) != first) {
+        varied.push_back(knob);
+        break;
+      }
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& p : points) {
+    std::string text = pf::describe_variant(p.config);
+    if (p.config.offload) {
+      for (const KnobText knob : varied) text += (text.empty() ? "" : ", ") + knob(p.config);
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
 void print_points(const std::vector<pf::PointRecord>& points) {
   // The step time with its interval (records.hpp: step_interval), and the peak in exact bytes
   // beside the rounded size: two peaks that round alike may still differ.
@@ -240,11 +311,11 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   const bool rules = std::any_of(points.begin(), points.end(), [](const pf::PointRecord& p) {
     return p.config.offload && p.config.semantics != "offtune";
   });
-  // The engine variant (checkpointing, what is offloaded, the tier), when a sweep has any.
+  // The engine variant (checkpointing, what is offloaded, the tier, and the knobs the sweep
+  // varies besides), when a sweep has any.
+  const std::vector<std::string> variants = variant_texts(points);
   size_t variant_width = 0;
-  for (const auto& p : points) {
-    variant_width = std::max(variant_width, pf::describe_variant(p.config).size());
-  }
+  for (const auto& v : variants) variant_width = std::max(variant_width, v.size());
   if (variant_width > 0) variant_width = std::max<size_t>(variant_width, 7);
   const auto variant = [&](const std::string& text) {
     if (variant_width == 0) return std::string();
@@ -253,7 +324,8 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %13s\n", "index", "status", "offload",
               rules ? " rules  " : "", variant("variant").c_str(), "min_offload", "window",
               "step ms", "interval (level)", "peak device", "bytes", "hidden copy %");
-  for (const auto& p : points) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    const pf::PointRecord& p = points[i];
     const pf::StepInterval ci = pf::step_interval(p.summary);
     char interval[64];
     if (ci.level > 0 && ci.low == ci.high && ci.low == p.summary.step_ms_median) {
@@ -290,7 +362,7 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     } else {
       std::snprintf(hidden, sizeof hidden, "-");
     }
-    const std::string v = pf::describe_variant(p.config);
+    const std::string& v = variants[i];
     std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %13s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no", rule, variant(v.empty() ? "-" : v).c_str(),

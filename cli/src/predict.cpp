@@ -53,8 +53,7 @@ class PredictCommand final : public Command {
                      "list or range of backward reloads ahead of use (0.." +
                          std::to_string(requests::kMaxPrefetch) + "), e.g. 0,1,2")
         ->capture_default_str();
-    app_->add_flag("--no-streams", request_.engine.no_streams, "single-stream (legacy) mode");
-    app_->add_flag("--no-pin-memory", request_.engine.no_pin_memory, "pageable host memory");
+    add_switch_flags(*app_, request_.engine);
     app_->add_option("--semantics", request_.engine.semantics,
                      "whose rules the engine follows: offtune, trl, or both: trl,offtune")
         ->capture_default_str();
@@ -65,33 +64,26 @@ class PredictCommand final : public Command {
   }
 
   int run() override {
-    // --link takes a list here: every link is an axis of the prediction.
-    const std::vector<std::string> link_names = split_list(request_.backend.link);
-    std::vector<LinkModel> links;
-    for (const auto& name : link_names) {
-      try {
-        links.push_back(pf::parse_link(name));
-      } catch (const std::invalid_argument& e) {
-        refuse("--link", std::string("--link: ") + e.what());
-      }
-    }
+    // --link and --prefetch take lists here: each an axis of the prediction, parsed as a sweep
+    // parses them.
+    std::vector<std::string> link_names;
     std::vector<int64_t> prefetches;
     try {
-      prefetches = pf::parse_int_list(prefetch_);
+      link_names = requests::link_list(request_.backend.link);
     } catch (const std::invalid_argument& e) {
-      refuse("--prefetch", std::string("--prefetch: ") + e.what());
+      refuse("--link", e.what());
     }
-    for (int64_t p : prefetches) {
-      if (p < 0 || p > requests::kMaxPrefetch) {
-        refuse("--prefetch", "--prefetch values must be between 0 and " +
-                                 std::to_string(requests::kMaxPrefetch) + ", got " +
-                                 std::to_string(p));
-      }
+    try {
+      prefetches = requests::prefetch_list(prefetch_);
+    } catch (const std::invalid_argument& e) {
+      refuse("--prefetch", e.what());
     }
+    std::vector<LinkModel> links;
+    for (const auto& name : link_names) links.push_back(pf::parse_link(name));
     request_.backend.link = link_names.front();
     request_.engine.prefetch = std::to_string(prefetches.front());
     request_.refine_steps = 0;
-    require_valid(request_);
+    requests::require_valid(request_);
     if (request_.backend.device_model.empty() || request_.backend.backend == "cuda") {
       refuse("--device-model",
              "offtune predict replays one recorded step, which needs its op times known ahead: "
@@ -250,23 +242,6 @@ class PredictCommand final : public Command {
   }
 
  private:
-  static std::vector<std::string> split_list(const std::string& text) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    for (;;) {
-      const size_t comma = text.find(',', start);
-      out.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    for (const auto& s : out) {
-      if (s.empty()) {
-        refuse("--link", "--link: an empty name in '" + text + "'");
-      }
-    }
-    return out;
-  }
-
   bool quiet_ = false;
   bool json_ = false;
   requests::SweepRequest request_;

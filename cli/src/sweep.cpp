@@ -82,7 +82,7 @@ class SweepCommand final : public Command {
         request_.flags_given.push_back("--" + opt->get_lnames().front());
       }
     }
-    require_valid(request_);
+    requests::require_valid(request_);
     // Built before the store is created: a refused model leaves no file behind.
     auto prepared = requests::prepare(request_);
     if (prepared.script) prepared.script->pass_stderr = !common_.quiet && !common_.json;
@@ -142,17 +142,7 @@ class SweepCommand final : public Command {
                   << "' (the same workload, grid and backend), resumed; --name '" << request_.name
                   << "' does not make another one\n";
       }
-      std::cout << "sweep " << outcome.sweep.value << ": ran " << outcome.ran << ", skipped "
-                << outcome.skipped << " (already measured), ok " << outcome.ok << ", failed "
-                << outcome.failed << ", out of memory " << outcome.oom;
-      if (outcome.by_other > 0) {
-        std::cout << ", measured by another offtune process " << outcome.by_other;
-      }
-      if (outcome.repeated > 0) {
-        std::cout << ", runs of later rounds (--repeat " << request_.repeat << ") "
-                  << outcome.repeated;
-      }
-      std::cout << "\n";
+      std::cout << requests::sweep_summary(outcome, request_.repeat) << "\n";
       if (!refined.remeasured.empty()) {
         std::cout << "re-measured with " << refined.steps
                   << " steps, because the recommendation could not tell them apart: point"
@@ -273,8 +263,11 @@ class SweepCommand final : public Command {
       if (rec.chosen->config.semantics != "offtune") {
         std::cout << " (" << rec.chosen->config.semantics << " semantics)";
       }
-      if (const std::string v = pf::describe_variant(rec.chosen->config); !v.empty()) {
-        std::cout << ", " << v;
+      // Its variant as the points table names it (with the knobs the sweep varies).
+      const auto texts = variant_texts(points);
+      for (size_t i = 0; i < points.size(); ++i) {
+        if (points[i].index == rec.chosen->index && !texts[i].empty())
+          std::cout << ", " << texts[i];
       }
       std::cout << "\n  why: " << rec.rationale << "\n";
       const auto line = [](const char* tool, const std::optional<pf::PointRecord>& p) {

@@ -179,9 +179,13 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       "moves); 0 = every weight trains"));
   form->addRow(QStringLiteral("LoRA rank"), lora_rank_);
   backend_ = combo(this, requests::backend_names(), false);
-  link_ = combo(this, requests::link_names(), true);
+  auto links = requests::link_names();
+  links.emplace_back("pcie4,pcie5");
+  link_ = combo(this, links, true);
+  link_->setObjectName(QStringLiteral("link"));
   link_->setToolTip(
-      QStringLiteral("host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US"));
+      QStringLiteral("host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US; "
+                     "a list such as pcie4,pcie5 is an axis of the grid (host-sim only)"));
   device_model_ = combo(this, requests::device_model_names(), true);
   device_model_->lineEdit()->setPlaceholderText(QStringLiteral("none: time as this CPU does"));
   device_model_->setToolTip(QStringLiteral(
@@ -200,39 +204,48 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   windows_->setToolTip(QStringLiteral("integers and ranges, e.g. 1,2,5 or 1:8"));
   form->addRow(QStringLiteral("min_offload_size"), sizes_);
   form->addRow(QStringLiteral("max_fwd_stash_size"), windows_);
-  semantics_ = combo(this, {"offtune", "trl", "trl,offtune"}, true);
-  semantics_->setToolTip(QStringLiteral(
-      "whose rules the engine follows: offtune, trl (what TRL's knobs mean), or both as an axis"));
-  form->addRow(QStringLiteral("Semantics"), semantics_);
-  checkpoint_ = combo(this, {"none", "all", "every:2", "none,all"}, true);
-  checkpoint_->setObjectName(QStringLiteral("checkpoint"));
-  checkpoint_->setToolTip(QStringLiteral(
-      "gradient checkpointing of the model's blocks: none, all, every:K, or a list as an axis"));
-  form->addRow(QStringLiteral("Checkpointing"), checkpoint_);
-  offload_set_ = combo(this, {"all", "boundaries", "all,boundaries"}, true);
-  offload_set_->setObjectName(QStringLiteral("offload_set"));
-  offload_set_->setToolTip(QStringLiteral(
-      "what may be offloaded: all, or boundaries (checkpointed blocks' inputs only; needs "
-      "checkpointing), or both as an axis"));
-  form->addRow(QStringLiteral("Offload"), offload_set_);
-  tier_ = combo(this, {"host", "disk", "auto", "host,disk"}, true);
-  tier_->setObjectName(QStringLiteral("tier"));
-  tier_->setToolTip(QStringLiteral(
-      "where offloaded copies live: host memory, disk, auto (host, spilling to disk), or a list"));
-  form->addRow(QStringLiteral("Tier"), tier_);
-  layer_offload_ = combo(this, {"off", "on:1", "on:2", "off,on:1"}, true);
-  layer_offload_->setObjectName(QStringLiteral("layer_offload"));
-  layer_offload_->setToolTip(QStringLiteral(
-      "layer offloading of the blocks' frozen weights (needs a LoRA rank): off, on:DEPTH (blocks "
-      "copied ahead), or a list as an axis"));
-  form->addRow(QStringLiteral("Layer offload"), layer_offload_);
-  prefetch_ = combo(this, {"1", "0", "2", "0,1,2"}, true);
-  prefetch_->setObjectName(QStringLiteral("prefetch"));
-  prefetch_->setToolTip(
-      QStringLiteral(
-          "backward reloads ahead of use (0..%1); a list such as 0,1,2 is an axis of the grid")
-          .arg(requests::kMaxPrefetch));
-  form->addRow(QStringLiteral("Prefetch"), prefetch_);
+  // The engine's knobs: each an editable list named like its request field (a value, or a list
+  // as an axis, as the CLI's flag takes it), offering a few values and a list to start from.
+  const auto knob = [&](const char* label, const char* name, std::vector<std::string> items,
+                        const QString& tip) {
+    QComboBox* c = combo(this, items, true);
+    c->setObjectName(QString::fromLatin1(name));
+    c->setToolTip(tip);
+    form->addRow(QString::fromLatin1(label), c);
+    return c;
+  };
+  stash_bytes_ =
+      knob("max_fwd_stash_bytes", "max_fwd_stash_bytes", {"0", "64MiB", "0,64MiB"},
+           QStringLiteral(
+               "byte bound on the forward window (0: none); a list such as 0,64MiB is an axis"));
+  semantics_ = knob("Semantics", "semantics", {"offtune", "trl", "trl,offtune"},
+                    QStringLiteral("whose rules the engine follows: offtune, trl (what TRL's knobs "
+                                   "mean), or both as an axis"));
+  checkpoint_ = knob("Checkpointing", "checkpoint", {"none", "all", "every:2", "none,all"},
+                     QStringLiteral("gradient checkpointing of the model's blocks: none, all, "
+                                    "every:K, or a list as an axis"));
+  offload_set_ =
+      knob("Offload", "offload_set", {"all", "boundaries", "all,boundaries"},
+           QStringLiteral("what may be offloaded: all, or boundaries (checkpointed "
+                          "blocks' inputs only; needs checkpointing), or both as an axis"));
+  tier_ = knob("Tier", "tier", {"host", "disk", "auto", "host,disk"},
+               QStringLiteral("where offloaded copies live: host memory, disk, auto (host, "
+                              "spilling to disk), or a list"));
+  layer_offload_ =
+      knob("Layer offload", "layer_offload", {"off", "on:1", "on:2", "off,on:1"},
+           QStringLiteral("layer offloading of the blocks' frozen weights (needs a LoRA "
+                          "rank): off, on:DEPTH (blocks copied ahead), or a list as "
+                          "an axis"));
+  prefetch_ = knob("Prefetch", "prefetch", {"1", "0", "2", "0,1,2"},
+                   QStringLiteral("backward reloads ahead of use (0..%1); a list such as 0,1,2 is "
+                                  "an axis of the grid")
+                       .arg(requests::kMaxPrefetch));
+  streams_ = knob("Streams", "streams", {"on", "off", "on,off"},
+                  QStringLiteral("copies on a side stream (on) or on the compute stream (off: "
+                                 "single-stream, legacy); on,off is an axis"));
+  pin_memory_ =
+      knob("Pinned memory", "pin_memory", {"on", "off", "on,off"},
+           QStringLiteral("pinned (on) or pageable (off) host memory; on,off is an axis"));
   repeat_ = spin(this, requests::kRepeatRange, static_cast<int>(defaults.repeat));
   repeat_->setObjectName(QStringLiteral("repeat"));
   repeat_->setToolTip(QStringLiteral(
@@ -278,12 +291,15 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       {"--device-capacity", capacity_},
       {"--min-offload-size", sizes_},
       {"--max-fwd-stash-size", windows_},
+      {"--max-fwd-stash-bytes", stash_bytes_},
       {"--semantics", semantics_},
       {"--checkpoint", checkpoint_},
       {"--offload", offload_set_},
       {"--tier", tier_},
       {"--layer-offload", layer_offload_},
       {"--prefetch", prefetch_},
+      {"--streams", streams_},
+      {"--pin-memory", pin_memory_},
       {"--repeat", repeat_},
       {"--predict-first", predict_first_},
       {"--script", script_},
@@ -324,7 +340,8 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
-  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_, layer_offload_, prefetch_}) {
+  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_, layer_offload_, prefetch_,
+                       streams_, pin_memory_, stash_bytes_}) {
     connect(c, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   }
   connect(lora_rank_, &QSpinBox::valueChanged, this, &SweepForm::updatePointCount);
@@ -435,6 +452,7 @@ SweepRequest SweepForm::request() const {
   }
   r.min_offload_sizes = text_of(sizes_);
   r.max_fwd_stash_sizes = text_of(windows_);
+  r.max_fwd_stash_bytes = text_of(stash_bytes_);
   r.backend.backend = text_of(backend_);
   r.backend.link = text_of(link_);
   r.backend.device_model = text_of(device_model_);
@@ -446,6 +464,8 @@ SweepRequest SweepForm::request() const {
   if (applies(layer_offload_)) r.engine.layer_offload = text_of(layer_offload_);
   if (applies(lora_rank_)) r.workload.lora_rank = lora_rank_->value();
   r.engine.prefetch = text_of(prefetch_);
+  r.engine.streams = text_of(streams_);
+  r.engine.pin_memory = text_of(pin_memory_);
   r.repeat = repeat_->value();
   if (applies(predict_first_)) r.predict_first = predict_first_->isChecked();
   return r;
@@ -467,6 +487,7 @@ void SweepForm::setRequest(const SweepRequest& r) {
   input_spec_->setText(QString::fromStdString(r.workload.input_spec));
   sizes_->setText(QString::fromStdString(r.min_offload_sizes));
   windows_->setText(QString::fromStdString(r.max_fwd_stash_sizes));
+  set_text(stash_bytes_, r.max_fwd_stash_bytes);
   set_text(backend_, r.backend.backend);
   set_text(link_, r.backend.link);
   set_text(device_model_, r.backend.device_model);
@@ -477,6 +498,8 @@ void SweepForm::setRequest(const SweepRequest& r) {
   set_text(layer_offload_, r.engine.layer_offload);
   lora_rank_->setValue(static_cast<int>(r.workload.lora_rank));
   set_text(prefetch_, r.engine.prefetch);
+  set_text(streams_, r.engine.streams);
+  set_text(pin_memory_, r.engine.pin_memory);
   repeat_->setValue(static_cast<int>(r.repeat));
   predict_first_->setChecked(r.predict_first);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));

@@ -16,10 +16,7 @@ namespace pf = offtune::profiler;
 
 int64_t validate_sweep_request(const SweepRequest& r) {
   if (r.db.empty()) throw std::invalid_argument("no store: choose the file the sweep writes");
-  if (auto errors = requests::check(r); !errors.empty()) {
-    throw requests::RequestError(std::move(errors));
-  }
-  return requests::point_count(r);
+  return requests::point_count(r);  // requests::require_valid's RequestError for a bad field
 }
 
 SweepRunner::SweepRunner(QObject* parent) : QObject(parent) {
@@ -72,17 +69,9 @@ void SweepRunner::work(SweepRequest r) {
         &cancel_);
     interrupted = outcome.interrupted;
     ok = !interrupted;
-    message = QStringLiteral(
-                  "sweep %1: ran %2, skipped %3 (already measured), ok %4, failed %5, "
-                  "out of memory %6%7")
-                  .arg(outcome.sweep.value)
-                  .arg(outcome.ran)
-                  .arg(outcome.skipped)
-                  .arg(outcome.ok)
-                  .arg(outcome.failed)
-                  .arg(outcome.oom)
-                  .arg(interrupted ? QStringLiteral(" \u2014 cancelled; run it again to resume")
-                                   : QString());
+    // The line `offtune sweep` prints.
+    message = QString::fromStdString(requests::sweep_summary(outcome, r.repeat));
+    if (interrupted) message += QStringLiteral(" \u2014 cancelled; run it again to resume");
     if (!note.isEmpty()) message += QStringLiteral(" (%1)").arg(note);
   } catch (const c10::Error& e) {
     message = QString::fromStdString(e.what_without_backtrace());

@@ -443,7 +443,9 @@ std::string point_json(const EngineConfig& c, const ScriptSpec& spec) {
   if (c.verify) j["verify"] = true;
   if (spec.backend != BackendKind::Auto) {
     j["backend"] = spec.backend == BackendKind::Cuda ? "cuda" : "host-sim";
-    if (spec.backend == BackendKind::HostSim && !spec.link.empty()) j["link"] = spec.link;
+    // The point's own link where its config names one (a sweep over links), else the sweep's.
+    const std::string& link = c.link.empty() ? spec.link : c.link;
+    if (spec.backend == BackendKind::HostSim && !link.empty()) j["link"] = link;
   }
   return j.dump();
 }

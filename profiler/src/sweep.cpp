@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "merge.hpp"
+#include "offtune/profiler/backend.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/metrics.hpp"
 #include "run_parts.hpp"
@@ -37,13 +39,42 @@ bool meaningful(const std::string& checkpoint, const std::string& offload_set) {
   return offload_set != "boundaries" || checkpoint != "none";
 }
 
+// One axis of the offload points below the (checkpoint, layer offloading, offload set) triple: how
+// many values it has and how its i-th sets a config's knob.
+struct InnerAxis {
+  size_t size;
+  std::function<void(EngineConfig&, size_t)> set;
+};
+
+// An axis over `values`, or over base's own value when there are none (an absent axis is one
+// value: the grid as it was before the axis existed).
+template <typename T, typename Values>
+InnerAxis knob_axis(const Values& values, T EngineConfig::*knob) {
+  if (values.empty()) return {1, [](EngineConfig&, size_t) {}};
+  return {values.size(), [&values, knob](EngineConfig& c, size_t i) { c.*knob = values[i]; }};
+}
+
+// The axes every offload point crosses, outer to inner (expand_grid's order); the sizes and
+// windows are never empty-means-base: no size, no offload point.
+std::vector<InnerAxis> inner_axes(const Grid& g) {
+  return {knob_axis(g.tiers, &EngineConfig::tier),
+          knob_axis(g.semantics, &EngineConfig::semantics),
+          knob_axis(g.prefetches, &EngineConfig::prefetch),
+          knob_axis(g.links, &EngineConfig::link),
+          knob_axis(g.streams, &EngineConfig::use_streams),
+          knob_axis(g.pin_memory, &EngineConfig::use_pin_memory),
+          knob_axis(g.max_fwd_stash_bytes, &EngineConfig::max_fwd_stash_bytes),
+          {g.min_offload_sizes.size(),
+           [&g](EngineConfig& c, size_t i) { c.min_offload_size = g.min_offload_sizes[i]; }},
+          {g.max_fwd_stash_sizes.size(),
+           [&g](EngineConfig& c, size_t i) { c.max_fwd_stash_size = g.max_fwd_stash_sizes[i]; }}};
+}
+
 // Calls point(config) for each point of the grid in expand_grid's order.
 template <typename Point>
 void for_each_point(const Grid& grid, Point point) {
   const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
   const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
-  const auto prefetches =
-      grid.prefetches.empty() ? std::vector<int64_t>{grid.base.prefetch} : grid.prefetches;
   EngineConfig baseline = grid.base;
   baseline.offload = false;
   baseline.checkpoint = "none";
@@ -58,30 +89,28 @@ void for_each_point(const Grid& grid, Point point) {
       point(alone);
     }
   }
+  const auto inner = inner_axes(grid);
   for (const std::string& ckpt : checkpoints) {
     for (const std::string& layer : layers) {
       for (const std::string& set : axis(grid.offload_sets, grid.base.offload_set)) {
         if (!meaningful(ckpt, set)) continue;
-        for (const std::string& tier : axis(grid.tiers, grid.base.tier)) {
-          for (const std::string& rules : axis(grid.semantics, grid.base.semantics)) {
-            for (int64_t ahead : prefetches) {
-              for (int64_t size : grid.min_offload_sizes) {
-                for (int64_t window : grid.max_fwd_stash_sizes) {
-                  EngineConfig c = grid.base;
-                  c.offload = true;
-                  c.prefetch = ahead;
-                  c.min_offload_size = size;
-                  c.max_fwd_stash_size = window;
-                  c.semantics = rules;
-                  c.checkpoint = ckpt;
-                  c.layer_offload = layer;
-                  c.offload_set = set;
-                  c.tier = tier;
-                  point(c);
-                }
-              }
-            }
-          }
+        EngineConfig c = grid.base;
+        c.offload = true;
+        c.checkpoint = ckpt;
+        c.layer_offload = layer;
+        c.offload_set = set;
+        // Every combination of the inner axes, the last one fastest (an odometer).
+        std::vector<size_t> at(inner.size(), 0);
+        if (std::any_of(inner.begin(), inner.end(),
+                        [](const InnerAxis& a) { return a.size == 0; })) {
+          continue;
+        }
+        for (;;) {
+          for (size_t k = 0; k < inner.size(); ++k) inner[k].set(c, at[k]);
+          point(c);
+          size_t k = inner.size();
+          while (k > 0 && ++at[k - 1] == inner[k - 1].size) at[--k] = 0;
+          if (k == 0) break;
         }
       }
     }
@@ -97,22 +126,18 @@ std::vector<EngineConfig> expand_grid(const Grid& grid) {
 }
 
 int64_t grid_size(const Grid& grid) {
-  const auto n = [](const std::vector<std::string>& v) {
-    return static_cast<int64_t>(std::max<size_t>(v.size(), 1));
-  };
   const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
   const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
   const auto sets = axis(grid.offload_sets, grid.base.offload_set);
   int64_t combos = 0, alone = 0;
   for (const std::string& ckpt : checkpoints) {
-    for (const std::string& layer : layers) alone += ckpt != "none" || layer != "off";
-    for (const std::string& set : sets) combos += meaningful(ckpt, set);
+    for (const std::string& layer : layers) {
+      alone += ckpt != "none" || layer != "off";
+      for (const std::string& set : sets) combos += meaningful(ckpt, set);
+    }
   }
-  return 1 + alone +
-         combos * n(grid.layer_offloads) * n(grid.tiers) * n(grid.semantics) *
-             static_cast<int64_t>(std::max<size_t>(grid.prefetches.size(), 1)) *
-             static_cast<int64_t>(grid.min_offload_sizes.size()) *
-             static_cast<int64_t>(grid.max_fwd_stash_sizes.size());
+  for (const InnerAxis& a : inner_axes(grid)) combos *= static_cast<int64_t>(a.size);
+  return 1 + alone + combos;
 }
 
 std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
@@ -140,6 +165,10 @@ std::string grid_json(const Grid& grid) {
   if (!grid.tiers.empty()) j["tier"] = grid.tiers;
   if (!grid.layer_offloads.empty()) j["layer_offload"] = grid.layer_offloads;
   if (!grid.prefetches.empty()) j["prefetch"] = grid.prefetches;
+  if (!grid.links.empty()) j["link"] = grid.links;
+  if (!grid.streams.empty()) j["use_streams"] = grid.streams;
+  if (!grid.pin_memory.empty()) j["use_pin_memory"] = grid.pin_memory;
+  if (!grid.max_fwd_stash_bytes.empty()) j["max_fwd_stash_bytes"] = grid.max_fwd_stash_bytes;
   return j.dump();
 }
 
@@ -157,7 +186,14 @@ Grid parse_grid_json(const std::string& text) {
     g.offload_sets = list("offload_set");
     g.tiers = list("tier");
     g.layer_offloads = list("layer_offload");
-    if (j.contains("prefetch")) g.prefetches = j["prefetch"].get<std::vector<int64_t>>();
+    const auto values = [&]<typename T>(const char* key, std::vector<T>& out) {
+      if (j.contains(key)) out = j[key].get<std::vector<T>>();
+    };
+    values("prefetch", g.prefetches);
+    values("link", g.links);
+    values("use_streams", g.streams);
+    values("use_pin_memory", g.pin_memory);
+    values("max_fwd_stash_bytes", g.max_fwd_stash_bytes);
     // The knobs every point shares (to_json(EngineConfig)); absent ones keep their defaults.
     if (j.contains("base")) {
       const auto& b = j["base"];
@@ -231,6 +267,13 @@ RunRecord WorkloadMeasurer::measure(const PointRun& point, Store& store,
   run.config = point.config;
   run.base = spec_.base;
   run.env = spec_.env;
+  // A sweep over links: the backend was prepared with the first; each point runs over its own, and
+  // its environment names it ("host-sim (link pcie5)") as a run over that link alone would.
+  if (!spec_.grid.links.empty() && !point.config.link.empty()) {
+    run.base.link = parse_link(point.config.link);
+    fill_environment(run.env, run.base.backend, spec_.device_model ? &*spec_.device_model : nullptr,
+                     point.config.link);
+  }
   run.label = point.label;
   run.collector = spec_.collector;
   return run_measured(workload_, run, store).record;

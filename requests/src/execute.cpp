@@ -53,6 +53,18 @@ Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Envir
   return {prepared.base, samples::make_workload(spec, prepared.device)};
 }
 
+// A link model is host-sim's: on cuda the GPU's own link carries the copies, and a list of links
+// would measure the same points again under other names. check() refuses it for --backend cuda;
+// this, for auto resolved to cuda.
+void refuse_links_on_cuda(const profiler::SweepSpec& spec) {
+  if (!spec.grid.links.empty() && spec.base.backend == BackendKind::Cuda) {
+    throw RequestError(
+        std::vector<FieldError>{{"--link",
+                                 "--link takes a list on host-sim only (cuda copies over the "
+                                 "GPU's own link): give one link, or --backend host-sim"}});
+  }
+}
+
 }  // namespace
 
 PreparedRun prepare(const RunRequest& request) {
@@ -113,9 +125,12 @@ PreparedSweep prepare_script(const SweepRequest& request) {
       !script.device_model.empty() && std::filesystem::is_regular_file(script.device_model, ec)) {
     script.device_model = std::filesystem::absolute(script.device_model).string();
   }
-  if (request.backend.backend != "auto") {
-    script.backend = backend.kind;
-    script.link = request.backend.link;
+  refuse_links_on_cuda(out.spec);
+  // A sweep over links tells each point's script its link, so the script runs on the backend this
+  // process resolved (host-sim) rather than leaving it to the child.
+  if (request.backend.backend != "auto" || !out.spec.grid.links.empty()) {
+    script.backend = out.spec.base.backend;
+    script.link = backend.link_name;
   }
   out.script = std::move(script);
   return out;
@@ -140,6 +155,7 @@ PreparedSweep prepare(const SweepRequest& request) {
   out.spec.blocks = request.workload.blocks;
   auto bound = bind(request.workload, backend, out.spec.env);
   out.spec.base = bound.base;
+  refuse_links_on_cuda(out.spec);
   out.workload = std::move(bound.workload);
   out.refine_steps = request.refine_steps;
   out.predict_first = request.predict_first;
@@ -175,7 +191,12 @@ std::unique_ptr<profiler::PointMeasurer> make_measurer(PreparedSweep& sweep) {
 
 SweepPredictions predict_sweep(PreparedSweep& sweep) {
   const auto configs = profiler::expand_grid(sweep.spec.grid);
-  const std::vector<LinkModel> links(configs.size(), sweep.spec.base.link);
+  // Each point over its own link where the sweep has a link axis (the configs name it).
+  std::vector<LinkModel> links;
+  for (const auto& c : configs) {
+    links.push_back(sweep.spec.grid.links.empty() ? sweep.spec.base.link
+                                                  : profiler::parse_link(c.link));
+  }
   auto grid =
       profiler::predict_grid(*sweep.workload, sweep.spec.workload, sweep.spec.base, configs, links);
   SweepPredictions out;
@@ -214,6 +235,22 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
     if (refined != nullptr) *refined = std::move(r);
   }
   return outcome;
+}
+
+std::string sweep_summary(const profiler::SweepOutcome& outcome, int64_t repeat) {
+  std::string out = "sweep " + std::to_string(outcome.sweep.value) + ": ran " +
+                    std::to_string(outcome.ran) + ", skipped " + std::to_string(outcome.skipped) +
+                    " (already measured), ok " + std::to_string(outcome.ok) + ", failed " +
+                    std::to_string(outcome.failed) + ", out of memory " +
+                    std::to_string(outcome.oom);
+  if (outcome.by_other > 0) {
+    out += ", measured by another offtune process " + std::to_string(outcome.by_other);
+  }
+  if (outcome.repeated > 0) {
+    out += ", runs of later rounds (--repeat " + std::to_string(repeat) + ") " +
+           std::to_string(outcome.repeated);
+  }
+  return out;
 }
 
 }  // namespace offtune::requests

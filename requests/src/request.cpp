@@ -99,7 +99,13 @@ void check_backend(const BackendFields& b, Checker& c) {
                                   "' (valid: auto, cuda, host-sim)");
     }
   });
-  c.parse("--link", [&] { profiler::parse_link(b.link); });
+  c.parse("--link", [&] {
+    if (link_list(b.link).size() > 1 && kind == BackendKind::Cuda) {
+      throw std::invalid_argument(
+          "--link takes a list on host-sim only (cuda copies over the GPU's own link): give one "
+          "link, or --backend host-sim");
+    }
+  });
   if (!b.device_model.empty()) {
     c.parse("--device-model", [&] { profiler::load_device_model(b.device_model); });
     if (kind == BackendKind::Cuda) {
@@ -127,19 +133,19 @@ void check_backend(const BackendFields& b, Checker& c) {
   }
 }
 
-// The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
-// very problem the bound prevents.
-// "a,b,c": the values in order, each checked by `valid` (which throws OptionsError or
-// std::invalid_argument with the valid values); a repeated one is refused.
-template <typename Valid>
-std::vector<std::string> value_list(std::string_view flag, const std::string& text, Valid valid) {
+// "a,b,c": the values in order, each as `canonical` names it (every:1 is all; it throws
+// OptionsError or std::invalid_argument with the valid values for a bad one); a value named twice
+// is refused.
+template <typename Canonical>
+std::vector<std::string> value_list(std::string_view flag, const std::string& text,
+                                    Canonical canonical) {
   std::vector<std::string> out;
   size_t start = 0;
   for (;;) {
     const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma - start);
+    std::string name = text.substr(start, comma - start);
     try {
-      valid(name);
+      name = canonical(name);
     } catch (const std::exception& err) {
       throw std::invalid_argument(std::string(flag) + ": " + err.what());
     }
@@ -152,21 +158,22 @@ std::vector<std::string> value_list(std::string_view flag, const std::string& te
   }
 }
 
-// The variant axes as canonical names (every:1 is all).
+// A value that is its own canonical name, once `check` takes it.
+template <typename Check>
+auto as_given(Check check) {
+  return [check](const std::string& n) {
+    (void)check(n);
+    return n;
+  };
+}
+
+// The variant axes as canonical names (every:1 is all, on is on:1).
 std::vector<std::string> checkpoint_list(const std::string& text) {
-  auto names = value_list("--checkpoint", text,
-                          [](const std::string& n) { (void)parse_checkpoint_policy(n); });
-  for (auto& n : names) n = to_string(parse_checkpoint_policy(n));
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--checkpoint names '" + names[i] + "' twice");
-    }
-  }
-  return names;
+  return value_list("--checkpoint", text,
+                    [](const std::string& n) { return to_string(parse_checkpoint_policy(n)); });
 }
 std::vector<std::string> offload_set_list(const std::string& text) {
-  return value_list("--offload", text, [](const std::string& n) { (void)parse_offload_set(n); });
+  return value_list("--offload", text, as_given(parse_offload_set));
 }
 std::vector<std::string> tier_list(const std::string& text) {
   return value_list("--tier", text, [](const std::string& n) {
@@ -174,21 +181,13 @@ std::vector<std::string> tier_list(const std::string& text) {
     if (std::find(names.begin(), names.end(), n) == names.end()) {
       throw std::invalid_argument("unknown tier '" + n + "' (valid: host, disk, auto)");
     }
+    return n;
   });
 }
-
 std::vector<std::string> layer_offload_list(const std::string& text) {
-  auto names = value_list("--layer-offload", text,
-                          [](const std::string& n) { (void)profiler::parse_layer_offload(n); });
-  // Canonical names (on is on:1), each once.
-  for (size_t i = 0; i < names.size(); ++i) {
-    names[i] = profiler::layer_offload_text(profiler::parse_layer_offload(names[i]));
-    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
-        names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--layer-offload names '" + names[i] + "' twice");
-    }
-  }
-  return names;
+  return value_list("--layer-offload", text, [](const std::string& n) {
+    return profiler::layer_offload_text(profiler::parse_layer_offload(n));
+  });
 }
 
 // The request's grid without its checks (count_points runs before them).
@@ -205,9 +204,17 @@ profiler::Grid grid_of(const SweepRequest& r) {
   g.offload_sets = axis(offload_set_list(r.engine.offload_set), g.base.offload_set);
   g.tiers = axis(tier_list(r.engine.tier), g.base.tier);
   g.layer_offloads = axis(layer_offload_list(r.engine.layer_offload), g.base.layer_offload);
-  const auto depths = prefetch_list(r.engine.prefetch);
-  g.base.prefetch = depths.front();
-  if (depths.size() > 1) g.prefetches = depths;
+  // The same for axes of other types.
+  const auto values = []<typename T>(std::vector<T> given, auto& base) {
+    base = given.front();
+    return given.size() > 1 ? given : std::vector<T>{};
+  };
+  g.prefetches = values(prefetch_list(r.engine.prefetch), g.base.prefetch);
+  g.links = axis(link_list(r.backend.link), g.base.link);
+  g.streams = values(switch_list("--streams", r.engine.streams), g.base.use_streams);
+  g.pin_memory = values(switch_list("--pin-memory", r.engine.pin_memory), g.base.use_pin_memory);
+  g.max_fwd_stash_bytes =
+      values(profiler::parse_size_list(r.max_fwd_stash_bytes), g.base.max_fwd_stash_bytes);
   return g;
 }
 
@@ -253,6 +260,9 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
     }
   });
   c.parse("--tier", [&] { one("--tier", tier_list(e.tier).size()); });
+  c.parse("--streams", [&] { one("--streams", switch_list("--streams", e.streams).size()); });
+  c.parse("--pin-memory",
+          [&] { one("--pin-memory", switch_list("--pin-memory", e.pin_memory).size()); });
   c.parse("--layer-offload",
           [&] { one("--layer-offload", layer_offload_list(e.layer_offload).size()); });
 }
@@ -385,39 +395,36 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
     throw std::invalid_argument("--prefetch takes a depth or a list such as 0,1,2: " +
                                 std::string(e.what()));
   }
-  for (size_t i = 0; i < depths.size(); ++i) {
-    if (depths[i] < 0 || depths[i] > kMaxPrefetch) {
+  // Sorted and each once already (parse_int_list).
+  for (const int64_t depth : depths) {
+    if (depth < 0 || depth > kMaxPrefetch) {
       throw std::invalid_argument("--prefetch must be between 0 and " +
-                                  std::to_string(kMaxPrefetch) + ", got " +
-                                  std::to_string(depths[i]));
-    }
-    if (std::find(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(i), depths[i]) !=
-        depths.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--prefetch names " + std::to_string(depths[i]) + " twice");
+                                  std::to_string(kMaxPrefetch) + ", got " + std::to_string(depth));
     }
   }
   if (depths.empty()) throw std::invalid_argument("--prefetch takes a depth, e.g. 1");
   return depths;
 }
 
-std::vector<std::string> semantics_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma - start);
-    try {
-      (void)parse_semantics(name);
-    } catch (const OptionsError& err) {
-      throw std::invalid_argument(err.what());
-    }
-    if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw std::invalid_argument("--semantics names '" + name + "' twice");
-    }
-    out.push_back(name);
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
+std::vector<bool> switch_list(std::string_view flag, const std::string& text) {
+  std::vector<bool> out;
+  for (const std::string& name : value_list(flag, text, [](const std::string& n) {
+         if (n != "on" && n != "off") {
+           throw std::invalid_argument("'" + n + "' is not on or off (a list: on,off)");
+         }
+         return n;
+       })) {
+    out.push_back(name == "on");
   }
+  return out;
+}
+
+std::vector<std::string> link_list(const std::string& text) {
+  return value_list("--link", text, as_given(profiler::parse_link));
+}
+
+std::vector<std::string> semantics_list(const std::string& text) {
+  return value_list("--semantics", text, as_given(parse_semantics));
 }
 std::vector<std::string> link_names() { return {"pcie4", "pcie5", "nvlink-c2c", "none"}; }
 
@@ -485,6 +492,11 @@ std::vector<FieldError> check(const RunRequest& r) {
     }
   });
   c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
+  c.parse("--link", [&] {
+    if (link_list(r.backend.link).size() != 1) {
+      throw std::invalid_argument("--link takes one value for a run (a list is for sweep)");
+    }
+  });
   check_engine(r.engine, c, /*list=*/false);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
@@ -507,6 +519,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
       if (w < 1) throw std::invalid_argument("--max-fwd-stash-size values must be at least 1");
     }
   });
+  c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size_list(r.max_fwd_stash_bytes); });
   check_engine(r.engine, c, /*list=*/true);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
@@ -522,7 +535,9 @@ std::vector<FieldError> check(const SweepRequest& r) {
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
   }
   const bool variants_ok = !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier") &&
-                           !c.has("--layer-offload") && !c.has("--prefetch");
+                           !c.has("--layer-offload") && !c.has("--prefetch") &&
+                           !c.has("--streams") && !c.has("--pin-memory") && !c.has("--link") &&
+                           !c.has("--max-fwd-stash-bytes");
   if (r.predict_first && variants_ok) {
     const profiler::Grid g = grid_of(r);
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
@@ -557,6 +572,9 @@ std::vector<FieldError> check(const SweepRequest& r) {
   return c.take();
 }
 
+void require_valid(const RunRequest& r) { throw_if_invalid(check(r)); }
+void require_valid(const SweepRequest& r) { throw_if_invalid(check(r)); }
+
 profiler::Workload to_workload(const WorkloadFields& f) {
   Checker c;
   check_workload(f, c);
@@ -580,8 +598,9 @@ Backend to_backend(const BackendFields& f) {
   throw_if_invalid(c.take());
   Backend b;
   b.kind = parse_backend(f.backend);
-  b.link = profiler::parse_link(f.link);
-  b.link_name = f.link;
+  // A sweep over links prepares its backend with the first; each point runs over its own.
+  b.link_name = link_list(f.link).front();
+  b.link = profiler::parse_link(b.link_name);
   if (!f.device_model.empty()) b.device_model = profiler::load_device_model(f.device_model);
   b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
   b.threads = f.threads == "auto" ? -1 : profiler::parse_int64(f.threads);
@@ -597,8 +616,8 @@ profiler::EngineConfig to_engine_config(const RunRequest& r) {
   c.max_fwd_stash_size = profiler::parse_int_list(r.max_fwd_stash_size).at(0);
   c.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes);
   c.prefetch = prefetch_list(r.engine.prefetch).front();
-  c.use_streams = !r.engine.no_streams;
-  c.use_pin_memory = !r.engine.no_pin_memory;
+  c.use_streams = switch_list("--streams", r.engine.streams).front();
+  c.use_pin_memory = switch_list("--pin-memory", r.engine.pin_memory).front();
   c.verify = r.engine.verify;
   c.link = r.backend.link;
   c.semantics = r.engine.semantics;
@@ -623,6 +642,10 @@ profiler::Grid to_grid(const SweepRequest& r) {
   defaults.engine.tier = grid.base.tier;
   defaults.engine.layer_offload = grid.base.layer_offload;
   defaults.engine.prefetch = std::to_string(grid.base.prefetch);
+  defaults.engine.streams = grid.base.use_streams ? "on" : "off";
+  defaults.engine.pin_memory = grid.base.use_pin_memory ? "on" : "off";
+  defaults.backend.link = grid.base.link;
+  defaults.max_fwd_stash_bytes = std::to_string(grid.base.max_fwd_stash_bytes);
   // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
   // run's check would refuse that pair, the sweep's accepted it.
   defaults.engine.offload_set = "all";

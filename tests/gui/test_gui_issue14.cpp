@@ -193,16 +193,7 @@ TEST(Issue14, CellLabelsKeepAMinimumFontAndShortenInstead) {
 // --- 2. A cancelled sweep does not look complete
 // ----------------------------------------------------
 
-SweepRequest tiny_request(const std::string& db, const std::string& sizes,
-                          const std::string& windows) {
-  SweepRequest r;
-  r.db = db;
-  r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
-  r.min_offload_sizes = sizes;
-  r.max_fwd_stash_sizes = windows;
-  r.backend.backend = "host-sim";
-  return r;
-}
+using test::tiny_request;
 
 QString heading(const SweepView& view) {
   QStringList all;

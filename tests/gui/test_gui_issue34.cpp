@@ -5,6 +5,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QHeaderView>
 #include <QLabel>
@@ -37,16 +38,7 @@ namespace pf = offtune::profiler;
 constexpr int kWaitMs = 60000;
 constexpr int kSweepWaitMs = 300000;
 
-SweepRequest tiny_request(const std::string& db, const std::string& sizes,
-                          const std::string& windows) {
-  SweepRequest r;
-  r.db = db;
-  r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
-  r.min_offload_sizes = sizes;
-  r.max_fwd_stash_sizes = windows;
-  r.backend.backend = "host-sim";
-  return r;
-}
+using test::tiny_request;
 
 // Runs the event loop until `done()` or the timeout; returns done().
 bool wait_until(const std::function<bool()>& done, int timeout_ms = kWaitMs) {
@@ -427,6 +419,61 @@ TEST(Issue34Form, AnErrorForAFieldAlreadyFixedGoes) {
   EXPECT_FALSE(status->text().contains(QStringLiteral("zzz"))) << status->text().toStdString();
   EXPECT_TRUE(status->text().contains(QStringLiteral("max-fwd-stash-size")))
       << status->text().toStdString();
+}
+
+// Item 14: every engine knob is an axis in the form as in the CLI. Streams, pinned memory, the byte
+// window and the link each take a list that the request layer parses (the form never does): the
+// point count follows it, the request carries it, and a bad list is refused naming the flag. The
+// form had no field for the first three, and the link took one.
+TEST(Issue34Form, StreamsPinMemoryByteWindowAndLinkTakeListsAsTheCliDoes) {
+  SweepForm form;
+  form.setRequest(tiny_request("x.db", "1KiB", "1"));
+  const auto* points = form.findChild<QLabel*>(QStringLiteral("points"));
+  ASSERT_NE(points, nullptr);
+  const struct {
+    const char* name;  // the field's object name
+    const char* flag;
+    const char* list;
+    const char* bad;
+    std::string (*given)(const SweepRequest&);
+  } knobs[] = {
+      {"streams", "--streams", "on,off", "on,maybe",
+       [](const SweepRequest& r) { return r.engine.streams; }},
+      {"pin_memory", "--pin-memory", "off,on", "on,on",
+       [](const SweepRequest& r) { return r.engine.pin_memory; }},
+      {"max_fwd_stash_bytes", "--max-fwd-stash-bytes", "0,64MiB", "0,12 parsecs",
+       [](const SweepRequest& r) { return r.max_fwd_stash_bytes; }},
+      {"link", "--link", "none,pcie5", "pcie4,fast",
+       [](const SweepRequest& r) { return r.backend.link; }},
+  };
+  for (const auto& knob : knobs) {
+    SCOPED_TRACE(knob.name);
+    auto* field = form.findChild<QComboBox*>(QString::fromLatin1(knob.name));
+    ASSERT_NE(field, nullptr) << "no field " << knob.name;
+    EXPECT_EQ(field->property("flag").toString().toStdString(), knob.flag);
+    const QString before = field->currentText();
+    field->setCurrentText(QString::fromLatin1(knob.list));
+    EXPECT_EQ(knob.given(form.request()), knob.list);
+    EXPECT_TRUE(points->text().startsWith(QStringLiteral("3 "))) << points->text().toStdString();
+    field->setCurrentText(QString::fromLatin1(knob.bad));
+    EXPECT_TRUE(points->text().contains(QString::fromLatin1(knob.flag)))
+        << points->text().toStdString();
+    field->setCurrentText(before);
+    EXPECT_TRUE(points->text().startsWith(QStringLiteral("2 "))) << points->text().toStdString();
+  }
+  // A request round-trips through the form.
+  auto r = tiny_request("x.db", "1KiB", "1");
+  r.engine.streams = "off";
+  r.engine.pin_memory = "on,off";
+  r.max_fwd_stash_bytes = "1MiB";
+  r.backend.link = "pcie4,pcie5";
+  form.setRequest(r);
+  const auto back = form.request();
+  EXPECT_EQ(back.engine.streams, "off");
+  EXPECT_EQ(back.engine.pin_memory, "on,off");
+  EXPECT_EQ(back.max_fwd_stash_bytes, "1MiB");
+  EXPECT_EQ(back.backend.link, "pcie4,pcie5");
+  EXPECT_TRUE(points->text().startsWith(QStringLiteral("5 "))) << points->text().toStdString();
 }
 
 }  // namespace

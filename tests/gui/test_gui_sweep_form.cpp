@@ -9,6 +9,7 @@
 #include <QTemporaryDir>
 #include <set>
 
+#include "gui_test_util.hpp"
 #include "offtune/gui/main_window.hpp"
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/sweep_form.hpp"
@@ -21,16 +22,7 @@ namespace {
 namespace pf = offtune::profiler;
 constexpr int kSweepWaitMs = 300000;
 
-SweepRequest tiny_request(const std::string& db, const std::string& sizes,
-                          const std::string& windows) {
-  SweepRequest r;
-  r.db = db;
-  r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
-  r.min_offload_sizes = sizes;
-  r.max_fwd_stash_sizes = windows;
-  r.backend.backend = "host-sim";
-  return r;
-}
+using test::tiny_request;
 
 // Waits for the form's sweepFinished; returns its arguments.
 QList<QVariant> wait_finished(SweepForm& form, QSignalSpy& spy) {

@@ -131,6 +131,10 @@ class SweepForm : public QWidget {
   QComboBox* layer_offload_ = nullptr;
   QSpinBox* lora_rank_ = nullptr;
   QComboBox* prefetch_ = nullptr;  // a depth or a list (an axis), as --prefetch
+  // Each a value or a list (an axis), as --streams, --pin-memory and --max-fwd-stash-bytes.
+  QComboBox* streams_ = nullptr;
+  QComboBox* pin_memory_ = nullptr;
+  QComboBox* stash_bytes_ = nullptr;
   QSpinBox* repeat_ = nullptr;
   QCheckBox* predict_first_ = nullptr;
   QLineEdit* capacity_ = nullptr;

@@ -45,15 +45,26 @@ struct Grid {
   std::vector<std::string> layer_offloads;
   // Prefetch depths (backward reloads ahead of use) as an axis, likewise (empty: base.prefetch).
   std::vector<int64_t> prefetches;
+  // host-sim's link models by name (parse_link's input: "pcie4", "12:15") as an axis, likewise
+  // (empty: base.link). A point's link model is the one its config names.
+  std::vector<std::string> links;
+  // Copies on a side stream (true) or on the compute stream (false: single-stream, "legacy"), and
+  // pinned (true) or pageable host memory, as axes, likewise (empty: base.use_streams,
+  // base.use_pin_memory).
+  std::vector<bool> streams;
+  std::vector<bool> pin_memory;
+  // The forward window's bound in bytes (0: none) as an axis, likewise (empty:
+  // base.max_fwd_stash_bytes).
+  std::vector<int64_t> max_fwd_stash_bytes;
   EngineConfig base;  // every other knob, shared by all points
 };
 
 // Point 0 is the baseline (offload = false, no checkpointing, no layer offloading: plain training);
 // then one point per other pair of checkpoint policy and layer offloading without offloading
 // activations (checkpointing alone, layer offloading alone, both); then, per checkpoint policy,
-// layer offloading, offload set, tier, semantics and prefetch (outer to inner, each in the order
-// given), every (min_offload_size, max_fwd_stash_size) pair, sizes outer, windows inner. Without
-// the variant axes this is the grid as it always was.
+// layer offloading, offload set, tier, semantics, prefetch, link, streams, pinned memory and byte
+// window (outer to inner, each in the order given), every (min_offload_size, max_fwd_stash_size)
+// pair, sizes outer, windows inner. Without the variant axes this is the grid as it always was.
 std::vector<EngineConfig> expand_grid(const Grid& grid);
 // How many points expand_grid makes, without making them (a typo in a range must be refused before
 // a 10^8-point grid is built to count it).

@@ -81,4 +81,9 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::atomic<bool>* cancel,
                                profiler::RefineOutcome* refined = nullptr);
 
+// What a front end says of a finished sweep, in one line: "sweep 3: ran 5, skipped 0 (already
+// measured), ok 5, failed 0, out of memory 0", then ", measured by another offtune process N" and
+// ", runs of later rounds (--repeat R) N" where there were any.
+std::string sweep_summary(const profiler::SweepOutcome& outcome, int64_t repeat);
+
 }  // namespace offtune::requests

@@ -87,7 +87,9 @@ inline constexpr Range kLoraRankRange{0, 4096};
 // Where it is measured (--backend, --link, --device-capacity, --threads, --collector).
 struct BackendFields {
   std::string backend = "auto";  // auto (cuda when a GPU is visible), cuda, host-sim
-  std::string link = "pcie4";    // host-sim link model: link_names() or GBPS:LATENCY_US
+  // host-sim link model: link_names() or GBPS:LATENCY_US; a host-sim sweep takes a list (an axis):
+  // "pcie4,pcie5".
+  std::string link = "pcie4";
   // host-sim: time steps as this GPU would (device_model_names() or a JSON file); empty: as this
   // CPU does.
   std::string device_model;
@@ -102,8 +104,11 @@ struct BackendFields {
 struct EngineFields {
   // Backward reloads ahead of use, 0..kMaxPrefetch; a sweep takes a list (an axis): "0,1,2".
   std::string prefetch = "1";
-  bool no_streams = false;
-  bool no_pin_memory = false;
+  // Copies on a side stream ("on") or on the compute stream ("off": single-stream, legacy), and
+  // pinned ("on") or pageable ("off") host memory; a sweep takes "on,off" (an axis). The CLI's
+  // --no-streams and --no-pin-memory are "off".
+  std::string streams = "on";
+  std::string pin_memory = "on";
   // The correctness sentinel (OffloadOptions::verify): every offloaded copy checksummed at pack and
   // checked at unpack; a copy that comes back different fails the run naming the tensor.
   bool verify = false;
@@ -134,6 +139,12 @@ std::vector<std::string> semantics_list(const std::string& text);
 // naming --prefetch otherwise.
 std::vector<int64_t> prefetch_list(const std::string& text);
 inline constexpr int64_t kMaxPrefetch = 64;
+// "on,off": a switch's values in order (on is true), each once. Throws std::invalid_argument
+// naming `flag` otherwise.
+std::vector<bool> switch_list(std::string_view flag, const std::string& text);
+// "pcie4,pcie5": link models by name in order (link_names() or GBPS:LATENCY_US), each valid and
+// once. Throws std::invalid_argument naming --link otherwise.
+std::vector<std::string> link_list(const std::string& text);
 // The default bound on a sweep's points (--max-points), and the most it can be raised to.
 inline constexpr int64_t kDefaultMaxPoints = 1000;
 inline constexpr int64_t kMaxMaxPoints = 1000000;
@@ -161,6 +172,8 @@ struct SweepRequest {
   // The grid: lists or ranges (profiler/units.hpp has the syntax).
   std::string min_offload_sizes = "1KiB:64MiB:x8";
   std::string max_fwd_stash_sizes = "1,2,5";  // each >= 1
+  // The forward window's bound in bytes, a size or a list of sizes (an axis): "0,64MiB" (0: none).
+  std::string max_fwd_stash_bytes = "0";
   std::string shard = "1/1";
   // A grid larger than this is refused before anything runs: every point is a separate measured
   // run, and a typo in a range ("1B:1000B:+1") would otherwise queue a sweep that never ends.
@@ -216,6 +229,10 @@ struct FieldError {
 // is loaded.
 std::vector<FieldError> check(const RunRequest& request);
 std::vector<FieldError> check(const SweepRequest& request);
+// Throws RequestError (every bad field) when check() finds any: what each front end calls before
+// it runs a request.
+void require_valid(const RunRequest& request);
+void require_valid(const SweepRequest& request);
 
 // Thrown by the conversions below for an invalid request; what() is the first message, errors()
 // all of them.
