@@ -5,6 +5,8 @@
 // "one rule per value", "nothing left behind by a refusal").
 #include "offtune/cli/command_line.hpp"
 
+#include <c10/util/Exception.h>
+
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -20,7 +23,13 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "offtune/options.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/units.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
 namespace {
@@ -836,6 +845,63 @@ TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("same dtype"), std::string::npos) << r.out;
   fs::remove("bf16.db");
+}
+
+}  // namespace
+}  // namespace offtune::cli
+
+namespace offtune::cli {
+namespace {
+
+// The exit status and the error line of a command that ended by what `fault` throws.
+std::pair<int, std::string> ended_by(const std::function<void()>& fault) {
+  std::ostringstream err;
+  try {
+    fault();
+  } catch (...) {
+    const int code = exit_status_of(std::current_exception(), err);
+    return {code, err.str()};
+  }
+  return {-1, ""};
+}
+
+// Exit 2 says "bad command line or input": only a value the user gave, refused, earns it. A
+// std::invalid_argument thrown deep inside the work on valid input (a model, the predictor: a
+// fault of offtune's) is the work failing, exit 1, with its one error line.
+TEST(ExitStatus, OnlyAValueFromTheUserIsABadCommandLine) {
+  const auto deep = ended_by([] {
+    throw std::invalid_argument(
+        "a trace recorded under trl semantics cannot predict a point under offtune");
+  });
+  EXPECT_EQ(deep.first, 1) << deep.second;
+  EXPECT_EQ(deep.second,
+            "error: a trace recorded under trl semantics cannot predict a point under offtune\n");
+  EXPECT_EQ(ended_by([] { throw std::out_of_range("vector::at"); }).first, 1);
+  EXPECT_EQ(ended_by([] { throw std::runtime_error("disk tier: short write"); }).first, 1);
+  EXPECT_EQ(ended_by([] { TORCH_CHECK(false, "shape mismatch"); }).first, 1);
+  // The user's input, refused at any layer, stays exit 2; a store that cannot be used 3.
+  EXPECT_EQ(ended_by([] {
+              throw requests::RequestError(
+                  std::vector<requests::FieldError>{{"--batch", "--batch must be ..."}});
+            }),
+            (std::pair<int, std::string>{2, "error: --batch must be ...\n"}));
+  EXPECT_EQ(ended_by([] { throw requests::UsageError("--db is required"); }).first, 2);
+  EXPECT_EQ(ended_by([] { throw profiler::ParseError("invalid size 'x'"); }).first, 2);
+  EXPECT_EQ(ended_by([] { throw OptionsError("max_fwd_stash_size must be >= 1"); }).first, 2);
+  EXPECT_EQ(ended_by([] {
+              throw profiler::StoreError(profiler::StoreError::Kind::Corrupt, "corrupt");
+            }).first,
+            3);
+}
+
+// A model that cannot be built from what the user asked (a sequence longer than the built-in
+// model takes) is refused input, end to end: exit 2, one line, no store created.
+TEST_F(CommandLine, AModelThatCannotBeBuiltIsRefusedInput) {
+  const auto o = offtune({"run", "--db", "seq.db", "--model", "tiny", "--seq", "100000", "--steps",
+                          "1", "--warmup", "0"});
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(o.err, "error: --seq 100000 exceeds the max_seq_len 128 of model tiny\n");
+  EXPECT_FALSE(fs::exists("seq.db"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "offtune/profiler/backend.hpp"
 #include "offtune/samples/registry.hpp"
@@ -30,6 +31,20 @@ struct Bound {
   std::unique_ptr<WorkloadInstance> workload;
 };
 
+// Runs `build`, the building of what the user asked for (the backend, the model): its
+// std::invalid_argument is a refusal of the user's input, as the samples and the backend word
+// theirs, and becomes one of this layer's (a fault while the request later runs does not).
+template <typename Build>
+auto as_refusal(Build&& build) {
+  try {
+    return std::forward<Build>(build)();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
 // Prepares the backend (filling `env`) and builds the workload on its device.
 Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Environment& env) {
   profiler::BackendRequest b;
@@ -39,7 +54,7 @@ Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Envir
   b.device_model = backend.device_model;
   b.device_capacity = backend.device_capacity;
   b.threads = backend.threads;
-  const auto prepared = profiler::prepare_backend(b, env);
+  const auto prepared = as_refusal([&] { return profiler::prepare_backend(b, env); });
   samples::WorkloadSpec spec;
   spec.model = fields.model;
   spec.batch = fields.batch;
@@ -50,7 +65,7 @@ Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Envir
   spec.input_spec = fields.input_spec;
   spec.lora_rank = fields.lora_rank;
   spec.blocks = fields.blocks;
-  return {prepared.base, samples::make_workload(spec, prepared.device)};
+  return {prepared.base, as_refusal([&] { return samples::make_workload(spec, prepared.device); })};
 }
 
 }  // namespace
@@ -93,7 +108,7 @@ PreparedSweep prepare_script(const SweepRequest& request) {
   b.link_name = backend.link_name;
   b.device_model = backend.device_model;
   b.threads = backend.threads;
-  out.spec.base = profiler::prepare_backend(b, out.spec.env).base;
+  out.spec.base = as_refusal([&] { return profiler::prepare_backend(b, out.spec.env); }).base;
   const profiler::ScriptIdentity identity = profiler::script_identity(request.script);
   out.spec.script = request.script;
   out.spec.script_hash = identity.hash;

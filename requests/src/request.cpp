@@ -95,8 +95,7 @@ void check_backend(const BackendFields& b, Checker& c) {
     try {
       kind = parse_backend(b.backend);
     } catch (const OptionsError&) {
-      throw std::invalid_argument("unknown backend '" + b.backend +
-                                  "' (valid: auto, cuda, host-sim)");
+      throw UsageError("unknown backend '" + b.backend + "' (valid: auto, cuda, host-sim)");
     }
   });
   c.parse("--link", [&] { profiler::parse_link(b.link); });
@@ -109,7 +108,7 @@ void check_backend(const BackendFields& b, Checker& c) {
   if (!b.device_capacity.empty()) {
     c.parse("--device-capacity", [&] {
       if (profiler::parse_size(b.device_capacity) <= 0) {
-        throw std::invalid_argument("--device-capacity must be positive");
+        throw UsageError("--device-capacity must be positive");
       }
     });
     if (kind == BackendKind::Cuda) c.fail("--device-capacity", "applies to host-sim only");
@@ -119,9 +118,9 @@ void check_backend(const BackendFields& b, Checker& c) {
     c.parse("--threads", [&] {
       const int64_t n = profiler::parse_int64(b.threads);
       if (n < 1 || n > max_threads()) {
-        throw std::invalid_argument("--threads must be auto or between 1 and " +
-                                    std::to_string(max_threads()) +
-                                    " (this machine's cores), got " + b.threads);
+        throw UsageError("--threads must be auto or between 1 and " +
+                         std::to_string(max_threads()) + " (this machine's cores), got " +
+                         b.threads);
       }
     });
   }
@@ -141,10 +140,10 @@ std::vector<std::string> value_list(std::string_view flag, const std::string& te
     try {
       valid(name);
     } catch (const std::exception& err) {
-      throw std::invalid_argument(std::string(flag) + ": " + err.what());
+      throw UsageError(std::string(flag) + ": " + err.what());
     }
     if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw std::invalid_argument(std::string(flag) + " names '" + name + "' twice");
+      throw UsageError(std::string(flag) + " names '" + name + "' twice");
     }
     out.push_back(name);
     if (comma == std::string::npos) return out;
@@ -160,7 +159,7 @@ std::vector<std::string> checkpoint_list(const std::string& text) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
         names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--checkpoint names '" + names[i] + "' twice");
+      throw UsageError("--checkpoint names '" + names[i] + "' twice");
     }
   }
   return names;
@@ -172,7 +171,7 @@ std::vector<std::string> tier_list(const std::string& text) {
   return value_list("--tier", text, [](const std::string& n) {
     const auto names = tier_names();
     if (std::find(names.begin(), names.end(), n) == names.end()) {
-      throw std::invalid_argument("unknown tier '" + n + "' (valid: host, disk, auto)");
+      throw UsageError("unknown tier '" + n + "' (valid: host, disk, auto)");
     }
   });
 }
@@ -185,7 +184,7 @@ std::vector<std::string> layer_offload_list(const std::string& text) {
     names[i] = profiler::layer_offload_text(profiler::parse_layer_offload(names[i]));
     if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
         names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--layer-offload names '" + names[i] + "' twice");
+      throw UsageError("--layer-offload names '" + names[i] + "' twice");
     }
   }
   return names;
@@ -219,19 +218,18 @@ int64_t count_points(const SweepRequest& r) { return profiler::grid_size(grid_of
 void check_engine(const EngineFields& e, Checker& c, bool list) {
   c.parse("--prefetch", [&] {
     if (prefetch_list(e.prefetch).size() != 1 && !list) {
-      throw std::invalid_argument("--prefetch takes one value for a run (a list is for sweep)");
+      throw UsageError("--prefetch takes one value for a run (a list is for sweep)");
     }
   });
   c.parse("--semantics", [&] {
     const auto names = semantics_list(e.semantics);
     if (!list && names.size() != 1) {
-      throw std::invalid_argument("--semantics takes one value for a run (a list is for sweep)");
+      throw UsageError("--semantics takes one value for a run (a list is for sweep)");
     }
   });
   const auto one = [&](std::string_view flag, size_t n) {
     if (!list && n != 1) {
-      throw std::invalid_argument(std::string(flag) +
-                                  " takes one value for a run (a list is for sweep)");
+      throw UsageError(std::string(flag) + " takes one value for a run (a list is for sweep)");
     }
   };
   c.parse("--checkpoint", [&] { one("--checkpoint", checkpoint_list(e.checkpoint).size()); });
@@ -247,7 +245,7 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
     const bool checkpoints =
         std::any_of(ckpts.begin(), ckpts.end(), [](const std::string& n) { return n != "none"; });
     if (!checkpoints && std::find(sets.begin(), sets.end(), "boundaries") != sets.end()) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--offload boundaries offloads the inputs of checkpointed blocks only: give "
           "--checkpoint all or every:K too (without checkpointing nothing would be offloaded)");
     }
@@ -354,7 +352,7 @@ void check_timeout(const SweepRequest& r, Checker& c) {
     try {
       (void)profiler::parse_positive_number(r.timeout_per_point);
     } catch (const std::invalid_argument&) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--timeout-per-point takes seconds, a positive number such as "
           "600, got '" +
           r.timeout_per_point + "'");
@@ -382,21 +380,19 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
   try {
     depths = profiler::parse_int_list(text);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("--prefetch takes a depth or a list such as 0,1,2: " +
-                                std::string(e.what()));
+    throw UsageError("--prefetch takes a depth or a list such as 0,1,2: " + std::string(e.what()));
   }
   for (size_t i = 0; i < depths.size(); ++i) {
     if (depths[i] < 0 || depths[i] > kMaxPrefetch) {
-      throw std::invalid_argument("--prefetch must be between 0 and " +
-                                  std::to_string(kMaxPrefetch) + ", got " +
-                                  std::to_string(depths[i]));
+      throw UsageError("--prefetch must be between 0 and " + std::to_string(kMaxPrefetch) +
+                       ", got " + std::to_string(depths[i]));
     }
     if (std::find(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(i), depths[i]) !=
         depths.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw std::invalid_argument("--prefetch names " + std::to_string(depths[i]) + " twice");
+      throw UsageError("--prefetch names " + std::to_string(depths[i]) + " twice");
     }
   }
-  if (depths.empty()) throw std::invalid_argument("--prefetch takes a depth, e.g. 1");
+  if (depths.empty()) throw UsageError("--prefetch takes a depth, e.g. 1");
   return depths;
 }
 
@@ -409,10 +405,10 @@ std::vector<std::string> semantics_list(const std::string& text) {
     try {
       (void)parse_semantics(name);
     } catch (const OptionsError& err) {
-      throw std::invalid_argument(err.what());
+      throw UsageError(err.what());
     }
     if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw std::invalid_argument("--semantics names '" + name + "' twice");
+      throw UsageError("--semantics names '" + name + "' twice");
     }
     out.push_back(name);
     if (comma == std::string::npos) return out;
@@ -431,8 +427,7 @@ Dtype parse_dtype(std::string_view text) {
   if (text == "fp32" || text == "float32" || text == "float") return Dtype::Fp32;
   if (text == "bf16" || text == "bfloat16") return Dtype::Bf16;
   if (text == "fp16" || text == "float16" || text == "half") return Dtype::Fp16;
-  throw std::invalid_argument("unknown dtype '" + std::string(text) +
-                              "' (valid: fp32, bf16, fp16)");
+  throw UsageError("unknown dtype '" + std::string(text) + "' (valid: fp32, bf16, fp16)");
 }
 
 std::string_view to_string(Dtype dtype) {
@@ -451,8 +446,7 @@ Collector parse_collector(std::string_view text) {
   if (text == "auto") return Collector::Auto;
   if (text == "cupti") return Collector::Cupti;
   if (text == "nvtx-only") return Collector::NvtxOnly;
-  throw std::invalid_argument("unknown collector '" + std::string(text) +
-                              "' (valid: auto, cupti, nvtx-only)");
+  throw UsageError("unknown collector '" + std::string(text) + "' (valid: auto, cupti, nvtx-only)");
 }
 
 std::string_view to_string(Collector collector) {
@@ -468,7 +462,7 @@ std::string_view to_string(Collector collector) {
 }
 
 RequestError::RequestError(std::vector<FieldError> errors)
-    : std::invalid_argument(errors.empty() ? "invalid request" : errors.front().message),
+    : UsageError(errors.empty() ? "invalid request" : errors.front().message),
       errors_(std::move(errors)) {}
 
 std::vector<FieldError> check(const RunRequest& r) {
@@ -479,7 +473,7 @@ std::vector<FieldError> check(const RunRequest& r) {
   c.parse("--max-fwd-stash-size", [&] {
     const auto values = profiler::parse_int_list(r.max_fwd_stash_size);
     if (values.size() != 1 || values[0] < 1) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--max-fwd-stash-size takes one value, at least 1 (a list is "
           "for sweep)");
     }
@@ -504,7 +498,7 @@ std::vector<FieldError> check(const SweepRequest& r) {
   c.parse("--min-offload-size", [&] { profiler::parse_size_list(r.min_offload_sizes); });
   c.parse("--max-fwd-stash-size", [&] {
     for (int64_t w : profiler::parse_int_list(r.max_fwd_stash_sizes)) {
-      if (w < 1) throw std::invalid_argument("--max-fwd-stash-size values must be at least 1");
+      if (w < 1) throw UsageError("--max-fwd-stash-size values must be at least 1");
     }
   });
   check_engine(r.engine, c, /*list=*/true);
@@ -655,23 +649,21 @@ profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env) {
     try {
       return profiler::parse_int64(*value);
     } catch (const std::invalid_argument&) {
-      throw std::invalid_argument("--shard auto: " + name + "='" + *value +
-                                  "' is not a whole number");
+      throw UsageError("--shard auto: " + name + "='" + *value + "' is not a whole number");
     }
   };
   // index is 0-based, as the schedulers count; shards are 1-based.
   const auto shard = [](int64_t index, int64_t count, const std::string& from) {
     if (count < 1 || index < 0 || index >= count) {
-      throw std::invalid_argument("--shard auto: " + from + " give index " + std::to_string(index) +
-                                  " of " + std::to_string(count) +
-                                  " shards (expected 0 <= index < count)");
+      throw UsageError("--shard auto: " + from + " give index " + std::to_string(index) + " of " +
+                       std::to_string(count) + " shards (expected 0 <= index < count)");
     }
     return profiler::parse_shard(std::to_string(index + 1) + "/" + std::to_string(count));
   };
   if (const auto id = number("SLURM_ARRAY_TASK_ID")) {
     const auto count = number("SLURM_ARRAY_TASK_COUNT");
     if (!count) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (run "
           "under sbatch --array)");
     }
@@ -681,13 +673,13 @@ profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env) {
   if (const auto index = number("JOB_COMPLETION_INDEX")) {
     const auto count = number("OFFTUNE_SHARD_COUNT");
     if (!count) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--shard auto: JOB_COMPLETION_INDEX is set but OFFTUNE_SHARD_COUNT is not (set it "
           "in the Job's manifest to .spec.completions; docs/script-sweeps.md)");
     }
     return shard(*index, *count, "JOB_COMPLETION_INDEX and OFFTUNE_SHARD_COUNT");
   }
-  throw std::invalid_argument(
+  throw UsageError(
       "--shard auto reads the shard from the scheduler, and none is set: SLURM_ARRAY_TASK_ID "
       "with SLURM_ARRAY_TASK_COUNT (a Slurm job array), or JOB_COMPLETION_INDEX with "
       "OFFTUNE_SHARD_COUNT (a Kubernetes Indexed Job); elsewhere give --shard I/N");
@@ -710,7 +702,7 @@ auto with_flag(std::string_view flag, Parse&& parse) {
   try {
     return std::forward<Parse>(parse)();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+    throw UsageError(std::string(flag) + ": " + e.what());
   }
 }
 
@@ -719,7 +711,7 @@ auto with_flag(std::string_view flag, Parse&& parse) {
 int64_t parse_id(std::string_view flag, std::string_view text) {
   return with_flag(flag, [&] {
     const int64_t id = profiler::parse_int64(text);
-    if (id < 1) throw std::invalid_argument("ids start at 1, got " + std::string(text));
+    if (id < 1) throw UsageError("ids start at 1, got " + std::string(text));
     return id;
   });
 }
@@ -727,7 +719,7 @@ int64_t parse_id(std::string_view flag, std::string_view text) {
 int64_t parse_memory_budget(std::string_view flag, std::string_view text) {
   return with_flag(flag, [&] {
     const int64_t bytes = profiler::parse_size(text);
-    if (bytes < 1) throw std::invalid_argument("a memory budget must be at least 1 byte");
+    if (bytes < 1) throw UsageError("a memory budget must be at least 1 byte");
     return bytes;
   });
 }
@@ -748,8 +740,8 @@ double parse_tolerance_percent(std::string_view flag, std::string_view text) {
       pct = -1;
     }
     if (!(pct > 0 && pct < 100)) {
-      throw std::invalid_argument("invalid tolerance '" + std::string(text) +
-                                  "': expected a percentage from 0 to below 100, such as 1%");
+      throw UsageError("invalid tolerance '" + std::string(text) +
+                       "': expected a percentage from 0 to below 100, such as 1%");
     }
     return pct / 100.0;
   });

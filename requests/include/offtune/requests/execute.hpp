@@ -21,9 +21,10 @@ namespace offtune::requests {
 
 // The specs a request measures with, its backend prepared and its workload built. Preparing is
 // process-wide (host-sim's allocator and capacity, the intra-op threads: see prepare_backend in
-// profiler/backend.hpp). Each throws RequestError for an invalid request, and std::invalid_argument
-// (one line) for a model that cannot be built (a TorchScript file that does not load, a sequence
-// longer than a built-in model takes).
+// profiler/backend.hpp). Each throws RequestError for an invalid request, and UsageError (one
+// line) for a model that cannot be built (a TorchScript file that does not load, a sequence longer
+// than a built-in model takes) or a backend that refuses what was asked of it (a device capacity
+// where auto found a GPU).
 struct PreparedRun {
   profiler::RunSpec spec;
   std::unique_ptr<WorkloadInstance> workload;

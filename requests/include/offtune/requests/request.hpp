@@ -24,17 +24,32 @@
 
 namespace offtune::requests {
 
+// --- Errors by kind
+// --------------------------------------------------------------------------------
+
+// A value from the user, refused: what a front end reports as bad input (the CLI's exit 2, Python's
+// ValueError), with a one-line what() naming the value and what it takes. Every refusal of this
+// layer is one (RequestError included), and so is a model the samples cannot build from what was
+// asked (prepare()). The lower layers' refusals of a user's text are their own types, of the same
+// kind: profiler::ParseError (a size, a list, a shard) and OptionsError (an engine option). Any
+// other exception, std::invalid_argument included, thrown while a valid request runs is a fault
+// of the work (a model, the predictor, libtorch), not the user's input.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // --- Modes, parsed once at the edge ------------------------------------------------------------
 
 enum class Dtype : uint8_t { Fp32, Bf16, Fp16 };
-// "fp32"/"float32"/"float", "bf16"/"bfloat16", "fp16"/"float16"/"half". Throws
-// std::invalid_argument listing the valid names.
+// "fp32"/"float32"/"float", "bf16"/"bfloat16", "fp16"/"float16"/"half". Throws UsageError
+// listing the valid names.
 Dtype parse_dtype(std::string_view text);
 std::string_view to_string(Dtype dtype);  // "fp32", "bf16", "fp16": what a run records
 
 // The profiler's enum: parsed here, carried as is to the runner.
 using profiler::Collector;
-// "auto" | "cupti" | "nvtx-only". Throws std::invalid_argument listing them.
+// "auto" | "cupti" | "nvtx-only". Throws UsageError listing them.
 Collector parse_collector(std::string_view text);
 std::string_view to_string(Collector collector);
 
@@ -128,10 +143,10 @@ std::vector<std::string> tier_names();              // host, disk, auto
 std::vector<std::string> layer_offload_examples();  // off, on:1, on:2
 std::vector<std::string> semantics_names();         // offtune, trl
 // "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
-// std::invalid_argument for an unknown or repeated name.
+// UsageError for an unknown or repeated name.
 std::vector<std::string> semantics_list(const std::string& text);
-// "0,1,2": prefetch depths in order, each 0..kMaxPrefetch and once. Throws std::invalid_argument
-// naming --prefetch otherwise.
+// "0,1,2": prefetch depths in order, each 0..kMaxPrefetch and once. Throws UsageError naming
+// --prefetch otherwise.
 std::vector<int64_t> prefetch_list(const std::string& text);
 inline constexpr int64_t kMaxPrefetch = 64;
 // The default bound on a sweep's points (--max-points), and the most it can be raised to.
@@ -197,8 +212,8 @@ EnvLookup process_environment();
 // --shard: "I/N", or "auto": the index and count from the scheduler running this process, in this
 // order: Slurm's job array (SLURM_ARRAY_TASK_ID minus SLURM_ARRAY_TASK_MIN, 0 when unset, and
 // SLURM_ARRAY_TASK_COUNT), then a Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with the count in
-// OFFTUNE_SHARD_COUNT: the manifest sets it from .spec.completions). Throws std::invalid_argument
-// naming the variables when none is set or their values do not make a shard.
+// OFFTUNE_SHARD_COUNT: the manifest sets it from .spec.completions). Throws UsageError naming
+// the variables when none is set or their values do not make a shard.
 profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env = process_environment());
 
 // --- Validation
@@ -219,7 +234,7 @@ std::vector<FieldError> check(const SweepRequest& request);
 
 // Thrown by the conversions below for an invalid request; what() is the first message, errors()
 // all of them.
-class RequestError : public std::invalid_argument {
+class RequestError : public UsageError {
  public:
   explicit RequestError(std::vector<FieldError> errors);
   const std::vector<FieldError>& errors() const { return errors_; }
@@ -257,7 +272,7 @@ profiler::Grid to_grid(const SweepRequest& request);
 int64_t point_count(const SweepRequest& request);
 
 // --- Single values that are not part of a run or sweep request
-// ------------------------------------ Each throws std::invalid_argument with one line naming
+// ------------------------------------ Each throws UsageError with one line naming
 // `flag`; the CLI's recommend, report, export and --fail-if, and the dashboard's constraint fields
 // use them.
 
