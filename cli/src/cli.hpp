@@ -51,12 +51,11 @@ void add_workload_flags(CLI::App& sub, requests::WorkloadFields& workload,
 void add_grid_flags(CLI::App& sub, requests::SweepRequest& request);
 // --prefetch, --no-streams, --no-pin-memory.
 void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
-// Throws requests::RequestError when the request layer finds bad fields.
+// The request, checked once and parsed (requests::ValidRun or ValidSweep); throws
+// requests::RequestError when the request layer finds bad fields.
 template <typename Request>
-void require_valid(const Request& request) {
-  if (auto errors = requests::check(request); !errors.empty()) {
-    throw requests::RequestError(std::move(errors));
-  }
+auto require_valid(const Request& request) {
+  return requests::check(request).value();
 }
 
 // --fail-if METRIC>VALUE: peak>SIZE, step-ms>MS, slowdown>F (slowdown only where there is a

@@ -53,7 +53,8 @@ class Checker {
   std::vector<FieldError> errors_;
 };
 
-void check_workload(const WorkloadFields& w, Checker& c) {
+// `dtype`: the parsed --dtype, when valid.
+void check_workload(const WorkloadFields& w, Checker& c, Dtype& dtype) {
   const auto builtin = samples::builtin_model_names();
   const bool is_builtin = std::find(builtin.begin(), builtin.end(), w.model) != builtin.end();
   if (!is_builtin && !samples::is_torchscript_path(w.model)) {
@@ -64,7 +65,7 @@ void check_workload(const WorkloadFields& w, Checker& c) {
   }
   c.range("--batch", w.batch, kBatchRange.lo, kBatchRange.hi);
   c.range("--seq", w.seq, kSeqRange.lo, kSeqRange.hi);
-  c.parse("--dtype", [&] { parse_dtype(w.dtype); });
+  c.parse("--dtype", [&] { dtype = parse_dtype(w.dtype); });
   c.range("--steps", w.steps, kStepsRange.lo, kStepsRange.hi);
   c.range("--warmup", w.warmup, kWarmupRange.lo, kWarmupRange.hi);
   if (is_builtin && w.input_spec != kDefaultInputSpec) {
@@ -89,8 +90,11 @@ void check_workload(const WorkloadFields& w, Checker& c) {
   }
 }
 
-void check_backend(const BackendFields& b, Checker& c) {
-  BackendKind kind = BackendKind::Auto;
+// `out` and `collector`: the fields parsed, each where valid; the device model file read here,
+// once.
+void check_backend(const BackendFields& b, Checker& c, profiler::BackendRequest& out,
+                   Collector& collector) {
+  BackendKind& kind = out.backend;
   c.parse("--backend", [&] {
     try {
       kind = parse_backend(b.backend);
@@ -98,22 +102,23 @@ void check_backend(const BackendFields& b, Checker& c) {
       throw UsageError("unknown backend '" + b.backend + "' (valid: auto, cuda, host-sim)");
     }
   });
-  c.parse("--link", [&] { profiler::parse_link(b.link); });
+  c.parse("--link", [&] { out.link = profiler::parse_link(b.link); });
+  out.link_name = b.link;
   if (!b.device_model.empty()) {
-    c.parse("--device-model", [&] { profiler::load_device_model(b.device_model); });
+    c.parse("--device-model",
+            [&] { out.device_model = profiler::load_device_model(b.device_model); });
     if (kind == BackendKind::Cuda) {
       c.fail("--device-model", "applies to host-sim only (cuda measures the GPU)");
     }
   }
   if (!b.device_capacity.empty()) {
     c.parse("--device-capacity", [&] {
-      if (profiler::parse_size(b.device_capacity) <= 0) {
-        throw UsageError("--device-capacity must be positive");
-      }
+      out.device_capacity = profiler::parse_size(b.device_capacity);
+      if (out.device_capacity <= 0) throw UsageError("--device-capacity must be positive");
     });
     if (kind == BackendKind::Cuda) c.fail("--device-capacity", "applies to host-sim only");
   }
-  c.parse("--collector", [&] { parse_collector(b.collector); });
+  c.parse("--collector", [&] { collector = parse_collector(b.collector); });
   if (b.threads != "auto") {
     c.parse("--threads", [&] {
       const int64_t n = profiler::parse_int64(b.threads);
@@ -122,6 +127,7 @@ void check_backend(const BackendFields& b, Checker& c) {
                          std::to_string(max_threads()) + " (this machine's cores), got " +
                          b.threads);
       }
+      out.threads = n;
     });
   }
 }
@@ -190,7 +196,7 @@ std::vector<std::string> layer_offload_list(const std::string& text) {
   return names;
 }
 
-// The request's grid without its checks (count_points runs before them).
+// The request's grid, parsed from its lists (check() runs it once the lists are valid).
 profiler::Grid grid_of(const SweepRequest& r) {
   profiler::Grid g;
   g.min_offload_sizes = profiler::parse_size_list(r.min_offload_sizes);
@@ -209,10 +215,6 @@ profiler::Grid grid_of(const SweepRequest& r) {
   if (depths.size() > 1) g.prefetches = depths;
   return g;
 }
-
-// The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
-// very problem the bound prevents.
-int64_t count_points(const SweepRequest& r) { return profiler::grid_size(grid_of(r)); }
 
 // `list`: a sweep takes several, comma-separated (an axis); a run one.
 void check_engine(const EngineFields& e, Checker& c, bool list) {
@@ -340,7 +342,8 @@ void check_script(const SweepRequest& r, Checker& c) {
   }
 }
 
-void check_timeout(const SweepRequest& r, Checker& c) {
+// `timeout_s`: the bound parsed, when given and valid.
+void check_timeout(const SweepRequest& r, Checker& c, double& timeout_s) {
   if (r.timeout_per_point.empty()) return;
   if (r.script.empty()) {
     c.fail("--timeout-per-point",
@@ -350,7 +353,7 @@ void check_timeout(const SweepRequest& r, Checker& c) {
   }
   c.parse("--timeout-per-point", [&] {
     try {
-      (void)profiler::parse_positive_number(r.timeout_per_point);
+      timeout_s = profiler::parse_positive_number(r.timeout_per_point);
     } catch (const std::invalid_argument&) {
       throw UsageError(
           "--timeout-per-point takes seconds, a positive number such as "
@@ -360,8 +363,35 @@ void check_timeout(const SweepRequest& r, Checker& c) {
   });
 }
 
-void throw_if_invalid(std::vector<FieldError> errors) {
-  if (!errors.empty()) throw RequestError(std::move(errors));
+// What a run records of its workload, from fields check_workload() found valid.
+profiler::Workload workload_of(const WorkloadFields& f, Dtype dtype) {
+  profiler::Workload w;
+  w.model = f.model;
+  w.batch = f.batch;
+  w.seq = f.seq;
+  w.dtype = std::string(to_string(dtype));
+  w.seed = f.seed;
+  w.steps = f.steps;
+  w.warmup = f.warmup;
+  w.optimizer = f.optimizer;
+  w.lora_rank = f.lora_rank;
+  return w;
+}
+
+// A run's engine settings from fields that check() found valid but its sizes (parsed by check()
+// alone: `c`'s are filled already). The modes are canonical names (every:1 is all, on is on:1).
+void engine_config_of(const RunRequest& r, profiler::EngineConfig& c) {
+  c.offload = !r.no_offload;
+  c.prefetch = prefetch_list(r.engine.prefetch).front();
+  c.use_streams = !r.engine.no_streams;
+  c.use_pin_memory = !r.engine.no_pin_memory;
+  c.verify = r.engine.verify;
+  c.link = r.backend.link;
+  c.semantics = r.engine.semantics;
+  c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
+  c.offload_set = r.engine.offload_set;
+  c.tier = r.engine.tier;
+  c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
 }
 
 }  // namespace
@@ -465,11 +495,14 @@ RequestError::RequestError(std::vector<FieldError> errors)
     : UsageError(errors.empty() ? "invalid request" : errors.front().message),
       errors_(std::move(errors)) {}
 
-std::vector<FieldError> check(const RunRequest& r) {
+Checked<ValidRun> check(const RunRequest& r) {
   Checker c;
-  check_workload(r.workload, c);
-  check_backend(r.backend, c);
-  c.parse("--min-offload-size", [&] { profiler::parse_size(r.min_offload_size); });
+  ValidRun v;
+  profiler::EngineConfig& config = v.config_;
+  check_workload(r.workload, c, v.dtype_);
+  check_backend(r.backend, c, v.backend_, v.collector_);
+  c.parse("--min-offload-size",
+          [&] { config.min_offload_size = profiler::parse_size(r.min_offload_size); });
   c.parse("--max-fwd-stash-size", [&] {
     const auto values = profiler::parse_int_list(r.max_fwd_stash_size);
     if (values.size() != 1 || values[0] < 1) {
@@ -477,24 +510,34 @@ std::vector<FieldError> check(const RunRequest& r) {
           "--max-fwd-stash-size takes one value, at least 1 (a list is "
           "for sweep)");
     }
+    config.max_fwd_stash_size = values[0];
   });
-  c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
+  c.parse("--max-fwd-stash-bytes",
+          [&] { config.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes); });
   check_engine(r.engine, c, /*list=*/false);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
-  return c.take();
+  Checked<ValidRun> out;
+  out.errors = c.take();
+  if (!out.errors.empty()) return out;
+  engine_config_of(r, config);
+  v.workload_ = workload_of(r.workload, v.dtype_);
+  v.request_ = r;
+  out.valid = std::move(v);
+  return out;
 }
 
-std::vector<FieldError> check(const SweepRequest& r) {
+Checked<ValidSweep> check(const SweepRequest& r) {
   Checker c;
+  ValidSweep v;
   if (r.name.empty()) c.fail("--name", "--name must not be empty");
   if (r.script.empty()) {
-    check_workload(r.workload, c);
+    check_workload(r.workload, c, v.dtype_);
   } else {
     check_script(r, c);
     c.range("--warmup", r.workload.warmup, kWarmupRange.lo, kWarmupRange.hi);
   }
-  check_backend(r.backend, c);
+  check_backend(r.backend, c, v.backend_, v.collector_);
   c.parse("--min-offload-size", [&] { profiler::parse_size_list(r.min_offload_sizes); });
   c.parse("--max-fwd-stash-size", [&] {
     for (int64_t w : profiler::parse_int_list(r.max_fwd_stash_sizes)) {
@@ -504,8 +547,8 @@ std::vector<FieldError> check(const SweepRequest& r) {
   check_engine(r.engine, c, /*list=*/true);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
-  c.parse("--shard", [&] { resolve_shard(r.shard); });
-  check_timeout(r, c);
+  c.parse("--shard", [&] { v.shard_ = resolve_shard(r.shard); });
+  check_timeout(r, c, v.timeout_s_);
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
   c.range("--repeat", r.repeat, kRepeatRange.lo, kRepeatRange.hi);
@@ -517,8 +560,13 @@ std::vector<FieldError> check(const SweepRequest& r) {
   }
   const bool variants_ok = !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier") &&
                            !c.has("--layer-offload") && !c.has("--prefetch");
+  const bool lists_ok = variants_ok && !c.has("--min-offload-size") &&
+                        !c.has("--max-fwd-stash-size") && !c.has("--semantics");
+  // The grid, expanded from the lists once: its size, the predict-first rule and the sweep's grid.
+  std::optional<profiler::Grid> grid;
+  if (lists_ok) grid = grid_of(r);
   if (r.predict_first && variants_ok) {
-    const profiler::Grid g = grid_of(r);
+    const profiler::Grid g = grid ? *grid : grid_of(r);
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
         !g.layer_offloads.empty() || !profiler::plain_offloading(g.base)) {
       c.fail("--predict-first",
@@ -527,104 +575,68 @@ std::vector<FieldError> check(const SweepRequest& r) {
              "(measure those)");
     }
   }
-  if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points") &&
-      !c.has("--semantics") && variants_ok) {
-    const int64_t points = count_points(r);
-    if (points > r.max_points) {
-      const int64_t steps = r.workload.warmup + r.workload.steps;
-      c.fail("--max-points",
-             "the grid has " + std::to_string(points) + " points (the baseline and " +
-                 std::to_string(points - 1) +
-                 (points - 1 > static_cast<int64_t>(
-                                   profiler::parse_size_list(r.min_offload_sizes).size() *
-                                   profiler::parse_int_list(r.max_fwd_stash_sizes).size())
-                      ? " variant x --min-offload-size x --max-fwd-stash-size points"
-                      : " --min-offload-size x --max-fwd-stash-size pairs") +
-                 "), more than --max-points " + std::to_string(r.max_points) +
-                 (r.script.empty() ? "; each point is a separate run of " + std::to_string(steps) +
-                                         " steps of " + r.workload.model + ", " +
-                                         std::to_string(points * steps) + " steps in all"
-                                   : "; each point is a separate run of the script") +
-                 ": narrow the lists, or raise --max-points if you mean it");
-    }
+  // The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
+  // very problem the bound prevents.
+  const int64_t points = grid ? profiler::grid_size(*grid) : 0;
+  if (grid && !c.has("--max-points") && points > r.max_points) {
+    const int64_t steps = r.workload.warmup + r.workload.steps;
+    const auto pairs =
+        static_cast<int64_t>(grid->min_offload_sizes.size() * grid->max_fwd_stash_sizes.size());
+    c.fail("--max-points",
+           "the grid has " + std::to_string(points) + " points (the baseline and " +
+               std::to_string(points - 1) +
+               (points - 1 > pairs ? " variant x --min-offload-size x --max-fwd-stash-size points"
+                                   : " --min-offload-size x --max-fwd-stash-size pairs") +
+               "), more than --max-points " + std::to_string(r.max_points) +
+               (r.script.empty()
+                    ? "; each point is a separate run of " + std::to_string(steps) + " steps of " +
+                          r.workload.model + ", " + std::to_string(points * steps) + " steps in all"
+                    : "; each point is a separate run of the script") +
+               ": narrow the lists, or raise --max-points if you mean it");
   }
-  return c.take();
-}
-
-profiler::Workload to_workload(const WorkloadFields& f) {
-  Checker c;
-  check_workload(f, c);
-  throw_if_invalid(c.take());
-  profiler::Workload w;
-  w.model = f.model;
-  w.batch = f.batch;
-  w.seq = f.seq;
-  w.dtype = std::string(to_string(parse_dtype(f.dtype)));
-  w.seed = f.seed;
-  w.steps = f.steps;
-  w.warmup = f.warmup;
-  w.optimizer = f.optimizer;
-  w.lora_rank = f.lora_rank;
-  return w;
-}
-
-Backend to_backend(const BackendFields& f) {
-  Checker c;
-  check_backend(f, c);
-  throw_if_invalid(c.take());
-  Backend b;
-  b.kind = parse_backend(f.backend);
-  b.link = profiler::parse_link(f.link);
-  b.link_name = f.link;
-  if (!f.device_model.empty()) b.device_model = profiler::load_device_model(f.device_model);
-  b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
-  b.threads = f.threads == "auto" ? -1 : profiler::parse_int64(f.threads);
-  b.collector = parse_collector(f.collector);
-  return b;
-}
-
-profiler::EngineConfig to_engine_config(const RunRequest& r) {
-  throw_if_invalid(check(r));
-  profiler::EngineConfig c;
-  c.offload = !r.no_offload;
-  c.min_offload_size = profiler::parse_size(r.min_offload_size);
-  c.max_fwd_stash_size = profiler::parse_int_list(r.max_fwd_stash_size).at(0);
-  c.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes);
-  c.prefetch = prefetch_list(r.engine.prefetch).front();
-  c.use_streams = !r.engine.no_streams;
-  c.use_pin_memory = !r.engine.no_pin_memory;
-  c.verify = r.engine.verify;
-  c.link = r.backend.link;
-  c.semantics = r.engine.semantics;
-  c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
-  c.offload_set = r.engine.offload_set;
-  c.tier = r.engine.tier;
-  c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
-  return c;
-}
-
-profiler::Grid to_grid(const SweepRequest& r) {
-  throw_if_invalid(check(r));
-  // One value: the points' own knob, as before; several: an axis of the grid.
-  profiler::Grid grid = grid_of(r);
-  // Every knob a sweep has no field for at a run's default.
+  Checked<ValidSweep> out;
+  out.errors = c.take();
+  if (!out.errors.empty()) return out;
+  // One value: the points' own knob, as before; several: an axis of the grid. Every knob a sweep
+  // has no field for at a run's default.
   RunRequest defaults;
   defaults.backend = r.backend;
   defaults.engine = r.engine;
-  defaults.engine.semantics = grid.base.semantics;
-  defaults.engine.checkpoint = grid.base.checkpoint;
-  defaults.engine.offload_set = grid.base.offload_set;
-  defaults.engine.tier = grid.base.tier;
-  defaults.engine.layer_offload = grid.base.layer_offload;
-  defaults.engine.prefetch = std::to_string(grid.base.prefetch);
+  defaults.engine.semantics = grid->base.semantics;
+  defaults.engine.checkpoint = grid->base.checkpoint;
+  defaults.engine.tier = grid->base.tier;
+  defaults.engine.layer_offload = grid->base.layer_offload;
+  defaults.engine.prefetch = std::to_string(grid->base.prefetch);
   // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
   // run's check would refuse that pair, the sweep's accepted it.
-  defaults.engine.offload_set = "all";
-  const std::string offload_set = grid.base.offload_set;
-  grid.base = to_engine_config(defaults);
-  grid.base.offload_set = offload_set;
-  return grid;
+  const std::string offload_set = grid->base.offload_set;
+  profiler::EngineConfig base;
+  base.min_offload_size = profiler::parse_size(defaults.min_offload_size);
+  base.max_fwd_stash_size = profiler::parse_int_list(defaults.max_fwd_stash_size).at(0);
+  base.max_fwd_stash_bytes = profiler::parse_size(defaults.max_fwd_stash_bytes);
+  engine_config_of(defaults, base);
+  base.offload_set = offload_set;
+  grid->base = base;
+  v.grid_ = std::move(*grid);
+  v.points_ = points;
+  if (r.script.empty()) {
+    v.workload_ = workload_of(r.workload, v.dtype_);
+  } else {
+    v.workload_.model = "script";
+    v.workload_.warmup = r.workload.warmup;
+  }
+  v.request_ = r;
+  out.valid = std::move(v);
+  return out;
 }
+
+profiler::Workload to_workload(const ValidRun& run) { return run.workload_; }
+profiler::Workload to_workload(const ValidSweep& sweep) { return sweep.workload_; }
+profiler::BackendRequest to_backend(const ValidRun& run) { return run.backend_; }
+profiler::BackendRequest to_backend(const ValidSweep& sweep) { return sweep.backend_; }
+profiler::EngineConfig to_engine_config(const ValidRun& run) { return run.config_; }
+profiler::Grid to_grid(const ValidSweep& sweep) { return sweep.grid_; }
+int64_t point_count(const ValidSweep& sweep) { return sweep.points_; }
 
 std::vector<std::string> script_refused_flags() {
   return {"--model",      "--batch",         "--seq",     "--dtype",         "--seed",
@@ -683,11 +695,6 @@ profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env) {
       "--shard auto reads the shard from the scheduler, and none is set: SLURM_ARRAY_TASK_ID "
       "with SLURM_ARRAY_TASK_COUNT (a Slurm job array), or JOB_COMPLETION_INDEX with "
       "OFFTUNE_SHARD_COUNT (a Kubernetes Indexed Job); elsewhere give --shard I/N");
-}
-
-int64_t point_count(const SweepRequest& r) {
-  throw_if_invalid(check(r));
-  return count_points(r);
 }
 
 int64_t max_threads() {
