@@ -60,6 +60,12 @@ Outcome offtune(const Args& args) {
   return o;
 }
 
+// A command line written as one string of words (none holds a space).
+Args words(const std::string& line) {
+  std::istringstream in(line);
+  return {std::istream_iterator<std::string>(in), std::istream_iterator<std::string>()};
+}
+
 std::string joined(const Args& args) {
   std::string s = "offtune";
   for (const auto& a : args) s += " '" + a + "'";
@@ -83,10 +89,9 @@ class CommandLine : public testing::Test {
  protected:
   // The sweep that made s.db, with `more` flags: run again, it resumes that sweep.
   static Args fixture_sweep(const Args& more) {
-    std::istringstream words(
+    Args args = words(
         "sweep --db s.db --batch 1 --seq 16 --steps 1 --warmup 0 --min-offload-size 1MiB "
         "--max-fwd-stash-size 1 --link none");
-    Args args{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
     args.insert(args.end(), more.begin(), more.end());
     return args;
   }
@@ -375,34 +380,10 @@ TEST_F(CommandLine, PredictAGridAndMeasureOnlyThePointsThatMatter) {
 // the thresholds on a LoRA model, every point measured, and the recommendation's snippets in each
 // tool's terms.
 TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
-  const Outcome s = offtune({"sweep",
-                             "--db",
-                             "variants.db",
-                             "--json",
-                             "--model",
-                             "small",
-                             "--lora-rank",
-                             "4",
-                             "--layer-offload",
-                             "off,on:1",
-                             "--checkpoint",
-                             "none,all",
-                             "--min-offload-size",
-                             "64KiB",
-                             "--max-fwd-stash-size",
-                             "1",
-                             "--batch",
-                             "1",
-                             "--seq",
-                             "16",
-                             "--steps",
-                             "1",
-                             "--warmup",
-                             "0",
-                             "--refine-steps",
-                             "0",
-                             "--link",
-                             "none"});
+  const Outcome s = offtune(
+      words("sweep --db variants.db --json --model small --lora-rank 4 --layer-offload off,on:1 "
+            "--checkpoint none,all --min-offload-size 64KiB --max-fwd-stash-size 1 --batch 1 "
+            "--seq 16 --steps 1 --warmup 0 --refine-steps 0 --link none"));
   ASSERT_EQ(s.code, 0) << s.err;
   const auto sj = nlohmann::json::parse(s.out);
   // baseline; layers alone, checkpointing alone, both; then the 4 variants x 1 pair.
@@ -430,28 +411,9 @@ TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
 // Prefetch is an axis of sweep as of predict: --prefetch 0,1,2 measures every offload point at
 // each depth (it was refused as "invalid integer"); a run takes one depth.
 TEST_F(CommandLine, ASweepTakesPrefetchAsAnAxis) {
-  const Outcome s = offtune({"sweep",
-                             "--db",
-                             "prefetch.db",
-                             "--json",
-                             "--model",
-                             "mlp",
-                             "--prefetch",
-                             "0,1,2",
-                             "--min-offload-size",
-                             "1KiB",
-                             "--max-fwd-stash-size",
-                             "1",
-                             "--batch",
-                             "1",
-                             "--steps",
-                             "1",
-                             "--warmup",
-                             "0",
-                             "--refine-steps",
-                             "0",
-                             "--link",
-                             "none"});
+  const Outcome s = offtune(
+      words("sweep --db prefetch.db --json --model mlp --prefetch 0,1,2 --min-offload-size 1KiB "
+            "--max-fwd-stash-size 1 --batch 1 --steps 1 --warmup 0 --refine-steps 0 --link none"));
   ASSERT_EQ(s.code, 0) << s.err;
   const auto sj = nlohmann::json::parse(s.out);
   ASSERT_EQ(sj["points"].size(), 4U) << s.out;  // the baseline, then one point per depth
@@ -789,27 +751,11 @@ TEST_F(CommandLine, TheTorchScriptHeadWarningOnlyWhereItOffloadsAndNotUnderQuiet
 // cause, not only its first line) and what to do, and exits 1 (before: 0, every point failed).
 TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
   save_dense_model("dense.pt");
-  const Args sweep = {"sweep",
-                      "--db",
-                      "bf16.db",
-                      "--model",
-                      "./dense.pt",
-                      "--input-spec",
-                      "x:float32[B,T,16]",
-                      "--dtype",
-                      "bf16",
-                      "--batch",
-                      "1",
-                      "--seq",
-                      "4",
-                      "--steps",
-                      "1",
-                      "--warmup",
-                      "0",
-                      "--min-offload-size",
-                      "1KiB",
-                      "--max-fwd-stash-size",
-                      "1"};
+  // The model and its batches, as a run and a sweep give them.
+  const std::string workload =
+      " --db bf16.db --model ./dense.pt --input-spec x:float32[B,T,16] --dtype bf16 --batch 1 "
+      "--seq 4 --steps 1 --warmup 0";
+  const Args sweep = words("sweep" + workload + " --min-offload-size 1KiB --max-fwd-stash-size 1");
   const Outcome o = offtune(sweep);
   EXPECT_EQ(o.code, 1) << o.out << o.err;
   EXPECT_NE(o.err.find("error: the baseline failed"), std::string::npos) << o.err;
@@ -824,23 +770,7 @@ TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
     EXPECT_EQ(p["status"], "failed") << p;
     EXPECT_NE(p["error"].get<std::string>().find("same dtype"), std::string::npos) << p;
   }
-  Args run = {"run",
-              "--db",
-              "bf16.db",
-              "--model",
-              "./dense.pt",
-              "--input-spec",
-              "x:float32[B,T,16]",
-              "--dtype",
-              "bf16",
-              "--batch",
-              "1",
-              "--seq",
-              "4",
-              "--steps",
-              "1",
-              "--warmup",
-              "0"};
+  Args run = words("run" + workload);
   const Outcome r = offtune(run);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("same dtype"), std::string::npos) << r.out;

@@ -115,15 +115,6 @@ int exit_status_of(std::exception_ptr error, std::ostream& err) {
     for (const auto& field : e.errors()) line += (line.empty() ? "" : "; ") + field.message;
     err << "error: " << line << "\n";
     return kUsage;
-  } catch (const offtune::requests::UsageError& e) {
-    err << "error: " << e.what() << "\n";
-    return kUsage;
-  } catch (const offtune::profiler::ParseError& e) {
-    err << "error: " << e.what() << "\n";
-    return kUsage;
-  } catch (const offtune::OptionsError& e) {
-    err << "error: " << e.what() << "\n";
-    return kUsage;
   } catch (const offtune::profiler::StoreError& e) {
     err << "error: " << e.what() << "\n";
     return kStore;
@@ -131,10 +122,11 @@ int exit_status_of(std::exception_ptr error, std::ostream& err) {
     err << "error: " << e.what_without_backtrace() << "\n";
     return kFailed;
   } catch (const std::exception& e) {
-    // Anything else, a std::invalid_argument thrown deep in a model or the predictor included, is
-    // a fault of the work on valid input: the work failed, the command line was fine.
     err << "error: " << e.what() << "\n";
-    return kFailed;
+    // Anything but the user's input, a std::invalid_argument thrown deep in a model or the
+    // predictor included, is a fault of the work on valid input: the work failed, the command
+    // line was fine.
+    return offtune::requests::is_refused_input(e) ? kUsage : kFailed;
   }
 }
 

@@ -37,17 +37,13 @@ void translate_errors(std::exception_ptr p) {
       default:  // a directory, a disk, a lock: the system's
         PyErr_SetString(PyExc_OSError, e.what());
     }
-  } catch (const offtune::requests::UsageError& e) {
-    PyErr_SetString(g_input_error, e.what());
-  } catch (const pf::ParseError& e) {
-    PyErr_SetString(g_input_error, e.what());
-  } catch (const offtune::OptionsError& e) {
-    PyErr_SetString(g_input_error, e.what());
-  } catch (const offtune::EngineError& e) {
-    PyErr_SetString(g_engine_fault, e.what());
   } catch (const std::logic_error& e) {
-    // std::invalid_argument is a logic_error, ValueError by pybind11's own rule: not here, where
-    // it did not come from the user (a step call out of order is a logic_error too).
+    // std::invalid_argument is a logic_error, ValueError by pybind11's own rule: here only where it
+    // came from the user (requests::is_refused_input, the CLI's rule); a step call out of order is
+    // a logic_error too.
+    PyErr_SetString(offtune::requests::is_refused_input(e) ? g_input_error : g_engine_fault,
+                    e.what());
+  } catch (const offtune::EngineError& e) {
     PyErr_SetString(g_engine_fault, e.what());
   }
 }

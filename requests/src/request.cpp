@@ -394,6 +394,41 @@ void engine_config_of(const RunRequest& r, profiler::EngineConfig& c) {
   c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
 }
 
+// A mode's names: each value's canonical name first, then its aliases.
+template <typename Mode>
+struct Named {
+  Mode mode;
+  std::string_view name;
+};
+constexpr Named<Dtype> kDtypes[] = {{Dtype::Fp32, "fp32"},     {Dtype::Fp32, "float32"},
+                                    {Dtype::Fp32, "float"},    {Dtype::Bf16, "bf16"},
+                                    {Dtype::Bf16, "bfloat16"}, {Dtype::Fp16, "fp16"},
+                                    {Dtype::Fp16, "float16"},  {Dtype::Fp16, "half"}};
+constexpr Named<Collector> kCollectors[] = {
+    {Collector::Auto, "auto"}, {Collector::Cupti, "cupti"}, {Collector::NvtxOnly, "nvtx-only"}};
+
+template <typename Mode, size_t N>
+std::string_view name_of(const Named<Mode> (&names)[N], Mode mode) {
+  for (const auto& n : names) {
+    if (n.mode == mode) return n.name;
+  }
+  return "?";
+}
+
+// The mode `text` names; a UsageError listing the canonical names otherwise.
+template <typename Mode, size_t N>
+Mode parse_named(const Named<Mode> (&names)[N], std::string_view what, std::string_view text) {
+  std::string valid;
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i].name == text) return names[i].mode;
+    if (i == 0 || names[i].mode != names[i - 1].mode) {
+      valid += (valid.empty() ? "" : ", ") + std::string(names[i].name);
+    }
+  }
+  throw UsageError("unknown " + std::string(what) + " '" + std::string(text) +
+                   "' (valid: " + valid + ")");
+}
+
 }  // namespace
 
 std::vector<std::string> model_names() { return samples::builtin_model_names(); }
@@ -427,23 +462,7 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
 }
 
 std::vector<std::string> semantics_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma - start);
-    try {
-      (void)parse_semantics(name);
-    } catch (const OptionsError& err) {
-      throw UsageError(err.what());
-    }
-    if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw UsageError("--semantics names '" + name + "' twice");
-    }
-    out.push_back(name);
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
+  return value_list("--semantics", text, [](const std::string& n) { (void)parse_semantics(n); });
 }
 std::vector<std::string> link_names() { return {"pcie4", "pcie5", "nvlink-c2c", "none"}; }
 
@@ -453,42 +472,18 @@ std::vector<std::string> device_model_names() {
   return out;
 }
 
-Dtype parse_dtype(std::string_view text) {
-  if (text == "fp32" || text == "float32" || text == "float") return Dtype::Fp32;
-  if (text == "bf16" || text == "bfloat16") return Dtype::Bf16;
-  if (text == "fp16" || text == "float16" || text == "half") return Dtype::Fp16;
-  throw UsageError("unknown dtype '" + std::string(text) + "' (valid: fp32, bf16, fp16)");
-}
-
-std::string_view to_string(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::Fp32:
-      return "fp32";
-    case Dtype::Bf16:
-      return "bf16";
-    case Dtype::Fp16:
-      return "fp16";
-  }
-  return "?";
-}
+Dtype parse_dtype(std::string_view text) { return parse_named(kDtypes, "dtype", text); }
+std::string_view to_string(Dtype dtype) { return name_of(kDtypes, dtype); }
 
 Collector parse_collector(std::string_view text) {
-  if (text == "auto") return Collector::Auto;
-  if (text == "cupti") return Collector::Cupti;
-  if (text == "nvtx-only") return Collector::NvtxOnly;
-  throw UsageError("unknown collector '" + std::string(text) + "' (valid: auto, cupti, nvtx-only)");
+  return parse_named(kCollectors, "collector", text);
 }
+std::string_view to_string(Collector collector) { return name_of(kCollectors, collector); }
 
-std::string_view to_string(Collector collector) {
-  switch (collector) {
-    case Collector::Auto:
-      return "auto";
-    case Collector::Cupti:
-      return "cupti";
-    case Collector::NvtxOnly:
-      return "nvtx-only";
-  }
-  return "?";
+bool is_refused_input(const std::exception& error) {
+  return dynamic_cast<const UsageError*>(&error) != nullptr ||
+         dynamic_cast<const profiler::ParseError*>(&error) != nullptr ||
+         dynamic_cast<const OptionsError*>(&error) != nullptr;
 }
 
 RequestError::RequestError(std::vector<FieldError> errors)
@@ -630,10 +625,8 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   return out;
 }
 
-profiler::Workload to_workload(const ValidRun& run) { return run.workload_; }
-profiler::Workload to_workload(const ValidSweep& sweep) { return sweep.workload_; }
-profiler::BackendRequest to_backend(const ValidRun& run) { return run.backend_; }
-profiler::BackendRequest to_backend(const ValidSweep& sweep) { return sweep.backend_; }
+profiler::Workload to_workload(const ValidRequest& request) { return request.workload_; }
+profiler::BackendRequest to_backend(const ValidRequest& request) { return request.backend_; }
 profiler::EngineConfig to_engine_config(const ValidRun& run) { return run.config_; }
 profiler::Grid to_grid(const ValidSweep& sweep) { return sweep.grid_; }
 int64_t point_count(const ValidSweep& sweep) { return sweep.points_; }

@@ -40,6 +40,9 @@ class UsageError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+// Whether `error` refuses a value the user gave (UsageError, profiler::ParseError, OptionsError):
+// the one rule by which every front end tells bad input from a fault of the work.
+bool is_refused_input(const std::exception& error);
 
 // --- Modes, parsed once at the edge ------------------------------------------------------------
 
@@ -259,55 +262,55 @@ struct Checked {
   }
 };
 
-// A run request that check() found valid, every field parsed once into the profiler's and the
+// A request that check() found valid, every field parsed once into the profiler's and the
 // samples' typed values. Only check() makes one, so holding one means the request was valid; the
 // conversions below and prepare() (execute.hpp) take only this, and nothing after check() checks,
 // parses or reads a file again (a device model file is read once, by check(): a file changed or
-// removed after it changes nothing). A front end checks once and hands this inward.
-class ValidRun {
+// removed after it changes nothing). A front end checks once and hands this inward. What a run
+// and a sweep share:
+class ValidRequest {
  public:
-  const RunRequest& request() const { return request_; }  // as given: db, label, the model's fields
   Dtype dtype() const { return dtype_; }
   Collector collector() const { return collector_; }
 
- private:
-  friend Checked<ValidRun> check(const RunRequest& request);
-  friend profiler::Workload to_workload(const ValidRun& run);
-  friend profiler::BackendRequest to_backend(const ValidRun& run);
-  friend profiler::EngineConfig to_engine_config(const ValidRun& run);
-  ValidRun() = default;
+ protected:
+  ValidRequest() = default;
+  friend profiler::Workload to_workload(const ValidRequest& request);
+  friend profiler::BackendRequest to_backend(const ValidRequest& request);
 
-  RunRequest request_;
   Dtype dtype_ = Dtype::Fp32;
   Collector collector_ = Collector::Auto;
   profiler::Workload workload_;
   profiler::BackendRequest backend_;
+};
+
+class ValidRun : public ValidRequest {
+ public:
+  const RunRequest& request() const { return request_; }  // as given: db, label, the model's fields
+
+ private:
+  friend Checked<ValidRun> check(const RunRequest& request);
+  friend profiler::EngineConfig to_engine_config(const ValidRun& run);
+  ValidRun() = default;
+
+  RunRequest request_;
   profiler::EngineConfig config_;
 };
 
-// A sweep request that check() found valid (as ValidRun).
-class ValidSweep {
+class ValidSweep : public ValidRequest {
  public:
   const SweepRequest& request() const { return request_; }
-  Dtype dtype() const { return dtype_; }
-  Collector collector() const { return collector_; }
   profiler::Shard shard() const { return shard_; }  // --shard resolved (auto: the scheduler's)
   // A script's point's bound in seconds (--timeout-per-point); 0: none.
   double timeout_s() const { return timeout_s_; }
 
  private:
   friend Checked<ValidSweep> check(const SweepRequest& request);
-  friend profiler::Workload to_workload(const ValidSweep& sweep);
-  friend profiler::BackendRequest to_backend(const ValidSweep& sweep);
   friend profiler::Grid to_grid(const ValidSweep& sweep);
   friend int64_t point_count(const ValidSweep& sweep);
   ValidSweep() = default;
 
   SweepRequest request_;
-  Dtype dtype_ = Dtype::Fp32;
-  Collector collector_ = Collector::Auto;
-  profiler::Workload workload_;
-  profiler::BackendRequest backend_;
   profiler::Grid grid_;
   profiler::Shard shard_;
   int64_t points_ = 0;
@@ -325,11 +328,9 @@ Checked<ValidSweep> check(const SweepRequest& request);
 
 // What a run records of its workload (dtype by its short name). A script sweep's is "script" with
 // its --warmup.
-profiler::Workload to_workload(const ValidRun& run);
-profiler::Workload to_workload(const ValidSweep& sweep);
+profiler::Workload to_workload(const ValidRequest& request);
 // The backend as prepare_backend() takes it (profiler/backend_request.hpp), its device model read.
-profiler::BackendRequest to_backend(const ValidRun& run);
-profiler::BackendRequest to_backend(const ValidSweep& sweep);
+profiler::BackendRequest to_backend(const ValidRequest& request);
 // A run's engine settings (link recorded by name).
 profiler::EngineConfig to_engine_config(const ValidRun& run);
 // A sweep's grid: the points' shared knobs are the run's defaults but for the sweep's own fields,
