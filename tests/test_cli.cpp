@@ -5,6 +5,8 @@
 // "one rule per value", "nothing left behind by a refusal").
 #include "offtune/cli/command_line.hpp"
 
+#include <c10/util/Exception.h>
+
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -20,7 +23,13 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "offtune/options.hpp"
+#include "offtune/profiler/store.hpp"
+#include "offtune/profiler/units.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
 namespace {
@@ -51,6 +60,12 @@ Outcome offtune(const Args& args) {
   return o;
 }
 
+// A command line written as one string of words (none holds a space).
+Args words(const std::string& line) {
+  std::istringstream in(line);
+  return {std::istream_iterator<std::string>(in), std::istream_iterator<std::string>()};
+}
+
 std::string joined(const Args& args) {
   std::string s = "offtune";
   for (const auto& a : args) s += " '" + a + "'";
@@ -74,10 +89,9 @@ class CommandLine : public testing::Test {
  protected:
   // The sweep that made s.db, with `more` flags: run again, it resumes that sweep.
   static Args fixture_sweep(const Args& more) {
-    std::istringstream words(
+    Args args = words(
         "sweep --db s.db --batch 1 --seq 16 --steps 1 --warmup 0 --min-offload-size 1MiB "
         "--max-fwd-stash-size 1 --link none");
-    Args args{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
     args.insert(args.end(), more.begin(), more.end());
     return args;
   }
@@ -374,34 +388,10 @@ TEST_F(CommandLine, PredictAGridAndMeasureOnlyThePointsThatMatter) {
 // the thresholds on a LoRA model, every point measured, and the recommendation's snippets in each
 // tool's terms.
 TEST_F(CommandLine, ASweepAcrossVariantsRunsEndToEnd) {
-  const Outcome s = offtune({"sweep",
-                             "--db",
-                             "variants.db",
-                             "--json",
-                             "--model",
-                             "small",
-                             "--lora-rank",
-                             "4",
-                             "--layer-offload",
-                             "off,on:1",
-                             "--checkpoint",
-                             "none,all",
-                             "--min-offload-size",
-                             "64KiB",
-                             "--max-fwd-stash-size",
-                             "1",
-                             "--batch",
-                             "1",
-                             "--seq",
-                             "16",
-                             "--steps",
-                             "1",
-                             "--warmup",
-                             "0",
-                             "--refine-steps",
-                             "0",
-                             "--link",
-                             "none"});
+  const Outcome s = offtune(
+      words("sweep --db variants.db --json --model small --lora-rank 4 --layer-offload off,on:1 "
+            "--checkpoint none,all --min-offload-size 64KiB --max-fwd-stash-size 1 --batch 1 "
+            "--seq 16 --steps 1 --warmup 0 --refine-steps 0 --link none"));
   ASSERT_EQ(s.code, 0) << s.err;
   const auto sj = nlohmann::json::parse(s.out);
   // baseline; layers alone, checkpointing alone, both; then the 4 variants x 1 pair.
@@ -836,13 +826,11 @@ TEST_F(CommandLine, TheTorchScriptHeadWarningOnlyWhereItOffloadsAndNotUnderQuiet
 // cause, not only its first line) and what to do, and exits 1 (before: 0, every point failed).
 TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
   save_dense_model("dense.pt");
-  // The model and its steps, for a sweep and then a run.
-  const Args model = {
-      "--db",    "bf16.db", "--model",  "./dense.pt", "--input-spec", "x:float32[B,T,16]",
-      "--dtype", "bf16",    "--batch",  "1",          "--seq",        "4",
-      "--steps", "1",       "--warmup", "0"};
-  Args sweep = {"sweep", "--min-offload-size", "1KiB", "--max-fwd-stash-size", "1"};
-  sweep.insert(sweep.end(), model.begin(), model.end());
+  // The model and its batches, as a run and a sweep give them.
+  const std::string workload =
+      " --db bf16.db --model ./dense.pt --input-spec x:float32[B,T,16] --dtype bf16 --batch 1 "
+      "--seq 4 --steps 1 --warmup 0";
+  const Args sweep = words("sweep" + workload + " --min-offload-size 1KiB --max-fwd-stash-size 1");
   const Outcome o = offtune(sweep);
   EXPECT_EQ(o.code, 1) << o.out << o.err;
   EXPECT_NE(o.err.find("error: the baseline failed"), std::string::npos) << o.err;
@@ -857,12 +845,68 @@ TEST_F(CommandLine, ASweepWhoseEveryPointFailedExitsOneWithTheCause) {
     EXPECT_EQ(p["status"], "failed") << p;
     EXPECT_NE(p["error"].get<std::string>().find("same dtype"), std::string::npos) << p;
   }
-  Args run = {"run"};
-  run.insert(run.end(), model.begin(), model.end());
+  Args run = words("run" + workload);
   const Outcome r = offtune(run);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("same dtype"), std::string::npos) << r.out;
   fs::remove("bf16.db");
+}
+
+}  // namespace
+}  // namespace offtune::cli
+
+namespace offtune::cli {
+namespace {
+
+// The exit status and the error line of a command that ended by what `fault` throws.
+std::pair<int, std::string> ended_by(const std::function<void()>& fault) {
+  std::ostringstream err;
+  try {
+    fault();
+  } catch (...) {
+    const int code = exit_status_of(std::current_exception(), err);
+    return {code, err.str()};
+  }
+  return {-1, ""};
+}
+
+// Exit 2 says "bad command line or input": only a value the user gave, refused, earns it. A
+// std::invalid_argument thrown deep inside the work on valid input (a model, the predictor: a
+// fault of offtune's) is the work failing, exit 1, with its one error line.
+TEST(ExitStatus, OnlyAValueFromTheUserIsABadCommandLine) {
+  const auto deep = ended_by([] {
+    throw std::invalid_argument(
+        "a trace recorded under trl semantics cannot predict a point under offtune");
+  });
+  EXPECT_EQ(deep.first, 1) << deep.second;
+  EXPECT_EQ(deep.second,
+            "error: a trace recorded under trl semantics cannot predict a point under offtune\n");
+  EXPECT_EQ(ended_by([] { throw std::out_of_range("vector::at"); }).first, 1);
+  EXPECT_EQ(ended_by([] { throw std::runtime_error("disk tier: short write"); }).first, 1);
+  EXPECT_EQ(ended_by([] { TORCH_CHECK(false, "shape mismatch"); }).first, 1);
+  // The user's input, refused at any layer, stays exit 2; a store that cannot be used 3.
+  EXPECT_EQ(ended_by([] {
+              throw requests::RequestError(
+                  std::vector<requests::FieldError>{{"--batch", "--batch must be ..."}});
+            }),
+            (std::pair<int, std::string>{2, "error: --batch must be ...\n"}));
+  EXPECT_EQ(ended_by([] { throw requests::UsageError("--db is required"); }).first, 2);
+  EXPECT_EQ(ended_by([] { throw profiler::ParseError("invalid size 'x'"); }).first, 2);
+  EXPECT_EQ(ended_by([] { throw OptionsError("max_fwd_stash_size must be >= 1"); }).first, 2);
+  EXPECT_EQ(ended_by([] {
+              throw profiler::StoreError(profiler::StoreError::Kind::Corrupt, "corrupt");
+            }).first,
+            3);
+}
+
+// A model that cannot be built from what the user asked (a sequence longer than the built-in
+// model takes) is refused input, end to end: exit 2, one line, no store created.
+TEST_F(CommandLine, AModelThatCannotBeBuiltIsRefusedInput) {
+  const auto o = offtune({"run", "--db", "seq.db", "--model", "tiny", "--seq", "100000", "--steps",
+                          "1", "--warmup", "0"});
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(o.err, "error: --seq 100000 exceeds the max_seq_len 128 of model tiny\n");
+  EXPECT_FALSE(fs::exists("seq.db"));
 }
 
 }  // namespace

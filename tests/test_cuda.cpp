@@ -567,9 +567,9 @@ TEST_F(Cuda, ASweepOverLinksThatResolvesToCudaIsRefused) {
   r.min_offload_sizes = "1KiB";
   r.max_fwd_stash_sizes = "1";
   r.backend.link = "pcie4,pcie5";
-  ASSERT_TRUE(requests::check(r).empty());
+  ASSERT_TRUE(requests::check(r).ok());
   try {
-    (void)requests::prepare(r);
+    (void)requests::prepare(requests::require_valid(r));
     FAIL() << "a sweep over links was prepared on cuda";
   } catch (const requests::RequestError& e) {
     ASSERT_EQ(e.errors().size(), 1u);

@@ -3,7 +3,11 @@
 // mode once.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "offtune/profiler/store.hpp"
@@ -21,23 +25,33 @@ std::vector<std::string> fields_of(const std::vector<FieldError>& errors) {
   for (const auto& e : errors) out.push_back(e.field);
   return out;
 }
+template <typename Valid>
+std::vector<std::string> fields_of(const Checked<Valid>& checked) {
+  return fields_of(checked.errors);
+}
+
+// The request checked and parsed (the conversions take only that); throws RequestError.
+template <typename Request>
+auto valid(const Request& request) {
+  return check(request).value();
+}
 
 TEST(Requests, DefaultsAreValidAndShared) {
   // Named, not temporaries: GCC 12 warns (maybe-uninitialized) on the strings of a temporary
   // aggregate destroyed inside EXPECT_*.
   const RunRequest run;
   const SweepRequest sweep;
-  EXPECT_TRUE(check(run).empty());
-  EXPECT_TRUE(check(sweep).empty());
+  EXPECT_TRUE(check(run).ok());
+  EXPECT_TRUE(check(sweep).ok());
   // A sweep's points share a run's defaults for every knob the sweep has no field for, so that a
   // sweep's key does not depend on which front end started it.
-  const auto grid = to_grid(sweep);
-  auto run_config = to_engine_config(run);
+  const auto grid = to_grid(valid(sweep));
+  auto run_config = to_engine_config(valid(run));
   EXPECT_EQ(grid.base, run_config);
   EXPECT_EQ(grid.base.semantics, "offtune");
   EXPECT_EQ(grid.min_offload_sizes.front(), 1024);
   EXPECT_EQ(grid.max_fwd_stash_sizes, (std::vector<int64_t>{1, 2, 5}));
-  EXPECT_EQ(point_count(sweep), 1 + static_cast<int64_t>(grid.min_offload_sizes.size()) * 3);
+  EXPECT_EQ(point_count(valid(sweep)), 1 + static_cast<int64_t>(grid.min_offload_sizes.size()) * 3);
 }
 
 TEST(Requests, OneMessagePerBadFieldNamingTheFlag) {
@@ -47,7 +61,7 @@ TEST(Requests, OneMessagePerBadFieldNamingTheFlag) {
   r.backend.link = "fast";
   r.min_offload_size = "12 parsecs";
   r.engine.prefetch = "65";
-  const auto errors = check(r);
+  const auto errors = check(r).errors;
   EXPECT_EQ(fields_of(errors), (std::vector<std::string>{"--batch", "--dtype", "--link",
                                                          "--min-offload-size", "--prefetch"}));
   for (const auto& e : errors) {
@@ -66,7 +80,7 @@ TEST(Requests, RunAndSweepCheckTheSharedFieldsAlike) {
     sweep.engine.prefetch = prefetch;
     EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--prefetch"});
     EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--prefetch"});
-    EXPECT_EQ(check(run).front().message, check(sweep).front().message);
+    EXPECT_EQ(check(run).errors.front().message, check(sweep).errors.front().message);
   }
   // A window of 0 is refused before anything runs, for run as for sweep.
   RunRequest run;
@@ -81,17 +95,17 @@ TEST(Requests, ModelNamesComeFromTheSamplesRegistry) {
   RunRequest r;
   for (const auto& name : samples::builtin_model_names()) {
     r.workload.model = name;
-    EXPECT_TRUE(check(r).empty()) << name;
+    EXPECT_TRUE(check(r).ok()) << name;
   }
   r.workload.model = "nosuch";
-  const auto errors = check(r);
+  const auto errors = check(r).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--model"});
   for (const auto& name : samples::builtin_model_names()) {
     EXPECT_NE(errors[0].message.find(name), std::string::npos) << errors[0].message;
   }
   // A TorchScript path is checked when it is loaded; its input spec now.
   r.workload.model = "model.pt";
-  EXPECT_TRUE(check(r).empty());
+  EXPECT_TRUE(check(r).ok());
   r.workload.input_spec = "x:float32[B";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--input-spec"});
   // A built-in model takes no input spec.
@@ -106,13 +120,16 @@ TEST(Requests, BackendFieldsAreParsedOnceIntoEnums) {
   f.link = "12:15";
   f.device_capacity = "2MiB";
   f.collector = "nvtx-only";
-  const Backend b = to_backend(f);
-  EXPECT_EQ(b.kind, BackendKind::HostSim);
+  RunRequest fr;
+  fr.backend = f;
+  const auto fv = valid(fr);
+  const profiler::BackendRequest b = to_backend(fv);
+  EXPECT_EQ(b.backend, BackendKind::HostSim);
   EXPECT_DOUBLE_EQ(b.link.pinned_gbps, 12.0);
   EXPECT_EQ(b.link.latency_ns, 15000);
   EXPECT_EQ(b.link_name, "12:15");
   EXPECT_EQ(b.device_capacity, 2 << 20);
-  EXPECT_EQ(b.collector, Collector::NvtxOnly);
+  EXPECT_EQ(fv.collector(), Collector::NvtxOnly);
   // A capacity is host-sim's; with cuda named it is refused before anything runs.
   RunRequest r;
   r.backend.backend = "cuda";
@@ -137,9 +154,9 @@ TEST(Requests, DtypesAndCollectorsRoundTrip) {
     EXPECT_EQ(parse_collector(to_string(c)), c);
   }
   // A run records the dtype by its short name, whichever alias was given.
-  WorkloadFields w;
-  w.dtype = "float16";
-  EXPECT_EQ(to_workload(w).dtype, "fp16");
+  RunRequest wr;
+  wr.workload.dtype = "float16";
+  EXPECT_EQ(to_workload(valid(wr)).dtype, "fp16");
 }
 
 TEST(Requests, ConversionsRefuseAnInvalidRequestWithEveryMessage) {
@@ -147,15 +164,16 @@ TEST(Requests, ConversionsRefuseAnInvalidRequestWithEveryMessage) {
   r.min_offload_sizes = "1KiB:1MiB:x1";
   r.shard = "3/2";
   try {
-    to_grid(r);
-    FAIL() << "to_grid accepted an invalid request";
+    (void)valid(r);
+    FAIL() << "check() made a valid sweep of an invalid request";
   } catch (const RequestError& e) {
     EXPECT_EQ(fields_of(e.errors()), (std::vector<std::string>{"--min-offload-size", "--shard"}));
     EXPECT_EQ(std::string(e.what()), e.errors().front().message);
   }
   RunRequest run;
   run.max_fwd_stash_bytes = "-1";
-  EXPECT_THROW(to_engine_config(run), RequestError);
+  EXPECT_THROW((void)valid(run), RequestError);
+  EXPECT_FALSE(check(run).valid.has_value());
 }
 
 TEST(Requests, RunConversionCarriesEveryKnob) {
@@ -167,7 +185,7 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
   r.engine.streams = "off";
   r.engine.pin_memory = "off";
   r.backend.link = "none";
-  const auto c = to_engine_config(r);
+  const auto c = to_engine_config(valid(r));
   EXPECT_TRUE(c.offload);
   EXPECT_EQ(c.min_offload_size, 64 << 10);
   EXPECT_EQ(c.max_fwd_stash_size, 3);
@@ -177,7 +195,7 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
   EXPECT_FALSE(c.use_pin_memory);
   EXPECT_EQ(c.link, "none");
   r.no_offload = true;
-  EXPECT_FALSE(to_engine_config(r).offload);
+  EXPECT_FALSE(to_engine_config(valid(r)).offload);
 }
 
 // --- issue 11: one rule per value, runs that end -------------------------------------------------
@@ -187,7 +205,7 @@ TEST(Requests, AGridBeyondMaxPointsIsRefusedWithoutExpandingIt) {
   r.min_offload_sizes = "1B:1000B:+1";
   r.max_fwd_stash_sizes = "1:1000";
   // Before: accepted, and a million points started measuring.
-  const auto errors = check(r);
+  const auto errors = check(r).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--max-points"});
   EXPECT_NE(errors[0].message.find("1000001 points"), std::string::npos) << errors[0].message;
   EXPECT_NE(errors[0].message.find("steps in all"), std::string::npos) << errors[0].message;
@@ -200,19 +218,19 @@ TEST(Requests, AGridBeyondMaxPointsIsRefusedWithoutExpandingIt) {
   r.max_fwd_stash_sizes = "1:200";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
   r.max_points = 2000;
-  EXPECT_TRUE(check(r).empty());
-  EXPECT_EQ(point_count(r), 1 + 7 * 200);
+  EXPECT_TRUE(check(r).ok());
+  EXPECT_EQ(point_count(valid(r)), 1 + 7 * 200);
   r.max_points = 0;
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
 }
 
 TEST(Requests, ThreadsAreAutoOrBoundByTheMachine) {
   RunRequest r;
-  EXPECT_EQ(to_backend(r.backend).threads, -1);
+  EXPECT_EQ(to_backend(valid(r)).threads, -1);
   r.backend.threads = "1";
-  EXPECT_EQ(to_backend(r.backend).threads, 1);
+  EXPECT_EQ(to_backend(valid(r)).threads, 1);
   r.backend.threads = std::to_string(max_threads());
-  EXPECT_TRUE(check(r).empty());
+  EXPECT_TRUE(check(r).ok());
   // Before: --threads 999999 created threads until the machine choked; -1 was accepted.
   for (const std::string& bad : std::vector<std::string>{
            "999999", "0", "-1", std::to_string(max_threads() + 1), "two", ""}) {
@@ -225,7 +243,7 @@ TEST(Requests, ALinkIsAFiniteBandwidthAndLatency) {
   RunRequest r;
   for (const char* good : {"none", "pcie4", "12:15", "25.5:0"}) {
     r.backend.link = good;
-    EXPECT_TRUE(check(r).empty()) << good;
+    EXPECT_TRUE(check(r).ok()) << good;
   }
   // Before: "inf:0" passed the request and every run failed (exit 1, a failed run stored).
   for (const char* bad : {"inf:0", "nan:1", "0:1", "-5:1", "12:-1", "12:inf", " 12:15", "12:"}) {
@@ -289,10 +307,10 @@ TEST(Requests, SingleValuesOutsideRequests) {
 // sweep, and a sweep with it is told from one without (its grid, stored with it, says so).
 TEST(Requests, VerifyReachesTheEngineFromARunAndEveryPointOfASweep) {
   RunRequest r;
-  EXPECT_FALSE(to_engine_config(r).verify);
-  EXPECT_FALSE(profiler::to_options(to_engine_config(r), OffloadOptions{}).verify);
+  EXPECT_FALSE(to_engine_config(valid(r)).verify);
+  EXPECT_FALSE(profiler::to_options(to_engine_config(valid(r)), OffloadOptions{}).verify);
   r.engine.verify = true;
-  const auto c = to_engine_config(r);
+  const auto c = to_engine_config(valid(r));
   EXPECT_TRUE(c.verify);
   EXPECT_TRUE(profiler::to_options(c, OffloadOptions{}).verify);
   EXPECT_EQ(profiler::describe_variant(c), "verify");
@@ -300,12 +318,12 @@ TEST(Requests, VerifyReachesTheEngineFromARunAndEveryPointOfASweep) {
   s.min_offload_sizes = "1KiB,1MiB";
   s.max_fwd_stash_sizes = "1,2";
   s.engine.verify = true;
-  const auto grid = to_grid(s);
+  const auto grid = to_grid(valid(s));
   for (const auto& point : profiler::expand_grid(grid)) EXPECT_TRUE(point.verify);
   const auto again = profiler::parse_grid_json(profiler::grid_json(grid));
   EXPECT_TRUE(again.base.verify);
   s.engine.verify = false;
-  EXPECT_NE(profiler::grid_json(to_grid(s)), profiler::grid_json(grid));
+  EXPECT_NE(profiler::grid_json(to_grid(valid(s))), profiler::grid_json(grid));
 }
 
 // A sweep takes semantics as an axis (comma-separated, each once); a run takes one.
@@ -313,22 +331,22 @@ TEST(Requests, SemanticsAreAnAxisOfASweepAndOneValueForARun) {
   SweepRequest s;
   s.min_offload_sizes = "1KiB,1MiB";
   s.max_fwd_stash_sizes = "1,2,5";
-  EXPECT_EQ(point_count(s), 7);
+  EXPECT_EQ(point_count(valid(s)), 7);
   s.engine.semantics = "trl,offtune";
-  EXPECT_EQ(point_count(s), 13);
-  const auto grid = to_grid(s);
+  EXPECT_EQ(point_count(valid(s)), 13);
+  const auto grid = to_grid(valid(s));
   EXPECT_EQ(grid.semantics, (std::vector<std::string>{"trl", "offtune"}));
   EXPECT_EQ(grid.base.semantics, "trl");
   s.engine.semantics = "trl";
-  EXPECT_TRUE(to_grid(s).semantics.empty());  // one semantics: no axis, the key unchanged
-  EXPECT_EQ(to_grid(s).base.semantics, "trl");
+  EXPECT_TRUE(to_grid(valid(s)).semantics.empty());  // one semantics: no axis, the key unchanged
+  EXPECT_EQ(to_grid(valid(s)).base.semantics, "trl");
   for (const std::string bad : {"trl,trl", "trl,", "trl,bogus", ",offtune", ""}) {
     s.engine.semantics = bad;
     EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--semantics"}) << bad;
   }
   RunRequest r;
   r.engine.semantics = "trl,offtune";
-  const auto errors = check(r);
+  const auto errors = check(r).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--semantics"});
   EXPECT_NE(errors[0].message.find("a list is for sweep"), std::string::npos) << errors[0].message;
 }
@@ -342,14 +360,14 @@ TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
   s.engine.checkpoint = "none,every:1";
   s.engine.offload_set = "all,boundaries";
   // baseline + checkpointing alone + (none, all) + (all, all) + (all, boundaries) x 6 pairs.
-  EXPECT_EQ(point_count(s), 2 + 3 * 6);
-  const auto grid = to_grid(s);
+  EXPECT_EQ(point_count(valid(s)), 2 + 3 * 6);
+  const auto grid = to_grid(valid(s));
   EXPECT_EQ(grid.checkpoints, (std::vector<std::string>{"none", "all"}));
   EXPECT_EQ(grid.offload_sets, (std::vector<std::string>{"all", "boundaries"}));
-  EXPECT_EQ(static_cast<int64_t>(profiler::expand_grid(grid).size()), point_count(s));
+  EXPECT_EQ(static_cast<int64_t>(profiler::expand_grid(grid).size()), point_count(valid(s)));
   s.engine.offload_set = "boundaries";
   s.engine.checkpoint = "none";
-  auto errors = check(s);
+  auto errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--offload"});
   EXPECT_NE(errors[0].message.find("--checkpoint all or every:K"), std::string::npos);
   for (const std::string bad : {"all,all", "every:0", "some", "every:1,all"}) {
@@ -359,28 +377,28 @@ TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
   }
   s.engine.checkpoint = "all";
   s.engine.tier = "tape";
-  errors = check(s);
+  errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
   EXPECT_NE(errors[0].message.find("valid: host, disk, auto"), std::string::npos);
   // A device model does not time the disk.
   s.engine.tier = "host,disk";
   s.backend.device_model = "h100-sxm";
-  errors = check(s);
+  errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
   EXPECT_NE(errors[0].message.find("not the disk"), std::string::npos) << errors[0].message;
   s.backend.device_model.clear();
-  EXPECT_TRUE(check(s).empty());
+  EXPECT_TRUE(check(s).ok());
   s.engine.tier = "host";
   s.predict_first = true;
   s.backend.device_model = "h100-sxm";
-  errors = check(s);
+  errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--predict-first"});
   RunRequest r;
   r.engine.checkpoint = "none,all";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--checkpoint"});
   r.engine.checkpoint = "every:3";
   r.engine.offload_set = "boundaries";
-  const auto config = to_engine_config(r);
+  const auto config = to_engine_config(valid(r));
   EXPECT_EQ(config.checkpoint, "every:3");
   EXPECT_EQ(config.offload_set, "boundaries");
 }
@@ -392,25 +410,25 @@ TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
   s.min_offload_sizes = "1KiB";
   s.max_fwd_stash_sizes = "2";
   s.engine.layer_offload = "off,on";
-  auto errors = check(s);
+  auto errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--layer-offload"});
   EXPECT_NE(errors[0].message.find("--lora-rank R"), std::string::npos) << errors[0].message;
   s.workload.lora_rank = 8;
-  EXPECT_TRUE(check(s).empty());
-  const auto grid = to_grid(s);
+  EXPECT_TRUE(check(s).ok());
+  const auto grid = to_grid(valid(s));
   EXPECT_EQ(grid.layer_offloads, (std::vector<std::string>{"off", "on:1"}));
-  EXPECT_EQ(point_count(s), 2 + 2);  // baseline, layers alone, then 2 variants x 1 pair
-  EXPECT_EQ(to_workload(s.workload).lora_rank, 8);
+  EXPECT_EQ(point_count(valid(s)), 2 + 2);  // baseline, layers alone, then 2 variants x 1 pair
+  EXPECT_EQ(to_workload(valid(s)).lora_rank, 8);
   for (const std::string bad : {"on:0", "on:x", "yes", "on:1,on", "on:65", "on:", "off,off"}) {
     s.engine.layer_offload = bad;
     EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--layer-offload"}) << bad;
   }
   s.engine.layer_offload = "on:2";
   s.workload.model = "mlp";
-  errors = check(s);
+  errors = check(s).errors;
   EXPECT_EQ(fields_of(errors), (std::vector<std::string>{"--lora-rank"}));
   s.workload.lora_rank = 0;
-  errors = check(s);
+  errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--layer-offload"});
   EXPECT_NE(errors[0].message.find("built-in decoders"), std::string::npos) << errors[0].message;
   s.workload.model = "gpt-tiny";
@@ -419,7 +437,7 @@ TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
   s.workload.lora_rank = 4;
   s.predict_first = true;
   s.backend.device_model = "h100-sxm";
-  errors = check(s);
+  errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--predict-first"});
   EXPECT_NE(errors[0].message.find("--layer-offload"), std::string::npos) << errors[0].message;
   // --blocks: TorchScript only.
@@ -427,21 +445,21 @@ TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
   b.workload.blocks = "layers";
   EXPECT_EQ(fields_of(check(b)), std::vector<std::string>{"--blocks"});
   b.workload.model = "model.pt";
-  EXPECT_TRUE(check(b).empty());
+  EXPECT_TRUE(check(b).ok());
   // A run takes one value.
   RunRequest r;
   r.workload.lora_rank = 2;
   r.engine.layer_offload = "off,on:1";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--layer-offload"});
   r.engine.layer_offload = "on";
-  EXPECT_EQ(to_engine_config(r).layer_offload, "on:1");
+  EXPECT_EQ(to_engine_config(valid(r)).layer_offload, "on:1");
 }
 
 TEST(Requests, RefineStepsAreZeroOrAStepCount) {
   SweepRequest r;
   EXPECT_EQ(r.refine_steps, kDefaultRefineSteps);
   r.refine_steps = 0;  // never
-  EXPECT_TRUE(check(r).empty());
+  EXPECT_TRUE(check(r).ok());
   r.refine_steps = -1;
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--refine-steps"});
   r.refine_steps = kRefineStepsRange.hi + 1;
@@ -486,7 +504,7 @@ SweepRequest modelled_sweep(const std::string& min_offload_sizes,
 TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
   SweepRequest r = modelled_sweep("1KiB:4MiB:x2", "1,2");
   r.predict_first = true;
-  auto prepared = prepare(r);
+  auto prepared = prepare(valid(r));
   auto store = profiler::make_memory_store();
   const auto outcome = execute(prepared, *store, {}, nullptr);
   ASSERT_FALSE(outcome.interrupted);
@@ -514,7 +532,7 @@ TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
   // The same sweep again without predicting measures the rest and keeps the predictions.
   SweepRequest rest = r;
   rest.predict_first = false;
-  auto again = prepare(rest);
+  auto again = prepare(valid(rest));
   const auto second = execute(again, *store, {}, nullptr);
   EXPECT_EQ(second.sweep, outcome.sweep);
   EXPECT_EQ(store->points(outcome.sweep).size(), 27u);
@@ -529,7 +547,7 @@ TEST(Requests, TheDeviceCapacityIsPartOfTheSweepsIdentity) {
   const auto sweep_with = [&](const std::string& capacity) {
     SweepRequest c = r;
     c.backend.device_capacity = capacity;
-    auto prepared = prepare(c);
+    auto prepared = prepare(valid(c));
     const auto outcome = execute(prepared, *store, {}, nullptr);
     EXPECT_FALSE(outcome.interrupted);
     return outcome.sweep;
@@ -630,12 +648,12 @@ TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
   SweepRequest sweep;
   sweep.min_offload_sizes = "1KiB,1MiB";
   sweep.max_fwd_stash_sizes = "1,2";
-  const auto plain = to_grid(sweep);
+  const auto plain = to_grid(valid(sweep));
   sweep.engine.prefetch = "0,1,2";
-  EXPECT_TRUE(check(sweep).empty()) << check(sweep).front().message;
-  const auto grid = to_grid(sweep);
+  EXPECT_TRUE(check(sweep).ok()) << check(sweep).errors.front().message;
+  const auto grid = to_grid(valid(sweep));
   EXPECT_EQ(grid.prefetches, (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(point_count(sweep), 1 + 4 * 3);
+  EXPECT_EQ(point_count(valid(sweep)), 1 + 4 * 3);
   const auto configs = profiler::expand_grid(grid);
   ASSERT_EQ(static_cast<int64_t>(configs.size()), profiler::grid_size(grid));
   std::vector<int64_t> seen;
@@ -649,7 +667,7 @@ TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
   EXPECT_EQ(profiler::parse_grid_json(profiler::grid_json(grid)).prefetches, grid.prefetches);
   EXPECT_EQ(profiler::grid_json(plain).find("\"prefetch\":["), std::string::npos);
   sweep.engine.prefetch = "1";
-  EXPECT_EQ(profiler::grid_json(to_grid(sweep)), profiler::grid_json(plain));
+  EXPECT_EQ(profiler::grid_json(to_grid(valid(sweep))), profiler::grid_json(plain));
   // Bad lists name the flag; a run takes one depth.
   for (const std::string bad : {"0,65", "-1", "x"}) {
     sweep.engine.prefetch = bad;
@@ -659,7 +677,46 @@ TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
   run.engine.prefetch = "0,1";
   EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--prefetch"});
   run.engine.prefetch = "2";
-  EXPECT_EQ(to_engine_config(run).prefetch, 2);
+  EXPECT_EQ(to_engine_config(valid(run)).prefetch, 2);
+}
+
+}  // namespace
+}  // namespace offtune::requests
+
+namespace offtune::requests {
+namespace {
+
+// Parse once (issue 35 item 1): check() reads a device model file once; what it read is what the
+// run and the sweep measure with, so that a file changed or removed after the check changes
+// nothing (before, each conversion read the file again: up to 4 reads of one file per run).
+TEST(Requests, ADeviceModelFileIsReadOnceByCheck) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("offtune_read_once_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "gpu.json").string();
+  {
+    std::ofstream out(file);
+    out << R"({"base": "h100-sxm", "title": "Read Once GPU", "memory_gbps": 2000})";
+  }
+  RunRequest run;
+  run.workload.batch = 1;
+  run.workload.seq = 16;
+  run.backend.backend = "host-sim";
+  run.backend.device_model = file;
+  SweepRequest sweep;
+  sweep.workload = run.workload;
+  sweep.backend = run.backend;
+  sweep.min_offload_sizes = "1KiB";
+  sweep.max_fwd_stash_sizes = "1";
+  const ValidRun checked_run = valid(run);
+  const ValidSweep checked_sweep = valid(sweep);
+  std::filesystem::remove_all(dir);  // after the check: nothing downstream may read it again
+  const PreparedRun prepared = prepare(checked_run);
+  EXPECT_NE(prepared.spec.env.device.find("modelling Read Once GPU"), std::string::npos)
+      << prepared.spec.env.device;
+  const PreparedSweep prepared_sweep = prepare(checked_sweep);
+  ASSERT_TRUE(prepared_sweep.spec.device_model.has_value());
+  EXPECT_EQ(prepared_sweep.spec.device_model->title, "Read Once GPU");
 }
 
 }  // namespace
@@ -722,11 +779,11 @@ TEST(Requests, StreamsPinMemoryByteWindowAndLinkAreSweepAxesAndOneValueKeepsTheG
     SweepRequest sweep;
     sweep.min_offload_sizes = "1KiB,1MiB";
     sweep.max_fwd_stash_sizes = "1,2";
-    const std::string plain = profiler::grid_json(to_grid(sweep));
+    const std::string plain = profiler::grid_json(to_grid(valid(sweep)));
     knob.set(sweep, knob.list);
-    ASSERT_TRUE(check(sweep).empty()) << check(sweep).front().message;
-    const auto grid = to_grid(sweep);
-    EXPECT_EQ(point_count(sweep), 1 + 4 * 2);
+    ASSERT_TRUE(check(sweep).ok()) << check(sweep).errors.front().message;
+    const auto grid = to_grid(valid(sweep));
+    EXPECT_EQ(point_count(valid(sweep)), 1 + 4 * 2);
     const auto configs = profiler::expand_grid(grid);
     ASSERT_EQ(static_cast<int64_t>(configs.size()), profiler::grid_size(grid));
     // The axis is outside the sizes and windows: the first four offload points have the first
@@ -742,7 +799,7 @@ TEST(Requests, StreamsPinMemoryByteWindowAndLinkAreSweepAxesAndOneValueKeepsTheG
     const auto back = profiler::parse_grid_json(profiler::grid_json(grid));
     EXPECT_EQ(profiler::expand_grid(back), configs);
     knob.set(sweep, knob.one);
-    EXPECT_EQ(profiler::grid_json(to_grid(sweep)), plain);
+    EXPECT_EQ(profiler::grid_json(to_grid(valid(sweep))), plain);
     knob.set(sweep, knob.bad);
     EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{knob.flag});
     // A run takes one value.
@@ -766,16 +823,16 @@ TEST(Requests, AListOfLinksIsRefusedOnCuda) {
   SweepRequest sweep;
   sweep.backend.link = "pcie4,pcie5";
   sweep.backend.backend = "cuda";
-  const auto errors = check(sweep);
+  const auto errors = check(sweep).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--link"});
   EXPECT_NE(errors.front().message.find("host-sim only"), std::string::npos)
       << errors.front().message;
   sweep.backend.link = "pcie5";
-  EXPECT_TRUE(check(sweep).empty());
+  EXPECT_TRUE(check(sweep).ok());
   RunRequest run;
   run.backend.link = "pcie5";
-  EXPECT_EQ(to_engine_config(run).link, "pcie5");
-  EXPECT_EQ(to_backend(run.backend).link_name, "pcie5");
+  EXPECT_EQ(to_engine_config(valid(run)).link, "pcie5");
+  EXPECT_EQ(to_backend(valid(run)).link_name, "pcie5");
 }
 
 }  // namespace

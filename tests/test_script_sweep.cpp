@@ -596,12 +596,12 @@ TEST(ScriptRequest, RefusesTheFlagsOfABuiltInModelOneMessageEach) {
   SweepRequest r;
   r.db = "x.db";
   r.script = "python train.py";
-  EXPECT_TRUE(check(r).empty());
+  EXPECT_TRUE(check(r).ok());
   r.flags_given = {"--warmup", "--collector", "--backend", "--device-model", "--prefetch"};
-  EXPECT_TRUE(check(r).empty());
+  EXPECT_TRUE(check(r).ok());
   // Given, even at its default value: refused.
   r.flags_given = {"--model", "--steps"};
-  auto errors = check(r);
+  auto errors = check(r).errors;
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_EQ(errors[0].field, "--model");
   EXPECT_EQ(errors[0].message,
@@ -614,7 +614,7 @@ TEST(ScriptRequest, RefusesTheFlagsOfABuiltInModelOneMessageEach) {
   r.engine.checkpoint = "all";
   r.engine.offload_set = "boundaries";
   r.predict_first = true;
-  errors = check(r);
+  errors = check(r).errors;
   std::vector<std::string> fields;
   for (const auto& e : errors) fields.push_back(e.field);
   EXPECT_EQ(fields,
@@ -623,13 +623,13 @@ TEST(ScriptRequest, RefusesTheFlagsOfABuiltInModelOneMessageEach) {
   SweepRequest t;
   t.db = "x.db";
   t.timeout_per_point = "60";
-  ASSERT_EQ(check(t).size(), 1u);
-  EXPECT_EQ(check(t)[0].field, "--timeout-per-point");
+  ASSERT_EQ(check(t).errors.size(), 1u);
+  EXPECT_EQ(check(t).errors[0].field, "--timeout-per-point");
   t.script = "python train.py";
-  EXPECT_TRUE(check(t).empty());
+  EXPECT_TRUE(check(t).ok());
   t.timeout_per_point = "-1";
-  ASSERT_EQ(check(t).size(), 1u);
-  EXPECT_NE(check(t)[0].message.find("seconds"), std::string::npos);
+  ASSERT_EQ(check(t).errors.size(), 1u);
+  EXPECT_NE(check(t).errors[0].message.find("seconds"), std::string::npos);
 }
 
 }  // namespace

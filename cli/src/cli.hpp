@@ -25,10 +25,9 @@ inline constexpr int kInterrupted = 130;
 extern std::atomic<bool> g_cancel;
 
 // A bad command line that the request layer does not cover (a missing --db, an unknown --format):
-// exit 2 with one `error:` line.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// exit 2 with one `error:` line. One type with the request layer's refusals, so that exit 2 means
+// the user's input and nothing else.
+using requests::UsageError;
 
 struct Common {
   std::string db;

@@ -9,8 +9,10 @@
 // Exit status (every refusal is exactly one line on stderr that starts with `error: `):
 //   0  success
 //   1  the work failed (a run failed or ran out of memory; an export could not be written)
-//   2  bad command line or input (unknown flag, bad size or grid, unknown model); also no
-//      command at all, which prints the usage
+//   2  bad command line or input (unknown flag, bad size or grid, unknown model, a model that
+//      cannot be built as asked); also no command at all, which prints the usage. Only a value
+//      the user gave earns it (requests::UsageError, profiler::ParseError, OptionsError): a fault
+//      inside the work on valid input is 1
 //   3  the store cannot be used (not an offtune store, corrupt, newer schema, disk full, locked)
 //   4  a --fail-if threshold was crossed, or could not be checked (a sweep without a recommended
 //      point)
@@ -104,36 +106,35 @@ namespace offtune::cli {
 
 bool request_stop() noexcept { return g_cancel.exchange(true); }
 
-int run_command_line(int argc, char** argv) {
+int exit_status_of(std::exception_ptr error, std::ostream& err) {
   try {
-    return parse_and_run(argc, argv);
+    std::rethrow_exception(error);
   } catch (const offtune::requests::RequestError& e) {
     // Every bad field, on the one line.
     std::string line;
     for (const auto& field : e.errors()) line += (line.empty() ? "" : "; ") + field.message;
-    std::cerr << "error: " << line << "\n";
-    return kUsage;
-  } catch (const UsageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kUsage;
-  } catch (const offtune::profiler::ParseError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    err << "error: " << line << "\n";
     return kUsage;
   } catch (const offtune::profiler::StoreError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    err << "error: " << e.what() << "\n";
     return kStore;
-  } catch (const offtune::OptionsError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kUsage;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kUsage;
   } catch (const c10::Error& e) {
-    std::cerr << "error: " << e.what_without_backtrace() << "\n";
+    err << "error: " << e.what_without_backtrace() << "\n";
     return kFailed;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kFailed;
+    err << "error: " << e.what() << "\n";
+    // Anything but the user's input, a std::invalid_argument thrown deep in a model or the
+    // predictor included, is a fault of the work on valid input: the work failed, the command
+    // line was fine.
+    return offtune::requests::is_refused_input(e) ? kUsage : kFailed;
+  }
+}
+
+int run_command_line(int argc, char** argv) {
+  try {
+    return parse_and_run(argc, argv);
+  } catch (...) {
+    return exit_status_of(std::current_exception(), std::cerr);
   }
 }
 

@@ -321,9 +321,9 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     if (variant_width == 0) return std::string();
     return " " + text + std::string(variant_width - std::min(variant_width, text.size()), ' ');
   };
-  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %13s\n", "index", "status", "offload",
-              rules ? " rules  " : "", variant("variant").c_str(), "min_offload", "window",
-              "step ms", "interval (level)", "peak device", "bytes", "hidden copy %");
+  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %13s\n", "index", "status",
+              "offload", rules ? " rules  " : "", variant("variant").c_str(), "min_offload",
+              "window", "step ms", "interval (level)", "peak device", "bytes", "hidden copy %");
   for (size_t i = 0; i < points.size(); ++i) {
     const pf::PointRecord& p = points[i];
     const pf::StepInterval ci = pf::step_interval(p.summary);

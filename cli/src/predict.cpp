@@ -83,13 +83,13 @@ class PredictCommand final : public Command {
     request_.backend.link = link_names.front();
     request_.engine.prefetch = std::to_string(prefetches.front());
     request_.refine_steps = 0;
-    requests::require_valid(request_);
+    const auto valid = requests::require_valid(request_);
     if (request_.backend.device_model.empty() || request_.backend.backend == "cuda") {
       refuse("--device-model",
              "offtune predict replays one recorded step, which needs its op times known ahead: "
              "give --device-model (host-sim), e.g. --device-model h100-sxm");
     }
-    const int64_t grid_points = requests::point_count(request_);
+    const int64_t grid_points = requests::point_count(valid);
     const int64_t points = 1 + (grid_points - 1) * static_cast<int64_t>(prefetches.size()) *
                                    static_cast<int64_t>(links.size());
     if (points > request_.max_points) {
@@ -99,7 +99,7 @@ class PredictCommand final : public Command {
                                  ": narrow the lists, or raise --max-points if you mean it");
     }
 
-    auto prepared = requests::prepare(request_);
+    auto prepared = requests::prepare(valid);
     std::vector<Point> grid;
     for (const auto& c : pf::expand_grid(prepared.spec.grid)) {
       if (!c.offload) {

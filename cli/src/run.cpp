@@ -39,10 +39,9 @@ class RunCommand final : public Command {
   int run() override {
     const auto thresholds = parse_thresholds(fail_if_, /*allow_slowdown=*/false);
     request_.db = common_.db;
-    requests::require_valid(request_);
     // The model is built (a TorchScript file loaded) before the store is created, so that a
     // refused model leaves no file behind.
-    auto run = requests::prepare(request_);
+    auto run = requests::prepare(requests::require_valid(request_));
     if (!common_.quiet) {
       for (const auto& w : run.warnings) std::cerr << "warning: " << w << "\n";
     }

@@ -82,9 +82,8 @@ class SweepCommand final : public Command {
         request_.flags_given.push_back("--" + opt->get_lnames().front());
       }
     }
-    requests::require_valid(request_);
     // Built before the store is created: a refused model leaves no file behind.
-    auto prepared = requests::prepare(request_);
+    auto prepared = requests::prepare(requests::require_valid(request_));
     if (prepared.script) prepared.script->pass_stderr = !common_.quiet && !common_.json;
     if (!common_.quiet) {
       for (const auto& w : prepared.warnings) std::cerr << "warning: " << w << "\n";

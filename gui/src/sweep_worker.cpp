@@ -3,6 +3,7 @@
 // and run by offtune::requests, as `offtune sweep` runs them.
 #include <c10/util/Exception.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "offtune/gui/sweep_form.hpp"
@@ -14,10 +15,16 @@ namespace offtune::gui {
 
 namespace pf = offtune::profiler;
 
-int64_t validate_sweep_request(const SweepRequest& r) {
-  if (r.db.empty()) throw std::invalid_argument("no store: choose the file the sweep writes");
-  return requests::point_count(r);  // requests::require_valid's RequestError for a bad field
+namespace {
+
+requests::ValidSweep checked(const SweepRequest& r) {
+  if (r.db.empty()) throw requests::UsageError("no store: choose the file the sweep writes");
+  return requests::require_valid(r);
 }
+
+}  // namespace
+
+int64_t validate_sweep_request(const SweepRequest& r) { return requests::point_count(checked(r)); }
 
 SweepRunner::SweepRunner(QObject* parent) : QObject(parent) {
   qRegisterMetaType<pf::PointRecord>();
@@ -33,8 +40,9 @@ bool SweepRunner::start(const SweepRequest& request, QString* error) {
     if (error) *error = QStringLiteral("a sweep is already running");
     return false;
   }
+  std::optional<requests::ValidSweep> valid;
   try {
-    validate_sweep_request(request);
+    valid = checked(request);
   } catch (const std::exception& e) {
     if (error) *error = QString::fromStdString(e.what());
     return false;
@@ -42,18 +50,19 @@ bool SweepRunner::start(const SweepRequest& request, QString* error) {
   if (thread_.joinable()) thread_.join();  // the previous sweep's thread has ended its work
   cancel_.store(false);
   running_.store(true);
-  thread_ = std::thread([this, request] { work(request); });
+  thread_ = std::thread([this, valid = std::move(*valid)] { work(valid); });
   return true;
 }
 
 void SweepRunner::cancel() { cancel_.store(true); }
 
-void SweepRunner::work(SweepRequest r) {
+void SweepRunner::work(requests::ValidSweep valid) {
+  const SweepRequest& r = valid.request();
   bool ok = false, interrupted = false;
   QString message;
   try {
     // The model first: one that cannot be built leaves no store behind.
-    auto prepared = requests::prepare(r);
+    auto prepared = requests::prepare(valid);
     // A script's output would go to the dashboard's stderr, where no one reads it: a point that
     // fails keeps its last lines in its error (and the run's), which the views show.
     if (prepared.script) prepared.script->pass_stderr = false;

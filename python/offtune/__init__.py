@@ -28,6 +28,10 @@ from .engine import (
 from .trl import get_act_offloading_ctx_manager
 
 host_sim = _offtune.host_sim
+# Errors by kind (docs/python.md, "Errors"): InputError is a ValueError (a value you gave, refused),
+# EngineFault a RuntimeError (the work failed on valid input).
+InputError = _offtune.InputError
+EngineFault = _offtune.EngineFault
 
 # Under `offtune sweep --script` on host-sim: the emulated device's allocator, before the script
 # builds its model (offtune/_child.py).
@@ -36,6 +40,8 @@ from . import _child  # noqa: E402
 _child.install_host_sim_if_asked()
 
 __all__ = [
+    "EngineFault",
+    "InputError",
     "LayerOffloader",
     "Offloader",
     "get_act_offloading_ctx_manager",

@@ -15,6 +15,8 @@ from torch.autograd.graph import saved_tensors_hooks
 from . import _child
 from ._native import _offtune
 
+InputError = _offtune.InputError  # a ValueError: a value you gave, refused
+
 #: The environment variable Offloader.from_env() reads: a JSON object of options, e.g.
 #: OFFTUNE_POINT='{"min_offload_size": "64KiB", "max_fwd_stash_size": 3}', or {"offload": false}
 #: for no offloading at all. `offtune sweep --script` sets it for each point.
@@ -114,9 +116,9 @@ class Offloader:
             try:
                 options = json.loads(text)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{variable} is not JSON ({e.msg} at {e.pos}): {text!r}") from None
+                raise InputError(f"{variable} is not JSON ({e.msg} at {e.pos}): {text!r}") from None
             if not isinstance(options, dict):
-                raise ValueError(
+                raise InputError(
                     f"{variable} must hold a JSON object of options such as "
                     f'{{"min_offload_size": "64KiB"}}, got {text!r}'
                 )
@@ -199,7 +201,7 @@ class LayerOffloader:
         if not isinstance(offloader, Offloader):
             raise TypeError("LayerOffloader takes an offtune.Offloader to share its copy stream")
         if offloader._engine is None:
-            raise ValueError("LayerOffloader needs an offloader that offloads (this one was made "
+            raise InputError("LayerOffloader needs an offloader that offloads (this one was made "
                              "with offload=False)")
         self._offloader = offloader
         self._layers = _offtune.LayerOffloader(offloader._engine, options)
@@ -260,7 +262,7 @@ def decoder_layers(model: nn.Module) -> List[nn.Module]:
                 break
         if isinstance(obj, (nn.ModuleList, list)) and len(obj) > 0:
             return list(obj)
-    raise ValueError(
+    raise InputError(
         f"offtune: cannot find the decoder layers of {type(model).__name__} (looked for "
         "model.layers, transformer.h, gpt_neox.layers, ...): register blocks with "
         "LayerOffloader.add_block yourself"

@@ -28,7 +28,7 @@ import torch
 
 from . import _child
 from ._native import _offtune
-from .engine import Offloader
+from .engine import InputError, Offloader
 
 __all__ = ["record", "Recording"]
 
@@ -231,11 +231,11 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
                  collector: str = "auto", timeline: bool = True, steps: int = 0,
                  begin_first_step: bool = True, _auto: bool = False):
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-            raise ValueError(f"warmup must be a whole number of steps, 0 or more; got {warmup!r}")
+            raise InputError(f"warmup must be a whole number of steps, 0 or more; got {warmup!r}")
         self._auto = _auto  # the sweep child's own recording (offtune/_child.py)
         overrides = _child.spec_overrides()
         if db is None and "db" not in overrides:
-            raise ValueError("record: db is required (the store to record into)")
+            raise InputError("record: db is required (the store to record into)")
         self._db = str(overrides.pop("db", db))
         self._offloader = False if offloader is False or offloader == () else offloader
         described = _describe(model)

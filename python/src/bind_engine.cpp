@@ -1,7 +1,8 @@
 // The engine, bound: an ActivationOffloader made for Python's hooks (HookCarrier::External), one
 // Forward per `with` block whose pack and unpack torch's saved_tensors_hooks calls (hooks.cpp),
 // layer offloading, and host-sim's switches. Options arrive as Python passed them and are parsed by
-// requests/ (engine_options.hpp); OptionsError becomes ValueError, EngineError RuntimeError.
+// requests/ (engine_options.hpp); OptionsError becomes offtune.InputError, EngineError
+// offtune.EngineFault (module.cpp).
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
@@ -127,18 +128,6 @@ py::dict to_dict(const LayerOffloadStats& s) {
 }  // namespace
 
 void bind_engine(py::module_& m) {
-  // OptionsError derives from std::invalid_argument (ValueError by pybind11's rule) and
-  // EngineError from std::runtime_error (RuntimeError): said here so that it stays so.
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const OptionsError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    } catch (const EngineError& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-    }
-  });
-
   m.def("offload_option_names", &requests::offload_option_names,
         "The options Offloader takes, in OffloadOptions' order.");
   m.def("layer_offload_option_names", &requests::layer_offload_option_names,

@@ -6,7 +6,8 @@
 //   schema, corruption): ValueError, the file untouched;
 //   a store that cannot be opened or written (a missing or unwritable directory, a full disk, a
 //   lock held too long): OSError;
-//   a bad device model, backend or collector: ValueError; a step call out of order: RuntimeError.
+//   a bad device model, backend or collector: ValueError; a step call out of order: RuntimeError
+// (offtune.InputError and offtune.EngineFault: module.cpp translates every kind).
 #include <torch/csrc/utils/pybind.h>
 #include <torch/cuda.h>
 
@@ -24,6 +25,7 @@
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/live_run.hpp"
 #include "offtune/profiler/store.hpp"
+#include "offtune/requests/request.hpp"
 
 namespace py = pybind11;
 namespace pf = offtune::profiler;
@@ -31,24 +33,32 @@ namespace pf = offtune::profiler;
 namespace offtune::python {
 namespace {
 
-pf::Collector parse_collector(const std::string& s) {
-  if (s == "auto") return pf::Collector::Auto;
-  if (s == "cupti") return pf::Collector::Cupti;
-  if (s == "nvtx-only") return pf::Collector::NvtxOnly;
-  throw std::invalid_argument("collector '" + s + "' is not one of auto, cupti, nvtx-only");
-}
-
 pf::RunStatus parse_failure(const std::string& s) {
   if (s == "failed") return pf::RunStatus::Failed;
   if (s == "oom") return pf::RunStatus::OutOfMemory;
   if (s == "interrupted") return pf::RunStatus::Interrupted;
-  throw std::invalid_argument("run status '" + s + "' is not one of failed, oom, interrupted");
+  throw requests::UsageError("run status '" + s + "' is not one of failed, oom, interrupted");
+}
+
+// Runs `make`: its std::invalid_argument refuses a value the user gave (the profiler's own type for
+// it is plain), so it becomes requests::UsageError, offtune.InputError in Python.
+template <typename Make>
+auto as_input_error(Make&& make) {
+  try {
+    return std::forward<Make>(make)();
+  } catch (const pf::StoreError&) {
+    throw;
+  } catch (const requests::UsageError&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw requests::UsageError(e.what());
+  }
 }
 
 StepPhase parse_phase(const std::string& s) {
   if (s == "forward") return StepPhase::Forward;
   if (s == "backward") return StepPhase::Backward;
-  throw std::invalid_argument("phase '" + s + "' is not forward or backward");
+  throw requests::UsageError("phase '" + s + "' is not forward or backward");
 }
 
 template <typename T>
@@ -114,10 +124,10 @@ class Recording {
     s.workload.steps = get_or<int64_t>(spec, "steps", 0);
     s.workload.lora_rank = get_or<int64_t>(spec, "lora_rank", 0);
     s.workload.optimizer = true;
-    if (s.workload.warmup < 0) throw std::invalid_argument("warmup must be 0 or more");
+    if (s.workload.warmup < 0) throw requests::UsageError("warmup must be 0 or more");
     s.label = get_or<std::string>(spec, "label", "");
     s.sweep = get_or<std::string>(spec, "name", "");
-    s.collector = parse_collector(get_or<std::string>(spec, "collector", "auto"));
+    s.collector = requests::parse_collector(get_or<std::string>(spec, "collector", "auto"));
     s.record_timeline = get_or<bool>(spec, "timeline", true);
     s.begin_first_step = get_or<bool>(spec, "begin_first_step", true);
     if (offloaders_.empty()) {
@@ -133,8 +143,8 @@ class Recording {
     if (!offloaders_.empty()) {
       const BackendKind theirs = offloaders_.front()->backend();
       if (backend != BackendKind::Auto && backend != theirs) {
-        throw std::invalid_argument("record: backend '" + asked + "' but the offloader runs on " +
-                                    std::string(to_string(theirs)));
+        throw requests::UsageError("record: backend '" + asked + "' but the offloader runs on " +
+                                   std::string(to_string(theirs)));
       }
       backend = theirs;
     }
@@ -145,11 +155,11 @@ class Recording {
     if (!model_name.empty()) {
       // A name that is no device model is refused as such on every backend (on cuda the test
       // suite saw "applies to host-sim only" for a typo, which hid the typo).
-      DeviceModel model = pf::load_device_model(model_name);
+      DeviceModel model = as_input_error([&] { return pf::load_device_model(model_name); });
       if (backend != BackendKind::HostSim) {
-        throw std::invalid_argument("device_model '" + model_name +
-                                    "' applies to host-sim only (cuda measures the GPU): run on "
-                                    "host-sim or leave device_model out");
+        throw requests::UsageError("device_model '" + model_name +
+                                   "' applies to host-sim only (cuda measures the GPU): run on "
+                                   "host-sim or leave device_model out");
       }
       s.device_model = std::move(model);
     }
@@ -176,7 +186,9 @@ class Recording {
         }
       }
     }
-    run_ = std::make_unique<pf::LiveRun>(store_, std::move(s));
+    // The live run refuses a spec that does not fit the backend (a device model on cuda) with a
+    // std::invalid_argument: what the user asked, refused.
+    run_ = as_input_error([&] { return std::make_unique<pf::LiveRun>(store_, std::move(s)); });
     for (auto& o : offloaders_) run_->attach(*o);
   }
 
@@ -219,30 +231,6 @@ class Recording {
 void bind_record(py::module_& m) {
   using offtune::ActivationOffloader;
   using offtune::python::Recording;
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const pf::StoreError& e) {
-      switch (e.kind()) {
-        case pf::StoreError::Kind::NotADatabase:
-        case pf::StoreError::Kind::Corrupt:
-        case pf::StoreError::Kind::NewerSchema:
-        case pf::StoreError::Kind::Invalid:
-          PyErr_SetString(PyExc_ValueError, e.what());
-          break;
-        default:
-          PyErr_SetString(PyExc_OSError, e.what());
-      }
-    } catch (const std::logic_error& e) {
-      // std::invalid_argument is a logic_error: pybind11's own rule makes it ValueError.
-      if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr) {
-        PyErr_SetString(PyExc_ValueError, e.what());
-      } else {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-      }
-    }
-  });
-
   m.def("store_schema_version", &pf::store_schema_version,
         "The schema version of the stores this build writes.");
 

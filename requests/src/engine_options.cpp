@@ -31,17 +31,32 @@ bool as_bool(std::string_view name, const OptionValue& v) {
   fail(name, std::string(name) + " takes True or False, got " + shown(v));
 }
 
-// A count: a whole number, or its decimal text.
-int64_t as_int(std::string_view name, const OptionValue& v) {
+// A number given as one, or as text that `parse` reads; else a refusal saying what it takes.
+template <typename Parse>
+int64_t as_number(std::string_view name, const OptionValue& v, Parse parse,
+                  std::string_view takes) {
   if (const auto* i = std::get_if<int64_t>(&v)) return *i;
   if (const auto* s = std::get_if<std::string>(&v)) {
     try {
-      return profiler::parse_int64(*s);
+      return parse(*s);
     } catch (const std::invalid_argument& e) {
       fail(name, e.what());
     }
   }
-  fail(name, std::string(name) + " takes a whole number, got " + shown(v));
+  fail(name, std::string(name) + " takes " + std::string(takes) + ", got " + shown(v));
+}
+
+// A count: a whole number, or its decimal text.
+int64_t as_int(std::string_view name, const OptionValue& v) {
+  return as_number(
+      name, v, [](const std::string& s) { return profiler::parse_int64(s); }, "a whole number");
+}
+
+// A GPU's index, or -1 for the current one.
+int as_device_index(std::string_view name, const OptionValue& v) {
+  const int64_t i = as_int(name, v);
+  if (i < -1 || i > 1024) fail(name, "device_index must be -1 (current) or a GPU index");
+  return static_cast<int>(i);
 }
 
 // A window or prefetch depth counts tensors; a size written there most likely meant the byte bound
@@ -65,18 +80,9 @@ int64_t as_count(std::string_view name, const OptionValue& v, std::string_view b
 
 // Bytes: a whole number, or a size as the CLI writes it ("64KiB").
 int64_t as_size(std::string_view name, const OptionValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  if (const auto* s = std::get_if<std::string>(&v)) {
-    try {
-      return profiler::parse_size(*s);
-    } catch (const std::invalid_argument& e) {
-      fail(name, e.what());
-    }
-  }
-  fail(name, std::string(name) +
-                 " takes a size in bytes (a whole number, or text such as "
-                 "'64KiB'), got " +
-                 shown(v));
+  return as_number(
+      name, v, [](const std::string& s) { return profiler::parse_size(s); },
+      "a size in bytes (a whole number, or text such as '64KiB')");
 }
 
 double as_real(std::string_view name, const OptionValue& v) {
@@ -126,12 +132,7 @@ const std::vector<Field<OffloadOptions>>& offload_fields() {
        [](O& o, N n, const V& v) { o.prefetch = as_count(n, v, "max_prefetch_bytes"); }},
       {"max_prefetch_bytes", [](O& o, N n, const V& v) { o.max_prefetch_bytes = as_size(n, v); }},
       {"backend", [](O& o, N n, const V& v) { o.backend = as_mode(n, v, parse_backend); }},
-      {"device_index",
-       [](O& o, N n, const V& v) {
-         const int64_t i = as_int(n, v);
-         if (i < -1 || i > 1024) fail(n, "device_index must be -1 (current) or a GPU index");
-         o.device_index = static_cast<int>(i);
-       }},
+      {"device_index", [](O& o, N n, const V& v) { o.device_index = as_device_index(n, v); }},
       {"host_ram_warn_percent",
        [](O& o, N n, const V& v) { o.host_ram_warn_percent = as_real(n, v); }},
       {"host_pool_slab_bytes",
@@ -170,12 +171,7 @@ const std::vector<Field<LayerOffloadOptions>>& layer_fields() {
   static const std::vector<Field<O>> fields = {
       {"depth", [](O& o, N n, const V& v) { o.depth = as_int(n, v); }},
       {"backend", [](O& o, N n, const V& v) { o.backend = as_mode(n, v, parse_backend); }},
-      {"device_index",
-       [](O& o, N n, const V& v) {
-         const int64_t i = as_int(n, v);
-         if (i < -1 || i > 1024) fail(n, "device_index must be -1 (current) or a GPU index");
-         o.device_index = static_cast<int>(i);
-       }},
+      {"device_index", [](O& o, N n, const V& v) { o.device_index = as_device_index(n, v); }},
       {"use_pin_memory", [](O& o, N n, const V& v) { o.use_pin_memory = as_bool(n, v); }},
       {"link", [](O& o, N n, const V& v) { o.link = as_mode(n, v, parse_link); }},
       {"debug_copy_delay_ns", [](O& o, N n, const V& v) { o.debug_copy_delay_ns = as_int(n, v); }},

@@ -5,6 +5,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "offtune/profiler/backend.hpp"
 #include "offtune/samples/registry.hpp"
@@ -30,27 +31,35 @@ struct Bound {
   std::unique_ptr<WorkloadInstance> workload;
 };
 
+// Runs `build`, the building of what the user asked for (the backend, the model): its
+// std::invalid_argument is a refusal of the user's input, as the samples and the backend word
+// theirs, and becomes one of this layer's (a fault while the request later runs does not).
+template <typename Build>
+auto as_refusal(Build&& build) {
+  try {
+    return std::forward<Build>(build)();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
 // Prepares the backend (filling `env`) and builds the workload on its device.
-Bound bind(const WorkloadFields& fields, const Backend& backend, profiler::Environment& env) {
-  profiler::BackendRequest b;
-  b.backend = backend.kind;
-  b.link = backend.link;
-  b.link_name = backend.link_name;
-  b.device_model = backend.device_model;
-  b.device_capacity = backend.device_capacity;
-  b.threads = backend.threads;
-  const auto prepared = profiler::prepare_backend(b, env);
+Bound bind(const WorkloadFields& fields, Dtype dtype, const profiler::BackendRequest& b,
+           profiler::Environment& env) {
+  const auto prepared = as_refusal([&] { return profiler::prepare_backend(b, env); });
   samples::WorkloadSpec spec;
   spec.model = fields.model;
   spec.batch = fields.batch;
   spec.seq = fields.seq;
-  spec.dtype = scalar_type(parse_dtype(fields.dtype));
+  spec.dtype = scalar_type(dtype);
   spec.seed = fields.seed;
   spec.optimizer = fields.optimizer;
   spec.input_spec = fields.input_spec;
   spec.lora_rank = fields.lora_rank;
   spec.blocks = fields.blocks;
-  return {prepared.base, samples::make_workload(spec, prepared.device)};
+  return {prepared.base, as_refusal([&] { return samples::make_workload(spec, prepared.device); })};
 }
 
 // A link model is host-sim's: on cuda the GPU's own link carries the copies, and a list of links
@@ -67,14 +76,14 @@ void refuse_links_on_cuda(const profiler::SweepSpec& spec) {
 
 }  // namespace
 
-PreparedRun prepare(const RunRequest& request) {
+PreparedRun prepare(const ValidRun& valid) {
+  const RunRequest& request = valid.request();
   PreparedRun out;
-  out.spec.workload = to_workload(request.workload);
-  out.spec.config = to_engine_config(request);
-  const Backend backend = to_backend(request.backend);
-  out.spec.collector = backend.collector;
+  out.spec.workload = to_workload(valid);
+  out.spec.config = to_engine_config(valid);
+  out.spec.collector = valid.collector();
   out.spec.label = request.label;
-  auto bound = bind(request.workload, backend, out.spec.env);
+  auto bound = bind(request.workload, valid.dtype(), to_backend(valid), out.spec.env);
   out.spec.base = bound.base;
   out.workload = std::move(bound.workload);
   if (const auto w = samples::head_warning(request.workload.model);
@@ -86,26 +95,22 @@ PreparedRun prepare(const RunRequest& request) {
 
 // A script sweep: the backend is prepared for the runs' environment only (the script builds its
 // model in its own process), and the script file's hash joins the sweep's identity.
-PreparedSweep prepare_script(const SweepRequest& request) {
+PreparedSweep prepare_script(const ValidSweep& valid) {
+  const SweepRequest& request = valid.request();
   PreparedSweep out;
   out.spec.name = request.name;
-  out.spec.grid = to_grid(request);  // checks the request
-  out.spec.shard = resolve_shard(request.shard);
+  out.spec.grid = to_grid(valid);
+  out.spec.shard = valid.shard();
   out.spec.repeat = request.repeat;
   out.refine_steps = request.refine_steps;
-  profiler::Workload& w = out.spec.workload;
-  w.model = "script";
-  w.warmup = request.workload.warmup;
-  const Backend backend = to_backend(request.backend);
-  out.spec.collector = backend.collector;
-  out.spec.device_model = backend.device_model;
-  profiler::BackendRequest b;
-  b.backend = backend.kind;
-  b.link = backend.link;
-  b.link_name = backend.link_name;
-  b.device_model = backend.device_model;
-  b.threads = backend.threads;
-  out.spec.base = profiler::prepare_backend(b, out.spec.env).base;
+  out.spec.workload = to_workload(valid);  // "script", with its --warmup
+  const profiler::Workload& w = out.spec.workload;
+  out.spec.collector = valid.collector();
+  profiler::BackendRequest b = to_backend(valid);
+  out.spec.device_model = b.device_model;
+  // The script's process has its own device memory: no capacity here (check() refuses one).
+  b.device_capacity = 0;
+  out.spec.base = as_refusal([&] { return profiler::prepare_backend(b, out.spec.env); }).base;
   const profiler::ScriptIdentity identity = profiler::script_identity(request.script);
   out.spec.script = request.script;
   out.spec.script_hash = identity.hash;
@@ -113,12 +118,10 @@ PreparedSweep prepare_script(const SweepRequest& request) {
 
   profiler::ScriptSpec script;
   script.command = request.script;
-  script.timeout_s = request.timeout_per_point.empty()
-                         ? 0.0
-                         : profiler::parse_positive_number(request.timeout_per_point);
+  script.timeout_s = valid.timeout_s();
   script.workload = w;
   script.env = out.spec.env;
-  script.collector = backend.collector;
+  script.collector = valid.collector();
   // A device model file is named absolutely: the script may change its working directory.
   script.device_model = request.backend.device_model;
   if (std::error_code ec;
@@ -130,21 +133,22 @@ PreparedSweep prepare_script(const SweepRequest& request) {
   // process resolved (host-sim) rather than leaving it to the child.
   if (request.backend.backend != "auto" || !out.spec.grid.links.empty()) {
     script.backend = out.spec.base.backend;
-    script.link = backend.link_name;
+    script.link = b.link_name;
   }
   out.script = std::move(script);
   return out;
 }
 
-PreparedSweep prepare(const SweepRequest& request) {
-  if (!request.script.empty()) return prepare_script(request);
+PreparedSweep prepare(const ValidSweep& valid) {
+  const SweepRequest& request = valid.request();
+  if (!request.script.empty()) return prepare_script(valid);
   PreparedSweep out;
   out.spec.name = request.name;
-  out.spec.workload = to_workload(request.workload);
-  out.spec.grid = to_grid(request);
-  out.spec.shard = resolve_shard(request.shard);
-  const Backend backend = to_backend(request.backend);
-  out.spec.collector = backend.collector;
+  out.spec.workload = to_workload(valid);
+  out.spec.grid = to_grid(valid);
+  out.spec.shard = valid.shard();
+  const profiler::BackendRequest backend = to_backend(valid);
+  out.spec.collector = valid.collector();
   out.spec.device_model = backend.device_model;
   out.spec.device_capacity = backend.device_capacity;
   // The sweep key leaves the default input out, so that keys of sweeps of built-in models do not
@@ -153,7 +157,7 @@ PreparedSweep prepare(const SweepRequest& request) {
     out.spec.model_input = request.workload.input_spec;
   }
   out.spec.blocks = request.workload.blocks;
-  auto bound = bind(request.workload, backend, out.spec.env);
+  auto bound = bind(request.workload, valid.dtype(), backend, out.spec.env);
   out.spec.base = bound.base;
   refuse_links_on_cuda(out.spec);
   out.workload = std::move(bound.workload);

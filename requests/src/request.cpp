@@ -53,7 +53,8 @@ class Checker {
   std::vector<FieldError> errors_;
 };
 
-void check_workload(const WorkloadFields& w, Checker& c) {
+// `dtype`: the parsed --dtype, when valid.
+void check_workload(const WorkloadFields& w, Checker& c, Dtype& dtype) {
   const auto builtin = samples::builtin_model_names();
   const bool is_builtin = std::find(builtin.begin(), builtin.end(), w.model) != builtin.end();
   if (!is_builtin && !samples::is_torchscript_path(w.model)) {
@@ -64,7 +65,7 @@ void check_workload(const WorkloadFields& w, Checker& c) {
   }
   c.range("--batch", w.batch, kBatchRange.lo, kBatchRange.hi);
   c.range("--seq", w.seq, kSeqRange.lo, kSeqRange.hi);
-  c.parse("--dtype", [&] { parse_dtype(w.dtype); });
+  c.parse("--dtype", [&] { dtype = parse_dtype(w.dtype); });
   c.range("--steps", w.steps, kStepsRange.lo, kStepsRange.hi);
   c.range("--warmup", w.warmup, kWarmupRange.lo, kWarmupRange.hi);
   if (is_builtin && w.input_spec != kDefaultInputSpec) {
@@ -89,53 +90,59 @@ void check_workload(const WorkloadFields& w, Checker& c) {
   }
 }
 
-void check_backend(const BackendFields& b, Checker& c) {
-  BackendKind kind = BackendKind::Auto;
+// `out` and `collector`: the fields parsed, each where valid; the device model file read here,
+// once.
+void check_backend(const BackendFields& b, Checker& c, profiler::BackendRequest& out,
+                   Collector& collector) {
+  BackendKind& kind = out.backend;
   c.parse("--backend", [&] {
     try {
       kind = parse_backend(b.backend);
     } catch (const OptionsError&) {
-      throw std::invalid_argument("unknown backend '" + b.backend +
-                                  "' (valid: auto, cuda, host-sim)");
+      throw UsageError("unknown backend '" + b.backend + "' (valid: auto, cuda, host-sim)");
     }
   });
   c.parse("--link", [&] {
-    if (link_list(b.link).size() > 1 && kind == BackendKind::Cuda) {
-      throw std::invalid_argument(
+    const std::vector<std::string> links = link_list(b.link);
+    if (links.size() > 1 && kind == BackendKind::Cuda) {
+      throw UsageError(
           "--link takes a list on host-sim only (cuda copies over the GPU's own link): give one "
           "link, or --backend host-sim");
     }
+    // A sweep over links prepares its backend with the first; each point runs over its own.
+    out.link_name = links.front();
+    out.link = profiler::parse_link(out.link_name);
   });
   if (!b.device_model.empty()) {
-    c.parse("--device-model", [&] { profiler::load_device_model(b.device_model); });
+    c.parse("--device-model",
+            [&] { out.device_model = profiler::load_device_model(b.device_model); });
     if (kind == BackendKind::Cuda) {
       c.fail("--device-model", "applies to host-sim only (cuda measures the GPU)");
     }
   }
   if (!b.device_capacity.empty()) {
     c.parse("--device-capacity", [&] {
-      if (profiler::parse_size(b.device_capacity) <= 0) {
-        throw std::invalid_argument("--device-capacity must be positive");
-      }
+      out.device_capacity = profiler::parse_size(b.device_capacity);
+      if (out.device_capacity <= 0) throw UsageError("--device-capacity must be positive");
     });
     if (kind == BackendKind::Cuda) c.fail("--device-capacity", "applies to host-sim only");
   }
-  c.parse("--collector", [&] { parse_collector(b.collector); });
+  c.parse("--collector", [&] { collector = parse_collector(b.collector); });
   if (b.threads != "auto") {
     c.parse("--threads", [&] {
       const int64_t n = profiler::parse_int64(b.threads);
       if (n < 1 || n > max_threads()) {
-        throw std::invalid_argument("--threads must be auto or between 1 and " +
-                                    std::to_string(max_threads()) +
-                                    " (this machine's cores), got " + b.threads);
+        throw UsageError("--threads must be auto or between 1 and " +
+                         std::to_string(max_threads()) + " (this machine's cores), got " +
+                         b.threads);
       }
+      out.threads = n;
     });
   }
 }
 
 // "a,b,c": the values in order, each as `canonical` names it (every:1 is all; it throws
-// OptionsError or std::invalid_argument with the valid values for a bad one); a value named twice
-// is refused.
+// OptionsError or UsageError with the valid values for a bad one); a value named twice is refused.
 template <typename Canonical>
 std::vector<std::string> value_list(std::string_view flag, const std::string& text,
                                     Canonical canonical) {
@@ -147,10 +154,10 @@ std::vector<std::string> value_list(std::string_view flag, const std::string& te
     try {
       name = canonical(name);
     } catch (const std::exception& err) {
-      throw std::invalid_argument(std::string(flag) + ": " + err.what());
+      throw UsageError(std::string(flag) + ": " + err.what());
     }
     if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw std::invalid_argument(std::string(flag) + " names '" + name + "' twice");
+      throw UsageError(std::string(flag) + " names '" + name + "' twice");
     }
     out.push_back(name);
     if (comma == std::string::npos) return out;
@@ -179,7 +186,7 @@ std::vector<std::string> tier_list(const std::string& text) {
   return value_list("--tier", text, [](const std::string& n) {
     const auto names = tier_names();
     if (std::find(names.begin(), names.end(), n) == names.end()) {
-      throw std::invalid_argument("unknown tier '" + n + "' (valid: host, disk, auto)");
+      throw UsageError("unknown tier '" + n + "' (valid: host, disk, auto)");
     }
     return n;
   });
@@ -190,7 +197,7 @@ std::vector<std::string> layer_offload_list(const std::string& text) {
   });
 }
 
-// The request's grid without its checks (count_points runs before them).
+// The request's grid, parsed from its lists (check() runs it once the lists are valid).
 profiler::Grid grid_of(const SweepRequest& r) {
   profiler::Grid g;
   g.min_offload_sizes = profiler::parse_size_list(r.min_offload_sizes);
@@ -218,27 +225,22 @@ profiler::Grid grid_of(const SweepRequest& r) {
   return g;
 }
 
-// The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
-// very problem the bound prevents.
-int64_t count_points(const SweepRequest& r) { return profiler::grid_size(grid_of(r)); }
-
 // `list`: a sweep takes several, comma-separated (an axis); a run one.
 void check_engine(const EngineFields& e, Checker& c, bool list) {
   c.parse("--prefetch", [&] {
     if (prefetch_list(e.prefetch).size() != 1 && !list) {
-      throw std::invalid_argument("--prefetch takes one value for a run (a list is for sweep)");
+      throw UsageError("--prefetch takes one value for a run (a list is for sweep)");
     }
   });
   c.parse("--semantics", [&] {
     const auto names = semantics_list(e.semantics);
     if (!list && names.size() != 1) {
-      throw std::invalid_argument("--semantics takes one value for a run (a list is for sweep)");
+      throw UsageError("--semantics takes one value for a run (a list is for sweep)");
     }
   });
   const auto one = [&](std::string_view flag, size_t n) {
     if (!list && n != 1) {
-      throw std::invalid_argument(std::string(flag) +
-                                  " takes one value for a run (a list is for sweep)");
+      throw UsageError(std::string(flag) + " takes one value for a run (a list is for sweep)");
     }
   };
   c.parse("--checkpoint", [&] { one("--checkpoint", checkpoint_list(e.checkpoint).size()); });
@@ -254,7 +256,7 @@ void check_engine(const EngineFields& e, Checker& c, bool list) {
     const bool checkpoints =
         std::any_of(ckpts.begin(), ckpts.end(), [](const std::string& n) { return n != "none"; });
     if (!checkpoints && std::find(sets.begin(), sets.end(), "boundaries") != sets.end()) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--offload boundaries offloads the inputs of checkpointed blocks only: give "
           "--checkpoint all or every:K too (without checkpointing nothing would be offloaded)");
     }
@@ -352,7 +354,8 @@ void check_script(const SweepRequest& r, Checker& c) {
   }
 }
 
-void check_timeout(const SweepRequest& r, Checker& c) {
+// `timeout_s`: the bound parsed, when given and valid.
+void check_timeout(const SweepRequest& r, Checker& c, double& timeout_s) {
   if (r.timeout_per_point.empty()) return;
   if (r.script.empty()) {
     c.fail("--timeout-per-point",
@@ -362,9 +365,9 @@ void check_timeout(const SweepRequest& r, Checker& c) {
   }
   c.parse("--timeout-per-point", [&] {
     try {
-      (void)profiler::parse_positive_number(r.timeout_per_point);
+      timeout_s = profiler::parse_positive_number(r.timeout_per_point);
     } catch (const std::invalid_argument&) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--timeout-per-point takes seconds, a positive number such as "
           "600, got '" +
           r.timeout_per_point + "'");
@@ -372,8 +375,70 @@ void check_timeout(const SweepRequest& r, Checker& c) {
   });
 }
 
-void throw_if_invalid(std::vector<FieldError> errors) {
-  if (!errors.empty()) throw RequestError(std::move(errors));
+// What a run records of its workload, from fields check_workload() found valid.
+profiler::Workload workload_of(const WorkloadFields& f, Dtype dtype) {
+  profiler::Workload w;
+  w.model = f.model;
+  w.batch = f.batch;
+  w.seq = f.seq;
+  w.dtype = std::string(to_string(dtype));
+  w.seed = f.seed;
+  w.steps = f.steps;
+  w.warmup = f.warmup;
+  w.optimizer = f.optimizer;
+  w.lora_rank = f.lora_rank;
+  return w;
+}
+
+// A run's engine settings from fields that check() found valid but its sizes (parsed by check()
+// alone: `c`'s are filled already). The modes are canonical names (every:1 is all, on is on:1).
+void engine_config_of(const RunRequest& r, profiler::EngineConfig& c) {
+  c.offload = !r.no_offload;
+  c.prefetch = prefetch_list(r.engine.prefetch).front();
+  c.use_streams = switch_list("--streams", r.engine.streams).front();
+  c.use_pin_memory = switch_list("--pin-memory", r.engine.pin_memory).front();
+  c.verify = r.engine.verify;
+  c.link = r.backend.link;
+  c.semantics = r.engine.semantics;
+  c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
+  c.offload_set = r.engine.offload_set;
+  c.tier = r.engine.tier;
+  c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
+}
+
+// A mode's names: each value's canonical name first, then its aliases.
+template <typename Mode>
+struct Named {
+  Mode mode;
+  std::string_view name;
+};
+constexpr Named<Dtype> kDtypes[] = {{Dtype::Fp32, "fp32"},     {Dtype::Fp32, "float32"},
+                                    {Dtype::Fp32, "float"},    {Dtype::Bf16, "bf16"},
+                                    {Dtype::Bf16, "bfloat16"}, {Dtype::Fp16, "fp16"},
+                                    {Dtype::Fp16, "float16"},  {Dtype::Fp16, "half"}};
+constexpr Named<Collector> kCollectors[] = {
+    {Collector::Auto, "auto"}, {Collector::Cupti, "cupti"}, {Collector::NvtxOnly, "nvtx-only"}};
+
+template <typename Mode, size_t N>
+std::string_view name_of(const Named<Mode> (&names)[N], Mode mode) {
+  for (const auto& n : names) {
+    if (n.mode == mode) return n.name;
+  }
+  return "?";
+}
+
+// The mode `text` names; a UsageError listing the canonical names otherwise.
+template <typename Mode, size_t N>
+Mode parse_named(const Named<Mode> (&names)[N], std::string_view what, std::string_view text) {
+  std::string valid;
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i].name == text) return names[i].mode;
+    if (i == 0 || names[i].mode != names[i - 1].mode) {
+      valid += (valid.empty() ? "" : ", ") + std::string(names[i].name);
+    }
+  }
+  throw UsageError("unknown " + std::string(what) + " '" + std::string(text) +
+                   "' (valid: " + valid + ")");
 }
 
 }  // namespace
@@ -392,26 +457,27 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
   try {
     depths = profiler::parse_int_list(text);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("--prefetch takes a depth or a list such as 0,1,2: " +
-                                std::string(e.what()));
+    throw UsageError("--prefetch takes a depth or a list such as 0,1,2: " + std::string(e.what()));
   }
-  // Sorted and each once already (parse_int_list).
-  for (const int64_t depth : depths) {
-    if (depth < 0 || depth > kMaxPrefetch) {
-      throw std::invalid_argument("--prefetch must be between 0 and " +
-                                  std::to_string(kMaxPrefetch) + ", got " + std::to_string(depth));
+  for (size_t i = 0; i < depths.size(); ++i) {
+    if (depths[i] < 0 || depths[i] > kMaxPrefetch) {
+      throw UsageError("--prefetch must be between 0 and " + std::to_string(kMaxPrefetch) +
+                       ", got " + std::to_string(depths[i]));
+    }
+    if (std::find(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(i), depths[i]) !=
+        depths.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw UsageError("--prefetch names " + std::to_string(depths[i]) + " twice");
     }
   }
-  if (depths.empty()) throw std::invalid_argument("--prefetch takes a depth, e.g. 1");
+  if (depths.empty()) throw UsageError("--prefetch takes a depth, e.g. 1");
   return depths;
 }
 
 std::vector<bool> switch_list(std::string_view flag, const std::string& text) {
   std::vector<bool> out;
   for (const std::string& name : value_list(flag, text, [](const std::string& n) {
-         if (n != "on" && n != "off") {
-           throw std::invalid_argument("'" + n + "' is not on or off (a list: on,off)");
-         }
+         if (n != "on" && n != "off")
+           throw UsageError("'" + n + "' is not on or off (a list: on,off)");
          return n;
        })) {
     out.push_back(name == "on");
@@ -434,97 +500,82 @@ std::vector<std::string> device_model_names() {
   return out;
 }
 
-Dtype parse_dtype(std::string_view text) {
-  if (text == "fp32" || text == "float32" || text == "float") return Dtype::Fp32;
-  if (text == "bf16" || text == "bfloat16") return Dtype::Bf16;
-  if (text == "fp16" || text == "float16" || text == "half") return Dtype::Fp16;
-  throw std::invalid_argument("unknown dtype '" + std::string(text) +
-                              "' (valid: fp32, bf16, fp16)");
-}
-
-std::string_view to_string(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::Fp32:
-      return "fp32";
-    case Dtype::Bf16:
-      return "bf16";
-    case Dtype::Fp16:
-      return "fp16";
-  }
-  return "?";
-}
+Dtype parse_dtype(std::string_view text) { return parse_named(kDtypes, "dtype", text); }
+std::string_view to_string(Dtype dtype) { return name_of(kDtypes, dtype); }
 
 Collector parse_collector(std::string_view text) {
-  if (text == "auto") return Collector::Auto;
-  if (text == "cupti") return Collector::Cupti;
-  if (text == "nvtx-only") return Collector::NvtxOnly;
-  throw std::invalid_argument("unknown collector '" + std::string(text) +
-                              "' (valid: auto, cupti, nvtx-only)");
+  return parse_named(kCollectors, "collector", text);
 }
+std::string_view to_string(Collector collector) { return name_of(kCollectors, collector); }
 
-std::string_view to_string(Collector collector) {
-  switch (collector) {
-    case Collector::Auto:
-      return "auto";
-    case Collector::Cupti:
-      return "cupti";
-    case Collector::NvtxOnly:
-      return "nvtx-only";
-  }
-  return "?";
+bool is_refused_input(const std::exception& error) {
+  return dynamic_cast<const UsageError*>(&error) != nullptr ||
+         dynamic_cast<const profiler::ParseError*>(&error) != nullptr ||
+         dynamic_cast<const OptionsError*>(&error) != nullptr;
 }
 
 RequestError::RequestError(std::vector<FieldError> errors)
-    : std::invalid_argument(errors.empty() ? "invalid request" : errors.front().message),
+    : UsageError(errors.empty() ? "invalid request" : errors.front().message),
       errors_(std::move(errors)) {}
 
-std::vector<FieldError> check(const RunRequest& r) {
+Checked<ValidRun> check(const RunRequest& r) {
   Checker c;
-  check_workload(r.workload, c);
-  check_backend(r.backend, c);
-  c.parse("--min-offload-size", [&] { profiler::parse_size(r.min_offload_size); });
+  ValidRun v;
+  profiler::EngineConfig& config = v.config_;
+  check_workload(r.workload, c, v.dtype_);
+  check_backend(r.backend, c, v.backend_, v.collector_);
+  c.parse("--min-offload-size",
+          [&] { config.min_offload_size = profiler::parse_size(r.min_offload_size); });
   c.parse("--max-fwd-stash-size", [&] {
     const auto values = profiler::parse_int_list(r.max_fwd_stash_size);
     if (values.size() != 1 || values[0] < 1) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--max-fwd-stash-size takes one value, at least 1 (a list is "
           "for sweep)");
     }
+    config.max_fwd_stash_size = values[0];
   });
-  c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size(r.max_fwd_stash_bytes); });
-  c.parse("--link", [&] {
-    if (link_list(r.backend.link).size() != 1) {
-      throw std::invalid_argument("--link takes one value for a run (a list is for sweep)");
-    }
-  });
+  c.parse("--max-fwd-stash-bytes",
+          [&] { config.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes); });
+  if (!c.has("--link") && link_list(r.backend.link).size() != 1) {
+    c.fail("--link", "--link takes one value for a run (a list is for sweep)");
+  }
   check_engine(r.engine, c, /*list=*/false);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
-  return c.take();
+  Checked<ValidRun> out;
+  out.errors = c.take();
+  if (!out.errors.empty()) return out;
+  engine_config_of(r, config);
+  v.workload_ = workload_of(r.workload, v.dtype_);
+  v.request_ = r;
+  out.valid = std::move(v);
+  return out;
 }
 
-std::vector<FieldError> check(const SweepRequest& r) {
+Checked<ValidSweep> check(const SweepRequest& r) {
   Checker c;
+  ValidSweep v;
   if (r.name.empty()) c.fail("--name", "--name must not be empty");
   if (r.script.empty()) {
-    check_workload(r.workload, c);
+    check_workload(r.workload, c, v.dtype_);
   } else {
     check_script(r, c);
     c.range("--warmup", r.workload.warmup, kWarmupRange.lo, kWarmupRange.hi);
   }
-  check_backend(r.backend, c);
+  check_backend(r.backend, c, v.backend_, v.collector_);
   c.parse("--min-offload-size", [&] { profiler::parse_size_list(r.min_offload_sizes); });
   c.parse("--max-fwd-stash-size", [&] {
     for (int64_t w : profiler::parse_int_list(r.max_fwd_stash_sizes)) {
-      if (w < 1) throw std::invalid_argument("--max-fwd-stash-size values must be at least 1");
+      if (w < 1) throw UsageError("--max-fwd-stash-size values must be at least 1");
     }
   });
   c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size_list(r.max_fwd_stash_bytes); });
   check_engine(r.engine, c, /*list=*/true);
   check_layer_offload(r.engine, r.workload, c);
   check_tier_timing(r.engine, r.backend, c);
-  c.parse("--shard", [&] { resolve_shard(r.shard); });
-  check_timeout(r, c);
+  c.parse("--shard", [&] { v.shard_ = resolve_shard(r.shard); });
+  check_timeout(r, c, v.timeout_s_);
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
   c.range("--repeat", r.repeat, kRepeatRange.lo, kRepeatRange.hi);
@@ -538,8 +589,13 @@ std::vector<FieldError> check(const SweepRequest& r) {
                            !c.has("--layer-offload") && !c.has("--prefetch") &&
                            !c.has("--streams") && !c.has("--pin-memory") && !c.has("--link") &&
                            !c.has("--max-fwd-stash-bytes");
+  const bool lists_ok = variants_ok && !c.has("--min-offload-size") &&
+                        !c.has("--max-fwd-stash-size") && !c.has("--semantics");
+  // The grid, expanded from the lists once: its size, the predict-first rule and the sweep's grid.
+  std::optional<profiler::Grid> grid;
+  if (lists_ok) grid = grid_of(r);
   if (r.predict_first && variants_ok) {
-    const profiler::Grid g = grid_of(r);
+    const profiler::Grid g = grid ? *grid : grid_of(r);
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
         !g.layer_offloads.empty() || !profiler::plain_offloading(g.base)) {
       c.fail("--predict-first",
@@ -548,112 +604,73 @@ std::vector<FieldError> check(const SweepRequest& r) {
              "(measure those)");
     }
   }
-  if (!c.has("--min-offload-size") && !c.has("--max-fwd-stash-size") && !c.has("--max-points") &&
-      !c.has("--semantics") && variants_ok) {
-    const int64_t points = count_points(r);
-    if (points > r.max_points) {
-      const int64_t steps = r.workload.warmup + r.workload.steps;
-      c.fail("--max-points",
-             "the grid has " + std::to_string(points) + " points (the baseline and " +
-                 std::to_string(points - 1) +
-                 (points - 1 > static_cast<int64_t>(
-                                   profiler::parse_size_list(r.min_offload_sizes).size() *
-                                   profiler::parse_int_list(r.max_fwd_stash_sizes).size())
-                      ? " variant x --min-offload-size x --max-fwd-stash-size points"
-                      : " --min-offload-size x --max-fwd-stash-size pairs") +
-                 "), more than --max-points " + std::to_string(r.max_points) +
-                 (r.script.empty() ? "; each point is a separate run of " + std::to_string(steps) +
-                                         " steps of " + r.workload.model + ", " +
-                                         std::to_string(points * steps) + " steps in all"
-                                   : "; each point is a separate run of the script") +
-                 ": narrow the lists, or raise --max-points if you mean it");
-    }
+  // The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the
+  // very problem the bound prevents.
+  const int64_t points = grid ? profiler::grid_size(*grid) : 0;
+  if (grid && !c.has("--max-points") && points > r.max_points) {
+    const int64_t steps = r.workload.warmup + r.workload.steps;
+    const auto pairs =
+        static_cast<int64_t>(grid->min_offload_sizes.size() * grid->max_fwd_stash_sizes.size());
+    c.fail("--max-points",
+           "the grid has " + std::to_string(points) + " points (the baseline and " +
+               std::to_string(points - 1) +
+               (points - 1 > pairs ? " variant x --min-offload-size x --max-fwd-stash-size points"
+                                   : " --min-offload-size x --max-fwd-stash-size pairs") +
+               "), more than --max-points " + std::to_string(r.max_points) +
+               (r.script.empty()
+                    ? "; each point is a separate run of " + std::to_string(steps) + " steps of " +
+                          r.workload.model + ", " + std::to_string(points * steps) + " steps in all"
+                    : "; each point is a separate run of the script") +
+               ": narrow the lists, or raise --max-points if you mean it");
   }
-  return c.take();
-}
-
-void require_valid(const RunRequest& r) { throw_if_invalid(check(r)); }
-void require_valid(const SweepRequest& r) { throw_if_invalid(check(r)); }
-
-profiler::Workload to_workload(const WorkloadFields& f) {
-  Checker c;
-  check_workload(f, c);
-  throw_if_invalid(c.take());
-  profiler::Workload w;
-  w.model = f.model;
-  w.batch = f.batch;
-  w.seq = f.seq;
-  w.dtype = std::string(to_string(parse_dtype(f.dtype)));
-  w.seed = f.seed;
-  w.steps = f.steps;
-  w.warmup = f.warmup;
-  w.optimizer = f.optimizer;
-  w.lora_rank = f.lora_rank;
-  return w;
-}
-
-Backend to_backend(const BackendFields& f) {
-  Checker c;
-  check_backend(f, c);
-  throw_if_invalid(c.take());
-  Backend b;
-  b.kind = parse_backend(f.backend);
-  // A sweep over links prepares its backend with the first; each point runs over its own.
-  b.link_name = link_list(f.link).front();
-  b.link = profiler::parse_link(b.link_name);
-  if (!f.device_model.empty()) b.device_model = profiler::load_device_model(f.device_model);
-  b.device_capacity = f.device_capacity.empty() ? 0 : profiler::parse_size(f.device_capacity);
-  b.threads = f.threads == "auto" ? -1 : profiler::parse_int64(f.threads);
-  b.collector = parse_collector(f.collector);
-  return b;
-}
-
-profiler::EngineConfig to_engine_config(const RunRequest& r) {
-  throw_if_invalid(check(r));
-  profiler::EngineConfig c;
-  c.offload = !r.no_offload;
-  c.min_offload_size = profiler::parse_size(r.min_offload_size);
-  c.max_fwd_stash_size = profiler::parse_int_list(r.max_fwd_stash_size).at(0);
-  c.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes);
-  c.prefetch = prefetch_list(r.engine.prefetch).front();
-  c.use_streams = switch_list("--streams", r.engine.streams).front();
-  c.use_pin_memory = switch_list("--pin-memory", r.engine.pin_memory).front();
-  c.verify = r.engine.verify;
-  c.link = r.backend.link;
-  c.semantics = r.engine.semantics;
-  c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
-  c.offload_set = r.engine.offload_set;
-  c.tier = r.engine.tier;
-  c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
-  return c;
-}
-
-profiler::Grid to_grid(const SweepRequest& r) {
-  throw_if_invalid(check(r));
-  // One value: the points' own knob, as before; several: an axis of the grid.
-  profiler::Grid grid = grid_of(r);
-  // Every knob a sweep has no field for at a run's default.
+  Checked<ValidSweep> out;
+  out.errors = c.take();
+  if (!out.errors.empty()) return out;
+  // One value: the points' own knob, as before; several: an axis of the grid. Every knob a sweep
+  // has no field for at a run's default.
   RunRequest defaults;
   defaults.backend = r.backend;
   defaults.engine = r.engine;
-  defaults.engine.semantics = grid.base.semantics;
-  defaults.engine.checkpoint = grid.base.checkpoint;
-  defaults.engine.offload_set = grid.base.offload_set;
-  defaults.engine.tier = grid.base.tier;
-  defaults.engine.layer_offload = grid.base.layer_offload;
-  defaults.engine.prefetch = std::to_string(grid.base.prefetch);
-  defaults.engine.streams = grid.base.use_streams ? "on" : "off";
-  defaults.engine.pin_memory = grid.base.use_pin_memory ? "on" : "off";
-  defaults.backend.link = grid.base.link;
-  defaults.max_fwd_stash_bytes = std::to_string(grid.base.max_fwd_stash_bytes);
+  defaults.engine.semantics = grid->base.semantics;
+  defaults.engine.checkpoint = grid->base.checkpoint;
+  defaults.engine.tier = grid->base.tier;
+  defaults.engine.layer_offload = grid->base.layer_offload;
+  defaults.engine.prefetch = std::to_string(grid->base.prefetch);
+  defaults.engine.streams = grid->base.use_streams ? "on" : "off";
+  defaults.engine.pin_memory = grid->base.use_pin_memory ? "on" : "off";
+  defaults.backend.link = grid->base.link;
+  defaults.max_fwd_stash_bytes = std::to_string(grid->base.max_fwd_stash_bytes);
   // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
   // run's check would refuse that pair, the sweep's accepted it.
-  defaults.engine.offload_set = "all";
-  const std::string offload_set = grid.base.offload_set;
-  grid.base = to_engine_config(defaults);
-  grid.base.offload_set = offload_set;
-  return grid;
+  const std::string offload_set = grid->base.offload_set;
+  profiler::EngineConfig base;
+  base.min_offload_size = profiler::parse_size(defaults.min_offload_size);
+  base.max_fwd_stash_size = profiler::parse_int_list(defaults.max_fwd_stash_size).at(0);
+  base.max_fwd_stash_bytes = profiler::parse_size(defaults.max_fwd_stash_bytes);
+  engine_config_of(defaults, base);
+  base.offload_set = offload_set;
+  grid->base = base;
+  v.grid_ = std::move(*grid);
+  v.points_ = points;
+  if (r.script.empty()) {
+    v.workload_ = workload_of(r.workload, v.dtype_);
+  } else {
+    v.workload_.model = "script";
+    v.workload_.warmup = r.workload.warmup;
+  }
+  v.request_ = r;
+  out.valid = std::move(v);
+  return out;
 }
+
+ValidRun require_valid(const RunRequest& request) { return check(request).value(); }
+ValidSweep require_valid(const SweepRequest& request) { return check(request).value(); }
+
+profiler::Workload to_workload(const ValidRequest& request) { return request.workload_; }
+profiler::BackendRequest to_backend(const ValidRequest& request) { return request.backend_; }
+profiler::EngineConfig to_engine_config(const ValidRun& run) { return run.config_; }
+profiler::Grid to_grid(const ValidSweep& sweep) { return sweep.grid_; }
+int64_t point_count(const ValidSweep& sweep) { return sweep.points_; }
 
 std::vector<std::string> script_refused_flags() {
   return {"--model",      "--batch",         "--seq",     "--dtype",         "--seed",
@@ -678,23 +695,21 @@ profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env) {
     try {
       return profiler::parse_int64(*value);
     } catch (const std::invalid_argument&) {
-      throw std::invalid_argument("--shard auto: " + name + "='" + *value +
-                                  "' is not a whole number");
+      throw UsageError("--shard auto: " + name + "='" + *value + "' is not a whole number");
     }
   };
   // index is 0-based, as the schedulers count; shards are 1-based.
   const auto shard = [](int64_t index, int64_t count, const std::string& from) {
     if (count < 1 || index < 0 || index >= count) {
-      throw std::invalid_argument("--shard auto: " + from + " give index " + std::to_string(index) +
-                                  " of " + std::to_string(count) +
-                                  " shards (expected 0 <= index < count)");
+      throw UsageError("--shard auto: " + from + " give index " + std::to_string(index) + " of " +
+                       std::to_string(count) + " shards (expected 0 <= index < count)");
     }
     return profiler::parse_shard(std::to_string(index + 1) + "/" + std::to_string(count));
   };
   if (const auto id = number("SLURM_ARRAY_TASK_ID")) {
     const auto count = number("SLURM_ARRAY_TASK_COUNT");
     if (!count) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (run "
           "under sbatch --array)");
     }
@@ -704,21 +719,16 @@ profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env) {
   if (const auto index = number("JOB_COMPLETION_INDEX")) {
     const auto count = number("OFFTUNE_SHARD_COUNT");
     if (!count) {
-      throw std::invalid_argument(
+      throw UsageError(
           "--shard auto: JOB_COMPLETION_INDEX is set but OFFTUNE_SHARD_COUNT is not (set it "
           "in the Job's manifest to .spec.completions; docs/script-sweeps.md)");
     }
     return shard(*index, *count, "JOB_COMPLETION_INDEX and OFFTUNE_SHARD_COUNT");
   }
-  throw std::invalid_argument(
+  throw UsageError(
       "--shard auto reads the shard from the scheduler, and none is set: SLURM_ARRAY_TASK_ID "
       "with SLURM_ARRAY_TASK_COUNT (a Slurm job array), or JOB_COMPLETION_INDEX with "
       "OFFTUNE_SHARD_COUNT (a Kubernetes Indexed Job); elsewhere give --shard I/N");
-}
-
-int64_t point_count(const SweepRequest& r) {
-  throw_if_invalid(check(r));
-  return count_points(r);
 }
 
 int64_t max_threads() {
@@ -733,7 +743,7 @@ auto with_flag(std::string_view flag, Parse&& parse) {
   try {
     return std::forward<Parse>(parse)();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(flag) + ": " + e.what());
+    throw UsageError(std::string(flag) + ": " + e.what());
   }
 }
 
@@ -742,7 +752,7 @@ auto with_flag(std::string_view flag, Parse&& parse) {
 int64_t parse_id(std::string_view flag, std::string_view text) {
   return with_flag(flag, [&] {
     const int64_t id = profiler::parse_int64(text);
-    if (id < 1) throw std::invalid_argument("ids start at 1, got " + std::string(text));
+    if (id < 1) throw UsageError("ids start at 1, got " + std::string(text));
     return id;
   });
 }
@@ -750,7 +760,7 @@ int64_t parse_id(std::string_view flag, std::string_view text) {
 int64_t parse_memory_budget(std::string_view flag, std::string_view text) {
   return with_flag(flag, [&] {
     const int64_t bytes = profiler::parse_size(text);
-    if (bytes < 1) throw std::invalid_argument("a memory budget must be at least 1 byte");
+    if (bytes < 1) throw UsageError("a memory budget must be at least 1 byte");
     return bytes;
   });
 }
@@ -771,8 +781,8 @@ double parse_tolerance_percent(std::string_view flag, std::string_view text) {
       pct = -1;
     }
     if (!(pct > 0 && pct < 100)) {
-      throw std::invalid_argument("invalid tolerance '" + std::string(text) +
-                                  "': expected a percentage from 0 to below 100, such as 1%");
+      throw UsageError("invalid tolerance '" + std::string(text) +
+                       "': expected a percentage from 0 to below 100, such as 1%");
     }
     return pct / 100.0;
   });

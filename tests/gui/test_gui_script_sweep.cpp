@@ -143,7 +143,7 @@ TEST(ScriptSweepForm, ChoosingAScriptDisablesTheFieldsTheRequestRefusesForIt) {
   EXPECT_EQ(r.workload.lora_rank, 0);
   EXPECT_EQ(r.workload.model, requests::WorkloadFields{}.model);
   EXPECT_EQ(r.engine.checkpoint, requests::EngineFields{}.checkpoint);
-  EXPECT_TRUE(requests::check(r).empty()) << requests::check(r).front().message;
+  EXPECT_TRUE(requests::check(r).ok()) << requests::check(r).errors.front().message;
   EXPECT_EQ(validate_sweep_request(r), 1 + 6 * 3);  // the default grid (1KiB:64MiB:x8 x 1,2,5)
 
   // Back to the model: its fields as they were, no script sent.

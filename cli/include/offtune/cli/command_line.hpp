@@ -3,6 +3,9 @@
 // process would load libtorch).
 #pragma once
 
+#include <exception>
+#include <iosfwd>
+
 namespace offtune::cli {
 
 // Parses argv, runs the command and returns the exit status documented in `offtune --help` and the
@@ -10,6 +13,13 @@ namespace offtune::cli {
 // refusal writes exactly one line to stderr, starting with "error: ". Does not install signal
 // handlers: main() does.
 int run_command_line(int argc, char** argv);
+
+// The exit status of a command that ended by `error` (run_command_line's own mapping), after
+// writing its one `error: ` line to `err`: 2 for a value from the user, refused
+// (requests::UsageError, RequestError included; profiler::ParseError; OptionsError), 3 for a
+// store that cannot be used (profiler::StoreError), 1 for anything else: a std::invalid_argument
+// thrown deep in a model or the predictor on valid input is a fault of the work, not bad input.
+int exit_status_of(std::exception_ptr error, std::ostream& err);
 
 // Asks a running sweep to stop after the point in progress (its exit status is then 130). Returns
 // whether that had been asked already: a second Ctrl-C, on which main() exits at once. Safe in a

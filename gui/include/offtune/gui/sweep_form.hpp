@@ -64,7 +64,8 @@ class SweepRunner : public QObject {
   void finished(bool ok, bool interrupted, const QString& message);
 
  private:
-  void work(SweepRequest request);
+  // Runs the request start() checked: nothing is checked or read again on the thread.
+  void work(requests::ValidSweep request);
 
   std::thread thread_;
   std::atomic<bool> running_{false};

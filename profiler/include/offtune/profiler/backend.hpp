@@ -12,6 +12,7 @@
 #include "offtune/device_model.hpp"
 
 #include "offtune/offloader.hpp"
+#include "offtune/profiler/backend_request.hpp"
 #include "offtune/profiler/records.hpp"
 
 namespace offtune::profiler {
@@ -28,18 +29,6 @@ LinkModel parse_link(const std::string& s);
 // matmul_efficiency, attention_efficiency, memory_efficiency, source. Throws std::invalid_argument
 // (one line naming the file and the field) for an unknown name, an unreadable file or a bad field.
 DeviceModel load_device_model(const std::string& name_or_file);
-
-// Where a run or sweep measures (the --backend, --link, --device-model, --device-capacity and
-// --threads flags), parsed.
-struct BackendRequest {
-  BackendKind backend = BackendKind::Auto;  // Auto: cuda when a GPU is visible, else host-sim
-  LinkModel link = LinkModel::pcie4();      // host-sim's link model
-  std::string link_name = "pcie4";          // as given (parse_link's input), for the record
-  // host-sim times steps as this GPU would (host_sim::set_device_model); none: as this CPU does.
-  std::optional<DeviceModel> device_model;
-  int64_t device_capacity = 0;  // host-sim device memory in bytes; 0: unlimited
-  int64_t threads = -1;  // intra-op threads; -1: cores-1 on host-sim, torch's default on cuda
-};
 
 // Resolves the backend (auto picks cuda when a GPU is visible), prepares host-sim (installs its
 // allocator, sets the capacity) and the intra-op threads, fills `env` (versions, device, git

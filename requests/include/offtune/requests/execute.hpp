@@ -21,9 +21,11 @@ namespace offtune::requests {
 
 // The specs a request measures with, its backend prepared and its workload built. Preparing is
 // process-wide (host-sim's allocator and capacity, the intra-op threads: see prepare_backend in
-// profiler/backend.hpp). Each throws RequestError for an invalid request, and std::invalid_argument
-// (one line) for a model that cannot be built (a TorchScript file that does not load, a sequence
-// longer than a built-in model takes).
+// profiler/backend.hpp). A request is checked once, by check() (request.hpp), and prepared from
+// what it parsed: nothing is validated or read again here. Each throws UsageError (one line) for a
+// model that cannot be built (a TorchScript file that does not load, a sequence longer than a
+// built-in model takes) or a backend that refuses what was asked of it (a device capacity where
+// auto found a GPU).
 struct PreparedRun {
   profiler::RunSpec spec;
   std::unique_ptr<WorkloadInstance> workload;
@@ -32,7 +34,7 @@ struct PreparedRun {
   // run offloads.
   std::vector<std::string> warnings;
 };
-PreparedRun prepare(const RunRequest& request);
+PreparedRun prepare(const ValidRun& request);
 
 // What a predict-first sweep predicted (execute fills it).
 struct SweepPredictions {
@@ -56,7 +58,7 @@ struct PreparedSweep {
   std::optional<SweepPredictions> predictions;
   std::vector<std::string> warnings;  // as PreparedRun's (a sweep's points offload)
 };
-PreparedSweep prepare(const SweepRequest& request);
+PreparedSweep prepare(const ValidSweep& request);
 
 // What a front end tells the user of a prepared script sweep's identity before it runs, when they
 // should know it: the command names no script file (a changed script would resume the same sweep),

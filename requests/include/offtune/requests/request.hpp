@@ -1,9 +1,9 @@
 // offtune::requests: what a user asks of offtune, in one place for every front end. A run or sweep
 // request holds the values as the user gave them (the CLI's flags, the dashboard's form fields),
 // with the defaults both front ends share; check() validates every field and says what is wrong
-// with each, in the CLI's terms; the to_*() functions turn a valid request into the profiler's and
-// the samples' specs, parsing every mode (backend, link, dtype, collector) once, into enums.
-// execute.hpp runs them.
+// with each, in the CLI's terms, or parses the whole request once into a ValidRun or ValidSweep,
+// every mode (backend, link, dtype, collector) into enums; the to_*() functions hand its parts to
+// the profiler and the samples. execute.hpp runs a valid request.
 //
 // A new sweep axis is a field here (with its default, its check and its conversion) plus its
 // presentation in each front end.
@@ -15,26 +15,46 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "offtune/device_model.hpp"
 #include "offtune/options.hpp"
+#include "offtune/profiler/backend_request.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/sweep.hpp"
 
 namespace offtune::requests {
 
+// --- Errors by kind
+// --------------------------------------------------------------------------------
+
+// A value from the user, refused: what a front end reports as bad input (the CLI's exit 2, Python's
+// ValueError), with a one-line what() naming the value and what it takes. Every refusal of this
+// layer is one (RequestError included), and so is a model the samples cannot build from what was
+// asked (prepare()). The lower layers' refusals of a user's text are their own types, of the same
+// kind: profiler::ParseError (a size, a list, a shard) and OptionsError (an engine option). Any
+// other exception, std::invalid_argument included, thrown while a valid request runs is a fault
+// of the work (a model, the predictor, libtorch), not the user's input.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+// Whether `error` refuses a value the user gave (UsageError, profiler::ParseError, OptionsError):
+// the one rule by which every front end tells bad input from a fault of the work.
+bool is_refused_input(const std::exception& error);
+
 // --- Modes, parsed once at the edge ------------------------------------------------------------
 
 enum class Dtype : uint8_t { Fp32, Bf16, Fp16 };
-// "fp32"/"float32"/"float", "bf16"/"bfloat16", "fp16"/"float16"/"half". Throws
-// std::invalid_argument listing the valid names.
+// "fp32"/"float32"/"float", "bf16"/"bfloat16", "fp16"/"float16"/"half". Throws UsageError
+// listing the valid names.
 Dtype parse_dtype(std::string_view text);
 std::string_view to_string(Dtype dtype);  // "fp32", "bf16", "fp16": what a run records
 
 // The profiler's enum: parsed here, carried as is to the runner.
 using profiler::Collector;
-// "auto" | "cupti" | "nvtx-only". Throws std::invalid_argument listing them.
+// "auto" | "cupti" | "nvtx-only". Throws UsageError listing them.
 Collector parse_collector(std::string_view text);
 std::string_view to_string(Collector collector);
 
@@ -133,10 +153,10 @@ std::vector<std::string> tier_names();              // host, disk, auto
 std::vector<std::string> layer_offload_examples();  // off, on:1, on:2
 std::vector<std::string> semantics_names();         // offtune, trl
 // "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
-// std::invalid_argument for an unknown or repeated name.
+// UsageError for an unknown or repeated name.
 std::vector<std::string> semantics_list(const std::string& text);
-// "0,1,2": prefetch depths in order, each 0..kMaxPrefetch and once. Throws std::invalid_argument
-// naming --prefetch otherwise.
+// "0,1,2": prefetch depths in order, each 0..kMaxPrefetch and once. Throws UsageError naming
+// --prefetch otherwise.
 std::vector<int64_t> prefetch_list(const std::string& text);
 inline constexpr int64_t kMaxPrefetch = 64;
 // "on,off": a switch's values in order (on is true), each once. Throws std::invalid_argument
@@ -210,12 +230,12 @@ EnvLookup process_environment();
 // --shard: "I/N", or "auto": the index and count from the scheduler running this process, in this
 // order: Slurm's job array (SLURM_ARRAY_TASK_ID minus SLURM_ARRAY_TASK_MIN, 0 when unset, and
 // SLURM_ARRAY_TASK_COUNT), then a Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with the count in
-// OFFTUNE_SHARD_COUNT: the manifest sets it from .spec.completions). Throws std::invalid_argument
-// naming the variables when none is set or their values do not make a shard.
+// OFFTUNE_SHARD_COUNT: the manifest sets it from .spec.completions). Throws UsageError naming
+// the variables when none is set or their values do not make a shard.
 profiler::Shard resolve_shard(std::string_view text, const EnvLookup& env = process_environment());
 
-// --- Validation
-// ------------------------------------------------------------------------------------
+// --- Checking, once
+// -------------------------------------------------------------------------------
 
 // One bad field: its flag as the CLI names it ("--prefetch") and a one-line message that names it
 // too ("--prefetch must be between 0 and 64, got 65").
@@ -224,19 +244,9 @@ struct FieldError {
   std::string message;
 };
 
-// Every bad field of a request, in the order the CLI's help lists them; empty when it is valid.
-// Nothing here touches a file, a device or libtorch's state: a TorchScript path is checked when it
-// is loaded.
-std::vector<FieldError> check(const RunRequest& request);
-std::vector<FieldError> check(const SweepRequest& request);
-// Throws RequestError (every bad field) when check() finds any: what each front end calls before
-// it runs a request.
-void require_valid(const RunRequest& request);
-void require_valid(const SweepRequest& request);
-
-// Thrown by the conversions below for an invalid request; what() is the first message, errors()
-// all of them.
-class RequestError : public std::invalid_argument {
+// Thrown for an invalid request (Checked::value()); what() is the first message, errors() all of
+// them.
+class RequestError : public UsageError {
  public:
   explicit RequestError(std::vector<FieldError> errors);
   const std::vector<FieldError>& errors() const { return errors_; }
@@ -245,36 +255,110 @@ class RequestError : public std::invalid_argument {
   std::vector<FieldError> errors_;
 };
 
-// --- Conversion
-// ------------------------------------------------------------------------------------ Each throws
-// RequestError when check() finds anything.
+// What check() says of a request: every bad field, or the request parsed.
+template <typename Valid>
+struct Checked {
+  // Every bad field, in the order the CLI's help lists them; empty when the request is valid.
+  std::vector<FieldError> errors;
+  // The request, parsed: set exactly when errors is empty.
+  std::optional<Valid> valid;
 
-// What a run records of its workload (dtype by its short name).
-profiler::Workload to_workload(const WorkloadFields& fields);
-
-// The backend as prepare_backend() takes it (profiler/backend.hpp).
-struct Backend {
-  BackendKind kind = BackendKind::Auto;
-  LinkModel link;
-  std::string link_name;
-  std::optional<DeviceModel> device_model;
-  int64_t device_capacity = 0;  // bytes; 0: unlimited
-  int64_t threads = -1;         // -1: auto (profiler/backend.hpp)
-  Collector collector = Collector::Auto;
+  bool ok() const { return valid.has_value(); }
+  // The valid request; throws RequestError with every error when there is none.
+  const Valid& value() const& {
+    if (!valid) throw RequestError(errors);
+    return *valid;
+  }
+  Valid value() && {
+    if (!valid) throw RequestError(errors);
+    return std::move(*valid);
+  }
 };
-Backend to_backend(const BackendFields& fields);
 
+// A request that check() found valid, every field parsed once into the profiler's and the
+// samples' typed values. Only check() makes one, so holding one means the request was valid; the
+// conversions below and prepare() (execute.hpp) take only this, and nothing after check() checks,
+// parses or reads a file again (a device model file is read once, by check(): a file changed or
+// removed after it changes nothing). A front end checks once and hands this inward. What a run
+// and a sweep share:
+class ValidRequest {
+ public:
+  Dtype dtype() const { return dtype_; }
+  Collector collector() const { return collector_; }
+
+ protected:
+  ValidRequest() = default;
+  friend profiler::Workload to_workload(const ValidRequest& request);
+  friend profiler::BackendRequest to_backend(const ValidRequest& request);
+
+  Dtype dtype_ = Dtype::Fp32;
+  Collector collector_ = Collector::Auto;
+  profiler::Workload workload_;
+  profiler::BackendRequest backend_;
+};
+
+class ValidRun : public ValidRequest {
+ public:
+  const RunRequest& request() const { return request_; }  // as given: db, label, the model's fields
+
+ private:
+  friend Checked<ValidRun> check(const RunRequest& request);
+  friend profiler::EngineConfig to_engine_config(const ValidRun& run);
+  ValidRun() = default;
+
+  RunRequest request_;
+  profiler::EngineConfig config_;
+};
+
+class ValidSweep : public ValidRequest {
+ public:
+  const SweepRequest& request() const { return request_; }
+  profiler::Shard shard() const { return shard_; }  // --shard resolved (auto: the scheduler's)
+  // A script's point's bound in seconds (--timeout-per-point); 0: none.
+  double timeout_s() const { return timeout_s_; }
+
+ private:
+  friend Checked<ValidSweep> check(const SweepRequest& request);
+  friend profiler::Grid to_grid(const ValidSweep& sweep);
+  friend int64_t point_count(const ValidSweep& sweep);
+  ValidSweep() = default;
+
+  SweepRequest request_;
+  profiler::Grid grid_;
+  profiler::Shard shard_;
+  int64_t points_ = 0;
+  double timeout_s_ = 0.0;
+};
+
+// Checks every field of a request and, when all are valid, parses it. Reads nothing but a device
+// model file (--device-model), once; touches no device and no libtorch state: a TorchScript path is
+// checked when it is loaded (prepare()).
+Checked<ValidRun> check(const RunRequest& request);
+Checked<ValidSweep> check(const SweepRequest& request);
+// check(request).value(): the request parsed, or RequestError naming every bad field. What each
+// front end calls, once, before it runs a request.
+ValidRun require_valid(const RunRequest& request);
+ValidSweep require_valid(const SweepRequest& request);
+
+// --- Conversion of a valid request
+// ----------------------------------------------------------------
+
+// What a run records of its workload (dtype by its short name). A script sweep's is "script" with
+// its --warmup.
+profiler::Workload to_workload(const ValidRequest& request);
+// The backend as prepare_backend() takes it (profiler/backend_request.hpp), its device model read.
+profiler::BackendRequest to_backend(const ValidRequest& request);
 // A run's engine settings (link recorded by name).
-profiler::EngineConfig to_engine_config(const RunRequest& request);
+profiler::EngineConfig to_engine_config(const ValidRun& run);
 // A sweep's grid: the points' shared knobs are the run's defaults but for the sweep's own fields,
 // so that a sweep's key (and resuming) does not depend on the front end that started it.
-profiler::Grid to_grid(const SweepRequest& request);
+profiler::Grid to_grid(const ValidSweep& sweep);
 // The number of points a sweep request measures, the baseline included (all shards). Counted from
 // the lists' lengths, without expanding the grid.
-int64_t point_count(const SweepRequest& request);
+int64_t point_count(const ValidSweep& sweep);
 
 // --- Single values that are not part of a run or sweep request
-// ------------------------------------ Each throws std::invalid_argument with one line naming
+// ------------------------------------ Each throws UsageError with one line naming
 // `flag`; the CLI's recommend, report, export and --fail-if, and the dashboard's constraint fields
 // use them.
 
