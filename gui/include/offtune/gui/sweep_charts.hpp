@@ -5,6 +5,8 @@
 // measured points, with the recommender's front, its choice and the constraint it chose under.
 // Both show the same tooltip for a point, report the point under the mouse and ask for its run on a
 // click. Every point index here is PointRecord::index (the grid position), never a vector position.
+// Code: sweep_charts.cpp (what both share), heatmap_widget.cpp, pareto_widget.cpp, and their
+// drawing kit (colours, marker shapes, legend, axes) in chart_kit.hpp.
 #pragma once
 
 #include <QColor>
@@ -50,6 +52,9 @@ class SweepChart : public QWidget {
   Q_OBJECT
 
  public:
+  // A new snapshot (null for none). The hover and the marks survive when their points still exist,
+  // so that a sweep filling in live does not flicker.
+  void setData(SweepDataPtr data);
   const SweepDataPtr& data() const { return data_; }
   // The point drawn at `pos`, or -1.
   virtual int64_t pointAt(QPoint pos) const = 0;
@@ -57,6 +62,9 @@ class SweepChart : public QWidget {
   void setTies(std::vector<int64_t> ties);
   const std::vector<int64_t>& ties() const { return ties_; }
   bool isTie(int64_t point_index) const;
+
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
 
  public Q_SLOTS:
   // The point to mark as selected (e.g. hovered in the other chart), -1 for none.
@@ -68,6 +76,8 @@ class SweepChart : public QWidget {
 
  protected:
   explicit SweepChart(QWidget* parent);
+  // What a chart derives from its snapshot (setData), computed once per snapshot.
+  virtual void rebuild() = 0;
   // Where the tooltip of a point may stay up.
   virtual QRect tooltipRect(int64_t point_index) const = 0;
   // The tooltip of a place that is not a point (empty: none), and where it may stay up.
@@ -98,9 +108,6 @@ class HeatmapWidget : public SweepChart {
  public:
   explicit HeatmapWidget(QWidget* parent = nullptr);
 
-  // A new snapshot (null for none). The hover and the marks survive when their points still exist,
-  // so that a sweep filling in live does not flicker.
-  void setData(SweepDataPtr data);
   void setMetric(SweepMetric metric);
   // Shows only these offload points (a variant of a sweep with other knobs than the two axes:
   // each cell then holds one point), or every point (nullopt: points sharing a cell split it).
@@ -169,9 +176,6 @@ class HeatmapWidget : public SweepChart {
   // and hatched, by index.
   std::vector<int64_t> unmeasuredPoints() const;
 
-  QSize sizeHint() const override;
-  QSize minimumSizeHint() const override;
-
  public Q_SLOTS:
   // The point to outline strongly (the recommended one), -1 for none.
   void setHighlighted(int64_t point_index);
@@ -184,6 +188,7 @@ class HeatmapWidget : public SweepChart {
 
  private:
   struct Layout;
+  void rebuild() override;
   // The slowdown scale's ends (worst, best): the range with 1.0 in it.
   std::pair<double, double> scaleEnds() const;
   QRect gridCellRect(const Layout& l, int row, int col) const;
@@ -200,7 +205,6 @@ class HeatmapWidget : public SweepChart {
   };
   const profiler::PointRecord& record(const Placement& pl) const;
 
-  void rebuild();
   void updateRange();
   Layout layout() const;
   QRect placementRect(const Layout& l, const Placement& p) const;
@@ -249,7 +253,6 @@ class ParetoWidget : public SweepChart {
  public:
   explicit ParetoWidget(QWidget* parent = nullptr);
 
-  void setData(SweepDataPtr data);
   // The front, the chosen point and the constraint to draw. May come from an older snapshot than
   // setData's: front and choice are drawn from their own figures.
   void setRecommendation(const profiler::Recommendation& rec);
@@ -309,9 +312,6 @@ class ParetoWidget : public SweepChart {
   int markerShape(int64_t point_index) const;
   static constexpr int kShapes = 4;
 
-  QSize sizeHint() const override;
-  QSize minimumSizeHint() const override;
-
  protected:
   void paintEvent(QPaintEvent* e) override;
   QRect tooltipRect(int64_t point_index) const override;
@@ -320,7 +320,7 @@ class ParetoWidget : public SweepChart {
 
  private:
   struct Frame;
-  void rebuild();
+  void rebuild() override;
   QPointF predictedIn(const Frame& f, int64_t point_index) const;
   void paintPredictions(QPainter& p, const Frame& f) const;
   Frame frame() const;
