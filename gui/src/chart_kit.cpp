@@ -200,6 +200,10 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
   p.save();
   p.setRenderHint(QPainter::Antialiasing, true);
   const QPointF c = QRectF(r).center();
+  const auto outlined = [&p](const QPen& pen) {
+    p.setPen(pen);
+    p.setBrush(Qt::NoBrush);
+  };
   switch (item.sample) {
     case Sample::Box:
       draw_outline(p, r, item.color, 3);
@@ -226,13 +230,9 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
       p.drawRect(QRectF(c.x() - 4.5, c.y() - 4.5, 9, 9));
       break;
     case Sample::Ring:
-      p.setPen(QPen(item.color, 2.5));
-      p.setBrush(Qt::NoBrush);
-      p.drawEllipse(c, 5.5, 5.5);
-      break;
     case Sample::DashedRing:
-      p.setPen(QPen(item.color, 1.5, Qt::DashLine));
-      p.setBrush(Qt::NoBrush);
+      outlined(item.sample == Sample::Ring ? QPen(item.color, 2.5)
+                                           : QPen(item.color, 1.5, Qt::DashLine));
       p.drawEllipse(c, 5.5, 5.5);
       break;
     case Sample::Shape0:
@@ -240,13 +240,11 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
     case Sample::Shape2:
     case Sample::Shape3:
       // Outlined: a variant's entry keys a shape, not a colour (filled, it read as "other points").
-      p.setPen(QPen(item.color, 1.5));
-      p.setBrush(Qt::NoBrush);
+      outlined(QPen(item.color, 1.5));
       draw_marker(p, c, 4.0, static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0));
       break;
     case Sample::Hollow:
-      p.setPen(QPen(item.color, 1.5));
-      p.setBrush(Qt::NoBrush);
+      outlined(QPen(item.color, 1.5));
       p.drawEllipse(c, 4.5, 4.5);
       break;
     case Sample::Link:

@@ -73,16 +73,11 @@ std::optional<std::pair<double, double>> HeatmapWidget::valueRange() const {
 }
 
 void HeatmapWidget::setMetric(SweepMetric metric) {
-  if (metric == metric_) return;
-  metric_ = metric;
-  updateRange();
-  update();
+  if (repaintOnChange(metric_, metric)) updateRange();
 }
 
 void HeatmapWidget::setHighlighted(int64_t point_index) {
-  if (point_index == highlighted_) return;
-  highlighted_ = point_index;
-  update();
+  repaintOnChange(highlighted_, point_index);
 }
 
 const pf::PointRecord& HeatmapWidget::record(const Placement& pl) const {

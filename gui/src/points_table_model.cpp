@@ -5,6 +5,7 @@
 #include <QFont>
 #include <QString>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -98,93 +99,55 @@ int PointsTableModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
+namespace {
+
+// A column's title, its title in compact headers (nullptr: the same) and its tooltip (nullptr:
+// none), by column.
+struct ColumnText {
+  const char* title = nullptr;
+  const char* compact = nullptr;
+  const char* tip = nullptr;
+};
+constexpr auto kColumnTexts = [] {
+  std::array<ColumnText, PointsTableModel::ColumnCount> t{};
+  t[PointsTableModel::Index] = {"#", nullptr, nullptr};
+  t[PointsTableModel::Status] = {"Status", nullptr, nullptr};
+  t[PointsTableModel::Choice] = {
+      "Recommended", nullptr,
+      "the recommended point, and the points it cannot be told apart from: equal step time within "
+      "noise (overlapping intervals) and equal peak within 1 %"};
+  t[PointsTableModel::MinOffloadSize] = {"min_offload_size", "min size", "min_offload_size"};
+  t[PointsTableModel::MaxFwdStashSize] = {"max_fwd_stash_size", "stash", "max_fwd_stash_size"};
+  t[PointsTableModel::Variant] = {"Variant", nullptr, nullptr};
+  t[PointsTableModel::StepTime] = {"Step (median)", "step", "median step time"};
+  t[PointsTableModel::PredictedStep] = {"Predicted step", "pred. step",
+                                        "step time the what-if predictor gave before measuring"};
+  t[PointsTableModel::PredictionErr] = {
+      "Prediction error", "pred. error",
+      "how far the prediction was from the measurement: (predicted - measured) / measured, for "
+      "step time and peak memory"};
+  t[PointsTableModel::StepInterval] = {"Step interval", nullptr,
+                                       "confidence interval of the median step time; exact "
+                                       "(modelled) when a device model timed every step alike"};
+  t[PointsTableModel::Slowdown] = {"Slowdown", nullptr, nullptr};
+  t[PointsTableModel::Peak] = {"Peak device", "peak",
+                               "peak device memory (exact bytes in the cell's tooltip)"};
+  t[PointsTableModel::PredictedPeak] = {
+      "Predicted peak", "pred. peak",
+      "peak device memory the what-if predictor gave before measuring"};
+  t[PointsTableModel::HiddenCopy] = {"Hidden copy", nullptr, nullptr};
+  t[PointsTableModel::Error] = {"Error", nullptr, nullptr};
+  return t;
+}();
+
+}  // namespace
+
 QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal) return {};
-  if (role == Qt::ToolTipRole) {
-    switch (section) {
-      case Choice:
-        return QStringLiteral(
-            "the recommended point, and the points it cannot be told apart from: equal step time "
-            "within noise (overlapping intervals) and equal peak within 1 %");
-      case StepInterval:
-        return QStringLiteral(
-            "confidence interval of the median step time; exact (modelled) when a device model "
-            "timed every step alike");
-      case Peak:
-        return QStringLiteral("peak device memory (exact bytes in the cell's tooltip)");
-      case MinOffloadSize:
-        return QStringLiteral("min_offload_size");
-      case MaxFwdStashSize:
-        return QStringLiteral("max_fwd_stash_size");
-      case StepTime:
-        return QStringLiteral("median step time");
-      case PredictedStep:
-        return QStringLiteral("step time the what-if predictor gave before measuring");
-      case PredictedPeak:
-        return QStringLiteral("peak device memory the what-if predictor gave before measuring");
-      case PredictionErr:
-        return QStringLiteral(
-            "how far the prediction was from the measurement: (predicted - measured) / measured, "
-            "for step time and peak memory");
-      default:
-        return {};
-    }
-  }
+  if (o != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
+  const ColumnText& text = kColumnTexts[static_cast<size_t>(section)];
+  if (role == Qt::ToolTipRole) return text.tip ? QString::fromUtf8(text.tip) : QVariant();
   if (role != Qt::DisplayRole) return {};
-  if (compact_) {
-    switch (section) {
-      case MinOffloadSize:
-        return QStringLiteral("min size");
-      case MaxFwdStashSize:
-        return QStringLiteral("stash");
-      case StepTime:
-        return QStringLiteral("step");
-      case Peak:
-        return QStringLiteral("peak");
-      case PredictedStep:
-        return QStringLiteral("pred. step");
-      case PredictedPeak:
-        return QStringLiteral("pred. peak");
-      case PredictionErr:
-        return QStringLiteral("pred. error");
-      default:
-        break;
-    }
-  }
-  switch (section) {
-    case Index:
-      return QStringLiteral("#");
-    case Status:
-      return QStringLiteral("Status");
-    case Choice:
-      return QStringLiteral("Recommended");
-    case MinOffloadSize:
-      return QStringLiteral("min_offload_size");
-    case MaxFwdStashSize:
-      return QStringLiteral("max_fwd_stash_size");
-    case Variant:
-      return QStringLiteral("Variant");
-    case StepTime:
-      return QStringLiteral("Step (median)");
-    case StepInterval:
-      return QStringLiteral("Step interval");
-    case Slowdown:
-      return QStringLiteral("Slowdown");
-    case Peak:
-      return QStringLiteral("Peak device");
-    case HiddenCopy:
-      return QStringLiteral("Hidden copy");
-    case PredictedStep:
-      return QStringLiteral("Predicted step");
-    case PredictedPeak:
-      return QStringLiteral("Predicted peak");
-    case PredictionErr:
-      return QStringLiteral("Prediction error");
-    case Error:
-      return QStringLiteral("Error");
-    default:
-      return {};
-  }
+  return QString::fromUtf8(compact_ && text.compact ? text.compact : text.title);
 }
 
 QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
@@ -241,6 +204,17 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       idx.column() == PredictionErr || (idx.column() == Status && predicted_only)) {
     return predictionData(idx.column(), p, predicted_only, role);
   }
+  const bool text_role = role == Qt::DisplayRole || role == SortRole;
+  // The variant and the error: one text to show and to sort by, whole in the tooltip of a cell
+  // that elides it.
+  if (text_role || role == Qt::ToolTipRole) {
+    if (idx.column() == Variant) return variantText(p);
+    if (idx.column() == Error) {
+      return role == Qt::ToolTipRole && p.error.empty() ? QVariant() : QVariant(qs(p.error));
+    }
+  }
+  if (text_role && idx.column() == Index) return QVariant::fromValue<qint64>(p.index);
+  if (text_role && idx.column() == Status) return QString::fromLatin1(pf::to_string(p.status));
   const auto metric = [&](SweepMetric m) -> std::optional<double> {
     return sweep_ ? metric_value(*sweep_, p, m) : std::nullopt;
   };
@@ -260,18 +234,10 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
   }();
   if (role == SortRole) {
     switch (idx.column()) {
-      case Index:
-        return QVariant::fromValue<qint64>(p.index);
-      case Status:
-        return QString::fromLatin1(pf::to_string(p.status));
       case MinOffloadSize:
         return QVariant::fromValue<qint64>(p.config.offload ? p.config.min_offload_size : -1);
       case MaxFwdStashSize:
         return QVariant::fromValue<qint64>(p.config.offload ? p.config.max_fwd_stash_size : -1);
-      case Variant:
-        return variantText(p);
-      case Error:
-        return qs(p.error);
       default: {
         // Points without the figure sort after every measured one.
         const auto v = metric(*column_metric);
@@ -279,23 +245,13 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
       }
     }
   }
-  if (role == Qt::ToolTipRole && idx.column() == Error && !p.error.empty()) return qs(p.error);
-  if (role == Qt::ToolTipRole && idx.column() == Variant) return variantText(p);
   if (role != Qt::DisplayRole) return {};
   switch (idx.column()) {
-    case Index:
-      return QVariant::fromValue<qint64>(p.index);
-    case Status:
-      return QString::fromLatin1(pf::to_string(p.status));
     case MinOffloadSize:
       if (p.config.offload) return qs(pf::format_size(p.config.min_offload_size));
       return pf::is_baseline(p.config) ? QStringLiteral("baseline") : QStringLiteral("no offload");
     case MaxFwdStashSize:
       return p.config.offload ? QString::number(p.config.max_fwd_stash_size) : QString();
-    case Variant:
-      return variantText(p);
-    case Error:
-      return qs(p.error);
     default: {
       const auto v = metric(*column_metric);
       if (v) return qs(format_metric(*column_metric, *v, decimals_.of(*column_metric)));

@@ -441,19 +441,11 @@ int StoreTreeModel::rowCount(const QModelIndex& parent) const {
 int StoreTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
 
 QVariant StoreTreeModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case Name:
-      return QStringLiteral("Item");
-    case Status:
-      return QStringLiteral("Status");
-    case StepTime:
-      return QStringLiteral("Step");
-    case Peak:
-      return QStringLiteral("Peak");
-    default:
-      return {};
+  static constexpr const char* kTitles[ColumnCount] = {"Item", "Status", "Step", "Peak"};  // Column
+  if (o != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount) {
+    return {};
   }
+  return QString::fromLatin1(kTitles[section]);
 }
 
 QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {

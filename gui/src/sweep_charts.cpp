@@ -155,36 +155,26 @@ void SweepChart::setData(SweepDataPtr data) {
   update();
 }
 
-void SweepChart::setSelected(int64_t point_index) {
-  if (point_index == selected_) return;
-  selected_ = point_index;
-  update();
-}
+void SweepChart::setSelected(int64_t point_index) { repaintOnChange(selected_, point_index); }
 
 const pf::PointRecord* SweepChart::point(int64_t point_index) const {
   return find_point(data_.get(), point_index);
 }
 
-void SweepChart::setTies(std::vector<int64_t> ties) {
-  if (ties == ties_) return;
-  ties_ = std::move(ties);
-  update();
-}
+void SweepChart::setTies(std::vector<int64_t> ties) { repaintOnChange(ties_, std::move(ties)); }
 
 bool SweepChart::isTie(int64_t point_index) const {
   return std::find(ties_.begin(), ties_.end(), point_index) != ties_.end();
 }
 
 void SweepChart::setHovered(int64_t point_index) {
-  if (point_index == hovered_) return;
-  hovered_ = point_index;
+  if (!repaintOnChange(hovered_, point_index)) return;
   const auto* pt = point(point_index);
   if (pt != nullptr && pt->run.valid()) {
     setCursor(Qt::PointingHandCursor);
   } else {
     unsetCursor();
   }
-  update();
   Q_EMIT pointHovered(point_index);
 }
 

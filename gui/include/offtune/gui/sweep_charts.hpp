@@ -85,6 +85,14 @@ class SweepChart : public QWidget {
   // The record of a point shown: the sweep's, or (the heatmap) a grid point not measured yet.
   virtual const profiler::PointRecord* point(int64_t point_index) const;
   void setHovered(int64_t point_index);
+  // Sets `member` to `value` and schedules a repaint; false (and nothing done) when it was already.
+  template <typename T>
+  bool repaintOnChange(T& member, T value) {
+    if (member == value) return false;
+    member = std::move(value);
+    update();
+    return true;
+  }
   // Clears the widget to the palette's base with the text pen set; false (after saying so) when
   // there is no sweep to paint.
   bool paintBackground(QPainter& p) const;
