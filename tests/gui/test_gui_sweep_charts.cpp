@@ -12,6 +12,7 @@
 #include <QToolTip>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 
 #include "gui_test_util.hpp"
@@ -105,27 +106,26 @@ void send_move(QWidget& w, QPoint pos) {
 
 // --- point_tooltip ------------------------------------------------------------------------------
 
+// Each of `parts` is in `text`; a missing one is reported with the text.
+void expect_contains(const QString& text, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) {
+    EXPECT_TRUE(text.contains(QString::fromUtf8(part))) << part << " not in " << text.toStdString();
+  }
+}
+
 TEST(PointTooltip, OkPointHasItsFigures) {
   const auto d = make_sweep();
   const QString t = point_tooltip(*d, d->points[4]);
-  EXPECT_TRUE(t.contains(QStringLiteral("Point 4"))) << t.toStdString();
-  EXPECT_TRUE(t.contains(QStringLiteral("ok")));
-  EXPECT_TRUE(t.contains(QStringLiteral("min_offload_size 1 MiB")));
-  EXPECT_TRUE(t.contains(QStringLiteral("max_fwd_stash_size 1")));
-  EXPECT_TRUE(t.contains(QStringLiteral("run 104")));
-  EXPECT_TRUE(t.contains(QStringLiteral("step time 11.0 ms")));
-  EXPECT_TRUE(t.contains(QStringLiteral("slowdown 1.10x")));
-  EXPECT_TRUE(t.contains(QStringLiteral("peak device memory 250.0 MiB")));
-  EXPECT_TRUE(t.contains(QStringLiteral("hidden copy 70.0 %")));
+  expect_contains(t, {"Point 4", "ok", "min_offload_size 1 MiB", "max_fwd_stash_size 1", "run 104",
+                      "step time 11.0 ms", "slowdown 1.10x", "peak device memory 250.0 MiB",
+                      "hidden copy 70.0 %"});
   EXPECT_FALSE(t.contains(QStringLiteral("error")));
 }
 
 TEST(PointTooltip, FailedPointHasItsErrorEscaped) {
   const auto d = make_sweep();
   const QString t = point_tooltip(*d, d->points[3]);
-  EXPECT_TRUE(t.contains(QStringLiteral("Point 3"))) << t.toStdString();
-  EXPECT_TRUE(t.contains(QStringLiteral("failed")));
-  EXPECT_TRUE(t.contains(QStringLiteral("error: CUDA error: an illegal &lt;memory&gt; access")));
+  expect_contains(t, {"Point 3", "failed", "error: CUDA error: an illegal &lt;memory&gt; access"});
   EXPECT_FALSE(t.contains(QStringLiteral("step time")));  // no figures for a failed point
   const QString oom = point_tooltip(*d, d->points[5]);
   EXPECT_TRUE(oom.contains(QStringLiteral("out of memory")));
