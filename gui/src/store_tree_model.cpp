@@ -24,6 +24,11 @@ namespace {
 
 QString size_text(int64_t bytes) { return bytes > 0 ? qs(pf::format_size(bytes)) : QString(); }
 
+// A median step time in the tree; empty for what was not measured ok.
+QString step_text(bool ok, double ms, int decimals = 0) {
+  return ok ? qs(format_metric(SweepMetric::StepTime, ms, decimals)) : QString();
+}
+
 QString point_name(const pf::PointRecord& p) {
   const std::string variant = pf::describe_variant(p.config);
   if (pf::is_baseline(p.config)) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
@@ -531,9 +536,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
           }
           return QString::fromLatin1(pf::to_string(p.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, p.summary.step_ms_median,
-                                       item.decimals.step))
-                    : QString();
+          return step_text(ok, p.summary.step_ms_median, item.decimals.step);
         case Peak:
           return ok ? qs(format_metric(SweepMetric::PeakMemory,
                                        static_cast<double>(p.summary.peak_allocated),
@@ -564,9 +567,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         case Status:
           return QString::fromLatin1(pf::to_string(r.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, r.summary.step_ms_median,
-                                       item.decimals.step))
-                    : QString();
+          return step_text(ok, r.summary.step_ms_median, item.decimals.step);
         case Peak:
           return ok ? size_text(r.summary.peak_allocated) : QString();
         default:
@@ -591,8 +592,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         case Status:
           return QString::fromLatin1(pf::to_string(r.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, r.summary.step_ms_median))
-                    : QString();
+          return step_text(ok, r.summary.step_ms_median);
         case Peak:
           return ok ? size_text(r.summary.peak_allocated) : QString();
         default:

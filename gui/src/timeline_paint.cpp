@@ -40,12 +40,12 @@ QColor mix(const QColor& a, const QColor& b, double t) {
 
 // ---- colours ------------------------------------------------------------------------------------
 
-const QColor kBackground(0xff, 0xff, 0xff);
-const QColor kGutterBackground(0xf3, 0xf3, 0xf3);
+using detail::kBackground;
+using detail::kGrid;
+using detail::kGutterBackground;
+using detail::kText;
 const QColor kRulerBackground(0xfa, 0xfa, 0xfa);
-const QColor kGrid(0xeb, 0xeb, 0xeb);
 const QColor kSeparator(0xd6, 0xd6, 0xd6);
-const QColor kText(0x33, 0x33, 0x33);
 // Markings over events: black, which no kind uses, and told apart by shape (a solid band along
 // the top, a hatched band along the bottom, an arrow).
 const QColor kPrefetch(0x00, 0x00, 0x00);

@@ -174,7 +174,9 @@ TEST(SequentialColor, LightnessRisesEvenlyAndEndsClamp) {
 
 // --- HeatmapWidget ------------------------------------------------------------------------------
 
-class Heatmap : public ::testing::Test {
+// A chart of make_sweep(), 800x500.
+template <typename Chart>
+class ChartOfSweep : public ::testing::Test {
  protected:
   void SetUp() override {
     data = make_sweep();
@@ -182,8 +184,10 @@ class Heatmap : public ::testing::Test {
     w.setData(data);
   }
   std::shared_ptr<SweepData> data;
-  HeatmapWidget w;
+  Chart w;
 };
+
+using Heatmap = ChartOfSweep<HeatmapWidget>;
 
 TEST_F(Heatmap, AxesAreTheDistinctValuesAscending) {
   EXPECT_EQ(w.stashSizes(), (std::vector<int64_t>{1, 2, 4}));
@@ -525,16 +529,9 @@ bool is_shade(QColor c) {
          std::abs(c.green() - c.blue()) < 8 && c.red() - c.green() > 12;
 }
 
-class Pareto : public ::testing::Test {
+class Pareto : public ChartOfSweep<ParetoWidget> {
  protected:
-  void SetUp() override {
-    data = make_sweep();
-    w.resize(800, 500);
-    w.setData(data);
-  }
   pf::Recommendation recommend_with(pf::Constraint c) { return pf::recommend(data->points, c); }
-  std::shared_ptr<SweepData> data;
-  ParetoWidget w;
 };
 
 TEST_F(Pareto, PointsMapToTheirPositionsAndBack) {
