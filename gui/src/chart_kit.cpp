@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "offtune/gui/sweep_charts.hpp"
+#include "offtune/gui/sweep_chart.hpp"
 
 namespace offtune::gui {
 

@@ -2,7 +2,7 @@
 // Pareto chart (pareto_widget.cpp) draw alike. Their colours, the variant marker shapes, the
 // legend (entries flowed onto lines, each sample drawn as its chart draws the mark it explains),
 // round axes and tick labels, hatched and outlined cells. The colour maps themselves are public
-// (sequential_color, diverging_color in offtune/gui/sweep_charts.hpp).
+// (sequential_color, diverging_color in offtune/gui/sweep_chart.hpp).
 #pragma once
 
 #include <QColor>

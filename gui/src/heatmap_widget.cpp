@@ -1,5 +1,5 @@
-// The sweep view's heatmap (sweep_charts.hpp): one metric over a grid of two knobs.
-#include "offtune/gui/sweep_charts.hpp"
+// The sweep view's heatmap (heatmap_widget.hpp): one metric over a grid of two knobs.
+#include "offtune/gui/heatmap_widget.hpp"
 
 #include <QEvent>
 #include <QFontMetrics>

@@ -1,6 +1,6 @@
-// The sweep view's Pareto chart (sweep_charts.hpp): peak memory against step time, with the
+// The sweep view's Pareto chart (pareto_widget.hpp): peak memory against step time, with the
 // recommender's front, its choice and the constraint; labels placed clear of every mark.
-#include "offtune/gui/sweep_charts.hpp"
+#include "offtune/gui/pareto_widget.hpp"
 
 #include <QEvent>
 #include <QFontMetrics>

@@ -1,6 +1,6 @@
-// What the sweep charts share (sweep_charts.hpp): a point's tooltip, and the SweepChart base
+// What the sweep charts share (sweep_chart.hpp): a point's tooltip, and the SweepChart base
 // (the snapshot, hover, selection, clicks).
-#include "offtune/gui/sweep_charts.hpp"
+#include "offtune/gui/sweep_chart.hpp"
 
 #include <QEvent>
 #include <QFontMetrics>
