@@ -1,15 +1,10 @@
 // The sweep view's heatmap (heatmap_widget.hpp): one metric over a grid of two knobs.
 #include "offtune/gui/heatmap_widget.hpp"
 
-#include <QEvent>
 #include <QFontMetrics>
-#include <QHelpEvent>
 #include <QLinearGradient>
-#include <QMouseEvent>
 #include <QPainter>
-#include <QPainterPath>
 #include <QStringList>
-#include <QToolTip>
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -2,15 +2,10 @@
 // recommender's front, its choice and the constraint; labels placed clear of every mark.
 #include "offtune/gui/pareto_widget.hpp"
 
-#include <QEvent>
 #include <QFontMetrics>
-#include <QHelpEvent>
-#include <QLinearGradient>
-#include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <QStringList>
-#include <QToolTip>
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -1,8 +1,6 @@
 // A run's summary figures (run_summary_model.hpp).
 #include "offtune/gui/run_summary_model.hpp"
 
-#include <QBrush>
-#include <QFont>
 #include <QString>
 #include <algorithm>
 #include <cmath>

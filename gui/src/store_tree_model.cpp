@@ -1,7 +1,6 @@
 // The store's tree (store_tree_model.hpp), merged incrementally from newer indexes.
 #include "offtune/gui/store_tree_model.hpp"
 
-#include <QBrush>
 #include <QFont>
 #include <QString>
 #include <algorithm>

@@ -3,12 +3,9 @@
 #include "offtune/gui/sweep_chart.hpp"
 
 #include <QEvent>
-#include <QFontMetrics>
 #include <QHelpEvent>
-#include <QLinearGradient>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QPainterPath>
 #include <QStringList>
 #include <QToolTip>
 #include <algorithm>

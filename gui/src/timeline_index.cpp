@@ -3,15 +3,6 @@
 // on.
 #include "offtune/gui/timeline.hpp"
 
-#include <QEvent>
-#include <QFontMetrics>
-#include <QHelpEvent>
-#include <QKeyEvent>
-#include <QMouseEvent>
-#include <QPainter>
-#include <QStringList>
-#include <QToolTip>
-#include <QWheelEvent>
 #include <algorithm>
 #include <bit>
 #include <cmath>

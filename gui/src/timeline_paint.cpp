@@ -2,15 +2,9 @@
 // legend, the lanes at the level of detail a frame needs, the ruler, and the tooltips.
 #include "offtune/gui/timeline.hpp"
 
-#include <QEvent>
 #include <QFontMetrics>
-#include <QHelpEvent>
-#include <QKeyEvent>
-#include <QMouseEvent>
 #include <QPainter>
 #include <QStringList>
-#include <QToolTip>
-#include <QWheelEvent>
 #include <algorithm>
 #include <bit>
 #include <cmath>

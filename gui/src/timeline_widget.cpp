@@ -3,12 +3,10 @@
 #include "offtune/gui/timeline.hpp"
 
 #include <QEvent>
-#include <QFontMetrics>
 #include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QStringList>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
