@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "offtune/profiler/units.hpp"
+#include "timeline_detail.hpp"
 
 namespace offtune::gui {
 
@@ -81,10 +82,11 @@ std::pair<int64_t, int64_t> MinMaxPyramid::query(const std::vector<int64_t>& val
 
 namespace {
 
-const QColor kBackground(0xff, 0xff, 0xff);
-const QColor kGutterBackground(0xf3, 0xf3, 0xf3);  // as the timeline's
-const QColor kGrid(0xeb, 0xeb, 0xeb);
-const QColor kText(0x33, 0x33, 0x33);
+// The timeline's palette (timeline_detail.hpp).
+using detail::kBackground;
+using detail::kGrid;
+using detail::kGutterBackground;
+using detail::kText;
 const QColor kPeak(0xb0, 0x20, 0x20);
 
 // Plot margins inside the chart's rect: room for the top y label and the legend.

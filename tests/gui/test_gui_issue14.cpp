@@ -193,8 +193,6 @@ TEST(Issue14, CellLabelsKeepAMinimumFontAndShortenInstead) {
 // --- 2. A cancelled sweep does not look complete
 // ----------------------------------------------------
 
-using test::tiny_request;
-
 QString heading(const SweepView& view) {
   QStringList all;
   for (const auto* label : view.findChildren<QLabel*>()) {
@@ -218,7 +216,7 @@ TEST(Issue14, ACancelledSweepCountsItsGridInTreeHeadingAndForm) {
   window.resize(1280, 800);
   settle(window);
   SweepForm* form = window.sweepForm();
-  form->setRequest(tiny_request(db.toStdString(), "1KiB,4KiB,16KiB", "1,2"));  // 7 points
+  form->setRequest(test::tiny_request(db.toStdString(), "1KiB,4KiB,16KiB", "1,2"));  // 7 points
   QSignalSpy finished(form, &SweepForm::sweepFinished);
   int reported = 0;
   QObject::connect(form, &SweepForm::pointFinished, form, [&] {
@@ -273,16 +271,7 @@ TEST(Issue14, ACancelledSweepCountsItsGridInTreeHeadingAndForm) {
 // --- 3. The tree keeps its state
 // ------------------------------------------------------------------
 
-class Issue14Store : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(dir_.isValid());
-    path_ = test::fixture_copy(dir_);
-    ASSERT_FALSE(path_.empty());
-  }
-  QTemporaryDir dir_;
-  std::string path_;
-};
+using Issue14Store = test::FixtureStore;
 
 // A newer index of the same store (points and runs added, statuses changed) leaves an expanded
 // sweep expanded and the selected point selected.
@@ -415,7 +404,7 @@ TEST(Issue14, ParetoAxisKeepsASensibleSpanAndTicksApart) {
 TEST(Issue14, ALongFormErrorWrapsAndGoesOnceFixed) {
   SweepForm form;
   form.resize(900, 700);
-  auto r = tiny_request("x.db", "1KiB", "0");
+  auto r = test::tiny_request("x.db", "1KiB", "0");
   r.min_offload_sizes = "1KiB," + std::string(300, 'z');
   form.setRequest(r);
   settle(form);
@@ -426,7 +415,7 @@ TEST(Issue14, ALongFormErrorWrapsAndGoesOnceFixed) {
   ASSERT_NE(status, nullptr);
   EXPECT_TRUE(status->text().startsWith(QStringLiteral("error:")));
   EXPECT_LT(form.minimumSizeHint().width(), 900);
-  form.setRequest(tiny_request("x.db", "1KiB", "1,2"));  // fixed
+  form.setRequest(test::tiny_request("x.db", "1KiB", "1,2"));  // fixed
   EXPECT_FALSE(status->text().startsWith(QStringLiteral("error:"))) << status->text().toStdString();
 }
 
@@ -574,7 +563,7 @@ TEST(Issue14, ParetoHasALegendForFrontAndOtherPoints) {
 
 TEST(Issue14, TheInputSpecIsForTorchScriptModelsOnly) {
   SweepForm form;
-  auto r = tiny_request("x.db", "1KiB", "1");
+  auto r = test::tiny_request("x.db", "1KiB", "1");
   form.setRequest(r);
   auto* spec = form.findChild<QLineEdit*>(QStringLiteral("inputSpec"));
   ASSERT_NE(spec, nullptr);

@@ -19,16 +19,12 @@ namespace {
 namespace pf = offtune::profiler;
 using Tester = QAbstractItemModelTester;
 
-class ItemModels : public ::testing::Test {
+class ItemModels : public test::FixtureStore {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(dir_.isValid());
-    path_ = test::fixture_copy(dir_);
-    ASSERT_FALSE(path_.empty());
+    ASSERT_NO_FATAL_FAILURE(test::FixtureStore::SetUp());
     index_ = std::make_shared<const StoreIndex>(load_store_index(path_));
   }
-  QTemporaryDir dir_;
-  std::string path_;
   StoreIndexPtr index_;
 };
 

@@ -216,12 +216,7 @@ TEST(ScriptSweepWorker, AFailingScriptsPointsAreShownFailedWithItsLastLine) {
   }
 
   // The Sweep tab follows the new sweep: both points failed, the error in the points table.
-  QSignalSpy sweep_loaded(window.sweepView(), &SweepView::loaded);
-  for (int i = 0; i < 100 && !(window.sweepView()->sweepData() &&
-                               window.sweepView()->sweepData()->points.size() == 2);
-       ++i) {
-    sweep_loaded.wait(100);
-  }
+  test::wait_for_points(*window.sweepView(), 2);
   ASSERT_TRUE(window.sweepView()->sweepData());
   ASSERT_EQ(window.sweepView()->sweepData()->points.size(), 2u);
   const PointsTableModel* table = window.sweepView()->pointsModel();

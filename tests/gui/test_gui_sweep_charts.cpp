@@ -12,8 +12,10 @@
 #include <QToolTip>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 
+#include "gui_test_util.hpp"
 #include "offtune/gui/sweep_charts.hpp"
 #include "offtune/profiler/recommend.hpp"
 
@@ -65,13 +67,6 @@ std::shared_ptr<SweepData> make_sweep() {
   return d;
 }
 
-QImage render(QWidget& w) {
-  QImage img(w.size(), QImage::Format_ARGB32);
-  img.fill(Qt::black);
-  w.render(&img);
-  return img;
-}
-
 bool near(QColor a, QColor b, int tol = 3) {
   return std::abs(a.red() - b.red()) <= tol && std::abs(a.green() - b.green()) <= tol &&
          std::abs(a.blue() - b.blue()) <= tol;
@@ -111,27 +106,26 @@ void send_move(QWidget& w, QPoint pos) {
 
 // --- point_tooltip ------------------------------------------------------------------------------
 
+// Each of `parts` is in `text`; a missing one is reported with the text.
+void expect_contains(const QString& text, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) {
+    EXPECT_TRUE(text.contains(QString::fromUtf8(part))) << part << " not in " << text.toStdString();
+  }
+}
+
 TEST(PointTooltip, OkPointHasItsFigures) {
   const auto d = make_sweep();
   const QString t = point_tooltip(*d, d->points[4]);
-  EXPECT_TRUE(t.contains(QStringLiteral("Point 4"))) << t.toStdString();
-  EXPECT_TRUE(t.contains(QStringLiteral("ok")));
-  EXPECT_TRUE(t.contains(QStringLiteral("min_offload_size 1 MiB")));
-  EXPECT_TRUE(t.contains(QStringLiteral("max_fwd_stash_size 1")));
-  EXPECT_TRUE(t.contains(QStringLiteral("run 104")));
-  EXPECT_TRUE(t.contains(QStringLiteral("step time 11.0 ms")));
-  EXPECT_TRUE(t.contains(QStringLiteral("slowdown 1.10x")));
-  EXPECT_TRUE(t.contains(QStringLiteral("peak device memory 250.0 MiB")));
-  EXPECT_TRUE(t.contains(QStringLiteral("hidden copy 70.0 %")));
+  expect_contains(t, {"Point 4", "ok", "min_offload_size 1 MiB", "max_fwd_stash_size 1", "run 104",
+                      "step time 11.0 ms", "slowdown 1.10x", "peak device memory 250.0 MiB",
+                      "hidden copy 70.0 %"});
   EXPECT_FALSE(t.contains(QStringLiteral("error")));
 }
 
 TEST(PointTooltip, FailedPointHasItsErrorEscaped) {
   const auto d = make_sweep();
   const QString t = point_tooltip(*d, d->points[3]);
-  EXPECT_TRUE(t.contains(QStringLiteral("Point 3"))) << t.toStdString();
-  EXPECT_TRUE(t.contains(QStringLiteral("failed")));
-  EXPECT_TRUE(t.contains(QStringLiteral("error: CUDA error: an illegal &lt;memory&gt; access")));
+  expect_contains(t, {"Point 3", "failed", "error: CUDA error: an illegal &lt;memory&gt; access"});
   EXPECT_FALSE(t.contains(QStringLiteral("step time")));  // no figures for a failed point
   const QString oom = point_tooltip(*d, d->points[5]);
   EXPECT_TRUE(oom.contains(QStringLiteral("out of memory")));
@@ -180,7 +174,9 @@ TEST(SequentialColor, LightnessRisesEvenlyAndEndsClamp) {
 
 // --- HeatmapWidget ------------------------------------------------------------------------------
 
-class Heatmap : public ::testing::Test {
+// A chart of make_sweep(), 800x500.
+template <typename Chart>
+class ChartOfSweep : public ::testing::Test {
  protected:
   void SetUp() override {
     data = make_sweep();
@@ -188,8 +184,10 @@ class Heatmap : public ::testing::Test {
     w.setData(data);
   }
   std::shared_ptr<SweepData> data;
-  HeatmapWidget w;
+  Chart w;
 };
+
+using Heatmap = ChartOfSweep<HeatmapWidget>;
 
 TEST_F(Heatmap, AxesAreTheDistinctValuesAscending) {
   EXPECT_EQ(w.stashSizes(), (std::vector<int64_t>{1, 2, 4}));
@@ -285,7 +283,7 @@ TEST_F(Heatmap, PointAtTheCentreOfEachCellIsThatPoint) {
 }
 
 TEST_F(Heatmap, RendersColoursWithBestAtTheLightEnd) {
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   EXPECT_GT(distinct_colors(img), 30);
   // Step time, lower is better: point 6 (10.5 ms) is the best, point 1 (14 ms) the worst.
   const QColor best = cell_fill(img, w.cellRect(6));
@@ -299,7 +297,7 @@ TEST_F(Heatmap, RendersColoursWithBestAtTheLightEnd) {
 }
 
 TEST_F(Heatmap, FailedAndOomCellsAreMarkedNotColoured) {
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   const auto failed = w.cellRect(3).adjusted(4, 4, -4, -4);
   const auto oom = w.cellRect(5).adjusted(4, 4, -4, -4);
   const auto corner = [](const QRect& r) { return QRect(r.topLeft(), QSize(24, 24)); };
@@ -329,18 +327,18 @@ TEST_F(Heatmap, FailedAndOomCellsAreMarkedNotColoured) {
 
 TEST_F(Heatmap, SwitchingMetricsRecolours) {
   w.setMetric(SweepMetric::PeakMemory);  // lower is better: point 1 (120 MiB) now the best
-  QImage img = render(w);
+  QImage img = test::render_on_black(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), sequential_color(1.0)));
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)), sequential_color(0.0)));
   w.setMetric(SweepMetric::HiddenCopy);  // higher is better: point 6 (90 %) the best
-  img = render(w);
+  img = test::render_on_black(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)), sequential_color(1.0)));
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), sequential_color(0.0)));
   // Slowdown diverges from 1.0x (the baseline, 10 ms) on a log scale: every offload point here is
   // slower, the slowest (point 1, 1.4x) at the dark red end, and 1.05x (point 6) near the neutral
   // middle.
   w.setMetric(SweepMetric::Slowdown);
-  img = render(w);
+  img = test::render_on_black(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), diverging_color(0.0)));
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)),
                    diverging_color(0.5 - std::log(1.05) / (2 * std::log(1.4))), 4));
@@ -361,9 +359,9 @@ TEST(SweepMetrics, HiddenCopyOfAPointThatCopiedNothingIsNotApplicable) {
 }
 
 TEST_F(Heatmap, HighlightedCellIsOutlined) {
-  const QImage before = render(w);
+  const QImage before = test::render_on_black(w);
   w.setHighlighted(2);
-  const QImage after = render(w);
+  const QImage after = test::render_on_black(w);
   const QRect r = w.cellRect(2);
   const QPoint edge = r.topLeft() + QPoint(2, r.height() / 3);
   EXPECT_NE(before.pixel(edge), after.pixel(edge));
@@ -419,18 +417,18 @@ TEST(HeatmapEdge, NoDataNoPointsAndBaselineOnly) {
   w.resize(400, 300);
   EXPECT_EQ(w.pointAt(QPoint(200, 150)), -1);
   EXPECT_TRUE(w.cellRect(0).isEmpty());
-  EXPECT_GT(distinct_colors(render(w)), 1);  // "No sweep"
+  EXPECT_GT(distinct_colors(test::render_on_black(w)), 1);  // "No sweep"
   w.setData(std::make_shared<SweepData>());
-  render(w);
+  test::render_on_black(w);
   EXPECT_EQ(w.pointAt(QPoint(200, 150)), -1);
   auto d = make_sweep();
   d->points.resize(1);  // the baseline alone
   w.setData(d);
-  render(w);
+  test::render_on_black(w);
   EXPECT_TRUE(w.stashSizes().empty());
   EXPECT_EQ(w.pointAt(w.cellRect(0).center()), 0);
   w.setData(nullptr);
-  render(w);
+  test::render_on_black(w);
   EXPECT_EQ(w.pointAt(QPoint(200, 150)), -1);
 }
 
@@ -446,7 +444,7 @@ TEST(HeatmapEdge, SingleCellIsBoundedAndMapped) {
   EXPECT_LE(r.height(), 140);
   EXPECT_EQ(w.pointAt(r.center()), 1);
   // One value: the cell is coloured, not blank.
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   const QColor fill = cell_fill(img, r);
   EXPECT_NE(fill, QColor(Qt::white));
   EXPECT_TRUE(near(fill, sequential_color(0.5)));
@@ -469,7 +467,7 @@ TEST(HeatmapEdge, DuplicateConfigsSplitTheCell) {
   EXPECT_EQ(w.pointAt(b.center()), 2);
   EXPECT_EQ(a.left(), w.cellRect(4).left());  // both in the column of stash size 1
   EXPECT_EQ(b.right(), w.cellRect(4).right());
-  render(w);
+  test::render_on_black(w);
 }
 
 TEST(HeatmapEdge, FillingLiveKeepsTheLayoutAndMarks) {
@@ -485,7 +483,7 @@ TEST(HeatmapEdge, FillingLiveKeepsTheLayoutAndMarks) {
   w.setHighlighted(6);
   w.setData(live);
   const QRect cell6 = w.cellRect(6);
-  QImage img = render(w);
+  QImage img = test::render_on_black(w);
   // Pending: no value's colour yet.
   EXPECT_FALSE(near(cell_fill(img, w.cellRect(1)), sequential_color(0.0), 20));
   QSignalSpy spy(&w, &HeatmapWidget::pointActivated);
@@ -496,10 +494,10 @@ TEST(HeatmapEdge, FillingLiveKeepsTheLayoutAndMarks) {
     next->points[i] = full->points[i];
     live = next;
     w.setData(live);
-    render(w);
+    test::render_on_black(w);
   }
   EXPECT_EQ(w.cellRect(6), cell6);
-  img = render(w);
+  img = test::render_on_black(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), sequential_color(0.0)));
   QTest::mouseClick(&w, Qt::LeftButton, Qt::NoModifier, w.cellRect(1).center());
   EXPECT_EQ(spy.count(), 1);
@@ -513,12 +511,12 @@ TEST(HeatmapEdge, AllFailedAndTinySizes) {
   w.setData(d);
   for (SweepMetric m : kSweepMetrics) {
     w.setMetric(m);
-    render(w);
+    test::render_on_black(w);
   }
   EXPECT_EQ(w.pointAt(w.cellRect(4).center()), 4);
   for (QSize s : {QSize(1, 1), QSize(30, 20), QSize(120, 80)}) {
     w.resize(s);
-    render(w);
+    test::render_on_black(w);
     w.pointAt(QPoint(s.width() / 2, s.height() / 2));
   }
 }
@@ -531,16 +529,9 @@ bool is_shade(QColor c) {
          std::abs(c.green() - c.blue()) < 8 && c.red() - c.green() > 12;
 }
 
-class Pareto : public ::testing::Test {
+class Pareto : public ChartOfSweep<ParetoWidget> {
  protected:
-  void SetUp() override {
-    data = make_sweep();
-    w.resize(800, 500);
-    w.setData(data);
-  }
   pf::Recommendation recommend_with(pf::Constraint c) { return pf::recommend(data->points, c); }
-  std::shared_ptr<SweepData> data;
-  ParetoWidget w;
 };
 
 TEST_F(Pareto, PointsMapToTheirPositionsAndBack) {
@@ -570,24 +561,24 @@ TEST_F(Pareto, PointsMapToTheirPositionsAndBack) {
 TEST_F(Pareto, RecommendedPointIsMarked) {
   const QRect around(w.positionOf(2).toPoint() - QPoint(14, 14), QSize(29, 29));
   const auto green = [](QColor c) { return c.green() > c.red() + 60 && c.green() > c.blue() + 40; };
-  EXPECT_EQ(share(render(w), around, green), 0.0);
+  EXPECT_EQ(share(test::render_on_black(w), around, green), 0.0);
   pf::Constraint c;
   c.memory_budget = 200 * kMiB;
   const auto rec = recommend_with(c);
   ASSERT_TRUE(rec.chosen);
   ASSERT_EQ(rec.chosen->index, 2);
   w.setRecommendation(rec);
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   EXPECT_GT(share(img, around, green), 0.05);
   EXPECT_GT(distinct_colors(img), 30);
 }
 
 TEST_F(Pareto, MemoryBudgetShadesTheRegionBeyondIt) {
-  const QImage plain = render(w);
+  const QImage plain = test::render_on_black(w);
   pf::Constraint c;
   c.memory_budget = 200 * kMiB;
   w.setRecommendation(recommend_with(c));
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   const QRectF plot = w.plotArea();
   const int line_x = static_cast<int>(w.mapToPlot(200.0 * kMiB, 12.0).x());
   ASSERT_GT(line_x, plot.left() + 10);
@@ -609,7 +600,7 @@ TEST_F(Pareto, MaxSlowdownShadesTheRegionAboveIt) {
   ASSERT_TRUE(rec.chosen);
   EXPECT_EQ(rec.chosen->index, 4);
   w.setRecommendation(rec);
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   const QRectF plot = w.plotArea();
   const int line_y = static_cast<int>(w.mapToPlot(200.0 * kMiB, 12.0).y());
   ASSERT_GT(line_y, plot.top() + 10);
@@ -637,26 +628,26 @@ TEST_F(Pareto, ClickAndHover) {
   EXPECT_EQ(hovered.at(0).at(0).toLongLong(), 1);
   EXPECT_EQ(hovered.at(1).at(0).toLongLong(), -1);
   w.setSelected(4);
-  render(w);
+  test::render_on_black(w);
 }
 
 TEST(ParetoEdge, DegenerateSweeps) {
   ParetoWidget w;
   w.resize(600, 400);
-  render(w);  // no data
+  test::render_on_black(w);  // no data
   EXPECT_EQ(w.pointAt(QPoint(300, 200)), -1);
   EXPECT_EQ(w.positionOf(0), QPointF(-1, -1));
   EXPECT_TRUE(w.plotArea().isEmpty());
   w.setRecommendation(pf::Recommendation{});
   w.setData(std::make_shared<SweepData>());
-  render(w);
+  test::render_on_black(w);
   EXPECT_TRUE(w.caption().isEmpty());
 
   // A single point: plotted inside the axes, not on the frame.
   auto one = make_sweep();
   one->points.resize(1);
   w.setData(one);
-  render(w);
+  test::render_on_black(w);
   const QPointF at = w.positionOf(0);
   EXPECT_TRUE(w.plotArea().adjusted(5, 5, -5, -5).contains(at));
   EXPECT_EQ(w.pointAt(at.toPoint()), 0);
@@ -670,7 +661,7 @@ TEST(ParetoEdge, DegenerateSweeps) {
   }
   w.setData(same);
   w.setRecommendation(pf::recommend(same->points, {}));
-  render(w);
+  test::render_on_black(w);
   EXPECT_TRUE(w.plotArea().contains(w.positionOf(3)));
 
   // Everything failed: nothing plotted, all counted.
@@ -678,7 +669,7 @@ TEST(ParetoEdge, DegenerateSweeps) {
   for (auto& p : failed->points) p.status = pf::PointStatus::Failed;
   w.setData(failed);
   w.setRecommendation(pf::recommend(failed->points, {}));
-  render(w);
+  test::render_on_black(w);
   EXPECT_TRUE(w.plotArea().isEmpty());
   EXPECT_EQ(w.caption(), QStringLiteral("7 failed"));
   EXPECT_EQ(w.pointAt(QPoint(300, 200)), -1);
@@ -693,9 +684,9 @@ TEST(ParetoEdge, DegenerateSweeps) {
   pf::Constraint c;
   c.memory_budget = int64_t{80} * 1024 * kMiB;
   w.setRecommendation(pf::recommend(zero->points, c));
-  render(w);
+  test::render_on_black(w);
   w.resize(10, 10);
-  render(w);
+  test::render_on_black(w);
   EXPECT_EQ(w.pointAt(QPoint(5, 5)), -1);
 }
 
@@ -727,7 +718,7 @@ TEST(ParetoPredicted, PredictionsAreHollowMarkersLinkedToTheirMeasurements) {
   w.setData(data);
   EXPECT_EQ(w.predictedCount(), 0);
   EXPECT_FALSE(w.legendLabels().contains("predicted"));
-  const QImage before = render(w);
+  const QImage before = test::render_on_black(w);
 
   data = make_sweep();
   data->predictions = {predicted(1, 15.0, 110), predicted(2, 13.0, 160), predicted(3, 12.0, 180),
@@ -753,7 +744,7 @@ TEST(ParetoPredicted, PredictionsAreHollowMarkersLinkedToTheirMeasurements) {
   // The predicted axis range includes point 7's 420 MiB beyond every measured peak.
   EXPECT_GE(w.axisRange(Qt::Horizontal).second, 420.0 * kMiB);
 
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   // Point 7's hollow marker: a purple ring, the base colour inside it.
   const QPoint at7 = w.predictedPositionOf(7).toPoint();
   EXPECT_GT(share(img, QRect(at7 - QPoint(8, 8), QSize(17, 17)), is_predicted_purple), 0.05);
@@ -800,7 +791,7 @@ TEST(ParetoPredicted, ExactPredictionsNeedNoLineInTheLegend) {
   w.setData(only);
   EXPECT_FALSE(w.plotArea().isEmpty());
   EXPECT_TRUE(w.plotArea().contains(w.positionOf(1)));
-  render(w);
+  test::render_on_black(w);
 }
 
 }  // namespace

@@ -22,8 +22,6 @@ namespace {
 namespace pf = offtune::profiler;
 constexpr int kSweepWaitMs = 300000;
 
-using test::tiny_request;
-
 // Waits for the form's sweepFinished; returns its arguments.
 QList<QVariant> wait_finished(SweepForm& form, QSignalSpy& spy) {
   if (spy.isEmpty() && !spy.wait(kSweepWaitMs)) return {};
@@ -31,7 +29,7 @@ QList<QVariant> wait_finished(SweepForm& form, QSignalSpy& spy) {
 }
 
 TEST(SweepRequestCheck, CountsPointsAndRefusesBadInput) {
-  auto r = tiny_request("s.db", "1KiB,1MiB", "1:3");
+  auto r = test::tiny_request("s.db", "1KiB,1MiB", "1:3");
   EXPECT_EQ(validate_sweep_request(r), 1 + 2 * 3);
   r.min_offload_sizes = "1KiB:64KiB:x4";
   EXPECT_EQ(validate_sweep_request(r), 1 + 4 * 3);
@@ -65,7 +63,7 @@ TEST(SweepFormTest, RunsATinySweepEndToEndThenResumes) {
   QTemporaryDir dir;
   const std::string db = dir.filePath("gui-sweep.db").toStdString();
   SweepForm form;
-  form.setRequest(tiny_request(db, "1KiB", "1,2"));
+  form.setRequest(test::tiny_request(db, "1KiB", "1,2"));
   EXPECT_EQ(form.request().min_offload_sizes, "1KiB");
   EXPECT_EQ(form.request().workload.seq, 16);
   QSignalSpy points(&form, &SweepForm::pointFinished);
@@ -109,7 +107,7 @@ TEST(SweepFormTest, CancelStopsBetweenPointsAndTheSweepResumes) {
   QTemporaryDir dir;
   const std::string db = dir.filePath("cancel.db").toStdString();
   SweepForm form;
-  form.setRequest(tiny_request(db, "1KiB,4KiB", "1,2"));  // 5 points
+  form.setRequest(test::tiny_request(db, "1KiB,4KiB", "1,2"));  // 5 points
   QSignalSpy points(&form, &SweepForm::pointFinished);
   QSignalSpy finished(&form, &SweepForm::sweepFinished);
   // Cancel as soon as the first point is in: the sweep stops after the point in progress.
@@ -145,7 +143,7 @@ TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
   QSignalSpy points(&form, &SweepForm::pointFinished);
   QSignalSpy finished(&form, &SweepForm::sweepFinished);
   // 1 MiB of device memory: the model fits, its steps do not (b1 s16 peaks at 1.2 MiB).
-  auto small = tiny_request(dir.filePath("small.db").toStdString(), "1KiB", "1");
+  auto small = test::tiny_request(dir.filePath("small.db").toStdString(), "1KiB", "1");
   small.backend.device_capacity = "1MiB";
   form.setRequest(small);
   ASSERT_TRUE(form.startSweep());
@@ -154,7 +152,7 @@ TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
   EXPECT_EQ(points[0][0].value<pf::PointRecord>().status, pf::PointStatus::OutOfMemory);
   // The next sweep in the same process, with no capacity, is unlimited again.
   points.clear();
-  form.setRequest(tiny_request(dir.filePath("free.db").toStdString(), "1KiB", "1"));
+  form.setRequest(test::tiny_request(dir.filePath("free.db").toStdString(), "1KiB", "1"));
   ASSERT_TRUE(form.startSweep());
   ASSERT_EQ(wait_finished(form, finished).size(), 3);
   ASSERT_EQ(points.size(), 2);
@@ -165,7 +163,7 @@ TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
 
 TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
   SweepForm form;
-  auto r = tiny_request("x.db", "1KiB", "0");
+  auto r = test::tiny_request("x.db", "1KiB", "0");
   form.setRequest(r);
   QSignalSpy started(&form, &SweepForm::sweepStarted);
   EXPECT_FALSE(form.startSweep());
@@ -180,7 +178,7 @@ TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
 // device model is the CLI's refusal.
 TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   SweepForm form;
-  auto r = tiny_request("x.db", "1KiB", "1");
+  auto r = test::tiny_request("x.db", "1KiB", "1");
   r.engine.prefetch = "3";
   r.repeat = 4;
   r.predict_first = true;
@@ -189,7 +187,7 @@ TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   const auto back = form.request();
   EXPECT_EQ(back.engine.prefetch, "3");
   // Prefetch is an axis in the form as in the CLI: a list crosses the grid with each depth.
-  auto axis = tiny_request("x.db", "1KiB", "1,2");
+  auto axis = test::tiny_request("x.db", "1KiB", "1,2");
   axis.engine.prefetch = "0,1,2";
   form.setRequest(axis);
   EXPECT_EQ(form.request().engine.prefetch, "0,1,2");
@@ -214,7 +212,7 @@ TEST(SweepFormTest, AModelThatDoesNotLoadLeavesNoStore) {
   QTemporaryDir dir;
   SweepForm form;
   QSignalSpy finished(&form, &SweepForm::sweepFinished);
-  auto r = tiny_request(dir.filePath("new.db").toStdString(), "1KiB", "1");
+  auto r = test::tiny_request(dir.filePath("new.db").toStdString(), "1KiB", "1");
   r.workload.model = dir.filePath("missing.pt").toStdString();
   form.setRequest(r);
   ASSERT_TRUE(form.startSweep());
@@ -229,7 +227,7 @@ TEST(SweepFormTest, MainWindowShowsPointsAsTheyFinish) {
   QTemporaryDir dir;
   const QString db = dir.filePath("live.db");
   MainWindow window;
-  window.sweepForm()->setRequest(tiny_request(db.toStdString(), "1KiB", "1,2"));
+  window.sweepForm()->setRequest(test::tiny_request(db.toStdString(), "1KiB", "1,2"));
   QSignalSpy finished(window.sweepForm(), &SweepForm::sweepFinished);
   QSignalSpy store_loaded(&window, &MainWindow::storeLoaded);
   ASSERT_TRUE(window.sweepForm()->startSweep());
@@ -237,12 +235,7 @@ TEST(SweepFormTest, MainWindowShowsPointsAsTheyFinish) {
   ASSERT_EQ(args.size(), 3);
   ASSERT_TRUE(args[0].toBool()) << args[2].toString().toStdString();
   // The sweep view follows the new sweep (loaded from the store at its first point, then merged).
-  QSignalSpy sweep_loaded(window.sweepView(), &SweepView::loaded);
-  for (int i = 0; i < 100 && !(window.sweepView()->sweepData() &&
-                               window.sweepView()->sweepData()->points.size() == 3);
-       ++i) {
-    sweep_loaded.wait(100);
-  }
+  test::wait_for_points(*window.sweepView(), 3);
   ASSERT_TRUE(window.sweepView()->sweepData());
   ASSERT_EQ(window.sweepView()->sweepData()->points.size(), 3u);
   for (const auto& p : window.sweepView()->sweepData()->points) {

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 
+#include "gui_test_util.hpp"
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
@@ -44,13 +45,6 @@ pf::PointRecord ok_point(int64_t index, bool offload, double ms, int64_t peak_mi
   p.summary.hidden_copy_pct = 50.0;
   p.summary.offloaded_bytes = offload ? kMiB : 0;
   return p;
-}
-
-QImage render(QWidget& w) {
-  QImage img(w.size(), QImage::Format_ARGB32);
-  img.fill(Qt::black);
-  w.render(&img);
-  return img;
 }
 
 double slowdown_of(const QString& label) {
@@ -85,7 +79,7 @@ TEST(HeatmapSlowdownScale, EndsAreTheRealWorstAndBestSlowdowns) {
   EXPECT_NEAR(slowdown_of(best2), 1.0, 1e-9) << best2.toStdString();
   // The cells are coloured on the scale drawn: the worst point at the scale's red end, a point at
   // 1.1x near white.
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   const QColor worst_fill(img.pixel(w.cellRect(1).topLeft() + QPoint(8, 8)));
   EXPECT_LT(std::abs(worst_fill.red() - diverging_color(0.0).red()), 4)
       << worst_fill.name().toStdString();
@@ -129,7 +123,7 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
   ASSERT_EQ(na.size(), 1u);
   EXPECT_EQ(na[0].rect, cell);
   // Hatched: a good share of the cell is the hatch's grey, not the background's white.
-  const QImage img = render(w);
+  const QImage img = test::render_on_black(w);
   int grey = 0, all = 0;
   for (int y = cell.top() + 2; y < cell.bottom() - 2; ++y) {
     for (int x = cell.left() + 2; x < cell.right() - 2; ++x) {

@@ -1128,6 +1128,19 @@ RunData host_sim_run() {
   return run;
 }
 
+// The tooltip `x` ns into the view [begin, end], drawn one pixel a nanosecond, on lane `lane`.
+QString tooltip_at(const TimelineIndex& index, int64_t begin, int64_t end, int64_t x, size_t lane) {
+  const QRect area(
+      0, 0,
+      static_cast<int>(end - begin) + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin,
+      offtune::gui::timeline_height(&index));
+  const QRect plot = offtune::gui::time_plot_rect(area);
+  return offtune::gui::timeline_tooltip(
+      index, area, begin, end,
+      QPoint(plot.left() + static_cast<int>(x),
+             offtune::gui::timeline_lane_rect(area, index, lane).center().y()));
+}
+
 TEST(TimelineIndex, NamesHostSimComputeAfterItsPhaseOrTheWaitThatEndsIt) {
   const auto index = offtune::gui::build_timeline_index(host_sim_run());
   const auto& compute = lane(*index, LaneKind::Compute).spans;
@@ -1142,13 +1155,7 @@ TEST(TimelineIndex, NamesHostSimComputeAfterItsPhaseOrTheWaitThatEndsIt) {
   EXPECT_EQ(compute.info[0].name, compute.info[2].name);
 
   // The tooltip says it, zoomed in on the forward slice after the wait.
-  QImage image(1000 + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin,
-               offtune::gui::timeline_height(index.get()), QImage::Format_ARGB32_Premultiplied);
-  const QRect plot = offtune::gui::time_plot_rect(image.rect());
-  const QString tip = offtune::gui::timeline_tooltip(
-      *index, image.rect(), 1000, 2000,
-      QPoint(plot.left() + 600,
-             offtune::gui::timeline_lane_rect(image.rect(), *index, 1).center().y()));
+  const QString tip = tooltip_at(*index, 1000, 2000, 600, 1);
   EXPECT_TRUE(tip.contains(QStringLiteral("name forward compute"))) << tip.toStdString();
 }
 
@@ -1172,13 +1179,7 @@ TEST(TimelineIndex, LinksEachWaitToTheCopyItWaitedOn) {
   EXPECT_EQ(links, (std::vector<L>{{d2h, 700, 1000}, {h2d, 2100, 2500}, {d2h, 200, 3200}}));
 
   // A wait's tooltip names the copy.
-  QImage image(4000 + offtune::gui::kTimeGutter + offtune::gui::kTimeRightMargin,
-               offtune::gui::timeline_height(index.get()), QImage::Format_ARGB32_Premultiplied);
-  const QRect plot = offtune::gui::time_plot_rect(image.rect());
-  const QString tip = offtune::gui::timeline_tooltip(
-      *index, image.rect(), 0, 4000,
-      QPoint(plot.left() + 1100,
-             offtune::gui::timeline_lane_rect(image.rect(), *index, 4).center().y()));
+  const QString tip = tooltip_at(*index, 0, 4000, 1100, 4);
   EXPECT_TRUE(tip.contains(QStringLiteral("waited on copy D2H +700 ns \u2013 +1.20 \u00b5s")))
       << tip.toStdString();
 }

@@ -43,16 +43,7 @@ QImage render(QWidget& w, QSize size = {1200, 800}) {
   return w.grab().toImage();
 }
 
-class Views : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(dir_.isValid());
-    path_ = test::fixture_copy(dir_);
-    ASSERT_FALSE(path_.empty());
-  }
-  QTemporaryDir dir_;
-  std::string path_;
-};
+using Views = test::FixtureStore;
 
 TEST_F(Views, SweepViewLoadsRendersAndRecommends) {
   SweepView view;

@@ -3,7 +3,8 @@
 // plus a level-of-detail pyramid (intervals closer than a gap threshold merged, the threshold at
 // least doubling per level), so that a frame costs about one binary search per drawn pixel run,
 // not one step per event: a million events pan and zoom as fluidly as a thousand. The same
-// painting code runs in the widget and, for tests and the benchmark, into any QPainter.
+// painting code runs in the widget and, for tests and the benchmark, into any QPainter. Code:
+// timeline_index.cpp (the index), timeline_paint.cpp (painting), timeline_widget.cpp (widgets).
 //
 // Lanes share the height they are given (between kTimelineMinLaneHeight and kTimelineMaxLaneHeight
 // each), so that the splitter between the timeline and the charts sizes them. Every kind of event

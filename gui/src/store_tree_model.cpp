@@ -1,6 +1,6 @@
-#include "offtune/gui/models.hpp"
+// The store's tree (store_tree_model.hpp), merged incrementally from newer indexes.
+#include "offtune/gui/store_tree_model.hpp"
 
-#include <QBrush>
 #include <QFont>
 #include <QString>
 #include <algorithm>
@@ -13,16 +13,20 @@
 #include "offtune/gui/predicted.hpp"
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/units.hpp"
-
+#include "text_util.hpp"
 namespace offtune::gui {
 
 namespace pf = offtune::profiler;
+using detail::qs;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-
 QString size_text(int64_t bytes) { return bytes > 0 ? qs(pf::format_size(bytes)) : QString(); }
+
+// A median step time in the tree; empty for what was not measured ok.
+QString step_text(bool ok, double ms, int decimals = 0) {
+  return ok ? qs(format_metric(SweepMetric::StepTime, ms, decimals)) : QString();
+}
 
 QString point_name(const pf::PointRecord& p) {
   const std::string variant = pf::describe_variant(p.config);
@@ -441,19 +445,11 @@ int StoreTreeModel::rowCount(const QModelIndex& parent) const {
 int StoreTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
 
 QVariant StoreTreeModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case Name:
-      return QStringLiteral("Item");
-    case Status:
-      return QStringLiteral("Status");
-    case StepTime:
-      return QStringLiteral("Step");
-    case Peak:
-      return QStringLiteral("Peak");
-    default:
-      return {};
+  static constexpr const char* kTitles[ColumnCount] = {"Item", "Status", "Step", "Peak"};  // Column
+  if (o != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount) {
+    return {};
   }
+  return QString::fromLatin1(kTitles[section]);
 }
 
 QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
@@ -539,9 +535,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
           }
           return QString::fromLatin1(pf::to_string(p.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, p.summary.step_ms_median,
-                                       item.decimals.step))
-                    : QString();
+          return step_text(ok, p.summary.step_ms_median, item.decimals.step);
         case Peak:
           return ok ? qs(format_metric(SweepMetric::PeakMemory,
                                        static_cast<double>(p.summary.peak_allocated),
@@ -572,9 +566,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         case Status:
           return QString::fromLatin1(pf::to_string(r.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, r.summary.step_ms_median,
-                                       item.decimals.step))
-                    : QString();
+          return step_text(ok, r.summary.step_ms_median, item.decimals.step);
         case Peak:
           return ok ? size_text(r.summary.peak_allocated) : QString();
         default:
@@ -599,8 +591,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         case Status:
           return QString::fromLatin1(pf::to_string(r.status));
         case StepTime:
-          return ok ? qs(format_metric(SweepMetric::StepTime, r.summary.step_ms_median))
-                    : QString();
+          return step_text(ok, r.summary.step_ms_median);
         case Peak:
           return ok ? size_text(r.summary.peak_allocated) : QString();
         default:
@@ -638,435 +629,6 @@ QModelIndex StoreTreeModel::runIndex(pf::RunId id) const {
     }
   }
   return {};
-}
-
-// ---------------------------------------------------------------------------------------------
-// PointsTableModel
-
-PointsTableModel::PointsTableModel(QObject* parent) : QAbstractTableModel(parent) {}
-
-void PointsTableModel::setSweep(SweepDataPtr sweep,
-                                std::optional<std::vector<pf::PointRecord>> subset,
-                                int64_t highlight, std::vector<int64_t> ties) {
-  beginResetModel();
-  sweep_ = std::move(sweep);
-  ties_ = std::move(ties);
-  variant_texts_ = sweep_ ? variant_texts(*sweep_) : std::map<int64_t, std::string>{};
-  decimals_ = sweep_ ? metric_decimals(*sweep_) : MetricDecimals{};
-  exact_ = sweep_ && exact_times(*sweep_);
-  rows_.clear();
-  predicted_only_.clear();
-  if (subset) {
-    rows_ = std::move(*subset);
-  } else if (sweep_) {
-    // A predict-first sweep of 27 points that measured 8 still shows 27 rows: the other 19 are
-    // what the user has of them, their predictions.
-    std::vector<pf::PointRecord> all = sweep_->points;
-    std::vector<bool> only(all.size(), false);
-    for (auto& p : predicted_only_points(*sweep_)) {
-      all.push_back(std::move(p));
-      only.push_back(true);
-    }
-    std::vector<size_t> order(all.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return all[a].index < all[b].index; });
-    for (size_t i : order) {
-      rows_.push_back(std::move(all[i]));
-      predicted_only_.push_back(only[i]);
-    }
-  }
-  predicted_only_.resize(rows_.size(), false);
-  highlight_ = highlight;
-  endResetModel();
-}
-
-QString PointsTableModel::variantText(const pf::PointRecord& p) const {
-  const auto it = variant_texts_.find(p.index);
-  return qs(it != variant_texts_.end() ? it->second : pf::describe_variant(p.config));
-}
-
-const pf::PointRecord* PointsTableModel::point(int row) const {
-  return row >= 0 && static_cast<size_t>(row) < rows_.size() ? &rows_[static_cast<size_t>(row)]
-                                                             : nullptr;
-}
-
-bool PointsTableModel::isPredictedOnly(int row) const {
-  return row >= 0 && static_cast<size_t>(row) < predicted_only_.size() &&
-         predicted_only_[static_cast<size_t>(row)];
-}
-
-bool PointsTableModel::hasPredictions() const { return sweep_ && !sweep_->predictions.empty(); }
-
-void PointsTableModel::setCompactHeaders(bool compact) {
-  compact_ = compact;
-  Q_EMIT headerDataChanged(Qt::Horizontal, 0, ColumnCount - 1);
-}
-
-int PointsTableModel::rowOfPoint(int64_t point_index) const {
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    if (rows_[i].index == point_index) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-int PointsTableModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
-}
-
-int PointsTableModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
-}
-
-QVariant PointsTableModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal) return {};
-  if (role == Qt::ToolTipRole) {
-    switch (section) {
-      case Choice:
-        return QStringLiteral(
-            "the recommended point, and the points it cannot be told apart from: equal step time "
-            "within noise (overlapping intervals) and equal peak within 1 %");
-      case StepInterval:
-        return QStringLiteral(
-            "confidence interval of the median step time; exact (modelled) when a device model "
-            "timed every step alike");
-      case Peak:
-        return QStringLiteral("peak device memory (exact bytes in the cell's tooltip)");
-      case MinOffloadSize:
-        return QStringLiteral("min_offload_size");
-      case MaxFwdStashSize:
-        return QStringLiteral("max_fwd_stash_size");
-      case StepTime:
-        return QStringLiteral("median step time");
-      case PredictedStep:
-        return QStringLiteral("step time the what-if predictor gave before measuring");
-      case PredictedPeak:
-        return QStringLiteral("peak device memory the what-if predictor gave before measuring");
-      case PredictionErr:
-        return QStringLiteral(
-            "how far the prediction was from the measurement: (predicted - measured) / measured, "
-            "for step time and peak memory");
-      default:
-        return {};
-    }
-  }
-  if (role != Qt::DisplayRole) return {};
-  if (compact_) {
-    switch (section) {
-      case MinOffloadSize:
-        return QStringLiteral("min size");
-      case MaxFwdStashSize:
-        return QStringLiteral("stash");
-      case StepTime:
-        return QStringLiteral("step");
-      case Peak:
-        return QStringLiteral("peak");
-      case PredictedStep:
-        return QStringLiteral("pred. step");
-      case PredictedPeak:
-        return QStringLiteral("pred. peak");
-      case PredictionErr:
-        return QStringLiteral("pred. error");
-      default:
-        break;
-    }
-  }
-  switch (section) {
-    case Index:
-      return QStringLiteral("#");
-    case Status:
-      return QStringLiteral("Status");
-    case Choice:
-      return QStringLiteral("Recommended");
-    case MinOffloadSize:
-      return QStringLiteral("min_offload_size");
-    case MaxFwdStashSize:
-      return QStringLiteral("max_fwd_stash_size");
-    case Variant:
-      return QStringLiteral("Variant");
-    case StepTime:
-      return QStringLiteral("Step (median)");
-    case StepInterval:
-      return QStringLiteral("Step interval");
-    case Slowdown:
-      return QStringLiteral("Slowdown");
-    case Peak:
-      return QStringLiteral("Peak device");
-    case HiddenCopy:
-      return QStringLiteral("Hidden copy");
-    case PredictedStep:
-      return QStringLiteral("Predicted step");
-    case PredictedPeak:
-      return QStringLiteral("Predicted peak");
-    case PredictionErr:
-      return QStringLiteral("Prediction error");
-    case Error:
-      return QStringLiteral("Error");
-    default:
-      return {};
-  }
-}
-
-QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
-  if (!checkIndex(idx, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) {
-    return {};
-  }
-  const auto& p = rows_[static_cast<size_t>(idx.row())];
-  const bool predicted_only = isPredictedOnly(idx.row());
-  if (role == PointIndexRole) return QVariant::fromValue<qint64>(p.index);
-  if (role == RunIdRole) return QVariant::fromValue<qint64>(p.run.value);
-  if (role == Qt::FontRole && p.index == highlight_) {
-    QFont f;
-    f.setBold(true);
-    return f;
-  }
-  // Rows of points only predicted read as second-hand figures: italic and grey.
-  if (role == Qt::FontRole && predicted_only) {
-    QFont f;
-    f.setItalic(true);
-    return f;
-  }
-  if (role == Qt::ForegroundRole && predicted_only) return QBrush(QColor(0x6e, 0x6e, 0x6e));
-  if (role == Qt::ForegroundRole &&
-      (p.status == pf::PointStatus::Failed || p.status == pf::PointStatus::OutOfMemory)) {
-    return QBrush(QColor(0xb0, 0x20, 0x20));
-  }
-  if (role == Qt::TextAlignmentRole && idx.column() != Status && idx.column() != Error &&
-      idx.column() != Choice && idx.column() != Variant) {
-    return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
-  }
-  const bool tie = std::find(ties_.begin(), ties_.end(), p.index) != ties_.end();
-  const bool ok = p.status == pf::PointStatus::Ok;
-  if (idx.column() == Choice && (role == Qt::DisplayRole || role == SortRole)) {
-    // Sorted: the recommended point first, then its ties, then the rest.
-    if (role == SortRole) return p.index == highlight_ ? 0 : tie ? 1 : 2;
-    if (p.index == highlight_) return QStringLiteral("recommended");
-    if (!tie) return QString();
-    return exact_ ? QStringLiteral("= tie (exact)") : QStringLiteral("\u2248 within noise");
-  }
-  if (idx.column() == StepInterval && (role == Qt::DisplayRole || role == SortRole)) {
-    const StepSpread sp = step_spread(p.summary);
-    if (role == SortRole) return ok ? sp.relative : std::numeric_limits<double>::infinity();
-    return ok ? qs(describe_spread(p.summary, decimals_.step)) : QString();
-  }
-  if (role == Qt::ToolTipRole && ok) {
-    if (idx.column() == Peak) return qs(format_bytes_exact(p.summary.peak_allocated));
-    if (idx.column() == StepTime) return qs(describe_spread(p.summary, decimals_.step));
-    if (idx.column() == Choice && tie) {
-      return exact_ ? QStringLiteral("exactly as good as the recommended point (modelled times)")
-                    : QStringLiteral("as good as the recommended point within noise");
-    }
-  }
-  if (idx.column() == PredictedStep || idx.column() == PredictedPeak ||
-      idx.column() == PredictionErr || (idx.column() == Status && predicted_only)) {
-    return predictionData(idx.column(), p, predicted_only, role);
-  }
-  const auto metric = [&](SweepMetric m) -> std::optional<double> {
-    return sweep_ ? metric_value(*sweep_, p, m) : std::nullopt;
-  };
-  const auto column_metric = [&]() -> std::optional<SweepMetric> {
-    switch (idx.column()) {
-      case StepTime:
-        return SweepMetric::StepTime;
-      case Slowdown:
-        return SweepMetric::Slowdown;
-      case Peak:
-        return SweepMetric::PeakMemory;
-      case HiddenCopy:
-        return SweepMetric::HiddenCopy;
-      default:
-        return std::nullopt;
-    }
-  }();
-  if (role == SortRole) {
-    switch (idx.column()) {
-      case Index:
-        return QVariant::fromValue<qint64>(p.index);
-      case Status:
-        return QString::fromLatin1(pf::to_string(p.status));
-      case MinOffloadSize:
-        return QVariant::fromValue<qint64>(p.config.offload ? p.config.min_offload_size : -1);
-      case MaxFwdStashSize:
-        return QVariant::fromValue<qint64>(p.config.offload ? p.config.max_fwd_stash_size : -1);
-      case Variant:
-        return variantText(p);
-      case Error:
-        return qs(p.error);
-      default: {
-        // Points without the figure sort after every measured one.
-        const auto v = metric(*column_metric);
-        return v ? *v : std::numeric_limits<double>::infinity();
-      }
-    }
-  }
-  if (role == Qt::ToolTipRole && idx.column() == Error && !p.error.empty()) return qs(p.error);
-  if (role == Qt::ToolTipRole && idx.column() == Variant) return variantText(p);
-  if (role != Qt::DisplayRole) return {};
-  switch (idx.column()) {
-    case Index:
-      return QVariant::fromValue<qint64>(p.index);
-    case Status:
-      return QString::fromLatin1(pf::to_string(p.status));
-    case MinOffloadSize:
-      if (p.config.offload) return qs(pf::format_size(p.config.min_offload_size));
-      return pf::is_baseline(p.config) ? QStringLiteral("baseline") : QStringLiteral("no offload");
-    case MaxFwdStashSize:
-      return p.config.offload ? QString::number(p.config.max_fwd_stash_size) : QString();
-    case Variant:
-      return variantText(p);
-    case Error:
-      return qs(p.error);
-    default: {
-      const auto v = metric(*column_metric);
-      if (v) return qs(format_metric(*column_metric, *v, decimals_.of(*column_metric)));
-      // Measured, but nothing was copied: no overlap to speak of.
-      if (*column_metric == SweepMetric::HiddenCopy && p.status == pf::PointStatus::Ok) {
-        return QStringLiteral("n/a");
-      }
-      return QString();
-    }
-  }
-}
-
-QVariant PointsTableModel::predictionData(int column, const pf::PointRecord& p, bool predicted_only,
-                                          int role) const {
-  const pf::PointPrediction* q = sweep_ ? find_prediction(*sweep_, p.index) : nullptr;
-  const auto err = q != nullptr ? prediction_error(*q, p) : std::nullopt;
-  constexpr double kLast = std::numeric_limits<double>::infinity();  // sorts after every figure
-  switch (column) {
-    case Status:
-      if (role == SortRole || role == Qt::DisplayRole) return QStringLiteral("predicted");
-      if (role == Qt::ToolTipRole) {
-        return QStringLiteral(
-            "predicted, not measured: a predict-first sweep measures only the points that matter "
-            "(the predicted front and its neighbours); run the sweep again without predict-first "
-            "to measure the rest");
-      }
-      return {};
-    case PredictedStep:
-      if (role == SortRole) return q != nullptr ? q->step_ms() : kLast;
-      if (q == nullptr) return {};
-      if (role == Qt::DisplayRole) {
-        return qs(format_metric(SweepMetric::StepTime, q->step_ms(), decimals_.step));
-      }
-      if (role == Qt::ToolTipRole) {
-        QString tip = QStringLiteral("predicted by %1").arg(qs(q->predictor));
-        if (q->offloaded_bytes > 0) {
-          tip += QStringLiteral("; hidden copy %1 of %2 offloaded")
-                     .arg(qs(format_metric(SweepMetric::HiddenCopy, q->hidden_copy_pct)))
-                     .arg(qs(pf::format_size(q->offloaded_bytes)));
-        }
-        return tip;
-      }
-      return {};
-    case PredictedPeak:
-      if (role == SortRole) return q != nullptr ? static_cast<double>(q->peak_allocated) : kLast;
-      if (q == nullptr) return {};
-      if (role == Qt::DisplayRole) {
-        return qs(format_metric(SweepMetric::PeakMemory, static_cast<double>(q->peak_allocated),
-                                decimals_.peak));
-      }
-      if (role == Qt::ToolTipRole) return qs(format_bytes_exact(q->peak_allocated));
-      return {};
-    case PredictionErr:
-      if (role == SortRole) return err ? std::abs(err->step_pct) : kLast;
-      if (!err) {
-        // Predicted, and measured but not ok: nothing to compare the prediction with.
-        if (role == Qt::DisplayRole && q != nullptr && !predicted_only &&
-            (p.status == pf::PointStatus::Failed || p.status == pf::PointStatus::OutOfMemory)) {
-          return QStringLiteral("n/a");
-        }
-        return {};
-      }
-      if (role == Qt::DisplayRole) return qs(describe_prediction_error(*err));
-      if (role == Qt::ToolTipRole) {
-        return QStringLiteral(
-                   "step time: predicted %1, measured %2\npeak: predicted %3, measured %4")
-            .arg(qs(format_metric(SweepMetric::StepTime, q->step_ms(), 3)))
-            .arg(qs(format_metric(SweepMetric::StepTime, p.summary.step_ms_median, 3)))
-            .arg(qs(format_bytes_exact(q->peak_allocated)))
-            .arg(qs(format_bytes_exact(p.summary.peak_allocated)));
-      }
-      return {};
-    default:
-      return {};
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// RunSummaryModel
-
-RunSummaryModel::RunSummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
-
-void RunSummaryModel::setRun(RunDataPtr run) {
-  beginResetModel();
-  rows_.clear();
-  if (run) {
-    const auto& r = run->run;
-    const auto& s = r.summary;
-    const auto ms = [](double v) { return QString::number(v, 'f', 3) + QStringLiteral(" ms"); };
-    const auto size = [](int64_t b) { return qs(pf::format_size(b)); };
-    // Hidden-copy shares of a run that copied nothing are not applicable, not 0 % (the worst).
-    const bool copied = pf::copied_anything(r.config, s);
-    const auto pct = [copied](double v) {
-      return copied ? QString::number(v, 'f', 1) + QStringLiteral(" %") : QStringLiteral("n/a");
-    };
-    rows_ = {
-        {QStringLiteral("run"), QString::number(r.id.value)},
-        {QStringLiteral("status"), QString::fromLatin1(pf::to_string(r.status))},
-        {QStringLiteral("model"), QStringLiteral("%1, batch %2, seq %3, %4")
-                                      .arg(qs(r.workload.model))
-                                      .arg(r.workload.batch)
-                                      .arg(r.workload.seq)
-                                      .arg(qs(r.workload.dtype))},
-        {QStringLiteral("settings"), qs(pf::describe_config(r.config))},
-        {QStringLiteral("backend"), qs(r.env.backend + " \u2014 " + r.env.device)},
-        {QStringLiteral("measured steps"), QString::number(run->steps.size())},
-        {QStringLiteral("step time (median)"), ms(s.step_ms_median)},
-        {QStringLiteral("step time (min \u2013 max)"),
-         ms(s.step_ms_min) + QStringLiteral(" \u2013 ") + ms(s.step_ms_max)},
-        {QStringLiteral("step time (std dev)"), ms(s.step_ms_stddev)},
-        {QStringLiteral("peak device allocated"), size(s.peak_allocated)},
-        {QStringLiteral("peak device reserved"), size(s.peak_reserved)},
-        {QStringLiteral("offloaded per step"), size(s.offloaded_bytes)},
-        {QStringLiteral("reloaded per step"), size(s.reloaded_bytes)},
-        {QStringLiteral("host copies (peak)"), size(s.host_bytes_peak)},
-        {QStringLiteral("pinned pool"), size(s.pinned_bytes)},
-        {QStringLiteral("hidden copy (all)"), pct(s.hidden_copy_pct)},
-        {QStringLiteral("hidden copy D2H / H2D"),
-         pct(s.hidden_d2h_pct) + QStringLiteral(" / ") + pct(s.hidden_h2d_pct)},
-        {QStringLiteral("exposed copy per step"),
-         QString::number(static_cast<double>(s.exposed_copy_ns) / 1e6, 'f', 3) +
-             QStringLiteral(" ms")},
-        {QStringLiteral("pageable copies per step"), QString::number(s.pageable_copies)},
-        {QStringLiteral("final loss"), QString::number(s.final_loss, 'g', 6)},
-        {QStringLiteral("timeline events"), QString::number(run->events.size())},
-    };
-    if (!r.error.empty()) rows_.emplace_back(QStringLiteral("error"), qs(r.error));
-  }
-  endResetModel();
-}
-
-int RunSummaryModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
-}
-
-int RunSummaryModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : 2;
-}
-
-QVariant RunSummaryModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  return section == 0 ? QStringLiteral("Figure") : QStringLiteral("Value");
-}
-
-QVariant RunSummaryModel::data(const QModelIndex& idx, int role) const {
-  if (!checkIndex(idx, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) {
-    return {};
-  }
-  if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
-  const auto& row = rows_[static_cast<size_t>(idx.row())];
-  return idx.column() == 0 ? row.first : row.second;
 }
 
 }  // namespace offtune::gui

@@ -1,0 +1,286 @@
+// The sweep charts' kit (chart_kit.hpp) and the colour maps.
+#include "chart_kit.hpp"
+
+#include <QBrush>
+#include <QPainterPath>
+#include <QPen>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+#include "offtune/gui/sweep_chart.hpp"
+
+namespace offtune::gui {
+
+namespace {
+
+// Samples of a viridis-like map (dark purple, blue, teal, green, yellow): lightness rises
+// monotonically and evenly, so equal steps in value read as equal steps in colour, also in grey
+// and for the common colour-vision deficiencies.
+constexpr std::array<std::array<int, 3>, 9> kColorStops = {{
+    {68, 1, 84},
+    {72, 40, 120},
+    {62, 73, 137},
+    {49, 104, 142},
+    {38, 130, 142},
+    {31, 158, 137},
+    {53, 183, 121},
+    {110, 206, 88},
+    {253, 231, 37},
+}};
+
+// RdBu-like: dark red (slower), near-white (as fast as the baseline), dark blue (faster).
+constexpr std::array<std::array<int, 3>, 5> kDivergingStops = {{
+    {150, 30, 45},
+    {220, 110, 85},
+    {246, 246, 244},
+    {95, 160, 200},
+    {25, 75, 135},
+}};
+
+template <size_t N>
+QColor interpolate(const std::array<std::array<int, 3>, N>& stops, double t) {
+  if (!(t >= 0.0)) t = 0.0;  // NaN too
+  t = std::min(t, 1.0);
+  const double x = t * static_cast<double>(N - 1);
+  const auto i = std::min(static_cast<size_t>(x), N - 2);
+  const double f = x - static_cast<double>(i);
+  const auto mix = [&](int c) {
+    return static_cast<int>(std::lround(stops[i][static_cast<size_t>(c)] * (1.0 - f) +
+                                        stops[i + 1][static_cast<size_t>(c)] * f));
+  };
+  return QColor(mix(0), mix(1), mix(2));
+}
+
+}  // namespace
+
+QColor sequential_color(double t) { return interpolate(kColorStops, t); }
+
+QColor diverging_color(double t) { return interpolate(kDivergingStops, t); }
+
+namespace detail {
+
+QString status_label(profiler::PointStatus s) {
+  switch (s) {
+    case profiler::PointStatus::Pending:
+      return QStringLiteral("pending");
+    case profiler::PointStatus::Ok:
+      return QStringLiteral("ok");
+    case profiler::PointStatus::Failed:
+      return QStringLiteral("failed");
+    case profiler::PointStatus::OutOfMemory:
+      return QStringLiteral("out of memory");
+  }
+  return QStringLiteral("?");
+}
+
+QColor text_color_on(const QColor& background) {
+  const double luma =
+      0.299 * background.red() + 0.587 * background.green() + 0.114 * background.blue();
+  return luma > 140 ? QColor(20, 20, 20) : QColor(250, 250, 250);
+}
+
+void draw_marker(QPainter& p, const QPointF& c, double radius, int shape) {
+  switch (shape < 0 ? 0 : shape % 4) {
+    case 0:
+      p.drawEllipse(c, radius, radius);
+      break;
+    case 1: {
+      const double r = radius * 1.25;
+      const QPointF tri[3] = {{c.x(), c.y() - r},
+                              {c.x() + r * 0.87, c.y() + r * 0.5},
+                              {c.x() - r * 0.87, c.y() + r * 0.5}};
+      p.drawPolygon(tri, 3);
+      break;
+    }
+    case 2: {
+      const double r = radius * 1.2;
+      const QPointF dia[4] = {
+          {c.x(), c.y() - r}, {c.x() + r, c.y()}, {c.x(), c.y() + r}, {c.x() - r, c.y()}};
+      p.drawPolygon(dia, 4);
+      break;
+    }
+    default: {  // a cross, thick enough to read as a marker
+      const double r = radius, w = radius * 0.45;
+      QPainterPath plus;
+      plus.addRect(QRectF(c.x() - r, c.y() - w, 2 * r, 2 * w));
+      plus.addRect(QRectF(c.x() - w, c.y() - r, 2 * w, 2 * r));
+      plus.setFillRule(Qt::WindingFill);
+      p.drawPath(plus.simplified());
+      break;
+    }
+  }
+}
+
+std::vector<PlacedItem> flow_legend(const QFontMetrics& fm, QPoint origin, int left, int right,
+                                    int line_height, const std::vector<LegendItem>& items,
+                                    int* bottom) {
+  std::vector<PlacedItem> out;
+  int x = origin.x(), y = origin.y();
+  for (const auto& item : items) {
+    const int w = 16 + 4 + fm.horizontalAdvance(item.text) + 2;
+    if (x + w > right && x > left) {
+      x = left;
+      y += line_height;
+    }
+    PlacedItem pl;
+    pl.sample = QRect(x, y + (line_height - 12) / 2, 16, 12);
+    pl.text = QRect(x + 20, y, std::min(w - 20, right - x - 20), line_height);
+    out.push_back(pl);
+    x += w + 12;
+  }
+  *bottom = y + line_height;
+  return out;
+}
+
+double nice_step(double raw) {
+  if (!(raw > 0) || !std::isfinite(raw)) return 1.0;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  const double nice = f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0;
+  return nice * mag;
+}
+
+Axis nice_axis(double lo, double hi, bool non_negative, double min_relative, int intervals) {
+  const double min_span = min_relative * std::max(std::abs(lo), std::abs(hi));
+  if (hi - lo < min_span) {
+    const double mid = (lo + hi) / 2.0;
+    lo = mid - min_span / 2.0;
+    hi = mid + min_span / 2.0;
+    if (non_negative && lo < 0) {
+      hi -= lo;
+      lo = 0;
+    }
+  }
+  const double span = hi - lo;
+  const double pad = span > 0 ? span * 0.06 : (lo != 0.0 ? std::abs(lo) * 0.1 : 1.0);
+  Axis a;
+  a.lo = lo - pad;
+  a.hi = hi + pad;
+  if (non_negative && lo >= 0 && a.lo < 0) a.lo = 0;
+  const double step = nice_step((a.hi - a.lo) / std::max(1, intervals));
+  a.lo = std::floor(a.lo / step) * step;
+  a.hi = std::ceil(a.hi / step) * step;
+  // Counted from an integer so that rounding does not accumulate or drop the last tick.
+  const auto first = static_cast<int64_t>(std::llround(a.lo / step));
+  const auto last = static_cast<int64_t>(std::llround(a.hi / step));
+  for (int64_t k = first; k <= last && a.ticks.size() < 50; ++k) {
+    a.ticks.push_back(static_cast<double>(k) * step);
+  }
+  return a;
+}
+
+QString tick_label(double v) {
+  if (std::abs(v) < 1e-12) v = 0.0;  // no "-0" or "1e-17" from rounding
+  return QString::number(v, 'g', 8);
+}
+
+void fill_hatched(QPainter& p, const QRect& r, const QColor& fill, const QColor& hatch,
+                  Qt::BrushStyle style) {
+  p.fillRect(r, fill);
+  p.fillRect(r, QBrush(hatch, style));
+}
+
+void draw_outline(QPainter& p, const QRect& r, const QColor& color, int width, Qt::PenStyle style) {
+  QPen pen(color, width, style);
+  pen.setJoinStyle(Qt::MiterJoin);
+  p.setPen(pen);
+  p.setBrush(Qt::NoBrush);
+  // A stroke is centred on the path: inset by half its width so that all of it lies inside the
+  // cell and none over the neighbour.
+  const double half = width / 2.0;
+  p.drawRect(QRectF(r).adjusted(half, half, -half, -half));
+}
+
+namespace {
+
+// A legend entry's sample in `r`.
+void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  const QPointF c = QRectF(r).center();
+  const auto outlined = [&p](const QPen& pen) {
+    p.setPen(pen);
+    p.setBrush(Qt::NoBrush);
+  };
+  switch (item.sample) {
+    case Sample::Box:
+      draw_outline(p, r, item.color, 3);
+      break;
+    case Sample::DashedBox:
+      draw_outline(p, r, item.color, 2, Qt::DashLine);
+      break;
+    case Sample::HatchedBox:
+      fill_hatched(p, r, kUnmeasuredFill, kUnmeasuredHatch, Qt::FDiagPattern);
+      draw_outline(p, r, QColor(150, 150, 150), 1, Qt::DashLine);
+      break;
+    case Sample::CrossedBox:
+      fill_hatched(p, r, kNotApplicableFill, kNotApplicableHatch, Qt::CrossPattern);
+      draw_outline(p, r, kNotApplicableHatch, 1);
+      break;
+    case Sample::Dot:
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      p.drawEllipse(c, 4.0, 4.0);
+      break;
+    case Sample::Square:
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      p.drawRect(QRectF(c.x() - 4.5, c.y() - 4.5, 9, 9));
+      break;
+    case Sample::Ring:
+    case Sample::DashedRing:
+      outlined(item.sample == Sample::Ring ? QPen(item.color, 2.5)
+                                           : QPen(item.color, 1.5, Qt::DashLine));
+      p.drawEllipse(c, 5.5, 5.5);
+      break;
+    case Sample::Shape0:
+    case Sample::Shape1:
+    case Sample::Shape2:
+    case Sample::Shape3:
+      // Outlined: a variant's entry keys a shape, not a colour (filled, it read as "other points").
+      outlined(QPen(item.color, 1.5));
+      draw_marker(p, c, 4.0, static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0));
+      break;
+    case Sample::Hollow:
+      outlined(QPen(item.color, 1.5));
+      p.drawEllipse(c, 4.5, 4.5);
+      break;
+    case Sample::Link:
+      p.setPen(QPen(item.color, 1.0));
+      p.drawLine(QPointF(r.left() + 1, r.bottom() - 1), QPointF(r.right() - 1, r.top() + 1));
+      p.setBrush(Qt::NoBrush);
+      p.drawEllipse(QPointF(r.left() + 3, r.bottom() - 3), 2.5, 2.5);
+      p.setPen(Qt::NoPen);
+      p.setBrush(kPointColor);
+      p.drawEllipse(QPointF(r.right() - 3, r.top() + 3), 2.5, 2.5);
+      break;
+    case Sample::Whisker:
+      p.setPen(QPen(item.color, 1.2));
+      p.drawLine(QPointF(c.x(), r.top()), QPointF(c.x(), r.bottom()));
+      p.drawLine(QPointF(c.x() - 3, r.top()), QPointF(c.x() + 3, r.top()));
+      p.drawLine(QPointF(c.x() - 3, r.bottom()), QPointF(c.x() + 3, r.bottom()));
+      p.setPen(Qt::NoPen);
+      p.setBrush(item.color);
+      p.drawEllipse(c, 3.0, 3.0);
+      break;
+  }
+  p.restore();
+}
+
+}  // namespace
+
+void paint_legend(QPainter& p, const QFontMetrics& fm, const std::vector<LegendItem>& items,
+                  const std::vector<PlacedItem>& placed, const QColor& text) {
+  for (size_t i = 0; i < items.size() && i < placed.size(); ++i) {
+    paint_sample(p, placed[i].sample, items[i]);
+    p.setPen(text);
+    p.drawText(placed[i].text, Qt::AlignLeft | Qt::AlignVCenter,
+               fm.elidedText(items[i].text, Qt::ElideRight, placed[i].text.width()));
+  }
+}
+
+}  // namespace detail
+
+}  // namespace offtune::gui
