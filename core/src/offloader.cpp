@@ -68,6 +68,7 @@
 #include "disk_tier.hpp"
 #include "host_pool.hpp"
 #include "offtune/host_sim.hpp"
+#include "offtune/offload_rule.hpp"
 #include "pressure.hpp"
 #include "seam.hpp"
 #include "sysmem.hpp"
@@ -775,9 +776,9 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
   if constexpr (!kObserved) {
     // offtune weighs a tensor by the span its copy would move, which its storage bounds: a storage
     // below the threshold needs no span (the reference's weight, numel x item size, may exceed it).
-    if (reason == KeepReason::None && !trl() &&
-        static_cast<int64_t>(t.storage().nbytes()) < options_.min_offload_size) {
-      reason = KeepReason::BelowThreshold;
+    if (!trl()) {
+      reason = offload_decision(reason, static_cast<int64_t>(t.storage().nbytes()),
+                                options_.min_offload_size);
     }
   }
   if (reason == KeepReason::None) {
@@ -785,9 +786,8 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
     const int64_t itemsize = static_cast<int64_t>(t.element_size());
     lo = elo * itemsize;
     hi = ehi * itemsize;
-    // The reference weighs a tensor by its elements; offtune by the span its copy moves.
-    const int64_t weight = trl() ? t.numel() * itemsize : hi - lo;
-    if (weight < options_.min_offload_size) reason = KeepReason::BelowThreshold;
+    const int64_t weight = offload_weight(options_.semantics, hi - lo, t.numel(), itemsize);
+    reason = offload_decision(reason, weight, options_.min_offload_size);
     if constexpr (kObserved) {
       ev.storage = reinterpret_cast<uint64_t>(t.storage().data());
       ev.storage_bytes = static_cast<int64_t>(t.storage().nbytes());
