@@ -73,6 +73,7 @@
 #include "offtune/offload_rule.hpp"
 #include "pressure.hpp"
 #include "seam.hpp"
+#include "span_guard.hpp"
 #include "sysmem.hpp"
 #include "verify.hpp"
 
@@ -429,38 +430,6 @@ std::pair<int64_t, int64_t> element_span(const at::Tensor& t) {
   for (int64_t d = 0; d < t.dim(); ++d) hi += (t.size(d) - 1) * t.stride(d);
   return {t.storage_offset(), hi};
 }
-
-// Brackets a piece of the engine's work with on_span_begin/on_span_end (observer.hpp). `observer`
-// is read once, without the mutex, as the hooks' other unlocked reads of observer_: set_observer is
-// not allowed while hooks run, so it cannot change under a span. Without an observer this is a
-// branch on construction and one on destruction. Never created under the engine's lock.
-class SpanGuard {
- public:
-  SpanGuard(Observer* observer, Span span) : observer_(observer), span_(span) {
-    if (observer_) [[unlikely]] {
-      observer_->on_span_begin(span_);
-    }
-  }
-  ~SpanGuard() {
-    if (!observer_) [[likely]] {
-      return;
-    }
-    // The destructor may run while the hook's exception propagates: a second one would terminate.
-    try {
-      observer_->on_span_end(span_);
-    } catch (const std::exception& ex) {
-      TORCH_WARN("offtune: observer threw from on_span_end: ", ex.what());
-    } catch (...) {
-      TORCH_WARN("offtune: observer threw from on_span_end");
-    }
-  }
-  SpanGuard(const SpanGuard&) = delete;
-  SpanGuard& operator=(const SpanGuard&) = delete;
-
- private:
-  Observer* const observer_;
-  const Span span_;
-};
 
 // A tensor on `storage` with the given geometry, built directly (no dispatcher call): what unpack
 // hands autograd.
