@@ -27,17 +27,6 @@ std::string_view name_of(const Named<E> (&names)[N], E value) {
   return "?";
 }
 
-// Whether `names` lists every enumerator up to `last`, in declaration order (so that an enumerator
-// added without a name fails to compile, as a switch without its case would warn).
-template <class E, size_t N>
-constexpr bool lists_every(const Named<E> (&names)[N], E last) {
-  if (N != static_cast<size_t>(last) + 1) return false;
-  for (size_t i = 0; i < N; ++i) {
-    if (static_cast<size_t>(names[i].value) != i) return false;
-  }
-  return true;
-}
-
 // OptionsError naming `what` and the valid names when `text` is none of them.
 template <class E, size_t N>
 E parse_named(const Named<E> (&names)[N], std::string_view what, std::string_view text) {
@@ -58,9 +47,6 @@ constexpr Named<Semantics> kSemantics[] = {{Semantics::Offtune, "offtune"},
 constexpr Named<OffloadSet> kOffloadSets[] = {{OffloadSet::All, "all"},
                                               {OffloadSet::Boundaries, "boundaries"}};
 constexpr Named<Tier> kTiers[] = {{Tier::Host, "host"}, {Tier::Disk, "disk"}, {Tier::Auto, "auto"}};
-static_assert(lists_every(kBackends, BackendKind::HostSim) &&
-              lists_every(kSemantics, Semantics::Trl) &&
-              lists_every(kOffloadSets, OffloadSet::Boundaries) && lists_every(kTiers, Tier::Auto));
 
 }  // namespace
 
@@ -158,46 +144,82 @@ void OffloadOptions::validate() const {
   }
 }
 
-namespace {
-
-constexpr Named<PackDecision> kPackDecisions[] = {{PackDecision::Offloaded, "offloaded"},
-                                                  {PackDecision::Deduplicated, "deduplicated"},
-                                                  {PackDecision::Kept, "kept"}};
-static_assert(lists_every(kPackDecisions, PackDecision::Kept));
-constexpr Named<KeepReason> kKeepReasons[] = {{KeepReason::None, "none"},
-                                              {KeepReason::BelowThreshold, "below-threshold"},
-                                              {KeepReason::Parameter, "parameter"},
-                                              {KeepReason::RegisteredStorage, "registered-storage"},
-                                              {KeepReason::NotOnDevice, "not-on-device"},
-                                              {KeepReason::Unsupported, "unsupported"},
-                                              {KeepReason::OtherDevice, "other-device"},
-                                              {KeepReason::NotBoundary, "not-boundary"},
-                                              {KeepReason::SharedInWindow, "shared-in-window"}};
-static_assert(lists_every(kKeepReasons, KeepReason::SharedInWindow));
-constexpr Named<CopyDirection> kCopyDirections[] = {{CopyDirection::DeviceToHost, "d2h"},
-                                                    {CopyDirection::HostToDevice, "h2d"},
-                                                    {CopyDirection::HostToDisk, "disk-write"},
-                                                    {CopyDirection::DiskToHost, "disk-read"}};
-static_assert(lists_every(kCopyDirections, CopyDirection::DiskToHost));
-constexpr Named<UnpackSource> kUnpackSources[] = {{UnpackSource::Kept, "kept"},
-                                                  {UnpackSource::ForwardStash, "forward-stash"},
-                                                  {UnpackSource::Reloaded, "reloaded"},
-                                                  {UnpackSource::Prefetched, "prefetched"}};
-static_assert(lists_every(kUnpackSources, UnpackSource::Prefetched));
-constexpr Named<WaitKind> kWaitKinds[] = {{WaitKind::ForwardWindow, "forward-window"},
-                                          {WaitKind::Reload, "reload"},
-                                          {WaitKind::Drain, "drain"},
-                                          {WaitKind::Spill, "spill"},
-                                          {WaitKind::DiskRead, "disk-read"},
-                                          {WaitKind::Weights, "weights"}};
-static_assert(lists_every(kWaitKinds, WaitKind::Weights));
-
-}  // namespace
-
-std::string_view to_string(PackDecision d) { return name_of(kPackDecisions, d); }
-std::string_view to_string(KeepReason r) { return name_of(kKeepReasons, r); }
-std::string_view to_string(CopyDirection d) { return name_of(kCopyDirections, d); }
-std::string_view to_string(UnpackSource s) { return name_of(kUnpackSources, s); }
-std::string_view to_string(WaitKind k) { return name_of(kWaitKinds, k); }
+std::string_view to_string(PackDecision d) {
+  switch (d) {
+    case PackDecision::Offloaded:
+      return "offloaded";
+    case PackDecision::Deduplicated:
+      return "deduplicated";
+    case PackDecision::Kept:
+      return "kept";
+  }
+  return "?";
+}
+std::string_view to_string(KeepReason r) {
+  switch (r) {
+    case KeepReason::None:
+      return "none";
+    case KeepReason::BelowThreshold:
+      return "below-threshold";
+    case KeepReason::Parameter:
+      return "parameter";
+    case KeepReason::RegisteredStorage:
+      return "registered-storage";
+    case KeepReason::NotOnDevice:
+      return "not-on-device";
+    case KeepReason::OtherDevice:
+      return "other-device";
+    case KeepReason::Unsupported:
+      return "unsupported";
+    case KeepReason::NotBoundary:
+      return "not-boundary";
+    case KeepReason::SharedInWindow:
+      return "shared-in-window";
+  }
+  return "?";
+}
+std::string_view to_string(CopyDirection d) {
+  switch (d) {
+    case CopyDirection::DeviceToHost:
+      return "d2h";
+    case CopyDirection::HostToDevice:
+      return "h2d";
+    case CopyDirection::HostToDisk:
+      return "disk-write";
+    case CopyDirection::DiskToHost:
+      return "disk-read";
+  }
+  return "?";
+}
+std::string_view to_string(UnpackSource s) {
+  switch (s) {
+    case UnpackSource::Kept:
+      return "kept";
+    case UnpackSource::ForwardStash:
+      return "forward-stash";
+    case UnpackSource::Reloaded:
+      return "reloaded";
+    case UnpackSource::Prefetched:
+      return "prefetched";
+  }
+  return "?";
+}
+std::string_view to_string(WaitKind k) {
+  switch (k) {
+    case WaitKind::ForwardWindow:
+      return "forward-window";
+    case WaitKind::Reload:
+      return "reload";
+    case WaitKind::Drain:
+      return "drain";
+    case WaitKind::Spill:
+      return "spill";
+    case WaitKind::DiskRead:
+      return "disk-read";
+    case WaitKind::Weights:
+      return "weights";
+  }
+  return "?";
+}
 
 }  // namespace offtune
