@@ -3,6 +3,7 @@
 // Chrome JSON, SQL joins for the Nsight-shaped file, text for the CSV) and compared with exact
 // values.
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/wait_flows.hpp"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -537,6 +538,34 @@ using test::Rows;
 struct Db : test::RawDb {
   explicit Db(const std::string& path) : RawDb(path, SQLITE_OPEN_READONLY) {}
 };
+
+// The rule the Chrome trace and the dashboard's timeline share (wait_flows.hpp), on copies and
+// waits as a front end lists them (refs are its own indices).
+TEST(WaitFlows, EachWaitIsLinkedToTheLatestCopyOfItsKindThatStartedBeforeItEnded) {
+  using K = EventKind;
+  const std::vector<CopySpan> copies{
+      {7, K::CopyD2H, 100, 0},   {7, K::CopyD2H, 300, 1},  {7, K::CopyH2D, 500, 2},
+      {7, K::DiskWrite, 200, 3}, {7, K::DiskRead, 400, 4}, {8, K::CopyD2H, 50, 5},
+  };
+  const std::vector<WaitSpan> waits{
+      {7, "forward-window", 350, 10},  // the D2H at 300, not the one at 100
+      {7, "forward-window", 300, 11},  // the D2H at 300 started when it ended: the one at 100
+      {7, "reload", 450, 12},          // no H2D started before 450
+      {7, "reload", 600, 13},          // the H2D at 500
+      {7, "spill", 250, 14},           // the disk write
+      {7, "disk-read", 450, 15},       // the disk read
+      {7, "", 600, 16},                // no kind: the later of D2H (300) and H2D (500)
+      {7, "", 400, 17},                // no kind: only the D2H at 300 started before it
+      {7, "drain", 900, 18},           // drains wait for everything: none
+      {-1, "reload", 900, 19},         // on no tensor: none
+      {8, "reload", 900, 20},          // tensor 8 was never reloaded: none
+  };
+  const auto flows = match_waits_to_copies(copies, waits);
+  std::vector<std::pair<size_t, size_t>> got;
+  for (const WaitFlow& f : flows) got.emplace_back(f.wait, f.copy);
+  EXPECT_EQ(got, (std::vector<std::pair<size_t, size_t>>{
+                     {10, 1}, {11, 0}, {13, 2}, {14, 3}, {15, 4}, {16, 2}, {17, 1}}));
+}
 
 TEST_F(ExportTest, ChromeTraceShowsDiskTrafficOnTracksOfItsOwn) {
   // A run of the disk tier: tensor 5 offloaded over the link, written to disk (forward waited

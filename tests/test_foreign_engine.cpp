@@ -63,17 +63,7 @@ struct ExternalScope {
   ~ExternalScope() { t_external = nullptr; }
 };
 
-struct Net {
-  at::Tensor w1 = torch::randn({32, 64}, torch::requires_grad());
-  at::Tensor w2 = torch::randn({64, 64}, torch::requires_grad());
-  at::Tensor w3 = torch::randn({64, 4}, torch::requires_grad());
-  at::Tensor forward(const at::Tensor& x) const {
-    auto h = torch::tanh(x.matmul(w1));
-    h = torch::sigmoid(h.matmul(w2)) * h.sin();
-    return h.matmul(w3).pow(2).mean();
-  }
-  std::vector<at::Tensor> params() const { return {w1, w2, w3}; }
-};
+using Net = offtune::test::SmallNet;
 
 offtune::OffloadOptions external_options() {
   offtune::OffloadOptions o = offtune::test::host_sim_options(0, 2);

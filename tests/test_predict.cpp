@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "offtune/device_model.hpp"
 #include "offtune/host_sim.hpp"
+#include "offtune/offload_rule.hpp"
+#include "offtune/offloader.hpp"
 #include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/store.hpp"
@@ -179,6 +182,82 @@ TEST_F(Predict, ATraceOfOneSemanticsRefusesTheOther) {
   pf::EngineConfig trl;
   trl.semantics = "trl";
   EXPECT_THROW(pf::predict(trace, trl, LinkModel::pcie4()), std::invalid_argument);
+}
+
+// A step that saves tensors whose sizes lie around 4 KiB and 8 KiB, and two that are kept for
+// their kind: a parameter and a buffer the offloader never offloads.
+class SizedSaves : public WorkloadInstance {
+ public:
+  std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
+    auto offloader = std::make_unique<ActivationOffloader>(options);
+    offloader->never_offload(buffer_);
+    return offloader;
+  }
+  void step(ActivationOffloader* offloader, int64_t /*index*/, StepPhases& phases) override {
+    phases.forward_begin = host_sim::clock_ns();
+    at::Tensor loss;
+    {
+      std::optional<OffloadScope> scope;
+      if (offloader) scope.emplace(offloader->scope());
+      loss = (weight_ * buffer_).sum();  // saves both, each kept for its kind
+      // Activations (not leaves) of 1023, 1024 and 1025 floats: just below, at and above 4 KiB.
+      for (const int64_t n : {1023, 1024, 1025}) {
+        loss = loss + (weight_.narrow(0, 0, n) * 2.0).sin().sum();
+      }
+      // Every other float of 2048: 4 KiB of elements (the reference's weight) over a span of
+      // 8188 bytes (offtune's).
+      loss = loss + (weight_ * 3.0).slice(0, 0, 2048, 2).sin().sum();
+    }
+    phases.forward_end = host_sim::clock_ns();
+    loss.backward();
+    phases.backward_end = host_sim::clock_ns();
+    phases.loss = loss.item<double>();
+  }
+
+ private:
+  at::Tensor weight_ = at::ones({2048}).requires_grad_();
+  at::Tensor buffer_ = at::ones({2048});
+};
+
+TEST_F(Predict, TheEngineAndThePredictorOffloadTheSameTensorsAroundTheThreshold) {
+  // The rule itself: kinds are kept whatever the size, the threshold's own size is offloaded.
+  EXPECT_EQ(offload_decision(KeepReason::Parameter, 1 << 20, 1024), KeepReason::Parameter);
+  EXPECT_EQ(offload_decision(KeepReason::None, 1023, 1024), KeepReason::BelowThreshold);
+  EXPECT_EQ(offload_decision(KeepReason::None, 1024, 1024), KeepReason::None);
+  EXPECT_FALSE(kept_by_kind(KeepReason::BelowThreshold));
+  EXPECT_TRUE(kept_by_kind(KeepReason::RegisteredStorage));
+  EXPECT_EQ(offload_weight(Semantics::Offtune, 8188, 1024, 4), 8188);
+  EXPECT_EQ(offload_weight(Semantics::Trl, 8188, 1024, 4), 4096);
+
+  pf::Workload w;
+  w.model = "sized-saves";
+  w.steps = 1;
+  w.warmup = 1;
+  SizedSaves wi;
+  const LinkModel link = LinkModel::pcie4();
+  for (const Semantics semantics : {Semantics::Offtune, Semantics::Trl}) {
+    const pf::Trace trace = pf::record_trace(wi, w, base(link), semantics);
+    std::vector<int64_t> offloaded;
+    for (const int64_t min : {1, 4092, 4096, 4100, 8188, 8192}) {
+      pf::EngineConfig config;
+      config.semantics = std::string(to_string(semantics));
+      config.min_offload_size = min;
+      config.max_fwd_stash_size = 5;
+      const auto p = pf::predict(trace, config, link);
+      const auto m = measure(wi, w, config, link);
+      EXPECT_EQ(p.offloaded_bytes, m.offloaded_bytes)
+          << to_string(semantics) << " min_offload_size=" << min;
+      offloaded.push_back(m.offloaded_bytes);
+    }
+    // Every threshold between the sizes moves one tensor (a test of the sizes, not of the rule).
+    EXPECT_GT(offloaded[0], offloaded[2]) << to_string(semantics);
+    EXPECT_GT(offloaded[2], offloaded[3]) << to_string(semantics);
+    // Never the parameter or the buffer (2048 floats each): the activations alone, each copied as
+    // its span. At 8188 bytes the strided view stays for the reference (it weighs 4 KiB) and goes
+    // for offtune (its span weighs 8188).
+    EXPECT_EQ(offloaded[0], (1023 + 1024 + 1025) * 4 + 8188) << to_string(semantics);
+    EXPECT_EQ(offloaded[4], semantics == Semantics::Offtune ? 8188 : 0) << to_string(semantics);
+  }
 }
 
 TEST(PredictFront, ThePointsThatMatterAreTheFrontItsNeighboursAndTheBaseline) {

@@ -367,13 +367,7 @@ TEST(Semantics, PrefetchReloadsAheadOfUse) {
   ActivationOffloader off(o);
   auto obs = observe(off);
   auto x = torch::randn({64, 64}, torch::requires_grad());
-  expect_identical_step(
-      [&] {
-        auto h = x;
-        for (int i = 0; i < 6; ++i) h = h.sin();
-        return h.sum();
-      },
-      {x}, off);
+  expect_identical_step([&] { return sin_chain(x, 6).sum(); }, {x}, off);
   EXPECT_GT(off.stats().prefetched, 0);
   int64_t prefetched_unpacks = 0;
   for (auto& u : obs->unpacks) prefetched_unpacks += u.source == UnpackSource::Prefetched;

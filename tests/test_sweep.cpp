@@ -701,6 +701,9 @@ TEST(Recommend, ParetoFrontAndConstraints) {
       point(5, true, 90, 100, PointStatus::Failed),  // ignored
   };
   auto r = recommend(pts, {});  // default: max slowdown 1.25
+  ASSERT_TRUE(r.constraint.max_slowdown);
+  EXPECT_EQ(*r.constraint.max_slowdown, kDefaultMaxSlowdown);
+  EXPECT_EQ(default_max_slowdown_text(), "1.25");
   std::vector<int64_t> front;
   for (auto& p : r.front) front.push_back(p.index);
   EXPECT_EQ(front, (std::vector<int64_t>{0, 1, 2, 4}));

@@ -24,7 +24,8 @@ class RecommendCommand final : public Command {
     auto* budget =
         app_->add_option("--memory-budget", budget_, "fastest point whose peak fits, e.g. 8GiB");
     app_->add_option("--max-slowdown", max_slowdown_,
-                     "lowest-memory point within this step-time factor (default 1.25)")
+                     "lowest-memory point within this step-time factor (default " +
+                         pf::default_max_slowdown_text() + ")")
         ->excludes(budget);
     app_->add_option("--memory-tolerance", memory_tolerance_,
                      "peaks that differ by at most this percentage are equal (default 1%; 0: "

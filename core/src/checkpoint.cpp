@@ -39,6 +39,7 @@
 #include "offtune/observer.hpp"
 #include "offtune/options.hpp"
 #include "seam.hpp"
+#include "span_guard.hpp"
 
 namespace offtune {
 namespace {
@@ -182,23 +183,6 @@ class FrameGuard {
 
  private:
   uint64_t token_;
-};
-
-// Observer::on_span_begin/end around a recompute (observer.hpp: spans must not throw at the end).
-class SpanScope {
- public:
-  SpanScope(Observer* observer, Span span) : observer_(observer), span_(span) {
-    if (observer_) observer_->on_span_begin(span_);
-  }
-  ~SpanScope() {
-    if (observer_) observer_->on_span_end(span_);
-  }
-  SpanScope(const SpanScope&) = delete;
-  SpanScope& operator=(const SpanScope&) = delete;
-
- private:
-  Observer* observer_;
-  Span span_;
 };
 
 struct SavedMeta {
@@ -377,7 +361,7 @@ class Region final : public RegionSource,
   }
 
   Recomputed recompute() {
-    SpanScope span(observer_.get(), {SpanKind::Recompute});
+    detail::SpanGuard span(observer_.get(), {SpanKind::Recompute});
     const int64_t begin = observer_ ? host_sim::clock_ns() : 0;
     std::vector<at::Tensor> args(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {

@@ -18,15 +18,15 @@
 // - Prefetch is an optimisation that never causes an out-of-memory: skipped when the device has
 //   no room, and unused prefetched buffers are given back when an allocation needs the memory.
 // - Host blocks go back to the pool only after every copy that touches them has completed.
-// - Disk tier (disk_tier.hpp): a host copy may go on to the arena file once its offload copy is
-//   known complete (tier disk: every one; tier auto: the oldest, while the host copies alive pass
-//   host_budget_bytes); its host block is freed when the write completed. Backward reads it back
-//   into a staging block (ahead of use, in backward order, bounded in bytes), then reloads from
-//   there as from any host copy. A failed write leaves the host copy in place and the step goes on
-//   from it (counted, warned about once): only a copy with no host copy left fails a step. A failed
-//   read, a read whose checksum does not match its write's, or an arena full is thrown once, as
-//   EngineError, by the unpack that needs it (an arena full by the next hook of its forward), and
-//   warned about if that forward's graph dies first.
+// - Disk tier (disk_pump.hpp, the collaborator that drives disk_tier.hpp): a host copy may go on
+//   to the arena file once its offload copy is known complete (tier disk: every one; tier auto:
+//   the oldest, while the host copies alive pass host_budget_bytes); its host block is freed when
+//   the write completed. Backward reads it back into a staging block (ahead of use, in backward
+//   order, bounded in bytes), then reloads from there as from any host copy. A failed write leaves
+//   the host copy in place and the step goes on from it (counted, warned about once): only a copy
+//   with no host copy left fails a step. A failed read, a read whose checksum does not match its
+//   write's, or an arena full is thrown once, as EngineError, by the unpack that needs it (an arena
+//   full by the next hook of its forward), and warned about if that forward's graph dies first.
 // - verify (verify.hpp): pack checksums what autograd saved, unpack what it hands back, once the
 //   bytes are there (after the reload's wait); a mismatch throws, naming where the copy went.
 // - Observers are never called under the engine's lock (they may call stats()); blocking waits
@@ -65,64 +65,19 @@
 
 #include "backend.hpp"
 #include "block_cache.hpp"
+#include "disk_pump.hpp"
 #include "disk_tier.hpp"
 #include "host_pool.hpp"
+#include "offload_entry.hpp"
 #include "offtune/host_sim.hpp"
+#include "offtune/offload_rule.hpp"
 #include "pressure.hpp"
 #include "seam.hpp"
+#include "span_guard.hpp"
 #include "sysmem.hpp"
 #include "verify.hpp"
 
 namespace offtune::detail {
-
-using StreamList = c10::SmallVector<Stream, 2>;
-
-bool contains(const StreamList& list, const Stream& s) {
-  return std::find(list.begin(), list.end(), s) != list.end();
-}
-
-struct Entry {
-  TensorId id;
-  uint64_t generation = 0;      // forward scope it was packed in (prefetch stays within one)
-  Entry* chain_prev = nullptr;  // entries of the same generation, in pack order
-  Entry* chain_next = nullptr;
-  Entry* live_prev = nullptr;  // every live entry
-  Entry* live_next = nullptr;
-  int64_t bytes = 0;    // span length
-  int64_t span_lo = 0;  // span start, in bytes, in the source storage
-  c10::StorageImpl* source_key = nullptr;
-  c10::weak_intrusive_ptr<c10::StorageImpl> source{c10::intrusive_ptr<c10::StorageImpl>()};
-  int64_t version = 0;
-  HostBlock host;  // the host copy, from the pool
-  bool pinned = true;
-  FencePtr offload_fence;
-  // Forward window: the source storage while the offload copy may still read it.
-  bool in_fwd_stash = false;
-  c10::Storage hold;
-  Stream pack_stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
-  // Backward: the bytes unpack reads (a reload buffer, or the forward hold) ...
-  c10::Storage device;
-  int64_t device_offset = 0;  // where the span starts in `device`
-  Stream device_stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));  // its owner
-  bool device_reloaded = false;  // `device` came from a reload (else from the forward hold)
-  bool prefetched = false;       // reload issued ahead of use, not yet consumed
-  FencePtr reload_fence;
-  StreamList ready_on;   // streams ordered after the reload
-  StreamList consumers;  // streams other than device_stream that were handed `device`
-  int task = -1;  // autograd graph task that brought `device` in (end-of-backward releases it)
-  int slots = 0;
-  uint64_t trl_key = 0;  // semantics trl with streams: its address key (see trl_keeps)
-  // Disk tier.
-  DiskExtent disk;  // its bytes in the arena file (reserved while the write runs)
-  IoJobPtr io;      // the write or read in flight; a failed read stays until unpack reports it
-  Entry* spill_prev = nullptr;  // host copies that may go to disk, in pack order
-  Entry* spill_next = nullptr;
-  bool spill_listed = false;
-  bool on_disk = false;        // the write completed: `host`, if any, is a staging block for a read
-  bool read_ahead = false;     // `host` was read ahead and not yet copied to the device
-  uint64_t disk_checksum = 0;  // of the bytes written, which a read must find again
-  Checksum verify_sum;         // OffloadOptions::verify: of the source's bytes at pack
-};
 
 class Slot;
 
@@ -225,7 +180,9 @@ class EventSink {
   }
 };
 
-class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
+class Context : public std::enable_shared_from_this<Context>,
+                public Reclaimer,
+                private DiskPump::Engine {
  public:
   Context(OffloadOptions options, std::unique_ptr<Backend> backend)
       : options_(std::move(options)), backend_(std::move(backend)) {
@@ -237,7 +194,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   // run, which must not go back to the pool before they ran.
   ~Context() override {
     try {
-      if (disk_) disk_->drain();
+      if (disk_) disk_->tier().drain();
       backend_->synchronize();
     } catch (...) {
     }
@@ -283,7 +240,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
     return s;
   }
   ResidentState resident();
-  DiskTierInfo disk_info() const { return disk_ ? disk_->info() : disk_off_; }
+  DiskTierInfo disk_info() const { return disk_ ? disk_->tier().info() : disk_off_; }
   void synchronize();
   void release_cached_memory() {
     synchronize();
@@ -372,7 +329,7 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   void prefetch_before(const Entry& e);
   void release_device(Entry& e);
   void destroy_entry(Entry& e);
-  void free_host_when_done(Entry& e);
+  void free_host_when_done(Entry& e) override;
   void collect_pending();
   void report_completions();
   // issued_ns: taken before the copy was enqueued (the worker may start it at once).
@@ -384,20 +341,19 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   void emit_stash();
   Entry* new_entry();
 
-  // Disk tier; all but open_disk_tier under the lock.
+  // Disk tier: the pump (disk_pump.hpp) does the work, under the lock; these are what it needs.
   void open_disk_tier();
   bool host_ready(const Entry& e) const { return e.host && !(e.io && !e.io->write); }
-  void list_spill(Entry& e);
-  void unlist_spill(Entry& e);
-  void forget_io(Entry& e);  // out of in_io_
-  // Finishes the transfers that ended and starts the writes the tier asks for. Never throws.
-  void pump_disk() noexcept;
-  void finish_io(Entry& e);
-  void start_write(Entry& e);
-  void start_read(Entry& e, bool ahead);
-  void read_ahead_before(const Entry& e);
-  void note_disk_error(uint64_t generation, std::string message);
-  void throw_disk_error(uint64_t generation);
+  bool observed() const override { return observer_ != nullptr; }
+  void emit_disk_copy(bool completed, const CopyEvent& event) override {
+    emit(std::make_pair(completed, event));
+  }
+  HostBlock allocate_staging(int64_t bytes, bool& pinned) override {
+    return pool_->allocate(bytes, options_.use_pin_memory, pinned);
+  }
+  void add_host_bytes(int64_t delta) override { host_bytes_ += delta; }
+  int64_t host_bytes_in_use() const override { return host_bytes_; }
+  OffloadStats& disk_stats() override { return stats_; }
   // Outside the lock: forward waits while the host copies alive pass the budget; backward waits
   // until the entry's host copy is readable (reading it from disk if need be).
   void wait_for_spills(uint64_t generation);
@@ -462,16 +418,8 @@ class Context : public std::enable_shared_from_this<Context>, public Reclaimer {
   std::unordered_set<const void*> excluded_;
   OffloadStats stats_;  // packed and kept live in the atomics above
   // Disk tier (null with tier host, or with tier auto on a disk found too slow).
-  std::unique_ptr<DiskTier> disk_;
-  DiskTierInfo disk_off_;        // what disk_info() says without disk_
-  int64_t host_limit_ = 0;       // host_budget_bytes, resolved
-  Entry* spill_head_ = nullptr;  // host copies that may go to disk, oldest first
-  Entry* spill_tail_ = nullptr;
-  std::vector<Entry*> in_io_;     // entries with a transfer in flight
-  int64_t writing_bytes_ = 0;     // host bytes whose write is in flight
-  int64_t read_ahead_bytes_ = 0;  // staging bytes read (or being read) ahead, not yet consumed
-  std::map<uint64_t, std::string> disk_errors_;  // generation -> first failure not yet thrown
-  bool warned_write_failure_ = false;            // a failed write is said once per offloader
+  std::unique_ptr<DiskPump> disk_;
+  DiskTierInfo disk_off_;  // what disk_info() says without disk_
 };
 
 namespace {
@@ -482,38 +430,6 @@ std::pair<int64_t, int64_t> element_span(const at::Tensor& t) {
   for (int64_t d = 0; d < t.dim(); ++d) hi += (t.size(d) - 1) * t.stride(d);
   return {t.storage_offset(), hi};
 }
-
-// Brackets a piece of the engine's work with on_span_begin/on_span_end (observer.hpp). `observer`
-// is read once, without the mutex, as the hooks' other unlocked reads of observer_: set_observer is
-// not allowed while hooks run, so it cannot change under a span. Without an observer this is a
-// branch on construction and one on destruction. Never created under the engine's lock.
-class SpanGuard {
- public:
-  SpanGuard(Observer* observer, Span span) : observer_(observer), span_(span) {
-    if (observer_) [[unlikely]] {
-      observer_->on_span_begin(span_);
-    }
-  }
-  ~SpanGuard() {
-    if (!observer_) [[likely]] {
-      return;
-    }
-    // The destructor may run while the hook's exception propagates: a second one would terminate.
-    try {
-      observer_->on_span_end(span_);
-    } catch (const std::exception& ex) {
-      TORCH_WARN("offtune: observer threw from on_span_end: ", ex.what());
-    } catch (...) {
-      TORCH_WARN("offtune: observer threw from on_span_end");
-    }
-  }
-  SpanGuard(const SpanGuard&) = delete;
-  SpanGuard& operator=(const SpanGuard&) = delete;
-
- private:
-  Observer* const observer_;
-  const Span span_;
-};
 
 // A tensor on `storage` with the given geometry, built directly (no dispatcher call): what unpack
 // hands autograd.
@@ -775,9 +691,9 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
   if constexpr (!kObserved) {
     // offtune weighs a tensor by the span its copy would move, which its storage bounds: a storage
     // below the threshold needs no span (the reference's weight, numel x item size, may exceed it).
-    if (reason == KeepReason::None && !trl() &&
-        static_cast<int64_t>(t.storage().nbytes()) < options_.min_offload_size) {
-      reason = KeepReason::BelowThreshold;
+    if (!trl()) {
+      reason = offload_decision(reason, static_cast<int64_t>(t.storage().nbytes()),
+                                options_.min_offload_size);
     }
   }
   if (reason == KeepReason::None) {
@@ -785,9 +701,8 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
     const int64_t itemsize = static_cast<int64_t>(t.element_size());
     lo = elo * itemsize;
     hi = ehi * itemsize;
-    // The reference weighs a tensor by its elements; offtune by the span its copy moves.
-    const int64_t weight = trl() ? t.numel() * itemsize : hi - lo;
-    if (weight < options_.min_offload_size) reason = KeepReason::BelowThreshold;
+    const int64_t weight = offload_weight(options_.semantics, hi - lo, t.numel(), itemsize);
+    reason = offload_decision(reason, weight, options_.min_offload_size);
     if constexpr (kObserved) {
       ev.storage = reinterpret_cast<uint64_t>(t.storage().data());
       ev.storage_bytes = static_cast<int64_t>(t.storage().nbytes());
@@ -862,8 +777,8 @@ void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t 
     report_completions();
     collect_pending();
     if (disk_) {
-      pump_disk();
-      throw_disk_error(slot.generation_);
+      disk_->pump();
+      disk_->throw_error(slot.generation_);
     }
     stream = backend_->current_stream();
     slot.make_rebuild(t);
@@ -928,8 +843,8 @@ void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t 
       emit_stash();
     }
     if (disk_) {
-      list_spill(e);
-      pump_disk();
+      disk_->list_spill(e);
+      disk_->pump();
     }
   }
   // Outside the lock: forward's wait for the window (host-sim blocks here; on cuda the stream wait
@@ -1099,10 +1014,7 @@ void Context::issue_reload(Entry& e, bool prefetch) {
   if (e.on_disk) {
     // The host block was staging for this reload: it goes once the copy ran (a later backward of a
     // retained graph reads the file again).
-    if (e.read_ahead) {
-      read_ahead_bytes_ -= e.bytes;
-      e.read_ahead = false;
-    }
+    disk_->end_read_ahead(e);
     free_host_when_done(e);
   }
 }
@@ -1275,7 +1187,7 @@ std::string Context::where_copy_went(const Entry& e) const {
   }
   std::string went = e.pinned ? "pinned host memory" : "pageable host memory";
   if (e.on_disk && disk_) {
-    went += ", then the disk arena file in '" + disk_->info().directory + "' (offset " +
+    went += ", then the disk arena file in '" + disk_->tier().info().directory + "' (offset " +
             std::to_string(e.disk.offset()) + "), and back";
   }
   return went + ", and back to the device";
@@ -1361,17 +1273,7 @@ void Context::destroy_entry(Entry& e) {
     drop_hold(e);
   }
   release_device(e);
-  if (disk_) {
-    if (e.spill_listed) unlist_spill(e);
-    if (e.read_ahead) {
-      read_ahead_bytes_ -= e.bytes;
-      e.read_ahead = false;
-    }
-    if (e.io) {
-      forget_io(e);
-      if (!e.io->finished()) disk_->cancel(e.io);  // a running one is waited for as the block's
-    }
-  }
+  if (disk_) disk_->release(e);
   if (e.host) free_host_when_done(e);
   e.disk.reset();
   if (e.source_key != nullptr) {
@@ -1395,12 +1297,9 @@ void Context::destroy_entry(Entry& e) {
     }
   }
   if (e.chain_prev) e.chain_prev->chain_next = e.chain_next;
-  if (!disk_errors_.empty() && e.chain_prev == nullptr && e.chain_next == nullptr) {
+  if (disk_ && e.chain_prev == nullptr && e.chain_next == nullptr) {
     // The last entry of its forward: a disk failure nobody was told of goes with it, said once.
-    if (auto it = disk_errors_.find(e.generation); it != disk_errors_.end()) {
-      TORCH_WARN(it->second, " (the graph was freed before offtune could raise it)");
-      disk_errors_.erase(it);
-    }
+    disk_->warn_unraised_error(e.generation);
   }
   if (e.live_prev) {
     e.live_prev->live_next = e.live_next;
@@ -1516,7 +1415,7 @@ void Context::never_offload_storage(const c10::Storage& storage) {
 ResidentState Context::resident() {
   EventSink sink;
   Lock lock(*this);
-  if (disk_) pump_disk();
+  if (disk_) disk_->pump();
   collect_pending();
   report_completions();
   ResidentState r;
@@ -1530,9 +1429,9 @@ ResidentState Context::resident() {
   r.host_pool_in_use_bytes = pool_->in_use_bytes();
   r.host_pool_reserved_bytes = pool_->reserved_bytes();
   if (disk_) {
-    r.disk_bytes = disk_->arena_in_use();
-    r.disk_io_in_flight = disk_->in_flight();
-    r.disk_arena_bytes = disk_->file_bytes();
+    r.disk_bytes = disk_->tier().arena_in_use();
+    r.disk_io_in_flight = disk_->tier().in_flight();
+    r.disk_arena_bytes = disk_->tier().file_bytes();
   }
   return r;
 }
@@ -1545,13 +1444,13 @@ void Context::synchronize() {
     if (disk_) {
       {
         Lock lock(*this);
-        pump_disk();  // every offload copy is complete: the writes they wait for start now
+        disk_->pump();  // every offload copy is complete: the writes they wait for start now
       }
-      disk_->drain();
+      disk_->tier().drain();
     }
   }
   Lock lock(*this);
-  pump_disk();
+  if (disk_) disk_->pump();
   while (!fwd_stash_.empty()) {
     Entry* e = fwd_stash_.front();
     fwd_stash_.erase(fwd_stash_.begin());
@@ -1574,239 +1473,31 @@ void Context::open_disk_tier() {
     disk_off_.enabled = false;
     return;
   }
-  disk_ = std::move(tier);
-  host_limit_ = options_.host_budget_bytes;
-  if (host_limit_ == 0) {
-    if (options_.tier == Tier::Disk) {
-      host_limit_ = int64_t{256} << 20;  // staging: a few large activations in flight
-    } else {
-      const HostRam ram = read_host_ram();
-      host_limit_ = ram.available > 0 ? ram.available / 2 : int64_t{8} << 30;
-    }
-  }
-}
-
-void Context::list_spill(Entry& e) {
-  e.spill_listed = true;
-  e.spill_prev = spill_tail_;
-  e.spill_next = nullptr;
-  if (spill_tail_) {
-    spill_tail_->spill_next = &e;
-  } else {
-    spill_head_ = &e;
-  }
-  spill_tail_ = &e;
-}
-
-void Context::unlist_spill(Entry& e) {
-  if (e.spill_prev) {
-    e.spill_prev->spill_next = e.spill_next;
-  } else {
-    spill_head_ = e.spill_next;
-  }
-  if (e.spill_next) {
-    e.spill_next->spill_prev = e.spill_prev;
-  } else {
-    spill_tail_ = e.spill_prev;
-  }
-  e.spill_prev = e.spill_next = nullptr;
-  e.spill_listed = false;
-}
-
-void Context::forget_io(Entry& e) {
-  auto it = std::find(in_io_.begin(), in_io_.end(), &e);
-  if (it == in_io_.end()) return;
-  *it = in_io_.back();
-  in_io_.pop_back();
-  if (e.io->write) writing_bytes_ -= e.bytes;
-}
-
-void Context::pump_disk() noexcept {
-  try {
-    for (size_t i = 0; i < in_io_.size();) {
-      Entry& e = *in_io_[i];
-      if (!e.io->finished()) {
-        ++i;
-        continue;
-      }
-      forget_io(e);  // swaps the last one into i
-      finish_io(e);
-    }
-    // Tier disk: every host copy goes on to disk; tier auto: the oldest, while the host copies not
-    // already on their way pass the budget. Only once the offload copy is known complete (they
-    // complete in issue order on the copy stream).
-    while (spill_head_ != nullptr &&
-           (options_.tier == Tier::Disk || host_bytes_ - writing_bytes_ > host_limit_)) {
-      Entry& e = *spill_head_;
-      if (e.offload_fence && !e.offload_fence->query()) break;
-      unlist_spill(e);
-      start_write(e);
-    }
-  } catch (const std::exception& ex) {
-    // Only an allocation can throw here; the entries stay consistent (a copy not written stays in
-    // host memory).
-    TORCH_WARN("offtune: disk tier: ", ex.what());
-  }
-}
-
-void Context::finish_io(Entry& e) {
-  IoJob& job = *e.io;
-  const bool done = job.state.load(std::memory_order_acquire) == IoJob::Done;
-  if (done && observer_) {
-    CopyEvent ce{e.id,        job.write ? CopyDirection::HostToDisk : CopyDirection::DiskToHost,
-                 e.bytes,     e.pinned,
-                 true,        !job.write && e.read_ahead,
-                 job.done_ns, job.issued_ns};
-    emit(std::make_pair(true, ce));
-  }
-  if (job.write) {
-    if (done) {
-      e.on_disk = true;
-      e.disk_checksum = job.checksum;
-      ++stats_.spilled;
-      stats_.disk_written_bytes += e.bytes;
-      e.io.reset();
-      free_host_when_done(e);  // after a reload that may still read it
-    } else {
-      // The host copy is intact: the entry stays in host memory (tier disk: its staging block,
-      // past host_budget_bytes if need be) and the step goes on from it. Failing the step would
-      // throw away a good copy; a full disk would fail every step. Said once, counted always.
-      if (job.failed()) {
-        ++stats_.disk_write_failures;
-        if (!warned_write_failure_) {
-          warned_write_failure_ = true;
-          TORCH_WARN(disk_->failure_message(job),
-                     "; the copy stays in host memory and the step goes on (later failures are "
-                     "counted in OffloadStats::disk_write_failures, not said again)");
-        }
-      }
-      e.disk.reset();
-      e.io.reset();
-    }
-    return;
-  }
-  if (done) {
-    ++stats_.disk_reads;
-    stats_.disk_read_bytes += e.bytes;
-    e.io.reset();
-    return;
-  }
-  // A failed read: the staging block goes; the job stays for unpack to report (then a later
-  // backward of a retained graph may try again).
-  if (e.read_ahead) {
-    read_ahead_bytes_ -= e.bytes;
-    e.read_ahead = false;
-  }
-  host_bytes_ -= e.bytes;
-  e.host.reset();
-}
-
-void Context::start_write(Entry& e) {
-  DiskExtent extent = disk_->allocate(e.bytes);
-  if (!extent) {
-    note_disk_error(e.generation, disk_->arena_full_message(e.bytes));
-    return;  // stays in host memory
-  }
-  const int64_t issued = observer_ ? now_ns() : 0;
-  e.io = disk_->write(extent, e.host.data(), e.bytes);
-  e.disk = std::move(extent);
-  in_io_.push_back(&e);
-  writing_bytes_ += e.bytes;
-  if (observer_) {
-    CopyEvent ce{e.id, CopyDirection::HostToDisk, e.bytes, e.pinned, true, false, issued, issued};
-    emit(std::make_pair(false, ce));
-  }
-}
-
-void Context::start_read(Entry& e, bool ahead) {
-  bool pinned = true;
-  HostBlock block = pool_->allocate(e.bytes, options_.use_pin_memory, pinned);
-  const int64_t issued = observer_ ? now_ns() : 0;
-  e.host = std::move(block);
-  e.pinned = pinned;
-  host_bytes_ += e.bytes;
-  e.io = disk_->read(e.disk, e.host.data(), e.bytes, /*urgent=*/!ahead, e.disk_checksum);
-  in_io_.push_back(&e);
-  if (ahead) {
-    e.read_ahead = true;
-    read_ahead_bytes_ += e.bytes;
-    ++stats_.disk_read_ahead;
-  }
-  if (observer_) {
-    CopyEvent ce{e.id, CopyDirection::DiskToHost, e.bytes, e.pinned, true, ahead, issued, issued};
-    emit(std::make_pair(false, ce));
-  }
-}
-
-// Backward order is the reverse of pack order: the entries before `e` in its forward come next.
-// Reads start for those on disk within the next disk_read_ahead_bytes of backward's copies (a copy
-// in host memory counts too: it is part of the time the read has), and while the staging blocks
-// read ahead stay under the same bound.
-void Context::read_ahead_before(const Entry& e) {
-  const int64_t limit = options_.disk_read_ahead_bytes;
-  if (limit == 0) return;
-  int64_t ahead = 0;
-  for (Entry* p = e.chain_prev; p != nullptr; p = p->chain_prev) {
-    ahead += p->bytes;
-    if (ahead > limit) break;
-    if (!p->on_disk || p->host || p->io || p->device) continue;
-    if (read_ahead_bytes_ + p->bytes > limit) break;
-    try {
-      start_read(*p, /*ahead=*/true);
-    } catch (const std::exception&) {
-      break;  // no host memory for it now: it is read when used
-    }
-  }
-}
-
-void Context::note_disk_error(uint64_t generation, std::string message) {
-  disk_errors_.try_emplace(generation, std::move(message));
-}
-
-void Context::throw_disk_error(uint64_t generation) {
-  if (disk_errors_.empty()) return;
-  auto it = disk_errors_.find(generation);
-  if (it == disk_errors_.end()) return;
-  std::string message = std::move(it->second);
-  disk_errors_.erase(it);
-  throw EngineError(message);
+  DiskPump::Engine& engine = *this;  // a private base: converted here, where it is accessible
+  disk_ = std::make_unique<DiskPump>(std::move(tier), options_, engine);
 }
 
 void Context::wait_for_spills(uint64_t generation) {
   for (;;) {
-    IoJobPtr job;
-    FencePtr fence;
-    TensorId id;
+    DiskPump::SpillWait wait;
     {
       Lock lock(*this);
-      pump_disk();
-      throw_disk_error(generation);
-      if (host_bytes_ <= host_limit_) return;
-      for (Entry* e : in_io_) {
-        if (e->io->write) {
-          job = e->io;
-          id = e->id;
-          break;
-        }
-      }
-      if (!job && spill_head_ != nullptr && spill_head_->offload_fence) {
-        fence = spill_head_->offload_fence;
-        id = spill_head_->id;
-      }
-      if (!job && !fence) return;  // nothing on its way to disk: the budget cannot be met now
+      wait = disk_->spill_wait(generation);
+      // Within the budget, or nothing on its way to disk: the budget cannot be met now.
+      if (!wait.job && !wait.fence) return;
       ++stats_.spill_waits;
     }
     const int64_t begin = now_ns();
     {
       SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::Spill});
       // The host really waits here (a stream wait would not free host memory).
-      if (job) {
-        disk_->wait(*job);
+      if (wait.job) {
+        disk_->tier().wait(*wait.job);
       } else {
-        fence->synchronize();
+        wait.fence->synchronize();
       }
     }
-    if (observer_) emit(WaitEvent{WaitKind::Spill, id, begin, now_ns()});
+    if (observer_) emit(WaitEvent{WaitKind::Spill, wait.id, begin, now_ns()});
   }
 }
 
@@ -1815,38 +1506,33 @@ void Context::await_host_copy(Slot& slot) {
     IoJobPtr job;
     {
       Lock lock(*this);
-      pump_disk();
+      disk_->pump();
       Entry& e = *slot.entry_;
-      throw_disk_error(e.generation);
+      disk_->throw_error(e.generation);
       if (e.io && !e.io->write && e.io->failed()) {
         const Rebuild& r = *slot.rebuild_;
         std::string message = e.io->mismatch
-                                  ? disk_->corruption_message(
+                                  ? disk_->tier().corruption_message(
                                         *e.io, "saved tensor #" + std::to_string(slot.id_.value) +
                                                    " (" + describe(r.dtype, r.device, r.sizes) +
                                                    ", " + std::to_string(e.bytes) + " bytes)")
-                                  : disk_->failure_message(*e.io);
+                                  : disk_->tier().failure_message(*e.io);
         e.io.reset();
         throw EngineError(message);
       }
       // Backward has reached it: writing it now would not pay. A queued write is dropped; a
       // running one finishes (the reload may read the host copy meanwhile).
-      if (e.spill_listed) unlist_spill(e);
-      if (e.io && e.io->write && disk_->cancel(e.io)) {
-        forget_io(e);
-        e.io.reset();
-        e.disk.reset();
-      }
+      disk_->withdraw_write(e);
       const bool ready = e.device || e.in_fwd_stash || host_ready(e);
-      if (!ready && !e.io) start_read(e, /*ahead=*/false);  // first in the reader's queue
-      read_ahead_before(e);
+      if (!ready && !e.io) disk_->start_read(e, /*ahead=*/false);  // first in the reader's queue
+      disk_->read_ahead_before(e);
       if (ready) return;
       job = e.io;
     }
     const int64_t begin = now_ns();
     {
       SpanGuard wait_span(observer_.get(), {SpanKind::Wait, WaitKind::DiskRead});
-      disk_->wait(*job);
+      disk_->tier().wait(*job);
     }
     if (observer_) emit(WaitEvent{WaitKind::DiskRead, slot.id_, begin, now_ns()});
   }

@@ -1,69 +1,77 @@
 #include "offtune/options.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "offtune/observer.hpp"
 
 namespace offtune {
 
-std::string_view to_string(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::Auto:
-      return "auto";
-    case BackendKind::Cuda:
-      return "cuda";
-    case BackendKind::HostSim:
-      return "host-sim";
+namespace {
+
+// An enum's names, as options and the CLI spell them: to_string and parse_* read one table, so a
+// name and its message cannot disagree.
+template <class E>
+struct Named {
+  E value;
+  std::string_view name;
+};
+
+template <class E, size_t N>
+std::string_view name_of(const Named<E> (&names)[N], E value) {
+  for (const Named<E>& n : names) {
+    if (n.value == value) return n.name;
   }
   return "?";
 }
+
+// OptionsError naming `what` and the valid names when `text` is none of them.
+template <class E, size_t N>
+E parse_named(const Named<E> (&names)[N], std::string_view what, std::string_view text) {
+  std::string valid;
+  for (const Named<E>& n : names) {
+    if (n.name == text) return n.value;
+    valid += valid.empty() ? "" : ", ";
+    valid += n.name;
+  }
+  throw OptionsError("unknown " + std::string(what) + " '" + std::string(text) +
+                     "' (valid: " + valid + ")");
+}
+
+constexpr Named<BackendKind> kBackends[] = {
+    {BackendKind::Auto, "auto"}, {BackendKind::Cuda, "cuda"}, {BackendKind::HostSim, "host-sim"}};
+constexpr Named<Semantics> kSemantics[] = {{Semantics::Offtune, "offtune"},
+                                           {Semantics::Trl, "trl"}};
+constexpr Named<OffloadSet> kOffloadSets[] = {{OffloadSet::All, "all"},
+                                              {OffloadSet::Boundaries, "boundaries"}};
+constexpr Named<Tier> kTiers[] = {{Tier::Host, "host"}, {Tier::Disk, "disk"}, {Tier::Auto, "auto"}};
+
+}  // namespace
+
+std::string_view to_string(BackendKind kind) { return name_of(kBackends, kind); }
 
 BackendKind parse_backend(std::string_view text) {
-  if (text == "auto") return BackendKind::Auto;
-  if (text == "cuda") return BackendKind::Cuda;
-  if (text == "host-sim" || text == "hostsim" || text == "host_sim") return BackendKind::HostSim;
-  throw OptionsError("unknown backend '" + std::string(text) + "' (valid: auto, cuda, host-sim)");
+  if (text == "hostsim" || text == "host_sim") return BackendKind::HostSim;  // accepted spellings
+  return parse_named(kBackends, "backend", text);
 }
 
-std::string_view to_string(Semantics semantics) {
-  return semantics == Semantics::Trl ? "trl" : "offtune";
-}
+std::string_view to_string(Semantics semantics) { return name_of(kSemantics, semantics); }
 
 Semantics parse_semantics(std::string_view text) {
-  if (text == "offtune") return Semantics::Offtune;
-  if (text == "trl") return Semantics::Trl;
-  throw OptionsError("unknown semantics '" + std::string(text) + "' (valid: offtune, trl)");
+  return parse_named(kSemantics, "semantics", text);
 }
 
-std::string_view to_string(OffloadSet set) {
-  return set == OffloadSet::Boundaries ? "boundaries" : "all";
-}
+std::string_view to_string(OffloadSet set) { return name_of(kOffloadSets, set); }
 
 OffloadSet parse_offload_set(std::string_view text) {
-  if (text == "all") return OffloadSet::All;
-  if (text == "boundaries") return OffloadSet::Boundaries;
-  throw OptionsError("unknown offload set '" + std::string(text) + "' (valid: all, boundaries)");
+  return parse_named(kOffloadSets, "offload set", text);
 }
 
-std::string_view to_string(Tier tier) {
-  switch (tier) {
-    case Tier::Host:
-      return "host";
-    case Tier::Disk:
-      return "disk";
-    case Tier::Auto:
-      return "auto";
-  }
-  return "?";
-}
+std::string_view to_string(Tier tier) { return name_of(kTiers, tier); }
 
-Tier parse_tier(std::string_view text) {
-  if (text == "host") return Tier::Host;
-  if (text == "disk") return Tier::Disk;
-  if (text == "auto") return Tier::Auto;
-  throw OptionsError("unknown tier '" + std::string(text) + "' (valid: host, disk, auto)");
-}
+Tier parse_tier(std::string_view text) { return parse_named(kTiers, "tier", text); }
 
 int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
   if (!enabled()) return 0;

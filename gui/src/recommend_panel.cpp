@@ -22,6 +22,7 @@
 
 #include "offtune/gui/models.hpp"
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/requests/request.hpp"
@@ -32,7 +33,6 @@ namespace pf = offtune::profiler;
 
 namespace {
 enum Mode { kDefault = 0, kBudget = 1, kSlowdown = 2 };
-constexpr double kDefaultSlowdown = 1.25;  // the recommender's own default (recommend.hpp)
 }  // namespace
 
 RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
@@ -41,7 +41,10 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   auto* box = new QGroupBox(QStringLiteral("Constraint"), this);
   auto* grid = new QGridLayout(box);
   mode_ = new QButtonGroup(this);
-  auto* by_default = new QRadioButton(QStringLiteral("default (slowdown at most 1.25x)"), box);
+  auto* by_default =
+      new QRadioButton(QStringLiteral("default (slowdown at most %1x)")
+                           .arg(QString::fromStdString(pf::default_max_slowdown_text())),
+                       box);
   auto* by_budget = new QRadioButton(QStringLiteral("memory budget"), box);
   auto* by_slowdown = new QRadioButton(QStringLiteral("max slowdown"), box);
   mode_->addButton(by_default, kDefault);
@@ -56,7 +59,7 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   slowdown_->setSingleStep(0.05);
   slowdown_->setDecimals(2);
   slowdown_->setSuffix(QStringLiteral("x"));
-  slowdown_->setValue(kDefaultSlowdown);
+  slowdown_->setValue(pf::kDefaultMaxSlowdown);
   grid->addWidget(by_default, 0, 0, 1, 2);
   grid->addWidget(by_budget, 1, 0);
   grid->addWidget(budget_, 1, 1);

@@ -4,6 +4,7 @@
 // objects.
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/json.hpp"
+#include "offtune/profiler/wait_flows.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -159,70 +160,6 @@ json run_json(const RunRecord& r, int64_t origin_ns) {
             {"device", r.env.device},
             {"git_revision", r.env.git_revision},
             {"host", r.env.host}}}};
-}
-
-// A wait and the copy it waited on, as indices into a run's events.
-struct WaitFlow {
-  size_t copy = 0;
-  size_t wait = 0;
-};
-
-// Each wait on a tensor, paired with the copy it waited on: the latest copy of that tensor that
-// started before the wait ended, an offload (D2H) for a forward-window wait, a reload (H2D) for a
-// reload wait, a disk write for a spill wait, a disk read for a disk-read wait, a D2H or H2D for a
-// wait of another or no kind; drains wait for every copy and get none.
-// The GUI's timeline draws the same arrows (gui/src/timeline.cpp, link_waits_to_copies).
-std::vector<WaitFlow> wait_flows(const std::vector<TimelineEvent>& events) {
-  std::vector<WaitFlow> out;
-  const auto on_tensor = [](const TimelineEvent& e) {
-    return e.kind == EventKind::Wait && e.tensor >= 0;
-  };
-  if (std::none_of(events.begin(), events.end(), on_tensor)) return out;
-  struct CopyRef {
-    int64_t tensor;
-    EventKind kind;
-    int64_t start;
-    size_t index;
-  };
-  const auto key = [](const CopyRef& c) { return std::tie(c.tensor, c.kind, c.start); };
-  const auto before = [&key](const CopyRef& a, const CopyRef& b) { return key(a) < key(b); };
-  std::vector<CopyRef> copies;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const TimelineEvent& e = events[i];
-    if ((e.kind == EventKind::CopyD2H || e.kind == EventKind::CopyH2D || is_disk(e.kind)) &&
-        e.tensor >= 0) {
-      copies.push_back({e.tensor, e.kind, e.start_ns, i});
-    }
-  }
-  std::sort(copies.begin(), copies.end(), before);
-  const auto latest = [&](int64_t tensor, EventKind kind, int64_t end) -> const CopyRef* {
-    const auto it =
-        std::lower_bound(copies.begin(), copies.end(), CopyRef{tensor, kind, end, 0}, before);
-    if (it == copies.begin()) return nullptr;
-    const CopyRef& c = *(it - 1);
-    return c.tensor == tensor && c.kind == kind ? &c : nullptr;
-  };
-  for (size_t i = 0; i < events.size(); ++i) {
-    const TimelineEvent& e = events[i];
-    if (!on_tensor(e)) continue;
-    const int64_t end = std::max(e.start_ns, e.end_ns);
-    const CopyRef* copy = nullptr;
-    if (e.name == "forward-window") {
-      copy = latest(e.tensor, EventKind::CopyD2H, end);
-    } else if (e.name == "reload") {
-      copy = latest(e.tensor, EventKind::CopyH2D, end);
-    } else if (e.name == "spill") {
-      copy = latest(e.tensor, EventKind::DiskWrite, end);
-    } else if (e.name == "disk-read") {
-      copy = latest(e.tensor, EventKind::DiskRead, end);
-    } else if (e.name != "drain") {
-      const CopyRef* d2h = latest(e.tensor, EventKind::CopyD2H, end);
-      const CopyRef* h2d = latest(e.tensor, EventKind::CopyH2D, end);
-      copy = !h2d || (d2h && d2h->start > h2d->start) ? d2h : h2d;
-    }
-    if (copy) out.push_back({copy->index, i});
-  }
-  return out;
 }
 
 // A time inside an event's slice, for a flow event bound to it: its last nanosecond (its start

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "offtune/offload_rule.hpp"
 #include "offtune/profiler/metrics.hpp"
 #include "offtune/profiler/predict.hpp"
 #include "offtune/version.hpp"  // the predictor a stored prediction names
@@ -188,7 +189,8 @@ class Replay {
     const Trace::Slot& slot = t_.slots[s];
     if (slot.reason != KeepReason::None) return;  // kept whatever the knobs (its life is recorded)
     // The baseline keeps every saved tensor, as autograd does without an offloader.
-    if (!c_.offload || (trl_keys_on() && trl_keeps(slot)) || slot.weight < c_.min_offload_size) {
+    if (!c_.offload || (trl_keys_on() && trl_keeps(slot)) ||
+        offload_decision(slot.reason, slot.weight, c_.min_offload_size) != KeepReason::None) {
       slot_kept_[s] = true;
       ref(slot.block);
       return;

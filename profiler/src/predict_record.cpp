@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "offtune/host_sim.hpp"
+#include "offtune/offload_rule.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/predict.hpp"
 
@@ -75,7 +76,7 @@ class TraceRecorder final : public Observer, public host_sim::AllocationListener
     Trace::Slot s;
     s.id = e.id.value;
     s.reason = e.reason;
-    if (e.reason == KeepReason::None || e.reason == KeepReason::BelowThreshold) {
+    if (!kept_by_kind(e.reason)) {  // another min_offload_size may offload it
       s.reason = KeepReason::None;
       s.block = block_of(reinterpret_cast<const void*>(e.storage), e.storage_bytes);
       s.storage_bytes = e.storage_bytes;

@@ -26,6 +26,12 @@ std::string fmt_ms(double ms) {
 
 }  // namespace
 
+std::string default_max_slowdown_text() {
+  std::ostringstream s;
+  s << kDefaultMaxSlowdown;
+  return s.str();
+}
+
 std::string Constraint::describe() const {
   std::ostringstream s;
   if (memory_budget) s << "memory-budget=" << format_size(*memory_budget);
@@ -293,7 +299,8 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   if (!(constraint.memory_tolerance >= 0.0 && constraint.memory_tolerance < 1.0)) {
     throw std::invalid_argument("the memory tolerance must be a fraction in [0, 1), e.g. 0.01");
   }
-  if (!constraint.memory_budget && !constraint.max_slowdown) constraint.max_slowdown = 1.25;
+  if (!constraint.memory_budget && !constraint.max_slowdown)
+    constraint.max_slowdown = kDefaultMaxSlowdown;
   const double tol = constraint.memory_tolerance;
 
   Recommendation r;

@@ -4,59 +4,28 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/outer.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/silu.h>
-#include <torch/csrc/autograd/grad_mode.h>
 
-#include <algorithm>
-#include <cmath>
-#include <optional>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 
-#include "offtune/layer_offload.hpp"
+#include "decoder_parts.hpp"
 #include "offtune/offloader.hpp"
 
 namespace offtune::samples {
 namespace {
 
-constexpr double kInitStd = 0.02;
+constexpr std::string_view kConfig = "LlamaConfig";
 
-// Every parameter of `module` (in registration order, so the draw order is fixed) gets fresh values
-// from `gen`: matrices ~ N(0, std), scaled down for the projections that write into the residual
-// stream (`wo`, `w2`) so that its variance does not grow with depth; vectors (norm weights) are
-// ones. Values are drawn in float32 and then cast, so that the model in bf16 is the float32 model
-// rounded.
+// Llama's initialisation (decoder_parts.hpp): the projections that write into the residual stream
+// are `wo` and `w2`.
 void init_parameters(torch::nn::Module& module, at::Generator& gen, double residual_std,
                      c10::ScalarType dtype) {
-  torch::NoGradGuard no_grad;
-  for (auto& item : module.named_parameters()) {
-    if (item.key().find("_lora.") != std::string::npos) continue;  // lora.cpp draws adapters
-    at::Tensor& param = item.value();
-    at::Tensor values;
-    if (param.dim() == 1) {
-      values = at::ones(param.sizes(), at::TensorOptions().dtype(c10::kFloat));
-    } else {
-      const std::string& name = item.key();
-      const bool residual = name.ends_with("wo.weight") || name.ends_with("w2.weight");
-      values = at::empty(param.sizes(), at::TensorOptions().dtype(c10::kFloat));
-      values.normal_(0.0, residual ? residual_std : kInitStd, gen);
-    }
-    // set_data keeps the parameter's identity (the module's registry and member share it).
-    param.set_data(values.to(dtype));
-  }
-}
-
-bool supported_dtype(c10::ScalarType dtype) {
-  return dtype == c10::kFloat || dtype == c10::kBFloat16 || dtype == c10::kHalf;
-}
-
-[[noreturn]] void bad_config(const std::string& what) {
-  throw std::invalid_argument("LlamaConfig: " + what);
+  detail::init_parameters(module, gen, residual_std, dtype, {"wo.weight", "w2.weight"});
 }
 
 // [..., d] -> [..., d] rotated by the RoPE angles (the "rotate half" pairing: element i with i +
@@ -99,25 +68,14 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
     c.vocab_size = 128256, c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8;
     c.ffn_hidden = 8192, c.max_seq_len = 4096, c.rope_theta = 500000.0;
   } else {
-    std::string valid;
-    for (std::string_view n : preset_names()) {
-      valid += valid.empty() ? "" : ", ";
-      valid += n;
-    }
-    throw std::invalid_argument("unknown Llama preset '" + std::string(name) +
-                                "' (valid: " + valid + ")");
+    detail::unknown_preset("Llama", name, preset_names());
   }
   return c;
 }
 
 void LlamaConfig::validate() const {
-  if (vocab_size <= 0) bad_config("vocab_size must be > 0, got " + std::to_string(vocab_size));
-  if (dim <= 0) bad_config("dim must be > 0, got " + std::to_string(dim));
-  if (n_layers < 0) bad_config("n_layers must be >= 0, got " + std::to_string(n_layers));
-  if (n_heads <= 0 || dim % n_heads != 0) {
-    bad_config("n_heads (" + std::to_string(n_heads) + ") must be > 0 and divide dim (" +
-               std::to_string(dim) + ")");
-  }
+  const auto bad_config = [](const std::string& what) { detail::bad_config(kConfig, what); };
+  detail::check_shape(kConfig, *this);
   if (head_dim() % 2 != 0) {
     bad_config("head_dim (dim / n_heads = " + std::to_string(head_dim()) +
                ") must be even for RoPE");
@@ -129,13 +87,7 @@ void LlamaConfig::validate() const {
   if (ffn_hidden <= 0) bad_config("ffn_hidden must be > 0, got " + std::to_string(ffn_hidden));
   if (max_seq_len <= 0) bad_config("max_seq_len must be > 0, got " + std::to_string(max_seq_len));
   if (!(rope_theta > 0.0)) bad_config("rope_theta must be > 0");
-  if (!(norm_eps > 0.0)) bad_config("norm_eps must be > 0");
-  if (!supported_dtype(dtype)) {
-    bad_config(std::string("dtype must be float32, bfloat16 or float16, got ") +
-               c10::toString(dtype));
-  }
-  if (lora_rank < 0) bad_config("lora_rank must be >= 0, got " + std::to_string(lora_rank));
-  if (lora_rank > 0 && !(lora_alpha > 0.0)) bad_config("lora_alpha must be > 0");
+  detail::check_numerics(kConfig, *this);
 }
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
@@ -172,19 +124,9 @@ AttentionImpl::AttentionImpl(const LlamaConfig& config)
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                   const at::Tensor& sin) {
   const int64_t b = x.size(0), t = x.size(1);
-  at::Tensor q, k, v;
-  {
-    ModuleRegion region(wq.get());
-    q = with_lora(wq(x), wq_lora, x);
-  }
-  {
-    ModuleRegion region(wk.get());
-    k = with_lora(wk(x), wk_lora, x);
-  }
-  {
-    ModuleRegion region(wv.get());
-    v = with_lora(wv(x), wv_lora, x);
-  }
+  at::Tensor q = detail::project(wq, wq_lora, x);
+  at::Tensor k = detail::project(wk, wk_lora, x);
+  at::Tensor v = detail::project(wv, wv_lora, x);
   // [B, T, heads * d] -> [B, heads, T, d], the layout SDPA takes.
   q = apply_rope(q.view({b, t, n_heads, head_dim}).transpose(1, 2), cos, sin);
   k = apply_rope(k.view({b, t, n_kv_heads, head_dim}).transpose(1, 2), cos, sin);
@@ -194,8 +136,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                                     /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                     /*is_causal=*/true);
   out = out.transpose(1, 2).reshape({b, t, n_heads * head_dim});
-  ModuleRegion region(wo.get());
-  return with_lora(wo(out), wo_lora, out);
+  return detail::project(wo, wo_lora, out);
 }
 
 // ---- FeedForward -------------------------------------------------------------------------------
@@ -214,18 +155,10 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden, int64_t lora_rank,
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  at::Tensor gate, up;
-  {
-    ModuleRegion region(w1.get());
-    gate = with_lora(w1(x), w1_lora, x);
-  }
-  {
-    ModuleRegion region(w3.get());
-    up = with_lora(w3(x), w3_lora, x);
-  }
+  const at::Tensor gate = detail::project(w1, w1_lora, x);
+  const at::Tensor up = detail::project(w3, w3_lora, x);
   const at::Tensor hidden = at::silu(gate) * up;
-  ModuleRegion region(w2.get());
-  return with_lora(w2(hidden), w2_lora, hidden);
+  return detail::project(w2, w2_lora, hidden);
 }
 
 // ---- DecoderLayer ------------------------------------------------------------------------------
@@ -241,32 +174,19 @@ DecoderLayerImpl::DecoderLayerImpl(const LlamaConfig& config)
 
 at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                      const at::Tensor& sin) {
-  at::Tensor h;
-  {
-    at::Tensor normed;
-    {
-      ModuleRegion region(attention_norm.get());
-      normed = attention_norm(x);
-    }
-    ModuleRegion region(attention.get());
-    h = x + attention(normed, cos, sin);
-  }
-  at::Tensor normed;
-  {
-    ModuleRegion region(ffn_norm.get());
-    normed = ffn_norm(h);
-  }
-  ModuleRegion region(feed_forward.get());
-  return h + feed_forward(normed);
+  const at::Tensor h = detail::pre_norm_residual(
+      x, attention_norm, attention, [&](const at::Tensor& in) { return attention(in, cos, sin); });
+  return detail::pre_norm_residual(h, ffn_norm, feed_forward,
+                                   [&](const at::Tensor& in) { return feed_forward(in); });
 }
 
 // ---- Llama -------------------------------------------------------------------------------------
 
-LlamaImpl::LlamaImpl(const LlamaConfig& config, uint64_t seed) : config_(config) {
+LlamaImpl::LlamaImpl(const LlamaConfig& config, uint64_t seed)
+    : DecoderBase("Llama"), config_(config) {
   config_.validate();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const auto depth = static_cast<double>(std::max<int64_t>(config_.n_layers, 1));
-  const double residual_std = kInitStd / std::sqrt(2.0 * depth);
+  const double residual_std = detail::residual_std(config_.n_layers);
 
   // Each part is initialised (and cast) as soon as it exists, so that building the "1b" model in
   // bf16 never holds more than one layer in float32 besides the embedding.
@@ -280,8 +200,8 @@ LlamaImpl::LlamaImpl(const LlamaConfig& config, uint64_t seed) : config_(config)
     DecoderLayer layer(config_);
     init_parameters(*layer, gen, residual_std, config_.dtype);
     layers->push_back(layer);
-    layer_list_.push_back(layer);
   }
+  set_blocks(layers);
 
   norm = register_module("norm", RMSNorm(config_.dim, config_.norm_eps, config_.dtype));
   lm_head = register_module(
@@ -301,59 +221,19 @@ LlamaImpl::LlamaImpl(const LlamaConfig& config, uint64_t seed) : config_(config)
   if (config_.lora_rank > 0) init_lora_and_freeze_base(*this, seed);
 }
 
-void LlamaImpl::set_layer_offload(std::shared_ptr<LayerOffloader> offloader) {
-  if (offloader && offloader->blocks() == 0) {
-    for (DecoderLayer& layer : layer_list_) offloader->add_block(frozen_parameters(*layer));
-  } else if (offloader && offloader->blocks() != static_cast<int64_t>(layer_list_.size())) {
-    throw std::invalid_argument("Llama::set_layer_offload: the layer offloader holds " +
-                                std::to_string(offloader->blocks()) + " blocks, the model has " +
-                                std::to_string(layer_list_.size()));
-  }
-  layer_offload_ = std::move(offloader);
-}
-
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
-  if (tokens.dim() != 2 || tokens.scalar_type() != c10::kLong) {
-    throw std::invalid_argument("Llama::forward: tokens must be int64 [batch, seq], got " +
-                                std::string(c10::toString(tokens.scalar_type())) + " with " +
-                                std::to_string(tokens.dim()) + " dims");
-  }
+  check_tokens(tokens, config_.max_seq_len);
   const int64_t t = tokens.size(1);
-  if (t > config_.max_seq_len) {
-    throw std::invalid_argument("Llama::forward: sequence length " + std::to_string(t) +
-                                " exceeds max_seq_len " + std::to_string(config_.max_seq_len));
-  }
   // Slices of the registered buffers: views of storages the offloader never moves.
   const at::Tensor cos = rope_cos_.narrow(0, 0, t);
   const at::Tensor sin = rope_sin_.narrow(0, 0, t);
 
-  at::Tensor h;
-  {
-    ModuleRegion region(tok_embeddings.get());
-    h = tok_embeddings(tokens);
-  }
-  detail::LayerTrace trace(layer_hooks_, static_cast<int64_t>(layer_list_.size()));
-  for (size_t i = 0; i < layer_list_.size(); ++i) {
-    DecoderLayer& layer = layer_list_[i];
-    ModuleRegion region(layer.get());
-    const auto index = static_cast<int64_t>(i);
-    const auto traced = trace.block(index, h);
-    // Captured by value: a checkpointed region reruns in backward, after this frame is gone. The
-    // layer offloader is entered inside, so that the recompute brings the block's weights back.
-    auto run = [l = layer.ptr(), cos, sin, lo = layer_offload_, index](const at::Tensor& x) {
-      std::optional<LayerOffloader::Resident> resident;
-      if (lo) resident.emplace(lo->block(index));
-      return l->forward(x, cos, sin);
-    };
-    h = checkpoint_.applies(index) ? checkpoint(run, h) : run(h);
-  }
-  trace.finish(h);
-  {
-    ModuleRegion region(norm.get());
-    h = norm(h);
-  }
-  ModuleRegion region(lm_head.get());
-  return lm_head(h);
+  at::Tensor h = detail::in_region(tok_embeddings, tokens);
+  h = run_blocks(h, [cos, sin](torch::nn::Module& layer, const at::Tensor& x) {
+    return static_cast<DecoderLayerImpl&>(layer).forward(x, cos, sin);
+  });
+  h = detail::in_region(norm, h);
+  return detail::in_region(lm_head, h);
 }
 
 at::Tensor forward_backward(Llama& model, const Batch& batch, ActivationOffloader* offloader) {

@@ -8,6 +8,12 @@
 
 namespace offtune::test {
 
+at::Tensor sin_chain(const at::Tensor& x, int n) {
+  at::Tensor h = x;
+  for (int i = 0; i < n; ++i) h = h.sin();
+  return h;
+}
+
 OffloadOptions host_sim_options(int64_t min_offload_size, int64_t window) {
   OffloadOptions o;
   o.backend = BackendKind::HostSim;

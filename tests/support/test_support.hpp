@@ -45,6 +45,23 @@ void expect_no_stream_races();
 // outcome depends on a copy still running when the next tensor is packed. On this CPU's clock a
 // loaded machine can deschedule the compute thread for longer than any copy takes, and the wait
 // such a test looks for never comes.
+// A small net for whole training steps (matmuls, tanh, sigmoid, sin: saved inputs, outputs and
+// views), its weights drawn from torch's global generator in declaration order.
+struct SmallNet {
+  at::Tensor w1 = torch::randn({32, 64}, torch::requires_grad());
+  at::Tensor w2 = torch::randn({64, 64}, torch::requires_grad());
+  at::Tensor w3 = torch::randn({64, 4}, torch::requires_grad());
+  at::Tensor forward(const at::Tensor& x) const {
+    auto h = torch::tanh(x.matmul(w1));
+    h = torch::sigmoid(h.matmul(w2)) * h.sin();
+    return h.matmul(w3).pow(2).mean();
+  }
+  std::vector<at::Tensor> params() const { return {w1, w2, w3}; }
+};
+
+// `x` through `n` sin ops: a chain in which every op saves its input.
+at::Tensor sin_chain(const at::Tensor& x, int n);
+
 class ModelledTime {
  public:
   ModelledTime() : model_(device_model_named("h100-sxm")) { host_sim::set_device_model(&model_); }

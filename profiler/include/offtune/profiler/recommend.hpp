@@ -5,7 +5,8 @@
 // Rules. Only points with status ok count. A point is on the front when no other point is at least
 // as good on both axes and better on one (medians and exact peaks). Constraint memory_budget: the
 // fastest point whose peak fits. Constraint max_slowdown: the point with the lowest peak whose
-// median step time is within that factor of the baseline's. Neither given: max_slowdown 1.25.
+// median step time is within that factor of the baseline's. Neither given: max_slowdown
+// kDefaultMaxSlowdown.
 //
 // Noise. Two step times are equal when their intervals overlap (the median's confidence interval,
 // records.hpp: equal_in_time), and two peaks are equal when they differ by at most
@@ -26,6 +27,11 @@
 #include "offtune/profiler/records.hpp"
 
 namespace offtune::profiler {
+
+// The slowdown bound when a constraint gives neither a budget nor a bound. Front ends show it from
+// here (default_max_slowdown_text), never as a copy of the number.
+inline constexpr double kDefaultMaxSlowdown = 1.25;
+std::string default_max_slowdown_text();  // "1.25"
 
 struct Constraint {
   std::optional<int64_t> memory_budget;  // bytes of peak device memory

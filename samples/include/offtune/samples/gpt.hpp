@@ -21,16 +21,13 @@
 
 #include <cstdint>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "offtune/checkpoint.hpp"
-#include "offtune/samples/layer_hooks.hpp"
+#include "offtune/samples/decoder.hpp"
 #include "offtune/samples/lora.hpp"
 
 namespace offtune {
 class ActivationOffloader;
-class LayerOffloader;
 }  // namespace offtune
 
 namespace offtune::samples {
@@ -100,7 +97,7 @@ class GptBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(GptBlock);
 
-class GptImpl : public torch::nn::Module {
+class GptImpl : public DecoderBase {
  public:
   // Validates the config (std::invalid_argument) and builds the model on the CPU in config.dtype;
   // move it with ->to(device). The same config and seed give bit-identical parameters.
@@ -110,15 +107,7 @@ class GptImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens);
 
   const GptConfig& config() const { return config_; }
-  // Callbacks around each decoder block's forward and backward (layer_hooks.hpp); none by default.
-  void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
-  const LayerHooks& layer_hooks() const { return layer_hooks_; }
-  // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
-  void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
-  const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
-  // Layer offloading (offtune/layer_offload.hpp), as LlamaImpl::set_layer_offload.
-  void set_layer_offload(std::shared_ptr<LayerOffloader> offloader);
-  const std::shared_ptr<LayerOffloader>& layer_offload() const { return layer_offload_; }
+  // set_layer_hooks, set_checkpoint, set_layer_offload: DecoderBase (decoder.hpp).
 
   torch::nn::Embedding wte{nullptr};  // token embedding [vocab_size, dim]
   torch::nn::Embedding wpe{nullptr};  // positional embedding [max_seq_len, dim]
@@ -128,10 +117,6 @@ class GptImpl : public torch::nn::Module {
 
  private:
   GptConfig config_;
-  std::vector<GptBlock> block_list_;  // typed handles on `h`'s elements
-  LayerHooks layer_hooks_;
-  CheckpointPolicy checkpoint_;
-  std::shared_ptr<LayerOffloader> layer_offload_;
 };
 TORCH_MODULE(Gpt);
 

@@ -20,16 +20,13 @@
 
 #include <cstdint>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "offtune/checkpoint.hpp"
-#include "offtune/samples/layer_hooks.hpp"
+#include "offtune/samples/decoder.hpp"
 #include "offtune/samples/lora.hpp"
 
 namespace offtune {
 class ActivationOffloader;
-class LayerOffloader;
 }  // namespace offtune
 
 namespace offtune::samples {
@@ -113,7 +110,7 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
-class LlamaImpl : public torch::nn::Module {
+class LlamaImpl : public DecoderBase {
  public:
   // Validates the config (std::invalid_argument) and builds the model on the CPU in config.dtype;
   // move it with ->to(device). The same config and seed give bit-identical parameters.
@@ -123,18 +120,7 @@ class LlamaImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens);
 
   const LlamaConfig& config() const { return config_; }
-  // Callbacks around each decoder block's forward and backward (layer_hooks.hpp); none by default.
-  void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
-  const LayerHooks& layer_hooks() const { return layer_hooks_; }
-  // Which blocks run as checkpointed regions (offtune/checkpoint.hpp); none by default.
-  void set_checkpoint(const CheckpointPolicy& policy) { checkpoint_ = policy; }
-  const CheckpointPolicy& checkpoint_policy() const { return checkpoint_; }
-  // Layer offloading (offtune/layer_offload.hpp): registers each block's frozen parameters with
-  // `offloader` (if it has no blocks yet) and enters each block through it, in forward and in its
-  // checkpoint recompute. nullptr turns it off; destroying the offloader then gives the weights
-  // back to the device. Throws std::invalid_argument when `offloader` holds other blocks.
-  void set_layer_offload(std::shared_ptr<LayerOffloader> offloader);
-  const std::shared_ptr<LayerOffloader>& layer_offload() const { return layer_offload_; }
+  // set_layer_hooks, set_checkpoint, set_layer_offload: DecoderBase (decoder.hpp).
 
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of DecoderLayer
@@ -143,11 +129,6 @@ class LlamaImpl : public torch::nn::Module {
 
  private:
   LlamaConfig config_;
-  // Typed handles on `layers`' elements, so that forward needs no downcast.
-  std::vector<DecoderLayer> layer_list_;
-  LayerHooks layer_hooks_;
-  CheckpointPolicy checkpoint_;
-  std::shared_ptr<LayerOffloader> layer_offload_;
   // RoPE tables [max_seq_len, head_dim / 2], float32, registered as buffers ("rope_cos",
   // "rope_sin") so that they follow the model's device and are never offloaded.
   at::Tensor rope_cos_, rope_sin_;
