@@ -154,13 +154,13 @@ def test_hta_agrees_with_offtunes_hidden_copy_share_and_copy_bytes(hta):
     time = dict(zip(by_type["kernel_type"], by_type["sum"], strict=True))
     hidden = time["COMPUTATION overlapping MEMORY"]
     exposed = time["MEMORY"]
-    # offtune: hidden % = |copy ∩ compute| / |copy| (docs/metrics.md); HTA's breakdown sweeps the
-    # merged intervals of each kernel type and splits memory time into the part under computation
-    # and the part alone, the same quantities. Tolerance: HTA truncates every segment of its sweep
-    # to whole microseconds (`.astype(int)` in _get_gpu_kernel_type_time), and this run's copies
-    # last ~10 us with segments of a few us, so the share moves by up to about a point (0.7 here)
-    # and the exposed time by some percent; 1.5 points and 10 % allow for that, not for copies or
-    # kernels that went missing or were misclassified (0 % or 100 %).
+    # offtune: hidden copy % = |copy ∩ compute| / |copy| (docs/metrics.md); HTA's breakdown sweeps
+    # the merged intervals of each kernel type and splits memory time into the part under
+    # computation and the part alone, the same quantities. Tolerance: HTA truncates every segment of
+    # its sweep to whole microseconds (`.astype(int)` in _get_gpu_kernel_type_time), and this run's
+    # copies last ~10 us with segments of a few us, so the share moves by up to about a point (0.7
+    # here) and the exposed time by some percent; 1.5 points and 10 % allow for that, not for copies
+    # or kernels that went missing or were misclassified (0 % or 100 %).
     assert 100 * hidden / (hidden + exposed) == pytest.approx(summary["hidden_copy_pct"], abs=1.5)
     assert exposed * 1000 / STEPS == pytest.approx(summary["exposed_copy_ns"], rel=0.1)
     names = set(by_kernel["name"])
