@@ -9,9 +9,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,6 +40,20 @@ inline double ms_since(Clock::time_point start) {
 
 inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One section of offtune-bench: measured when `on`, else nullopt; printed as soon as it is done
+// (and flushed, so that a long run shows each section as it ends) unless the output is JSON.
+template <class Measure, class Print>
+std::optional<std::invoke_result_t<Measure>> run_section(bool on, bool json_output, Measure measure,
+                                                         Print print) {
+  if (!on) return std::nullopt;
+  auto result = measure();
+  if (!json_output) {
+    print(result);
+    std::fflush(stdout);
+  }
+  return result;
 }
 
 // JSON has no NaN: "not applicable" values become null.

@@ -795,63 +795,47 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
     std::fflush(stdout);
   }
 
-  std::optional<HookResult> hooks;
-  if (do_hooks) {
-    hooks = bench_hooks(args, env);
-    if (!args.json) {
-      print_hooks(*hooks);
-      std::fflush(stdout);
-    }
-  }
-  std::vector<SizeResult> decoder;
-  if (do_decoder) {
-    for (const SizeSpec& size : sizes) decoder.push_back(bench_size(args, size, env));
-    if (!args.json) {
-      print_decoder(decoder, args, env);
-      std::fflush(stdout);
-    }
-  }
+  namespace bench = offtune::bench;
+  const auto hooks = bench::run_section(
+      do_hooks, args.json, [&] { return bench_hooks(args, env); }, print_hooks);
+  const auto decoder = bench::run_section(
+      do_decoder, args.json,
+      [&] {
+        std::vector<SizeResult> results;
+        for (const SizeSpec& size : sizes) results.push_back(bench_size(args, size, env));
+        return results;
+      },
+      [&](const std::vector<SizeResult>& results) { print_decoder(results, args, env); });
 
   // The profiler sections share one temporary directory: export reads the store section's file.
   std::optional<offtune::bench::TempDir> tmp;
   if (do_store || do_export || do_sweep) tmp.emplace(args.tmp_dir);
   offtune::bench::ProfilerArgs profiler = args.profiler;
   profiler.sweep_threads = offtune::samples::default_threads(args.threads, /*host_sim=*/true);
-  std::optional<offtune::bench::StoreResult> store;
-  if (do_store) {
-    store = offtune::bench::bench_store(profiler, tmp->path());
-    if (!args.json) {
-      offtune::bench::print_store(*store);
-      std::fflush(stdout);
-    }
-  }
-  std::optional<offtune::bench::ExportResult> exported;
-  if (do_export) {
-    exported = offtune::bench::bench_export(profiler, tmp->path());
-    if (!args.json) {
-      offtune::bench::print_export(*exported);
-      std::fflush(stdout);
-    }
-  }
-  std::optional<offtune::bench::SweepResult> sweep;
-  if (do_sweep) {
-    sweep = offtune::bench::bench_sweep(profiler, tmp->path());
-    if (!args.json) offtune::bench::print_sweep(*sweep);
-  }
+  const auto store = bench::run_section(
+      do_store, args.json, [&] { return bench::bench_store(profiler, tmp->path()); },
+      bench::print_store);
+  const auto exported = bench::run_section(
+      do_export, args.json, [&] { return bench::bench_export(profiler, tmp->path()); },
+      bench::print_export);
+  const auto sweep = bench::run_section(
+      do_sweep, args.json, [&] { return bench::bench_sweep(profiler, tmp->path()); },
+      bench::print_sweep);
   tmp.reset();
-  std::optional<offtune::bench::PredictResult> predicted;
-  if (do_predict && env.backend == offtune::BackendKind::HostSim) {
-    offtune::bench::PredictArgs p;
-    if (args.quick) {
-      p.models = {"tiny", "mlp"};
-      p.batch = 1;
-      p.seq = 32;
-      p.sizes = "1KiB,64KiB";
-      p.windows = "1,5";
-    }
-    predicted = offtune::bench::bench_predict(p);
-    if (!args.json) offtune::bench::print_predict(*predicted);
-  }
+  const auto predicted = bench::run_section(
+      do_predict && env.backend == offtune::BackendKind::HostSim, args.json,
+      [&] {
+        bench::PredictArgs p;
+        if (args.quick) {
+          p.models = {"tiny", "mlp"};
+          p.batch = 1;
+          p.seq = 32;
+          p.sizes = "1KiB,64KiB";
+          p.windows = "1,5";
+        }
+        return bench::bench_predict(p);
+      },
+      bench::print_predict);
   const double total_s = ms_since(start) / 1e3;
 
   if (args.json) {
@@ -865,11 +849,11 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
                   {"prefetch", env.options.prefetch}}},
                 {"total_seconds", total_s}};
     if (hooks) out["hook_overhead"] = hooks_json(*hooks);
-    if (do_decoder) {
+    if (decoder) {
       out["decoder_step"] = {{"dtype", args.dtype},
                              {"steps", args.steps},
                              {"warmup", args.warmup},
-                             {"sizes", decoder_json(decoder)}};
+                             {"sizes", decoder_json(*decoder)}};
     }
     if (store) {
       json section_json = offtune::bench::store_json(*store);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,10 @@
 #include "offtune/requests/request.hpp"
 
 namespace offtune::cli {
+
+// The names every command file uses for the profiler and for JSON output.
+namespace pf = offtune::profiler;
+using json = nlohmann::json;
 
 // Exit status (README, "Exit codes").
 enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kStore = 3, kThreshold = 4, kNoChoice = 5 };
@@ -34,8 +39,6 @@ struct Common {
   bool quiet = false;
   bool json = false;
 };
-// `writes`: the command records into the store (created if absent); else it only reads one.
-void add_common_flags(CLI::App& sub, Common& common, bool db_required, bool writes = true);
 // One rule for what a user types, attached to every option of every command by its value type:
 // integers go through profiler::parse_int64/parse_uint64 before CLI11 converts them (CLI11 2.1
 // clamps or wraps an out-of-range integer), and no option takes an empty value.
@@ -87,6 +90,19 @@ class Command {
 
  protected:
   CLI::App* app_ = nullptr;
+};
+
+// Whether a command records into its store (created if absent) or only reads one (must exist).
+enum class StoreUse { Reads, Writes };
+
+// A subcommand on a store (every command but predict): `offtune NAME` with --db (required),
+// --quiet and --json into common_, before the command's own flags.
+class StoreCommand : public Command {
+ protected:
+  StoreCommand(CLI::App& parent, const std::string& name, const std::string& description,
+               StoreUse use);
+
+  Common common_;
 };
 
 std::unique_ptr<Command> add_run_command(CLI::App& app);

@@ -12,17 +12,17 @@
 
 namespace offtune::cli {
 
-namespace pf = offtune::profiler;
-
 std::atomic<bool> g_cancel{false};
 
-void add_common_flags(CLI::App& sub, Common& c, bool db_required, bool writes) {
-  auto* opt = sub.add_option(
-      "--db", c.db,
-      writes ? "SQLite store (created if absent)" : "SQLite store to read (must exist)");
-  if (db_required) opt->required();
-  sub.add_flag("--quiet,-q", c.quiet, "no progress or text output");
-  sub.add_flag("--json", c.json, "print the result as JSON");
+StoreCommand::StoreCommand(CLI::App& parent, const std::string& name,
+                           const std::string& description, StoreUse use) {
+  app_ = parent.add_subcommand(name, description);
+  app_->add_option("--db", common_.db,
+                   use == StoreUse::Writes ? "SQLite store (created if absent)"
+                                           : "SQLite store to read (must exist)")
+      ->required();
+  app_->add_flag("--quiet,-q", common_.quiet, "no progress or text output");
+  app_->add_flag("--json", common_.json, "print the result as JSON");
 }
 
 namespace {

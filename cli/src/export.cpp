@@ -9,13 +9,10 @@
 namespace offtune::cli {
 namespace {
 
-namespace pf = offtune::profiler;
-
-class ExportCommand final : public Command {
+class ExportCommand final : public StoreCommand {
  public:
-  explicit ExportCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand("export", "export timelines or sweep points");
-    add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
+  explicit ExportCommand(CLI::App& parent)
+      : StoreCommand(parent, "export", "export timelines or sweep points", StoreUse::Reads) {
     app_->add_option("--format", format_, "chrome (Perfetto), nsys-sqlite, csv")->required();
     app_->add_option("-o,--output", output_,
                      "output file, written atomically; an existing one is replaced only when it "
@@ -64,7 +61,6 @@ class ExportCommand final : public Command {
   }
 
  private:
-  Common common_;
   std::string format_, output_;
   std::vector<std::string> run_ids_;
   std::string sweep_id_;

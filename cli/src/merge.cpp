@@ -6,13 +6,10 @@
 namespace offtune::cli {
 namespace {
 
-namespace pf = offtune::profiler;
-
-class MergeCommand final : public Command {
+class MergeCommand final : public StoreCommand {
  public:
-  explicit MergeCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand("merge", "merge sharded stores into --db");
-    add_common_flags(*app_, common_, /*db_required=*/true);
+  explicit MergeCommand(CLI::App& parent)
+      : StoreCommand(parent, "merge", "merge sharded stores into --db", StoreUse::Writes) {
     app_->add_option("inputs", inputs_, "stores to merge")->required()->check(CLI::ExistingFile);
   }
 
@@ -29,7 +26,6 @@ class MergeCommand final : public Command {
   }
 
  private:
-  Common common_;
   std::vector<std::string> inputs_;
 };
 

@@ -3,7 +3,6 @@
 // (profiler/predict.hpp).
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "offtune/profiler/backend.hpp"
@@ -15,9 +14,6 @@
 
 namespace offtune::cli {
 namespace {
-
-namespace pf = offtune::profiler;
-using json = nlohmann::json;
 
 struct Point {
   pf::EngineConfig config;

@@ -1,7 +1,6 @@
 // `offtune recommend`: pick settings from a sweep under a constraint, with the snippets to use
 // them.
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "offtune/profiler/json.hpp"
@@ -12,14 +11,10 @@
 namespace offtune::cli {
 namespace {
 
-namespace pf = offtune::profiler;
-using json = nlohmann::json;
-
-class RecommendCommand final : public Command {
+class RecommendCommand final : public StoreCommand {
  public:
-  explicit RecommendCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand("recommend", "pick settings from a sweep");
-    add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
+  explicit RecommendCommand(CLI::App& parent)
+      : StoreCommand(parent, "recommend", "pick settings from a sweep", StoreUse::Reads) {
     app_->add_option("--sweep", sweep_id_, "sweep id, from 1 (default: the latest)");
     auto* budget =
         app_->add_option("--memory-budget", budget_, "fastest point whose peak fits, e.g. 8GiB");
@@ -124,7 +119,6 @@ class RecommendCommand final : public Command {
   }
 
  private:
-  Common common_;
   std::string sweep_id_;
   std::string budget_;
   std::string max_slowdown_;

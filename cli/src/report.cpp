@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cli.hpp"
@@ -17,14 +16,11 @@
 namespace offtune::cli {
 namespace {
 
-namespace pf = offtune::profiler;
-using json = nlohmann::json;
-
-class ReportCommand final : public Command {
+class ReportCommand final : public StoreCommand {
  public:
-  explicit ReportCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand("report", "list sweeps and runs, or a sweep's points");
-    add_common_flags(*app_, common_, /*db_required=*/true, /*writes=*/false);
+  explicit ReportCommand(CLI::App& parent)
+      : StoreCommand(parent, "report", "list sweeps and runs, or a sweep's points",
+                     StoreUse::Reads) {
     app_->add_option("--sweep", sweep_id_, "show this sweep's points (ids start at 1)");
     app_->add_flag("--ranks", ranks_,
                    "list each rank of a distributed job (torchrun) under its row; by default a "
@@ -163,7 +159,6 @@ class ReportCommand final : public Command {
     return out;
   }
 
-  Common common_;
   std::string sweep_id_;
   bool ranks_ = false;
 };

@@ -3,7 +3,6 @@
 
 #include <iomanip>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "offtune/host_sim.hpp"
@@ -15,14 +14,10 @@
 namespace offtune::cli {
 namespace {
 
-namespace pf = offtune::profiler;
-using json = nlohmann::json;
-
-class RunCommand final : public Command {
+class RunCommand final : public StoreCommand {
  public:
-  explicit RunCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand("run", "measure one configuration and record it");
-    add_common_flags(*app_, common_, /*db_required=*/true);
+  explicit RunCommand(CLI::App& parent)
+      : StoreCommand(parent, "run", "measure one configuration and record it", StoreUse::Writes) {
     add_workload_flags(*app_, request_.workload, request_.backend);
     app_->add_option("--min-offload-size", request_.min_offload_size, "bytes, e.g. 1KiB")
         ->capture_default_str();
@@ -88,7 +83,6 @@ class RunCommand final : public Command {
   }
 
  private:
-  Common common_;
   requests::RunRequest request_;
   std::vector<std::string> fail_if_;
 };

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
-#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "offtune/cli/command_line.hpp"
@@ -20,17 +19,14 @@
 namespace offtune::cli {
 namespace {
 
-namespace pf = offtune::profiler;
-using json = nlohmann::json;
-
-class SweepCommand final : public Command {
+class SweepCommand final : public StoreCommand {
  public:
-  explicit SweepCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand(
-        "sweep",
-        "sweep min_offload_size x max_fwd_stash_size on a built-in model, or on your own "
-        "training script (--script; docs/script-sweeps.md)");
-    add_common_flags(*app_, common_, /*db_required=*/true);
+  explicit SweepCommand(CLI::App& parent)
+      : StoreCommand(
+            parent, "sweep",
+            "sweep min_offload_size x max_fwd_stash_size on a built-in model, or on your own "
+            "training script (--script; docs/script-sweeps.md)",
+            StoreUse::Writes) {
     add_workload_flags(*app_, request_.workload, request_.backend);
     add_grid_flags(*app_, request_);
     add_engine_flags(*app_, request_.engine);
@@ -297,7 +293,6 @@ class SweepCommand final : public Command {
     std::cout << "store: " << common_.db << "\n";
   }
 
-  Common common_;
   requests::SweepRequest request_;
   std::vector<std::string> fail_if_;
 };

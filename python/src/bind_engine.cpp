@@ -54,75 +54,53 @@ std::vector<requests::NamedOption> named_options(const py::dict& options) {
 }
 
 py::dict to_dict(const OffloadStats& s) {
-  py::dict d;
-  d["packed"] = s.packed;
-  d["offloaded"] = s.offloaded;
-  d["deduplicated"] = s.deduplicated;
-  d["kept"] = s.kept;
-  d["offloaded_bytes"] = s.offloaded_bytes;
-  d["reloaded"] = s.reloaded;
-  d["reloaded_bytes"] = s.reloaded_bytes;
-  d["prefetched"] = s.prefetched;
-  d["prefetch_skipped"] = s.prefetch_skipped;
-  d["prefetch_dropped"] = s.prefetch_dropped;
-  d["from_fwd_stash"] = s.from_fwd_stash;
-  d["window_waits"] = s.window_waits;
-  d["record_streams"] = s.record_streams;
-  d["pageable_fallbacks"] = s.pageable_fallbacks;
-  d["spilled"] = s.spilled;
-  d["disk_written_bytes"] = s.disk_written_bytes;
-  d["disk_reads"] = s.disk_reads;
-  d["disk_read_bytes"] = s.disk_read_bytes;
-  d["disk_read_ahead"] = s.disk_read_ahead;
-  d["spill_waits"] = s.spill_waits;
-  d["disk_write_failures"] = s.disk_write_failures;
-  d["verified"] = s.verified;
-  return d;
+  using S = OffloadStats;
+  return dict_of(
+      s, field("packed", &S::packed), field("offloaded", &S::offloaded),
+      field("deduplicated", &S::deduplicated), field("kept", &S::kept),
+      field("offloaded_bytes", &S::offloaded_bytes), field("reloaded", &S::reloaded),
+      field("reloaded_bytes", &S::reloaded_bytes), field("prefetched", &S::prefetched),
+      field("prefetch_skipped", &S::prefetch_skipped),
+      field("prefetch_dropped", &S::prefetch_dropped), field("from_fwd_stash", &S::from_fwd_stash),
+      field("window_waits", &S::window_waits), field("record_streams", &S::record_streams),
+      field("pageable_fallbacks", &S::pageable_fallbacks), field("spilled", &S::spilled),
+      field("disk_written_bytes", &S::disk_written_bytes), field("disk_reads", &S::disk_reads),
+      field("disk_read_bytes", &S::disk_read_bytes), field("disk_read_ahead", &S::disk_read_ahead),
+      field("spill_waits", &S::spill_waits), field("disk_write_failures", &S::disk_write_failures),
+      field("verified", &S::verified));
 }
 
 py::dict to_dict(const ResidentState& r) {
-  py::dict d;
-  d["tracked"] = r.tracked;
-  d["host_bytes"] = r.host_bytes;
-  d["fwd_stash_count"] = r.fwd_stash_count;
-  d["fwd_stash_bytes"] = r.fwd_stash_bytes;
-  d["bwd_stash_count"] = r.bwd_stash_count;
-  d["bwd_stash_bytes"] = r.bwd_stash_bytes;
-  d["pending_host_frees"] = r.pending_host_frees;
-  d["host_pool_in_use_bytes"] = r.host_pool_in_use_bytes;
-  d["host_pool_reserved_bytes"] = r.host_pool_reserved_bytes;
-  d["disk_bytes"] = r.disk_bytes;
-  d["disk_io_in_flight"] = r.disk_io_in_flight;
-  d["disk_arena_bytes"] = r.disk_arena_bytes;
+  using R = ResidentState;
+  py::dict d = dict_of(
+      r, field("tracked", &R::tracked), field("host_bytes", &R::host_bytes),
+      field("fwd_stash_count", &R::fwd_stash_count), field("fwd_stash_bytes", &R::fwd_stash_bytes),
+      field("bwd_stash_count", &R::bwd_stash_count), field("bwd_stash_bytes", &R::bwd_stash_bytes),
+      field("pending_host_frees", &R::pending_host_frees),
+      field("host_pool_in_use_bytes", &R::host_pool_in_use_bytes),
+      field("host_pool_reserved_bytes", &R::host_pool_reserved_bytes),
+      field("disk_bytes", &R::disk_bytes), field("disk_io_in_flight", &R::disk_io_in_flight),
+      field("disk_arena_bytes", &R::disk_arena_bytes));
   d["resting"] = r.resting();
   return d;
 }
 
 py::dict to_dict(const DeviceMemory& m) {
-  py::dict d;
-  d["allocated"] = m.allocated;
-  d["peak_allocated"] = m.peak_allocated;
-  d["reserved"] = m.reserved;
-  d["peak_reserved"] = m.peak_reserved;
-  return d;
+  using M = DeviceMemory;
+  return dict_of(m, field("allocated", &M::allocated), field("peak_allocated", &M::peak_allocated),
+                 field("reserved", &M::reserved), field("peak_reserved", &M::peak_reserved));
 }
 
 py::dict to_dict(const LayerOffloadStats& s) {
-  py::dict d;
-  d["blocks"] = s.blocks;
-  d["parameters"] = s.parameters;
-  d["frozen_bytes"] = s.frozen_bytes;
-  d["max_block_bytes"] = s.max_block_bytes;
-  d["loads"] = s.loads;
-  d["loaded_bytes"] = s.loaded_bytes;
-  d["prefetched"] = s.prefetched;
-  d["demand_loads"] = s.demand_loads;
-  d["waits"] = s.waits;
-  d["kept_on_device"] = s.kept_on_device;
-  d["device_to_host"] = s.device_to_host;
-  d["refreshed"] = s.refreshed;
-  d["prefetch_skipped"] = s.prefetch_skipped;
-  return d;
+  using S = LayerOffloadStats;
+  return dict_of(s, field("blocks", &S::blocks), field("parameters", &S::parameters),
+                 field("frozen_bytes", &S::frozen_bytes),
+                 field("max_block_bytes", &S::max_block_bytes), field("loads", &S::loads),
+                 field("loaded_bytes", &S::loaded_bytes), field("prefetched", &S::prefetched),
+                 field("demand_loads", &S::demand_loads), field("waits", &S::waits),
+                 field("kept_on_device", &S::kept_on_device),
+                 field("device_to_host", &S::device_to_host), field("refreshed", &S::refreshed),
+                 field("prefetch_skipped", &S::prefetch_skipped));
 }
 
 }  // namespace
@@ -136,11 +114,11 @@ void bind_engine(py::module_& m) {
       "parse_offload_options",
       [](const py::dict& options) {
         const OffloadOptions o = requests::parse_offload_options(named_options(options));
-        py::dict d;
-        d["min_offload_size"] = o.min_offload_size;
-        d["max_fwd_stash_size"] = o.max_fwd_stash_size;
-        d["max_fwd_stash_bytes"] = o.max_fwd_stash_bytes;
-        d["prefetch"] = o.prefetch;
+        using O = OffloadOptions;
+        py::dict d = dict_of(o, field("min_offload_size", &O::min_offload_size),
+                             field("max_fwd_stash_size", &O::max_fwd_stash_size),
+                             field("max_fwd_stash_bytes", &O::max_fwd_stash_bytes),
+                             field("prefetch", &O::prefetch));
         d["semantics"] = std::string(to_string(o.semantics));
         d["backend"] = std::string(to_string(o.backend));
         return d;
@@ -196,13 +174,10 @@ void bind_engine(py::module_& m) {
   sim.def("installed", &host_sim::installed);
   sim.def("counters", [] {
     const auto c = host_sim::counters();
-    py::dict d;
-    d["allocated"] = c.allocated;
-    d["peak"] = c.peak;
-    d["allocations"] = c.allocations;
-    d["reserved"] = c.reserved;
-    d["peak_reserved"] = c.peak_reserved;
-    return d;
+    using C = host_sim::Counters;
+    return dict_of(c, field("allocated", &C::allocated), field("peak", &C::peak),
+                   field("allocations", &C::allocations), field("reserved", &C::reserved),
+                   field("peak_reserved", &C::peak_reserved));
   });
   sim.def("reset_peak", &host_sim::reset_peak);
   sim.def("take_stream_races", &host_sim::take_stream_races);

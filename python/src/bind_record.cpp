@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -72,18 +73,14 @@ py::dict to_dict(const pf::RunRecord& r) {
   d["id"] = r.id.value;
   d["status"] = std::string(pf::to_string(r.status));
   d["error"] = r.error;
-  const auto& s = r.summary;
-  d["step_ms_median"] = s.step_ms_median;
-  d["step_ms_min"] = s.step_ms_min;
-  d["step_ms_max"] = s.step_ms_max;
-  d["peak_allocated"] = s.peak_allocated;
-  d["peak_reserved"] = s.peak_reserved;
-  d["offloaded_bytes"] = s.offloaded_bytes;
-  d["reloaded_bytes"] = s.reloaded_bytes;
-  d["hidden_copy_pct"] = s.hidden_copy_pct;
-  d["exposed_copy_ns"] = s.exposed_copy_ns;
-  d["pinned_bytes"] = s.pinned_bytes;
-  d["final_loss"] = s.final_loss;
+  using S = pf::RunSummary;
+  put_fields(
+      d, r.summary, field("step_ms_median", &S::step_ms_median),
+      field("step_ms_min", &S::step_ms_min), field("step_ms_max", &S::step_ms_max),
+      field("peak_allocated", &S::peak_allocated), field("peak_reserved", &S::peak_reserved),
+      field("offloaded_bytes", &S::offloaded_bytes), field("reloaded_bytes", &S::reloaded_bytes),
+      field("hidden_copy_pct", &S::hidden_copy_pct), field("exposed_copy_ns", &S::exposed_copy_ns),
+      field("pinned_bytes", &S::pinned_bytes), field("final_loss", &S::final_loss));
   return d;
 }
 
@@ -230,6 +227,8 @@ class Recording {
 // Declared at global scope in bindings.hpp (module.cpp calls it unqualified).
 void bind_record(py::module_& m) {
   using offtune::ActivationOffloader;
+  using offtune::python::field;
+  using offtune::python::put_fields;
   using offtune::python::Recording;
   m.def("store_schema_version", &pf::store_schema_version,
         "The schema version of the stores this build writes.");
@@ -264,22 +263,24 @@ void bind_record(py::module_& m) {
       [](const std::string& db, int64_t run) {
         auto store = pf::open_sqlite_store_readonly(db);
         const pf::JobSummary job = pf::job_summary(*store, pf::RunId(run));
+        // The figures a job and each of its ranks both have, after their ids.
+        const auto put_figures = [](py::dict& d, const auto& figures) {
+          using F = std::remove_cvref_t<decltype(figures)>;
+          d["status"] = std::string(pf::to_string(figures.status));
+          put_fields(d, figures, field("step_ms_median", &F::step_ms_median),
+                     field("peak_allocated", &F::peak_allocated),
+                     field("peak_reserved", &F::peak_reserved));
+        };
         py::dict d;
         d["job"] = job.job.value;
         d["world_size"] = job.world_size;
-        d["status"] = std::string(pf::to_string(job.status));
-        d["step_ms_median"] = job.step_ms_median;
-        d["peak_allocated"] = job.peak_allocated;
-        d["peak_reserved"] = job.peak_reserved;
+        put_figures(d, job);
         py::list ranks;
         for (const auto& r : job.ranks) {
           py::dict x;
           x["rank"] = r.rank;
           x["run"] = r.run.value;
-          x["status"] = std::string(pf::to_string(r.status));
-          x["step_ms_median"] = r.step_ms_median;
-          x["peak_allocated"] = r.peak_allocated;
-          x["peak_reserved"] = r.peak_reserved;
+          put_figures(x, r);
           ranks.append(x);
         }
         d["ranks"] = ranks;

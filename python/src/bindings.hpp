@@ -4,11 +4,37 @@
 
 #include <pybind11/pybind11.h>
 
+#include <utility>
+
 namespace offtune {
 class ActivationOffloader;
 }
 
 namespace offtune::python {
+
+// One field of a core or profiler struct as Python sees it: the dict key and the member it reads.
+template <class T, class M>
+struct Field {
+  const char* name;
+  M T::*member;
+};
+template <class T, class M>
+Field<T, M> field(const char* name, M T::*member) {
+  return {name, member};
+}
+
+// Puts `fields` of `object` into `d` under their names, in order: the field-by-field views of the
+// engine's stats and the store's records (to_dict in bind_engine.cpp, bind_record.cpp).
+template <class T, class... M>
+void put_fields(pybind11::dict& d, const T& object, const Field<T, M>&... fields) {
+  ((d[fields.name] = object.*(fields.member)), ...);
+}
+template <class T, class... M>
+pybind11::dict dict_of(const T& object, const Field<T, M>&... fields) {
+  pybind11::dict d;
+  put_fields(d, object, fields...);
+  return d;
+}
 
 // The per-tensor hooks in plain CPython (hooks.cpp): SavedTensor, Forward, unpack, pack_kept.
 void bind_hooks(pybind11::module_& m);
