@@ -872,3 +872,21 @@ TEST(Requests, TheSweepSummaryIsOneLineForEveryFrontEnd) {
 
 }  // namespace
 }  // namespace offtune::requests
+
+namespace offtune::requests {
+namespace {
+
+// --predict-first with a bad size list is one more bad field, not an exception out of check()
+// (its rule expanded the grid from the lists even when a list had been refused).
+TEST(Requests, PredictFirstWithABadSizeListIsAFieldError) {
+  SweepRequest s;
+  s.predict_first = true;
+  s.backend.device_model = "h100-sxm";
+  s.min_offload_sizes = "12 parsecs";
+  Checked<ValidSweep> checked;
+  ASSERT_NO_THROW(checked = check(s));
+  EXPECT_EQ(fields_of(checked), std::vector<std::string>{"--min-offload-size"});
+}
+
+}  // namespace
+}  // namespace offtune::requests

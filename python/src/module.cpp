@@ -37,6 +37,12 @@ void translate_errors(std::exception_ptr p) {
       default:  // a directory, a disk, a lock: the system's
         PyErr_SetString(PyExc_OSError, e.what());
     }
+  } catch (const std::out_of_range&) {
+    throw;  // not offtune's kinds: pybind11's own translation (IndexError)
+  } catch (const std::length_error&) {
+    throw;  // likewise (ValueError)
+  } catch (const std::domain_error&) {
+    throw;  // likewise (ValueError)
   } catch (const std::logic_error& e) {
     // std::invalid_argument is a logic_error, ValueError by pybind11's own rule: here only where it
     // came from the user (requests::is_refused_input, the CLI's rule); a step call out of order is

@@ -459,14 +459,11 @@ std::vector<int64_t> prefetch_list(const std::string& text) {
   } catch (const std::invalid_argument& e) {
     throw UsageError("--prefetch takes a depth or a list such as 0,1,2: " + std::string(e.what()));
   }
-  for (size_t i = 0; i < depths.size(); ++i) {
-    if (depths[i] < 0 || depths[i] > kMaxPrefetch) {
+  // Sorted and each once already (parse_int_list).
+  for (const int64_t depth : depths) {
+    if (depth < 0 || depth > kMaxPrefetch) {
       throw UsageError("--prefetch must be between 0 and " + std::to_string(kMaxPrefetch) +
-                       ", got " + std::to_string(depths[i]));
-    }
-    if (std::find(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(i), depths[i]) !=
-        depths.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw UsageError("--prefetch names " + std::to_string(depths[i]) + " twice");
+                       ", got " + std::to_string(depth));
     }
   }
   if (depths.empty()) throw UsageError("--prefetch takes a depth, e.g. 1");
@@ -594,8 +591,10 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   // The grid, expanded from the lists once: its size, the predict-first rule and the sweep's grid.
   std::optional<profiler::Grid> grid;
   if (lists_ok) grid = grid_of(r);
-  if (r.predict_first && variants_ok) {
-    const profiler::Grid g = grid ? *grid : grid_of(r);
+  // Only with every list valid: a refused list is its own field error, and the grid cannot be
+  // expanded from it (it threw out of check() before).
+  if (r.predict_first && grid) {
+    const profiler::Grid& g = *grid;
     if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
         !g.layer_offloads.empty() || !profiler::plain_offloading(g.base)) {
       c.fail("--predict-first",

@@ -107,7 +107,13 @@ class ChildProcess {
   ChildProcess(const std::string& role, const std::vector<std::string>& args, After after) {
     int done[2];
     int go[2];
-    if (::pipe2(done, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) {
+    if (::pipe2(done, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "pipe failed";
+      return;
+    }
+    if (::pipe2(go, O_CLOEXEC) != 0) {
+      ::close(done[0]);
+      ::close(done[1]);
       ADD_FAILURE() << "pipe failed";
       return;
     }
@@ -154,8 +160,10 @@ class ChildProcess {
     const char c = 1;
     EXPECT_EQ(::write(go_, &c, 1), 1);
   }
-  // Waits for a child that exits on its own; returns its exit status (-1 if it did not exit).
+  // Waits for a child that exits on its own; returns its exit status (-1 if it did not exit, or
+  // was never started).
   int wait() {
+    if (pid_ <= 0) return -1;  // never waitpid(-1): that is any child of this process
     int status = 0;
     EXPECT_EQ(::waitpid(pid_, &status, 0), pid_);
     pid_ = -1;
@@ -163,6 +171,10 @@ class ChildProcess {
   }
   // SIGKILL: no handler, no destructor, no chance to tidy up. Reaped, so that the pid is gone.
   void kill_now() {
+    if (pid_ <= 0) {  // never kill(-1): that is every process this user may signal
+      ADD_FAILURE() << "no child to kill";
+      return;
+    }
     EXPECT_EQ(::kill(pid_, SIGKILL), 0);
     int status = 0;
     EXPECT_EQ(::waitpid(pid_, &status, 0), pid_);

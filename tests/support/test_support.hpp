@@ -41,10 +41,6 @@ void expect_identical_step(const std::function<at::Tensor()>& forward,
 // Expects host-sim's stream-order checker to have found nothing since the last call.
 void expect_no_stream_races();
 
-// Simulated time on host-sim for as long as it lives (an H100 SXM device model): for tests whose
-// outcome depends on a copy still running when the next tensor is packed. On this CPU's clock a
-// loaded machine can deschedule the compute thread for longer than any copy takes, and the wait
-// such a test looks for never comes.
 // A small net for whole training steps (matmuls, tanh, sigmoid, sin: saved inputs, outputs and
 // views), its weights drawn from torch's global generator in declaration order.
 struct SmallNet {
@@ -62,6 +58,10 @@ struct SmallNet {
 // `x` through `n` sin ops: a chain in which every op saves its input.
 at::Tensor sin_chain(const at::Tensor& x, int n);
 
+// Simulated time on host-sim for as long as it lives (an H100 SXM device model): for tests whose
+// outcome depends on a copy still running when the next tensor is packed. On this CPU's clock a
+// loaded machine can deschedule the compute thread for longer than any copy takes, and the wait
+// such a test looks for never comes.
 class ModelledTime {
  public:
   ModelledTime() : model_(device_model_named("h100-sxm")) { host_sim::set_device_model(&model_); }

@@ -155,7 +155,7 @@ std::vector<std::string> semantics_names();         // offtune, trl
 // "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
 // UsageError for an unknown or repeated name.
 std::vector<std::string> semantics_list(const std::string& text);
-// "0,1,2": prefetch depths in order, each 0..kMaxPrefetch and once. Throws UsageError naming
+// "0,1,2": prefetch depths, ascending, each 0..kMaxPrefetch and once. Throws UsageError naming
 // --prefetch otherwise.
 std::vector<int64_t> prefetch_list(const std::string& text);
 inline constexpr int64_t kMaxPrefetch = 64;
