@@ -43,17 +43,21 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "offtune/knobs.hpp"
 #include "offtune/model_support.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/options.hpp"
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/samples/cli_validators.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/workload.hpp"
@@ -88,6 +92,11 @@ struct SizeSpec {
   }
 };
 
+// The engine knobs the hook and decoder sections' offloaders start from, declared from the knob
+// table (offtune/knobs.hpp): each one's flag and help, its text read as every front end reads it
+// ("64KiB"), its range checked by its row.
+constexpr std::string_view kEngineKnobs[] = {"min_offload_size", "max_fwd_stash_size", "prefetch"};
+
 struct Args {
   std::string backend = "host-sim";
   std::string section = "all";
@@ -108,16 +117,28 @@ struct Args {
   int64_t steps = 5;
   int64_t warmup = 1;
   uint64_t seed = 42;
-  // Engine options (engine defaults).
-  int64_t min_offload_size = 1024;
-  int64_t max_fwd_stash_size = 5;
-  int64_t prefetch = 1;
+  // The engine knobs of kEngineKnobs: each one's text as given (the engine's default until then),
+  // and the knobs read from them after parsing.
+  std::map<std::string, std::string, std::less<>> knob_texts;
+  offtune::Knobs knobs;
   // Sections 3-5 (the profiler).
   offtune::bench::ProfilerArgs profiler;
   std::string tmp_dir;  // empty: the system's temporary directory
 };
 
 using offtune::samples::at_least;
+
+// The engine knobs as the decoder section's header names them: "min_offload_size 1024 B, ...".
+std::string knob_settings(const offtune::Knobs& knobs) {
+  std::string out;
+  for (const std::string_view key : kEngineKnobs) {
+    const offtune::Knob& k = offtune::knob(key);
+    out += (out.empty() ? "" : ", ") + std::string(key) + " " +
+           offtune::plain_text(k.get(knobs), k.kind) +
+           (k.kind == offtune::KnobKind::Size ? " B" : "");
+  }
+  return out;
+}
 
 int64_t parse_positive(std::string_view text, std::string_view what, std::string_view spec) {
   int64_t value = 0;
@@ -648,9 +669,8 @@ void print_decoder(const std::vector<SizeResult>& results, const Args& args, con
   fmt::print("== Decoder step (sample Llama, {}) ==\n", offtune::to_string(env.backend));
   fmt::print(
       "forward + lm_loss + backward + zero_grad; {} measured steps after {} warmup (median); "
-      "dtype {}; min_offload_size {} B, max_fwd_stash_size {}, prefetch {}\n",
-      args.steps, args.warmup, args.dtype, env.options.min_offload_size,
-      env.options.max_fwd_stash_size, env.options.prefetch);
+      "dtype {}; {}\n",
+      args.steps, args.warmup, args.dtype, knob_settings(args.knobs));
   Table table({"model", "variant", "link", "step ms", "x base", "peak MiB", "peak cut %",
                "offloaded MiB/step", "offloaded/step", "window waits/step"},
               3);
@@ -759,10 +779,8 @@ ProfilerArgsFlags add_profiler_flags(CLI::App& app, Args& args) {
 
 int run(const Args& args, const std::vector<SizeSpec>& sizes) {
   Env env;
+  env.options = offtune::options_of(args.knobs);
   env.options.backend = offtune::parse_backend(args.backend);
-  env.options.min_offload_size = args.min_offload_size;
-  env.options.max_fwd_stash_size = args.max_fwd_stash_size;
-  env.options.prefetch = args.prefetch;
   {
     // Resolve the backend and validate the options before anything is built; on host-sim this also
     // installs the accounting allocator, so that parameter bytes count from the start.
@@ -839,14 +857,16 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
   const double total_s = ms_since(start) / 1e3;
 
   if (args.json) {
+    json options = json::object();
+    for (const std::string_view key : kEngineKnobs) {
+      std::visit([&](const auto& v) { options[std::string(key)] = v; },
+                 offtune::knob(key).get(args.knobs));
+    }
     json out = {{"program", "offtune-bench"},
                 {"backend", std::string(offtune::to_string(env.backend))},
                 {"intra_op_threads", at::get_num_threads()},
                 {"quick", args.quick},
-                {"options",
-                 {{"min_offload_size", env.options.min_offload_size},
-                  {"max_fwd_stash_size", env.options.max_fwd_stash_size},
-                  {"prefetch", env.options.prefetch}}},
+                {"options", options},
                 {"total_seconds", total_s}};
     if (hooks) out["hook_overhead"] = hooks_json(*hooks);
     if (decoder) {
@@ -932,17 +952,13 @@ int main(int argc, char** argv) {
           ->capture_default_str();
   app.add_option("--seed", args.seed, "seed of the model's parameters and of the batches")
       ->capture_default_str();
-  app.add_option("--min-offload-size", args.min_offload_size,
-                 "decoder section: saved tensors smaller than this many bytes stay on the device")
-      ->check(at_least(0))
-      ->capture_default_str();
-  app.add_option("--max-fwd-stash-size", args.max_fwd_stash_size,
-                 "offload copies in flight before forward waits")
-      ->check(at_least(1))
-      ->capture_default_str();
-  app.add_option("--prefetch", args.prefetch, "offloaded tensors brought back ahead of use")
-      ->check(at_least(0))
-      ->capture_default_str();
+  for (const std::string_view key : kEngineKnobs) {
+    const offtune::Knob& k = offtune::knob(key);
+    std::string& text = args.knob_texts[std::string(key)];
+    text = offtune::profiler::default_text(k, /*sweep=*/false);
+    app.add_option(std::string(k.flag), text, offtune::profiler::knob_help(k, /*sweep=*/false))
+        ->capture_default_str();
+  }
 
   ProfilerArgsFlags profiler_flags = add_profiler_flags(app, args);
 
@@ -966,9 +982,10 @@ int main(int argc, char** argv) {
 
   std::vector<SizeSpec> sizes;
   try {
+    args.knobs = offtune::profiler::parse_knobs(args.knob_texts, args.knobs);
     for (const std::string& spec : args.sizes) sizes.push_back(parse_size(spec));
     offtune::bench::validate(args.profiler);
-  } catch (const std::exception& e) {  // a bad --size or sweep grid is a command-line error
+  } catch (const std::exception& e) {  // a bad knob, --size or sweep grid is a command-line error
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   }

@@ -40,9 +40,9 @@ PredictResult bench_predict(const PredictArgs& args) {
   base.backend = BackendKind::HostSim;
   base.link = link;
   pf::Grid grid;
-  grid.min_offload_sizes = pf::parse_size_list(args.sizes);
-  grid.max_fwd_stash_sizes = pf::parse_int_list(args.windows);
-  grid.base.link = result.link;
+  grid.axes["min_offload_size"] = sweep_axis("min_offload_size", args.sizes);
+  grid.axes["max_fwd_stash_size"] = sweep_axis("max_fwd_stash_size", args.windows);
+  grid.base.link = parse_link(result.link);
   const auto configs = pf::expand_grid(grid);
   pf::Trace last;
   for (const std::string& name : args.models) {
@@ -110,16 +110,11 @@ PredictResult bench_predict(const PredictArgs& args) {
   }
   // 48 points: 8 sizes x 3 windows x 2 prefetch depths, the baseline aside.
   pf::Grid big;
-  big.min_offload_sizes = pf::parse_size_list("1KiB:16MiB:x4");  // 8 sizes
-  big.max_fwd_stash_sizes = {1, 2, 5};
+  big.axes["min_offload_size"] = sweep_axis("min_offload_size", "1KiB:16MiB:x4");  // 8 sizes
+  big.set_numbers("max_fwd_stash_size", {1, 2, 5}).set_numbers("prefetch", {0, 2});
   std::vector<pf::EngineConfig> big_configs;
   for (const auto& c : pf::expand_grid(big)) {
-    if (!c.offload) continue;
-    for (int64_t p : {0, 2}) {
-      pf::EngineConfig x = c;
-      x.prefetch = p;
-      big_configs.push_back(x);
-    }
+    if (c.offload) big_configs.push_back(c);
   }
   result.grid48_points = static_cast<int64_t>(big_configs.size());
   std::vector<double> runs;

@@ -21,6 +21,7 @@
 #include "offtune/observer.hpp"
 #include "offtune/options.hpp"
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -249,24 +250,24 @@ int64_t aux_rows(int64_t events) { return std::max<int64_t>(1, events / 10); }
 
 }  // namespace
 
+std::vector<KnobValue> sweep_axis(std::string_view key, std::string_view text,
+                                  std::string_view flag) {
+  const Knob& k = knob(key);
+  try {
+    return pf::parse_knob_list(k, text);
+  } catch (const std::invalid_argument& e) {
+    if (flag.empty()) throw;
+    // The message names the knob's flag ("--max-fwd-stash-size must be ..."): the bench's instead.
+    const std::string what = e.what();
+    throw std::invalid_argument(std::string(flag) + (what.rfind(k.flag, 0) == 0
+                                                         ? what.substr(k.flag.size())
+                                                         : ": " + what));
+  }
+}
+
 void validate(const ProfilerArgs& args) {
-  try {
-    pf::parse_size_list(args.sweep_sizes);
-  } catch (const pf::ParseError& e) {
-    throw std::invalid_argument(std::string("--sweep-min-offload-size: ") + e.what());
-  }
-  std::vector<int64_t> windows;
-  try {
-    windows = pf::parse_int_list(args.sweep_windows);
-  } catch (const pf::ParseError& e) {
-    throw std::invalid_argument(std::string("--sweep-max-fwd-stash-size: ") + e.what());
-  }
-  for (int64_t w : windows) {
-    if (w < 1) {
-      throw std::invalid_argument("--sweep-max-fwd-stash-size: values must be at least 1, got " +
-                                  std::to_string(w));
-    }
-  }
+  sweep_axis("min_offload_size", args.sweep_sizes, "--sweep-min-offload-size");
+  sweep_axis("max_fwd_stash_size", args.sweep_windows, "--sweep-max-fwd-stash-size");
 }
 
 // ---- store -------------------------------------------------------------------------------------
@@ -487,11 +488,11 @@ SweepResult bench_sweep(const ProfilerArgs& args, const fs::path& dir) {
   spec.workload.seed = 0;
   spec.workload.steps = args.sweep_steps;
   spec.workload.warmup = args.sweep_warmup;
-  spec.grid.min_offload_sizes = pf::parse_size_list(args.sweep_sizes);
-  spec.grid.max_fwd_stash_sizes = pf::parse_int_list(args.sweep_windows);
-  spec.grid.base.link = "pcie4";
+  spec.grid.axes["min_offload_size"] = sweep_axis("min_offload_size", args.sweep_sizes);
+  spec.grid.axes["max_fwd_stash_size"] = sweep_axis("max_fwd_stash_size", args.sweep_windows);
+  spec.grid.base.link = parse_link("pcie4");
   spec.base.backend = BackendKind::HostSim;
-  spec.base.link = LinkModel::pcie4();
+  spec.base.link = spec.grid.base.link.model;
   spec.env.offtune_version = "offtune-bench";
   spec.env.backend = "host-sim";
   spec.env.device = "host-sim (link pcie4)";

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "offtune/knobs.hpp"
 
 namespace offtune::bench {
 
@@ -37,8 +39,14 @@ struct ProfilerArgs {
 };
 
 // Throws std::invalid_argument (one line, naming the flag) for a sweep grid that does not parse or
-// a window below 1.
+// a value out of its knob's range (a window below 1).
 void validate(const ProfilerArgs& args);
+
+// A sweep's axis of knob `key` from text, read as `offtune sweep` reads it (profiler/knob_text.hpp:
+// lists, ranges, "64KiB", each value in the knob's range). Throws std::invalid_argument (one line)
+// naming `flag`, or the knob's own flag when `flag` is empty.
+std::vector<KnobValue> sweep_axis(std::string_view key, std::string_view text,
+                                  std::string_view flag = {});
 
 // ---- store -------------------------------------------------------------------------------------
 

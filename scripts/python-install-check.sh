@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package's real install, as README.md's "From Python" says: a fresh virtual environment
+# The Python package's real install, as docs/python.md's "Install" says: a fresh virtual environment
 # holding only torch (pinned; from pip's cache where it has it, else from PyPI: about 4 GB), then
 # `pip install ./python` (pip builds the extension against that torch with scikit-build-core), then
 # `import offtune` and one offloaded training step, and a torch it was not built for refused.

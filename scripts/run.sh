@@ -14,7 +14,13 @@
 source "$(dirname "$0")/common.sh"
 db="${OFFTUNE_DB:-$PWD/offtune.db}"
 budget="${OFFTUNE_BUDGET:-125MiB}"
-build_preset release
+# Only what the job runs: the CLI, and the dashboard it points to (when Qt is there).
+targets=(offtune)
+build_preset release -- "${targets[@]}"
+if grep -q '^OFFTUNE_BUILD_GUI:BOOL=ON' "$ROOT/build/release/CMakeCache.txt" 2>/dev/null; then
+  cmake --build --preset release --target offtune-gui -- -k 0 ||
+    { echo "error: build failed (offtune-gui)" >&2; exit 1; }
+fi
 offtune="$ROOT/build/release/cli/offtune"
 if (($#)); then
   exec "$offtune" sweep --db "$db" "$@"

@@ -564,9 +564,9 @@ TEST_F(Cuda, PrefetchIsNotDroppedOnARoomyGpu) {
 TEST_F(Cuda, ASweepOverLinksThatResolvesToCudaIsRefused) {
   requests::SweepRequest r;
   r.workload.model = "mlp";
-  r.min_offload_sizes = "1KiB";
-  r.max_fwd_stash_sizes = "1";
-  r.backend.link = "pcie4,pcie5";
+  r.knobs["min_offload_size"] = "1KiB";
+  r.knobs["max_fwd_stash_size"] = "1";
+  r.knobs["link"] = "pcie4,pcie5";
   ASSERT_TRUE(requests::check(r).ok());
   try {
     (void)requests::prepare(requests::require_valid(r));

@@ -482,8 +482,8 @@ TEST(DeviceModelSweep, TheModelIsPartOfTheSweepsIdentity) {
   profiler::Workload w;
   w.model = "tiny";
   profiler::Grid g;
-  g.min_offload_sizes = {1024};
-  g.max_fwd_stash_sizes = {1};
+  g.set_numbers("min_offload_size", {1024});
+  g.set_numbers("max_fwd_stash_size", {1});
   OffloadOptions base;
   const DeviceModel h100 = device_model_named("h100");
   DeviceModel other = h100;

@@ -159,11 +159,11 @@ struct Fixture {
     p1.config.max_fwd_stash_bytes = 67108864;
     p1.config.prefetch = 2;
     p1.config.use_pin_memory = false;
-    p1.config.semantics = "trl";
-    p1.config.checkpoint = "every:2";
-    p1.config.offload_set = "boundaries";
-    p1.config.tier = "disk";
-    p1.config.layer_offload = "on:2";
+    p1.config.semantics = Semantics::Trl;
+    p1.config.checkpoint = parse_checkpoint_policy("every:2");
+    p1.config.offload_set = OffloadSet::Boundaries;
+    p1.config.tier = Tier::Disk;
+    p1.config.layer_offload = 2;
     measured(p1, 13.75, 0.5, 524288, 1048576);
     p1.summary.offloaded_bytes = 4194304;
     p1.summary.hidden_copy_pct = 87.5;
@@ -286,8 +286,8 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
   const int64_t pb = fx_.b.value;
   EXPECT_EQ(processes, (std::map<int64_t, std::string>{
                            {pa, "run " + std::to_string(pa) +
-                                    ": tiny offload min=1KiB stash=5 "
-                                    "prefetch=1"},
+                                    ": tiny offload, min_offload_size 1 KiB, window 5, "
+                                    "prefetch 1"},
                            {pb, "run " + std::to_string(pb) + ": mlp no offload"}}));
   EXPECT_EQ(threads,
             (std::map<std::pair<int64_t, int64_t>, std::string>{{{pa, 0}, "compute"},
@@ -679,9 +679,9 @@ TEST_F(ExportTest, NsysLayoutAnswersNsightQueries) {
 
   // Processes, devices, enums and metadata.
   EXPECT_EQ(db.query("SELECT pid, name FROM PROCESSES ORDER BY pid"),
-            (Rows{{std::to_string(fx_.a.value), "run " + std::to_string(fx_.a.value) +
-                                                    ": tiny offload min=1KiB stash=5 "
-                                                    "prefetch=1"},
+            (Rows{{std::to_string(fx_.a.value),
+                   "run " + std::to_string(fx_.a.value) +
+                       ": tiny offload, min_offload_size 1 KiB, window 5, prefetch 1"},
                   {std::to_string(fx_.b.value),
                    "run " + std::to_string(fx_.b.value) + ": mlp no offload"}}));
   EXPECT_EQ(db.query("SELECT id, name FROM TARGET_INFO_GPU ORDER BY id"),
@@ -841,24 +841,24 @@ TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {
   export_points_csv(*fx_.store, fx_.sweep, out);
   EXPECT_EQ(read_all(out),
             "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,"
-            "prefetch,use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,"
-            "layer_offload,step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,"
+            "prefetch,use_streams,use_pin_memory,link,semantics,checkpoint,offload_set,tier,"
+            "layer_offload,verify,step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,"
             "step_ms_ci_level,peak_allocated,peak_reserved,"
             "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,predicted_step_ms,"
             "predicted_peak_allocated,error\r\n"
-            // No offload settings for the baseline, and no hidden share where nothing was copied
+            // No offload settings for the baseline (only what a point without offloading may still
+            // do: checkpoint, layer offloading), and no hidden share where nothing was copied
             // (before: 1024,5,0,1,true,true and 0). The loss of each measured point.
-            "0,ok,false,,,,,,,offtune,none,all,host,off,12.5,0.25,12.5,12.5,,1048576,2097152,0,"
+            "0,ok,false,,,,,,,,,none,,,off,,12.5,0.25,12.5,12.5,,1048576,2097152,0,"
             ",0,6.25,,,\r\n"
-            "1,ok,true,1048576,3,67108864,2,true,false,trl,every:2,boundaries,disk,on:2,13.75,0.5,"
-            "13.75,13.75,,524288,1048576,4194304,87.5,125000,6.25,13.5,520000,\r\n"
-            "2,failed,true,1024,5,0,1,false,true,offtune,none,all,host,off,,,,,,,,,,,,,,"
+            "1,ok,true,1048576,3,67108864,2,true,false,,trl,every:2,boundaries,disk,on:2,false,"
+            "13.75,0.5,13.75,13.75,,524288,1048576,4194304,87.5,125000,6.25,13.5,520000,\r\n"
+            "2,failed,true,1024,5,0,1,false,true,,offtune,none,all,host,off,false,,,,,,,,,,,,,,"
             "\"copy failed, code \"\"7\"\"\"\r\n"
-            "3,pending,true,4096,5,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,,\r\n"
-            "4,oom,true,1024,8,0,1,true,true,offtune,none,all,host,off,,,,,,,,,,,,,,\"CUDA out of "
-            "memory\ntried to allocate 2 GiB\"\r\n");
-  EXPECT_EQ(std::string(kPointsCsvHeader) + "\r\n",
-            read_all(out).substr(0, std::string(kPointsCsvHeader).size() + 2));
+            "3,pending,true,4096,5,0,1,true,true,,offtune,none,all,host,off,false,,,,,,,,,,,,,,\r\n"
+            "4,oom,true,1024,8,0,1,true,true,,offtune,none,all,host,off,false,,,,,,,,,,,,,,"
+            "\"CUDA out of memory\ntried to allocate 2 GiB\"\r\n");
+  EXPECT_EQ(points_csv_header() + "\r\n", read_all(out).substr(0, points_csv_header().size() + 2));
 }
 
 TEST_F(ExportTest, PointsCsvOfAnEmptySweepIsTheHeader) {
@@ -867,7 +867,7 @@ TEST_F(ExportTest, PointsCsvOfAnEmptySweepIsTheHeader) {
   const SweepId empty = fx_.store->create_sweep(sw);
   const std::string out = file("points.csv");
   export_points_csv(*fx_.store, empty, out);
-  EXPECT_EQ(read_all(out), std::string(kPointsCsvHeader) + "\r\n");
+  EXPECT_EQ(read_all(out), points_csv_header() + "\r\n");
 }
 
 // --- errors --------------------------------------------------------------------------------------
@@ -1073,7 +1073,7 @@ TEST_F(ExportTest, NeverReplacesAFileThatIsNotAnExport) {
   export_nsys_sqlite(*fx_.store, {fx_.b}, file("n?1%#.sqlite"));
   export_nsys_sqlite(*fx_.store, {fx_.a}, file("n.sqlite"));
   export_points_csv(*fx_.store, fx_.sweep, file("n.sqlite"));
-  EXPECT_EQ(read_all(file("n.sqlite")).rfind(kPointsCsvHeader, 0), 0u);
+  EXPECT_EQ(read_all(file("n.sqlite")).rfind(points_csv_header(), 0), 0u);
 }
 
 TEST_F(ExportTest, DevicesAndFifosAreStreamsNeverReplaced) {
@@ -1095,7 +1095,7 @@ TEST_F(ExportTest, DevicesAndFifosAreStreamsNeverReplaced) {
   std::thread reader([&] { received = read_all(fifo); });
   export_points_csv(*fx_.store, fx_.sweep, fifo);
   reader.join();
-  EXPECT_EQ(received.rfind(kPointsCsvHeader, 0), 0U) << received.substr(0, 80);
+  EXPECT_EQ(received.rfind(points_csv_header(), 0), 0U) << received.substr(0, 80);
   EXPECT_TRUE(fs::is_fifo(fifo));
   EXPECT_EQ(entries(), (std::set<std::string>{"pipe"}));  // no temporary left beside it
 }
@@ -1115,21 +1115,25 @@ TEST_F(ExportTest, ADirectoryIsRefusedBeforeAnythingIsWritten) {
 
 TEST(ExportTitles, DescribeConfig) {
   EngineConfig c;
-  EXPECT_EQ(describe_config(c), "offload min=1KiB stash=5 prefetch=1");
+  EXPECT_EQ(describe_config(c), "offload, min_offload_size 1 KiB, window 5, prefetch 1");
   c.max_fwd_stash_bytes = 64 << 20;
   c.use_streams = false;
   c.use_pin_memory = false;
-  c.link = "pcie4";
+  c.link = parse_link("pcie4");
   EXPECT_EQ(describe_config(c),
-            "offload min=1KiB stash=5 stash_bytes=64MiB prefetch=1 single-stream pageable "
-            "link=pcie4");
+            "offload, min_offload_size 1 KiB, window 5, window bytes 64 MiB, prefetch 1, "
+            "single stream, pageable, link pcie4");
   c.offload = false;
   EXPECT_EQ(describe_config(c), "no offload");
+  // Without offloading, what the point still does.
+  c.checkpoint = parse_checkpoint_policy("every:2");
+  c.layer_offload = 2;
+  EXPECT_EQ(describe_config(c), "no offload, checkpoint every:2, layers on:2");
 
   RunRecord r;
   r.id = RunId(12);
   r.workload.model = "gpt-tiny";
-  EXPECT_EQ(run_title(r), "run 12: gpt-tiny offload min=1KiB stash=5 prefetch=1");
+  EXPECT_EQ(run_title(r), "run 12: gpt-tiny offload, min_offload_size 1 KiB, window 5, prefetch 1");
 }
 
 }  // namespace

@@ -119,7 +119,7 @@ TEST_F(LiveRunTest, ARecordedLoopWritesTheRowsOfACliRun) {
   std::vector<double> losses;
   int64_t measured_bytes = 0;
   {
-    LiveRun run(store, spec_for("", engine_config(off.options()), /*warmup=*/1));
+    LiveRun run(store, spec_for("", knobs_of(off.options()), /*warmup=*/1));
     run.attach(off);
     for (int i = 0; i < 5; ++i) {
       const int64_t before = off.stats().offloaded_bytes;
@@ -146,7 +146,7 @@ TEST_F(LiveRunTest, ARecordedLoopWritesTheRowsOfACliRun) {
   EXPECT_TRUE(r.config.offload);
   EXPECT_EQ(r.config.min_offload_size, 0);
   EXPECT_EQ(r.config.max_fwd_stash_size, 2);
-  EXPECT_EQ(r.config.link, "none");
+  EXPECT_EQ(r.config.link.name, "none");
   EXPECT_GT(r.finished_unix_ns, r.started_unix_ns);
 
   const auto steps = store->steps(r.id);
@@ -226,7 +226,7 @@ TEST_F(LiveRunTest, RunsRecordedUnderOneNameAreASweepThatRecommendPicksFrom) {
     EXPECT_EQ(rec.summary.offloaded_bytes, 0);
   }
   {
-    LiveRun run(store, spec_for("tune", engine_config(off.options()), 0));
+    LiveRun run(store, spec_for("tune", knobs_of(off.options()), 0));
     run.attach(off);
     for (int i = 0; i < 3; ++i) run.step(loop.step(&off));
     ASSERT_EQ(run.finish().status, RunStatus::Ok);
@@ -257,7 +257,7 @@ TEST_F(LiveRunTest, ADeviceModelTimesTheLoopAsThatGpuAndIsPutBackAfter) {
   auto store = std::shared_ptr<Store>(make_memory_store());
   Loop loop;
   ActivationOffloader off(options());
-  auto spec = spec_for("", engine_config(off.options()), 1);
+  auto spec = spec_for("", knobs_of(off.options()), 1);
   spec.device_model = load_device_model("h100-sxm");
   fill_environment(spec.env, BackendKind::HostSim, &*spec.device_model, "none");
   ASSERT_EQ(host_sim::device_model(), nullptr);
@@ -283,7 +283,7 @@ TEST_F(LiveRunTest, MarkedPhasesAreTheTimelinesForwardAndBackward) {
   auto store = std::shared_ptr<Store>(make_memory_store());
   Loop loop;
   ActivationOffloader off(options());
-  LiveRun run(store, spec_for("", engine_config(off.options()), 0));
+  LiveRun run(store, spec_for("", knobs_of(off.options()), 0));
   run.attach(off);
   for (int i = 0; i < 2; ++i) {
     torch::Tensor loss;
@@ -314,7 +314,7 @@ TEST_F(LiveRunTest, ALoopThatFailsOrStopsEarlyIsRecordedSo) {
   ActivationOffloader off(options());
   RunId failed, interrupted, empty;
   {
-    LiveRun run(store, spec_for("named", engine_config(off.options()), 0));
+    LiveRun run(store, spec_for("named", knobs_of(off.options()), 0));
     run.attach(off);
     run.step(loop.step(&off));
     const auto& rec = run.fail(RunStatus::Failed, "RuntimeError: boom\nTraceback ...");
@@ -323,7 +323,7 @@ TEST_F(LiveRunTest, ALoopThatFailsOrStopsEarlyIsRecordedSo) {
     EXPECT_THROW(run.finish(), std::logic_error);
   }
   {
-    LiveRun run(store, spec_for("named", engine_config(off.options()), 0));
+    LiveRun run(store, spec_for("named", knobs_of(off.options()), 0));
     run.attach(off);
     run.step(loop.step(&off));
     interrupted = run.id();
@@ -349,7 +349,7 @@ TEST_F(LiveRunTest, ALoopThatFailsOrStopsEarlyIsRecordedSo) {
   EXPECT_EQ(points[0].status, PointStatus::Failed);
   EXPECT_EQ(points[0].run, failed);
   // The offloader has no observer left: a later run can attach it again.
-  LiveRun again(store, spec_for("", engine_config(off.options()), 0));
+  LiveRun again(store, spec_for("", knobs_of(off.options()), 0));
   again.attach(off);
   again.step(loop.step(&off));
   EXPECT_EQ(again.finish().status, RunStatus::Ok);
@@ -366,15 +366,15 @@ TEST_F(LiveRunTest, ARunBegunElsewhereIsContinuedAndOtherRanksNameItAsTheirJob) 
   begun.status = RunStatus::Running;
   begun.label = "s point 3 (sweep 1)";
   begun.workload.model = "script";
-  begun.config = engine_config(off.options());
+  begun.config = knobs_of(off.options());
   begun.config.prefetch = 2;  // the point's, whatever the loop's offloader says
   begun.started_unix_ns = 1234;
   const RunId id = store->begin_run(begun);
-  LiveRunSpec spec = spec_for("", engine_config(off.options()), 1);
+  LiveRunSpec spec = spec_for("", knobs_of(off.options()), 1);
   spec.workload.model = "LlamaForCausalLM";
   spec.continue_run = id;
   spec.world_size = 2;
-  LiveRunSpec rank1 = spec_for("", engine_config(off.options()), 1);
+  LiveRunSpec rank1 = spec_for("", knobs_of(off.options()), 1);
   rank1.label = begun.label + " rank 1";
   rank1.rank = 1;
   rank1.world_size = 2;
@@ -528,7 +528,7 @@ TEST(LiveRunConfig, AnOffloadersOptionsAreTheConfigARunRecords) {
   o.use_pin_memory = false;
   o.semantics = Semantics::Trl;
   o.link = LinkModel::pcie5();
-  const EngineConfig c = engine_config(o);
+  const EngineConfig c = knobs_of(o);
   EXPECT_TRUE(c.offload);
   EXPECT_EQ(c.min_offload_size, 65536);
   EXPECT_EQ(c.max_fwd_stash_size, 3);
@@ -536,14 +536,14 @@ TEST(LiveRunConfig, AnOffloadersOptionsAreTheConfigARunRecords) {
   EXPECT_EQ(c.prefetch, 2);
   EXPECT_FALSE(c.use_streams);
   EXPECT_FALSE(c.use_pin_memory);
-  EXPECT_EQ(c.semantics, "trl");
-  EXPECT_EQ(c.link, "pcie5");
+  EXPECT_EQ(c.semantics, Semantics::Trl);
+  EXPECT_EQ(c.link.name, "pcie5");
   // And back: the engine options the CLI would run the recorded config with.
-  const OffloadOptions back = to_options(c, OffloadOptions{});
+  const OffloadOptions back = options_of(c, OffloadOptions{});
   EXPECT_EQ(back.min_offload_size, o.min_offload_size);
   EXPECT_EQ(back.semantics, o.semantics);
-  EXPECT_EQ(link_text(parse_link("12.5:15")), "12.5:15");
-  EXPECT_EQ(link_text(LinkModel{}), "none");
+  EXPECT_EQ(link_of(parse_link("12.5:15").model).name, "12.5:15");
+  EXPECT_EQ(link_of(LinkModel{}).name, "none");
 }
 
 }  // namespace

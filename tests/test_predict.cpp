@@ -79,8 +79,8 @@ class Predict : public ::testing::Test {
                        const LinkModel& link, double time_tol = 0.01, double peak_tol = 0.01) {
     const auto w = workload(model, batch, seq);
     auto wi = instance(w);
-    const auto sem = grid.base.semantics;
-    const pf::Trace trace = pf::record_trace(*wi, w, base(link), parse_semantics(sem));
+    const Semantics sem = grid.base.semantics;
+    const pf::Trace trace = pf::record_trace(*wi, w, base(link), sem);
     ASSERT_FALSE(trace.events.empty());
     double worst_step = 0.0, worst_peak = 0.0;
     for (const auto& config : pf::expand_grid(grid)) {
@@ -93,7 +93,7 @@ class Predict : public ::testing::Test {
                                " min=" + std::to_string(config.min_offload_size) +
                                " window=" + std::to_string(config.max_fwd_stash_size) +
                                " prefetch=" + std::to_string(config.prefetch) + " " +
-                               config.semantics;
+                               std::string(to_string(config.semantics));
       EXPECT_LE(step_err, time_tol)
           << what << ": predicted " << p.step_ms() << " ms, measured " << m.step_ms_median << " ms";
       EXPECT_LE(peak_err, peak_tol) << what << ": predicted " << p.peak_allocated << " B, measured "
@@ -110,15 +110,15 @@ class Predict : public ::testing::Test {
       worst_step = std::max(worst_step, step_err);
       worst_peak = std::max(worst_peak, peak_err);
     }
-    std::cout << "[ predict  ] " << model << " b" << batch << " s" << seq << " " << sem
+    std::cout << "[ predict  ] " << model << " b" << batch << " s" << seq << " " << to_string(sem)
               << ": worst step-time error " << worst_step * 100 << "%, worst peak error "
               << worst_peak * 100 << "%\n";
   }
 
   static pf::Grid default_grid() {
     pf::Grid g;
-    g.min_offload_sizes = {1024, 8192, 65536, 524288, 4194304, 33554432};
-    g.max_fwd_stash_sizes = {1, 2, 5};
+    g.set_numbers("min_offload_size", {1024, 8192, 65536, 524288, 4194304, 33554432});
+    g.set_numbers("max_fwd_stash_size", {1, 2, 5});
     return g;
   }
 
@@ -162,7 +162,7 @@ TEST_F(Predict, OtherModelsPrefetchAndLinks) {
 
 TEST_F(Predict, TrlSemanticsAndTheByteWindow) {
   auto g = default_grid();
-  g.base.semantics = "trl";
+  g.base.semantics = Semantics::Trl;
   expect_accurate("tiny", 2, 32, g, LinkModel::pcie4());
   auto b = default_grid();
   b.base.max_fwd_stash_bytes = 256 * 1024;
@@ -180,7 +180,7 @@ TEST_F(Predict, ATraceOfOneSemanticsRefusesTheOther) {
   auto wi = instance(w);
   const auto trace = pf::record_trace(*wi, w, base(LinkModel::pcie4()), Semantics::Offtune);
   pf::EngineConfig trl;
-  trl.semantics = "trl";
+  trl.semantics = Semantics::Trl;
   EXPECT_THROW(pf::predict(trace, trl, LinkModel::pcie4()), std::invalid_argument);
 }
 
@@ -240,7 +240,7 @@ TEST_F(Predict, TheEngineAndThePredictorOffloadTheSameTensorsAroundTheThreshold)
     std::vector<int64_t> offloaded;
     for (const int64_t min : {1, 4092, 4096, 4100, 8188, 8192}) {
       pf::EngineConfig config;
-      config.semantics = std::string(to_string(semantics));
+      config.semantics = semantics;
       config.min_offload_size = min;
       config.max_fwd_stash_size = 5;
       const auto p = pf::predict(trace, config, link);
@@ -263,8 +263,8 @@ TEST_F(Predict, TheEngineAndThePredictorOffloadTheSameTensorsAroundTheThreshold)
 TEST(PredictFront, ThePointsThatMatterAreTheFrontItsNeighboursAndTheBaseline) {
   // Baseline, then sizes {1, 2, 4} KiB x windows {1, 2, 5}: index 1 + 3 * size + window.
   pf::Grid g;
-  g.min_offload_sizes = {1024, 2048, 4096};
-  g.max_fwd_stash_sizes = {1, 2, 5};
+  g.set_numbers("min_offload_size", {1024, 2048, 4096});
+  g.set_numbers("max_fwd_stash_size", {1, 2, 5});
   const auto configs = pf::expand_grid(g);
   ASSERT_EQ(configs.size(), 10U);
   std::vector<pf::Prediction> p(configs.size());

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
+#include "offtune/knobs.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/requests/engine_options.hpp"
@@ -36,6 +38,11 @@ auto valid(const Request& request) {
   return check(request).value();
 }
 
+// A Choice knob's values as a grid's axis holds them.
+std::vector<KnobValue> names_of(std::initializer_list<std::string> names) {
+  return {names.begin(), names.end()};
+}
+
 TEST(Requests, DefaultsAreValidAndShared) {
   // Named, not temporaries: GCC 12 warns (maybe-uninitialized) on the strings of a temporary
   // aggregate destroyed inside EXPECT_*.
@@ -48,47 +55,52 @@ TEST(Requests, DefaultsAreValidAndShared) {
   const auto grid = to_grid(valid(sweep));
   auto run_config = to_engine_config(valid(run));
   EXPECT_EQ(grid.base, run_config);
-  EXPECT_EQ(grid.base.semantics, "offtune");
-  EXPECT_EQ(grid.min_offload_sizes.front(), 1024);
-  EXPECT_EQ(grid.max_fwd_stash_sizes, (std::vector<int64_t>{1, 2, 5}));
-  EXPECT_EQ(point_count(valid(sweep)), 1 + static_cast<int64_t>(grid.min_offload_sizes.size()) * 3);
+  EXPECT_EQ(grid.base.semantics, Semantics::Offtune);
+  EXPECT_EQ(grid.numbers("min_offload_size").front(), 1024);
+  EXPECT_EQ(grid.numbers("max_fwd_stash_size"), (std::vector<int64_t>{1, 2, 5}));
+  EXPECT_EQ(point_count(valid(sweep)),
+            1 + static_cast<int64_t>(grid.numbers("min_offload_size").size()) * 3);
 }
 
 TEST(Requests, OneMessagePerBadFieldNamingTheFlag) {
   RunRequest r;
   r.workload.batch = 0;
   r.workload.dtype = "fp8";
-  r.backend.link = "fast";
-  r.min_offload_size = "12 parsecs";
-  r.engine.prefetch = "65";
+  r.knobs["link"] = "fast";
+  r.knobs["min_offload_size"] = "12 parsecs";
+  r.knobs["prefetch"] = "65";
   const auto errors = check(r).errors;
-  EXPECT_EQ(fields_of(errors), (std::vector<std::string>{"--batch", "--dtype", "--link",
-                                                         "--min-offload-size", "--prefetch"}));
+  // The knobs in the table's order, after the workload's and the backend's fields.
+  ASSERT_EQ(fields_of(errors), (std::vector<std::string>{"--batch", "--dtype", "--min-offload-size",
+                                                         "--prefetch", "--link"}));
   for (const auto& e : errors) {
     EXPECT_NE(e.message.find(e.field), std::string::npos) << e.message;
     EXPECT_EQ(e.message.find('\n'), std::string::npos) << e.message;
   }
-  EXPECT_NE(errors.back().message.find("between 0 and 64"), std::string::npos);
+  EXPECT_EQ(errors[3].message, "--prefetch must be between 0 and 64, got 65");
 }
 
 TEST(Requests, RunAndSweepCheckTheSharedFieldsAlike) {
   // --prefetch used to be checked for run only.
   for (const std::string prefetch : {"-1", "65"}) {
     RunRequest run;
-    run.engine.prefetch = prefetch;
+    run.knobs["prefetch"] = prefetch;
     SweepRequest sweep;
-    sweep.engine.prefetch = prefetch;
+    sweep.knobs["prefetch"] = prefetch;
     EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--prefetch"});
     EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--prefetch"});
     EXPECT_EQ(check(run).errors.front().message, check(sweep).errors.front().message);
   }
   // A window of 0 is refused before anything runs, for run as for sweep.
   RunRequest run;
-  run.max_fwd_stash_size = "0";
+  run.knobs["max_fwd_stash_size"] = "0";
   EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--max-fwd-stash-size"});
   SweepRequest sweep;
-  sweep.max_fwd_stash_sizes = "0,1";
+  sweep.knobs["max_fwd_stash_size"] = "0,1";
   EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--max-fwd-stash-size"});
+  EXPECT_EQ(check(run).errors.front().message,
+            "--max-fwd-stash-size must be between 1 and 1048576, got 0");
+  EXPECT_EQ(check(sweep).errors.front().message, check(run).errors.front().message);
 }
 
 TEST(Requests, ModelNamesComeFromTheSamplesRegistry) {
@@ -117,17 +129,17 @@ TEST(Requests, ModelNamesComeFromTheSamplesRegistry) {
 TEST(Requests, BackendFieldsAreParsedOnceIntoEnums) {
   BackendFields f;
   f.backend = "host-sim";
-  f.link = "12:15";
   f.device_capacity = "2MiB";
   f.collector = "nvtx-only";
   RunRequest fr;
   fr.backend = f;
+  fr.knobs["link"] = "12:15";  // a knob, parsed into the backend's link as well
   const auto fv = valid(fr);
   const profiler::BackendRequest b = to_backend(fv);
   EXPECT_EQ(b.backend, BackendKind::HostSim);
-  EXPECT_DOUBLE_EQ(b.link.pinned_gbps, 12.0);
-  EXPECT_EQ(b.link.latency_ns, 15000);
-  EXPECT_EQ(b.link_name, "12:15");
+  EXPECT_DOUBLE_EQ(b.link.model.pinned_gbps, 12.0);
+  EXPECT_EQ(b.link.model.latency_ns, 15000);
+  EXPECT_EQ(b.link.name, "12:15");
   EXPECT_EQ(b.device_capacity, 2 << 20);
   EXPECT_EQ(fv.collector(), Collector::NvtxOnly);
   // A capacity is host-sim's; with cuda named it is refused before anything runs.
@@ -161,7 +173,7 @@ TEST(Requests, DtypesAndCollectorsRoundTrip) {
 
 TEST(Requests, ConversionsRefuseAnInvalidRequestWithEveryMessage) {
   SweepRequest r;
-  r.min_offload_sizes = "1KiB:1MiB:x1";
+  r.knobs["min_offload_size"] = "1KiB:1MiB:x1";
   r.shard = "3/2";
   try {
     (void)valid(r);
@@ -171,20 +183,20 @@ TEST(Requests, ConversionsRefuseAnInvalidRequestWithEveryMessage) {
     EXPECT_EQ(std::string(e.what()), e.errors().front().message);
   }
   RunRequest run;
-  run.max_fwd_stash_bytes = "-1";
+  run.knobs["max_fwd_stash_bytes"] = "-1";
   EXPECT_THROW((void)valid(run), RequestError);
   EXPECT_FALSE(check(run).valid.has_value());
 }
 
 TEST(Requests, RunConversionCarriesEveryKnob) {
   RunRequest r;
-  r.min_offload_size = "64KiB";
-  r.max_fwd_stash_size = "3";
-  r.max_fwd_stash_bytes = "1MiB";
-  r.engine.prefetch = "2";
-  r.engine.streams = "off";
-  r.engine.pin_memory = "off";
-  r.backend.link = "none";
+  r.knobs["min_offload_size"] = "64KiB";
+  r.knobs["max_fwd_stash_size"] = "3";
+  r.knobs["max_fwd_stash_bytes"] = "1MiB";
+  r.knobs["prefetch"] = "2";
+  r.knobs["use_streams"] = "off";
+  r.knobs["use_pin_memory"] = "off";
+  r.knobs["link"] = "none";
   const auto c = to_engine_config(valid(r));
   EXPECT_TRUE(c.offload);
   EXPECT_EQ(c.min_offload_size, 64 << 10);
@@ -193,7 +205,8 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
   EXPECT_EQ(c.prefetch, 2);
   EXPECT_FALSE(c.use_streams);
   EXPECT_FALSE(c.use_pin_memory);
-  EXPECT_EQ(c.link, "none");
+  EXPECT_EQ(c.link.name, "none");
+  EXPECT_FALSE(c.link.model.enabled());
   r.no_offload = true;
   EXPECT_FALSE(to_engine_config(valid(r)).offload);
 }
@@ -202,20 +215,20 @@ TEST(Requests, RunConversionCarriesEveryKnob) {
 
 TEST(Requests, AGridBeyondMaxPointsIsRefusedWithoutExpandingIt) {
   SweepRequest r;
-  r.min_offload_sizes = "1B:1000B:+1";
-  r.max_fwd_stash_sizes = "1:1000";
+  r.knobs["min_offload_size"] = "1B:1000B:+1";
+  r.knobs["max_fwd_stash_size"] = "1:1000";
   // Before: accepted, and a million points started measuring.
   const auto errors = check(r).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--max-points"});
   EXPECT_NE(errors[0].message.find("1000001 points"), std::string::npos) << errors[0].message;
   EXPECT_NE(errors[0].message.find("steps in all"), std::string::npos) << errors[0].message;
   // Lists of 10,000 values each: 10^8 points are counted, not expanded.
-  r.min_offload_sizes = "1B:10000B:+1";
-  r.max_fwd_stash_sizes = "1:10000";
+  r.knobs["min_offload_size"] = "1B:10000B:+1";
+  r.knobs["max_fwd_stash_size"] = "1:10000";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
   // Asked for explicitly, it is accepted.
-  r.min_offload_sizes = "1KiB:64KiB:x2";
-  r.max_fwd_stash_sizes = "1:200";
+  r.knobs["min_offload_size"] = "1KiB:64KiB:x2";
+  r.knobs["max_fwd_stash_size"] = "1:200";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--max-points"});
   r.max_points = 2000;
   EXPECT_TRUE(check(r).ok());
@@ -242,12 +255,12 @@ TEST(Requests, ThreadsAreAutoOrBoundByTheMachine) {
 TEST(Requests, ALinkIsAFiniteBandwidthAndLatency) {
   RunRequest r;
   for (const char* good : {"none", "pcie4", "12:15", "25.5:0"}) {
-    r.backend.link = good;
+    r.knobs["link"] = good;
     EXPECT_TRUE(check(r).ok()) << good;
   }
   // Before: "inf:0" passed the request and every run failed (exit 1, a failed run stored).
   for (const char* bad : {"inf:0", "nan:1", "0:1", "-5:1", "12:-1", "12:inf", " 12:15", "12:"}) {
-    r.backend.link = bad;
+    r.knobs["link"] = bad;
     EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--link"}) << bad;
   }
 }
@@ -255,11 +268,11 @@ TEST(Requests, ALinkIsAFiniteBandwidthAndLatency) {
 TEST(Requests, SizesAreWholeBytesWithoutSpaces) {
   RunRequest r;
   for (const char* bad : {"0.5", " 1KiB", "1KiB ", ""}) {
-    r.min_offload_size = bad;
+    r.knobs["min_offload_size"] = bad;
     EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--min-offload-size"}) << bad;
   }
   SweepRequest s;
-  s.min_offload_sizes = "1KiB, 4KiB";
+  s.knobs["min_offload_size"] = "1KiB, 4KiB";
   EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--min-offload-size"});
 }
 
@@ -308,122 +321,129 @@ TEST(Requests, SingleValuesOutsideRequests) {
 TEST(Requests, VerifyReachesTheEngineFromARunAndEveryPointOfASweep) {
   RunRequest r;
   EXPECT_FALSE(to_engine_config(valid(r)).verify);
-  EXPECT_FALSE(profiler::to_options(to_engine_config(valid(r)), OffloadOptions{}).verify);
-  r.engine.verify = true;
+  EXPECT_FALSE(offtune::options_of(to_engine_config(valid(r)), OffloadOptions{}).verify);
+  r.knobs["verify"] = "on";
   const auto c = to_engine_config(valid(r));
   EXPECT_TRUE(c.verify);
-  EXPECT_TRUE(profiler::to_options(c, OffloadOptions{}).verify);
+  EXPECT_TRUE(offtune::options_of(c, OffloadOptions{}).verify);
   EXPECT_EQ(profiler::describe_variant(c), "verify");
   SweepRequest s;
-  s.min_offload_sizes = "1KiB,1MiB";
-  s.max_fwd_stash_sizes = "1,2";
-  s.engine.verify = true;
+  s.knobs["min_offload_size"] = "1KiB,1MiB";
+  s.knobs["max_fwd_stash_size"] = "1,2";
+  s.knobs["verify"] = "on";
   const auto grid = to_grid(valid(s));
   for (const auto& point : profiler::expand_grid(grid)) EXPECT_TRUE(point.verify);
   const auto again = profiler::parse_grid_json(profiler::grid_json(grid));
   EXPECT_TRUE(again.base.verify);
-  s.engine.verify = false;
+  s.knobs["verify"] = "off";
   EXPECT_NE(profiler::grid_json(to_grid(valid(s))), profiler::grid_json(grid));
 }
 
 // A sweep takes semantics as an axis (comma-separated, each once); a run takes one.
 TEST(Requests, SemanticsAreAnAxisOfASweepAndOneValueForARun) {
   SweepRequest s;
-  s.min_offload_sizes = "1KiB,1MiB";
-  s.max_fwd_stash_sizes = "1,2,5";
+  s.knobs["min_offload_size"] = "1KiB,1MiB";
+  s.knobs["max_fwd_stash_size"] = "1,2,5";
   EXPECT_EQ(point_count(valid(s)), 7);
-  s.engine.semantics = "trl,offtune";
+  s.knobs["semantics"] = "trl,offtune";
   EXPECT_EQ(point_count(valid(s)), 13);
   const auto grid = to_grid(valid(s));
-  EXPECT_EQ(grid.semantics, (std::vector<std::string>{"trl", "offtune"}));
-  EXPECT_EQ(grid.base.semantics, "trl");
-  s.engine.semantics = "trl";
-  EXPECT_TRUE(to_grid(valid(s)).semantics.empty());  // one semantics: no axis, the key unchanged
-  EXPECT_EQ(to_grid(valid(s)).base.semantics, "trl");
+  EXPECT_EQ(grid.values("semantics"), names_of({"trl", "offtune"}));
+  EXPECT_EQ(grid.base.semantics, Semantics::Trl);
+  s.knobs["semantics"] = "trl";
+  // One semantics: no axis, the key unchanged.
+  EXPECT_FALSE(to_grid(valid(s)).axes.contains("semantics"));
+  EXPECT_EQ(to_grid(valid(s)).base.semantics, Semantics::Trl);
   for (const std::string bad : {"trl,trl", "trl,", "trl,bogus", ",offtune", ""}) {
-    s.engine.semantics = bad;
+    s.knobs["semantics"] = bad;
     EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--semantics"}) << bad;
   }
+  s.knobs["semantics"] = "trl,trl";
+  EXPECT_EQ(check(s).errors.front().message, "--semantics names 'trl' twice");
+  s.knobs["semantics"] = "trl,bogus";
+  EXPECT_EQ(check(s).errors.front().message,
+            "--semantics: unknown semantics 'bogus' (valid: offtune, trl)");
   RunRequest r;
-  r.engine.semantics = "trl,offtune";
+  r.knobs["semantics"] = "trl,offtune";
   const auto errors = check(r).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--semantics"});
-  EXPECT_NE(errors[0].message.find("a list is for sweep"), std::string::npos) << errors[0].message;
+  EXPECT_EQ(errors[0].message, "--semantics takes one value for a run (a list is for sweep)");
 }
 
 // The engine variants: lists (axes) for a sweep, one value for a run; boundaries need
 // checkpointing; every:1 is all; --predict-first cannot predict them.
 TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
   SweepRequest s;
-  s.min_offload_sizes = "1KiB,1MiB";
-  s.max_fwd_stash_sizes = "1,2,5";
-  s.engine.checkpoint = "none,every:1";
-  s.engine.offload_set = "all,boundaries";
+  s.knobs["min_offload_size"] = "1KiB,1MiB";
+  s.knobs["max_fwd_stash_size"] = "1,2,5";
+  s.knobs["checkpoint"] = "none,every:1";
+  s.knobs["offload_set"] = "all,boundaries";
   // baseline + checkpointing alone + (none, all) + (all, all) + (all, boundaries) x 6 pairs.
   EXPECT_EQ(point_count(valid(s)), 2 + 3 * 6);
   const auto grid = to_grid(valid(s));
-  EXPECT_EQ(grid.checkpoints, (std::vector<std::string>{"none", "all"}));
-  EXPECT_EQ(grid.offload_sets, (std::vector<std::string>{"all", "boundaries"}));
+  EXPECT_EQ(grid.values("checkpoint"), names_of({"none", "all"}));
+  EXPECT_EQ(grid.values("offload_set"), names_of({"all", "boundaries"}));
   EXPECT_EQ(static_cast<int64_t>(profiler::expand_grid(grid).size()), point_count(valid(s)));
-  s.engine.offload_set = "boundaries";
-  s.engine.checkpoint = "none";
+  s.knobs["offload_set"] = "boundaries";
+  s.knobs["checkpoint"] = "none";
   auto errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--offload"});
   EXPECT_NE(errors[0].message.find("--checkpoint all or every:K"), std::string::npos);
   for (const std::string bad : {"all,all", "every:0", "some", "every:1,all"}) {
-    s.engine.checkpoint = bad;
-    s.engine.offload_set = "all";
+    s.knobs["checkpoint"] = bad;
+    s.knobs["offload_set"] = "all";
     EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--checkpoint"}) << bad;
   }
-  s.engine.checkpoint = "all";
-  s.engine.tier = "tape";
+  s.knobs["checkpoint"] = "all";
+  s.knobs["tier"] = "tape";
   errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
-  EXPECT_NE(errors[0].message.find("valid: host, disk, auto"), std::string::npos);
+  EXPECT_EQ(errors[0].message, "--tier: unknown tier 'tape' (valid: host, disk, auto)");
   // A device model does not time the disk.
-  s.engine.tier = "host,disk";
+  s.knobs["tier"] = "host,disk";
   s.backend.device_model = "h100-sxm";
   errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--tier"});
   EXPECT_NE(errors[0].message.find("not the disk"), std::string::npos) << errors[0].message;
   s.backend.device_model.clear();
   EXPECT_TRUE(check(s).ok());
-  s.engine.tier = "host";
+  s.knobs["tier"] = "host";
   s.predict_first = true;
   s.backend.device_model = "h100-sxm";
   errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--predict-first"});
   RunRequest r;
-  r.engine.checkpoint = "none,all";
+  r.knobs["checkpoint"] = "none,all";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--checkpoint"});
-  r.engine.checkpoint = "every:3";
-  r.engine.offload_set = "boundaries";
+  r.knobs["checkpoint"] = "every:3";
+  r.knobs["offload_set"] = "boundaries";
   const auto config = to_engine_config(valid(r));
-  EXPECT_EQ(config.checkpoint, "every:3");
-  EXPECT_EQ(config.offload_set, "boundaries");
+  EXPECT_EQ(offtune::to_string(config.checkpoint), "every:3");
+  EXPECT_EQ(config.checkpoint, offtune::parse_checkpoint_policy("every:3"));
+  EXPECT_EQ(config.offload_set, OffloadSet::Boundaries);
 }
 
 // Layer offloading: off or on:DEPTH (on is on:1), a list for a sweep; it needs frozen weights (a
 // built-in decoder with --lora-rank); --lora-rank and --blocks apply to their own kinds of model.
 TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
   SweepRequest s;
-  s.min_offload_sizes = "1KiB";
-  s.max_fwd_stash_sizes = "2";
-  s.engine.layer_offload = "off,on";
+  s.knobs["min_offload_size"] = "1KiB";
+  s.knobs["max_fwd_stash_size"] = "2";
+  s.knobs["layer_offload"] = "off,on";
   auto errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--layer-offload"});
   EXPECT_NE(errors[0].message.find("--lora-rank R"), std::string::npos) << errors[0].message;
   s.workload.lora_rank = 8;
   EXPECT_TRUE(check(s).ok());
   const auto grid = to_grid(valid(s));
-  EXPECT_EQ(grid.layer_offloads, (std::vector<std::string>{"off", "on:1"}));
+  EXPECT_EQ(grid.values("layer_offload"), names_of({"off", "on:1"}));
   EXPECT_EQ(point_count(valid(s)), 2 + 2);  // baseline, layers alone, then 2 variants x 1 pair
   EXPECT_EQ(to_workload(valid(s)).lora_rank, 8);
   for (const std::string bad : {"on:0", "on:x", "yes", "on:1,on", "on:65", "on:", "off,off"}) {
-    s.engine.layer_offload = bad;
+    s.knobs["layer_offload"] = bad;
     EXPECT_EQ(fields_of(check(s)), std::vector<std::string>{"--layer-offload"}) << bad;
   }
-  s.engine.layer_offload = "on:2";
+  s.knobs["layer_offload"] = "on:2";
   s.workload.model = "mlp";
   errors = check(s).errors;
   EXPECT_EQ(fields_of(errors), (std::vector<std::string>{"--lora-rank"}));
@@ -449,10 +469,10 @@ TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
   // A run takes one value.
   RunRequest r;
   r.workload.lora_rank = 2;
-  r.engine.layer_offload = "off,on:1";
+  r.knobs["layer_offload"] = "off,on:1";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--layer-offload"});
-  r.engine.layer_offload = "on";
-  EXPECT_EQ(to_engine_config(valid(r)).layer_offload, "on:1");
+  r.knobs["layer_offload"] = "on";  // on is on:1: one block copied ahead
+  EXPECT_EQ(to_engine_config(valid(r)).layer_offload, 1);
 }
 
 TEST(Requests, RefineStepsAreZeroOrAStepCount) {
@@ -492,8 +512,8 @@ SweepRequest modelled_sweep(const std::string& min_offload_sizes,
   r.workload.seq = 64;
   r.workload.steps = 1;
   r.workload.warmup = 0;
-  r.min_offload_sizes = min_offload_sizes;
-  r.max_fwd_stash_sizes = max_fwd_stash_sizes;
+  r.knobs["min_offload_size"] = min_offload_sizes;
+  r.knobs["max_fwd_stash_size"] = max_fwd_stash_sizes;
   r.refine_steps = 0;
   return r;
 }
@@ -616,7 +636,9 @@ TEST(Requests, EngineOptionsByNameTakeEveryFieldAndSizesAsTheCliWritesThem) {
 
 TEST(Requests, ABadEngineOptionIsOneLineNamingIt) {
   EXPECT_EQ(engine_error({{"min_offload_sise", int64_t{1}}})
-                .rfind("unknown option 'min_offload_sise' (valid: use_pin_memory, use_streams,", 0),
+                .rfind("unknown option 'min_offload_sise' (valid: min_offload_size, "
+                       "max_fwd_stash_size,",
+                       0),
             0u);
   EXPECT_EQ(
       engine_error({{"min_offload_size", std::string("64 KiBB")}}).rfind("min_offload_size: ", 0),
@@ -626,7 +648,7 @@ TEST(Requests, ABadEngineOptionIsOneLineNamingIt) {
             "bound in bytes use max_fwd_stash_bytes='256MiB'");
   EXPECT_EQ(engine_error({{"use_streams", int64_t{1}}}), "use_streams takes True or False, got 1");
   EXPECT_EQ(engine_error({{"max_fwd_stash_size", int64_t{0}}}),
-            "max_fwd_stash_size must be at least 1, got 0");
+            "max_fwd_stash_size must be between 1 and 1048576, got 0");
   EXPECT_EQ(engine_error({{"prefetch", int64_t{1}}, {"prefetch", int64_t{2}}}),
             "prefetch: given more than once (give it once)");
   EXPECT_EQ(engine_error({{"link", std::string("fast")}}).rfind("link: bad link 'fast'", 0), 0u);
@@ -646,13 +668,13 @@ namespace {
 // sweeps resume. A run takes one depth.
 TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
   SweepRequest sweep;
-  sweep.min_offload_sizes = "1KiB,1MiB";
-  sweep.max_fwd_stash_sizes = "1,2";
+  sweep.knobs["min_offload_size"] = "1KiB,1MiB";
+  sweep.knobs["max_fwd_stash_size"] = "1,2";
   const auto plain = to_grid(valid(sweep));
-  sweep.engine.prefetch = "0,1,2";
+  sweep.knobs["prefetch"] = "0,1,2";
   EXPECT_TRUE(check(sweep).ok()) << check(sweep).errors.front().message;
   const auto grid = to_grid(valid(sweep));
-  EXPECT_EQ(grid.prefetches, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(grid.numbers("prefetch"), (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(point_count(valid(sweep)), 1 + 4 * 3);
   const auto configs = profiler::expand_grid(grid);
   ASSERT_EQ(static_cast<int64_t>(configs.size()), profiler::grid_size(grid));
@@ -664,19 +686,20 @@ TEST(Requests, PrefetchIsASweepAxisAndOneDepthKeepsTheGridAsItWas) {
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2}));
   // The grid's JSON round-trips the axis; without it the JSON has no such key.
-  EXPECT_EQ(profiler::parse_grid_json(profiler::grid_json(grid)).prefetches, grid.prefetches);
+  EXPECT_EQ(profiler::parse_grid_json(profiler::grid_json(grid)).numbers("prefetch"),
+            grid.numbers("prefetch"));
   EXPECT_EQ(profiler::grid_json(plain).find("\"prefetch\":["), std::string::npos);
-  sweep.engine.prefetch = "1";
+  sweep.knobs["prefetch"] = "1";
   EXPECT_EQ(profiler::grid_json(to_grid(valid(sweep))), profiler::grid_json(plain));
   // Bad lists name the flag; a run takes one depth.
   for (const std::string bad : {"0,65", "-1", "x"}) {
-    sweep.engine.prefetch = bad;
+    sweep.knobs["prefetch"] = bad;
     EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--prefetch"}) << bad;
   }
   RunRequest run;
-  run.engine.prefetch = "0,1";
+  run.knobs["prefetch"] = "0,1";
   EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--prefetch"});
-  run.engine.prefetch = "2";
+  run.knobs["prefetch"] = "2";
   EXPECT_EQ(to_engine_config(valid(run)).prefetch, 2);
 }
 
@@ -706,8 +729,8 @@ TEST(Requests, ADeviceModelFileIsReadOnceByCheck) {
   SweepRequest sweep;
   sweep.workload = run.workload;
   sweep.backend = run.backend;
-  sweep.min_offload_sizes = "1KiB";
-  sweep.max_fwd_stash_sizes = "1";
+  sweep.knobs["min_offload_size"] = "1KiB";
+  sweep.knobs["max_fwd_stash_size"] = "1";
   const ValidRun checked_run = valid(run);
   const ValidSweep checked_sweep = valid(sweep);
   std::filesystem::remove_all(dir);  // after the check: nothing downstream may read it again
@@ -731,8 +754,8 @@ namespace {
 // takes one value. Before, the request had one bool per switch, one byte window for runs only and
 // one link.
 struct KnobAxis {
-  std::string flag;
-  void (*set)(SweepRequest&, const std::string&);
+  std::string key;   // the request's knob (offtune/knobs.hpp)
+  std::string flag;  // as the CLI names it in a message
   std::string list, one, bad;
   std::vector<std::string> seen;                        // the offload points' values, in order
   std::string (*value)(const profiler::EngineConfig&);  // a point's value as text
@@ -740,15 +763,15 @@ struct KnobAxis {
 
 std::vector<KnobAxis> knob_axes() {
   return {
-      {"--streams",
-       [](SweepRequest& r, const std::string& v) { r.engine.streams = v; },
+      {"use_streams",
+       "--streams",
        "on,off",
        "on",
        "on,maybe",
        {"on", "off"},
        [](const profiler::EngineConfig& c) { return std::string(c.use_streams ? "on" : "off"); }},
-      {"--pin-memory",
-       [](SweepRequest& r, const std::string& v) { r.engine.pin_memory = v; },
+      {"use_pin_memory",
+       "--pin-memory",
        "off,on",
        "on",
        "on,on",
@@ -756,31 +779,31 @@ std::vector<KnobAxis> knob_axes() {
        [](const profiler::EngineConfig& c) {
          return std::string(c.use_pin_memory ? "on" : "off");
        }},
-      {"--max-fwd-stash-bytes",
-       [](SweepRequest& r, const std::string& v) { r.max_fwd_stash_bytes = v; },
+      {"max_fwd_stash_bytes",
+       "--max-fwd-stash-bytes",
        "0,64KiB",
        "0",
        "0,12 parsecs",
        {"0", "65536"},
        [](const profiler::EngineConfig& c) { return std::to_string(c.max_fwd_stash_bytes); }},
-      {"--link",
-       [](SweepRequest& r, const std::string& v) { r.backend.link = v; },
+      {"link",
+       "--link",
        "pcie4,pcie5",
        "pcie4",
        "pcie4,fast",
        {"pcie4", "pcie5"},
-       [](const profiler::EngineConfig& c) { return c.link; }},
+       [](const profiler::EngineConfig& c) { return c.link.name; }},
   };
 }
 
 TEST(Requests, StreamsPinMemoryByteWindowAndLinkAreSweepAxesAndOneValueKeepsTheGridAsItWas) {
-  for (const KnobAxis& knob : knob_axes()) {
-    SCOPED_TRACE(knob.flag);
+  for (const KnobAxis& axis : knob_axes()) {
+    SCOPED_TRACE(axis.flag);
     SweepRequest sweep;
-    sweep.min_offload_sizes = "1KiB,1MiB";
-    sweep.max_fwd_stash_sizes = "1,2";
+    sweep.knobs["min_offload_size"] = "1KiB,1MiB";
+    sweep.knobs["max_fwd_stash_size"] = "1,2";
     const std::string plain = profiler::grid_json(to_grid(valid(sweep)));
-    knob.set(sweep, knob.list);
+    sweep.knobs[axis.key] = axis.list;
     ASSERT_TRUE(check(sweep).ok()) << check(sweep).errors.front().message;
     const auto grid = to_grid(valid(sweep));
     EXPECT_EQ(point_count(valid(sweep)), 1 + 4 * 2);
@@ -790,30 +813,25 @@ TEST(Requests, StreamsPinMemoryByteWindowAndLinkAreSweepAxesAndOneValueKeepsTheG
     // value, the next four the second.
     std::vector<std::string> seen;
     for (const auto& c : configs) {
-      if (c.offload && (seen.empty() || seen.back() != knob.value(c))) {
-        seen.push_back(knob.value(c));
+      if (c.offload && (seen.empty() || seen.back() != axis.value(c))) {
+        seen.push_back(axis.value(c));
       }
     }
-    EXPECT_EQ(seen, knob.seen);
+    EXPECT_EQ(seen, axis.seen);
     // The grid's JSON round-trips the axis; one value leaves it as it was.
     const auto back = profiler::parse_grid_json(profiler::grid_json(grid));
     EXPECT_EQ(profiler::expand_grid(back), configs);
-    knob.set(sweep, knob.one);
+    sweep.knobs[axis.key] = axis.one;
     EXPECT_EQ(profiler::grid_json(to_grid(valid(sweep))), plain);
-    knob.set(sweep, knob.bad);
-    EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{knob.flag});
+    sweep.knobs[axis.key] = axis.bad;
+    EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{axis.flag});
     // A run takes one value.
     RunRequest run;
-    if (knob.flag == "--max-fwd-stash-bytes") {
-      run.max_fwd_stash_bytes = knob.list;
-    } else {
-      run.engine = sweep.engine;
-      run.backend = sweep.backend;
-      knob.set(sweep, knob.list);
-      run.engine = sweep.engine;
-      run.backend = sweep.backend;
-    }
-    EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{knob.flag});
+    run.knobs[axis.key] = axis.list;
+    const auto errors = check(run).errors;
+    ASSERT_EQ(fields_of(errors), std::vector<std::string>{axis.flag});
+    EXPECT_EQ(errors.front().message,
+              axis.flag + " takes one value for a run (a list is for sweep)");
   }
 }
 
@@ -821,18 +839,18 @@ TEST(Requests, StreamsPinMemoryByteWindowAndLinkAreSweepAxesAndOneValueKeepsTheG
 // run over one link records it as before.
 TEST(Requests, AListOfLinksIsRefusedOnCuda) {
   SweepRequest sweep;
-  sweep.backend.link = "pcie4,pcie5";
+  sweep.knobs["link"] = "pcie4,pcie5";
   sweep.backend.backend = "cuda";
   const auto errors = check(sweep).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--link"});
   EXPECT_NE(errors.front().message.find("host-sim only"), std::string::npos)
       << errors.front().message;
-  sweep.backend.link = "pcie5";
+  sweep.knobs["link"] = "pcie5";
   EXPECT_TRUE(check(sweep).ok());
   RunRequest run;
-  run.backend.link = "pcie5";
-  EXPECT_EQ(to_engine_config(valid(run)).link, "pcie5");
-  EXPECT_EQ(to_backend(valid(run)).link_name, "pcie5");
+  run.knobs["link"] = "pcie5";
+  EXPECT_EQ(to_engine_config(valid(run)).link.name, "pcie5");
+  EXPECT_EQ(to_backend(valid(run)).link.name, "pcie5");
 }
 
 }  // namespace
@@ -859,14 +877,13 @@ TEST(Requests, TheSweepSummaryIsOneLineForEveryFrontEnd) {
             "measured by another offtune process 2, runs of later rounds (--repeat 2) 5");
   // A bad request is refused by the one check both call, with every bad field.
   SweepRequest bad;
-  bad.min_offload_sizes = "12 parsecs";
-  bad.engine.streams = "maybe";
+  bad.knobs["min_offload_size"] = "12 parsecs";
+  bad.knobs["use_streams"] = "maybe";
   try {
     require_valid(bad);
     FAIL() << "require_valid accepted a bad request";
   } catch (const RequestError& e) {
-    EXPECT_EQ(fields_of(e.errors()),
-              (std::vector<std::string>{"--min-offload-size", "--streams"}));
+    EXPECT_EQ(fields_of(e.errors()), (std::vector<std::string>{"--min-offload-size", "--streams"}));
   }
 }
 
@@ -882,7 +899,7 @@ TEST(Requests, PredictFirstWithABadSizeListIsAFieldError) {
   SweepRequest s;
   s.predict_first = true;
   s.backend.device_model = "h100-sxm";
-  s.min_offload_sizes = "12 parsecs";
+  s.knobs["min_offload_size"] = "12 parsecs";
   Checked<ValidSweep> checked;
   ASSERT_NO_THROW(checked = check(s));
   EXPECT_EQ(fields_of(checked), std::vector<std::string>{"--min-offload-size"});

@@ -121,12 +121,12 @@ EngineConfig sample_config(int salt) {
   c.prefetch = 2;
   c.use_streams = false;
   c.use_pin_memory = false;
-  c.link = "12.5:3";
-  c.semantics = salt % 3 == 0 ? "trl" : "offtune";
-  c.checkpoint = salt % 2 == 0 ? "every:" + std::to_string(salt + 2) : "none";
-  c.offload_set = salt % 2 == 0 ? "boundaries" : "all";
-  c.tier = salt % 3 == 0 ? "disk" : "host";
-  c.layer_offload = salt % 2 == 0 ? "on:" + std::to_string(salt / 2 + 1) : "off";
+  c.link = parse_link("12.5:3");
+  c.semantics = salt % 3 == 0 ? Semantics::Trl : Semantics::Offtune;
+  c.checkpoint = salt % 2 == 0 ? CheckpointPolicy::every_k(salt + 2) : CheckpointPolicy::none();
+  c.offload_set = salt % 2 == 0 ? OffloadSet::Boundaries : OffloadSet::All;
+  c.tier = salt % 3 == 0 ? Tier::Disk : Tier::Host;
+  c.layer_offload = salt % 2 == 0 ? salt / 2 + 1 : 0;
   c.verify = salt % 2 == 0;
   return c;
 }
@@ -1477,7 +1477,7 @@ TEST_F(SqliteStoreTest, ASchemaTwoFileReadsWithoutIntervalsAndMigrates) {
     const RunSummary s = ro->run(old_run)->summary;
     EXPECT_EQ(s.step_ms_median, sample_summary(1).step_ms_median);
     EXPECT_EQ(s.step_ms_ci_level, 0.0);
-    EXPECT_EQ(ro->run(old_run)->config.semantics, "offtune");
+    EXPECT_EQ(ro->run(old_run)->config.semantics, Semantics::Offtune);
     EXPECT_EQ(step_interval(s).low, s.step_ms_min) << "unknown: the interval is min..max";
     EXPECT_EQ(step_interval(s).high, s.step_ms_max);
   }
@@ -1519,20 +1519,20 @@ TEST_F(SqliteStoreTest, ASchemaThreeFileReadsAsPlainOffloadingAndMigrates) {
   {
     auto ro = open_sqlite_store_readonly(path());
     const EngineConfig c = ro->run(old_run)->config;
-    EXPECT_EQ(c.checkpoint, "none");
-    EXPECT_EQ(c.offload_set, "all");
-    EXPECT_EQ(c.tier, "host");
+    EXPECT_EQ(to_string(c.checkpoint), "none");
+    EXPECT_EQ(c.offload_set, OffloadSet::All);
+    EXPECT_EQ(c.tier, Tier::Host);
     EXPECT_EQ(c.semantics, sample_config(1).semantics) << "schema 3's own columns still read";
-    EXPECT_EQ(ro->points(sweep).at(0).config.checkpoint, "none");
+    EXPECT_EQ(to_string(ro->points(sweep).at(0).config.checkpoint), "none");
   }
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 3) << "a read-only open never migrates";
   auto store = open_sqlite_store(path());
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
-  EXPECT_EQ(store->run(old_run)->config.tier, "host");
+  EXPECT_EQ(store->run(old_run)->config.tier, Tier::Host);
   const RunRecord variant = sample_run(6);  // every:8, boundaries, disk
   const RunId new_run = store->begin_run(variant);
   EXPECT_EQ(store->run(new_run)->config, variant.config);
-  EXPECT_EQ(store->run(new_run)->config.checkpoint, "every:8");
+  EXPECT_EQ(to_string(store->run(new_run)->config.checkpoint), "every:8");
 }
 
 // A schema 4 file reads (read-only, as is) with no layer offloading and no LoRA anywhere, and
@@ -1543,30 +1543,30 @@ TEST_F(SqliteStoreTest, ASchemaFourFileReadsWithoutLayerOffloadingAndMigrates) {
   {
     auto store = open_sqlite_store(path());
     RunRecord r = sample_run(2);  // even salt: LoRA rank 8, layers on:2
-    ASSERT_EQ(r.config.layer_offload, "on:2");
+    ASSERT_EQ(r.config.layer_offload, 2);
     std::tie(old_run, sweep) = put_run_and_point(*store, r, 2);
     EXPECT_EQ(store->run(old_run)->workload.lora_rank, 8);
-    EXPECT_EQ(store->points(sweep).at(0).config.layer_offload, "on:2");
+    EXPECT_EQ(store->points(sweep).at(0).config.layer_offload, 2);
   }
   RawDb(path()).must(std::string(kDropSchema5) + "PRAGMA user_version = 4");
   {
     auto ro = open_sqlite_store_readonly(path());
     const RunRecord run = *ro->run(old_run);
-    EXPECT_EQ(run.config.layer_offload, "off");
+    EXPECT_EQ(run.config.layer_offload, 0);
     EXPECT_EQ(run.workload.lora_rank, 0);
     EXPECT_EQ(run.config.checkpoint, sample_config(2).checkpoint) << "schema 4's own columns";
-    EXPECT_EQ(ro->points(sweep).at(0).config.layer_offload, "off");
+    EXPECT_EQ(ro->points(sweep).at(0).config.layer_offload, 0);
     EXPECT_EQ(ro->sweeps().at(0).workload.lora_rank, 0);
   }
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 4) << "a read-only open never migrates";
   auto store = open_sqlite_store(path());
   EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
-  EXPECT_EQ(store->run(old_run)->config.layer_offload, "off");
+  EXPECT_EQ(store->run(old_run)->config.layer_offload, 0);
   const RunRecord layered = sample_run(4);  // LoRA rank 8, layers on:3
   const RunId new_run = store->begin_run(layered);
   EXPECT_EQ(store->run(new_run)->config, layered.config);
   EXPECT_EQ(store->run(new_run)->workload.lora_rank, 8);
-  EXPECT_EQ(store->run(new_run)->config.layer_offload, "on:3");
+  EXPECT_EQ(store->run(new_run)->config.layer_offload, 3);
 }
 
 // A schema 5 file reads (read-only, as is) with verify off everywhere, and migrates on a writable

@@ -50,8 +50,8 @@ SweepSpec tiny_spec() {
   s.workload.dtype = "fp32";
   s.workload.steps = 2;
   s.workload.warmup = 1;
-  s.grid.min_offload_sizes = {1024, 1 << 20};
-  s.grid.max_fwd_stash_sizes = {1, 4};
+  s.grid.set_numbers("min_offload_size", {1024, 1 << 20});
+  s.grid.set_numbers("max_fwd_stash_size", {1, 4});
   s.base.backend = BackendKind::HostSim;
   s.env.backend = "host-sim";
   return s;
@@ -72,8 +72,8 @@ std::unique_ptr<WorkloadInstance> workload_of(const Workload& w) {
 
 TEST(Sweep, GridHasBaselineFirst) {
   Grid g;
-  g.min_offload_sizes = {1, 2};
-  g.max_fwd_stash_sizes = {3};
+  g.set_numbers("min_offload_size", {1, 2});
+  g.set_numbers("max_fwd_stash_size", {3});
   const auto c = expand_grid(g);
   ASSERT_EQ(c.size(), 3u);
   EXPECT_FALSE(c[0].offload);
@@ -165,7 +165,7 @@ TEST(Sweep, RunsRecordsAndResumes) {
 TEST(Sweep, RepeatMeasuresEveryPointInRoundsAndCombinesTheirSteps) {
   auto store = make_memory_store();
   auto spec = tiny_spec();
-  spec.grid.min_offload_sizes = {1024};  // the baseline and two points
+  spec.grid.set_numbers("min_offload_size", {1024});  // the baseline and two points
   spec.repeat = 3;
   auto workload = workload_of(spec.workload);
   int64_t last_total = 0, reports = 0;
@@ -332,8 +332,8 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
   host_sim::install();
   auto store = make_memory_store();
   auto spec = tiny_spec();
-  spec.grid.min_offload_sizes = {1024};
-  spec.grid.max_fwd_stash_sizes = {1};
+  spec.grid.set_numbers("min_offload_size", {1024});
+  spec.grid.set_numbers("max_fwd_stash_size", {1});
   auto workload = workload_of(spec.workload);
   host_sim::set_capacity(host_sim::counters().allocated + 4096);  // nothing fits
   const auto out = run_sweep(*workload, spec, *store);
@@ -371,8 +371,8 @@ OFFTUNE_CHILD_ROLE(claim_then_measure)
 (const std::vector<std::string>& args, test::ChildControl& control) {
   auto spec = tiny_spec();
   if (args.size() > 3 && args[3] == "one-size-one-window") {
-    spec.grid.min_offload_sizes = {1024};
-    spec.grid.max_fwd_stash_sizes = {1};
+    spec.grid.set_numbers("min_offload_size", {1024});
+    spec.grid.set_numbers("max_fwd_stash_size", {1});
   }
   const int64_t index = std::stoll(args.at(1));
   static std::unique_ptr<Store> held;
@@ -443,8 +443,8 @@ TEST(Sweep, CancelStopsWaitingForAnotherProcess) {
   TempDir dir;
   const std::string db = dir.file("store.db");
   auto spec = tiny_spec();
-  spec.grid.min_offload_sizes = {1024};
-  spec.grid.max_fwd_stash_sizes = {1};
+  spec.grid.set_numbers("min_offload_size", {1024});
+  spec.grid.set_numbers("max_fwd_stash_size", {1});
   ChildProcess other("claim_then_measure", {db, "1", "never", "one-size-one-window"},
                      ChildProcess::After::Linger);
   auto store = open_sqlite_store(db);
@@ -802,7 +802,7 @@ TEST(Recommend, SnippetsCarryTheSettings) {
   EXPECT_NE(s.trl.find("--semantics trl"), std::string::npos) << s.trl;
   EXPECT_NE(s.axolotl.find("--semantics trl"), std::string::npos);
   EXPECT_EQ(s.cpp.find("semantics"), std::string::npos);
-  c.semantics = "trl";
+  c.semantics = Semantics::Trl;
   const auto t = make_snippets(c);
   EXPECT_EQ(t.trl.find("semantics"), std::string::npos) << t.trl;
   EXPECT_NE(t.cpp.find("--semantics offtune"), std::string::npos) << t.cpp;
@@ -814,9 +814,9 @@ TEST(Sweep, SemanticsChangeTheKeyOnlyWhenNotOfftunes) {
   const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
   EXPECT_EQ(key.find("semantics"), std::string::npos);
   auto trl = spec.grid;
-  trl.base.semantics = "trl";
+  trl.base.semantics = Semantics::Trl;
   EXPECT_NE(sweep_key(spec.workload, trl, spec.base), key);
-  EXPECT_EQ(to_options(trl.base, spec.base).semantics, Semantics::Trl);
+  EXPECT_EQ(options_of(trl.base, spec.base).semantics, Semantics::Trl);
 }
 
 // Semantics as an axis: every pair once per semantics, in the order given; the key says so, and a
@@ -824,18 +824,18 @@ TEST(Sweep, SemanticsChangeTheKeyOnlyWhenNotOfftunes) {
 TEST(Sweep, SemanticsAsAnAxisCrossTheGrid) {
   auto spec = tiny_spec();  // 2 sizes x 2 windows
   const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
-  spec.grid.semantics = {"trl", "offtune"};
+  spec.grid.set_names("semantics", {"trl", "offtune"});
   const auto points = expand_grid(spec.grid);
   ASSERT_EQ(points.size(), 9u);
   EXPECT_FALSE(points[0].offload);
   for (size_t i = 1; i < points.size(); ++i) {
-    EXPECT_EQ(points[i].semantics, i <= 4 ? "trl" : "offtune") << i;
+    EXPECT_EQ(points[i].semantics, i <= 4 ? Semantics::Trl : Semantics::Offtune) << i;
     EXPECT_EQ(points[i].min_offload_size, points[(i - 1) % 4 + 1].min_offload_size);
     EXPECT_EQ(points[i].max_fwd_stash_size, points[(i - 1) % 4 + 1].max_fwd_stash_size);
   }
   EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
   EXPECT_NE(grid_json(spec.grid).find("\"semantics\":[\"trl\",\"offtune\"]"), std::string::npos);
-  spec.grid.semantics.clear();
+  spec.grid.axes.erase("semantics");
   EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
 }
 
@@ -845,37 +845,38 @@ TEST(Sweep, SemanticsAsAnAxisCrossTheGrid) {
 TEST(Sweep, VariantsAsAxesCrossTheGrid) {
   auto spec = tiny_spec();  // 2 sizes x 2 windows
   const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
-  spec.grid.checkpoints = {"none", "all"};
-  spec.grid.offload_sets = {"all", "boundaries"};
+  spec.grid.set_names("checkpoint", {"none", "all"});
+  spec.grid.set_names("offload_set", {"all", "boundaries"});
   const auto points = expand_grid(spec.grid);
   // baseline, "all" alone, then (none, all), (all, all), (all, boundaries): 3 x 4 pairs.
   ASSERT_EQ(points.size(), 2u + 3u * 4u);
   EXPECT_EQ(grid_size(spec.grid), static_cast<int64_t>(points.size()));
   EXPECT_TRUE(is_baseline(points[0]));
   EXPECT_FALSE(points[1].offload);
-  EXPECT_EQ(points[1].checkpoint, "all");
+  EXPECT_EQ(points[1].checkpoint, CheckpointPolicy::all());
   EXPECT_FALSE(is_baseline(points[1]));
   for (size_t i = 2; i < points.size(); ++i) {
     const size_t variant = (i - 2) / 4;
     SCOPED_TRACE(i);
     EXPECT_TRUE(points[i].offload);
-    EXPECT_EQ(points[i].checkpoint, variant == 0 ? "none" : "all");
-    EXPECT_EQ(points[i].offload_set, variant == 2 ? "boundaries" : "all");
+    EXPECT_EQ(points[i].checkpoint,
+              variant == 0 ? CheckpointPolicy::none() : CheckpointPolicy::all());
+    EXPECT_EQ(points[i].offload_set, variant == 2 ? OffloadSet::Boundaries : OffloadSet::All);
     EXPECT_EQ(points[i].min_offload_size, points[(i - 2) % 4 + 2].min_offload_size);
   }
   EXPECT_EQ(describe_variant(points[13]), "checkpoint all, offload boundaries");
   EXPECT_EQ(describe_variant(points[2]), "");
   // Round trip through the stored text.
-  spec.grid.tiers = {"host", "disk"};
+  spec.grid.set_names("tier", {"host", "disk"});
   spec.grid.base.prefetch = 3;
   const Grid back = parse_grid_json(grid_json(spec.grid));
   EXPECT_EQ(expand_grid(back), expand_grid(spec.grid));
   EXPECT_EQ(grid_size(back), 2 + 2 * 3 * 4);
   EXPECT_THROW(parse_grid_json("{\"min_offload_size\": 3}"), std::invalid_argument);
   EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
-  spec.grid.checkpoints.clear();
-  spec.grid.offload_sets.clear();
-  spec.grid.tiers.clear();
+  spec.grid.axes.erase("checkpoint");
+  spec.grid.axes.erase("offload_set");
+  spec.grid.axes.erase("tier");
   spec.grid.base.prefetch = tiny_spec().grid.base.prefetch;
   EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
 }
@@ -895,27 +896,27 @@ TEST(Sweep, StreamsPinMemoryByteWindowAndLinkAsAxesCrossTheGridAndAreRecorded) {
   } axes[] = {
       {"streams",
        [](Grid& g) {
-         g.streams = {true, false};
+         g.set_switches("use_streams", {true, false});
        },
        [](const EngineConfig& c) { return std::string(c.use_streams ? "on" : "off"); },
        {"on", "off"}},
       {"pin memory",
        [](Grid& g) {
-         g.pin_memory = {false, true};
+         g.set_switches("use_pin_memory", {false, true});
        },
        [](const EngineConfig& c) { return std::string(c.use_pin_memory ? "on" : "off"); },
        {"off", "on"}},
       {"byte window",
        [](Grid& g) {
-         g.max_fwd_stash_bytes = {0, 64 << 10};
+         g.set_numbers("max_fwd_stash_bytes", {0, 64 << 10});
        },
        [](const EngineConfig& c) { return std::to_string(c.max_fwd_stash_bytes); },
        {"0", "65536"}},
       {"link",
        [](Grid& g) {
-         g.links = {"none", "pcie5"};
+         g.set_names("link", {"none", "pcie5"});
        },
-       [](const EngineConfig& c) { return c.link; },
+       [](const EngineConfig& c) { return c.link.name; },
        {"none", "pcie5"}},
   };
   for (const auto& axis : axes) {
@@ -934,10 +935,13 @@ TEST(Sweep, StreamsPinMemoryByteWindowAndLinkAsAxesCrossTheGridAndAreRecorded) {
     EXPECT_EQ(sweep_key(spec.workload, Grid{tiny_spec().grid}, spec.base), key);
 
     // Two offload points, each measured under its own value, and recorded so.
-    spec.grid.min_offload_sizes = {1024};
-    spec.grid.max_fwd_stash_sizes = {2};
+    spec.grid.set_numbers("min_offload_size", {1024});
+    spec.grid.set_numbers("max_fwd_stash_size", {2});
     spec.env.device =
-        "host-sim (link " + (spec.grid.links.empty() ? "pcie4" : spec.grid.links[0]) + ")";
+        "host-sim (link " +
+        (spec.grid.axes.contains("link") ? std::get<std::string>(spec.grid.values("link")[0])
+                                         : std::string("pcie4")) +
+        ")";
     auto workload = workload_of(spec.workload);
     auto store = make_memory_store();
     const auto out = run_sweep(*workload, spec, *store);
@@ -949,7 +953,7 @@ TEST(Sweep, StreamsPinMemoryByteWindowAndLinkAsAxesCrossTheGridAndAreRecorded) {
       const auto run = store->run(recorded[i].run);
       ASSERT_TRUE(run);
       EXPECT_EQ(run->config, recorded[i].config);
-      if (!spec.grid.links.empty()) {
+      if (spec.grid.axes.contains("link")) {
         EXPECT_EQ(run->env.device, "host-sim (link " + axis.values[i - 1] + ")");
       }
     }
@@ -960,10 +964,10 @@ TEST(Sweep, StreamsPinMemoryByteWindowAndLinkAsAxesCrossTheGridAndAreRecorded) {
 // variants should: checkpointing lowers the peak, checkpointing alone offloads nothing.
 TEST(Sweep, AcrossVariantsRunsAndRecordsEachPointsVariant) {
   auto spec = tiny_spec();
-  spec.grid.min_offload_sizes = {1024};
-  spec.grid.max_fwd_stash_sizes = {2};
-  spec.grid.checkpoints = {"none", "all"};
-  spec.grid.offload_sets = {"all", "boundaries"};
+  spec.grid.set_numbers("min_offload_size", {1024});
+  spec.grid.set_numbers("max_fwd_stash_size", {2});
+  spec.grid.set_names("checkpoint", {"none", "all"});
+  spec.grid.set_names("offload_set", {"all", "boundaries"});
   auto workload = workload_of(spec.workload);
   auto store = make_memory_store();
   const auto out = run_sweep(*workload, spec, *store);
@@ -973,7 +977,7 @@ TEST(Sweep, AcrossVariantsRunsAndRecordsEachPointsVariant) {
     EXPECT_EQ(p.status, PointStatus::Ok) << p.index << ": " << p.error;
     EXPECT_EQ(store->run(p.run)->config, p.config) << "the run records the point's variant";
   }
-  EXPECT_EQ(points[1].config.checkpoint, "all");
+  EXPECT_EQ(points[1].config.checkpoint, CheckpointPolicy::all());
   EXPECT_LT(points[1].summary.peak_allocated, points[0].summary.peak_allocated);
   EXPECT_EQ(points[1].summary.offloaded_bytes, 0);
   // Offloading only the boundaries moves less than offloading everything outside the blocks too.
@@ -992,36 +996,37 @@ TEST(Sweep, LayerOffloadingIsAnAxisAndLoraAndBlocksAreInTheKeyWhenSet) {
   auto spec = tiny_spec();  // 2 sizes x 2 windows
   const std::string key = sweep_key(spec.workload, spec.grid, spec.base);
   EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base, {}, nullptr, {}), key);
-  spec.grid.checkpoints = {"none", "all"};
-  spec.grid.layer_offloads = {"off", "on:1"};
+  spec.grid.set_names("checkpoint", {"none", "all"});
+  spec.grid.set_names("layer_offload", {"off", "on:1"});
   const auto points = expand_grid(spec.grid);
   // baseline; alone: (none, on:1), (all, off), (all, on:1); then 4 variants x 4 pairs.
   ASSERT_EQ(points.size(), 4u + 4u * 4u);
   EXPECT_EQ(grid_size(spec.grid), static_cast<int64_t>(points.size()));
   EXPECT_TRUE(is_baseline(points[0]));
-  EXPECT_EQ(points[0].layer_offload, "off");
+  EXPECT_EQ(points[0].layer_offload, 0);
   EXPECT_FALSE(points[1].offload);
-  EXPECT_EQ(points[1].layer_offload, "on:1");
-  EXPECT_EQ(points[1].checkpoint, "none");
+  EXPECT_EQ(points[1].layer_offload, 1);
+  EXPECT_EQ(points[1].checkpoint, CheckpointPolicy::none());
   EXPECT_FALSE(is_baseline(points[1])) << "layer offloading alone is a variant, not the baseline";
   EXPECT_EQ(describe_variant(points[1]), "layers on:1");
-  EXPECT_EQ(points[3].checkpoint, "all");
-  EXPECT_EQ(points[3].layer_offload, "on:1");
+  EXPECT_EQ(points[3].checkpoint, CheckpointPolicy::all());
+  EXPECT_EQ(points[3].layer_offload, 1);
   for (size_t i = 4; i < points.size(); ++i) {
     SCOPED_TRACE(i);
     const size_t variant = (i - 4) / 4;  // (none, off), (none, on:1), (all, off), (all, on:1)
     EXPECT_TRUE(points[i].offload);
-    EXPECT_EQ(points[i].checkpoint, variant < 2 ? "none" : "all");
-    EXPECT_EQ(points[i].layer_offload, variant % 2 == 0 ? "off" : "on:1");
+    EXPECT_EQ(points[i].checkpoint,
+              variant < 2 ? CheckpointPolicy::none() : CheckpointPolicy::all());
+    EXPECT_EQ(points[i].layer_offload, variant % 2 == 0 ? 0 : 1);
   }
   EXPECT_EQ(describe_variant(points.back()), "checkpoint all, layers on:1");
   EXPECT_FALSE(plain_offloading(points[8])) << "the predictor does not replay layer offloading";
   const Grid back = parse_grid_json(grid_json(spec.grid));
-  EXPECT_EQ(back.layer_offloads, spec.grid.layer_offloads);
+  EXPECT_EQ(back.values("layer_offload"), spec.grid.values("layer_offload"));
   EXPECT_EQ(expand_grid(back), points);
   EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
-  spec.grid.checkpoints.clear();
-  spec.grid.layer_offloads.clear();
+  spec.grid.axes.erase("checkpoint");
+  spec.grid.axes.erase("layer_offload");
   EXPECT_EQ(sweep_key(spec.workload, spec.grid, spec.base), key);
   spec.workload.lora_rank = 4;
   EXPECT_NE(sweep_key(spec.workload, spec.grid, spec.base), key);
@@ -1037,9 +1042,9 @@ TEST(Sweep, LayerOffloadingRunsOnALoraModelAndRecordsItsWeightCopies) {
   auto spec = tiny_spec();
   spec.workload.model = "small";
   spec.workload.lora_rank = 4;
-  spec.grid.min_offload_sizes = {1024};
-  spec.grid.max_fwd_stash_sizes = {2};
-  spec.grid.layer_offloads = {"off", "on:1"};
+  spec.grid.set_numbers("min_offload_size", {1024});
+  spec.grid.set_numbers("max_fwd_stash_size", {2});
+  spec.grid.set_names("layer_offload", {"off", "on:1"});
   // The model's weights on host-sim's device from the start, as the CLI has them: the peak counts
   // them, and the layer offloader's device copies.
   host_sim::install();
@@ -1053,7 +1058,7 @@ TEST(Sweep, LayerOffloadingRunsOnALoraModelAndRecordsItsWeightCopies) {
     EXPECT_EQ(store->run(p.run)->config, p.config);
     EXPECT_EQ(store->run(p.run)->workload.lora_rank, 4);
   }
-  ASSERT_EQ(points[1].config.layer_offload, "on:1");
+  ASSERT_EQ(points[1].config.layer_offload, 1);
   EXPECT_EQ(points[1].summary.offloaded_bytes, 0) << "weights only: no activation moved";
   // Its overlap figures are about the weight copies: applicable, where the baseline's are not.
   EXPECT_TRUE(copied_anything(points[1].config, points[1].summary));
@@ -1077,7 +1082,7 @@ TEST(Sweep, LayerOffloadingRunsOnALoraModelAndRecordsItsWeightCopies) {
 TEST(Recommend, LayerOffloadingSnippetsSpeakEachToolsTerms) {
   std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, false, 105, 600),
                                point(2, true, 300, 100)};
-  pts[1].config.layer_offload = "on:1";
+  pts[1].config.layer_offload = 1;
   const auto alone = recommend(pts, {});  // lowest peak within 1.25x of point 0: point 1
   ASSERT_TRUE(alone.chosen);
   EXPECT_EQ(alone.chosen->index, 1);
@@ -1092,7 +1097,7 @@ TEST(Recommend, LayerOffloadingSnippetsSpeakEachToolsTerms) {
   EXPECT_NE(alone.snippets.trl.find("no TRL argument"), std::string::npos) << alone.snippets.trl;
   pts[2].summary.step_ms_median = pts[2].summary.step_ms_ci_low = pts[2].summary.step_ms_ci_high =
       110;
-  pts[2].config.layer_offload = "on:2";
+  pts[2].config.layer_offload = 2;
   const auto both = recommend(pts, {});
   ASSERT_TRUE(both.chosen);
   EXPECT_EQ(both.chosen->index, 2);
@@ -1108,9 +1113,9 @@ TEST(Recommend, LayerOffloadingSnippetsSpeakEachToolsTerms) {
 TEST(Recommend, CheckpointingAloneIsACandidateAndSnippetsNameTheVariant) {
   std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, false, 110, 500),
                                point(2, true, 115, 450), point(3, true, 300, 100)};
-  pts[1].config.checkpoint = "all";
-  pts[2].config.checkpoint = "all";
-  pts[2].config.offload_set = "boundaries";
+  pts[1].config.checkpoint = CheckpointPolicy::all();
+  pts[2].config.checkpoint = CheckpointPolicy::all();
+  pts[2].config.offload_set = OffloadSet::Boundaries;
   pts[2].config.use_streams = false;
   const auto r = recommend(pts, {});  // lowest peak within 1.25x of point 0: point 2
   ASSERT_TRUE(r.baseline);
@@ -1144,7 +1149,7 @@ TEST(Recommend, MixedSemanticsGiveEachToolItsOwnSnippet) {
   std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 110, 500),
                                point(2, true, 105, 700), point(3, true, 115, 400),
                                point(4, true, 200, 100)};
-  pts[1].config.semantics = pts[2].config.semantics = "trl";
+  pts[1].config.semantics = pts[2].config.semantics = Semantics::Trl;
   const auto r = recommend(pts, {});  // lowest peak within 1.25x: point 3 (offtune)
   ASSERT_TRUE(r.chosen);
   EXPECT_EQ(r.chosen->index, 3);
@@ -1164,7 +1169,7 @@ TEST(Recommend, MixedSemanticsGiveEachToolItsOwnSnippet) {
   ASSERT_TRUE(none.trl_choice);
   EXPECT_FALSE(none.trl_choice->config.offload);  // the baseline: no offloading pays
   // One semantics only: snippets from the chosen point, as before.
-  pts[1].config.semantics = pts[2].config.semantics = "offtune";
+  pts[1].config.semantics = pts[2].config.semantics = Semantics::Offtune;
   const auto plain = recommend(pts, {});
   EXPECT_FALSE(plain.mixed_semantics);
   EXPECT_EQ(plain.snippets.cpp.find("From point"), std::string::npos);
@@ -1191,7 +1196,7 @@ TEST(Sweep, WithAnOptimizerEveryPointAndRepeatStartsFromTheSameWeights) {
     auto spec = tiny_spec();
     spec.workload.model = model;
     spec.workload.optimizer = true;
-    spec.grid.min_offload_sizes = {1024};
+    spec.grid.set_numbers("min_offload_size", {1024});
     spec.repeat = 2;
     auto workload = workload_of(spec.workload);
     const auto out = run_sweep(*workload, spec, *store);
@@ -1288,8 +1293,8 @@ TEST(Sweep, EveryPointOfATorchScriptSweepUnderADeviceModelIsExact) {
   spec.workload = dropout_run(dir.file("drop.pt")).workload;
   spec.workload.steps = 3;
   spec.workload.warmup = 0;
-  spec.grid.min_offload_sizes = {1024};
-  spec.grid.max_fwd_stash_sizes = {1};
+  spec.grid.set_numbers("min_offload_size", {1024});
+  spec.grid.set_numbers("max_fwd_stash_size", {1});
   spec.base.backend = BackendKind::HostSim;
   spec.env.backend = "host-sim";
   auto w = dropout_workload(dir.file("drop.pt"));

@@ -22,7 +22,7 @@ namespace offtune::cli {
 namespace pf = offtune::profiler;
 using json = nlohmann::json;
 
-// Exit status (README, "Exit codes").
+// Exit status (docs/cli.md, "Exit status").
 enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kStore = 3, kThreshold = 4, kNoChoice = 5 };
 inline constexpr int kInterrupted = 130;
 
@@ -50,14 +50,10 @@ std::unique_ptr<profiler::Store> open_store(const Common& common, bool write);
 // are the request layer's).
 void add_workload_flags(CLI::App& sub, requests::WorkloadFields& workload,
                         requests::BackendFields& backend);
-// --min-offload-size, --max-fwd-stash-size and --max-fwd-stash-bytes: a sweep's (or a
-// prediction's) grid.
-void add_grid_flags(CLI::App& sub, requests::SweepRequest& request);
-// --prefetch, --streams (--no-streams), --pin-memory (--no-pin-memory), --verify and the variants.
-void add_engine_flags(CLI::App& sub, requests::EngineFields& engine);
-// --streams and --pin-memory (a list each in a sweep or a prediction), with --no-streams and
-// --no-pin-memory for "off".
-void add_switch_flags(CLI::App& sub, requests::EngineFields& engine);
+// A flag for every knob of the knob table (offtune/knobs.hpp) with one: each puts the text given
+// into `knobs` (a run takes one value, a sweep and a prediction a list of each axis); --verify is
+// a plain flag, --no-streams and --no-pin-memory are --streams off and --pin-memory off.
+void add_knob_flags(CLI::App& sub, requests::KnobTexts& knobs, bool sweep);
 
 // --fail-if METRIC>VALUE: peak>SIZE, step-ms>MS, slowdown>F (slowdown only where there is a
 // baseline, i.e. for a sweep). Values are positive and finite; throws UsageError.
@@ -77,8 +73,7 @@ std::optional<profiler::SweepRecord> pick_sweep(profiler::Store& store, int64_t 
 std::string join_indices(std::vector<int64_t> indices);
 void print_points(const std::vector<profiler::PointRecord>& points);
 // Each point's variant in words, in the points' order: describe_variant's, then the knobs that
-// the sweep's offload points differ by and describe_variant leaves out (prefetch, link, streams,
-// pinned memory, byte window).
+// the sweep's offload points differ by and describe_variant leaves out (each in the knob's words).
 std::vector<std::string> variant_texts(const std::vector<profiler::PointRecord>& points);
 
 // A subcommand: registers its flags in its constructor, runs when parsed.

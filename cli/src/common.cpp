@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/requests/request.hpp"
 
@@ -86,10 +87,6 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
   app.add_option("--warmup", w.warmup, "unmeasured steps before them")->capture_default_str();
   app.add_flag("--optimizer", w.optimizer, "include an SGD optimizer step in each step");
   app.add_option("--backend", b.backend, "auto, cuda or host-sim")->capture_default_str();
-  app.add_option("--link", b.link,
-                 "host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US (e.g. "
-                 "12:15); a host-sim sweep takes a list as an axis: pcie4,pcie5")
-      ->capture_default_str();
   app.add_option("--device-model", b.device_model,
                  "host-sim: time each step as this GPU would (h100-sxm, h200, a100-80gb, l4, "
                  "rtx4090, or a JSON file; docs/device-model.md), deterministic; default: as this "
@@ -117,74 +114,30 @@ void add_workload_flags(CLI::App& app, requests::WorkloadFields& w, requests::Ba
                  "(e.g. model.layers); default: found in the model");
 }
 
-void add_grid_flags(CLI::App& app, requests::SweepRequest& r) {
-  app.add_option("--min-offload-size", r.min_offload_sizes,
-                 "list or range: 1KiB,1MiB or 1KiB:64MiB:x4")
-      ->capture_default_str();
-  app.add_option("--max-fwd-stash-size", r.max_fwd_stash_sizes, "list or range: 1,4 or 1:8")
-      ->capture_default_str();
-  app.add_option("--max-fwd-stash-bytes", r.max_fwd_stash_bytes,
-                 "byte bound on the forward window (0: none); a size or a list as an axis: "
-                 "0,64MiB")
-      ->capture_default_str();
-}
-
-void add_switch_flags(CLI::App& app, requests::EngineFields& e) {
-  // --no-streams and --no-pin-memory are --streams off and --pin-memory off, as they always were;
-  // given with the list form, one would silently override the other: refused.
-  auto* streams = app.add_option("--streams", e.streams,
-                                 "copies on a side stream (on) or on the compute stream (off: "
-                                 "single-stream, legacy); a sweep takes on,off as an axis")
-                      ->capture_default_str();
-  app.add_flag_callback(
-         "--no-streams", [&e] { e.streams = "off"; }, "single-stream (legacy) mode: --streams off")
-      ->excludes(streams);
-  auto* pin = app.add_option("--pin-memory", e.pin_memory,
-                             "pinned (on) or pageable (off) host memory; a sweep takes on,off as "
-                             "an axis")
-                  ->capture_default_str();
-  app.add_flag_callback(
-         "--no-pin-memory", [&e] { e.pin_memory = "off"; },
-         "pageable host memory: --pin-memory off")
-      ->excludes(pin);
-}
-
-void add_engine_flags(CLI::App& app, requests::EngineFields& e) {
-  app.add_option("--prefetch", e.prefetch,
-                 "backward reloads ahead of use (0.." + std::to_string(requests::kMaxPrefetch) +
-                     "); a sweep takes a list as an axis: 0,1,2")
-      ->capture_default_str();
-  add_switch_flags(app, e);
-  app.add_flag("--verify", e.verify,
-               "check every offloaded copy: a checksum at pack, checked at unpack, in every tier; "
-               "a copy that comes back different fails the run naming the tensor (costs a hash of "
-               "every offloaded byte, twice: offtune-bench prints how much)");
-  // The knobs a sweep takes as axes, each a value (a run) or a list (a sweep).
-  const struct {
-    const char* name;
-    std::string* field;
-    const char* help;
-  } axes[] = {
-      {"--semantics", &e.semantics,
-       "whose rules the engine follows: offtune, or trl (the reference's window, no prefetch, no "
-       "de-duplication: what TRL's knobs mean); a sweep takes both as an axis: trl,offtune"},
-      {"--checkpoint", &e.checkpoint,
-       "gradient checkpointing of the model's blocks: none, all, or every:K (blocks 0, K, 2K, "
-       "...); a sweep takes a list as an axis: none,all,every:2"},
-      {"--offload", &e.offload_set,
-       "what may be offloaded: all (every saved tensor over --min-offload-size), or boundaries "
-       "(only checkpointed blocks' inputs: Axolotl's offloaded gradient checkpointing; with "
-       "--no-streams its 'legacy'); a sweep takes a list"},
-      {"--tier", &e.tier,
-       "where offloaded copies live: host (pinned memory), disk, or auto (host, spilling to "
-       "disk); a sweep takes a list"},
-      {"--layer-offload", &e.layer_offload,
-       "layer offloading of the blocks' frozen weights (with --lora-rank): off, or on:DEPTH "
-       "(blocks copied ahead; Axolotl's layer_offloading streams one: on:1); a sweep takes a "
-       "list: off,on:1"},
-  };
-  for (const auto& axis : axes)
-    app.add_option(axis.name, *axis.field, axis.help)->capture_default_str();
+void add_knob_flags(CLI::App& app, requests::KnobTexts& knobs, bool sweep) {
+  for (const Knob& k : knob_table()) {
+    if (k.flag.empty()) continue;
+    const std::string key(k.key), flag(k.flag);
+    if (k.plain_flag()) {
+      app.add_flag_callback(
+          flag, [&knobs, key] { knobs[key] = "on"; }, pf::knob_help(k, sweep));
+      continue;
+    }
+    // The request holds the text only when the flag is given: the defaults stay the table's.
+    auto* option = app.add_option_function<std::string>(
+                          flag, [&knobs, key](const std::string& text) { knobs[key] = text; },
+                          pf::knob_help(k, sweep))
+                       ->default_str(profiler::default_text(k, sweep));
+    option->type_name("TEXT");
+    // --no-streams is --streams off, as it always was; given with the value form, one would
+    // silently override the other: refused.
+    if (!k.off_flag.empty()) {
+      app.add_flag_callback(
+             std::string(k.off_flag), [&knobs, key] { knobs[key] = "off"; },
+             "the same as " + flag + " off")
+          ->excludes(option);
+    }
+  }
 }
 
 std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,
@@ -259,36 +212,19 @@ std::string join_indices(std::vector<int64_t> indices) {
   return out;
 }
 
-namespace {
-
-// The knobs a sweep may vary that describe_variant leaves out (a run's plain settings), each in
-// words: the variant column names those the sweep's offload points differ by.
-using KnobText = std::string (*)(const pf::EngineConfig&);
-constexpr KnobText kKnobTexts[] = {
-    [](const pf::EngineConfig& c) { return "prefetch " + std::to_string(c.prefetch); },
-    [](const pf::EngineConfig& c) { return "link " + c.link; },
-    [](const pf::EngineConfig& c) {
-      return std::string(c.use_streams ? "streams" : "single stream");
-    },
-    [](const pf::EngineConfig& c) { return std::string(c.use_pin_memory ? "pinned" : "pageable"); },
-    [](const pf::EngineConfig& c) {
-      return c.max_fwd_stash_bytes > 0 ? "window bytes " + pf::format_size(c.max_fwd_stash_bytes)
-                                       : std::string("no byte window");
-    },
-};
-
-}  // namespace
-
 std::vector<std::string> variant_texts(const std::vector<pf::PointRecord>& points) {
-  std::vector<KnobText> varied;
-  for (const KnobText knob : kKnobTexts) {
-    std::string first;
+  // The knobs describe_variant leaves out (a run's plain settings) that the sweep's offload points
+  // differ by, but the grid's pair (its own columns).
+  std::vector<const Knob*> varied;
+  for (const Knob& k : knob_table()) {
+    if (k.variant || k.always_axis || !k.offload_only) continue;
+    const pf::PointRecord* first = nullptr;
     for (const auto& p : points) {
       if (!p.config.offload) continue;
-      if (first.empty()) {
-        first = knob(p.config);
-      } else if (knob(p.config) != first) {
-        varied.push_back(knob);
+      if (first == nullptr) {
+        first = &p;
+      } else if (k.get(p.config) != k.get(first->config)) {
+        varied.push_back(&k);
         break;
       }
     }
@@ -297,7 +233,7 @@ std::vector<std::string> variant_texts(const std::vector<pf::PointRecord>& point
   for (const auto& p : points) {
     std::string text = pf::describe_variant(p.config);
     if (p.config.offload) {
-      for (const KnobText knob : varied) text += (text.empty() ? "" : ", ") + knob(p.config);
+      for (const Knob* k : varied) text += (text.empty() ? "" : ", ") + k->words(p.config);
     }
     out.push_back(std::move(text));
   }
@@ -309,7 +245,7 @@ void print_points(const std::vector<pf::PointRecord>& points) {
   // beside the rounded size: two peaks that round alike may still differ.
   // Whose rules a point was measured under, when a sweep has other than offtune's.
   const bool rules = std::any_of(points.begin(), points.end(), [](const pf::PointRecord& p) {
-    return p.config.offload && p.config.semantics != "offtune";
+    return p.config.offload && p.config.semantics != Semantics::Offtune;
   });
   // The engine variant (checkpointing, what is offloaded, the tier, and the knobs the sweep
   // varies besides), when a sweep has any.
@@ -344,7 +280,7 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     char rule[16] = "";
     if (rules) {
       std::snprintf(rule, sizeof rule, " %-7s",
-                    p.config.offload ? p.config.semantics.c_str() : "-");
+                    p.config.offload ? std::string(to_string(p.config.semantics)).c_str() : "-");
     }
     // A point that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
     char hidden[16] = "n/a";

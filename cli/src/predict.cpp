@@ -1,6 +1,7 @@
 // `offtune predict`: every point of a grid (min_offload_size x max_fwd_stash_size x prefetch x
 // link, and semantics) predicted from one recorded step, without running them
 // (profiler/predict.hpp).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -38,21 +39,15 @@ class PredictCommand final : public Command {
     app_->add_flag("--json", json_, "print the result as JSON");
     add_workload_flags(*app_, request_.workload, request_.backend);
     // One step is recorded (after --warmup) and nothing is measured on a GPU: no --steps, no
-    // --collector; --link takes a list here.
+    // --collector. The knobs' axes as a sweep takes them; the engine variants the predictor does
+    // not replay (checkpointing, what is offloaded, the tier, layer offloading, verify) are not
+    // flags here.
     app_->remove_option(app_->get_option("--steps"));
     app_->remove_option(app_->get_option("--collector"));
-    app_->get_option("--link")->description(
-        "host-sim link models to predict over, a list: e.g. pcie4,pcie5 (each pcie4, pcie5, "
-        "nvlink-c2c, none, or GBPS:LATENCY_US)");
-    add_grid_flags(*app_, request_);
-    app_->add_option("--prefetch", prefetch_,
-                     "list or range of backward reloads ahead of use (0.." +
-                         std::to_string(requests::kMaxPrefetch) + "), e.g. 0,1,2")
-        ->capture_default_str();
-    add_switch_flags(*app_, request_.engine);
-    app_->add_option("--semantics", request_.engine.semantics,
-                     "whose rules the engine follows: offtune, trl, or both: trl,offtune")
-        ->capture_default_str();
+    add_knob_flags(*app_, request_.knobs, /*sweep=*/true);
+    for (const Knob& k : knob_table()) {
+      if (k.variant && !k.flag.empty()) app_->remove_option(app_->get_option(std::string(k.flag)));
+    }
     app_->add_option("--max-points", request_.max_points,
                      "refuse a grid of more points than this (up to " +
                          std::to_string(requests::kMaxMaxPoints) + ")")
@@ -60,57 +55,26 @@ class PredictCommand final : public Command {
   }
 
   int run() override {
-    // --link and --prefetch take lists here: each an axis of the prediction, parsed as a sweep
-    // parses them.
-    std::vector<std::string> link_names;
-    std::vector<int64_t> prefetches;
-    try {
-      link_names = requests::link_list(request_.backend.link);
-    } catch (const std::invalid_argument& e) {
-      refuse("--link", e.what());
-    }
-    try {
-      prefetches = requests::prefetch_list(prefetch_);
-    } catch (const std::invalid_argument& e) {
-      refuse("--prefetch", e.what());
-    }
-    std::vector<LinkModel> links;
-    for (const auto& name : link_names) links.push_back(pf::parse_link(name));
-    request_.backend.link = link_names.front();
-    request_.engine.prefetch = std::to_string(prefetches.front());
     request_.refine_steps = 0;
-    const auto valid = requests::require_valid(request_);
     if (request_.backend.device_model.empty() || request_.backend.backend == "cuda") {
       refuse("--device-model",
              "offtune predict replays one recorded step, which needs its op times known ahead: "
              "give --device-model (host-sim), e.g. --device-model h100-sxm");
     }
-    const int64_t grid_points = requests::point_count(valid);
-    const int64_t points = 1 + (grid_points - 1) * static_cast<int64_t>(prefetches.size()) *
-                                   static_cast<int64_t>(links.size());
-    if (points > request_.max_points) {
-      refuse("--max-points", "the grid has " + std::to_string(points) +
-                                 " points, more than --max-points " +
-                                 std::to_string(request_.max_points) +
-                                 ": narrow the lists, or raise --max-points if you mean it");
-    }
-
+    const auto valid = requests::require_valid(request_);
     auto prepared = requests::prepare(valid);
+    // Each point over its own link where the grid has a link axis (the configs name it).
+    const bool link_axis = prepared.spec.grid.axes.contains("link");
     std::vector<Point> grid;
+    std::vector<std::string> link_names;
     for (const auto& c : pf::expand_grid(prepared.spec.grid)) {
-      if (!c.offload) {
-        grid.push_back({c, links.front(), {}, false});
-        continue;
-      }
-      for (int64_t p : prefetches) {
-        for (size_t l = 0; l < links.size(); ++l) {
-          pf::EngineConfig config = c;
-          config.prefetch = p;
-          config.link = link_names[l];
-          grid.push_back({config, links[l], {}, false});
-        }
+      grid.push_back({c, link_axis ? c.link.model : prepared.spec.base.link, {}, false});
+      if (c.offload &&
+          std::find(link_names.begin(), link_names.end(), c.link.name) == link_names.end()) {
+        link_names.push_back(c.link.name);
       }
     }
+    if (link_names.empty()) link_names.push_back(prepared.spec.grid.base.link.name);
 
     std::vector<pf::EngineConfig> configs;
     std::vector<LinkModel> point_links;
@@ -187,7 +151,8 @@ class PredictCommand final : public Command {
         static_cast<long long>(prepared.spec.workload.batch),
         static_cast<long long>(prepared.spec.workload.seq), device.c_str(), predicted_grid.traces,
         predicted_grid.traces == 1 ? "" : "s", record_ms, predict_ms);
-    const bool rules = predicted_grid.traces > 1 || grid.back().config.semantics != "offtune";
+    const bool rules =
+        predicted_grid.traces > 1 || grid.back().config.semantics != Semantics::Offtune;
     std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %13s\n", "index", "offload",
                 rules ? " rules  " : "", "min_offload", "window", "prefetch", "link", "step ms",
                 "x base", "peak device", "bytes", "hidden copy %");
@@ -199,13 +164,16 @@ class PredictCommand final : public Command {
         std::snprintf(hidden, sizeof hidden, "%.1f", p.predicted.hidden_copy_pct);
       }
       char rule[16] = "";
-      if (rules) std::snprintf(rule, sizeof rule, " %-7s", c.offload ? c.semantics.c_str() : "-");
+      if (rules) {
+        std::snprintf(rule, sizeof rule, " %-7s",
+                      c.offload ? std::string(to_string(c.semantics)).c_str() : "-");
+      }
       std::printf("%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %13s%s\n", i,
                   c.offload ? "yes" : "no", rule,
                   c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
                   c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
                   c.offload ? std::to_string(c.prefetch).c_str() : "-",
-                  c.offload ? c.link.c_str() : "-", p.predicted.step_ms(),
+                  c.offload ? c.link.name.c_str() : "-", p.predicted.step_ms(),
                   base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
                   pf::format_size(p.predicted.peak_allocated).c_str(),
                   static_cast<long long>(p.predicted.peak_allocated), hidden,
@@ -219,7 +187,7 @@ class PredictCommand final : public Command {
             "%lld, prefetch %lld, link %s\n",
             static_cast<long long>(rec.chosen->index), pf::format_size(c.min_offload_size).c_str(),
             static_cast<long long>(c.max_fwd_stash_size), static_cast<long long>(c.prefetch),
-            c.link.c_str());
+            c.link.name.c_str());
       } else {
         std::printf("recommended (predicted): no offloading\n");
       }
@@ -241,7 +209,6 @@ class PredictCommand final : public Command {
   bool quiet_ = false;
   bool json_ = false;
   requests::SweepRequest request_;
-  std::string prefetch_ = "1";
 };
 
 }  // namespace

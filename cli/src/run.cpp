@@ -19,14 +19,7 @@ class RunCommand final : public StoreCommand {
   explicit RunCommand(CLI::App& parent)
       : StoreCommand(parent, "run", "measure one configuration and record it", StoreUse::Writes) {
     add_workload_flags(*app_, request_.workload, request_.backend);
-    app_->add_option("--min-offload-size", request_.min_offload_size, "bytes, e.g. 1KiB")
-        ->capture_default_str();
-    app_->add_option("--max-fwd-stash-size", request_.max_fwd_stash_size, "forward window (>= 1)")
-        ->capture_default_str();
-    app_->add_option("--max-fwd-stash-bytes", request_.max_fwd_stash_bytes,
-                     "byte bound on it (0: none)")
-        ->capture_default_str();
-    add_engine_flags(*app_, request_.engine);
+    add_knob_flags(*app_, request_.knobs, /*sweep=*/false);
     app_->add_flag("--no-offload", request_.no_offload, "measure the baseline without offloading");
     app_->add_option("--fail-if", fail_if_, "exit 4 if crossed: peak>SIZE, step-ms>MS");
   }

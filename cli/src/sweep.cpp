@@ -28,8 +28,7 @@ class SweepCommand final : public StoreCommand {
             "training script (--script; docs/script-sweeps.md)",
             StoreUse::Writes) {
     add_workload_flags(*app_, request_.workload, request_.backend);
-    add_grid_flags(*app_, request_);
-    add_engine_flags(*app_, request_.engine);
+    add_knob_flags(*app_, request_.knobs, /*sweep=*/true);
     app_->add_option("--shard", request_.shard,
                      "run only shard i of n (1-based), e.g. 2/4; auto: from the scheduler "
                      "(SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT of a Slurm job array, or "
@@ -230,9 +229,8 @@ class SweepCommand final : public StoreCommand {
         continue;
       }
       if (!first_failed) first_failed = &p;
-      const bool baseline =
-          !p.config.offload && p.config.checkpoint == "none" && p.config.layer_offload == "off";
-      if (baseline) return "the baseline failed, so no point can be judged: " + p.error;
+      if (is_baseline(p.config))
+        return "the baseline failed, so no point can be judged: " + p.error;
     }
     if (!any_finished || any_not_failed) return "";
     return "every point failed: " + first_failed->error;
@@ -255,8 +253,8 @@ class SweepCommand final : public StoreCommand {
       std::cout << "recommended: min_offload_size "
                 << pf::format_size(rec.chosen->config.min_offload_size) << ", max_fwd_stash_size "
                 << rec.chosen->config.max_fwd_stash_size;
-      if (rec.chosen->config.semantics != "offtune") {
-        std::cout << " (" << rec.chosen->config.semantics << " semantics)";
+      if (rec.chosen->config.semantics != Semantics::Offtune) {
+        std::cout << " (" << to_string(rec.chosen->config.semantics) << " semantics)";
       }
       // Its variant as the points table names it (with the knobs the sweep varies).
       const auto texts = variant_texts(points);

@@ -1,13 +1,14 @@
-// Gradient checkpointing (offtune/checkpoint.hpp) on the seam's hook frames: a region's forward
-// runs under a frame whose saved tensors are placeholders (an index, and the shape for the check);
-// the first unpack of one in a backward reruns the region under a frame that captures what the
-// rerun saves, in the same order, and each placeholder takes its tensor by index. This is what
-// torch.utils.checkpoint does with saved-tensor hooks in Python; libtorch has no equivalent.
+// Gradient checkpointing (offtune/checkpoint.hpp) on the engine's hook frames (context.hpp): a
+// region's forward runs under a frame whose saved tensors are placeholders (an index, and the shape
+// for the check); the first unpack of one in a backward reruns the region under a frame that
+// captures what the rerun saves, in the same order, and each placeholder takes its tensor by index.
+// This is what torch.utils.checkpoint does with saved-tensor hooks in Python; libtorch has no
+// equivalent.
 //
 // Why per backward (graph task): with retain_graph a second backward unpacks the same placeholders
 // again, so each backward recomputes once and drops each tensor as its node takes it ("frees as it
 // goes"); what a backward did not take (autograd::grad() to an inner tensor, an output it does not
-// reach, an error part way) goes when that backward ends (the seam's TaskListener).
+// reach, an error part way) goes when that backward ends (context.hpp's TaskListener).
 //
 // Nested regions: a region whose forward runs inside another's saves its inputs through the outer
 // region's hooks, as placeholders of the outer one (torch.utils.checkpoint saves them likewise
@@ -35,6 +36,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "context.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/observer.hpp"
 #include "offtune/options.hpp"

@@ -1,4 +1,4 @@
-// What the host-sim backend and the seam tell the emulator (host_sim.cpp) about copies, stream
+// What the host-sim backend and the engine tell the emulator (host_sim.cpp) about copies, stream
 // waits and hand-outs, so that it can keep memory intact while a copy that is correctly ordered
 // still has to run, and check stream order (offtune/host_sim.hpp says what is checked).
 #pragma once

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "context.hpp"
 #include "host_pool.hpp"
 #include "pressure.hpp"
 #include "seam.hpp"

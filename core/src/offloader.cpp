@@ -65,9 +65,11 @@
 
 #include "backend.hpp"
 #include "block_cache.hpp"
+#include "context.hpp"
 #include "disk_pump.hpp"
 #include "disk_tier.hpp"
 #include "host_pool.hpp"
+#include "host_sim_internal.hpp"
 #include "offload_entry.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/offload_rule.hpp"
@@ -512,7 +514,7 @@ struct Rebuild {
   at::Device device = at::kCPU;
 };
 
-// One saved tensor's share in the engine; see seam.hpp.
+// One saved tensor's share in the engine; see SavedTensorSlot (seam.hpp).
 class Slot final : public SavedTensorSlot {
  public:
   Slot(std::shared_ptr<Context> ctx, uint64_t generation)
@@ -529,7 +531,13 @@ class Slot final : public SavedTensorSlot {
 
  protected:
   OFFTUNE_HOT void pack(const at::Tensor& tensor) override { ctx_->pack(*this, tensor); }
-  OFFTUNE_HOT at::Tensor unpack() override { return ctx_->unpack(*this); }
+  // The tensor, after (host-sim, when checking stream order) the emulator's check that it is ready
+  // on the stream it is handed to.
+  OFFTUNE_HOT at::Tensor unpack() override {
+    at::Tensor t = ctx_->unpack(*this);
+    sim::check_handout(t);
+    return t;
+  }
 
  private:
   friend class Context;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <variant>
 
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/sweep.hpp"
@@ -32,7 +34,7 @@ bool lower_is_better(SweepMetric m) { return m != SweepMetric::HiddenCopy; }
 
 const pf::PointRecord* baseline_point(const SweepData& sweep) {
   for (const auto& p : sweep.points) {
-    if (pf::is_baseline(p.config)) return &p;
+    if (is_baseline(p.config)) return &p;
   }
   return nullptr;
 }
@@ -293,67 +295,72 @@ std::string describe_counts(const SweepCounts& c) {
   return fmt::format("{}/{} measured", c.measured, c.total);
 }
 
-const char* axis_name(HeatmapAxis axis) {
-  switch (axis) {
-    case HeatmapAxis::MinOffloadSize:
-      return "min_offload_size";
-    case HeatmapAxis::MaxFwdStashSize:
-      return "max_fwd_stash_size";
-    case HeatmapAxis::Checkpoint:
-      return "checkpoint";
-    case HeatmapAxis::OffloadSet:
-      return "offload";
-    case HeatmapAxis::Tier:
-      return "tier";
-    case HeatmapAxis::Layers:
-      return "layer_offload";
-    case HeatmapAxis::Semantics:
-      return "semantics";
-    case HeatmapAxis::Prefetch:
-      return "prefetch";
+const std::vector<HeatmapAxis>& heatmap_axis_order() {
+  static const std::vector<HeatmapAxis> order = [] {
+    std::vector<HeatmapAxis> out;
+    const auto table = knob_table();
+    for (const Knob& k : table) {
+      if (k.always_axis) out.push_back(&k);
+    }
+    for (const Knob& k : table) {
+      if (k.nest > 0 && !k.always_axis && k.variant) out.push_back(&k);
+    }
+    for (const Knob* k : axis_knobs()) {
+      if (!k->always_axis && !k->variant) out.push_back(k);
+    }
+    return out;
+  }();
+  return order;
+}
+
+HeatmapAxis heatmap_axis(std::string_view key) {
+  const Knob& k = knob(key);
+  if (k.nest == 0) {
+    throw std::invalid_argument("knob '" + std::string(key) + "' is not an axis of a sweep");
   }
-  return "?";
+  return &k;
+}
+
+// The grid's pair leads heatmap_axis_order() in the table's order: the minimum size, then the
+// window.
+HeatmapAxis default_row_axis() { return heatmap_axis_order().at(0); }
+HeatmapAxis default_column_axis() { return heatmap_axis_order().at(1); }
+
+std::string axis_name(HeatmapAxis axis) { return std::string(axis->key); }
+
+std::string value_text(const Knob& knob, const KnobValue& value) {
+  if (const auto* n = std::get_if<int64_t>(&value); n != nullptr && knob.kind == KnobKind::Size) {
+    return pf::format_size(*n);
+  }
+  std::string text = plain_text(value, knob.kind);
+  return text.empty() ? "-" : text;
 }
 
 std::string axis_text(const pf::EngineConfig& c, HeatmapAxis axis) {
-  switch (axis) {
-    case HeatmapAxis::MinOffloadSize:
-      return pf::format_size(c.min_offload_size);
-    case HeatmapAxis::MaxFwdStashSize:
-      return std::to_string(c.max_fwd_stash_size);
-    case HeatmapAxis::Checkpoint:
-      return c.checkpoint;
-    case HeatmapAxis::OffloadSet:
-      return c.offload_set;
-    case HeatmapAxis::Tier:
-      return c.tier;
-    case HeatmapAxis::Layers:
-      return c.layer_offload;
-    case HeatmapAxis::Semantics:
-      return c.semantics;
-    case HeatmapAxis::Prefetch:
-      return std::to_string(c.prefetch);
-  }
-  return "?";
+  return value_text(*axis, axis->get(c));
 }
 
 int64_t axis_number(const pf::EngineConfig& c, HeatmapAxis axis) {
-  if (axis == HeatmapAxis::MinOffloadSize) return c.min_offload_size;
-  if (axis == HeatmapAxis::MaxFwdStashSize) return c.max_fwd_stash_size;
-  return -1;
+  if (!axis->always_axis) return -1;
+  const KnobValue value = axis->get(c);
+  const auto* n = std::get_if<int64_t>(&value);
+  return n != nullptr ? *n : -1;
 }
 
 std::vector<HeatmapAxis> heatmap_axes(const SweepData& sweep) {
-  std::vector<HeatmapAxis> out{HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize};
-  for (HeatmapAxis a : kHeatmapAxes) {
-    if (a == HeatmapAxis::MinOffloadSize || a == HeatmapAxis::MaxFwdStashSize) continue;
-    std::optional<std::string> first;
+  std::vector<HeatmapAxis> out;
+  for (HeatmapAxis a : heatmap_axis_order()) {
+    if (a->always_axis) {
+      out.push_back(a);
+      continue;
+    }
+    std::optional<KnobValue> first;
     bool differs = false;
     const auto see = [&](const pf::EngineConfig& c) {
       if (!c.offload) return;
-      const std::string t = axis_text(c, a);
-      if (!first) first = t;
-      differs = differs || t != *first;
+      KnobValue v = a->get(c);
+      if (!first) first = v;
+      differs = differs || v != *first;
     };
     for (const auto& c : sweep.grid) see(c);
     for (const auto& p : sweep.points) see(p.config);
@@ -364,23 +371,16 @@ std::vector<HeatmapAxis> heatmap_axes(const SweepData& sweep) {
 
 namespace {
 
-// The settings that make a variant, each as (what differs, its text); the first ones are the
-// heatmap's possible axes, in HeatmapAxis order (kAxisFields of them).
-constexpr size_t kAxisFields = std::size(kHeatmapAxes);
+// The settings that make a variant, in words, one per axis of heatmap_axis_order().
 std::vector<std::string> variant_fields(const pf::EngineConfig& c) {
-  return {"min_offload_size " + pf::format_size(c.min_offload_size),
-          "window " + std::to_string(c.max_fwd_stash_size),
-          c.checkpoint == "none" ? std::string("no checkpointing") : "checkpoint " + c.checkpoint,
-          "offload " + c.offload_set,
-          "tier " + c.tier,
-          "layers " + c.layer_offload,
-          c.semantics + " semantics",
-          "prefetch " + std::to_string(c.prefetch),
-          c.link.empty() ? std::string("link -") : c.link,
-          c.use_streams ? "streams" : "single stream",
-          c.use_pin_memory ? "pinned" : "pageable",
-          c.max_fwd_stash_bytes > 0 ? "window bytes " + std::to_string(c.max_fwd_stash_bytes)
-                                    : std::string("no byte window")};
+  std::vector<std::string> out;
+  for (HeatmapAxis a : heatmap_axis_order()) out.push_back(a->words(c));
+  return out;
+}
+
+size_t axis_position(HeatmapAxis axis) {
+  const auto& order = heatmap_axis_order();
+  return static_cast<size_t>(std::find(order.begin(), order.end(), axis) - order.begin());
 }
 
 // Which fields differ among the sweep's offload configs, leaving out the heatmap's axes.
@@ -390,13 +390,13 @@ std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs,
   for (const auto& c : configs) {
     if (c.offload) seen.push_back(variant_fields(c));
   }
-  std::vector<bool> differs(variant_fields(pf::EngineConfig{}).size(), false);
+  std::vector<bool> differs(heatmap_axis_order().size(), false);
   for (const auto& f : seen) {
     for (size_t k = 0; k < f.size(); ++k) differs[k] = differs[k] || f[k] != seen.front()[k];
   }
-  static_assert(kAxisFields == 8, "one variant field per heatmap axis, first");
-  differs[static_cast<size_t>(rows)] = false;
-  differs[static_cast<size_t>(cols)] = false;
+  for (HeatmapAxis a : {rows, cols}) {
+    if (const size_t k = axis_position(a); k < differs.size()) differs[k] = false;
+  }
   return differs;
 }
 
@@ -435,9 +435,13 @@ std::map<int64_t, std::string> variant_texts(const SweepData& sweep) {
   for (const auto& p : sweep.points) configs[p.index] = &p.config;
   std::vector<pf::EngineConfig> all;
   for (const auto& [index, c] : configs) all.push_back(*c);
-  // The knobs describe_variant does not name (semantics onwards) where they differ.
-  auto differs = differing_fields(all, HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
-  for (size_t k = 0; k < static_cast<size_t>(HeatmapAxis::Semantics); ++k) differs[k] = false;
+  // The knobs describe_variant does not name (not engine variants, nor the grid's pair) where they
+  // differ.
+  auto differs = differing_fields(all, default_row_axis(), default_column_axis());
+  const auto& order = heatmap_axis_order();
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (order[k]->variant) differs[k] = false;
+  }
   std::map<int64_t, std::string> out;
   for (const auto& [index, c] : configs) {
     std::string text = pf::describe_variant(*c);

@@ -163,7 +163,7 @@ void HeatmapWidget::rebuild() {
       baseline_held_ = true;
     } else {
       for (const auto& u : unmeasured_) {
-        if (pf::is_baseline(u.config)) baseline_ = &u;
+        if (is_baseline(u.config)) baseline_ = &u;
       }
     }
     has_baseline_ = baseline_ != nullptr;
@@ -222,9 +222,11 @@ void HeatmapWidget::rebuild() {
     for (size_t i = 0; i < unmeasured_.size(); ++i) place(unmeasured_[i], i, false);
     // Checkpoint none x offload boundaries: nothing checkpointed, so no boundary to offload
     // (expand_grid skips the pair). Its empty cell is marked so, unlike a gap of a sparse grid.
-    const bool ckpt_rows = row_axis_ == HeatmapAxis::Checkpoint;
-    if ((ckpt_rows && col_axis_ == HeatmapAxis::OffloadSet) ||
-        (row_axis_ == HeatmapAxis::OffloadSet && col_axis_ == HeatmapAxis::Checkpoint)) {
+    const HeatmapAxis checkpoint = heatmap_axis("checkpoint");
+    const HeatmapAxis offload_set = heatmap_axis("offload_set");
+    const bool ckpt_rows = row_axis_ == checkpoint;
+    if ((ckpt_rows && col_axis_ == offload_set) ||
+        (row_axis_ == offload_set && col_axis_ == checkpoint)) {
       for (int r = 0; r < static_cast<int>(row_ticks_.size()); ++r) {
         for (int c = 0; c < static_cast<int>(col_ticks_.size()); ++c) {
           const QString& ckpt = ckpt_rows ? row_ticks_[r].text : col_ticks_[c].text;
@@ -628,12 +630,12 @@ void HeatmapWidget::paintAxes(QPainter& p, const Layout& l) const {
                row_ticks_[static_cast<size_t>(r)].text);
   }
   p.drawText(QRect(g.left(), g.bottom() + 3 + lh + 2, g.width(), lh),
-             Qt::AlignHCenter | Qt::AlignTop, QString::fromLatin1(axis_name(col_axis_)));
+             Qt::AlignHCenter | Qt::AlignTop, QString::fromStdString(axis_name(col_axis_)));
   p.save();
   p.translate(6 + lh / 2.0, g.center().y());
   p.rotate(-90);
   p.drawText(QRectF(-g.height() / 2.0 - 100, -lh / 2.0, g.height() + 200.0, lh), Qt::AlignCenter,
-             QString::fromLatin1(axis_name(row_axis_)));
+             QString::fromStdString(axis_name(row_axis_)));
   p.restore();
 }
 

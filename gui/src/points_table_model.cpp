@@ -249,7 +249,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
   switch (idx.column()) {
     case MinOffloadSize:
       if (p.config.offload) return qs(pf::format_size(p.config.min_offload_size));
-      return pf::is_baseline(p.config) ? QStringLiteral("baseline") : QStringLiteral("no offload");
+      return is_baseline(p.config) ? QStringLiteral("baseline") : QStringLiteral("no offload");
     case MaxFwdStashSize:
       return p.config.offload ? QString::number(p.config.max_fwd_stash_size) : QString();
     default: {

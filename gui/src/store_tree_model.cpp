@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 
 #include "offtune/gui/predicted.hpp"
 #include "offtune/profiler/export.hpp"
+#include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
 #include "text_util.hpp"
 namespace offtune::gui {
@@ -30,7 +31,7 @@ QString step_text(bool ok, double ms, int decimals = 0) {
 
 QString point_name(const pf::PointRecord& p) {
   const std::string variant = pf::describe_variant(p.config);
-  if (pf::is_baseline(p.config)) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
+  if (is_baseline(p.config)) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
   if (!p.config.offload) {
     return QStringLiteral("#%1 %2 (no offload)").arg(p.index).arg(qs(variant));
   }
@@ -38,7 +39,9 @@ QString point_name(const pf::PointRecord& p) {
                      .arg(p.index)
                      .arg(qs(pf::format_size(p.config.min_offload_size)))
                      .arg(p.config.max_fwd_stash_size);
-  if (p.config.semantics != "offtune") name += QStringLiteral(", %1").arg(qs(p.config.semantics));
+  if (p.config.semantics != Semantics::Offtune) {
+    name += QStringLiteral(", %1").arg(qs(std::string(to_string(p.config.semantics))));
+  }
   if (!variant.empty()) name += QStringLiteral(", %1").arg(qs(variant));
   return name;
 }
@@ -75,30 +78,22 @@ int64_t low_b(quintptr id) { return static_cast<int64_t>(id & kRowMask); }
 
 // A sweep's grid as a user reads it: each knob it varies and its values ("min_offload_size 1 KiB,
 // 64 KiB; max_fwd_stash_size 1, 4"), from the JSON profiler::grid_json writes; the JSON is for
-// programs. Empty when the text is not such a grid.
-QString grid_text(const std::string& grid) {
-  const auto json = nlohmann::json::parse(grid, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return {};
-  const auto value = [](const std::string& key, const nlohmann::json& v) -> std::string {
-    const bool bytes = key == "min_offload_size" || key.find("bytes") != std::string::npos;
-    if (v.is_number_integer() && bytes) return pf::format_size(v.get<int64_t>());
-    if (v.is_boolean()) return v.get<bool>() ? "on" : "off";
-    if (v.is_string()) return v.get<std::string>();
-    return v.dump();
-  };
-  QStringList knobs;
-  // The two thresholds first, as everywhere in the dashboard; the other knobs by name.
-  std::vector<std::string> keys{"min_offload_size", "max_fwd_stash_size"};
-  for (const auto& [key, v] : json.items()) {
-    if (key != keys[0] && key != keys[1]) keys.push_back(key);
+// programs. The axes in the dashboard's order (heatmap_axis_order: the two thresholds first).
+// Empty when the text is not such a grid.
+QString grid_text(const std::string& text) {
+  pf::Grid grid;
+  try {
+    grid = pf::parse_grid_json(text);
+  } catch (const std::invalid_argument&) {
+    return {};
   }
-  for (const auto& key : keys) {
-    const auto it = json.find(key);
-    if (it == json.end() || !it->is_array()) continue;
+  QStringList knobs;
+  for (HeatmapAxis axis : heatmap_axis_order()) {
+    const auto it = grid.axes.find(axis->key);
+    if (it == grid.axes.end()) continue;
     QStringList values;
-    for (const auto& v : *it) values << QString::fromStdString(value(key, v));
-    knobs << QStringLiteral("%1 %2").arg(QString::fromStdString(key),
-                                         values.join(QStringLiteral(", ")));
+    for (const KnobValue& v : it->second) values << qs(value_text(*axis, v));
+    knobs << QStringLiteral("%1 %2").arg(qs(axis_name(axis)), values.join(QStringLiteral(", ")));
   }
   return knobs.join(QStringLiteral("; "));
 }

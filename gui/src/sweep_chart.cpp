@@ -54,7 +54,7 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool
   QString head = QStringLiteral("<b>Point %1</b> \u2014 %2").arg(point.index).arg(status);
   const auto& c = point.config;
   const std::string variant = pf::describe_variant(c);
-  if (pf::is_baseline(c)) {
+  if (is_baseline(c)) {
     head += QStringLiteral(" (baseline, no offload)");
   } else if (!c.offload) {
     head += QStringLiteral(" (%1, no offload)").arg(qs(variant));
@@ -65,16 +65,15 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool
     lines << QStringLiteral("min_offload_size %1 \u00b7 max_fwd_stash_size %2")
                  .arg(qs(pf::format_size(c.min_offload_size)))
                  .arg(c.max_fwd_stash_size);
+    // The other knobs a user sets, in words, where they differ from their defaults (the grid's
+    // pair is the line above, the engine variants the one before it).
+    static const pf::EngineConfig defaults;
     QStringList knobs;
-    if (c.semantics != "offtune") knobs << QStringLiteral("%1 semantics").arg(qs(c.semantics));
-    knobs << QStringLiteral("prefetch %1").arg(c.prefetch);
-    if (c.max_fwd_stash_bytes > 0) {
-      knobs << QStringLiteral("max_fwd_stash_bytes %1")
-                   .arg(qs(pf::format_size(c.max_fwd_stash_bytes)));
+    for (const Knob& k : knob_table()) {
+      if (k.flag.empty() || k.always_axis || k.variant || k.get(c) == k.get(defaults)) continue;
+      knobs << qs(k.words(c));
     }
-    if (!c.use_streams) knobs << QStringLiteral("no copy streams");
-    if (!c.use_pin_memory) knobs << QStringLiteral("pageable host memory");
-    lines << knobs.join(QStringLiteral(" \u00b7 ")).toHtmlEscaped();
+    if (!knobs.isEmpty()) lines << knobs.join(QStringLiteral(" \u00b7 ")).toHtmlEscaped();
   }
   if (point.run.valid()) lines << QStringLiteral("run %1").arg(point.run.value);
   if (point.status == pf::PointStatus::Ok) {

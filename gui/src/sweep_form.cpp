@@ -12,11 +12,17 @@
 #include <QRadioButton>
 #include <QScrollArea>
 #include <QSpinBox>
+#include <QStringList>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "offtune/gui/sweep_form.hpp"
+#include "offtune/profiler/knob_text.hpp"
 
 namespace offtune::gui {
 
@@ -53,6 +59,53 @@ void set_text(QComboBox* c, const std::string& s) {
   } else if (c->isEditable()) {
     c->setEditText(text);
   }
+}
+
+QString qs(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+// The knobs the form has a field for: those with a CLI flag, the grid's pair first (as the heatmap
+// has them), then in the table's order.
+std::vector<const Knob*> form_knobs() {
+  std::vector<const Knob*> out;
+  for (const Knob& k : knob_table()) {
+    if (!k.flag.empty() && k.always_axis) out.push_back(&k);
+  }
+  for (const Knob& k : knob_table()) {
+    if (!k.flag.empty() && !k.always_axis) out.push_back(&k);
+  }
+  return out;
+}
+
+std::vector<std::string> examples_of(const Knob& k) {
+  return k.examples != nullptr ? k.examples() : std::vector<std::string>{};
+}
+
+// What a knob's list offers: the text it has by default, the knob's examples, and for a sweep axis
+// whose examples hold no list, its first two examples as one ("none,all"), to start an axis from.
+std::vector<std::string> knob_items(const Knob& k) {
+  std::vector<std::string> items{pf::default_text(k, /*sweep=*/true)};
+  const std::vector<std::string> examples = examples_of(k);
+  for (const std::string& e : examples) {
+    if (std::find(items.begin(), items.end(), e) == items.end()) items.push_back(e);
+  }
+  const bool has_list = std::any_of(examples.begin(), examples.end(), [](const std::string& e) {
+    return e.find(',') != std::string::npos;
+  });
+  if (k.nest > 0 && !has_list && examples.size() >= 2) {
+    const std::string list = examples[0] + "," + examples[1];
+    if (std::find(items.begin(), items.end(), list) == items.end()) items.push_back(list);
+  }
+  return items;
+}
+
+// An emptied list's hint: the knob's examples.
+QString knob_placeholder(const Knob& k) {
+  QStringList examples;
+  for (const std::string& e : examples_of(k)) examples << QString::fromStdString(e);
+  if (examples.isEmpty()) return {};
+  return QStringLiteral("e.g. %1").arg(examples.join(QStringLiteral(" or ")));
 }
 
 // A path as one word of /bin/sh: quoted when it holds anything the shell would split or expand.
@@ -179,13 +232,6 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       "moves); 0 = every weight trains"));
   form->addRow(QStringLiteral("LoRA rank"), lora_rank_);
   backend_ = combo(this, requests::backend_names(), false);
-  auto links = requests::link_names();
-  links.emplace_back("pcie4,pcie5");
-  link_ = combo(this, links, true);
-  link_->setObjectName(QStringLiteral("link"));
-  link_->setToolTip(
-      QStringLiteral("host-sim link model: pcie4, pcie5, nvlink-c2c, none, or GBPS:LATENCY_US; "
-                     "a list such as pcie4,pcie5 is an axis of the grid (host-sim only)"));
   device_model_ = combo(this, requests::device_model_names(), true);
   device_model_->lineEdit()->setPlaceholderText(QStringLiteral("none: time as this CPU does"));
   device_model_->setToolTip(QStringLiteral(
@@ -195,57 +241,32 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   capacity_->setPlaceholderText(
       QStringLiteral("host-sim device memory, e.g. 2GiB (empty: unlimited)"));
   form->addRow(QStringLiteral("Backend"), backend_);
-  form->addRow(QStringLiteral("Link"), link_);
   form->addRow(QStringLiteral("Device model"), device_model_);
   form->addRow(QStringLiteral("Device capacity"), capacity_);
-  sizes_ = new QLineEdit(this);
-  sizes_->setToolTip(QStringLiteral("sizes and ranges, e.g. 1KiB,1MiB or 1KiB:64MiB:x4"));
-  windows_ = new QLineEdit(this);
-  windows_->setToolTip(QStringLiteral("integers and ranges, e.g. 1,2,5 or 1:8"));
-  form->addRow(QStringLiteral("min_offload_size"), sizes_);
-  form->addRow(QStringLiteral("max_fwd_stash_size"), windows_);
-  // The engine's knobs: each an editable list named like its request field (a value, or a list
-  // as an axis, as the CLI's flag takes it), offering a few values and a list to start from.
-  const auto knob = [&](const char* label, const char* name, std::vector<std::string> items,
-                        const QString& tip) {
-    QComboBox* c = combo(this, items, true);
-    c->setObjectName(QString::fromLatin1(name));
-    c->setToolTip(tip);
-    form->addRow(QString::fromLatin1(label), c);
-    return c;
-  };
-  stash_bytes_ =
-      knob("max_fwd_stash_bytes", "max_fwd_stash_bytes", {"0", "64MiB", "0,64MiB"},
-           QStringLiteral(
-               "byte bound on the forward window (0: none); a list such as 0,64MiB is an axis"));
-  semantics_ = knob("Semantics", "semantics", {"offtune", "trl", "trl,offtune"},
-                    QStringLiteral("whose rules the engine follows: offtune, trl (what TRL's knobs "
-                                   "mean), or both as an axis"));
-  checkpoint_ = knob("Checkpointing", "checkpoint", {"none", "all", "every:2", "none,all"},
-                     QStringLiteral("gradient checkpointing of the model's blocks: none, all, "
-                                    "every:K, or a list as an axis"));
-  offload_set_ =
-      knob("Offload", "offload_set", {"all", "boundaries", "all,boundaries"},
-           QStringLiteral("what may be offloaded: all, or boundaries (checkpointed "
-                          "blocks' inputs only; needs checkpointing), or both as an axis"));
-  tier_ = knob("Tier", "tier", {"host", "disk", "auto", "host,disk"},
-               QStringLiteral("where offloaded copies live: host memory, disk, auto (host, "
-                              "spilling to disk), or a list"));
-  layer_offload_ =
-      knob("Layer offload", "layer_offload", {"off", "on:1", "on:2", "off,on:1"},
-           QStringLiteral("layer offloading of the blocks' frozen weights (needs a LoRA "
-                          "rank): off, on:DEPTH (blocks copied ahead), or a list as "
-                          "an axis"));
-  prefetch_ = knob("Prefetch", "prefetch", {"1", "0", "2", "0,1,2"},
-                   QStringLiteral("backward reloads ahead of use (0..%1); a list such as 0,1,2 is "
-                                  "an axis of the grid")
-                       .arg(requests::kMaxPrefetch));
-  streams_ = knob("Streams", "streams", {"on", "off", "on,off"},
-                  QStringLiteral("copies on a side stream (on) or on the compute stream (off: "
-                                 "single-stream, legacy); on,off is an axis"));
-  pin_memory_ =
-      knob("Pinned memory", "pin_memory", {"on", "off", "on,off"},
-           QStringLiteral("pinned (on) or pageable (off) host memory; on,off is an axis"));
+  // The engine's knobs, one field each from the knob table (form_knobs()), under their keys.
+  auto* knobs_heading = new QLabel(
+      QStringLiteral("Knobs: one value each, or a list for a sweep axis (the grid crosses every "
+                     "list)"),
+      this);
+  knobs_heading->setWordWrap(true);
+  form->addRow(knobs_heading);
+  for (const Knob* k : form_knobs()) {
+    const QString key = qs(k->key);
+    KnobField f;
+    f.knob = k;
+    if (k->plain_flag()) {
+      f.check = new QCheckBox(this);
+      f.widget = f.check;
+    } else {
+      f.list = combo(this, knob_items(*k), true);
+      f.list->lineEdit()->setPlaceholderText(knob_placeholder(*k));
+      f.widget = f.list;
+    }
+    f.widget->setObjectName(key);
+    f.widget->setToolTip(qs(k->help));
+    form->addRow(key, f.widget);
+    knob_fields_.push_back(f);
+  }
   repeat_ = spin(this, requests::kRepeatRange, static_cast<int>(defaults.repeat));
   repeat_->setObjectName(QStringLiteral("repeat"));
   repeat_->setToolTip(QStringLiteral(
@@ -273,7 +294,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
 
   // Each field by the CLI flag it stands for; those a script sweep refuses are disabled in script
   // mode. The rule's one home is the request layer (script_refused_flags(), checked by check()).
-  const std::pair<const char*, QWidget*> flags[] = {
+  std::vector<std::pair<std::string, QWidget*>> flags = {
       {"--name", name_},
       {"--model", model_},
       {"--model", browse_model_},
@@ -286,29 +307,18 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       {"--seed", seed_},
       {"--lora-rank", lora_rank_},
       {"--backend", backend_},
-      {"--link", link_},
       {"--device-model", device_model_},
       {"--device-capacity", capacity_},
-      {"--min-offload-size", sizes_},
-      {"--max-fwd-stash-size", windows_},
-      {"--max-fwd-stash-bytes", stash_bytes_},
-      {"--semantics", semantics_},
-      {"--checkpoint", checkpoint_},
-      {"--offload", offload_set_},
-      {"--tier", tier_},
-      {"--layer-offload", layer_offload_},
-      {"--prefetch", prefetch_},
-      {"--streams", streams_},
-      {"--pin-memory", pin_memory_},
       {"--repeat", repeat_},
       {"--predict-first", predict_first_},
       {"--script", script_},
       {"--script", browse_script_},
       {"--timeout-per-point", timeout_},
   };
+  for (const KnobField& f : knob_fields_) flags.emplace_back(std::string(f.knob->flag), f.widget);
   const auto refused = requests::script_refused_flags();
   for (const auto& [flag, widget] : flags) {
-    widget->setProperty("flag", QString::fromLatin1(flag));
+    widget->setProperty("flag", QString::fromStdString(flag));
     if (std::find(refused.begin(), refused.end(), flag) != refused.end()) {
       refused_for_script_.push_back(widget);
     }
@@ -334,15 +344,17 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   setRequest(SweepRequest{});
   setRunning(false);
 
-  for (QLineEdit* e : {db_, sizes_, windows_, capacity_, input_spec_, script_, timeout_}) {
+  for (QLineEdit* e : {db_, capacity_, input_spec_, script_, timeout_}) {
     connect(e, &QLineEdit::textChanged, this, &SweepForm::updatePointCount);
   }
   connect(model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
-  connect(link_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
   connect(device_model_, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
-  for (QComboBox* c : {semantics_, checkpoint_, offload_set_, tier_, layer_offload_, prefetch_,
-                       streams_, pin_memory_, stash_bytes_}) {
-    connect(c, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+  for (const KnobField& f : knob_fields_) {
+    if (f.list != nullptr) {
+      connect(f.list, &QComboBox::currentTextChanged, this, &SweepForm::updatePointCount);
+    } else {
+      connect(f.check, &QCheckBox::toggled, this, &SweepForm::updatePointCount);
+    }
   }
   connect(lora_rank_, &QSpinBox::valueChanged, this, &SweepForm::updatePointCount);
   connect(predict_first_, &QCheckBox::toggled, this, &SweepForm::updatePointCount);
@@ -450,22 +462,15 @@ SweepRequest SweepForm::request() const {
   if (applies(input_spec_) && input_spec_->isEnabled()) {
     r.workload.input_spec = text_of(input_spec_);
   }
-  r.min_offload_sizes = text_of(sizes_);
-  r.max_fwd_stash_sizes = text_of(windows_);
-  r.max_fwd_stash_bytes = text_of(stash_bytes_);
   r.backend.backend = text_of(backend_);
-  r.backend.link = text_of(link_);
   r.backend.device_model = text_of(device_model_);
   if (applies(capacity_)) r.backend.device_capacity = text_of(capacity_);
-  r.engine.semantics = text_of(semantics_);
-  if (applies(checkpoint_)) r.engine.checkpoint = text_of(checkpoint_);
-  if (applies(offload_set_)) r.engine.offload_set = text_of(offload_set_);
-  r.engine.tier = text_of(tier_);
-  if (applies(layer_offload_)) r.engine.layer_offload = text_of(layer_offload_);
   if (applies(lora_rank_)) r.workload.lora_rank = lora_rank_->value();
-  r.engine.prefetch = text_of(prefetch_);
-  r.engine.streams = text_of(streams_);
-  r.engine.pin_memory = text_of(pin_memory_);
+  for (const KnobField& f : knob_fields_) {
+    if (!applies(f.widget)) continue;  // the knob's default text (SweepRequest::knob_text)
+    r.knobs[std::string(f.knob->key)] =
+        f.check != nullptr ? plain_text(f.check->isChecked(), f.knob->kind) : text_of(f.list);
+  }
   r.repeat = repeat_->value();
   if (applies(predict_first_)) r.predict_first = predict_first_->isChecked();
   return r;
@@ -485,21 +490,17 @@ void SweepForm::setRequest(const SweepRequest& r) {
   steps_->setValue(static_cast<int>(r.workload.steps));
   warmup_->setValue(static_cast<int>(r.workload.warmup));
   input_spec_->setText(QString::fromStdString(r.workload.input_spec));
-  sizes_->setText(QString::fromStdString(r.min_offload_sizes));
-  windows_->setText(QString::fromStdString(r.max_fwd_stash_sizes));
-  set_text(stash_bytes_, r.max_fwd_stash_bytes);
   set_text(backend_, r.backend.backend);
-  set_text(link_, r.backend.link);
   set_text(device_model_, r.backend.device_model);
-  set_text(semantics_, r.engine.semantics);
-  set_text(checkpoint_, r.engine.checkpoint);
-  set_text(offload_set_, r.engine.offload_set);
-  set_text(tier_, r.engine.tier);
-  set_text(layer_offload_, r.engine.layer_offload);
   lora_rank_->setValue(static_cast<int>(r.workload.lora_rank));
-  set_text(prefetch_, r.engine.prefetch);
-  set_text(streams_, r.engine.streams);
-  set_text(pin_memory_, r.engine.pin_memory);
+  for (const KnobField& f : knob_fields_) {
+    const std::string text = r.knob_text(f.knob->key);
+    if (f.check != nullptr) {
+      f.check->setChecked(text == plain_text(true, f.knob->kind));
+    } else {
+      set_text(f.list, text);
+    }
+  }
   repeat_->setValue(static_cast<int>(r.repeat));
   predict_first_->setChecked(r.predict_first);
   capacity_->setText(QString::fromStdString(r.backend.device_capacity));

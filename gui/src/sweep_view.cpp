@@ -49,6 +49,20 @@ class PanelArea : public QScrollArea {
     }
   }
 };
+
+// The heatmap's axis combos hold each knob by its key.
+void add_axis(QComboBox* combo, HeatmapAxis axis) {
+  const QString name = QString::fromStdString(axis_name(axis));
+  combo->addItem(name, name);
+}
+void select_axis(QComboBox* combo, HeatmapAxis axis) {
+  combo->setCurrentIndex(combo->findData(QString::fromStdString(axis_name(axis))));
+}
+// Null when the combo offers nothing (no sweep).
+HeatmapAxis axis_of(const QComboBox* combo) {
+  const QString key = combo->currentData().toString();
+  return key.isEmpty() ? nullptr : heatmap_axis(key.toStdString());
+}
 }  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
@@ -105,12 +119,10 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     c->setToolTip(QStringLiteral(
         "which knobs the heatmap's rows and columns are; the sweep's other knobs become the "
         "variant (one at a time, or every variant with each cell split)"));
-    for (HeatmapAxis a : kHeatmapAxes) {
-      c->addItem(QString::fromLatin1(axis_name(a)), static_cast<int>(a));
-    }
+    for (HeatmapAxis a : heatmap_axis_order()) add_axis(c, a);
   }
-  rows_->setCurrentIndex(rows_->findData(static_cast<int>(HeatmapAxis::MinOffloadSize)));
-  columns_->setCurrentIndex(columns_->findData(static_cast<int>(HeatmapAxis::MaxFwdStashSize)));
+  select_axis(rows_, default_row_axis());
+  select_axis(columns_, default_column_axis());
   axes_row->addWidget(axes_label_);
   axes_row->addWidget(rows_);
   axes_row->addWidget(columns_);
@@ -194,16 +206,17 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   connect(variant_, &QComboBox::currentIndexChanged, this, [this] { applyVariant(); });
   // Choosing the axis the other combo has swaps them: rows and columns are never the same knob.
   const auto axes_changed = [this](QComboBox* changed) {
-    const auto rows = static_cast<HeatmapAxis>(rows_->currentData().toInt());
-    const auto columns = static_cast<HeatmapAxis>(columns_->currentData().toInt());
+    const HeatmapAxis rows = axis_of(rows_);
+    const HeatmapAxis columns = axis_of(columns_);
+    if (rows == nullptr || columns == nullptr) return;
     if (rows == columns) {
       QComboBox* other = changed == rows_ ? columns_ : rows_;
       const HeatmapAxis previous = changed == rows_ ? heatmap_->rowAxis() : heatmap_->columnAxis();
       QSignalBlocker block(other);
-      other->setCurrentIndex(other->findData(static_cast<int>(previous)));
+      select_axis(other, previous);
     }
-    heatmap_->setAxes(static_cast<HeatmapAxis>(rows_->currentData().toInt()),
-                      static_cast<HeatmapAxis>(columns_->currentData().toInt()));
+    if (axis_of(rows_) == nullptr || axis_of(columns_) == nullptr) return;
+    heatmap_->setAxes(axis_of(rows_), axis_of(columns_));
     refreshVariants();
   };
   connect(rows_, &QComboBox::currentIndexChanged, this, [=, this] { axes_changed(rows_); });
@@ -297,8 +310,8 @@ void SweepView::setAxes(HeatmapAxis rows, HeatmapAxis columns) {
   if (rows == columns) return;
   QSignalBlocker block_rows(rows_);
   QSignalBlocker block_columns(columns_);
-  rows_->setCurrentIndex(rows_->findData(static_cast<int>(rows)));
-  columns_->setCurrentIndex(columns_->findData(static_cast<int>(columns)));
+  select_axis(rows_, rows);
+  select_axis(columns_, columns);
   heatmap_->setAxes(rows, columns);
   refreshVariants();
 }
@@ -436,18 +449,17 @@ void SweepView::refresh() {
     };
     HeatmapAxis rows = heatmap_->rowAxis(), columns = heatmap_->columnAxis();
     if (!applies(rows) || !applies(columns)) {
-      rows = HeatmapAxis::MinOffloadSize;
-      columns = HeatmapAxis::MaxFwdStashSize;
+      rows = default_row_axis();
+      columns = default_column_axis();
     }
     QSignalBlocker block_rows(rows_);
     QSignalBlocker block_columns(columns_);
     for (QComboBox* c : {rows_, columns_}) {
       c->clear();
-      for (HeatmapAxis a : offered)
-        c->addItem(QString::fromLatin1(axis_name(a)), static_cast<int>(a));
+      for (HeatmapAxis a : offered) add_axis(c, a);
     }
-    rows_->setCurrentIndex(rows_->findData(static_cast<int>(rows)));
-    columns_->setCurrentIndex(columns_->findData(static_cast<int>(columns)));
+    select_axis(rows_, rows);
+    select_axis(columns_, columns);
     heatmap_->setAxes(rows, columns);
   }
   const bool more_axes = offered.size() > 2;

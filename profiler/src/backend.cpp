@@ -13,8 +13,6 @@
 
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/backend.hpp"
-
-#include "offtune/profiler/units.hpp"
 #include "offtune/version.hpp"
 
 #ifndef OFFTUNE_GIT_REVISION
@@ -22,27 +20,6 @@
 #endif
 
 namespace offtune::profiler {
-
-LinkModel parse_link(const std::string& s) {
-  if (s == "none") return {};
-  if (s == "pcie4") return LinkModel::pcie4();
-  if (s == "pcie5") return LinkModel::pcie5();
-  if (s == "nvlink-c2c") return LinkModel::nvlink_c2c();
-  if (const auto colon = s.find(':'); colon != std::string::npos) {
-    // The units' parsers, so that "inf", "nan", spaces and the like mean the same as everywhere
-    // else: not a value. A latency of 0 is valid; a bandwidth must be positive and finite, and a
-    // latency beyond a second is a typo.
-    const std::string gbps_text = s.substr(0, colon), us_text = s.substr(colon + 1);
-    try {
-      const double gbps = parse_positive_number(gbps_text);
-      const double us = us_text == "0" ? 0.0 : parse_positive_number(us_text);
-      if (gbps <= 1e6 && us <= 1e6) return LinkModel{gbps, 0.0, static_cast<int64_t>(us * 1000)};
-    } catch (const ParseError&) {
-    }
-  }
-  throw std::invalid_argument("bad link '" + s +
-                              "' (valid: none, pcie4, pcie5, nvlink-c2c, GBPS:LATENCY_US)");
-}
 
 DeviceModel load_device_model(const std::string& spec) {
   const bool looks_like_file =
@@ -156,7 +133,7 @@ void fill_environment(Environment& env, BackendKind backend, const DeviceModel* 
 PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
   PreparedBackend out;
   out.base.backend = r.backend;
-  out.base.link = r.link;
+  out.base.link = r.link.model;
   if (out.base.backend == BackendKind::Auto) {
     out.base.backend = torch::cuda::is_available() ? BackendKind::Cuda : BackendKind::HostSim;
   }
@@ -177,7 +154,7 @@ PreparedBackend prepare_backend(const BackendRequest& r, Environment& env) {
     at::set_num_threads(static_cast<int>(t));
   }
   out.device = on_host_sim ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
-  fill_environment(env, out.base.backend, r.device_model ? &*r.device_model : nullptr, r.link_name);
+  fill_environment(env, out.base.backend, r.device_model ? &*r.device_model : nullptr, r.link.name);
   return out;
 }
 

@@ -21,28 +21,22 @@
 #include <system_error>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 
-#include "offtune/profiler/units.hpp"
 #include "sqlite_db.hpp"
 
 namespace offtune::profiler {
 
 namespace {
 
-// format_size without its space, so that "min=1MiB" stays one word in a title.
-std::string compact_size(int64_t bytes) {
-  std::string s = format_size(bytes);
-  std::erase(s, ' ');
-  return s;
-}
-
 // One line of the points CSV, built field by field: each field is preceded by its comma, and a
 // field whose `present` is false is left empty (a figure that does not apply, not a zero).
 class CsvLine {
  public:
   // One CSV field per RFC 4180: quoted only when it has to be, quotes doubled inside.
-  void text(std::string_view v) {
+  void text(std::string_view v, bool present = true) {
     next();
+    if (!present) return;
     if (v.find_first_of(",\"\r\n") == std::string_view::npos) {
       line_ += v;
       return;
@@ -71,6 +65,17 @@ class CsvLine {
     next();
     if (present) line_ += v ? "true" : "false";
   }
+  // A knob's value as its kind is written: a Switch true/false, a Count or a Size the number, a
+  // Choice its name.
+  void value(const KnobValue& v, bool present) {
+    if (const auto* b = std::get_if<bool>(&v)) {
+      boolean(*b, present);
+    } else if (const auto* i = std::get_if<int64_t>(&v)) {
+      integer(*i, present);
+    } else {
+      text(std::get<std::string>(v), present);
+    }
+  }
   std::string end() { return std::move(line_) + "\r\n"; }
 
  private:
@@ -87,20 +92,12 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   CsvLine line;
   line.integer(p.index);
   line.text(to_string(p.status));
-  line.boolean(p.config.offload);
-  // A point that does not offload has no offload settings: empty, not the defaults it was stored
-  // with (which would read as a configuration that was measured).
-  const bool offloads = p.config.offload;
-  line.integer(p.config.min_offload_size, offloads);
-  line.integer(p.config.max_fwd_stash_size, offloads);
-  line.integer(p.config.max_fwd_stash_bytes, offloads);
-  line.integer(p.config.prefetch, offloads);
-  line.boolean(p.config.use_streams, offloads);
-  line.boolean(p.config.use_pin_memory, offloads);
-  // The engine variant: without it, the points of a sweep over variants would read as repeats.
-  for (const std::string* text : {&p.config.semantics, &p.config.checkpoint, &p.config.offload_set,
-                                  &p.config.tier, &p.config.layer_offload}) {
-    line.text(*text);
+  // Every knob, in the table's order: the engine variant too, without which the points of a sweep
+  // over variants would read as repeats. A point that does not offload has no offload settings:
+  // empty, not the defaults it was stored with (which would read as a configuration that was
+  // measured).
+  for (const Knob& k : knob_table()) {
+    line.value(k.get(p.config), p.config.offload || !k.offload_only);
   }
   // Only a measured point has figures; the zeros of a pending or failed one would read as data.
   const bool measured = p.status == PointStatus::Ok;
@@ -131,22 +128,34 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
 
 }  // namespace
 
+std::string points_csv_header() {
+  std::string out = "index,status";
+  for (const Knob& k : knob_table()) out += "," + std::string(k.key);
+  return out +
+         ",step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
+         "peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,"
+         "predicted_step_ms,predicted_peak_allocated,error";
+}
+
 std::string describe_config(const EngineConfig& c) {
-  std::string ckpt = c.checkpoint != "none" ? "checkpoint " + c.checkpoint : "";
-  if (c.layer_offload != "off") ckpt += (ckpt.empty() ? "" : ", ") + ("layers " + c.layer_offload);
-  if (!c.offload) return ckpt.empty() ? "no offload" : ckpt + ", no offload";
-  std::string s = ckpt.empty() ? "" : ckpt + ", ";
-  if (c.offload_set != "all") s += "offload " + c.offload_set + " ";
-  s += "offload min=" + compact_size(c.min_offload_size) +
-       " stash=" + std::to_string(c.max_fwd_stash_size);
-  if (c.max_fwd_stash_bytes > 0) s += " stash_bytes=" + compact_size(c.max_fwd_stash_bytes);
-  s += " prefetch=" + std::to_string(c.prefetch);
-  if (!c.use_streams) s += " single-stream";
-  if (!c.use_pin_memory) s += " pageable";
-  if (!c.link.empty() && c.link != "none") s += " link=" + c.link;
-  if (c.semantics != "offtune") s += " semantics=" + c.semantics;
-  if (c.tier != "host") s += " tier=" + c.tier;
-  return s;
+  // "offload" or "no offload", then the knobs that apply (an offload-only one means nothing
+  // without offloading) in their words, in the table's order: the figures every offloading
+  // config has (a count or a size whose default is not 0, i.e. not "none") always, the others
+  // where they differ from their defaults. A choice of "none" (no link model: the device's own)
+  // says nothing.
+  const EngineConfig defaults;
+  const Knob& offload = knob("offload");
+  std::string out = offload.words(c);
+  for (const Knob& k : knob_table()) {
+    if (&k == &offload || (k.offload_only && !c.offload)) continue;
+    const KnobValue v = k.get(c);
+    const KnobValue d = k.get(defaults);
+    const bool figure =
+        (k.kind == KnobKind::Count || k.kind == KnobKind::Size) && d != KnobValue(int64_t{0});
+    const bool none = k.kind == KnobKind::Choice && std::get<std::string>(v) == "none";
+    if (figure || (v != d && !none)) out += ", " + k.words(c);
+  }
+  return out;
 }
 
 std::string run_title(const RunRecord& run) {
@@ -184,7 +193,7 @@ bool is_offtune_store(const std::string& path) {
 
 // Whether the regular file `path` (of `size` bytes) may be replaced by an export: it is empty, or
 // an earlier offtune export of any format, told by its content (names alone prove nothing):
-// - a points CSV: its first line begins with the first columns of kPointsCsvHeader;
+// - a points CSV: its first line begins with the first columns of points_csv_header();
 // - a Chrome trace: it begins with {"traceEvents":[ and its metadata, at the end, names offtune as
 //   its exporter (another tool's trace has other metadata, or none);
 // - the Nsight layout: an SQLite file whose META_DATA_EXPORT table has the OFFTUNE_EXPORTER row.
@@ -194,8 +203,9 @@ bool is_offtune_export(const std::string& path, int64_t size) {
   std::array<char, 64> head{};
   in.read(head.data(), head.size());
   const std::string_view start(head.data(), static_cast<size_t>(in.gcount()));
+  // How the header of every points CSV begins, the ones written before the knob table included:
+  // the table's first two knobs.
   constexpr std::string_view kCsv = "index,status,offload,min_offload_size,";
-  static_assert(std::string_view(kPointsCsvHeader).starts_with(kCsv));
   if (start.starts_with(kCsv)) return true;
   if (start.starts_with(R"({"traceEvents":[)")) {
     // The metadata is a few hundred bytes per run: the last MiB holds it for thousands of runs.
@@ -367,7 +377,7 @@ void export_points_csv(Store& store, SweepId sweep, const std::string& path) {
   {
     std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
     if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));
-    out << kPointsCsvHeader << "\r\n";
+    out << points_csv_header() << "\r\n";
     for (const PointRecord& p : points) {
       const auto it = predicted.find(p.index);
       out << point_line(p, it == predicted.end() ? nullptr : &it->second);

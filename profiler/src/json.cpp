@@ -1,26 +1,54 @@
 #include "offtune/profiler/json.hpp"
 
+#include <string>
+#include <variant>
+
 namespace offtune::profiler {
 
+namespace {
+
+nlohmann::json json_of(const KnobValue& v) {
+  return std::visit([](const auto& x) { return nlohmann::json(x); }, v);
+}
+
+}  // namespace
+
 nlohmann::json to_json(const EngineConfig& c) {
-  nlohmann::json j{{"offload", c.offload},
-                   {"min_offload_size", c.min_offload_size},
-                   {"max_fwd_stash_size", c.max_fwd_stash_size},
-                   {"max_fwd_stash_bytes", c.max_fwd_stash_bytes},
-                   {"prefetch", c.prefetch},
-                   {"use_streams", c.use_streams},
-                   {"use_pin_memory", c.use_pin_memory},
-                   {"link", c.link}};
-  // Only when not offtune's own: a sweep's key embeds this object, and the keys of sweeps
-  // recorded before semantics existed must not change (absent means "offtune").
-  if (c.semantics != "offtune") j["semantics"] = c.semantics;
-  // Likewise for the engine variants (schema 4): absent means the default.
-  if (c.checkpoint != "none") j["checkpoint"] = c.checkpoint;
-  if (c.offload_set != "all") j["offload_set"] = c.offload_set;
-  if (c.tier != "host") j["tier"] = c.tier;
-  if (c.layer_offload != "off") j["layer_offload"] = c.layer_offload;  // schema 5
-  if (c.verify) j["verify"] = true;
+  // A knob added after the first store schema is written only where it differs from its default
+  // (json_at_default false): a sweep's key embeds this object, and the keys of sweeps recorded
+  // before the knob existed must not change (absent means the default).
+  const EngineConfig defaults;
+  nlohmann::json j = nlohmann::json::object();
+  for (const Knob& k : knob_table()) {
+    const KnobValue v = k.get(c);
+    if (k.json_at_default || v != k.get(defaults)) j[std::string(k.key)] = json_of(v);
+  }
   return j;
+}
+
+EngineConfig config_from_json(const nlohmann::json& j, EngineConfig config) {
+  if (!j.is_object()) {
+    throw OptionsError("engine settings must be a JSON object, got " + std::string(j.type_name()));
+  }
+  for (const Knob& k : knob_table()) {
+    const auto it = j.find(k.key);
+    if (it == j.end()) continue;
+    // The value as the knob carries it; set() refuses one of another kind or out of range.
+    if (it->is_boolean()) {
+      k.set(config, it->get<bool>());
+    } else if (it->is_number_integer()) {
+      k.set(config, it->get<int64_t>());
+    } else if (it->is_string()) {
+      k.set(config, it->get<std::string>());
+    } else {
+      throw OptionsError(std::string(k.key) + " takes " +
+                         (k.kind == KnobKind::Switch   ? "true or false"
+                          : k.kind == KnobKind::Choice ? "a name"
+                                                       : "a whole number") +
+                         ", got " + it->dump());
+    }
+  }
+  return config;
 }
 
 nlohmann::json to_json(const RunSummary& s) {

@@ -19,39 +19,6 @@
 
 namespace offtune::profiler {
 
-EngineConfig engine_config(const OffloadOptions& o) {
-  EngineConfig c;
-  c.offload = true;
-  c.min_offload_size = o.min_offload_size;
-  c.max_fwd_stash_size = o.max_fwd_stash_size;
-  c.max_fwd_stash_bytes = o.max_fwd_stash_bytes;
-  c.prefetch = o.prefetch;
-  c.use_streams = o.use_streams;
-  c.use_pin_memory = o.use_pin_memory;
-  c.verify = o.verify;
-  c.link = link_text(o.link);
-  c.semantics = std::string(to_string(o.semantics));
-  c.offload_set = std::string(to_string(o.offload));
-  c.tier = std::string(to_string(o.tier));
-  return c;
-}
-
-std::string link_text(const LinkModel& link) {
-  const auto same = [&](const LinkModel& m) {
-    return m.pinned_gbps == link.pinned_gbps && m.pageable_gbps == link.pageable_gbps &&
-           m.latency_ns == link.latency_ns;
-  };
-  if (!link.enabled()) return "none";
-  if (same(LinkModel::pcie4())) return "pcie4";
-  if (same(LinkModel::pcie5())) return "pcie5";
-  if (same(LinkModel::nvlink_c2c())) return "nvlink-c2c";
-  // parse_link's form keeps bandwidth and latency only (pageable is then half of pinned).
-  char text[64];
-  std::snprintf(text, sizeof text, "%g:%g", link.pinned_gbps,
-                static_cast<double>(link.latency_ns) / 1000.0);
-  return text;
-}
-
 namespace {
 
 // A recorded sweep's identity: the name and what makes its points comparable (the workload and

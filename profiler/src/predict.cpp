@@ -9,7 +9,9 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+#include <variant>
 
+#include "offtune/knobs.hpp"
 #include "offtune/offload_rule.hpp"
 #include "offtune/profiler/metrics.hpp"
 #include "offtune/profiler/predict.hpp"
@@ -57,7 +59,7 @@ TrlKey trl_key(int64_t block, int64_t span_lo, int64_t item_bytes) {
 class Replay {
  public:
   Replay(const Trace& trace, const EngineConfig& config, const LinkModel& link)
-      : t_(trace), c_(config), link_(link), trl_(config.semantics == "trl") {
+      : t_(trace), c_(config), link_(link), trl_(config.semantics == Semantics::Trl) {
     const size_t n = trace.blocks.size();
     live_.assign(n, false);
     dead_.assign(n, false);
@@ -452,10 +454,10 @@ class Replay {
 }  // namespace
 
 Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link) {
-  if (config.offload && parse_semantics(config.semantics) != trace.semantics) {
-    throw std::invalid_argument("a trace recorded under " +
-                                std::string(to_string(trace.semantics)) +
-                                " semantics cannot predict a point under " + config.semantics);
+  if (config.offload && config.semantics != trace.semantics) {
+    throw std::invalid_argument(
+        "a trace recorded under " + std::string(to_string(trace.semantics)) +
+        " semantics cannot predict a point under " + std::string(to_string(config.semantics)));
   }
   if (config.offload && config.max_fwd_stash_size < 1) {
     throw std::invalid_argument("max_fwd_stash_size must be >= 1, got " +
@@ -531,34 +533,39 @@ std::vector<int64_t> points_that_matter(const std::vector<EngineConfig>& configs
       front.push_back(i);
     }
   }
-  // Positions of each knob's value among the values the grid takes, for "next up and down".
-  const auto rank = [&](auto field) {
+  // A front point's neighbours are one step away in min_offload_size or max_fwd_stash_size, every
+  // other knob the same.
+  const Knob& size = knob("min_offload_size");
+  const Knob& window = knob("max_fwd_stash_size");
+  // Positions of a knob's value among the values the grid's offloading points take.
+  const auto rank = [&](const Knob& k) {
+    const auto value = [&](const EngineConfig& c) { return std::get<int64_t>(k.get(c)); };
     std::vector<int64_t> values;
     for (const auto& c : configs) {
-      if (c.offload) values.push_back(field(c));
+      if (c.offload) values.push_back(value(c));
     }
     std::sort(values.begin(), values.end());
     values.erase(std::unique(values.begin(), values.end()), values.end());
     std::vector<int64_t> r(n, -1);
     for (size_t i = 0; i < n; ++i) {
       if (configs[i].offload) {
-        r[i] = std::lower_bound(values.begin(), values.end(), field(configs[i])) - values.begin();
+        r[i] = std::lower_bound(values.begin(), values.end(), value(configs[i])) - values.begin();
       }
     }
     return r;
   };
-  const auto size_rank = rank([](const EngineConfig& c) { return c.min_offload_size; });
-  const auto window_rank = rank([](const EngineConfig& c) { return c.max_fwd_stash_size; });
+  const auto size_rank = rank(size);
+  const auto window_rank = rank(window);
+  const auto same_but_size_and_window = [&](const EngineConfig& a, const EngineConfig& b) {
+    for (const Knob& k : knob_table()) {
+      if (&k != &size && &k != &window && k.get(a) != k.get(b)) return false;
+    }
+    return true;
+  };
   for (size_t f : front) {
     if (!configs[f].offload) continue;
     for (size_t i = 0; i < n; ++i) {
-      const EngineConfig& a = configs[f];
-      const EngineConfig& b = configs[i];
-      if (!b.offload || a.semantics != b.semantics || a.prefetch != b.prefetch ||
-          a.use_streams != b.use_streams || a.use_pin_memory != b.use_pin_memory ||
-          a.link != b.link) {
-        continue;
-      }
+      if (!configs[i].offload || !same_but_size_and_window(configs[f], configs[i])) continue;
       const int64_t d =
           std::abs(size_rank[f] - size_rank[i]) + std::abs(window_rank[f] - window_rank[i]);
       if (d == 1) keep[i] = true;

@@ -235,8 +235,9 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
   std::map<Semantics, Trace> traces;
   auto start = Clock::now();
   for (const auto& c : configs) {
-    const Semantics s = parse_semantics(c.semantics);
-    if (c.offload && !traces.count(s)) traces.emplace(s, record_trace(workload, spec, base, s));
+    if (c.offload && !traces.count(c.semantics)) {
+      traces.emplace(c.semantics, record_trace(workload, spec, base, c.semantics));
+    }
   }
   if (traces.empty()) {  // the baseline alone: any semantics records the same step
     traces.emplace(Semantics::Offtune, record_trace(workload, spec, base, Semantics::Offtune));
@@ -245,8 +246,7 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
   out.record_ms = ms_since(start);
   start = Clock::now();
   for (size_t i = 0; i < configs.size(); ++i) {
-    const auto it =
-        configs[i].offload ? traces.find(parse_semantics(configs[i].semantics)) : traces.begin();
+    const auto it = configs[i].offload ? traces.find(configs[i].semantics) : traces.begin();
     out.points.push_back(predict(it->second, configs[i], links[i]));
   }
   out.predict_ms = ms_since(start);

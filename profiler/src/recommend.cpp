@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
+#include <variant>
 
+#include "offtune/knobs.hpp"
 #include "offtune/profiler/units.hpp"
 
 namespace offtune::profiler {
@@ -56,7 +59,8 @@ struct CheckpointText {
 
 CheckpointText checkpoint_text(const EngineConfig& c) {
   CheckpointText t;
-  if (c.checkpoint == "none") {
+  const std::string policy = to_string(c.checkpoint);
+  if (!c.checkpoint.enabled()) {
     t.axolotl = "gradient_checkpointing: false\n";
     return t;
   }
@@ -64,16 +68,17 @@ CheckpointText checkpoint_text(const EngineConfig& c) {
       "// Gradient checkpointing: the built-in models take a policy; in your own forward, wrap\n"
       "// each block in offtune::checkpoint([block](const at::Tensor& x) { ... }, x).\n"
       "model->set_checkpoint(offtune::parse_checkpoint_policy(\"" +
-      c.checkpoint + "\"));\n";
+      policy + "\"));\n";
   t.trl =
       "# Gradient checkpointing: TrainingArguments(gradient_checkpointing=True), or\n"
       "# model.gradient_checkpointing_enable()";
-  t.trl += c.checkpoint == "all" ? ".\n"
-                                 : "; Transformers checkpoints every block, not " + c.checkpoint +
-                                       ": this point measured fewer.\n";
+  const bool all = c.checkpoint == CheckpointPolicy::all();
+  t.trl += all ? ".\n"
+               : "; Transformers checkpoints every block, not " + policy +
+                     ": this point measured fewer.\n";
   t.axolotl = "gradient_checkpointing: true\n";
-  if (c.checkpoint != "all") {
-    t.axolotl += "# Axolotl checkpoints every block, not " + c.checkpoint +
+  if (!all) {
+    t.axolotl += "# Axolotl checkpoints every block, not " + policy +
                  " as measured here: expect a lower peak and a slower step.\n";
   }
   return t;
@@ -88,7 +93,7 @@ struct LayerText {
 
 LayerText layer_text(const EngineConfig& c) {
   LayerText t;
-  const int64_t depth = parse_layer_offload(c.layer_offload);
+  const int64_t depth = c.layer_offload;
   if (depth == 0) return t;
   t.cpp = "// Layer offloading: the blocks' frozen weights stream from pinned host memory, " +
           std::to_string(depth) +
@@ -110,6 +115,28 @@ LayerText layer_text(const EngineConfig& c) {
                  " as measured here: expect a lower peak and less copy time hidden.\n";
   }
   return t;
+}
+
+// The engine's numbers and switches as C++ assignments, in the table's order: each knob the
+// engine takes (a Python keyword, which is its OffloadOptions field's name), and one that is off by
+// default (no byte window, no verify) only when it is on. The modes (the Choice knobs) are not
+// values to copy: each has its own line in make_snippets, or none (the link is host-sim's).
+void option_lines(std::ostream& cpp, const EngineConfig& c) {
+  static const EngineConfig defaults;
+  for (const Knob& k : knob_table()) {
+    if (k.python.empty() || k.kind == KnobKind::Choice) continue;
+    const KnobValue v = k.get(c);
+    if (v == k.get(defaults) && (v == KnobValue(false) || v == KnobValue(int64_t{0}))) continue;
+    cpp << "opts." << k.python << " = ";
+    if (const bool* on = std::get_if<bool>(&v)) {
+      cpp << (*on ? "true" : "false") << ";\n";
+      continue;
+    }
+    const int64_t n = std::get<int64_t>(v);
+    cpp << n << ";";
+    if (k.kind == KnobKind::Size) cpp << "  // " << format_size(n);
+    cpp << "\n";
+  }
 }
 
 }  // namespace
@@ -143,26 +170,18 @@ Snippets make_snippets(const EngineConfig& c) {
     s.axolotl = ckpt.axolotl + "activation_offloading: false\n";
     return s;
   }
-  const auto b = [](bool v) { return v ? "true" : "false"; };
   const auto py = [](bool v) { return v ? "True" : "False"; };
   std::ostringstream cpp;
-  cpp << "offtune::OffloadOptions opts;\n"
-      << "opts.use_pin_memory = " << b(c.use_pin_memory) << ";\n"
-      << "opts.use_streams = " << b(c.use_streams) << ";\n"
-      << "opts.min_offload_size = " << c.min_offload_size << ";  // "
-      << format_size(c.min_offload_size) << "\n"
-      << "opts.max_fwd_stash_size = " << c.max_fwd_stash_size << ";\n";
-  if (c.max_fwd_stash_bytes > 0)
-    cpp << "opts.max_fwd_stash_bytes = " << c.max_fwd_stash_bytes << ";\n";
-  cpp << "opts.prefetch = " << c.prefetch << ";\n";
-  if (c.offload_set == "boundaries") {
+  cpp << "offtune::OffloadOptions opts;\n";
+  option_lines(cpp, c);
+  if (c.offload_set == OffloadSet::Boundaries) {
     cpp << "opts.offload = offtune::OffloadSet::Boundaries;  // only checkpointed blocks' inputs\n";
   }
-  if (c.tier != "host") {
-    cpp << "opts.tier = offtune::parse_tier(\"" << c.tier << "\");\n";
+  if (c.tier != Tier::Host) {
+    cpp << "opts.tier = offtune::parse_tier(\"" << to_string(c.tier) << "\");\n";
   }
   cpp << "auto setup = offtune::make_offloader_for(*model, opts);\n" << layers.cpp << ckpt.cpp;
-  if (c.semantics == "trl") {
+  if (c.semantics == Semantics::Trl) {
     cpp << "// Measured under TRL's semantics (--semantics trl). offtune's own engine releases\n"
         << "// finished copies early and prefetches: measure with --semantics offtune for its\n"
         << "// figures.\n";
@@ -171,19 +190,20 @@ Snippets make_snippets(const EngineConfig& c) {
   // The reference's window counts every saved tensor and keeps finished copies until it moves
   // past them: the same knobs hold more memory there than in offtune's engine.
   const std::string caveat =
-      c.semantics == "trl"
+      c.semantics == Semantics::Trl
           ? ""
           : "# Measured under offtune's semantics. TRL's window counts every saved tensor and\n"
             "# holds finished copies longer, so these knobs may use more memory there: sweep with\n"
             "# --semantics trl for TRL's own figures.\n";
   std::ostringstream trl;
   trl << caveat << ckpt.trl;
-  if (c.offload_set == "boundaries") {
+  if (c.offload_set == OffloadSet::Boundaries) {
     trl << "# TRL's context manager offloads every saved tensor, not only the checkpoints' inputs\n"
         << "# as measured here (Axolotl's activation_offloading does that).\n";
   }
-  if (c.tier != "host") {
-    trl << "# TRL offloads to host memory only; this point used the " << c.tier << " tier.\n";
+  if (c.tier != Tier::Host) {
+    trl << "# TRL offloads to host memory only; this point used the " << to_string(c.tier)
+        << " tier.\n";
   }
   trl << layers.trl;
   trl << "from trl.models.activation_offloading import get_act_offloading_ctx_manager\n\n"
@@ -202,24 +222,24 @@ Snippets make_snippets(const EngineConfig& c) {
   // offloading"): its offloader wraps a checkpointed forward, so it sees the blocks' inputs and
   // what is saved outside the blocks, which is offtune's --checkpoint all --offload all.
   ax << caveat;
-  if (c.checkpoint == "none") {
+  if (!c.checkpoint.enabled()) {
     ax << "# Axolotl offloads activations only with gradient checkpointing on; this point\n"
        << "# offloaded without it (TRL's or torchtune's OffloadActivations does that).\n"
        << "gradient_checkpointing: true\n";
   } else {
     ax << ckpt.axolotl;
-    if (c.offload_set == "boundaries") {
+    if (c.offload_set == OffloadSet::Boundaries) {
       ax << "# Axolotl also offloads what is saved outside the checkpointed blocks (offtune's\n"
          << "# --offload all); this point offloaded the blocks' inputs only.\n";
     }
   }
   ax << layers.axolotl;
   ax << "activation_offloading: "
-     << (c.tier == "disk" ? "disk"
-         : c.use_streams  ? "true"
-                          : "legacy")
+     << (c.tier == Tier::Disk ? "disk"
+         : c.use_streams      ? "true"
+                              : "legacy")
      << "\n";
-  if (c.tier == "auto")
+  if (c.tier == Tier::Auto)
     ax << "# (tier auto: host memory first, spilling to disk; Axolotl has disk)\n";
   ax << "# The thresholds are not YAML keys: pass them to\n"
      << "# ActivationOffloadingMixin.get_lora_act_offloading_ctx_manager(model,\n"
@@ -259,7 +279,7 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
   for (const auto& p : points) {
     // Offloading nothing and recomputing nothing: the baseline's work (weight copies are work).
     if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0 ||
-        p.config.checkpoint != "none" || p.config.layer_offload != "off") {
+        p.config.checkpoint.enabled() || p.config.layer_offload != 0) {
       continue;
     }
     const double ratio = slowdown(p, *baseline);
@@ -445,22 +465,22 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   if (r.chosen) r.snippets = make_snippets(r.chosen->config);
 
   // Semantics as an axis: each tool's snippet from the points measured under its own rules.
-  const auto measured_under = [&](const char* rules) {
+  const auto measured_under = [&](Semantics rules) {
     return std::any_of(ok.begin(), ok.end(), [&](const PointRecord& p) {
       return p.config.offload && p.config.semantics == rules;
     });
   };
-  if (measured_under("trl") && measured_under("offtune")) {
+  if (measured_under(Semantics::Trl) && measured_under(Semantics::Offtune)) {
     r.mixed_semantics = true;
-    const auto choose = [&](const char* rules) {
+    const auto choose = [&](Semantics rules) {
       std::vector<PointRecord> subset;
       for (const auto& p : points) {
         if (!p.config.offload || p.config.semantics == rules) subset.push_back(p);
       }
       return recommend(subset, r.constraint).chosen;
     };
-    r.offtune_choice = choose("offtune");
-    r.trl_choice = choose("trl");
+    r.offtune_choice = choose(Semantics::Offtune);
+    r.trl_choice = choose(Semantics::Trl);
     const auto from = [](const std::optional<PointRecord>& p, const char* comment,
                          const char* rules) {
       std::ostringstream s;

@@ -87,34 +87,11 @@ PointStatus parse_point_status(const std::string& s) {
 
 std::string describe_variant(const EngineConfig& c) {
   std::string out;
-  const auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
-  if (c.checkpoint != "none") add("checkpoint " + c.checkpoint);
-  if (c.offload && c.offload_set != "all") add("offload " + c.offload_set);
-  if (c.offload && c.tier != "host") add("tier " + c.tier);
-  if (c.layer_offload != "off") add("layers " + c.layer_offload);
-  if (c.offload && c.verify) add("verify");
-  return out;
-}
-
-int64_t parse_layer_offload(std::string_view text) {
-  if (text == "off") return 0;
-  if (text == "on") return 1;
-  if (text.starts_with("on:")) {
-    const std::string_view digits = text.substr(3);
-    int64_t depth = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), depth);
-    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty() &&
-        depth >= 1 && depth <= kMaxLayerOffloadDepth) {
-      return depth;
-    }
+  for (const Knob& k : knob_table()) {
+    if (!k.variant || (k.offload_only && !c.offload) || k.get(c) == default_value(k)) continue;
+    out += (out.empty() ? "" : ", ") + k.words(c);
   }
-  throw std::invalid_argument("unknown layer offloading '" + std::string(text) +
-                              "' (valid: off, or on:DEPTH with DEPTH the blocks copied ahead, 1.." +
-                              std::to_string(kMaxLayerOffloadDepth) + "; on is on:1)");
-}
-
-std::string layer_offload_text(int64_t depth) {
-  return depth == 0 ? "off" : "on:" + std::to_string(depth);
+  return out;
 }
 
 }  // namespace offtune::profiler

@@ -57,21 +57,6 @@ void TeeObserver::on_span_end(Span span) {
   for (auto it = targets_.rbegin(); it != targets_.rend(); ++it) (*it)->on_span_end(span);
 }
 
-OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base) {
-  OffloadOptions o = base;
-  o.min_offload_size = config.min_offload_size;
-  o.max_fwd_stash_size = config.max_fwd_stash_size;
-  o.max_fwd_stash_bytes = config.max_fwd_stash_bytes;
-  o.prefetch = config.prefetch;
-  o.use_streams = config.use_streams;
-  o.use_pin_memory = config.use_pin_memory;
-  o.verify = config.verify;
-  o.semantics = parse_semantics(config.semantics);
-  o.offload = parse_offload_set(config.offload_set);
-  o.tier = parse_tier(config.tier);
-  return o;
-}
-
 RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& store) {
   RunOutcome out;
   RunRecord& rec = out.record;
@@ -85,17 +70,17 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
 
   std::vector<double> step_ms;
   try {
-    OffloadOptions options = to_options(spec.config, spec.base);
+    OffloadOptions options = options_of(spec.config, spec.base);
     // Layer offloading without activation offloading still needs an offloader's hooks: they are
     // what sees autograd save the frozen weights and keeps references to the layer offloader's
     // copies instead (layer_offload.hpp); without them every block's weights stay on the device
     // until backward. That offloader moves no activation.
-    const bool layers = spec.config.layer_offload != "off";
+    const bool layers = spec.config.layer_offload > 0;
     const bool weights_only = layers && !spec.config.offload;
     if (weights_only) options.min_offload_size = std::numeric_limits<int64_t>::max();
     // Every run sets them: a sweep's points share one workload.
-    workload.set_checkpoint(parse_checkpoint_policy(spec.config.checkpoint));
-    workload.set_layer_offload(parse_layer_offload(spec.config.layer_offload));
+    workload.set_checkpoint(spec.config.checkpoint);
+    workload.set_layer_offload(spec.config.layer_offload);
     // Every run from the model's own starting state (the weights it was built with, its
     // optimizer's state) and with its one-time work done: a sweep's points and repeats share one
     // workload, and must measure the same steps whatever ran before them.

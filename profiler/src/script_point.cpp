@@ -25,6 +25,7 @@
 #include <iterator>
 #include <optional>
 #include <thread>
+#include <variant>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -431,21 +432,19 @@ std::string point_json(const EngineConfig& c, const ScriptSpec& spec) {
     j["offload"] = false;
     return j.dump();
   }
-  j["min_offload_size"] = c.min_offload_size;
-  j["max_fwd_stash_size"] = c.max_fwd_stash_size;
-  if (c.max_fwd_stash_bytes > 0) j["max_fwd_stash_bytes"] = c.max_fwd_stash_bytes;
-  j["prefetch"] = c.prefetch;
-  j["semantics"] = c.semantics;
-  j["tier"] = c.tier;
-  if (c.offload_set != "all") j["offload"] = c.offload_set;
-  j["use_streams"] = c.use_streams;
-  j["use_pin_memory"] = c.use_pin_memory;
-  if (c.verify) j["verify"] = true;
+  // Every knob Offloader takes, by its keyword, at its default too: the point's options are taken
+  // over the script's own arguments (offtune.trl's drop-in defaults to TRL's semantics), so that
+  // each point runs what its run records. The link is host-sim's, named with the backend below.
+  const Knob& link = knob("link");
+  for (const Knob& k : knob_table()) {
+    if (k.python.empty() || &k == &link) continue;
+    std::visit([&](const auto& v) { j[std::string(k.python)] = v; }, k.get(c));
+  }
   if (spec.backend != BackendKind::Auto) {
     j["backend"] = spec.backend == BackendKind::Cuda ? "cuda" : "host-sim";
     // The point's own link where its config names one (a sweep over links), else the sweep's.
-    const std::string& link = c.link.empty() ? spec.link : c.link;
-    if (spec.backend == BackendKind::HostSim && !link.empty()) j["link"] = link;
+    const std::string& name = c.link.name.empty() ? spec.link : c.link.name;
+    if (spec.backend == BackendKind::HostSim && !name.empty()) j[std::string(link.python)] = name;
   }
   return j.dump();
 }

@@ -2,6 +2,9 @@
 // columns. A column added by a migration names its schema version and what older files read.
 #include "sqlite_rows.hpp"
 
+#include <variant>
+
+#include "offtune/knobs.hpp"
 #include "sqlite_schema.hpp"
 
 namespace offtune::profiler::detail {
@@ -16,6 +19,37 @@ Column<RunSummary> interval_field(std::string name, double RunSummary::*member) 
     s.*member = std::isnan(v) ? 0.0 : v;
   };
   return c;
+}
+
+// A knob's value as its column holds it: a Switch 0/1 (INTEGER), a Count or a Size an INTEGER, a
+// Choice its name (TEXT). A value's alternative is its kind's.
+void bind_value(Query& q, const KnobValue& v) {
+  if (const auto* b = std::get_if<bool>(&v)) {
+    q.boolean(*b);
+  } else if (const auto* i = std::get_if<int64_t>(&v)) {
+    q.i64(*i);
+  } else {
+    q.text(std::get<std::string>(v));
+  }
+}
+KnobValue read_value(Query& q, KnobKind kind) {
+  switch (kind) {
+    case KnobKind::Switch:
+      return q.col_bool();
+    case KnobKind::Count:
+    case KnobKind::Size:
+      return q.col_i64();
+    case KnobKind::Choice:
+      break;
+  }
+  return q.col_text();
+}
+
+// A knob's value as an SQL literal: what a SELECT from a file older than its column reads.
+std::string sql_literal(const KnobValue& v) {
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "1" : "0";
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  return "'" + std::get<std::string>(v) + "'";  // the table's names hold no quote
 }
 
 // A run's place in a distributed job, of a run or of its description.
@@ -66,18 +100,24 @@ const Columns<Workload>& workload_columns() {
 }
 
 const Columns<EngineConfig>& config_columns() {
-  using C = EngineConfig;
-  static const Columns<C> cols =
-      join<C>({fields("offload", &C::offload, "min_offload_size", &C::min_offload_size,
-                      "max_fwd_stash_size", &C::max_fwd_stash_size, "max_fwd_stash_bytes",
-                      &C::max_fwd_stash_bytes, "prefetch", &C::prefetch, "use_streams",
-                      &C::use_streams, "use_pin_memory", &C::use_pin_memory, "link", &C::link),
-               {field("semantics", &C::semantics, kCiSchema, "'offtune'"),
-                field("checkpoint", &C::checkpoint, kVariantSchema, "'none'"),
-                field("offload_set", &C::offload_set, kVariantSchema, "'all'"),
-                field("tier", &C::tier, kVariantSchema, "'host'"),
-                field("layer_offload", &C::layer_offload, kLayerSchema, "'off'"),
-                field("verify", &C::verify, kVerifySchema, "0")}});
+  // One column per knob, in the table's order (the schema's), named by its key, the value through
+  // its get and set. A file older than the knob's column reads its default. A stored value the
+  // knob refuses (a file edited by hand) throws OptionsError, a std::invalid_argument: the
+  // store's error for a bad row (read_checked).
+  static const Columns<EngineConfig> cols = [] {
+    Columns<EngineConfig> out;
+    const EngineConfig defaults;  // (not default_value(): its temporary trips GCC 12's
+                                  // -Wmaybe-uninitialized here)
+    for (const Knob& k : knob_table()) {
+      const Knob* knob = &k;
+      out.push_back(Column<EngineConfig>{
+          std::string(k.key),
+          [knob](Query& q, const EngineConfig& c) { bind_value(q, knob->get(c)); },
+          [knob](Query& q, EngineConfig& c) { knob->set(c, read_value(q, knob->kind)); },
+          k.since_schema, sql_literal(k.get(defaults))});
+    }
+    return out;
+  }();
   return cols;
 }
 

@@ -28,93 +28,90 @@ constexpr auto kPollInterval = std::chrono::milliseconds(150);
 
 }  // namespace
 
+std::vector<KnobValue> Grid::values(const Knob& knob) const {
+  if (const auto it = axes.find(knob.key); it != axes.end()) return it->second;
+  return {knob.get(base)};
+}
+
+Grid& Grid::set_numbers(std::string_view key, const std::vector<int64_t>& numbers) {
+  axes[std::string(key)] = std::vector<KnobValue>(numbers.begin(), numbers.end());
+  return *this;
+}
+
+Grid& Grid::set_names(std::string_view key, const std::vector<std::string>& names) {
+  axes[std::string(key)] = std::vector<KnobValue>(names.begin(), names.end());
+  return *this;
+}
+
+Grid& Grid::set_switches(std::string_view key, const std::vector<bool>& switches) {
+  std::vector<KnobValue>& out = axes[std::string(key)];
+  out.clear();
+  for (const bool on : switches) out.emplace_back(on);
+  return *this;
+}
+
+std::vector<int64_t> Grid::numbers(std::string_view key) const {
+  std::vector<int64_t> out;
+  for (const KnobValue& v : values(key)) out.push_back(std::get<int64_t>(v));
+  return out;
+}
+
 namespace {
 
-std::vector<std::string> axis(const std::vector<std::string>& values, const std::string& base) {
-  return values.empty() ? std::vector<std::string>{base} : values;
+// One axis of a grid: a knob and the values the points take of it.
+struct Axis {
+  const Knob* knob;
+  std::vector<KnobValue> values;
+};
+
+std::vector<Axis> axes_of(const Grid& grid, bool (*keep)(const Knob&)) {
+  std::vector<Axis> out;
+  for (const Knob* k : axis_knobs()) {
+    if (keep(*k)) out.push_back({k, grid.values(*k)});
+  }
+  return out;
+}
+
+// Calls visit(config) for every combination of the axes' values set on `config`, the last axis
+// fastest (an odometer), in the axes' order; none when an axis has no value.
+template <typename Visit>
+void cross(const std::vector<Axis>& axes, EngineConfig config, Visit visit) {
+  if (std::any_of(axes.begin(), axes.end(), [](const Axis& a) { return a.values.empty(); })) {
+    return;
+  }
+  std::vector<size_t> at(axes.size(), 0);
+  for (;;) {
+    for (size_t k = 0; k < axes.size(); ++k) axes[k].knob->set(config, axes[k].values[at[k]]);
+    visit(config);
+    size_t k = axes.size();
+    while (k > 0 && ++at[k - 1] == axes[k - 1].values.size()) at[--k] = 0;
+    if (k == 0) return;
+  }
 }
 
 // Offloading only the boundaries of a model that checkpoints nothing offloads nothing: no point.
-bool meaningful(const std::string& checkpoint, const std::string& offload_set) {
-  return offload_set != "boundaries" || checkpoint != "none";
-}
-
-// One axis of the offload points below the (checkpoint, layer offloading, offload set) triple: how
-// many values it has and how its i-th sets a config's knob.
-struct InnerAxis {
-  size_t size;
-  std::function<void(EngineConfig&, size_t)> set;
-};
-
-// An axis over `values`, or over base's own value when there are none (an absent axis is one
-// value: the grid as it was before the axis existed).
-template <typename T, typename Values>
-InnerAxis knob_axis(const Values& values, T EngineConfig::*knob) {
-  if (values.empty()) return {1, [](EngineConfig&, size_t) {}};
-  return {values.size(), [&values, knob](EngineConfig& c, size_t i) { c.*knob = values[i]; }};
-}
-
-// The axes every offload point crosses, outer to inner (expand_grid's order); the sizes and
-// windows are never empty-means-base: no size, no offload point.
-std::vector<InnerAxis> inner_axes(const Grid& g) {
-  return {knob_axis(g.tiers, &EngineConfig::tier),
-          knob_axis(g.semantics, &EngineConfig::semantics),
-          knob_axis(g.prefetches, &EngineConfig::prefetch),
-          knob_axis(g.links, &EngineConfig::link),
-          knob_axis(g.streams, &EngineConfig::use_streams),
-          knob_axis(g.pin_memory, &EngineConfig::use_pin_memory),
-          knob_axis(g.max_fwd_stash_bytes, &EngineConfig::max_fwd_stash_bytes),
-          {g.min_offload_sizes.size(),
-           [&g](EngineConfig& c, size_t i) { c.min_offload_size = g.min_offload_sizes[i]; }},
-          {g.max_fwd_stash_sizes.size(),
-           [&g](EngineConfig& c, size_t i) { c.max_fwd_stash_size = g.max_fwd_stash_sizes[i]; }}};
+bool meaningful(const EngineConfig& c) {
+  return c.offload_set != OffloadSet::Boundaries || c.checkpoint.enabled();
 }
 
 // Calls point(config) for each point of the grid in expand_grid's order.
 template <typename Point>
 void for_each_point(const Grid& grid, Point point) {
-  const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
-  const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
   EngineConfig baseline = grid.base;
   baseline.offload = false;
-  baseline.checkpoint = "none";
-  baseline.layer_offload = "off";
+  baseline.checkpoint = CheckpointPolicy::none();
+  baseline.layer_offload = 0;
   point(baseline);
-  for (const std::string& ckpt : checkpoints) {
-    for (const std::string& layer : layers) {
-      if (ckpt == "none" && layer == "off") continue;
-      EngineConfig alone = baseline;
-      alone.checkpoint = ckpt;
-      alone.layer_offload = layer;
-      point(alone);
-    }
-  }
-  const auto inner = inner_axes(grid);
-  for (const std::string& ckpt : checkpoints) {
-    for (const std::string& layer : layers) {
-      for (const std::string& set : axis(grid.offload_sets, grid.base.offload_set)) {
-        if (!meaningful(ckpt, set)) continue;
-        EngineConfig c = grid.base;
-        c.offload = true;
-        c.checkpoint = ckpt;
-        c.layer_offload = layer;
-        c.offload_set = set;
-        // Every combination of the inner axes, the last one fastest (an odometer).
-        std::vector<size_t> at(inner.size(), 0);
-        if (std::any_of(inner.begin(), inner.end(),
-                        [](const InnerAxis& a) { return a.size == 0; })) {
-          continue;
-        }
-        for (;;) {
-          for (size_t k = 0; k < inner.size(); ++k) inner[k].set(c, at[k]);
-          point(c);
-          size_t k = inner.size();
-          while (k > 0 && ++at[k - 1] == inner[k - 1].size) at[--k] = 0;
-          if (k == 0) break;
-        }
-      }
-    }
-  }
+  // Each variant that applies without offloading (checkpointing, layer offloading) alone.
+  cross(axes_of(grid, [](const Knob& k) { return !k.offload_only; }), baseline,
+        [&](const EngineConfig& c) {
+          if (!is_baseline(c)) point(c);
+        });
+  EngineConfig offload = grid.base;
+  offload.offload = true;
+  cross(axes_of(grid, [](const Knob&) { return true; }), offload, [&](const EngineConfig& c) {
+    if (meaningful(c)) point(c);
+  });
 }
 
 }  // namespace
@@ -126,18 +123,20 @@ std::vector<EngineConfig> expand_grid(const Grid& grid) {
 }
 
 int64_t grid_size(const Grid& grid) {
-  const auto checkpoints = axis(grid.checkpoints, grid.base.checkpoint);
-  const auto layers = axis(grid.layer_offloads, grid.base.layer_offload);
-  const auto sets = axis(grid.offload_sets, grid.base.offload_set);
-  int64_t combos = 0, alone = 0;
-  for (const std::string& ckpt : checkpoints) {
-    for (const std::string& layer : layers) {
-      alone += ckpt != "none" || layer != "off";
-      for (const std::string& set : sets) combos += meaningful(ckpt, set);
-    }
+  // The names' axes are short lists (no ranges): their combinations are counted one by one, and
+  // the numbers' and switches' axes, which may be long, multiply.
+  int64_t alone = 0, combos = 0, product = 1;
+  cross(axes_of(grid, [](const Knob& k) { return !k.offload_only; }), grid.base,
+        [&](EngineConfig c) {
+          c.offload = false;
+          alone += !is_baseline(c);
+        });
+  cross(axes_of(grid, [](const Knob& k) { return k.kind == KnobKind::Choice; }), grid.base,
+        [&](const EngineConfig& c) { combos += meaningful(c); });
+  for (const Axis& a : axes_of(grid, [](const Knob& k) { return k.kind != KnobKind::Choice; })) {
+    product *= static_cast<int64_t>(a.values.size());
   }
-  for (const InnerAxis& a : inner_axes(grid)) combos *= static_cast<int64_t>(a.size);
-  return 1 + alone + combos;
+  return 1 + alone + combos * product;
 }
 
 std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
@@ -156,62 +155,46 @@ std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
 }
 
 std::string grid_json(const Grid& grid) {
-  nlohmann::json j{{"min_offload_size", grid.min_offload_sizes},
-                   {"max_fwd_stash_size", grid.max_fwd_stash_sizes},
-                   {"base", to_json(grid.base)}};
-  if (!grid.semantics.empty()) j["semantics"] = grid.semantics;
-  if (!grid.checkpoints.empty()) j["checkpoint"] = grid.checkpoints;
-  if (!grid.offload_sets.empty()) j["offload_set"] = grid.offload_sets;
-  if (!grid.tiers.empty()) j["tier"] = grid.tiers;
-  if (!grid.layer_offloads.empty()) j["layer_offload"] = grid.layer_offloads;
-  if (!grid.prefetches.empty()) j["prefetch"] = grid.prefetches;
-  if (!grid.links.empty()) j["link"] = grid.links;
-  if (!grid.streams.empty()) j["use_streams"] = grid.streams;
-  if (!grid.pin_memory.empty()) j["use_pin_memory"] = grid.pin_memory;
-  if (!grid.max_fwd_stash_bytes.empty()) j["max_fwd_stash_bytes"] = grid.max_fwd_stash_bytes;
+  nlohmann::json j{{"base", to_json(grid.base)}};
+  for (const auto& [key, values] : grid.axes) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const KnobValue& v : values) std::visit([&](const auto& x) { list.push_back(x); }, v);
+    j[key] = std::move(list);
+  }
   return j.dump();
 }
 
 Grid parse_grid_json(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
+    if (!j.is_object()) throw std::invalid_argument("not a sweep grid: not a JSON object");
     Grid g;
-    g.min_offload_sizes = j.at("min_offload_size").get<std::vector<int64_t>>();
-    g.max_fwd_stash_sizes = j.at("max_fwd_stash_size").get<std::vector<int64_t>>();
-    const auto list = [&](const char* key) {
-      return j.contains(key) ? j[key].get<std::vector<std::string>>() : std::vector<std::string>{};
-    };
-    g.semantics = list("semantics");
-    g.checkpoints = list("checkpoint");
-    g.offload_sets = list("offload_set");
-    g.tiers = list("tier");
-    g.layer_offloads = list("layer_offload");
-    const auto values = [&]<typename T>(const char* key, std::vector<T>& out) {
-      if (j.contains(key)) out = j[key].get<std::vector<T>>();
-    };
-    values("prefetch", g.prefetches);
-    values("link", g.links);
-    values("use_streams", g.streams);
-    values("use_pin_memory", g.pin_memory);
-    values("max_fwd_stash_bytes", g.max_fwd_stash_bytes);
     // The knobs every point shares (to_json(EngineConfig)); absent ones keep their defaults.
-    if (j.contains("base")) {
-      const auto& b = j["base"];
-      EngineConfig& c = g.base;
-      c.max_fwd_stash_bytes = b.value("max_fwd_stash_bytes", c.max_fwd_stash_bytes);
-      c.prefetch = b.value("prefetch", c.prefetch);
-      c.use_streams = b.value("use_streams", c.use_streams);
-      c.use_pin_memory = b.value("use_pin_memory", c.use_pin_memory);
-      c.link = b.value("link", c.link);
-      c.semantics = b.value("semantics", c.semantics);
-      c.checkpoint = b.value("checkpoint", c.checkpoint);
-      c.offload_set = b.value("offload_set", c.offload_set);
-      c.tier = b.value("tier", c.tier);
-      c.layer_offload = b.value("layer_offload", c.layer_offload);
-      c.verify = b.value("verify", c.verify);
+    if (j.contains("base")) g.base = config_from_json(j["base"], g.base);
+    for (const Knob* k : axis_knobs()) {
+      // The grid's pair is in every grid ever written; another axis only where the sweep had it.
+      if (!j.contains(k->key) && !k->always_axis) continue;
+      if (!j.at(k->key).is_array()) {
+        throw std::invalid_argument("not a sweep grid: " + std::string(k->key) + " is not a list");
+      }
+      std::vector<KnobValue>& values = g.axes[std::string(k->key)];
+      for (const auto& item : j[k->key]) {
+        // Each value as the knob carries it, checked by the knob (a hand-edited grid).
+        Knobs scratch;
+        if (item.is_boolean()) {
+          k->set(scratch, item.get<bool>());
+        } else if (item.is_number_integer()) {
+          k->set(scratch, item.get<int64_t>());
+        } else {
+          k->set(scratch, item.get<std::string>());
+        }
+        values.push_back(k->get(scratch));
+      }
     }
     return g;
   } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("not a sweep grid: ") + e.what());
+  } catch (const OptionsError& e) {
     throw std::invalid_argument(std::string("not a sweep grid: ") + e.what());
   }
 }
@@ -269,10 +252,9 @@ RunRecord WorkloadMeasurer::measure(const PointRun& point, Store& store,
   run.env = spec_.env;
   // A sweep over links: the backend was prepared with the first; each point runs over its own, and
   // its environment names it ("host-sim (link pcie5)") as a run over that link alone would.
-  if (!spec_.grid.links.empty() && !point.config.link.empty()) {
-    run.base.link = parse_link(point.config.link);
+  if (spec_.grid.axes.contains("link") && !point.config.link.name.empty()) {
     fill_environment(run.env, run.base.backend, spec_.device_model ? &*spec_.device_model : nullptr,
-                     point.config.link);
+                     point.config.link.name);
   }
   run.label = point.label;
   run.collector = spec_.collector;

@@ -13,7 +13,7 @@
     print(off.stats())
 
 Torch's own autograd engine runs the steps: offtune's pack and unpack hooks (C++) reach it through
-torch.autograd.graph.saved_tensors_hooks. README.md, "From Python", says more.
+torch.autograd.graph.saved_tensors_hooks. docs/python.md in the repository says more.
 """
 
 from ._build_info import OFFTUNE_VERSION as __version__  # noqa: F401 (the package version)
@@ -25,6 +25,7 @@ from .engine import (
     offload_decoder_layers,
     option_names,
 )
+from .record import Recording, record
 from .trl import get_act_offloading_ctx_manager
 
 host_sim = _offtune.host_sim
@@ -33,10 +34,13 @@ host_sim = _offtune.host_sim
 InputError = _offtune.InputError
 EngineFault = _offtune.EngineFault
 
-# Under `offtune sweep --script` on host-sim: the emulated device's allocator, before the script
-# builds its model (offtune/_child.py).
+# Under `offtune sweep --script` (offtune/_child.py): on host-sim, the emulated device's allocator,
+# before the script builds its model; and the recorder that the first scope or drop-in entry begins
+# the point's run with (_child imports neither the engine nor the recorder: the recorder is built
+# on the engine, and the engine's scopes call _child).
 from . import _child  # noqa: E402
 
+_child.use_recorder(record)
 _child.install_host_sim_if_asked()
 
 __all__ = [
@@ -44,20 +48,18 @@ __all__ = [
     "InputError",
     "LayerOffloader",
     "Offloader",
+    "OfftuneCallback",
+    "Recording",
     "get_act_offloading_ctx_manager",
     "host_sim",
     "no_offload",
     "offload_decoder_layers",
     "option_names",
+    "record",
 ]
 
-# The recorder (offtune.record) and the Hugging Face callback, which needs transformers: imported
-# when first named.
-from .record import Recording, record  # noqa: E402
 
-__all__ += ["OfftuneCallback", "Recording", "record"]
-
-
+# The Hugging Face callback, which needs transformers: imported when first named.
 def __getattr__(name):
     if name == "OfftuneCallback":
         from .callback import OfftuneCallback

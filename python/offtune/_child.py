@@ -15,6 +15,12 @@ as its job. offtune.record and OfftuneCallback record into it instead of the sto
 were given. Where neither is used, each entry of an offloader's scope or of the drop-in's context
 (the baseline's no-op context too) ends the open step and begins the next, and the run finishes
 when the process exits (the step still open then is the loop's tail and is not counted).
+
+The engine's scopes (offtune/engine.py) and the recorder (offtune/record.py) both call this module,
+and the recorder is built on the engine's Offloader, so this module imports neither: offtune.record,
+which the first entry begins the automatic recording with, is handed in by the package
+(use_recorder, in offtune/__init__.py). The package's modules import one way only: _native, then
+_child, engine, record and trl, callback (each imports only modules before it).
 """
 
 import atexit
@@ -22,7 +28,9 @@ import json
 import os
 import sys
 import weakref
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ._native import _offtune
 
 POINT_VARIABLE = "OFFTUNE_POINT"
 RECORD_VARIABLE = "OFFTUNE_RECORD"
@@ -179,18 +187,24 @@ def install_host_sim_if_asked() -> None:
 
         backend = "cuda" if torch.cuda.is_available() else "host-sim"
     if backend == "host-sim":
-        from ._native import _offtune
-
         _offtune.host_sim.install()
 
 
 # ------------------------------------------------------------------------------------------------
 # The automatic recording: made on the first scope or drop-in entry under OFFTUNE_RECORD.
 
+_recorder: Optional[Callable[..., Any]] = None  # offtune.record, from use_recorder
 _auto = None  # the Recording the entries mark steps of
 _model = None  # a weak reference to the model the drop-in was given: what the run describes
 _explicit = False  # offtune.record or the callback records the run: entries mark nothing
 _failure: Optional[BaseException] = None  # what ended the script, seen by sys.excepthook
+
+
+def use_recorder(recorder: Callable[..., Any]) -> None:
+    """The recorder the automatic recording is begun with: offtune.record (offtune/__init__.py
+    hands it in when the package is imported, before any scope can be entered)."""
+    global _recorder
+    _recorder = recorder
 
 
 def claim_explicit() -> None:
@@ -220,12 +234,10 @@ def on_forward(offloader) -> None:
     if _explicit or os.environ.get(RECORD_VARIABLE, "").strip() == "":
         return
     if _auto is None:
-        from .record import record
-
         # The baseline's offloader has no engine: the run observes none (offloading off).
         engines = [] if offloader is None or offloader._engine is None else [offloader]
         model = _model() if _model is not None else None
-        _auto = record(None, model=model, offloader=engines or False, _auto=True).start()
+        _auto = _recorder(None, model=model, offloader=engines or False, _auto=True).start()
         _install_exit_hooks()
         return
     if offloader is not None and offloader._engine is not None:

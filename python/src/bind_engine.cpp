@@ -8,10 +8,12 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bindings.hpp"
 #include "offtune/host_sim.hpp"
+#include "offtune/knobs.hpp"
 #include "offtune/layer_offload.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/options.hpp"
@@ -51,6 +53,18 @@ std::vector<requests::NamedOption> named_options(const py::dict& options) {
     out.push_back({std::move(name), std::move(parsed)});
   }
   return out;
+}
+
+// The knobs Offloader takes, by keyword, in the table's order: a switch as a bool, a count or a
+// size as a number, a mode by name.
+py::dict knob_dict(const Knobs& knobs) {
+  py::dict d;
+  for (const Knob& knob : knob_table()) {
+    if (knob.python.empty()) continue;
+    d[py::str(knob.python.data(), knob.python.size())] =
+        std::visit([](const auto& value) { return py::cast(value); }, knob.get(knobs));
+  }
+  return d;
 }
 
 py::dict to_dict(const OffloadStats& s) {
@@ -114,17 +128,12 @@ void bind_engine(py::module_& m) {
       "parse_offload_options",
       [](const py::dict& options) {
         const OffloadOptions o = requests::parse_offload_options(named_options(options));
-        using O = OffloadOptions;
-        py::dict d = dict_of(o, field("min_offload_size", &O::min_offload_size),
-                             field("max_fwd_stash_size", &O::max_fwd_stash_size),
-                             field("max_fwd_stash_bytes", &O::max_fwd_stash_bytes),
-                             field("prefetch", &O::prefetch));
-        d["semantics"] = std::string(to_string(o.semantics));
+        py::dict d = knob_dict(knobs_of(o));
         d["backend"] = std::string(to_string(o.backend));
         return d;
       },
-      "Validates options as Offloader would (ValueError naming a bad one); returns the main ones "
-      "parsed.");
+      "Validates options as Offloader would (ValueError naming a bad one); returns the knobs "
+      "parsed, by keyword (sizes in bytes, modes by name), and the backend.");
 
   bind_hooks(m);
 

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "offtune/checkpoint_policy.hpp"
+#include "offtune/knobs.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/backend.hpp"
 #include "offtune/profiler/job.hpp"
@@ -130,9 +132,9 @@ class Recording {
     if (offloaders_.empty()) {
       s.config.offload = false;
     } else {
-      s.config = pf::engine_config(offloaders_.front()->options());
+      s.config = knobs_of(offloaders_.front()->options());
     }
-    s.config.checkpoint = get_or<std::string>(spec, "checkpoint", "none");
+    s.config.checkpoint = parse_checkpoint_policy(get_or<std::string>(spec, "checkpoint", "none"));
 
     // The backend: the offloaders' (they resolved it), else as asked.
     const std::string asked = get_or<std::string>(spec, "backend", "auto");
@@ -161,7 +163,7 @@ class Recording {
       s.device_model = std::move(model);
     }
     pf::fill_environment(s.env, backend, s.device_model ? &*s.device_model : nullptr,
-                         offloaders_.empty() ? "none" : s.config.link);
+                         offloaders_.empty() ? "none" : s.config.link.name);
     s.rank = get_or<int64_t>(spec, "rank", 0);
     s.world_size = get_or<int64_t>(spec, "world_size", 1);
     if (const int64_t id = get_or<int64_t>(spec, "continue_run", -1); id >= 0) {

@@ -66,7 +66,7 @@ Bound bind(const WorkloadFields& fields, Dtype dtype, const profiler::BackendReq
 // would measure the same points again under other names. check() refuses it for --backend cuda;
 // this, for auto resolved to cuda.
 void refuse_links_on_cuda(const profiler::SweepSpec& spec) {
-  if (!spec.grid.links.empty() && spec.base.backend == BackendKind::Cuda) {
+  if (spec.grid.axes.contains("link") && spec.base.backend == BackendKind::Cuda) {
     throw RequestError(
         std::vector<FieldError>{{"--link",
                                  "--link takes a list on host-sim only (cuda copies over the "
@@ -131,9 +131,9 @@ PreparedSweep prepare_script(const ValidSweep& valid) {
   refuse_links_on_cuda(out.spec);
   // A sweep over links tells each point's script its link, so the script runs on the backend this
   // process resolved (host-sim) rather than leaving it to the child.
-  if (request.backend.backend != "auto" || !out.spec.grid.links.empty()) {
+  if (request.backend.backend != "auto" || out.spec.grid.axes.contains("link")) {
     script.backend = out.spec.base.backend;
-    script.link = b.link_name;
+    script.link = b.link.name;
   }
   out.script = std::move(script);
   return out;
@@ -198,8 +198,7 @@ SweepPredictions predict_sweep(PreparedSweep& sweep) {
   // Each point over its own link where the sweep has a link axis (the configs name it).
   std::vector<LinkModel> links;
   for (const auto& c : configs) {
-    links.push_back(sweep.spec.grid.links.empty() ? sweep.spec.base.link
-                                                  : profiler::parse_link(c.link));
+    links.push_back(sweep.spec.grid.axes.contains("link") ? c.link.model : sweep.spec.base.link);
   }
   auto grid =
       profiler::predict_grid(*sweep.workload, sweep.spec.workload, sweep.spec.base, configs, links);

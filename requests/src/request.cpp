@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <thread>
 #include <utility>
 
 #include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/samples/registry.hpp"
@@ -102,17 +104,6 @@ void check_backend(const BackendFields& b, Checker& c, profiler::BackendRequest&
       throw UsageError("unknown backend '" + b.backend + "' (valid: auto, cuda, host-sim)");
     }
   });
-  c.parse("--link", [&] {
-    const std::vector<std::string> links = link_list(b.link);
-    if (links.size() > 1 && kind == BackendKind::Cuda) {
-      throw UsageError(
-          "--link takes a list on host-sim only (cuda copies over the GPU's own link): give one "
-          "link, or --backend host-sim");
-    }
-    // A sweep over links prepares its backend with the first; each point runs over its own.
-    out.link_name = links.front();
-    out.link = profiler::parse_link(out.link_name);
-  });
   if (!b.device_model.empty()) {
     c.parse("--device-model",
             [&] { out.device_model = profiler::load_device_model(b.device_model); });
@@ -141,159 +132,89 @@ void check_backend(const BackendFields& b, Checker& c, profiler::BackendRequest&
   }
 }
 
-// "a,b,c": the values in order, each as `canonical` names it (every:1 is all; it throws
-// OptionsError or UsageError with the valid values for a bad one); a value named twice is refused.
-template <typename Canonical>
-std::vector<std::string> value_list(std::string_view flag, const std::string& text,
-                                    Canonical canonical) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = text.find(',', start);
-    std::string name = text.substr(start, comma - start);
-    try {
-      name = canonical(name);
-    } catch (const std::exception& err) {
-      throw UsageError(std::string(flag) + ": " + err.what());
+// Each knob's values as a request gives them, parsed once (a run: one value; a sweep: a list of
+// each axis); a knob whose text was refused is missing (its field error says why).
+using KnobLists = std::map<std::string, std::vector<KnobValue>, std::less<>>;
+
+template <typename Request>
+KnobLists check_knobs(const Request& r, Checker& c, bool sweep) {
+  for (const auto& [key, text] : r.knobs) {
+    const auto& table = knob_table();
+    if (std::none_of(table.begin(), table.end(),
+                     [&](const Knob& k) { return k.key == key && !k.flag.empty(); })) {
+      c.fail("--" + key, "unknown knob '" + key + "' (no such flag)");
     }
-    if (std::find(out.begin(), out.end(), name) != out.end()) {
-      throw UsageError(std::string(flag) + " names '" + name + "' twice");
-    }
-    out.push_back(name);
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
   }
+  KnobLists out;
+  for (const Knob& k : knob_table()) {
+    if (k.flag.empty()) continue;
+    c.parse(k.flag, [&] {
+      std::vector<KnobValue> values = profiler::parse_knob_list(k, r.knob_text(k.key));
+      if (values.size() != 1 && !(sweep && k.nest > 0)) {
+        throw UsageError(
+            std::string(k.flag) + " takes one value" +
+            (sweep ? " (a sweep does not cross it)" : " for a run (a list is for sweep)"));
+      }
+      out[std::string(k.key)] = std::move(values);
+    });
+  }
+  return out;
 }
 
-// A value that is its own canonical name, once `check` takes it.
-template <typename Check>
-auto as_given(Check check) {
-  return [check](const std::string& n) {
-    (void)check(n);
-    return n;
-  };
+// Whether any of `key`'s values (when it was valid) is `name`, or is not.
+bool any_is(const KnobLists& lists, std::string_view key, std::string_view name) {
+  const auto it = lists.find(key);
+  return it != lists.end() &&
+         std::any_of(it->second.begin(), it->second.end(),
+                     [&](const KnobValue& v) { return std::get<std::string>(v) == name; });
+}
+bool any_is_not(const KnobLists& lists, std::string_view key, std::string_view name) {
+  const auto it = lists.find(key);
+  return it != lists.end() &&
+         std::any_of(it->second.begin(), it->second.end(),
+                     [&](const KnobValue& v) { return std::get<std::string>(v) != name; });
 }
 
-// The variant axes as canonical names (every:1 is all, on is on:1).
-std::vector<std::string> checkpoint_list(const std::string& text) {
-  return value_list("--checkpoint", text,
-                    [](const std::string& n) { return to_string(parse_checkpoint_policy(n)); });
-}
-std::vector<std::string> offload_set_list(const std::string& text) {
-  return value_list("--offload", text, as_given(parse_offload_set));
-}
-std::vector<std::string> tier_list(const std::string& text) {
-  return value_list("--tier", text, [](const std::string& n) {
-    const auto names = tier_names();
-    if (std::find(names.begin(), names.end(), n) == names.end()) {
-      throw UsageError("unknown tier '" + n + "' (valid: host, disk, auto)");
-    }
-    return n;
-  });
-}
-std::vector<std::string> layer_offload_list(const std::string& text) {
-  return value_list("--layer-offload", text, [](const std::string& n) {
-    return profiler::layer_offload_text(profiler::parse_layer_offload(n));
-  });
-}
-
-// The request's grid, parsed from its lists (check() runs it once the lists are valid).
-profiler::Grid grid_of(const SweepRequest& r) {
-  profiler::Grid g;
-  g.min_offload_sizes = profiler::parse_size_list(r.min_offload_sizes);
-  g.max_fwd_stash_sizes = profiler::parse_int_list(r.max_fwd_stash_sizes);
-  const auto axis = [](std::vector<std::string> values, std::string& base) {
-    base = values.front();
-    return values.size() > 1 ? values : std::vector<std::string>{};
-  };
-  g.semantics = axis(semantics_list(r.engine.semantics), g.base.semantics);
-  g.checkpoints = axis(checkpoint_list(r.engine.checkpoint), g.base.checkpoint);
-  g.offload_sets = axis(offload_set_list(r.engine.offload_set), g.base.offload_set);
-  g.tiers = axis(tier_list(r.engine.tier), g.base.tier);
-  g.layer_offloads = axis(layer_offload_list(r.engine.layer_offload), g.base.layer_offload);
-  // The same for axes of other types.
-  const auto values = []<typename T>(std::vector<T> given, auto& base) {
-    base = given.front();
-    return given.size() > 1 ? given : std::vector<T>{};
-  };
-  g.prefetches = values(prefetch_list(r.engine.prefetch), g.base.prefetch);
-  g.links = axis(link_list(r.backend.link), g.base.link);
-  g.streams = values(switch_list("--streams", r.engine.streams), g.base.use_streams);
-  g.pin_memory = values(switch_list("--pin-memory", r.engine.pin_memory), g.base.use_pin_memory);
-  g.max_fwd_stash_bytes =
-      values(profiler::parse_size_list(r.max_fwd_stash_bytes), g.base.max_fwd_stash_bytes);
-  return g;
-}
-
-// `list`: a sweep takes several, comma-separated (an axis); a run one.
-void check_engine(const EngineFields& e, Checker& c, bool list) {
-  c.parse("--prefetch", [&] {
-    if (prefetch_list(e.prefetch).size() != 1 && !list) {
-      throw UsageError("--prefetch takes one value for a run (a list is for sweep)");
-    }
-  });
-  c.parse("--semantics", [&] {
-    const auto names = semantics_list(e.semantics);
-    if (!list && names.size() != 1) {
-      throw UsageError("--semantics takes one value for a run (a list is for sweep)");
-    }
-  });
-  const auto one = [&](std::string_view flag, size_t n) {
-    if (!list && n != 1) {
-      throw UsageError(std::string(flag) + " takes one value for a run (a list is for sweep)");
-    }
-  };
-  c.parse("--checkpoint", [&] { one("--checkpoint", checkpoint_list(e.checkpoint).size()); });
-  c.parse("--offload", [&] {
-    const auto sets = offload_set_list(e.offload_set);
-    one("--offload", sets.size());
-    std::vector<std::string> ckpts;
-    try {
-      ckpts = checkpoint_list(e.checkpoint);
-    } catch (const std::invalid_argument&) {
-      return;  // --checkpoint's own error says what is wrong
-    }
-    const bool checkpoints =
-        std::any_of(ckpts.begin(), ckpts.end(), [](const std::string& n) { return n != "none"; });
-    if (!checkpoints && std::find(sets.begin(), sets.end(), "boundaries") != sets.end()) {
-      throw UsageError(
-          "--offload boundaries offloads the inputs of checkpointed blocks only: give "
-          "--checkpoint all or every:K too (without checkpointing nothing would be offloaded)");
-    }
-  });
-  c.parse("--tier", [&] { one("--tier", tier_list(e.tier).size()); });
-  c.parse("--streams", [&] { one("--streams", switch_list("--streams", e.streams).size()); });
-  c.parse("--pin-memory",
-          [&] { one("--pin-memory", switch_list("--pin-memory", e.pin_memory).size()); });
-  c.parse("--layer-offload",
-          [&] { one("--layer-offload", layer_offload_list(e.layer_offload).size()); });
-}
-
-// Layer offloading moves frozen weights: a model without any would measure the same as without it.
-void check_layer_offload(const EngineFields& e, const WorkloadFields& w, Checker& c) {
-  if (c.has("--layer-offload") || c.has("--model") || c.has("--lora-rank")) return;
-  const auto depths = layer_offload_list(e.layer_offload);
-  if (std::all_of(depths.begin(), depths.end(), [](const std::string& d) { return d == "off"; })) {
+// The link's values: a list on host-sim only; the backend is prepared with the first (each point
+// of a sweep over links runs over its own).
+void check_link(const KnobLists& lists, Checker& c, profiler::BackendRequest& out) {
+  const auto it = lists.find("link");
+  if (it == lists.end()) return;
+  if (it->second.size() > 1 && out.backend == BackendKind::Cuda) {
+    c.fail("--link",
+           "--link takes a list on host-sim only (cuda copies over the GPU's own link): give one "
+           "link, or --backend host-sim");
     return;
   }
-  const auto builtin = samples::builtin_model_names();
-  if (std::find(builtin.begin(), builtin.end(), w.model) == builtin.end() || w.model == "mlp") {
-    c.fail("--layer-offload",
-           "--layer-offload applies to the built-in decoders (Llama and GPT "
-           "presets), not to '" +
-               w.model + "'");
-  } else if (w.lora_rank == 0) {
-    c.fail("--layer-offload",
-           "--layer-offload moves the blocks' frozen weights, and without --lora-rank every weight "
-           "trains: give --lora-rank R (LoRA adapters train, the base is frozen)");
-  }
+  out.link = parse_link(std::get<std::string>(it->second.front()));
 }
 
-// A device model times ops and the link, not a disk: its step times would leave the disk out.
-void check_tier_timing(const EngineFields& e, const BackendFields& b, Checker& c) {
-  if (b.device_model.empty() || c.has("--tier")) return;
-  const auto tiers = tier_list(e.tier);
-  if (std::any_of(tiers.begin(), tiers.end(), [](const std::string& t) { return t != "host"; })) {
+// Rules between knobs and the workload, each on the values that were valid.
+void check_knob_rules(const KnobLists& lists, const WorkloadFields& w, const BackendFields& b,
+                      Checker& c) {
+  // Offloading only the boundaries of blocks nobody checkpoints would offload nothing.
+  if (any_is(lists, "offload_set", "boundaries") && lists.contains("checkpoint") &&
+      !any_is_not(lists, "checkpoint", "none")) {
+    c.fail("--offload",
+           "--offload boundaries offloads the inputs of checkpointed blocks only: give "
+           "--checkpoint all or every:K too (without checkpointing nothing would be offloaded)");
+  }
+  // Layer offloading moves frozen weights: a model without any would measure the same.
+  if (any_is_not(lists, "layer_offload", "off") && !c.has("--model") && !c.has("--lora-rank")) {
+    const auto builtin = samples::builtin_model_names();
+    if (std::find(builtin.begin(), builtin.end(), w.model) == builtin.end() || w.model == "mlp") {
+      c.fail("--layer-offload",
+             "--layer-offload applies to the built-in decoders (Llama and GPT "
+             "presets), not to '" +
+                 w.model + "'");
+    } else if (w.lora_rank == 0) {
+      c.fail("--layer-offload",
+             "--layer-offload moves the blocks' frozen weights, and without --lora-rank every "
+             "weight trains: give --lora-rank R (LoRA adapters train, the base is frozen)");
+    }
+  }
+  // A device model times ops and the link, not a disk: its step times would leave the disk out.
+  if (!b.device_model.empty() && any_is_not(lists, "tier", "host")) {
     c.fail("--tier",
            "--tier disk or auto with --device-model: the device model times the GPU's ops and "
            "the link, not the disk, so its step times would leave the disk out; measure the disk "
@@ -305,8 +226,10 @@ void check_tier_timing(const EngineFields& e, const BackendFields& b, Checker& c
 // not apply. Each is refused when given (flags_given) or when its field is not its default.
 void check_script(const SweepRequest& r, Checker& c) {
   const WorkloadFields w;
-  const EngineFields e;
   const SweepRequest defaults;
+  const auto differs = [&](std::string_view key) {
+    return r.knob_text(key) != defaults.knob_text(key);
+  };
   const auto given = [&](std::string_view flag) {
     return std::find(r.flags_given.begin(), r.flags_given.end(), flag) != r.flags_given.end();
   };
@@ -328,11 +251,11 @@ void check_script(const SweepRequest& r, Checker& c) {
        "the script runs its own steps (--warmup applies: the first W steps it records are "
        "dropped)"},
       {"--optimizer", r.workload.optimizer != w.optimizer, "the script steps its own optimizer"},
-      {"--checkpoint", r.engine.checkpoint != e.checkpoint,
+      {"--checkpoint", differs("checkpoint"),
        "offtune does not change the script's model: checkpointing is the script's own"},
-      {"--layer-offload", r.engine.layer_offload != e.layer_offload,
+      {"--layer-offload", differs("layer_offload"),
        "offtune does not change the script's model: layer offloading is the script's own"},
-      {"--offload", r.engine.offload_set.find("boundaries") != std::string::npos,
+      {"--offload", r.knob_text("offload_set").find("boundaries") != std::string::npos,
        "--offload boundaries needs offtune's checkpointing, which a script does not have"},
       {"--predict-first", r.predict_first != defaults.predict_first,
        "it replays a built-in model's recorded step; a script's points are measured"},
@@ -390,20 +313,19 @@ profiler::Workload workload_of(const WorkloadFields& f, Dtype dtype) {
   return w;
 }
 
-// A run's engine settings from fields that check() found valid but its sizes (parsed by check()
-// alone: `c`'s are filled already). The modes are canonical names (every:1 is all, on is on:1).
-void engine_config_of(const RunRequest& r, profiler::EngineConfig& c) {
-  c.offload = !r.no_offload;
-  c.prefetch = prefetch_list(r.engine.prefetch).front();
-  c.use_streams = switch_list("--streams", r.engine.streams).front();
-  c.use_pin_memory = switch_list("--pin-memory", r.engine.pin_memory).front();
-  c.verify = r.engine.verify;
-  c.link = r.backend.link;
-  c.semantics = r.engine.semantics;
-  c.checkpoint = checkpoint_list(r.engine.checkpoint).front();
-  c.offload_set = r.engine.offload_set;
-  c.tier = r.engine.tier;
-  c.layer_offload = layer_offload_list(r.engine.layer_offload).front();
+// The grid of a sweep's valid knob lists: each knob with one value sets the points' shared base,
+// each with several (and the grid's pair, always) is an axis; the base holds the first value of
+// an axis (a run's default for the pair: the grid's JSON, and the sweep's key, as they were).
+profiler::Grid grid_of(const KnobLists& lists) {
+  profiler::Grid g;
+  for (const Knob& k : knob_table()) {
+    const auto it = lists.find(k.key);
+    if (it == lists.end()) continue;
+    if (!k.always_axis) k.set(g.base, it->second.front());
+    if (k.nest > 0 && (k.always_axis || it->second.size() > 1))
+      g.axes[std::string(k.key)] = it->second;
+  }
+  return g;
 }
 
 // A mode's names: each value's canonical name first, then its aliases.
@@ -446,50 +368,16 @@ Mode parse_named(const Named<Mode> (&names)[N], std::string_view what, std::stri
 std::vector<std::string> model_names() { return samples::builtin_model_names(); }
 std::vector<std::string> dtype_names() { return {"fp32", "bf16", "fp16"}; }
 std::vector<std::string> backend_names() { return {"auto", "cuda", "host-sim"}; }
-std::vector<std::string> semantics_names() { return {"offtune", "trl"}; }
-std::vector<std::string> checkpoint_examples() { return {"none", "all", "every:2"}; }
-std::vector<std::string> offload_set_names() { return {"all", "boundaries"}; }
-std::vector<std::string> tier_names() { return {"host", "disk", "auto"}; }
-std::vector<std::string> layer_offload_examples() { return {"off", "on:1", "on:2"}; }
 
-std::vector<int64_t> prefetch_list(const std::string& text) {
-  std::vector<int64_t> depths;
-  try {
-    depths = profiler::parse_int_list(text);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError("--prefetch takes a depth or a list such as 0,1,2: " + std::string(e.what()));
-  }
-  // Sorted and each once already (parse_int_list).
-  for (const int64_t depth : depths) {
-    if (depth < 0 || depth > kMaxPrefetch) {
-      throw UsageError("--prefetch must be between 0 and " + std::to_string(kMaxPrefetch) +
-                       ", got " + std::to_string(depth));
-    }
-  }
-  if (depths.empty()) throw UsageError("--prefetch takes a depth, e.g. 1");
-  return depths;
+std::string RunRequest::knob_text(std::string_view key) const {
+  const auto it = knobs.find(key);
+  return it != knobs.end() ? it->second : profiler::default_text(knob(key), /*sweep=*/false);
 }
 
-std::vector<bool> switch_list(std::string_view flag, const std::string& text) {
-  std::vector<bool> out;
-  for (const std::string& name : value_list(flag, text, [](const std::string& n) {
-         if (n != "on" && n != "off")
-           throw UsageError("'" + n + "' is not on or off (a list: on,off)");
-         return n;
-       })) {
-    out.push_back(name == "on");
-  }
-  return out;
+std::string SweepRequest::knob_text(std::string_view key) const {
+  const auto it = knobs.find(key);
+  return it != knobs.end() ? it->second : profiler::default_text(knob(key), /*sweep=*/true);
 }
-
-std::vector<std::string> link_list(const std::string& text) {
-  return value_list("--link", text, as_given(profiler::parse_link));
-}
-
-std::vector<std::string> semantics_list(const std::string& text) {
-  return value_list("--semantics", text, as_given(parse_semantics));
-}
-std::vector<std::string> link_names() { return {"pcie4", "pcie5", "nvlink-c2c", "none"}; }
 
 std::vector<std::string> device_model_names() {
   std::vector<std::string> out{""};
@@ -518,32 +406,16 @@ RequestError::RequestError(std::vector<FieldError> errors)
 Checked<ValidRun> check(const RunRequest& r) {
   Checker c;
   ValidRun v;
-  profiler::EngineConfig& config = v.config_;
   check_workload(r.workload, c, v.dtype_);
   check_backend(r.backend, c, v.backend_, v.collector_);
-  c.parse("--min-offload-size",
-          [&] { config.min_offload_size = profiler::parse_size(r.min_offload_size); });
-  c.parse("--max-fwd-stash-size", [&] {
-    const auto values = profiler::parse_int_list(r.max_fwd_stash_size);
-    if (values.size() != 1 || values[0] < 1) {
-      throw UsageError(
-          "--max-fwd-stash-size takes one value, at least 1 (a list is "
-          "for sweep)");
-    }
-    config.max_fwd_stash_size = values[0];
-  });
-  c.parse("--max-fwd-stash-bytes",
-          [&] { config.max_fwd_stash_bytes = profiler::parse_size(r.max_fwd_stash_bytes); });
-  if (!c.has("--link") && link_list(r.backend.link).size() != 1) {
-    c.fail("--link", "--link takes one value for a run (a list is for sweep)");
-  }
-  check_engine(r.engine, c, /*list=*/false);
-  check_layer_offload(r.engine, r.workload, c);
-  check_tier_timing(r.engine, r.backend, c);
+  const KnobLists lists = check_knobs(r, c, /*sweep=*/false);
+  check_link(lists, c, v.backend_);
+  check_knob_rules(lists, r.workload, r.backend, c);
   Checked<ValidRun> out;
   out.errors = c.take();
   if (!out.errors.empty()) return out;
-  engine_config_of(r, config);
+  for (const auto& [key, values] : lists) knob(key).set(v.config_, values.front());
+  v.config_.offload = !r.no_offload;
   v.workload_ = workload_of(r.workload, v.dtype_);
   v.request_ = r;
   out.valid = std::move(v);
@@ -561,16 +433,9 @@ Checked<ValidSweep> check(const SweepRequest& r) {
     c.range("--warmup", r.workload.warmup, kWarmupRange.lo, kWarmupRange.hi);
   }
   check_backend(r.backend, c, v.backend_, v.collector_);
-  c.parse("--min-offload-size", [&] { profiler::parse_size_list(r.min_offload_sizes); });
-  c.parse("--max-fwd-stash-size", [&] {
-    for (int64_t w : profiler::parse_int_list(r.max_fwd_stash_sizes)) {
-      if (w < 1) throw UsageError("--max-fwd-stash-size values must be at least 1");
-    }
-  });
-  c.parse("--max-fwd-stash-bytes", [&] { profiler::parse_size_list(r.max_fwd_stash_bytes); });
-  check_engine(r.engine, c, /*list=*/true);
-  check_layer_offload(r.engine, r.workload, c);
-  check_tier_timing(r.engine, r.backend, c);
+  const KnobLists lists = check_knobs(r, c, /*sweep=*/true);
+  check_link(lists, c, v.backend_);
+  check_knob_rules(lists, r.workload, r.backend, c);
   c.parse("--shard", [&] { v.shard_ = resolve_shard(r.shard); });
   check_timeout(r, c, v.timeout_s_);
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
@@ -582,21 +447,18 @@ Checked<ValidSweep> check(const SweepRequest& r) {
            "--predict-first replays one recorded step, which needs its op times known ahead: "
            "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
   }
-  const bool variants_ok = !c.has("--checkpoint") && !c.has("--offload") && !c.has("--tier") &&
-                           !c.has("--layer-offload") && !c.has("--prefetch") &&
-                           !c.has("--streams") && !c.has("--pin-memory") && !c.has("--link") &&
-                           !c.has("--max-fwd-stash-bytes");
-  const bool lists_ok = variants_ok && !c.has("--min-offload-size") &&
-                        !c.has("--max-fwd-stash-size") && !c.has("--semantics");
-  // The grid, expanded from the lists once: its size, the predict-first rule and the sweep's grid.
+  // The grid, from the lists once: its size, the predict-first rule and the sweep's grid. Only
+  // with every list valid: a refused list is its own field error.
+  const bool lists_ok = std::all_of(knob_table().begin(), knob_table().end(), [&](const Knob& k) {
+    return k.flag.empty() || lists.contains(k.key);
+  });
   std::optional<profiler::Grid> grid;
-  if (lists_ok) grid = grid_of(r);
-  // Only with every list valid: a refused list is its own field error, and the grid cannot be
-  // expanded from it (it threw out of check() before).
+  if (lists_ok) grid = grid_of(lists);
   if (r.predict_first && grid) {
-    const profiler::Grid& g = *grid;
-    if (!g.checkpoints.empty() || !g.offload_sets.empty() || !g.tiers.empty() ||
-        !g.layer_offloads.empty() || !profiler::plain_offloading(g.base)) {
+    const bool variant_axis =
+        std::any_of(knob_table().begin(), knob_table().end(),
+                    [&](const Knob& k) { return k.variant && grid->axes.contains(k.key); });
+    if (variant_axis || !profiler::plain_offloading(grid->base)) {
       c.fail("--predict-first",
              "--predict-first replays plain offloading: it cannot predict points with "
              "--checkpoint, --offload boundaries, --tier other than host or --layer-offload "
@@ -608,8 +470,8 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   const int64_t points = grid ? profiler::grid_size(*grid) : 0;
   if (grid && !c.has("--max-points") && points > r.max_points) {
     const int64_t steps = r.workload.warmup + r.workload.steps;
-    const auto pairs =
-        static_cast<int64_t>(grid->min_offload_sizes.size() * grid->max_fwd_stash_sizes.size());
+    const auto pairs = static_cast<int64_t>(grid->values("min_offload_size").size() *
+                                            grid->values("max_fwd_stash_size").size());
     c.fail("--max-points",
            "the grid has " + std::to_string(points) + " points (the baseline and " +
                std::to_string(points - 1) +
@@ -625,30 +487,6 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   Checked<ValidSweep> out;
   out.errors = c.take();
   if (!out.errors.empty()) return out;
-  // One value: the points' own knob, as before; several: an axis of the grid. Every knob a sweep
-  // has no field for at a run's default.
-  RunRequest defaults;
-  defaults.backend = r.backend;
-  defaults.engine = r.engine;
-  defaults.engine.semantics = grid->base.semantics;
-  defaults.engine.checkpoint = grid->base.checkpoint;
-  defaults.engine.tier = grid->base.tier;
-  defaults.engine.layer_offload = grid->base.layer_offload;
-  defaults.engine.prefetch = std::to_string(grid->base.prefetch);
-  defaults.engine.streams = grid->base.use_streams ? "on" : "off";
-  defaults.engine.pin_memory = grid->base.use_pin_memory ? "on" : "off";
-  defaults.backend.link = grid->base.link;
-  defaults.max_fwd_stash_bytes = std::to_string(grid->base.max_fwd_stash_bytes);
-  // The first checkpoint policy may be none where a later one makes boundaries meaningful: a
-  // run's check would refuse that pair, the sweep's accepted it.
-  const std::string offload_set = grid->base.offload_set;
-  profiler::EngineConfig base;
-  base.min_offload_size = profiler::parse_size(defaults.min_offload_size);
-  base.max_fwd_stash_size = profiler::parse_int_list(defaults.max_fwd_stash_size).at(0);
-  base.max_fwd_stash_bytes = profiler::parse_size(defaults.max_fwd_stash_bytes);
-  engine_config_of(defaults, base);
-  base.offload_set = offload_set;
-  grid->base = base;
   v.grid_ = std::move(*grid);
   v.points_ = points;
   if (r.script.empty()) {

@@ -19,12 +19,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "offtune/knobs.hpp"
 #include "offtune/model_support.hpp"
 #include "offtune/offloader.hpp"
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/samples/cli_validators.hpp"
 #include "offtune/samples/llama.hpp"
 #include "offtune/samples/workload.hpp"
@@ -32,6 +36,10 @@
 namespace {
 
 namespace samples = offtune::samples;
+
+// The engine knobs the demo takes, declared from the knob table (offtune/knobs.hpp): each one's
+// flag and help, its text read as every offtune front end reads it ("64KiB"), its range checked.
+constexpr std::string_view kEngineKnobs[] = {"link", "min_offload_size", "max_fwd_stash_size"};
 
 struct Args {
   std::string preset = "small";
@@ -41,9 +49,10 @@ struct Args {
   int64_t steps = 5;
   int64_t warmup = 1;
   std::string backend = "auto";
-  std::string link = "pcie4";
-  int64_t min_offload_size = 1024;
-  int64_t max_fwd_stash_size = 5;
+  // The engine knobs of kEngineKnobs: each one's text as given (its default until then), and the
+  // knobs read from them after parsing.
+  std::map<std::string, std::string, std::less<>> knob_texts;
+  offtune::Knobs knobs;
   uint64_t seed = 42;
   int64_t threads = -1;  // intra-op threads; -1: samples::default_threads()
 };
@@ -129,11 +138,8 @@ int run(const Args& args) {
                                 std::to_string(config.max_seq_len) + " of preset " + args.preset);
   }
 
-  offtune::OffloadOptions options;
+  offtune::OffloadOptions options = offtune::options_of(args.knobs);
   options.backend = offtune::parse_backend(args.backend);
-  options.link = args.link == "pcie4" ? offtune::LinkModel::pcie4() : offtune::LinkModel{};
-  options.min_offload_size = args.min_offload_size;
-  options.max_fwd_stash_size = args.max_fwd_stash_size;
   {
     // Resolve the backend (and fail on bad options) before building a model that may be large. On
     // host-sim this also installs the accounting allocator, so that parameter bytes count from the
@@ -153,7 +159,7 @@ int run(const Args& args) {
              args.preset, args.batch, args.seq, samples::dtype_name(config.dtype), args.steps,
              args.warmup);
   fmt::print("backend: {}{}\n", offtune::to_string(options.backend),
-             cuda ? "" : fmt::format(" (link: {})", args.link));
+             cuda ? "" : fmt::format(" (link: {})", args.knobs.link.name));
   std::fflush(stdout);
 
   const RunResult base = train(args, config, options, device, /*offload=*/false);
@@ -217,17 +223,13 @@ int main(int argc, char** argv) {
                  "where the model runs; auto picks cuda when a GPU is usable")
       ->check(CLI::IsMember({"auto", "cuda", "host-sim"}))
       ->capture_default_str();
-  app.add_option("--link", args.link, "host-sim link cost model")
-      ->check(CLI::IsMember({"none", "pcie4"}))
-      ->capture_default_str();
-  app.add_option("--min-offload-size", args.min_offload_size,
-                 "saved tensors smaller than this many bytes stay on the device")
-      ->check(at_least(0))
-      ->capture_default_str();
-  app.add_option("--max-fwd-stash-size", args.max_fwd_stash_size,
-                 "offload copies in flight before forward waits")
-      ->check(at_least(1))
-      ->capture_default_str();
+  for (const std::string_view key : kEngineKnobs) {
+    const offtune::Knob& k = offtune::knob(key);
+    std::string& text = args.knob_texts[std::string(key)];
+    text = offtune::profiler::default_text(k, /*sweep=*/false);
+    app.add_option(std::string(k.flag), text, offtune::profiler::knob_help(k, /*sweep=*/false))
+        ->capture_default_str();
+  }
   app.add_option("--threads", args.threads,
                  "intra-op compute threads (default: all cores but one on host-sim, which leaves "
                  "one to the copy thread; torch's default on cuda)")
@@ -240,6 +242,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help (stdout) or the error (stderr)
     return e.get_exit_code() == 0 ? code : 2;
+  }
+  try {
+    args.knobs = offtune::profiler::parse_knobs(args.knob_texts, args.knobs);
+  } catch (const std::invalid_argument& e) {  // "--min-offload-size: bad size 'x' ..."
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
   }
 
   try {

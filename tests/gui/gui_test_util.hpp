@@ -11,6 +11,7 @@
 #include <QSet>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QVariant>
 #include <QWidget>
 #include <string>
 
@@ -52,10 +53,22 @@ inline SweepRequest tiny_request(const std::string& db, const std::string& sizes
   SweepRequest r;
   r.db = db;
   r.workload = {"tiny", 1, 16, "fp32", 0, 1, 0, false};
-  r.min_offload_sizes = sizes;
-  r.max_fwd_stash_sizes = windows;
+  r.knobs["min_offload_size"] = sizes;
+  r.knobs["max_fwd_stash_size"] = windows;
   r.backend.backend = "host-sim";
   return r;
+}
+
+// The point a signal carried (SweepForm::pointFinished), checked to be one. Not QVariant::value:
+// GCC 12 at -O3 warns that the default point qvariant_cast makes may be used uninitialized (a false
+// alarm, from Knobs' initializers calling engine_defaults(), which may throw), and warnings are
+// errors.
+inline profiler::PointRecord point_of(const QVariant& v) {
+  if (v.metaType() != QMetaType::fromType<profiler::PointRecord>()) {
+    ADD_FAILURE() << "not a point: " << v.typeName();
+    return profiler::PointRecord();
+  }
+  return *static_cast<const profiler::PointRecord*>(v.constData());
 }
 
 // The widget painted at its size over black: what it leaves unpainted stays black.

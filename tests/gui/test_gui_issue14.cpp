@@ -405,7 +405,7 @@ TEST(Issue14, ALongFormErrorWrapsAndGoesOnceFixed) {
   SweepForm form;
   form.resize(900, 700);
   auto r = test::tiny_request("x.db", "1KiB", "0");
-  r.min_offload_sizes = "1KiB," + std::string(300, 'z');
+  r.knobs["min_offload_size"] = "1KiB," + std::string(300, 'z');
   form.setRequest(r);
   settle(form);
   EXPECT_LT(form.minimumSizeHint().width(), 900);
@@ -587,7 +587,7 @@ TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
     p.config.offload = offload;
     p.config.min_offload_size = size;
     p.config.max_fwd_stash_size = 1;
-    p.config.semantics = semantics;
+    p.config.semantics = parse_semantics(semantics);
     p.status = pf::PointStatus::Ok;
     p.run = pf::RunId(index + 1);
     p.summary.step_ms_median = ms;
@@ -647,16 +647,16 @@ TEST(Issue14, AVariantOfTheSweepFillsTheHeatmapAlone) {
     EXPECT_GE(c->width(), c->sizeHint().width()) << c->objectName().toStdString();
   }
   columns->setCurrentIndex(columns->findText(QStringLiteral("semantics")));
-  EXPECT_EQ(heat->columnAxis(), HeatmapAxis::Semantics);
+  EXPECT_EQ(heat->columnAxis(), heatmap_axis("semantics"));
   EXPECT_EQ(heat->columnLabels(), (QStringList{"offtune", "trl"}));
   EXPECT_FALSE(variant->isVisible());
   for (int64_t i = 1; i <= 4; ++i) EXPECT_EQ(heat->pointAt(heat->cellRect(i).center()), i);
   // Choosing for the rows what the columns show swaps them.
   rows->setCurrentIndex(rows->findText(QStringLiteral("semantics")));
-  EXPECT_EQ(heat->rowAxis(), HeatmapAxis::Semantics);
-  EXPECT_EQ(heat->columnAxis(), HeatmapAxis::MinOffloadSize);
+  EXPECT_EQ(heat->rowAxis(), heatmap_axis("semantics"));
+  EXPECT_EQ(heat->columnAxis(), heatmap_axis("min_offload_size"));
   EXPECT_EQ(columns->currentText(), QStringLiteral("min_offload_size"));
-  view.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
+  view.setAxes(heatmap_axis("min_offload_size"), heatmap_axis("max_fwd_stash_size"));
   EXPECT_TRUE(variant->isVisible());
   // Side by side (small multiples): one heatmap per variant, each with its variant's points alone,
   // on one colour scale.

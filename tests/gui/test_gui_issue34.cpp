@@ -307,8 +307,8 @@ std::shared_ptr<SweepData> variant_sweep() {
     p.config.offload = offload;
     p.config.min_offload_size = size;
     p.config.max_fwd_stash_size = window;
-    p.config.semantics = semantics;
-    p.config.checkpoint = checkpoint;
+    p.config.semantics = parse_semantics(semantics);
+    p.config.checkpoint = parse_checkpoint_policy(checkpoint);
     p.status = pf::PointStatus::Ok;
     p.summary.step_ms_median = 2.0 + 0.1 * static_cast<double>(index);
     p.summary.peak_allocated = (100 - index) * 1024 * 1024;
@@ -316,7 +316,7 @@ std::shared_ptr<SweepData> variant_sweep() {
   };
   add(false, 1024, 5, "offtune", "none");
   for (const char* sem : {"offtune", "trl"}) {
-    for (const char* ck : {"none", "layers"}) {
+    for (const char* ck : {"none", "all"}) {
       for (int64_t size : {1024, 65536, 1048576}) {
         for (int64_t w : {1, 2, 4}) add(true, size, w, sem, ck);
       }
@@ -414,7 +414,7 @@ TEST(Issue34Form, AnErrorForAFieldAlreadyFixedGoes) {
   const auto* status = form.findChild<QLabel*>(QStringLiteral("status"));
   ASSERT_NE(status, nullptr);
   ASSERT_TRUE(status->text().contains(QStringLiteral("zzz"))) << status->text().toStdString();
-  r.min_offload_sizes = "1KiB";  // fixed; the stash sizes are still wrong
+  r.knobs["min_offload_size"] = "1KiB";  // fixed; the stash sizes are still wrong
   form.setRequest(r);
   EXPECT_FALSE(status->text().contains(QStringLiteral("zzz"))) << status->text().toStdString();
   EXPECT_TRUE(status->text().contains(QStringLiteral("max-fwd-stash-size")))
@@ -437,14 +437,14 @@ TEST(Issue34Form, StreamsPinMemoryByteWindowAndLinkTakeListsAsTheCliDoes) {
     const char* bad;
     std::string (*given)(const SweepRequest&);
   } knobs[] = {
-      {"streams", "--streams", "on,off", "on,maybe",
-       [](const SweepRequest& r) { return r.engine.streams; }},
-      {"pin_memory", "--pin-memory", "off,on", "on,on",
-       [](const SweepRequest& r) { return r.engine.pin_memory; }},
+      {"use_streams", "--streams", "on,off", "on,maybe",
+       [](const SweepRequest& r) { return r.knob_text("use_streams"); }},
+      {"use_pin_memory", "--pin-memory", "off,on", "on,on",
+       [](const SweepRequest& r) { return r.knob_text("use_pin_memory"); }},
       {"max_fwd_stash_bytes", "--max-fwd-stash-bytes", "0,64MiB", "0,12 parsecs",
-       [](const SweepRequest& r) { return r.max_fwd_stash_bytes; }},
+       [](const SweepRequest& r) { return r.knob_text("max_fwd_stash_bytes"); }},
       {"link", "--link", "none,pcie5", "pcie4,fast",
-       [](const SweepRequest& r) { return r.backend.link; }},
+       [](const SweepRequest& r) { return r.knob_text("link"); }},
   };
   for (const auto& knob : knobs) {
     SCOPED_TRACE(knob.name);
@@ -463,16 +463,16 @@ TEST(Issue34Form, StreamsPinMemoryByteWindowAndLinkTakeListsAsTheCliDoes) {
   }
   // A request round-trips through the form.
   auto r = tiny_request("x.db", "1KiB", "1");
-  r.engine.streams = "off";
-  r.engine.pin_memory = "on,off";
-  r.max_fwd_stash_bytes = "1MiB";
-  r.backend.link = "pcie4,pcie5";
+  r.knobs["use_streams"] = "off";
+  r.knobs["use_pin_memory"] = "on,off";
+  r.knobs["max_fwd_stash_bytes"] = "1MiB";
+  r.knobs["link"] = "pcie4,pcie5";
   form.setRequest(r);
   const auto back = form.request();
-  EXPECT_EQ(back.engine.streams, "off");
-  EXPECT_EQ(back.engine.pin_memory, "on,off");
-  EXPECT_EQ(back.max_fwd_stash_bytes, "1MiB");
-  EXPECT_EQ(back.backend.link, "pcie4,pcie5");
+  EXPECT_EQ(back.knob_text("use_streams"), "off");
+  EXPECT_EQ(back.knob_text("use_pin_memory"), "on,off");
+  EXPECT_EQ(back.knob_text("max_fwd_stash_bytes"), "1MiB");
+  EXPECT_EQ(back.knob_text("link"), "pcie4,pcie5");
   EXPECT_TRUE(points->text().startsWith(QStringLiteral("5 "))) << points->text().toStdString();
 }
 

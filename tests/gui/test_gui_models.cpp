@@ -115,9 +115,9 @@ TEST_F(ItemModels, PointsTableNamesEachPointsVariant) {
   SweepData data = index_->sweeps[0];
   EXPECT_FALSE(has_variants(data));
   data.points[1].config.offload = false;
-  data.points[1].config.checkpoint = "all";
-  data.points[3].config.checkpoint = "every:2";
-  data.points[3].config.offload_set = "boundaries";
+  data.points[1].config.checkpoint = CheckpointPolicy::all();
+  data.points[3].config.checkpoint = parse_checkpoint_policy("every:2");
+  data.points[3].config.offload_set = OffloadSet::Boundaries;
   EXPECT_TRUE(has_variants(data));
   EXPECT_EQ(baseline_point(data)->index, 0);
   auto sweep = std::make_shared<const SweepData>(data);

@@ -48,8 +48,8 @@ std::string predicted_store(const QTemporaryDir& dir) {
   const std::string path = dir.filePath("predicted.db").toStdString();
   auto store = pf::open_sqlite_store(path);
   pf::Grid grid;
-  grid.min_offload_sizes = {1024, kMiB};
-  grid.max_fwd_stash_sizes = {1, 2};
+  grid.set_numbers("min_offload_size", {1024, kMiB});
+  grid.set_numbers("max_fwd_stash_size", {1, 2});
   const auto configs = pf::expand_grid(grid);
   EXPECT_EQ(configs.size(), 5u);
   pf::SweepRecord rec;

@@ -44,8 +44,8 @@ SweepRequest script_request(const std::string& db, const std::string& command) {
   SweepRequest r;
   r.db = db;
   r.script = command;
-  r.min_offload_sizes = "1KiB";
-  r.max_fwd_stash_sizes = "1";
+  r.knobs["min_offload_size"] = "1KiB";
+  r.knobs["max_fwd_stash_size"] = "1";
   r.backend.backend = "host-sim";
   return r;
 }
@@ -142,7 +142,7 @@ TEST(ScriptSweepForm, ChoosingAScriptDisablesTheFieldsTheRequestRefusesForIt) {
   EXPECT_EQ(r.timeout_per_point, "90");
   EXPECT_EQ(r.workload.lora_rank, 0);
   EXPECT_EQ(r.workload.model, requests::WorkloadFields{}.model);
-  EXPECT_EQ(r.engine.checkpoint, requests::EngineFields{}.checkpoint);
+  EXPECT_EQ(r.knob_text("checkpoint"), SweepRequest{}.knob_text("checkpoint"));
   EXPECT_TRUE(requests::check(r).ok()) << requests::check(r).errors.front().message;
   EXPECT_EQ(validate_sweep_request(r), 1 + 6 * 3);  // the default grid (1KiB:64MiB:x8 x 1,2,5)
 
@@ -210,7 +210,7 @@ TEST(ScriptSweepWorker, AFailingScriptsPointsAreShownFailedWithItsLastLine) {
   const std::string error = "script exited with status 3: RuntimeError: no such dataset: wiki";
   ASSERT_EQ(points.size(), 2);
   for (const auto& p : points) {
-    const auto point = p[0].value<pf::PointRecord>();
+    const auto point = test::point_of(p[0]);
     EXPECT_EQ(point.status, pf::PointStatus::Failed);
     EXPECT_EQ(point.error, error);
   }
@@ -243,7 +243,7 @@ TEST(ScriptSweepWorker, AScriptThatRecordsNothingFailsEveryPointSayingWhatWasExp
   EXPECT_TRUE(args[0].toBool()) << args[2].toString().toStdString();
   ASSERT_EQ(points.size(), 2);
   for (const auto& p : points) {
-    const auto point = p[0].value<pf::PointRecord>();
+    const auto point = test::point_of(p[0]);
     EXPECT_EQ(point.status, pf::PointStatus::Failed);
     EXPECT_TRUE(point.error.starts_with("the script recorded no step")) << point.error;
     EXPECT_NE(point.error.find("get_act_offloading_ctx_manager"), std::string::npos);
@@ -299,8 +299,8 @@ TEST(ScriptSweepForm, RendersInScriptModeAt1280x800) {
   QTemporaryDir dir;
   MainWindow window;
   auto r = script_request("tune.db", "python3 train.py --max-steps 8");
-  r.min_offload_sizes = "1KiB:64MiB:x4";
-  r.max_fwd_stash_sizes = "1,2,5";
+  r.knobs["min_offload_size"] = "1KiB:64MiB:x4";
+  r.knobs["max_fwd_stash_size"] = "1,2,5";
   r.timeout_per_point = "600";
   r.backend.backend = "auto";
   window.sweepForm()->setRequest(r);

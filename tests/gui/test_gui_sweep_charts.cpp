@@ -203,12 +203,12 @@ TEST(HeatmapAxes, AnyTwoKnobsAreTheGridAndTheRestIsTheVariant) {
   d->points.push_back(make_point(0, false, 1024, 5, S::Ok, 10.0, 400, 0.0, 100));
   int64_t index = 1;
   for (const std::string ckpt : {"none", "all"}) {
-    for (const std::string layers : {"off", "on:1"}) {
+    for (const int64_t layers : {int64_t{0}, int64_t{1}}) {  // off, on:1
       for (const int64_t size : {int64_t{1024}, kMiB}) {
         for (const int64_t window : {int64_t{1}, int64_t{4}}) {
           auto p = make_point(index, true, size, window, S::Ok, 10.0 + static_cast<double>(index),
                               400 - index, 50.0, 100 + index);
-          p.config.checkpoint = ckpt;
+          p.config.checkpoint = parse_checkpoint_policy(ckpt);
           p.config.layer_offload = layers;
           d->points.push_back(p);
           ++index;
@@ -217,9 +217,9 @@ TEST(HeatmapAxes, AnyTwoKnobsAreTheGridAndTheRestIsTheVariant) {
     }
   }
   const auto axes = heatmap_axes(*d);
-  EXPECT_EQ(axes,
-            (std::vector<HeatmapAxis>{HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize,
-                                      HeatmapAxis::Checkpoint, HeatmapAxis::Layers}));
+  EXPECT_EQ(axes, (std::vector<HeatmapAxis>{
+                      heatmap_axis("min_offload_size"), heatmap_axis("max_fwd_stash_size"),
+                      heatmap_axis("checkpoint"), heatmap_axis("layer_offload")}));
   // The default axes: the variants are the checkpointing x layer offloading pairs.
   EXPECT_EQ(sweep_variants(*d), (std::vector<std::string>{
                                     "no checkpointing, layers off", "no checkpointing, layers on:1",
@@ -229,16 +229,17 @@ TEST(HeatmapAxes, AnyTwoKnobsAreTheGridAndTheRestIsTheVariant) {
   w.setData(d);
   EXPECT_EQ(w.columnLabels(), (QStringList{"1", "4"}));
   // Checkpointing (rows) x layer offloading (columns): the thresholds are the variant now.
-  w.setAxes(HeatmapAxis::Checkpoint, HeatmapAxis::Layers);
+  w.setAxes(heatmap_axis("checkpoint"), heatmap_axis("layer_offload"));
   EXPECT_EQ(w.rowLabels(), (QStringList{"none", "all"})) << "in the sweep's order, not sorted";
   EXPECT_EQ(w.columnLabels(), (QStringList{"off", "on:1"}));
   EXPECT_TRUE(w.stashSizes().empty());
-  const auto variants = sweep_variants(*d, HeatmapAxis::Checkpoint, HeatmapAxis::Layers);
+  const auto variants =
+      sweep_variants(*d, heatmap_axis("checkpoint"), heatmap_axis("layer_offload"));
   ASSERT_EQ(variants.size(), 4u);
   EXPECT_EQ(variants[0], "min_offload_size 1 KiB, window 1");
   std::vector<int64_t> shown;
   for (const auto& [i, label] :
-       variants_by_index(*d, HeatmapAxis::Checkpoint, HeatmapAxis::Layers)) {
+       variants_by_index(*d, heatmap_axis("checkpoint"), heatmap_axis("layer_offload"))) {
     if (label == variants[0]) shown.push_back(i);
   }
   EXPECT_EQ(shown, (std::vector<int64_t>{1, 5, 9, 13}));
@@ -254,8 +255,8 @@ TEST(HeatmapAxes, AnyTwoKnobsAreTheGridAndTheRestIsTheVariant) {
   }
   EXPECT_TRUE(w.cellRect(2).isEmpty()) << "another variant is not shown";
   // The same axis twice is refused; the axes stay.
-  w.setAxes(HeatmapAxis::Tier, HeatmapAxis::Tier);
-  EXPECT_EQ(w.rowAxis(), HeatmapAxis::Checkpoint);
+  w.setAxes(heatmap_axis("tier"), heatmap_axis("tier"));
+  EXPECT_EQ(w.rowAxis(), heatmap_axis("checkpoint"));
   // A sweep of the thresholds alone offers only them.
   EXPECT_EQ(heatmap_axes(*make_sweep()).size(), 2u);
 }

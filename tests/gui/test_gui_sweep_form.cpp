@@ -31,22 +31,23 @@ QList<QVariant> wait_finished(SweepForm& form, QSignalSpy& spy) {
 TEST(SweepRequestCheck, CountsPointsAndRefusesBadInput) {
   auto r = test::tiny_request("s.db", "1KiB,1MiB", "1:3");
   EXPECT_EQ(validate_sweep_request(r), 1 + 2 * 3);
-  r.min_offload_sizes = "1KiB:64KiB:x4";
+  r.knobs["min_offload_size"] = "1KiB:64KiB:x4";
   EXPECT_EQ(validate_sweep_request(r), 1 + 4 * 3);
   const auto refused = [](SweepRequest bad) {
-    EXPECT_THROW(validate_sweep_request(bad), std::invalid_argument) << bad.min_offload_sizes;
+    EXPECT_THROW(validate_sweep_request(bad), std::invalid_argument)
+        << bad.knob_text("min_offload_size");
   };
   auto bad = r;
-  bad.min_offload_sizes = "12 parsecs";
+  bad.knobs["min_offload_size"] = "12 parsecs";
   refused(bad);
   bad = r;
-  bad.max_fwd_stash_sizes = "0,1";
+  bad.knobs["max_fwd_stash_size"] = "0,1";
   refused(bad);
   bad = r;
   bad.workload.dtype = "fp8";
   refused(bad);
   bad = r;
-  bad.backend.link = "fast";
+  bad.knobs["link"] = "fast";
   refused(bad);
   bad = r;
   bad.backend.backend = "tpu";
@@ -64,7 +65,7 @@ TEST(SweepFormTest, RunsATinySweepEndToEndThenResumes) {
   const std::string db = dir.filePath("gui-sweep.db").toStdString();
   SweepForm form;
   form.setRequest(test::tiny_request(db, "1KiB", "1,2"));
-  EXPECT_EQ(form.request().min_offload_sizes, "1KiB");
+  EXPECT_EQ(form.request().knob_text("min_offload_size"), "1KiB");
   EXPECT_EQ(form.request().workload.seq, 16);
   QSignalSpy points(&form, &SweepForm::pointFinished);
   QSignalSpy finished(&form, &SweepForm::sweepFinished);
@@ -77,7 +78,7 @@ TEST(SweepFormTest, RunsATinySweepEndToEndThenResumes) {
   ASSERT_EQ(points.size(), 3);  // the baseline and two offload points, as they finished
   std::set<int64_t> indices;
   for (const auto& p : points) {
-    const auto point = p[0].value<pf::PointRecord>();
+    const auto point = test::point_of(p[0]);
     EXPECT_EQ(point.status, pf::PointStatus::Ok) << point.error;
     EXPECT_TRUE(point.run.valid());
     indices.insert(point.index);
@@ -149,7 +150,7 @@ TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
   ASSERT_TRUE(form.startSweep());
   ASSERT_EQ(wait_finished(form, finished).size(), 3);
   ASSERT_EQ(points.size(), 2);
-  EXPECT_EQ(points[0][0].value<pf::PointRecord>().status, pf::PointStatus::OutOfMemory);
+  EXPECT_EQ(test::point_of(points[0][0]).status, pf::PointStatus::OutOfMemory);
   // The next sweep in the same process, with no capacity, is unlimited again.
   points.clear();
   form.setRequest(test::tiny_request(dir.filePath("free.db").toStdString(), "1KiB", "1"));
@@ -157,7 +158,7 @@ TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {
   ASSERT_EQ(wait_finished(form, finished).size(), 3);
   ASSERT_EQ(points.size(), 2);
   for (const auto& p : points) {
-    EXPECT_EQ(p[0].value<pf::PointRecord>().status, pf::PointStatus::Ok);
+    EXPECT_EQ(test::point_of(p[0]).status, pf::PointStatus::Ok);
   }
 }
 
@@ -179,18 +180,18 @@ TEST(SweepFormTest, AnInvalidFormShowsTheErrorAndStartsNothing) {
 TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   SweepForm form;
   auto r = test::tiny_request("x.db", "1KiB", "1");
-  r.engine.prefetch = "3";
+  r.knobs["prefetch"] = "3";
   r.repeat = 4;
   r.predict_first = true;
   r.backend.device_model = "h100-sxm";
   form.setRequest(r);
   const auto back = form.request();
-  EXPECT_EQ(back.engine.prefetch, "3");
+  EXPECT_EQ(back.knob_text("prefetch"), "3");
   // Prefetch is an axis in the form as in the CLI: a list crosses the grid with each depth.
   auto axis = test::tiny_request("x.db", "1KiB", "1,2");
-  axis.engine.prefetch = "0,1,2";
+  axis.knobs["prefetch"] = "0,1,2";
   form.setRequest(axis);
-  EXPECT_EQ(form.request().engine.prefetch, "0,1,2");
+  EXPECT_EQ(form.request().knob_text("prefetch"), "0,1,2");
   EXPECT_EQ(validate_sweep_request(form.request()), 1 + 2 * 3);
   const auto* count = form.findChild<QLabel*>(QStringLiteral("points"));
   ASSERT_NE(count, nullptr);

@@ -94,7 +94,7 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
   d->sweep.id = pf::SweepId(3);
   d->points.push_back(ok_point(0, false, 10.0, 400));
   auto alone = ok_point(1, false, 12.0, 300);
-  alone.config.checkpoint = "all";
+  alone.config.checkpoint = CheckpointPolicy::all();
   d->points.push_back(alone);
   int64_t index = 2;
   for (const std::string ckpt : {"none", "all"}) {
@@ -102,8 +102,8 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
       if (ckpt == "none" && set == "boundaries") continue;
       auto p = ok_point(index, true, 10.0 + static_cast<double>(index), 300 - index);
       p.config.max_fwd_stash_size = 1;
-      p.config.checkpoint = ckpt;
-      p.config.offload_set = set;
+      p.config.checkpoint = parse_checkpoint_policy(ckpt);
+      p.config.offload_set = parse_offload_set(set);
       d->points.push_back(p);
       ++index;
     }
@@ -111,7 +111,7 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
   HeatmapWidget w;
   w.resize(800, 500);
   w.setData(d);
-  w.setAxes(HeatmapAxis::Checkpoint, HeatmapAxis::OffloadSet);
+  w.setAxes(heatmap_axis("checkpoint"), heatmap_axis("offload_set"));
   ASSERT_EQ(w.rowLabels(), (QStringList{"none", "all"}));
   ASSERT_EQ(w.columnLabels(), (QStringList{"all", "boundaries"}));
   // The empty cell: the row of (none, all) and the column of (all, boundaries).
@@ -144,7 +144,7 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
   EXPECT_TRUE(QToolTip::text().contains(QStringLiteral("checkpoint none")))
       << QToolTip::text().toStdString();
   // The other axes (the thresholds) have no impossible cell.
-  w.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize);
+  w.setAxes(heatmap_axis("min_offload_size"), heatmap_axis("max_fwd_stash_size"));
   EXPECT_TRUE(w.notApplicableCells().empty());
 }
 
@@ -170,8 +170,9 @@ QString variant_text(const PointsTableModel& m, int row) {
 // Two "1 KiB, 1" rows of a trl,offtune sweep (or a prefetch 0,2 sweep) must say what tells them
 // apart: the Variant column is shown and names the knob's value.
 TEST(SweepTables, EveryKnobTheSweepVariesShowsInTheVariantColumn) {
-  const auto semantics =
-      two_variants([](pf::EngineConfig& c, int k) { c.semantics = k == 0 ? "offtune" : "trl"; });
+  const auto semantics = two_variants([](pf::EngineConfig& c, int k) {
+    c.semantics = k == 0 ? Semantics::Offtune : Semantics::Trl;
+  });
   EXPECT_TRUE(has_variants(*semantics)) << "the views hide the Variant column otherwise";
   PointsTableModel m;
   m.setSweep(semantics);
@@ -186,8 +187,9 @@ TEST(SweepTables, EveryKnobTheSweepVariesShowsInTheVariantColumn) {
   EXPECT_EQ(variant_text(m, 1), QStringLiteral("prefetch 0"));
   EXPECT_EQ(variant_text(m, 2), QStringLiteral("prefetch 2"));
   // A checkpointing sweep keeps its words; a sweep of the thresholds alone has no variant.
-  const auto ckpt =
-      two_variants([](pf::EngineConfig& c, int k) { c.checkpoint = k == 0 ? "none" : "all"; });
+  const auto ckpt = two_variants([](pf::EngineConfig& c, int k) {
+    c.checkpoint = k == 0 ? CheckpointPolicy::none() : CheckpointPolicy::all();
+  });
   m.setSweep(ckpt);
   EXPECT_EQ(variant_text(m, 2), QStringLiteral("checkpoint all"));
   const auto plain = two_variants([](pf::EngineConfig& c, int k) { c.min_offload_size <<= k; });
@@ -208,26 +210,28 @@ TEST(SweepAxes, OnlyTheSweepsVariedAxesAreOfferedAndOthersAreReset) {
   auto* rows = view.findChild<QComboBox*>(QStringLiteral("heatmapRows"));
   auto* columns = view.findChild<QComboBox*>(QStringLiteral("heatmapColumns"));
   ASSERT_TRUE(rows && columns);
-  const auto semantics =
-      two_variants([](pf::EngineConfig& c, int k) { c.semantics = k == 0 ? "offtune" : "trl"; });
+  const auto semantics = two_variants([](pf::EngineConfig& c, int k) {
+    c.semantics = k == 0 ? Semantics::Offtune : Semantics::Trl;
+  });
   view.setSweepData(semantics, "a.db");
   const QStringList offered{"min_offload_size", "max_fwd_stash_size", "semantics"};
   EXPECT_EQ(items(rows), offered);
   EXPECT_EQ(items(columns), offered);
-  view.setAxes(HeatmapAxis::MinOffloadSize, HeatmapAxis::Semantics);
-  EXPECT_EQ(view.heatmap()->columnAxis(), HeatmapAxis::Semantics);
+  view.setAxes(heatmap_axis("min_offload_size"), heatmap_axis("semantics"));
+  EXPECT_EQ(view.heatmap()->columnAxis(), heatmap_axis("semantics"));
   // Another sweep, of checkpointing: semantics does not apply there.
-  const auto ckpt =
-      two_variants([](pf::EngineConfig& c, int k) { c.checkpoint = k == 0 ? "none" : "all"; });
+  const auto ckpt = two_variants([](pf::EngineConfig& c, int k) {
+    c.checkpoint = k == 0 ? CheckpointPolicy::none() : CheckpointPolicy::all();
+  });
   view.setSweepData(ckpt, "b.db");
   EXPECT_EQ(items(columns), (QStringList{"min_offload_size", "max_fwd_stash_size", "checkpoint"}));
-  EXPECT_EQ(view.heatmap()->rowAxis(), HeatmapAxis::MinOffloadSize);
-  EXPECT_EQ(view.heatmap()->columnAxis(), HeatmapAxis::MaxFwdStashSize);
+  EXPECT_EQ(view.heatmap()->rowAxis(), heatmap_axis("min_offload_size"));
+  EXPECT_EQ(view.heatmap()->columnAxis(), heatmap_axis("max_fwd_stash_size"));
   EXPECT_EQ(columns->currentText(), QStringLiteral("max_fwd_stash_size"));
   // A choice that still applies stays.
-  view.setAxes(HeatmapAxis::Checkpoint, HeatmapAxis::MaxFwdStashSize);
+  view.setAxes(heatmap_axis("checkpoint"), heatmap_axis("max_fwd_stash_size"));
   view.setSweepData(ckpt, "b.db");
-  EXPECT_EQ(view.heatmap()->rowAxis(), HeatmapAxis::Checkpoint);
+  EXPECT_EQ(view.heatmap()->rowAxis(), heatmap_axis("checkpoint"));
   EXPECT_EQ(rows->currentText(), QStringLiteral("checkpoint"));
 }
 
@@ -243,11 +247,11 @@ TEST(FrontTable, StepAndPeakAreAlwaysInView) {
   for (int k = 0; k < 3; ++k) {
     // Each faster and bigger than the last: all on the front.
     auto p = ok_point(1 + k, true, 14.0 - k, 100 + 50 * k);
-    p.config.checkpoint = variants[k][0];
-    p.config.offload_set = variants[k][1];
-    p.config.tier = variants[k][2];
-    p.config.layer_offload = "on:2";
-    p.config.semantics = k == 1 ? "trl" : "offtune";
+    p.config.checkpoint = parse_checkpoint_policy(variants[k][0]);
+    p.config.offload_set = parse_offload_set(variants[k][1]);
+    p.config.tier = parse_tier(variants[k][2]);
+    p.config.layer_offload = 2;  // on:2
+    p.config.semantics = k == 1 ? Semantics::Trl : Semantics::Offtune;
     d->points.push_back(p);
   }
   RecommendPanel panel;
@@ -308,7 +312,7 @@ TEST(ParetoLegend, NoTwoEntriesLookAlikeInASweepOfVariants) {
   for (const char* checkpoint : {"none", "all"}) {
     for (const auto& [ms, peak] : {std::pair{12.0, 200}, std::pair{15.0, 260}}) {
       pf::PointRecord p = ok_point(index++, true, ms, peak);
-      p.config.checkpoint = checkpoint;
+      p.config.checkpoint = parse_checkpoint_policy(checkpoint);
       d->points.push_back(p);
     }
   }

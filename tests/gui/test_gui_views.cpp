@@ -148,7 +148,7 @@ TEST_F(Views, RecommendPanelFollowsTheConstraintAndExports) {
   QFile f(csv);
   ASSERT_TRUE(f.open(QIODevice::ReadOnly));
   const QList<QByteArray> lines = f.readAll().split('\n');
-  EXPECT_EQ(lines[0].trimmed().toStdString(), pf::kPointsCsvHeader);
+  EXPECT_EQ(lines[0].trimmed().toStdString(), pf::points_csv_header());
   EXPECT_EQ(lines.size(), 7);  // header, 5 points, and the empty tail after the last CRLF
 
   const QString trace = dir_.filePath("trace.json");

@@ -1,4 +1,4 @@
-// The README's training loop ("Use it in a C++ training loop"), compiled against the installed
+// docs/engine.md's training loop ("Use it in a C++ training loop"), compiled against the installed
 // package: a small model trained a few steps under an offload scope on host-sim, whose gradients
 // must equal those of the same steps without offloading. Exit 0 when they do.
 #include <torch/torch.h>

@@ -53,6 +53,8 @@
 #include <string_view>
 #include <vector>
 
+#include "offtune/checkpoint_policy.hpp"
+
 namespace at {
 class Tensor;
 }
@@ -83,26 +85,5 @@ std::vector<at::Tensor> checkpoint(CheckpointFunction fn, const std::vector<at::
 // One input, one output.
 at::Tensor checkpoint(std::function<at::Tensor(const at::Tensor&)> fn, const at::Tensor& input,
                       const CheckpointOptions& options = {});
-
-// Which blocks of a model are checkpointed: none, all, or every k-th (blocks 0, k, 2k, ...).
-struct CheckpointPolicy {
-  enum class Kind : uint8_t { None, All, Every };
-  Kind kind = Kind::None;
-  int64_t every = 1;  // for Kind::Every, >= 1
-
-  static CheckpointPolicy none() { return {}; }
-  static CheckpointPolicy all() { return {Kind::All, 1}; }
-  static CheckpointPolicy every_k(int64_t k) { return {Kind::Every, k}; }
-
-  bool enabled() const { return kind != Kind::None; }
-  bool applies(int64_t block) const {
-    return kind == Kind::All || (kind == Kind::Every && block % every == 0);
-  }
-  bool operator==(const CheckpointPolicy&) const = default;
-};
-// "none", "all", "every:K" (every:1 is all).
-std::string to_string(const CheckpointPolicy& policy);
-// Accepts what to_string writes; throws OptionsError (offtune/options.hpp) naming the valid forms.
-CheckpointPolicy parse_checkpoint_policy(std::string_view text);
 
 }  // namespace offtune

@@ -8,8 +8,8 @@
 
 namespace offtune::cli {
 
-// Parses argv, runs the command and returns the exit status documented in `offtune --help` and the
-// README (0 ok, 1 failed, 2 usage, 3 store, 4 threshold, 5 no choice, 130 interrupted). Every
+// Parses argv, runs the command and returns the exit status documented in `offtune --help` and
+// docs/cli.md (0 ok, 1 failed, 2 usage, 3 store, 4 threshold, 5 no choice, 130 interrupted). Every
 // refusal writes exactly one line to stderr, starting with "error: ". Does not install signal
 // handlers: main() does.
 int run_command_line(int argc, char** argv);

@@ -8,8 +8,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "offtune/knobs.hpp"
 #include "offtune/profiler/records.hpp"
 
 namespace offtune::gui {
@@ -50,46 +52,48 @@ SweepCounts sweep_counts(const SweepData& sweep);
 // "10/61 measured" (the tree), the same count for every front end.
 std::string describe_counts(const SweepCounts& c);
 
-// What the heatmap's rows and columns can be: the two thresholds, and the engine variants a sweep
-// can take as axes.
-enum class HeatmapAxis {
-  MinOffloadSize,
-  MaxFwdStashSize,
-  Checkpoint,
-  OffloadSet,
-  Tier,
-  Layers,
-  Semantics,
-  Prefetch
-};
-inline constexpr HeatmapAxis kHeatmapAxes[] = {
-    HeatmapAxis::MinOffloadSize, HeatmapAxis::MaxFwdStashSize,
-    HeatmapAxis::Checkpoint,     HeatmapAxis::OffloadSet,
-    HeatmapAxis::Tier,           HeatmapAxis::Layers,
-    HeatmapAxis::Semantics,      HeatmapAxis::Prefetch};
-// Its name as the CLI spells the knob: "min_offload_size", "checkpoint", "layer_offload", ...
-const char* axis_name(HeatmapAxis axis);
-// A config's value on the axis, as a label ("64 KiB", "2", "every:2", "on:1", "trl").
+// What the heatmap's rows and columns can be: a knob a sweep takes as an axis (Knob::nest > 0), a
+// row of knob_table() (so two axes are the same knob when they are equal).
+using HeatmapAxis = const Knob*;
+// Every axis, in the order the dashboard lists them (the axis combos, a variant's words, a grid's
+// text): the grid's pair (Knob::always_axis: the heatmap's rows and columns by default), then the
+// engine variants (Knob::variant) in the table's order, as describe_variant names them, then the
+// other axes as the grid nests them, outer first (semantics, prefetch, link, streams, pinned
+// memory, byte window).
+const std::vector<HeatmapAxis>& heatmap_axis_order();
+// The axis of a knob by its key ("checkpoint"); throws std::invalid_argument for a key that is not
+// a sweep axis.
+HeatmapAxis heatmap_axis(std::string_view key);
+// The heatmap's rows and columns by default: the grid's pair, min_offload_size x
+// max_fwd_stash_size.
+HeatmapAxis default_row_axis();
+HeatmapAxis default_column_axis();
+// Its name: the knob's key, as the grid and the store name it ("min_offload_size", "offload_set").
+std::string axis_name(HeatmapAxis axis);
+// A knob's value as a label: a size in binary units ("64 KiB"), else its plain text ("2",
+// "every:2", "on:1", "trl", "on"); "-" for an empty one (a link not recorded).
+std::string value_text(const Knob& knob, const KnobValue& value);
+// A config's value on the axis, as a label (value_text).
 std::string axis_text(const profiler::EngineConfig& config, HeatmapAxis axis);
-// A config's numeric value on a threshold axis (the size, the window), or -1 on the others.
+// A config's numeric value on a threshold axis (the grid's pair: the size, the window), or -1 on
+// the others.
 int64_t axis_number(const profiler::EngineConfig& config, HeatmapAxis axis);
-// The axes the heatmap can be drawn over: the two thresholds, and each variant axis whose value
-// differs among the sweep's offload points, in kHeatmapAxes order.
+// The axes the heatmap can be drawn over: the two thresholds, and each other axis whose value
+// differs among the sweep's offload points, in heatmap_axis_order().
 std::vector<HeatmapAxis> heatmap_axes(const SweepData& sweep);
 
-// A sweep's variants: the settings of its offload points other than the heatmap's two axes
-// (checkpointing, offload set, tier, layers, semantics, prefetch, link, streams, pinned memory,
-// byte window; and a threshold that is not an axis), as labels naming only what differs among them
-// ("trl semantics", "prefetch 2, pcie5"), in grid order. Empty when every point shares them (one
-// variant: nothing to choose).
+// A sweep's variants: the settings of its offload points other than the heatmap's two axes (each
+// axis knob in heatmap_axis_order(), in its words: Knob::words), as labels naming only what
+// differs among them ("trl semantics", "prefetch 2, link pcie5"), in grid order. Empty when every
+// point shares them (one variant: nothing to choose).
 std::vector<std::string> sweep_variants(const SweepData& sweep,
-                                        HeatmapAxis rows = HeatmapAxis::MinOffloadSize,
-                                        HeatmapAxis cols = HeatmapAxis::MaxFwdStashSize);
+                                        HeatmapAxis rows = default_row_axis(),
+                                        HeatmapAxis cols = default_column_axis());
 // Each point's variant label (as sweep_variants names it) by point index, over the sweep's grid
 // (its points when the grid is unknown): empty for the baseline and in a sweep of one variant.
 std::map<int64_t, std::string> variants_by_index(const SweepData& sweep,
-                                                 HeatmapAxis rows = HeatmapAxis::MinOffloadSize,
-                                                 HeatmapAxis cols = HeatmapAxis::MaxFwdStashSize);
+                                                 HeatmapAxis rows = default_row_axis(),
+                                                 HeatmapAxis cols = default_column_axis());
 
 // What the store lists: every sweep with its points, and every run without its per-run data.
 struct StoreIndex {

@@ -144,8 +144,8 @@ class HeatmapWidget : public SweepChart {
     int64_t number = -1;
     QString text;
   };
-  HeatmapAxis row_axis_ = HeatmapAxis::MinOffloadSize;
-  HeatmapAxis col_axis_ = HeatmapAxis::MaxFwdStashSize;
+  HeatmapAxis row_axis_ = default_row_axis();
+  HeatmapAxis col_axis_ = default_column_axis();
   std::vector<Tick> row_ticks_;
   std::vector<Tick> col_ticks_;
   std::vector<Placement> placements_;

@@ -102,7 +102,7 @@ class MainWindow : public QMainWindow {
   QTimer* reload_timer_ = nullptr;  // coalesces index reloads while a sweep reports points
 };
 
-// Exit codes of offtune-gui's --screenshot mode (also documented in its --help and the README).
+// Exit codes of offtune-gui's --screenshot mode (also documented in its --help and docs/gui.md).
 enum ScreenshotExit { kShotOk = 0, kShotFailed = 1, kShotUsage = 2, kShotStore = 3 };
 
 // The window's size when none is given (offtune-gui, --screenshot).

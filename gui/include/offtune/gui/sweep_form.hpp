@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "offtune/knobs.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/requests/request.hpp"
 
@@ -123,24 +124,22 @@ class SweepForm : public QWidget {
   QSpinBox* warmup_ = nullptr;
   QSpinBox* seed_ = nullptr;
   QComboBox* backend_ = nullptr;
-  QComboBox* link_ = nullptr;
   QComboBox* device_model_ = nullptr;
-  QComboBox* semantics_ = nullptr;
-  QComboBox* checkpoint_ = nullptr;
-  QComboBox* offload_set_ = nullptr;
-  QComboBox* tier_ = nullptr;
-  QComboBox* layer_offload_ = nullptr;
   QSpinBox* lora_rank_ = nullptr;
-  QComboBox* prefetch_ = nullptr;  // a depth or a list (an axis), as --prefetch
-  // Each a value or a list (an axis), as --streams, --pin-memory and --max-fwd-stash-bytes.
-  QComboBox* streams_ = nullptr;
-  QComboBox* pin_memory_ = nullptr;
-  QComboBox* stash_bytes_ = nullptr;
+  // One field per knob with a CLI flag (offtune/knobs.hpp), the grid's pair first, then the
+  // table's order, each named by the knob's key and holding its flag in the property "flag": an
+  // editable list taking what the flag takes (a value, or for a sweep axis a list), or a check box
+  // for a plain flag (--verify). request() writes each into SweepRequest::knobs by key.
+  struct KnobField {
+    const Knob* knob = nullptr;
+    QWidget* widget = nullptr;
+    QComboBox* list = nullptr;  // or
+    QCheckBox* check = nullptr;
+  };
+  std::vector<KnobField> knob_fields_;
   QSpinBox* repeat_ = nullptr;
   QCheckBox* predict_first_ = nullptr;
   QLineEdit* capacity_ = nullptr;
-  QLineEdit* sizes_ = nullptr;
-  QLineEdit* windows_ = nullptr;
   QLabel* points_ = nullptr;
   QPushButton* run_ = nullptr;
   QPushButton* cancel_ = nullptr;

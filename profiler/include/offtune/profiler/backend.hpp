@@ -17,10 +17,6 @@
 
 namespace offtune::profiler {
 
-// "none" | "pcie4" | "GBPS:LATENCY_US" (e.g. "12:15"). Throws std::invalid_argument naming the
-// valid forms.
-LinkModel parse_link(const std::string& s);
-
 // A device model by profile name (device_model_names(), "h100", "a100") or from a JSON file:
 //   {"base": "h100-sxm", "memory_gbps": 3000, "kernel_overhead_ns": 3000}
 // "base" (optional) names the profile the other fields change; without it every figure of
@@ -45,7 +41,8 @@ PreparedBackend prepare_backend(const BackendRequest& request, Environment& env)
 
 // The environment a run records (versions, device, git revision, host) on a resolved backend, as
 // prepare_backend fills it: for a front end whose process set the backend up itself (a Python
-// training loop, live_run.hpp). `device_model` may be null; `link_name` as parse_link takes it.
+// training loop, live_run.hpp). `device_model` may be null; `link_name` is a Link's name
+// (offtune/knobs.hpp: "pcie4", "12:15"), what the record says the copies went over.
 void fill_environment(Environment& env, BackendKind backend, const DeviceModel* device_model,
                       const std::string& link_name);
 

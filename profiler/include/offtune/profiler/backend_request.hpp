@@ -8,6 +8,7 @@
 #include <string>
 
 #include "offtune/device_model.hpp"
+#include "offtune/knobs.hpp"
 #include "offtune/options.hpp"
 
 namespace offtune::profiler {
@@ -15,9 +16,8 @@ namespace offtune::profiler {
 // Where a run or sweep measures (the --backend, --link, --device-model, --device-capacity and
 // --threads flags), parsed.
 struct BackendRequest {
-  BackendKind backend = BackendKind::Auto;  // Auto: cuda when a GPU is visible, else host-sim
-  LinkModel link = LinkModel::pcie4();      // host-sim's link model
-  std::string link_name = "pcie4";          // as given (parse_link's input), for the record
+  BackendKind backend = BackendKind::Auto;   // Auto: cuda when a GPU is visible, else host-sim
+  Link link = offtune::parse_link("pcie4");  // host-sim's link model, and its name for the record
   // host-sim times steps as this GPU would (host_sim::set_device_model); none: as this CPU does.
   std::optional<DeviceModel> device_model;
   int64_t device_capacity = 0;  // host-sim device memory in bytes; 0: unlimited

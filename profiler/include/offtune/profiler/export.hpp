@@ -56,19 +56,22 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
 
 // The points of a sweep as CSV (RFC 4180: comma-separated, CRLF line ends, fields with a comma,
 // quote or line break quoted with quotes doubled), one row per point in index order, under the
-// header kPointsCsvHeader. Measurements are empty for points that have none (pending, failed).
+// header points_csv_header(). Each knob's value as its kind reads (true/false, the number in
+// bytes, the name), empty where it means nothing (an offload-only knob at a point that does not
+// offload). Measurements are empty for points that have none (pending, failed).
 void export_points_csv(Store& store, SweepId sweep, const std::string& path);
 
-inline constexpr const char* kPointsCsvHeader =
-    "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,prefetch,"
-    "use_streams,use_pin_memory,semantics,checkpoint,offload_set,tier,layer_offload,"
-    "step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
-    "peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,"
-    "exposed_copy_ns,final_loss,predicted_step_ms,predicted_peak_allocated,error";
+// "index,status," then every knob's key in the knob table's order, then "step_ms_median,
+// step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,peak_allocated,peak_reserved,
+// offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,predicted_step_ms,
+// predicted_peak_allocated,error".
+std::string points_csv_header();
 
-// The engine settings in a few words, for titles and legends: "no offload", or e.g.
-// "offload min=1MiB stash=5 prefetch=1" followed by what differs from the usual setup
-// ("stash_bytes=64MiB", "single-stream", "pageable", "link=pcie4").
+// The engine settings in a few words, for titles and legends (the knob table's words):
+// "no offload" (with what else the point does: "no offload, checkpoint all"), or "offload, "
+// and the figures every offloading config has ("min_offload_size 1 KiB, window 5, prefetch 1")
+// followed by what differs from the defaults ("window bytes 64 MiB", "single stream",
+// "pageable", "link pcie4", "checkpoint all", "verify").
 std::string describe_config(const EngineConfig& config);
 
 // "run <id>: <model> <describe_config>", the name a run's process gets in both trace formats.

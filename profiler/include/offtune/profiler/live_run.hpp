@@ -62,7 +62,7 @@ struct LiveRunSpec {
   // `warmup` is used as above; `steps` is recorded as given (0 when not known in advance: the
   // step rows count them).
   Workload workload;
-  // The engine settings (engine_config() of the attached offloader's options; offload false for
+  // The engine settings (knobs_of() of the attached offloader's options; offload false for
   // the baseline), and what the workload does that the engine does not see (checkpoint: the
   // model's own gradient checkpointing, described by the caller).
   EngineConfig config;
@@ -87,14 +87,6 @@ struct LiveRunSpec {
   int64_t world_size = 1;
   std::optional<RunId> job_run;
 };
-
-// An offloader's options as the config a run records (to_options' inverse for the fields a config
-// carries; checkpoint and layer_offload are left at their defaults). `link` names host-sim's link
-// model: link_text(options.link) unless the caller knows its name.
-EngineConfig engine_config(const OffloadOptions& options);
-// A link model's name as parse_link() takes it: "none", "pcie4", "pcie5", "nvlink-c2c", or
-// "GBPS:LATENCY_US".
-std::string link_text(const LinkModel& link);
 
 class LiveRun {
  public:

@@ -101,8 +101,8 @@ struct Prediction {
 // host tier, no layer offloading (the engine variants change what a step saves and moves: they are
 // measured).
 inline bool plain_offloading(const EngineConfig& config) {
-  return config.checkpoint == "none" && config.offload_set == "all" && config.tier == "host" &&
-         config.layer_offload == "off";
+  return !config.checkpoint.enabled() && config.offload_set == OffloadSet::All &&
+         config.tier == Tier::Host && config.layer_offload == 0;
 }
 
 Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link);
@@ -134,8 +134,8 @@ std::vector<bool> predicted_front(const std::vector<Prediction>& predicted);
 
 // The points of a grid worth measuring after predicting all of them: the baseline, the predicted
 // front (predicted_front), and each front point's neighbours in the grid (the next
-// min_offload_size and max_fwd_stash_size up and down, same semantics and prefetch), which is where
-// a prediction that is off would move the front. Grid indices, ascending. `predicted[i]` is
+// min_offload_size or max_fwd_stash_size up or down, every other knob the same), which is where a
+// prediction that is off would move the front. Grid indices, ascending. `predicted[i]` is
 // configs[i]'s.
 std::vector<int64_t> points_that_matter(const std::vector<EngineConfig>& configs,
                                         const std::vector<Prediction>& predicted);

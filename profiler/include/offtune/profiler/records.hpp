@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "offtune/ids.hpp"
+#include "offtune/knobs.hpp"
 
 namespace offtune::profiler {
 
@@ -45,46 +46,14 @@ struct Workload {
   int64_t lora_rank = 0;
 };
 
-// The engine settings of one run or sweep point. offload=false is the no-offload baseline.
-struct EngineConfig {
-  bool offload = true;
-  int64_t min_offload_size = 1024;
-  int64_t max_fwd_stash_size = 5;
-  int64_t max_fwd_stash_bytes = 0;
-  int64_t prefetch = 1;
-  bool use_streams = true;
-  bool use_pin_memory = true;
-  // OffloadOptions::verify: every offloaded copy checked at unpack against pack's checksum.
-  bool verify = false;
-  std::string link;  // host-sim link model: "none" | "pcie4" | "<gbps>:<latency_us>"
-  std::string semantics = "offtune";  // whose rules the engine followed: "offtune" | "trl"
-  // Gradient checkpointing of the model's blocks: "none" | "all" | "every:K" (a no-offload point
-  // with a policy is checkpointing alone).
-  std::string checkpoint = "none";
-  std::string offload_set = "all";  // what may be offloaded: "all" | "boundaries" (OffloadSet)
-  std::string tier = "host";        // where offloaded copies live: "host" | "disk" | "auto"
-  // Layer offloading of the blocks' frozen weights: "off" | "on:DEPTH" (blocks copied ahead). A
-  // no-offload point with it on offloads weights only (its offloader's hooks see the saved
-  // weights and move no activation).
-  std::string layer_offload = "off";
-  friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
-};
+// The engine settings of one run or sweep point, typed (offtune/knobs.hpp: every knob and its
+// row in the knob table). offload = false is a point that offloads no activation.
+using EngineConfig = Knobs;
 
 // The engine variant of a config in words, "" for plain offloading to host memory without
-// checkpointing: "checkpoint all", "checkpoint every:2, offload boundaries", "tier disk", ...
+// checkpointing: "checkpoint all", "checkpoint every:2, offload boundaries", "tier disk", ... (the
+// knob table's variant knobs that differ from their defaults).
 std::string describe_variant(const EngineConfig& config);
-// Plain training, what slowdowns are measured against: no offloading (of activations or weights)
-// and no checkpointing.
-inline bool is_baseline(const EngineConfig& config) {
-  return !config.offload && config.checkpoint == "none" && config.layer_offload == "off";
-}
-// The most blocks layer offloading may copy ahead (a model has fewer; more is a typo).
-inline constexpr int64_t kMaxLayerOffloadDepth = 64;
-// Layer offloading's depth from its text: "off" is 0, "on:D" is D (>= 1), "on" is on:1. Throws
-// std::invalid_argument (one line, naming the valid forms) otherwise.
-int64_t parse_layer_offload(std::string_view text);
-// "off" or "on:D": the canonical text of a depth (>= 0).
-std::string layer_offload_text(int64_t depth);
 
 enum class RunStatus { Running, Ok, Failed, OutOfMemory, Interrupted };
 const char* to_string(RunStatus s);
@@ -120,7 +89,7 @@ struct RunSummary {
 // offloaded_bytes. Without copies, hidden-copy shares are not applicable ("n/a"), not 0 % (the
 // worst).
 inline bool copied_anything(const EngineConfig& config, const RunSummary& s) {
-  return s.offloaded_bytes > 0 || s.reloaded_bytes > 0 || config.layer_offload != "off";
+  return s.offloaded_bytes > 0 || s.reloaded_bytes > 0 || config.layer_offload > 0;
 }
 
 // The step-time interval that comparisons use: the median's confidence interval, or min..max for

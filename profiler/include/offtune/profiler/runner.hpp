@@ -30,15 +30,12 @@ enum class Collector : uint8_t { Auto, Cupti, NvtxOnly };
 struct RunSpec {
   Workload workload;
   EngineConfig config;
-  OffloadOptions base;  // backend, device, link model: the fields EngineConfig does not carry
+  OffloadOptions base;  // backend, device, link model: what the config does not carry (options_of)
   Environment env;
   std::string label;
   bool record_timeline = true;
   Collector collector = Collector::Auto;
 };
-
-// Engine options for a config (base's backend/device/link, the config's knobs).
-OffloadOptions to_options(const EngineConfig& config, const OffloadOptions& base);
 
 struct RunOutcome {
   RunRecord record;  // status, error, summary; id assigned by the store

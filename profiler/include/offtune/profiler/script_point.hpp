@@ -83,8 +83,10 @@ struct ScriptVerdict {
 ScriptVerdict classify_script_point(const std::optional<RunRecord>& run, const ScriptExit& exit,
                                     const std::vector<std::string>& stderr_tail, double timeout_s);
 
-// OFFTUNE_POINT for a point: {"offload": false} for a point that offloads nothing, else the
-// engine options by offtune.Offloader's names (sizes in bytes).
+// OFFTUNE_POINT for a point: {"offload": false} for a point that offloads nothing, else every
+// knob that offtune.Offloader takes (the knob table's `python` keywords), at its default too, as
+// true/false, a number (sizes in bytes) or a name; the backend when `spec` names one, and with
+// host-sim the link (the point's, else the sweep's).
 std::string point_json(const EngineConfig& config, const ScriptSpec& spec);
 // OFFTUNE_RECORD for a run: the store (absolute path; empty for a store without a file), the run,
 // the warm-up, timeline, collector and device model.

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,33 +31,22 @@
 namespace offtune::profiler {
 
 struct Grid {
-  std::vector<int64_t> min_offload_sizes;
-  std::vector<int64_t> max_fwd_stash_sizes;
-  // Engine semantics as an axis ("trl", "offtune"); empty: base.semantics only (and the grid's
-  // JSON, hence the sweep's key, stays what it was before this axis existed).
-  std::vector<std::string> semantics;
-  // The engine variants as axes, likewise (empty: base's value only, and the key unchanged):
-  // gradient checkpointing ("none", "all", "every:K"), what is offloaded ("all", "boundaries";
-  // boundaries only where a point checkpoints), and the tier ("host", "disk", "auto").
-  std::vector<std::string> checkpoints;
-  std::vector<std::string> offload_sets;
-  std::vector<std::string> tiers;
-  // Layer offloading of frozen weights ("off", "on:DEPTH"), likewise.
-  std::vector<std::string> layer_offloads;
-  // Prefetch depths (backward reloads ahead of use) as an axis, likewise (empty: base.prefetch).
-  std::vector<int64_t> prefetches;
-  // host-sim's link models by name (parse_link's input: "pcie4", "12:15") as an axis, likewise
-  // (empty: base.link). A point's link model is the one its config names.
-  std::vector<std::string> links;
-  // Copies on a side stream (true) or on the compute stream (false: single-stream, "legacy"), and
-  // pinned (true) or pageable host memory, as axes, likewise (empty: base.use_streams,
-  // base.use_pin_memory).
-  std::vector<bool> streams;
-  std::vector<bool> pin_memory;
-  // The forward window's bound in bytes (0: none) as an axis, likewise (empty:
-  // base.max_fwd_stash_bytes).
-  std::vector<int64_t> max_fwd_stash_bytes;
+  // The axes, by knob key (offtune/knobs.hpp: the knobs with Knob::nest > 0): each one's values in
+  // the order the points cross them. A knob without an axis takes base's value, and the grid's
+  // JSON (hence the sweep's key) is what it was before that axis existed. min_offload_size and
+  // max_fwd_stash_size always have one (an empty one: no offload point).
+  std::map<std::string, std::vector<KnobValue>, std::less<>> axes;
   EngineConfig base;  // every other knob, shared by all points
+
+  // The values the points take of `knob`: its axis, or base's value alone.
+  std::vector<KnobValue> values(const Knob& knob) const;
+  std::vector<KnobValue> values(std::string_view key) const { return values(offtune::knob(key)); }
+  // Sets an axis from typed values (C++ callers and tests; front ends go through knob_text.hpp).
+  Grid& set_numbers(std::string_view key, const std::vector<int64_t>& numbers);
+  Grid& set_names(std::string_view key, const std::vector<std::string>& names);
+  Grid& set_switches(std::string_view key, const std::vector<bool>& switches);
+  // A Count's or Size's axis as numbers (values(key) as int64).
+  std::vector<int64_t> numbers(std::string_view key) const;
 };
 
 // Point 0 is the baseline (offload = false, no checkpointing, no layer offloading: plain training);

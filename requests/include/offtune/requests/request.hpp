@@ -5,12 +5,14 @@
 // every mode (backend, link, dtype, collector) into enums; the to_*() functions hand its parts to
 // the profiler and the samples. execute.hpp runs a valid request.
 //
-// A new sweep axis is a field here (with its default, its check and its conversion) plus its
-// presentation in each front end.
+// The engine's knobs are not fields here: a request holds each as the user typed it, by the knob's
+// key (offtune/knobs.hpp), and check() reads every one through the knob table. A new knob is a
+// row of that table; the front ends present every row.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -76,9 +78,8 @@ inline constexpr Range kRepeatRange{1, 1000};
 // What a front end offers in its lists: the samples' built-in models, and the names the parsers
 // below take (first the canonical one of each).
 std::vector<std::string> model_names();
-std::vector<std::string> dtype_names();    // fp32, bf16, fp16
-std::vector<std::string> backend_names();  // auto, cuda, host-sim
-std::vector<std::string> link_names();     // pcie4, pcie5, nvlink-c2c, none (and GBPS:LATENCY_US)
+std::vector<std::string> dtype_names();         // fp32, bf16, fp16
+std::vector<std::string> backend_names();       // auto, cuda, host-sim
 std::vector<std::string> device_model_names();  // "" (none) and the built-in profiles
 
 // The default input of a TorchScript model (samples/registry.hpp has the grammar).
@@ -104,12 +105,9 @@ struct WorkloadFields {
 };
 inline constexpr Range kLoraRankRange{0, 4096};
 
-// Where it is measured (--backend, --link, --device-capacity, --threads, --collector).
+// Where it is measured (--backend, --device-capacity, --threads, --collector; the link is a knob).
 struct BackendFields {
   std::string backend = "auto";  // auto (cuda when a GPU is visible), cuda, host-sim
-  // host-sim link model: link_names() or GBPS:LATENCY_US; a host-sim sweep takes a list (an axis):
-  // "pcie4,pcie5".
-  std::string link = "pcie4";
   // host-sim: time steps as this GPU would (device_model_names() or a JSON file); empty: as this
   // CPU does.
   std::string device_model;
@@ -120,51 +118,10 @@ struct BackendFields {
   std::string collector = "auto";
 };
 
-// The engine's knobs that every point of a sweep shares, and a run's own.
-struct EngineFields {
-  // Backward reloads ahead of use, 0..kMaxPrefetch; a sweep takes a list (an axis): "0,1,2".
-  std::string prefetch = "1";
-  // Copies on a side stream ("on") or on the compute stream ("off": single-stream, legacy), and
-  // pinned ("on") or pageable ("off") host memory; a sweep takes "on,off" (an axis). The CLI's
-  // --no-streams and --no-pin-memory are "off".
-  std::string streams = "on";
-  std::string pin_memory = "on";
-  // The correctness sentinel (OffloadOptions::verify): every offloaded copy checksummed at pack and
-  // checked at unpack; a copy that comes back different fails the run naming the tensor.
-  bool verify = false;
-  // semantics_names(): whose rules the engine follows; a sweep takes a list (an axis).
-  std::string semantics = "offtune";
-  // The engine variants; a sweep takes a list of each (an axis). Gradient checkpointing of the
-  // model's blocks: none, all, every:K.
-  std::string checkpoint = "none";
-  // What may be offloaded: all, or boundaries (only checkpointed blocks' inputs; needs
-  // --checkpoint).
-  std::string offload_set = "all";
-  // Where offloaded copies live: host (pinned memory), disk, auto (host within a budget, then
-  // disk).
-  std::string tier = "host";
-  // Layer offloading of the blocks' frozen weights: off, or on:DEPTH (blocks copied ahead; on is
-  // on:1). Needs frozen weights: a built-in decoder with lora_rank > 0.
-  std::string layer_offload = "off";
-};
-std::vector<std::string> checkpoint_examples();     // none, all, every:2
-std::vector<std::string> offload_set_names();       // all, boundaries
-std::vector<std::string> tier_names();              // host, disk, auto
-std::vector<std::string> layer_offload_examples();  // off, on:1, on:2
-std::vector<std::string> semantics_names();         // offtune, trl
-// "trl,offtune": the names in order (one for a run; a sweep crosses its grid with each). Throws
-// UsageError for an unknown or repeated name.
-std::vector<std::string> semantics_list(const std::string& text);
-// "0,1,2": prefetch depths, ascending, each 0..kMaxPrefetch and once. Throws UsageError naming
-// --prefetch otherwise.
-std::vector<int64_t> prefetch_list(const std::string& text);
-inline constexpr int64_t kMaxPrefetch = 64;
-// "on,off": a switch's values in order (on is true), each once. Throws std::invalid_argument
-// naming `flag` otherwise.
-std::vector<bool> switch_list(std::string_view flag, const std::string& text);
-// "pcie4,pcie5": link models by name in order (link_names() or GBPS:LATENCY_US), each valid and
-// once. Throws std::invalid_argument naming --link otherwise.
-std::vector<std::string> link_list(const std::string& text);
+// The engine's knobs as the user typed them, by knob key (offtune/knobs.hpp): a run takes one value
+// of each, a sweep a list of each axis ("0,1,2", "on,off", "1KiB:64MiB:x8"). A knob not in the map
+// takes its default text (profiler::default_text): a front end fills in only what it was given.
+using KnobTexts = std::map<std::string, std::string, std::less<>>;
 // The default bound on a sweep's points (--max-points), and the most it can be raised to.
 inline constexpr int64_t kDefaultMaxPoints = 1000;
 inline constexpr int64_t kMaxMaxPoints = 1000000;
@@ -175,12 +132,11 @@ struct RunRequest {
   std::string db;
   WorkloadFields workload;
   BackendFields backend;
-  EngineFields engine;
-  std::string min_offload_size = "1KiB";
-  std::string max_fwd_stash_size = "5";   // >= 1
-  std::string max_fwd_stash_bytes = "0";  // 0: no byte bound
-  bool no_offload = false;                // the baseline
+  KnobTexts knobs;
+  bool no_offload = false;  // the baseline
   std::string label;
+  // A knob's text: the map's, or its default for a run.
+  std::string knob_text(std::string_view key) const;
 };
 
 struct SweepRequest {
@@ -188,12 +144,9 @@ struct SweepRequest {
   std::string name = "sweep";
   WorkloadFields workload;
   BackendFields backend;
-  EngineFields engine;
-  // The grid: lists or ranges (profiler/units.hpp has the syntax).
-  std::string min_offload_sizes = "1KiB:64MiB:x8";
-  std::string max_fwd_stash_sizes = "1,2,5";  // each >= 1
-  // The forward window's bound in bytes, a size or a list of sizes (an axis): "0,64MiB" (0: none).
-  std::string max_fwd_stash_bytes = "0";
+  // The grid: a list or range of each axis (profiler/units.hpp has the syntax), one value of the
+  // other knobs.
+  KnobTexts knobs;
   std::string shard = "1/1";
   // A grid larger than this is refused before anything runs: every point is a separate measured
   // run, and a typo in a range ("1B:1000B:+1") would otherwise queue a sweep that never ends.
@@ -219,6 +172,8 @@ struct SweepRequest {
   // refused even when given its default value. A form leaves it empty: a field that differs from
   // its default counts as given either way.
   std::vector<std::string> flags_given;
+  // A knob's text: the map's, or its default for a sweep (the grid pair's default lists).
+  std::string knob_text(std::string_view key) const;
 };
 
 // The flags a script sweep refuses, in the order check() reports them.
