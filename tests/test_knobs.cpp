@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -156,6 +158,52 @@ TEST(Knobs, AConfigWithEveryKnobChangedComesBackFromJsonAndTheStore) {
     EXPECT_EQ(back->config, changed);
   }
   std::filesystem::remove_all(dir);
+}
+
+// What the engine ran with is recorded and read back, at the engine's own extremes too: a size of
+// INT64_MAX ("offload nothing"), a window beyond any typo guard, a link the CLI never names. (The
+// first table refused them on reading: the store's listing of such a run failed whole.)
+TEST(Knobs, WhatTheEngineTakesIsRecordedAndReadBack) {
+  OffloadOptions o;
+  o.min_offload_size = std::numeric_limits<int64_t>::max();
+  o.max_fwd_stash_size = int64_t{1} << 30;
+  o.max_fwd_stash_bytes = std::numeric_limits<int64_t>::max();
+  o.link = LinkModel{1e6, 0.0, 1000};  // named "1e+06:1"
+  const Knobs k = knobs_of(o);
+  EXPECT_EQ(k.link.name, "1e+06:1");
+  EXPECT_EQ(parse_link(k.link.name).model.pinned_gbps, 1e6);
+  // A disabled model is "none", whatever its pageable rate says.
+  EXPECT_EQ(link_of(LinkModel{0.0, 5.0, 0}).name, "none");
+  const auto dir = std::filesystem::temp_directory_path() / "offtune_test_knobs_extremes";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    auto store = pf::open_sqlite_store((dir / "s.db").string());
+    pf::RunRecord rec;
+    rec.config = k;
+    rec.workload.model = "tiny";
+    const pf::RunId id = store->begin_run(rec);
+    const auto back = store->run(id);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->config, k);
+    EXPECT_EQ(store->runs().size(), 1U);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A grid made in code without one of the pair's axes still writes the pair, and reads back.
+TEST(Knobs, AGridMadeInCodeReadsBackFromItsJson) {
+  pf::Grid g;
+  g.set_numbers("min_offload_size", {1024, 4096});
+  g.set_names("checkpoint", {"none", "every:1"});  // every:1 is all, as a request has it
+  EXPECT_EQ(g.values("checkpoint").back(), KnobValue(std::string("all")));
+  const pf::Grid back = pf::parse_grid_json(pf::grid_json(g));
+  EXPECT_EQ(back.axes, (std::map<std::string, std::vector<KnobValue>, std::less<>>{
+                           {"checkpoint", g.values("checkpoint")},
+                           {"max_fwd_stash_size", g.values("max_fwd_stash_size")},
+                           {"min_offload_size", g.values("min_offload_size")}}));
+  EXPECT_EQ(pf::expand_grid(back).size(), pf::expand_grid(g).size());
+  EXPECT_THROW(g.set_names("tier", {"tape"}), OptionsError);
 }
 
 TEST(Knobs, EveryFlagSetsItsKnobInARun) {

@@ -99,7 +99,7 @@ TEST(Requests, RunAndSweepCheckTheSharedFieldsAlike) {
   sweep.knobs["max_fwd_stash_size"] = "0,1";
   EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--max-fwd-stash-size"});
   EXPECT_EQ(check(run).errors.front().message,
-            "--max-fwd-stash-size must be between 1 and 1048576, got 0");
+            "--max-fwd-stash-size must be at least 1, got 0");
   EXPECT_EQ(check(sweep).errors.front().message, check(run).errors.front().message);
 }
 
@@ -648,7 +648,7 @@ TEST(Requests, ABadEngineOptionIsOneLineNamingIt) {
             "bound in bytes use max_fwd_stash_bytes='256MiB'");
   EXPECT_EQ(engine_error({{"use_streams", int64_t{1}}}), "use_streams takes True or False, got 1");
   EXPECT_EQ(engine_error({{"max_fwd_stash_size", int64_t{0}}}),
-            "max_fwd_stash_size must be between 1 and 1048576, got 0");
+            "max_fwd_stash_size must be at least 1, got 0");
   EXPECT_EQ(engine_error({{"prefetch", int64_t{1}}, {"prefetch", int64_t{2}}}),
             "prefetch: given more than once (give it once)");
   EXPECT_EQ(engine_error({{"link", std::string("fast")}}).rfind("link: bad link 'fast'", 0), 0u);

@@ -214,10 +214,11 @@ std::string join_indices(std::vector<int64_t> indices) {
 
 std::vector<std::string> variant_texts(const std::vector<pf::PointRecord>& points) {
   // The knobs describe_variant leaves out (a run's plain settings) that the sweep's offload points
-  // differ by, but the grid's pair (its own columns).
+  // differ by, but those the table has columns for: the grid's pair, and semantics (its rules
+  // column).
   std::vector<const Knob*> varied;
   for (const Knob& k : knob_table()) {
-    if (k.variant || k.always_axis || !k.offload_only) continue;
+    if (k.variant || k.always_axis || !k.offload_only || k.key == "semantics") continue;
     const pf::PointRecord* first = nullptr;
     for (const auto& p : points) {
       if (!p.config.offload) continue;

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 namespace offtune {
@@ -17,12 +18,12 @@ const OffloadOptions& engine_defaults() {
 
 namespace {
 
-// A strict decimal number: digits with an optional fraction, nothing else (no sign, spaces, inf
-// or nan).
+// A strict decimal number: digits with an optional fraction and exponent ("12.5", "1e+06", as
+// link_of writes them), nothing else (no sign, spaces, inf or nan).
 bool read_number(std::string_view text, double& out) {
   if (text.empty() || !(text.front() >= '0' && text.front() <= '9')) return false;
   const auto [end, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), out, std::chars_format::fixed);
+      std::from_chars(text.data(), text.data() + text.size(), out, std::chars_format::general);
   return ec == std::errc{} && end == text.data() + text.size() && std::isfinite(out);
 }
 
@@ -47,6 +48,7 @@ Link parse_link(std::string_view name) {
 }
 
 Link link_of(const LinkModel& model) {
+  if (!model.enabled()) return parse_link("none");  // copies cost only their memcpy
   for (const std::string& name : link_names()) {
     Link link = parse_link(name);
     const LinkModel& m = link.model;
@@ -105,7 +107,12 @@ std::string plain_text(const KnobValue& value, KnobKind kind) {
 
 namespace {
 
-// "prefetch must be between 0 and 64, got 65": the knob's name first, as every message here.
+// The knobs' ranges are the engine's (OffloadOptions::validate()): a lower bound, no upper one, so
+// that whatever the engine ran with is recorded and read back (a store holds what ran); prefetch
+// alone keeps a typo guard (kMaxPrefetch), as the CLI always had.
+constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
+
+// "prefetch must be at least 0, got -1": the knob's name first, as every message here.
 [[noreturn]] void refuse(std::string_view key, const std::string& what) {
   throw OptionsError(std::string(key) + " " + what);
 }
@@ -125,8 +132,10 @@ int64_t as_int(std::string_view key, const KnobValue& v, int64_t lo, int64_t hi)
   const auto* i = std::get_if<int64_t>(&v);
   if (i == nullptr) refuse(key, "takes a whole number, got " + shown(v));
   if (*i < lo || *i > hi) {
-    refuse(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
-                    std::to_string(*i));
+    refuse(key, (hi == kNoBound
+                     ? "must be at least " + std::to_string(lo)
+                     : "must be between " + std::to_string(lo) + " and " + std::to_string(hi)) +
+                    ", got " + std::to_string(*i));
   }
   return *i;
 }
@@ -178,8 +187,6 @@ std::string layer_offload_text(int64_t depth) {
   return depth == 0 ? "off" : "on:" + std::to_string(depth);
 }
 
-constexpr int64_t kMaxBytes = int64_t{1} << 50;  // 1 PiB: beyond it a size is a typo
-
 // The rows. Lambdas without captures are the function pointers of Knob.
 const Knob kKnobs[] = {
     {.key = "offload",
@@ -198,14 +205,14 @@ const Knob kKnobs[] = {
              "occupy); a sweep takes a list or range: 1KiB,1MiB or 1KiB:64MiB:x4",
      .kind = KnobKind::Size,
      .lo = 0,
-     .hi = kMaxBytes,
+     .hi = kNoBound,
      .nest = 12,
      .always_axis = true,
      .json_at_default = true,
      .get = [](const Knobs& k) -> KnobValue { return k.min_offload_size; },
      .set =
          [](Knobs& k, const KnobValue& v) {
-           k.min_offload_size = as_int("min_offload_size", v, 0, kMaxBytes);
+           k.min_offload_size = as_int("min_offload_size", v, 0, kNoBound);
          },
      .words = [](const Knobs& k) { return "min_offload_size " + size_words(k.min_offload_size); },
      .examples =
@@ -220,7 +227,7 @@ const Knob kKnobs[] = {
              "oldest (>= 1); a sweep takes a list or range: 1,4 or 1:8",
      .kind = KnobKind::Count,
      .lo = 1,
-     .hi = 1 << 20,
+     .hi = kNoBound,
      .bytes_bound = "max_fwd_stash_bytes",
      .nest = 13,
      .always_axis = true,
@@ -228,7 +235,7 @@ const Knob kKnobs[] = {
      .get = [](const Knobs& k) -> KnobValue { return k.max_fwd_stash_size; },
      .set =
          [](Knobs& k, const KnobValue& v) {
-           k.max_fwd_stash_size = as_int("max_fwd_stash_size", v, 1, 1 << 20);
+           k.max_fwd_stash_size = as_int("max_fwd_stash_size", v, 1, kNoBound);
          },
      .words = [](const Knobs& k) { return "window " + std::to_string(k.max_fwd_stash_size); },
      .examples =
@@ -243,13 +250,13 @@ const Knob kKnobs[] = {
              "0,64MiB",
      .kind = KnobKind::Size,
      .lo = 0,
-     .hi = kMaxBytes,
+     .hi = kNoBound,
      .nest = 11,
      .json_at_default = true,
      .get = [](const Knobs& k) -> KnobValue { return k.max_fwd_stash_bytes; },
      .set =
          [](Knobs& k, const KnobValue& v) {
-           k.max_fwd_stash_bytes = as_int("max_fwd_stash_bytes", v, 0, kMaxBytes);
+           k.max_fwd_stash_bytes = as_int("max_fwd_stash_bytes", v, 0, kNoBound);
          },
      .words =
          [](const Knobs& k) {

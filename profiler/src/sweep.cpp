@@ -33,20 +33,36 @@ std::vector<KnobValue> Grid::values(const Knob& knob) const {
   return {knob.get(base)};
 }
 
+namespace {
+
+// Values as the knob holds them: checked and canonical (every:1 is all), as the request layer's.
+std::vector<KnobValue> canonical(std::string_view key, const std::vector<KnobValue>& values) {
+  const Knob& k = knob(key);
+  std::vector<KnobValue> out;
+  for (const KnobValue& v : values) {
+    Knobs scratch;
+    k.set(scratch, v);
+    out.push_back(k.get(scratch));
+  }
+  return out;
+}
+
+}  // namespace
+
 Grid& Grid::set_numbers(std::string_view key, const std::vector<int64_t>& numbers) {
-  axes[std::string(key)] = std::vector<KnobValue>(numbers.begin(), numbers.end());
+  axes[std::string(key)] = canonical(key, std::vector<KnobValue>(numbers.begin(), numbers.end()));
   return *this;
 }
 
 Grid& Grid::set_names(std::string_view key, const std::vector<std::string>& names) {
-  axes[std::string(key)] = std::vector<KnobValue>(names.begin(), names.end());
+  axes[std::string(key)] = canonical(key, std::vector<KnobValue>(names.begin(), names.end()));
   return *this;
 }
 
 Grid& Grid::set_switches(std::string_view key, const std::vector<bool>& switches) {
-  std::vector<KnobValue>& out = axes[std::string(key)];
-  out.clear();
-  for (const bool on : switches) out.emplace_back(on);
+  std::vector<KnobValue> values;
+  for (const bool on : switches) values.emplace_back(on);
+  axes[std::string(key)] = canonical(key, values);
   return *this;
 }
 
@@ -156,10 +172,16 @@ std::vector<int64_t> measurement_order(const std::vector<int64_t>& indices) {
 
 std::string grid_json(const Grid& grid) {
   nlohmann::json j{{"base", to_json(grid.base)}};
-  for (const auto& [key, values] : grid.axes) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const KnobValue& v : values) std::visit([&](const auto& x) { list.push_back(x); }, v);
-    j[key] = std::move(list);
+  const auto list = [](const std::vector<KnobValue>& values) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const KnobValue& v : values) std::visit([&](const auto& x) { out.push_back(x); }, v);
+    return out;
+  };
+  for (const auto& [key, values] : grid.axes) j[key] = list(values);
+  // The grid's pair is in every grid's JSON (parse_grid_json requires it): base's value where a
+  // grid made in code has no axis of it.
+  for (const Knob* k : axis_knobs()) {
+    if (k->always_axis && !j.contains(k->key)) j[std::string(k->key)] = list(grid.values(*k));
   }
   return j.dump();
 }
