@@ -136,6 +136,28 @@ Knobs every_knob_changed() {
   return c;
 }
 
+// A run with `config` written to a new SQLite store comes back with the same config, and the
+// store's listing of its runs reads it too.
+void expect_stored_and_read_back(const Knobs& config) {
+  const auto dir = std::filesystem::temp_directory_path() / "offtune_test_knobs";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    auto store = pf::open_sqlite_store((dir / "s.db").string());
+    pf::RunRecord rec;
+    rec.config = config;
+    rec.workload.model = "tiny";
+    const pf::RunId id = store->begin_run(rec);
+    const auto back = store->run(id);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->config, config);
+    const auto runs = store->runs();
+    ASSERT_EQ(runs.size(), 1U);
+    EXPECT_EQ(runs.front().config, config);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Knobs, AConfigWithEveryKnobChangedComesBackFromJsonAndTheStore) {
   const Knobs changed = every_knob_changed();
   for (const Knob& k : knob_table()) {
@@ -144,20 +166,7 @@ TEST(Knobs, AConfigWithEveryKnobChangedComesBackFromJsonAndTheStore) {
   const Knobs defaults;
   EXPECT_EQ(pf::config_from_json(pf::to_json(changed), defaults), changed);
 
-  const auto dir = std::filesystem::temp_directory_path() / "offtune_test_knobs";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  {
-    auto store = pf::open_sqlite_store((dir / "s.db").string());
-    pf::RunRecord rec;
-    rec.config = changed;
-    rec.workload.model = "tiny";
-    const pf::RunId id = store->begin_run(rec);
-    const auto back = store->run(id);
-    ASSERT_TRUE(back.has_value());
-    EXPECT_EQ(back->config, changed);
-  }
-  std::filesystem::remove_all(dir);
+  expect_stored_and_read_back(changed);
 }
 
 // What the engine ran with is recorded and read back, at the engine's own extremes too: a size of
@@ -174,21 +183,7 @@ TEST(Knobs, WhatTheEngineTakesIsRecordedAndReadBack) {
   EXPECT_EQ(parse_link(k.link.name).model.pinned_gbps, 1e6);
   // A disabled model is "none", whatever its pageable rate says.
   EXPECT_EQ(link_of(LinkModel{0.0, 5.0, 0}).name, "none");
-  const auto dir = std::filesystem::temp_directory_path() / "offtune_test_knobs_extremes";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  {
-    auto store = pf::open_sqlite_store((dir / "s.db").string());
-    pf::RunRecord rec;
-    rec.config = k;
-    rec.workload.model = "tiny";
-    const pf::RunId id = store->begin_run(rec);
-    const auto back = store->run(id);
-    ASSERT_TRUE(back.has_value());
-    EXPECT_EQ(back->config, k);
-    EXPECT_EQ(store->runs().size(), 1U);
-  }
-  std::filesystem::remove_all(dir);
+  expect_stored_and_read_back(k);
 }
 
 // A grid made in code without one of the pair's axes still writes the pair, and reads back.
