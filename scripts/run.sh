@@ -34,10 +34,14 @@ fi
   --max-fwd-stash-size 1,4 "${device[@]}"
 # The decision under the budget: recommend's line that says which point and why (its table and
 # the snippets for C++, TRL and Axolotl are one command away).
-decision=$("$offtune" recommend --db "$db" --memory-budget "$budget" |
-  grep -m1 -E '^(under the budget|no measured point fits)' || true)
+# The budget is judged on peak reserved memory (what a GPU runs out of); the Memory line names
+# every figure of the chosen point.
+answer=$("$offtune" recommend --db "$db" --memory-budget "$budget" || true)
+decision=$(grep -m1 -E '^(fastest point whose|under the budget|no measured point)' <<<"$answer" || true)
+memory=$(grep -m1 '^Memory: ' <<<"$answer" || true)
 echo
-echo "memory budget $budget: ${decision:-see offtune recommend --db $db --memory-budget $budget}"
+echo "memory budget $budget (peak reserved): ${decision:-see offtune recommend --db $db --memory-budget $budget}"
+if [[ -n "$memory" ]]; then echo "  $memory"; fi
 echo "  settings to paste: offtune recommend --db $db --memory-budget $budget"
 if [[ -x "$ROOT/build/release/gui/offtune-gui" ]]; then
   echo "  dashboard: $ROOT/build/release/gui/offtune-gui $db"

@@ -506,6 +506,7 @@ profiler::PointRecord exact_point(int64_t index, bool offload, double ms, int64_
   p.summary.step_ms_ci_low = p.summary.step_ms_ci_high = ms;
   p.summary.step_ms_ci_level = 0.75;
   p.summary.peak_allocated = peak;
+  p.summary.peak_reserved = peak;
   p.summary.offloaded_bytes = offload && peak < 100 ? 1 << 20 : 0;
   return p;
 }

@@ -401,9 +401,11 @@ TEST(Hardening, ReclaimEventsNeverReachADetachedObserver) {
         gate->cv.wait_for(l, std::chrono::seconds(60), [&] { return gate->prefetch_seen; }));
   }
   {
-    // An allocation on this thread, outside any engine call, that does not fit: the allocator
+    // An allocation on this thread, outside any engine call, that does not fit (on a stream of
+    // its own, no cached block serves it, and the device holds no new segment): the allocator
     // asks the offloaders for their prefetched buffers.
-    CapacityGuard capacity(host_sim::counters().reserved);
+    host_sim::StreamGuard own(host_sim::new_stream());
+    CapacityGuard capacity(host_sim::counters().modelled_reserved);
     try {
       auto big = torch::empty({1 << 16});
     } catch (const c10::OutOfMemoryError&) {

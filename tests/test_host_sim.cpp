@@ -162,26 +162,34 @@ TEST_F(Emulator, HandingOutAReloadBeforeTheStreamWaitedIsARace) {
   EXPECT_EQ(static_cast<const uint8_t*>(a.data())[100], 5);
 }
 
+// The device's capacity is what the modelled caching allocator may reserve. 8 MiB blocks come from
+// 20 MiB segments (split: 12 MiB, then 4 MiB remain). A freed block recorded on the copy stream is
+// still reserved until its copy ran; an allocation that fits only in it makes the allocator wait
+// for the copy (CUDA's synchronize_and_free_events) and then reuse it; one more runs out.
 TEST_F(Emulator, CapacityCountsReservedAndRetriesLikeCuda) {
   host_sim::install();
   host_sim::empty_cache();
-  const auto base = host_sim::counters();
-  const int64_t n = 1 << 20;
+  const StreamId own = host_sim::new_stream();  // no block cached by an earlier test serves it
+  const int64_t n = 8 << 20;
   struct Guard {
     ~Guard() { host_sim::set_capacity(0); }
   } guard;
-  host_sim::set_capacity(base.reserved + 2 * n);
-  c10::Storage a = block(n, host_sim::kDefaultStream, 1);
+  host_sim::set_capacity(host_sim::counters().modelled_reserved + (20 << 20));  // one segment more
+  c10::Storage a = block(n, own, 1);
   std::vector<uint8_t> host(static_cast<size_t>(n), 0);
   FencePtr f = offload(a, host);
   backend_->record_stream(a, backend_->copy_stream());
-  a = c10::Storage();  // freed, but reserved until the copy ran
-  c10::Storage b = block(n, host_sim::kDefaultStream, 2);
-  // A third block fits only once the freed one is back: the allocator waits for the copy.
-  c10::Storage c = block(n, host_sim::kDefaultStream, 3);
+  a = c10::Storage();  // freed, but reserved until the copy ran (30 ms)
+  EXPECT_EQ(host_sim::counters().modelled_pending, n);
+  c10::Storage b = block(n, own, 2);  // the segment's other 12 MiB
+  EXPECT_FALSE(f->query());
+  // Only a's block can hold a third: the allocator waits for the copy, then reuses it.
+  c10::Storage c = block(n, own, 3);
   EXPECT_TRUE(f->query());
   EXPECT_TRUE(all(host, 1));
-  EXPECT_THROW(block(n, host_sim::kDefaultStream, 4), c10::OutOfMemoryError);
+  EXPECT_EQ(host_sim::counters().modelled_pending, 0);
+  EXPECT_GE(host_sim::counters().cache_flushes, 1);
+  EXPECT_THROW(block(n, own, 4), c10::OutOfMemoryError);
 }
 
 TEST_F(Emulator, AnAllocationThatWouldFailAsksReclaimersFirst) {
@@ -194,101 +202,23 @@ TEST_F(Emulator, AnAllocationThatWouldFailAsksReclaimersFirst) {
       return n;
     }
   };
-  const int64_t n = 1 << 20;
+  const int64_t n = 12 << 20;  // a 20 MiB segment each (a request under 10 MiB would share one)
   struct Guard {
     ~Guard() { host_sim::set_capacity(0); }
   } guard;
   host_sim::empty_cache();
-  host_sim::set_capacity(host_sim::counters().reserved + n + 4096);
+  const StreamId own = host_sim::new_stream();  // no block cached by an earlier test serves it
+  // Room for one more segment of the modelled allocator: 12 MiB rounds to one of its own.
+  host_sim::set_capacity(host_sim::counters().modelled_reserved + n);
   auto holder = std::make_shared<Holder>();
-  holder->held = block(n, host_sim::kDefaultStream, 1);
+  holder->held = block(n, own, 1);
   register_reclaimer(holder);
-  c10::Storage b = block(n, host_sim::kDefaultStream, 2);  // fits only without the held block
+  c10::Storage b = block(n, own, 2);  // fits only without the held block
   EXPECT_FALSE(holder->held);
   {
     NoReclaimScope no;  // a prefetch's own allocation fails instead
-    EXPECT_THROW(block(n, host_sim::kDefaultStream, 3), c10::OutOfMemoryError);
+    EXPECT_THROW(block(n, own, 3), c10::OutOfMemoryError);
   }
-}
-
-// ---- the caching allocator model (reserved memory with a device model) ------------------------
-
-constexpr int64_t MiB = int64_t{1} << 20;
-
-TEST(CachingAllocatorModel, SizesRoundTo512AndSegmentsComeIn2And20MiBOrRoundedTo2MiB) {
-  using M = sim::CachingAllocatorModel;
-  EXPECT_EQ(M::round_size(1), 512);
-  EXPECT_EQ(M::round_size(512), 512);
-  EXPECT_EQ(M::round_size(513), 1024);
-  EXPECT_EQ(M::segment_size(512), 2 * MiB);
-  EXPECT_EQ(M::segment_size(MiB), 2 * MiB);
-  EXPECT_EQ(M::segment_size(MiB + 512), 20 * MiB);
-  EXPECT_EQ(M::segment_size(10 * MiB - 512), 20 * MiB);
-  EXPECT_EQ(M::segment_size(10 * MiB), 10 * MiB);
-  EXPECT_EQ(M::segment_size(11 * MiB), 12 * MiB);
-}
-
-TEST(CachingAllocatorModel, SmallRequestsShareASegmentPerStreamAndFreedBlocksAreReused) {
-  sim::CachingAllocatorModel m;
-  auto* a = m.allocate(100, 0);  // a 2 MiB small segment, split
-  EXPECT_EQ(m.reserved(), 2 * MiB);
-  auto* b = m.allocate(1000, 0);  // from the same segment's remainder
-  EXPECT_EQ(m.reserved(), 2 * MiB);
-  auto* c = m.allocate(100, 1);  // another stream: its own segment
-  EXPECT_EQ(m.reserved(), 4 * MiB);
-  EXPECT_EQ(m.segments(), 2);
-  EXPECT_EQ(m.allocate(0, 0), nullptr);  // no block for nothing
-  m.free(a);
-  m.free(b);
-  m.free(c);
-  EXPECT_EQ(m.reserved(), 4 * MiB);  // cached, not given back
-  // The whole segment merged back: a 2 MiB request... is large (over 1 MiB): a new 20 MiB segment.
-  auto* d = m.allocate(2 * MiB, 0);
-  EXPECT_EQ(m.reserved(), 24 * MiB);
-  auto* e = m.allocate(MiB, 0);  // small: the merged 2 MiB block of stream 0
-  EXPECT_EQ(m.reserved(), 24 * MiB);
-  m.free(d);
-  m.free(e);
-  m.empty_cache();  // every segment is free: all given back
-  EXPECT_EQ(m.reserved(), 0);
-  EXPECT_EQ(m.peak_reserved(), 24 * MiB);
-  m.reset_peak();
-  EXPECT_EQ(m.peak_reserved(), 0);
-}
-
-TEST(CachingAllocatorModel, LargeBlocksSplitOnlyWhenMoreThan1MiBRemains) {
-  sim::CachingAllocatorModel m;
-  auto* a = m.allocate(3 * MiB, 0);             // a 20 MiB segment: 17 MiB remain, split off
-  auto* b = m.allocate(16 * MiB + MiB / 2, 0);  // fits the 17 MiB remainder: 0.5 MiB left, kept
-  EXPECT_EQ(m.reserved(), 20 * MiB);
-  auto* c = m.allocate(2 * MiB, 0);  // nothing left in that segment: a new one
-  EXPECT_EQ(m.reserved(), 40 * MiB);
-  m.free(b);
-  auto* d = m.allocate(17 * MiB, 0);  // b's whole 17 MiB block (not split) fits
-  EXPECT_EQ(m.reserved(), 40 * MiB);
-  m.free(a);
-  m.free(c);
-  m.free(d);
-  m.empty_cache();
-  EXPECT_EQ(m.reserved(), 0);
-  // A request of 10 MiB and more gets a segment of its own size rounded to 2 MiB.
-  auto* big = m.allocate(11 * MiB, 0);
-  EXPECT_EQ(m.reserved(), 12 * MiB);
-  m.free(big);
-}
-
-TEST(CachingAllocatorModel, FragmentationHoldsMoreThanIsAllocated) {
-  // Two small tensors per 2 MiB segment, then every other one freed: the segments stay.
-  sim::CachingAllocatorModel m;
-  std::vector<sim::CachingAllocatorModel::Block*> blocks;
-  for (int i = 0; i < 8; ++i) blocks.push_back(m.allocate(MiB, 0));
-  EXPECT_EQ(m.reserved(), 8 * MiB);
-  for (size_t i = 0; i < blocks.size(); i += 2) m.free(blocks[i]);
-  m.empty_cache();  // no segment is wholly free
-  EXPECT_EQ(m.reserved(), 8 * MiB);
-  for (size_t i = 1; i < blocks.size(); i += 2) m.free(blocks[i]);
-  m.empty_cache();
-  EXPECT_EQ(m.reserved(), 0);
 }
 
 }  // namespace

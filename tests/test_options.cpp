@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <c10/core/AllocatorConfig.h>
+
 #include "offtune/core.hpp"
 #include "offtune/host_sim.hpp"
 
@@ -73,6 +75,40 @@ TEST(Options, ConstructorValidates) {
   EXPECT_THROW(ActivationOffloader{o}, OptionsError);
 }
 
+// alloc_segments sets the process's expandable_segments (c10's allocator settings, which CUDA's
+// caching allocator and host-sim's model of it read) while the offloader lives, and puts back what
+// it found; env changes nothing.
+TEST(Options, AllocSegmentsSetTheAllocatorWhileTheOffloaderLivesAndPutItBack) {
+  using Config = c10::CachingAllocator::AcceleratorAllocatorConfig;
+  const bool before = Config::use_expandable_segments();
+  OffloadOptions o;
+  o.backend = BackendKind::HostSim;
+  for (const AllocSegments s : {AllocSegments::Expandable, AllocSegments::Fixed}) {
+    o.alloc_segments = s;
+    {
+      ActivationOffloader off(o);
+      EXPECT_EQ(Config::use_expandable_segments(), s == AllocSegments::Expandable);
+    }
+    EXPECT_EQ(Config::use_expandable_segments(), before);
+  }
+  c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
+  o.alloc_segments = AllocSegments::Env;
+  {
+    ActivationOffloader off(o);
+    EXPECT_TRUE(Config::use_expandable_segments()) << "env leaves the setting as it is";
+  }
+  o.alloc_segments = AllocSegments::Fixed;
+  {
+    ActivationOffloader off(o);
+    EXPECT_FALSE(Config::use_expandable_segments());
+  }
+  EXPECT_TRUE(Config::use_expandable_segments());
+  c10::CachingAllocator::setAllocatorSettings(before ? "expandable_segments:True"
+                                                     : "expandable_segments:False");
+  EXPECT_EQ(parse_alloc_segments("expandable"), AllocSegments::Expandable);
+  EXPECT_THROW(parse_alloc_segments("growing"), OptionsError);
+}
+
 TEST(Options, ParsesBackends) {
   EXPECT_EQ(parse_backend("auto"), BackendKind::Auto);
   EXPECT_EQ(parse_backend("cuda"), BackendKind::Cuda);
@@ -121,11 +157,21 @@ TEST(LinkModel, CopyCost) {
 namespace offtune {
 namespace {
 
+// The capacity is what the modelled caching allocator may reserve: with room for one 2 MiB small
+// segment, a 4 KiB tensor fits and a 4 MiB one (a 20 MiB large segment) does not; the error says
+// what it tried to allocate.
 TEST(HostSim, CapacityRaisesOutOfMemoryLikeCuda) {
   host_sim::install();
-  const auto before = host_sim::counters().allocated;
-  host_sim::set_capacity(before + (1 << 20));
-  EXPECT_THROW(torch::empty({1 << 20}, torch::kFloat), c10::OutOfMemoryError);  // 4 MiB
+  host_sim::empty_cache();
+  host_sim::StreamGuard own(host_sim::new_stream());  // no cached block of another test serves it
+  host_sim::set_capacity(host_sim::counters().modelled_reserved + (2 << 20));
+  try {
+    (void)torch::empty({1 << 20}, torch::kFloat);  // 4 MiB
+    ADD_FAILURE() << "a 20 MiB segment does not fit";
+  } catch (const c10::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("tried to allocate 20 MiB"), std::string::npos)
+        << e.what();
+  }
   EXPECT_NO_THROW(torch::empty({1024}, torch::kFloat));
   host_sim::set_capacity(0);
   EXPECT_NO_THROW(torch::empty({1 << 20}, torch::kFloat));

@@ -927,11 +927,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsSevenAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 7);
+TEST_F(SqliteStoreTest, SchemaVersionIsEightAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 8);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 7);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 8);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -949,7 +949,7 @@ TEST_F(SqliteStoreTest, SchemaVersionIsSevenAndNewFilesCarryIt) {
 
 // The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
 // migrations added), is file format: a change to how the migrations are written must leave it
-// byte for byte as released. tests/data/store/schema_v7.txt holds it.
+// byte for byte as released. tests/data/store/schema_v8.txt holds it.
 TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
   open_sqlite_store(path());
   RawDb db(path());
@@ -958,8 +958,8 @@ TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
       "FROM sqlite_master ORDER BY type, name",
       0);
   const std::string golden =
-      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v7.txt").string());
-  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v7.txt is missing";
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v8.txt").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v8.txt is missing";
   EXPECT_EQ(schema, golden);
 }
 
@@ -1418,14 +1418,21 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
+// What schema 8 added to schema 7: the allocator segments of runs and points. Each older
+// kDropSchemaN begins with it, so that the file is one at schema N.
+constexpr const char* kDropSchema8 =
+    "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; ";
+
 // What schema 7 added to schema 6: the ranks of runs. Each older kDropSchemaN begins with it, so
 // that the file is one at schema N.
 constexpr const char* kDropSchema7 =
+    "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
     "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
     "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; ";
 
 // What schema 6 added to schema 5: the verify flag of runs and points.
 constexpr const char* kDropSchema6 =
+    "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
     "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
     "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; "
     "ALTER TABLE runs DROP COLUMN verify; ALTER TABLE points DROP COLUMN verify; ";
@@ -1433,6 +1440,7 @@ constexpr const char* kDropSchema6 =
 // What schema 5 added to schema 4 (after schema 6's, so that the file is one at schema 4): layer
 // offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
+    "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
     "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
     "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; "
     "ALTER TABLE runs DROP COLUMN verify; ALTER TABLE points DROP COLUMN verify; "
@@ -1598,6 +1606,35 @@ TEST_F(SqliteStoreTest, ASchemaFiveFileReadsWithoutVerifyAndMigrates) {
   const RunId new_run = store->begin_run(verified);
   EXPECT_EQ(store->run(new_run)->config, verified.config);
   EXPECT_TRUE(store->run(new_run)->config.verify);
+}
+
+// A schema 7 file reads (read-only, as is) with every run and point at the allocator segments the
+// environment set, and migrates on a writable open: its rows keep that, new rows carry theirs.
+TEST_F(SqliteStoreTest, ASchemaSevenFileReadsItsSegmentsAsTheEnvironmentsAndMigrates) {
+  RunId old_run;
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    RunRecord r = sample_run(1);
+    r.config.alloc_segments = AllocSegments::Expandable;
+    std::tie(old_run, sweep) = put_run_and_point(*store, r, 1);
+    EXPECT_EQ(store->run(old_run)->config.alloc_segments, AllocSegments::Expandable);
+  }
+  RawDb(path()).must(std::string(kDropSchema8) + "PRAGMA user_version = 7");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    EXPECT_EQ(ro->run(old_run)->config.alloc_segments, AllocSegments::Env);
+    EXPECT_EQ(ro->points(sweep).at(0).config.alloc_segments, AllocSegments::Env);
+    EXPECT_EQ(ro->run(old_run)->config, sample_config(1)) << "schema 7's own columns";
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 7) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
+  EXPECT_EQ(store->run(old_run)->config.alloc_segments, AllocSegments::Env);
+  RunRecord fixed = sample_run(2);
+  fixed.config.alloc_segments = AllocSegments::Fixed;
+  const RunId new_run = store->begin_run(fixed);
+  EXPECT_EQ(store->run(new_run)->config.alloc_segments, AllocSegments::Fixed);
 }
 
 // A schema 6 file reads (read-only, as is) with every run a single process, its own job, and

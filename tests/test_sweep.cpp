@@ -1,18 +1,17 @@
-// Sweeps, the runner and the recommender on the built-in tiny model (host-sim) and on hand-made
-// points: baseline always included, failed/out-of-memory points recorded, resume skips finished
-// points, shards + merge give the whole sweep, the Pareto front and the constraint rules. Two
-// processes on one store share a sweep: a point the other holds is waited for, or measured here
-// once the other is killed.
+// Sweeps on the built-in tiny model (host-sim): baseline always included, points measured spread
+// over the grid, failed/out-of-memory points recorded, resume skips finished points, repeats and
+// the refinement of tied finalists, shards + merge give the whole sweep, every knob an axis that
+// crosses the grid, every point from the same state. Two processes on one store share a sweep: a
+// point the other holds is waited for, or measured here once the other is killed. The runner that
+// measures one point and the recommender that reads a sweep have suites of their own
+// (test_runner.cpp, test_recommend.cpp).
 #include <gtest/gtest.h>
 
-#include <torch/script.h>
-
 #include "child_process.hpp"
-#include "temp_dir.hpp"
+#include "sweep_test_util.hpp"
 
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -41,34 +40,7 @@
 namespace offtune::profiler {
 namespace {
 
-SweepSpec tiny_spec() {
-  SweepSpec s;
-  s.name = "test";
-  s.workload.model = "tiny";
-  s.workload.batch = 2;
-  s.workload.seq = 32;
-  s.workload.dtype = "fp32";
-  s.workload.steps = 2;
-  s.workload.warmup = 1;
-  s.grid.set_numbers("min_offload_size", {1024, 1 << 20});
-  s.grid.set_numbers("max_fwd_stash_size", {1, 4});
-  s.base.backend = BackendKind::HostSim;
-  s.env.backend = "host-sim";
-  return s;
-}
-
-// The samples' workload a spec names.
-std::unique_ptr<WorkloadInstance> workload_of(const Workload& w) {
-  samples::WorkloadSpec spec;
-  spec.model = w.model;
-  spec.batch = w.batch;
-  spec.seq = w.seq;
-  spec.dtype = samples::parse_dtype(w.dtype);
-  spec.seed = w.seed;
-  spec.optimizer = w.optimizer;
-  spec.lora_rank = w.lora_rank;
-  return samples::make_workload(spec, c10::kCPU);
-}
+using namespace sweep_test;
 
 TEST(Sweep, GridHasBaselineFirst) {
   Grid g;
@@ -215,104 +187,6 @@ TEST(Sweep, RepeatMeasuresEveryPointInRoundsAndCombinesTheirSteps) {
   EXPECT_EQ(store->runs().size(), 12u);
 }
 
-// A workload whose first `slow` steps take 150 ms and the rest 15 ms: warm-up the requested
-// --warmup does not cover. (Long enough that a loaded machine's oversleeping, a few ms and now and
-// then tens, cannot turn a fast step into a slow one: with 40 and 4 ms it did, under a build.)
-class SettlingWorkload final : public WorkloadInstance {
- public:
-  explicit SettlingWorkload(int64_t slow) : slow_(slow) {}
-  std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& options) override {
-    return std::make_unique<ActivationOffloader>(options);
-  }
-  void step(ActivationOffloader*, int64_t index, StepPhases&) override {
-    // Fast steps long enough that a loaded machine's oversleeping (a few ms, 15 under four
-    // parallel compile jobs on two cores) stays under the 25% that counts a step as unsettled:
-    // with 15 ms steps this test failed so (warmup_added 3, expected 2).
-    std::this_thread::sleep_for(std::chrono::milliseconds(index < slow_ ? 400 : 80));
-  }
-
- private:
-  int64_t slow_;
-};
-
-TEST(Runner, WarmUpGoesOnUntilTheStepsSettle) {
-  RunSpec spec;
-  spec.workload.model = "settling";
-  spec.workload.steps = 3;
-  spec.workload.warmup = 1;
-  spec.config.offload = false;
-  spec.base.backend = BackendKind::HostSim;
-  auto store = make_memory_store();
-  // Steps 0 (warm-up), 1 and 2 are slow: the first two measured ones are dropped as warm-up and
-  // two more are measured.
-  SettlingWorkload settling(3);
-  const auto out = run_measured(settling, spec, *store);
-  ASSERT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
-  EXPECT_EQ(out.warmup_added, 2);
-  ASSERT_EQ(out.steps.size(), 3u);
-  for (size_t k = 0; k < out.steps.size(); ++k) {
-    EXPECT_EQ(out.steps[k].step, static_cast<int64_t>(k));
-    EXPECT_LT(out.steps[k].end_ns - out.steps[k].begin_ns, 250'000'000) << "a slow step was kept";
-  }
-  EXPECT_LT(out.record.summary.step_ms_max, 250.0);
-  int64_t marks = 0;
-  for (const auto& e : store->events(out.record.id)) {
-    if (e.kind != EventKind::Step) continue;
-    EXPECT_EQ(e.name, "step " + std::to_string(marks));
-    EXPECT_GE(e.start_ns, out.steps.front().begin_ns);
-    ++marks;
-  }
-  EXPECT_EQ(marks, 3);
-  // Steps steady from the start, slow or fast, are measured as asked.
-  SettlingWorkload fast(0), slow(1000);
-  EXPECT_EQ(run_measured(fast, spec, *store).warmup_added, 0);
-  EXPECT_EQ(run_measured(slow, spec, *store).warmup_added, 0);
-  // A workload that never settles (each step 30% faster than the one before) gives up after
-  // kMaxExtraWarmup steps and keeps what it has. The steps stay long enough (the last ones about
-  // 14 ms) that a loaded machine's oversleeping (a few ms) cannot make them look settled: with a
-  // base of 250 ms the last ones slept 3-5 ms and failed one run in four under a parallel build.
-  class Speeding final : public WorkloadInstance {
-   public:
-    std::unique_ptr<ActivationOffloader> make_offloader(const OffloadOptions& o) override {
-      return std::make_unique<ActivationOffloader>(o);
-    }
-    void step(ActivationOffloader*, int64_t index, StepPhases&) override {
-      std::this_thread::sleep_for(std::chrono::microseconds(
-          static_cast<int64_t>(1000000.0 * std::pow(0.7, static_cast<double>(index)))));
-    }
-  } speeding;
-  const auto gave_up = run_measured(speeding, spec, *store);
-  EXPECT_EQ(gave_up.warmup_added, kMaxExtraWarmup);
-  EXPECT_EQ(gave_up.steps.size(), 3u);
-}
-
-// Issue 14, item 4: the memory curve is sampled where device memory changes, so it reaches the
-// peak the run reports, with or without offloading (the baseline has no engine events at all).
-TEST(Runner, TheMemoryCurveReachesThePeak) {
-  auto spec = tiny_spec();
-  auto workload = workload_of(spec.workload);
-  for (const bool offload : {false, true}) {
-    RunSpec run;
-    run.workload = spec.workload;
-    run.config.offload = offload;
-    run.config.min_offload_size = 1024;
-    run.base = spec.base;
-    auto store = make_memory_store();
-    const auto out = run_measured(*workload, run, *store);
-    ASSERT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
-    int64_t highest = 0;
-    size_t samples = 0;
-    for (const auto& o : store->occupancy(out.record.id)) {
-      highest = std::max(highest, o.device_bytes);
-      ++samples;
-    }
-    EXPECT_EQ(highest, out.record.summary.peak_allocated) << "offload " << offload;
-    // Thinned, not one sample per allocation: at most a few hundred a step, and the stash's own.
-    EXPECT_LT(samples, static_cast<size_t>(spec.workload.steps) * 1000) << "offload " << offload;
-    EXPECT_GT(samples, static_cast<size_t>(spec.workload.steps) * 20) << "offload " << offload;
-  }
-}
-
 TEST(Sweep, CancelStopsBetweenPointsAndResumeFinishes) {
   auto store = make_memory_store();
   auto spec = tiny_spec();
@@ -334,8 +208,13 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
   auto spec = tiny_spec();
   spec.grid.set_numbers("min_offload_size", {1024});
   spec.grid.set_numbers("max_fwd_stash_size", {1});
+  // Activations larger than the free tails of the weights' segments (16 x 128 tokens: tens of MiB).
+  spec.workload.batch = 16;
+  spec.workload.seq = 128;
   auto workload = workload_of(spec.workload);
-  host_sim::set_capacity(host_sim::counters().allocated + 4096);  // nothing fits
+  // The device holds what the modelled allocator reserved for the model: no new segment fits.
+  host_sim::empty_cache();
+  host_sim::set_capacity(host_sim::counters().modelled_reserved);
   const auto out = run_sweep(*workload, spec, *store);
   host_sim::set_capacity(0);
   EXPECT_EQ(out.oom, 2);
@@ -346,12 +225,6 @@ TEST(Sweep, OutOfMemoryPointIsAResult) {
 }
 
 #ifdef OFFTUNE_TEST_HAS_SPAWN
-// A fresh directory, removed afterwards.
-class TempDir : public test::TempDir {
- public:
-  TempDir() : test::TempDir("offtune-sweep-test") {}
-};
-
 using test::ChildProcess;
 
 SweepRecord record_of(const SweepSpec& spec) {
@@ -494,6 +367,7 @@ TEST(Sweep, RefineMeasuresTheTiedFinalistsAgainWithMoreSteps) {
     p.summary.step_ms_ci_high = p.summary.step_ms_median * 1.1;
     p.summary.step_ms_ci_level = 0.9;
     p.summary.peak_allocated = p.index <= 2 ? base_peak / 2 : base_peak;
+    p.summary.peak_reserved = p.summary.peak_allocated;
     store->put_point(p);
   }
   const auto before = store->points(outcome.sweep);
@@ -555,6 +429,7 @@ class FakeMeasurer final : public PointMeasurer {
     rec.status = RunStatus::Ok;
     rec.summary.step_ms_median = static_cast<double>(11 + offset_ms);
     rec.summary.peak_allocated = run.config.offload ? 500 : 1000;
+    rec.summary.peak_reserved = rec.summary.peak_allocated;
     store.finish_run(rec.id, rec.status, "", rec.summary, 1);
     return rec;
   }
@@ -584,6 +459,7 @@ TEST(Sweep, AMeasurerThatCannotSetTheStepsIsRefinedByPoolingAnotherRun) {
       p.summary.step_ms_ci_high = 12;
       p.summary.step_ms_ci_level = 0.9;
       p.summary.peak_allocated = p.index <= 2 ? 500 : 1000;
+      p.summary.peak_reserved = p.summary.peak_allocated;
       store->put_point(p);
     }
   };
@@ -666,146 +542,6 @@ TEST(Sweep, PredictionsGoInWithTheSweepAndMergeCarriesThem) {
   EXPECT_EQ(carried[0].step_ns, 42);
   EXPECT_EQ(carried[4].step_ns, 5'000'000);
   EXPECT_EQ(carried[4].sweep, target);
-}
-
-// A measured point whose step time is known to +-`noise` ms (its median's interval).
-PointRecord point(int64_t index, bool offload, double ms, int64_t peak,
-                  PointStatus status = PointStatus::Ok, double noise = 0.0) {
-  PointRecord p;
-  p.index = index;
-  p.config.offload = offload;
-  p.config.min_offload_size = 1024 * index;
-  p.config.max_fwd_stash_size = index;
-  p.status = status;
-  p.summary.step_ms_median = ms;
-  p.summary.step_ms_min = ms - 2 * noise;
-  p.summary.step_ms_max = ms + 2 * noise;
-  p.summary.step_ms_ci_low = ms - noise;
-  p.summary.step_ms_ci_high = ms + noise;
-  p.summary.step_ms_ci_level = 0.95;
-  p.summary.peak_allocated = peak;
-  p.summary.offloaded_bytes = offload ? 1 << 20 : 0;
-  return p;
-}
-PointRecord noisy(int64_t index, double ms, double noise, int64_t peak) {
-  return point(index, true, ms, peak, PointStatus::Ok, noise);
-}
-
-TEST(Recommend, ParetoFrontAndConstraints) {
-  const std::vector<PointRecord> pts{
-      point(0, false, 100, 1000),                    // baseline
-      point(1, true, 110, 600),                      // front
-      point(2, true, 130, 400),                      // front
-      point(3, true, 140, 650),                      // dominated by 1
-      point(4, true, 200, 300),                      // front
-      point(5, true, 90, 100, PointStatus::Failed),  // ignored
-  };
-  auto r = recommend(pts, {});  // default: max slowdown 1.25
-  ASSERT_TRUE(r.constraint.max_slowdown);
-  EXPECT_EQ(*r.constraint.max_slowdown, kDefaultMaxSlowdown);
-  EXPECT_EQ(default_max_slowdown_text(), "1.25");
-  std::vector<int64_t> front;
-  for (auto& p : r.front) front.push_back(p.index);
-  EXPECT_EQ(front, (std::vector<int64_t>{0, 1, 2, 4}));
-  ASSERT_TRUE(r.chosen);
-  EXPECT_EQ(r.chosen->index, 1);  // 130/100 > 1.25
-  r = recommend(pts, Constraint{std::nullopt, 1.3});
-  EXPECT_EQ(r.chosen->index, 2);
-  r = recommend(pts, Constraint{500, std::nullopt});
-  EXPECT_EQ(r.chosen->index, 2);  // fastest under 500
-  r = recommend(pts, Constraint{200, std::nullopt});
-  EXPECT_FALSE(r.chosen);
-  EXPECT_NE(r.rationale.find("no measured point fits"), std::string::npos);
-  EXPECT_THROW(recommend(pts, Constraint{500, 1.2}), std::invalid_argument);
-}
-
-// Under a memory budget: points as fast as the fastest within noise are equal in time, and the
-// one with the lowest peak among them wins.
-TEST(Recommend, StepTimesWithinNoiseAreEqualAndTheLowerPeakWins) {
-  std::vector<PointRecord> pts{point(0, false, 100, 1000), noisy(1, 100, 10, 500),
-                               noisy(2, 105, 10, 400)};  // [90..110] and [95..115] overlap
-  auto r = recommend(pts, Constraint{600, std::nullopt});
-  ASSERT_TRUE(r.chosen);
-  EXPECT_EQ(r.chosen->index, 2) << "the medians differ by less than the noise";
-  EXPECT_TRUE(r.ties.empty()) << "400 B and 500 B are not equal within 1%";
-  EXPECT_NE(r.rationale.find("as fast within noise"), std::string::npos) << r.rationale;
-  pts[2] = noisy(2, 125, 10, 400);  // [115..135]: slower beyond the noise
-  r = recommend(pts, Constraint{600, std::nullopt});
-  EXPECT_EQ(r.chosen->index, 1);
-  EXPECT_NE(r.rationale.find("No other point is as good within noise"), std::string::npos);
-}
-
-// Under a slowdown bound: peaks within the tolerance are equal, and the faster point wins. The
-// case from the issue: 1 KiB / window 1 (47.0 ms, 7,466,248 B) was recommended over 16 KiB /
-// window 1 (43.3 ms, 7,486,728 B) because it used 20 KiB less out of 7.1 MiB.
-TEST(Recommend, PeaksWithinTheToleranceAreEqualAndTheFasterWins) {
-  const std::vector<PointRecord> pts{point(0, false, 40, 9'000'000), noisy(1, 47.0, 0.5, 7'466'248),
-                                     noisy(2, 43.3, 0.5, 7'486'728)};
-  auto r = recommend(pts, {});
-  ASSERT_TRUE(r.chosen);
-  EXPECT_EQ(r.chosen->index, 2) << "20 KiB of 7.1 MiB is within 1%, and 43.3 ms is faster";
-  EXPECT_NE(r.rationale.find("the same peak within 1.0%"), std::string::npos) << r.rationale;
-  Constraint exact;
-  exact.memory_tolerance = 0.0;
-  r = recommend(pts, exact);
-  EXPECT_EQ(r.chosen->index, 1) << "with exact peaks the lower one wins";
-  Constraint wide;
-  wide.memory_tolerance = 1.5;
-  EXPECT_THROW(recommend(pts, wide), std::invalid_argument);
-}
-
-// Two points that cannot be told apart: the same peak within the tolerance and overlapping
-// intervals. The choice says it is within noise and names the other.
-TEST(Recommend, AChoiceWithinNoiseSaysSoAndListsItsTies) {
-  const std::vector<PointRecord> pts{point(0, false, 100, 1000), noisy(1, 110, 8, 500),
-                                     noisy(2, 112, 8, 502), noisy(3, 111, 1, 800)};
-  const auto r = recommend(pts, {});
-  ASSERT_TRUE(r.chosen);
-  EXPECT_EQ(r.chosen->index, 1);
-  ASSERT_EQ(r.ties.size(), 1u);
-  EXPECT_EQ(r.ties[0].index, 2);
-  EXPECT_NE(r.rationale.find("within noise"), std::string::npos) << r.rationale;
-}
-
-// Points that offload nothing do the baseline's work: their spread is the sweep's noise figure.
-TEST(Recommend, PointsThatOffloadNothingGiveTheNoiseFigure) {
-  // Measured by a clock: each median has an interval (a modelled sweep has none, and no noise).
-  const auto ok = PointStatus::Ok;
-  std::vector<PointRecord> pts{point(0, false, 100, 1000, ok, 2), point(1, true, 90, 1000, ok, 2),
-                               point(2, true, 110, 1000, ok, 2), point(3, true, 150, 400, ok, 2)};
-  pts[1].summary.offloaded_bytes = 0;
-  pts[2].summary.offloaded_bytes = 0;
-  const NoiseFigure f = noise_figure(pts);
-  EXPECT_EQ(f.points, 2);
-  EXPECT_DOUBLE_EQ(f.min_ratio, 0.9);
-  EXPECT_DOUBLE_EQ(f.max_ratio, 1.1);
-  EXPECT_NE(f.describe().find("0.90x..1.10x"), std::string::npos) << f.describe();
-  EXPECT_EQ(recommend(pts, {}).noise.points, 2);
-  pts[1].summary.offloaded_bytes = pts[2].summary.offloaded_bytes = 1;
-  EXPECT_EQ(noise_figure(pts).points, 0);
-}
-
-TEST(Recommend, SnippetsCarryTheSettings) {
-  EngineConfig c;
-  c.min_offload_size = 65536;
-  c.max_fwd_stash_size = 3;
-  const auto s = make_snippets(c);
-  EXPECT_NE(s.cpp.find("opts.min_offload_size = 65536;"), std::string::npos);
-  EXPECT_NE(s.cpp.find("opts.max_fwd_stash_size = 3;"), std::string::npos);
-  EXPECT_NE(s.trl.find("min_offload_size=65536"), std::string::npos);
-  EXPECT_NE(s.trl.find("max_fwd_stash_size=3"), std::string::npos);
-  EXPECT_NE(s.axolotl.find("activation_offloading: true"), std::string::npos);
-  c.use_streams = false;
-  EXPECT_NE(make_snippets(c).axolotl.find("activation_offloading: legacy"), std::string::npos);
-  // Knobs measured under offtune's rules say so in TRL's and Axolotl's snippets; knobs measured
-  // under TRL's rules say so in the C++ one.
-  EXPECT_NE(s.trl.find("--semantics trl"), std::string::npos) << s.trl;
-  EXPECT_NE(s.axolotl.find("--semantics trl"), std::string::npos);
-  EXPECT_EQ(s.cpp.find("semantics"), std::string::npos);
-  c.semantics = Semantics::Trl;
-  const auto t = make_snippets(c);
-  EXPECT_EQ(t.trl.find("semantics"), std::string::npos) << t.trl;
-  EXPECT_NE(t.cpp.find("--semantics offtune"), std::string::npos) << t.cpp;
 }
 
 // A sweep under TRL's semantics is another sweep; one under offtune's keeps the key it always had.
@@ -1077,104 +813,6 @@ TEST(Sweep, LayerOffloadingRunsOnALoraModelAndRecordsItsWeightCopies) {
   EXPECT_EQ(weight_copies(points[0]), 0);
 }
 
-// Layer offloading chosen: the C++ options, Axolotl's layer_offloading and TRL's lack of it; alone,
-// an offloader that moves no activation.
-TEST(Recommend, LayerOffloadingSnippetsSpeakEachToolsTerms) {
-  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, false, 105, 600),
-                               point(2, true, 300, 100)};
-  pts[1].config.layer_offload = 1;
-  const auto alone = recommend(pts, {});  // lowest peak within 1.25x of point 0: point 1
-  ASSERT_TRUE(alone.chosen);
-  EXPECT_EQ(alone.chosen->index, 1);
-  ASSERT_TRUE(alone.baseline);
-  EXPECT_EQ(alone.baseline->index, 0);
-  EXPECT_NE(alone.snippets.cpp.find("std::numeric_limits<int64_t>::max()"), std::string::npos)
-      << alone.snippets.cpp;
-  EXPECT_NE(alone.snippets.cpp.find("layer_opts.depth = 1;"), std::string::npos);
-  EXPECT_NE(alone.snippets.axolotl.find("layer_offloading: true\nactivation_offloading: false"),
-            std::string::npos)
-      << alone.snippets.axolotl;
-  EXPECT_NE(alone.snippets.trl.find("no TRL argument"), std::string::npos) << alone.snippets.trl;
-  pts[2].summary.step_ms_median = pts[2].summary.step_ms_ci_low = pts[2].summary.step_ms_ci_high =
-      110;
-  pts[2].config.layer_offload = 2;
-  const auto both = recommend(pts, {});
-  ASSERT_TRUE(both.chosen);
-  EXPECT_EQ(both.chosen->index, 2);
-  EXPECT_NE(both.snippets.cpp.find("layer_opts.depth = 2;"), std::string::npos)
-      << both.snippets.cpp;
-  EXPECT_NE(both.snippets.axolotl.find("layer_offloading: true"), std::string::npos);
-  EXPECT_NE(both.snippets.axolotl.find("not 2 as measured here"), std::string::npos)
-      << both.snippets.axolotl;
-  EXPECT_NE(both.snippets.axolotl.find("activation_offloading: true"), std::string::npos);
-}
-
-// Checkpointing alone is a candidate, never the baseline; the snippets speak each tool's terms.
-TEST(Recommend, CheckpointingAloneIsACandidateAndSnippetsNameTheVariant) {
-  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, false, 110, 500),
-                               point(2, true, 115, 450), point(3, true, 300, 100)};
-  pts[1].config.checkpoint = CheckpointPolicy::all();
-  pts[2].config.checkpoint = CheckpointPolicy::all();
-  pts[2].config.offload_set = OffloadSet::Boundaries;
-  pts[2].config.use_streams = false;
-  const auto r = recommend(pts, {});  // lowest peak within 1.25x of point 0: point 2
-  ASSERT_TRUE(r.baseline);
-  EXPECT_EQ(r.baseline->index, 0);
-  ASSERT_TRUE(r.chosen);
-  EXPECT_EQ(r.chosen->index, 2);
-  EXPECT_NE(r.snippets.cpp.find("opts.offload = offtune::OffloadSet::Boundaries"),
-            std::string::npos)
-      << r.snippets.cpp;
-  EXPECT_NE(r.snippets.cpp.find("parse_checkpoint_policy(\"all\")"), std::string::npos);
-  EXPECT_NE(r.snippets.axolotl.find("gradient_checkpointing: true"), std::string::npos);
-  EXPECT_NE(r.snippets.axolotl.find("activation_offloading: legacy"), std::string::npos)
-      << r.snippets.axolotl;
-  EXPECT_NE(r.snippets.trl.find("gradient_checkpointing=True"), std::string::npos);
-  // Without point 2, checkpointing alone wins: no offloading, with checkpointing in each snippet.
-  pts.erase(pts.begin() + 2);
-  const auto alone = recommend(pts, {});
-  ASSERT_TRUE(alone.chosen);
-  EXPECT_EQ(alone.chosen->index, 1);
-  EXPECT_NE(alone.snippets.axolotl.find("gradient_checkpointing: true\nactivation_offloading: "
-                                        "false"),
-            std::string::npos)
-      << alone.snippets.axolotl;
-  // A plain baseline that failed leaves no baseline, even with checkpointing alone measured.
-  pts[0].status = PointStatus::Failed;
-  EXPECT_FALSE(recommend(pts, {}).baseline);
-}
-
-// Each tool's snippet from the points measured under its own rules, under the same constraint.
-TEST(Recommend, MixedSemanticsGiveEachToolItsOwnSnippet) {
-  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 110, 500),
-                               point(2, true, 105, 700), point(3, true, 115, 400),
-                               point(4, true, 200, 100)};
-  pts[1].config.semantics = pts[2].config.semantics = Semantics::Trl;
-  const auto r = recommend(pts, {});  // lowest peak within 1.25x: point 3 (offtune)
-  ASSERT_TRUE(r.chosen);
-  EXPECT_EQ(r.chosen->index, 3);
-  EXPECT_TRUE(r.mixed_semantics);
-  ASSERT_TRUE(r.offtune_choice && r.trl_choice);
-  EXPECT_EQ(r.offtune_choice->index, 3);
-  EXPECT_EQ(r.trl_choice->index, 1);  // the lowest peak among TRL's points within 1.25x
-  EXPECT_NE(r.snippets.cpp.find("From point 3"), std::string::npos) << r.snippets.cpp;
-  EXPECT_NE(r.snippets.trl.find("From point 1"), std::string::npos) << r.snippets.trl;
-  EXPECT_NE(r.snippets.trl.find("min_offload_size=1024,"), std::string::npos) << r.snippets.trl;
-  EXPECT_NE(r.snippets.axolotl.find("From point 1"), std::string::npos);
-  // No TRL point within the bound: the TRL snippet says so.
-  pts[1].summary.step_ms_median = pts[2].summary.step_ms_median = 300;
-  pts[1].summary.step_ms_ci_low = pts[1].summary.step_ms_ci_high = 300;
-  pts[2].summary.step_ms_ci_low = pts[2].summary.step_ms_ci_high = 300;
-  const auto none = recommend(pts, {});
-  ASSERT_TRUE(none.trl_choice);
-  EXPECT_FALSE(none.trl_choice->config.offload);  // the baseline: no offloading pays
-  // One semantics only: snippets from the chosen point, as before.
-  pts[1].config.semantics = pts[2].config.semantics = Semantics::Offtune;
-  const auto plain = recommend(pts, {});
-  EXPECT_FALSE(plain.mixed_semantics);
-  EXPECT_EQ(plain.snippets.cpp.find("From point"), std::string::npos);
-}
-
 // ---- every point from the same state -----------------------------------------------------------
 
 // The step-0 loss of every run of a sweep, by run label.
@@ -1215,70 +853,6 @@ TEST(Sweep, WithAnOptimizerEveryPointAndRepeatStartsFromTheSameWeights) {
   }
 }
 
-// A TorchScript model with dropout, built here (x [B, 16] -> dropout(tanh(x w1)) w2), saved at
-// `path`.
-void save_dropout_model(const std::string& path) {
-  torch::manual_seed(3);
-  torch::jit::Module m("__torch__.DropNet");
-  m.register_parameter("w1", (torch::randn({16, 64}) * 0.2).requires_grad_(true), false);
-  m.register_parameter("w2", (torch::randn({64, 8}) * 0.2).requires_grad_(true), false);
-  m.register_attribute("training", c10::BoolType::get(), true);
-  m.define(
-      "def forward(self, x):\n"
-      "    h = torch.dropout(torch.tanh(torch.matmul(x, self.w1)), 0.3, self.training)\n"
-      "    return torch.matmul(h, self.w2)\n");
-  m.save(path);
-}
-
-std::unique_ptr<WorkloadInstance> dropout_workload(const std::string& path,
-                                                   const std::string& dtype = "fp32") {
-  samples::WorkloadSpec w;
-  w.model = path;
-  w.batch = 4;
-  w.seq = 8;
-  w.dtype = samples::parse_dtype(dtype);
-  w.seed = 5;
-  w.input_spec = "x:float32[B,T,16]";
-  return samples::make_workload(w, c10::kCPU);
-}
-
-RunSpec dropout_run(const std::string& path) {
-  RunSpec run;
-  run.workload.model = path;
-  run.workload.batch = 4;
-  run.workload.seq = 8;
-  run.workload.dtype = "fp32";
-  run.workload.seed = 5;
-  // Two steps: three would let warm-up until stable drop a slow first one (wall time).
-  run.workload.steps = 2;
-  run.workload.warmup = 1;
-  run.base.backend = BackendKind::HostSim;
-  run.env.backend = "host-sim";
-  return run;
-}
-
-// Dropout draws from torch's default generator, which each step seeds from --seed and the step:
-// the same command gives the same losses, in one process or two (before: the generator ran on
-// from wherever the process had left it, so the losses differed from run to run).
-TEST(Runner, DropoutGivesTheSameLossesFromRunToRun) {
-  TempDir dir;
-  save_dropout_model(dir.file("drop.pt"));
-  auto store = make_memory_store();
-  std::vector<std::vector<double>> losses;
-  for (int i = 0; i < 2; ++i) {
-    auto w = dropout_workload(dir.file("drop.pt"));
-    const auto out = run_measured(*w, dropout_run(dir.file("drop.pt")), *store);
-    ASSERT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
-    losses.emplace_back();
-    for (const auto& s : out.steps) losses.back().push_back(s.loss);
-    torch::rand({1000});  // whatever else the process draws in between changes nothing
-  }
-  ASSERT_EQ(losses[0].size(), 2u);
-  EXPECT_EQ(losses[0], losses[1]);
-  // Dropout is on: the masks differ from step to step (the steps are not all alike).
-  EXPECT_NE(losses[0][0], losses[0][1]);
-}
-
 // A TorchScript model's executor profiles and optimises its graph on its first calls, which a
 // device model times as other work: the baseline, measured first, showed an interval instead of
 // an exact time. Every point is exact now.
@@ -1309,23 +883,6 @@ TEST(Sweep, EveryPointOfATorchScriptSweepUnderADeviceModelIsExact) {
     ASSERT_EQ(ns.size(), 3u);
     EXPECT_EQ(ns[0], ns[2]) << "point " << p.index;
   }
-}
-
-// A model traced in fp32 run with --dtype bf16 fails in the TorchScript interpreter: the failure
-// names the cause (not only the interpreter's first line) and what to do, on one line.
-TEST(Runner, ATorchScriptModelInAnotherDtypeFailsWithTheCauseAndWhatToDo) {
-  TempDir dir;
-  save_dropout_model(dir.file("drop.pt"));
-  auto store = make_memory_store();
-  auto w = dropout_workload(dir.file("drop.pt"), "bf16");
-  auto run = dropout_run(dir.file("drop.pt"));
-  run.workload.dtype = "bf16";
-  const auto out = run_measured(*w, run, *store);
-  ASSERT_EQ(out.record.status, RunStatus::Failed);
-  const std::string& e = out.record.error;
-  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  EXPECT_NE(e.find("dtype"), std::string::npos) << e;
-  EXPECT_NE(e.find("export_torchscript.py --dtype bf16"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -103,8 +103,10 @@ class PredictCommand final : public Command {
     const std::vector<bool> front = pf::predicted_front(predicted);
     for (size_t i = 0; i < grid.size(); ++i) grid[i].front = front[i];
     // With a capacity the question is the fastest point that fits it (a memory budget); without,
-    // the recommender's default (the lowest peak within a slowdown of the baseline).
+    // the recommender's default (the lowest peak within a slowdown of the baseline). The replay
+    // predicts allocated bytes only, so that is the figure it judges on (and says so).
     pf::Constraint constraint;
+    constraint.memory = pf::MemoryFigure::Allocated;
     if (capacity > 0) constraint.memory_budget = capacity;
     const auto rec = pf::recommend(records, constraint);
     const double base_ms = grid.front().predicted.step_ms();

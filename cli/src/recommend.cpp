@@ -17,11 +17,20 @@ class RecommendCommand final : public StoreCommand {
       : StoreCommand(parent, "recommend", "pick settings from a sweep", StoreUse::Reads) {
     app_->add_option("--sweep", sweep_id_, "sweep id, from 1 (default: the latest)");
     auto* budget =
-        app_->add_option("--memory-budget", budget_, "fastest point whose peak fits, e.g. 8GiB");
+        app_->add_option("--memory-budget", budget_,
+                         "fastest point whose peak device memory fits, e.g. 8GiB: peak reserved "
+                         "(what a GPU runs out of) unless --budget-on allocated");
     app_->add_option("--max-slowdown", max_slowdown_,
                      "lowest-memory point within this step-time factor (default " +
                          pf::default_max_slowdown_text() + ")")
         ->excludes(budget);
+    app_->add_option("--budget-on", budget_on_,
+                     "the peak a memory budget and the front are judged on: reserved (default: "
+                     "the bytes the caching allocator holds, what a GPU runs out of) or "
+                     "allocated (the bytes of live tensors)");
+    app_->add_option("--host-budget", host_budget_,
+                     "only points whose host memory for copies (offtune's pinned pool, or its host "
+                     "copies at their peak when more) fits, e.g. 64GiB; with either constraint");
     app_->add_option("--memory-tolerance", memory_tolerance_,
                      "peaks that differ by at most this percentage are equal (default 1%; 0: "
                      "exact)");
@@ -33,6 +42,12 @@ class RecommendCommand final : public StoreCommand {
     pf::Constraint constraint;
     if (!budget_.empty()) {
       constraint.memory_budget = requests::parse_memory_budget("--memory-budget", budget_);
+    }
+    if (!budget_on_.empty()) {
+      constraint.memory = requests::parse_memory_figure("--budget-on", budget_on_);
+    }
+    if (!host_budget_.empty()) {
+      constraint.host_budget = requests::parse_memory_budget("--host-budget", host_budget_);
     }
     if (!max_slowdown_.empty()) {
       constraint.max_slowdown = requests::parse_positive("--max-slowdown", max_slowdown_);
@@ -58,6 +73,7 @@ class RecommendCommand final : public StoreCommand {
       }
       json out{{"sweep", sweep->id.value},
                {"constraint", rec.constraint.describe()},
+               {"memory_figure", pf::to_string(rec.constraint.memory)},
                {"memory_tolerance", rec.constraint.memory_tolerance},
                {"rationale", rec.rationale},
                {"front", front},
@@ -78,7 +94,12 @@ class RecommendCommand final : public StoreCommand {
         const pf::StepInterval ci = pf::step_interval(rec.chosen->summary);
         out["step_ms_ci"] = {ci.low, ci.high};
         out["step_ms_ci_level"] = ci.level > 0 ? json(ci.level) : json();
-        out["peak_allocated"] = rec.chosen->summary.peak_allocated;
+        // Every memory figure of the chosen point, named as in the store and docs/metrics.md.
+        const pf::RunSummary& s = rec.chosen->summary;
+        out["peak_allocated"] = s.peak_allocated;
+        out["peak_reserved"] = s.peak_reserved;
+        out["pinned_bytes"] = s.pinned_bytes;
+        out["host_bytes_peak"] = s.host_bytes_peak;
         if (rec.baseline) out["slowdown"] = pf::slowdown(*rec.chosen, *rec.baseline);
         out["snippets"] = {{"cpp", rec.snippets.cpp},
                            {"trl", rec.snippets.trl},
@@ -100,6 +121,7 @@ class RecommendCommand final : public StoreCommand {
                 << "\nPareto front (step time vs peak device memory):\n";
       print_points(rec.front);
       std::cout << "\n" << rec.rationale << "\n";
+      if (rec.chosen) std::cout << "Memory: " << pf::describe_memory(rec.chosen->summary) << ".\n";
       if (!rec.ties.empty()) {
         std::vector<int64_t> indices;
         for (const auto& p : rec.ties) indices.push_back(p.index);
@@ -121,6 +143,8 @@ class RecommendCommand final : public StoreCommand {
  private:
   std::string sweep_id_;
   std::string budget_;
+  std::string budget_on_;
+  std::string host_budget_;
   std::string max_slowdown_;
   std::string memory_tolerance_;
 };

@@ -21,7 +21,8 @@ class RunCommand final : public StoreCommand {
     add_workload_flags(*app_, request_.workload, request_.backend);
     add_knob_flags(*app_, request_.knobs, /*sweep=*/false);
     app_->add_flag("--no-offload", request_.no_offload, "measure the baseline without offloading");
-    app_->add_option("--fail-if", fail_if_, "exit 4 if crossed: peak>SIZE, step-ms>MS");
+    app_->add_option("--fail-if", fail_if_,
+                     "exit 4 if crossed: peak>SIZE (allocated), reserved>SIZE, step-ms>MS");
   }
 
   int run() override {
@@ -58,8 +59,10 @@ class RunCommand final : public StoreCommand {
         } else {
           std::cout << " ms (median of " << run.spec.workload.steps << ")";
         }
-        std::cout << ", peak device " << pf::format_size(r.summary.peak_allocated) << ", offloaded "
-                  << pf::format_size(r.summary.offloaded_bytes) << "/step, hidden copy ";
+        std::cout << ", peak allocated " << pf::format_size(r.summary.peak_allocated)
+                  << ", peak reserved " << pf::format_size(r.summary.peak_reserved)
+                  << ", offloaded " << pf::format_size(r.summary.offloaded_bytes)
+                  << "/step, hidden copy ";
         // A run that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
         if (pf::copied_anything(r.config, r.summary)) {
           std::cout << std::setprecision(1) << r.summary.hidden_copy_pct << "%";

@@ -63,9 +63,11 @@ class SweepCommand final : public StoreCommand {
                    "predict every point from one recorded step, then measure only the points "
                    "that matter: the predicted front and its grid neighbours (needs "
                    "--device-model; run again without it to measure the rest)");
-    app_->add_option("--fail-if", fail_if_,
-                     "exit 4 if the recommended point crosses: peak>SIZE, slowdown>F, step-ms>MS "
-                     "(also when there is no recommended point to check)");
+    app_->add_option(
+        "--fail-if", fail_if_,
+        "exit 4 if the recommended point crosses: peak>SIZE (allocated), reserved>SIZE, "
+        "slowdown>F, step-ms>MS "
+        "(also when there is no recommended point to check)");
   }
 
   int run() override {
@@ -263,6 +265,7 @@ class SweepCommand final : public StoreCommand {
           std::cout << ", " << texts[i];
       }
       std::cout << "\n  why: " << rec.rationale << "\n";
+      std::cout << "  memory: " << pf::describe_memory(rec.chosen->summary) << "\n";
       const auto line = [](const char* tool, const std::optional<pf::PointRecord>& p) {
         std::cout << "  " << tool << ": ";
         if (!p) {
@@ -283,6 +286,7 @@ class SweepCommand final : public StoreCommand {
       const std::string v = pf::describe_variant(rec.chosen->config);
       std::cout << "recommended: no offloading" << (v.empty() ? "" : ", " + v)
                 << "\n  why: " << rec.rationale << "\n";
+      std::cout << "  memory: " << pf::describe_memory(rec.chosen->summary) << "\n";
     } else {
       std::cout << "no recommendation: " << rec.rationale << no_baseline_hint(points) << "\n";
     }

@@ -196,6 +196,7 @@ class HostSimBackend final : public Backend {
         const int64_t start = std::max(modelled_copy_clock_, sim::compute_clock());
         modelled_copy_clock_ = start + link_.copy_ns(r.bytes, r.pinned);
         ticket->set_modelled_end(modelled_copy_clock_);
+        cs_.modelled_tail.store(modelled_copy_clock_, std::memory_order_release);
         sim::count_modelled_copy();
       }
       sim::note_copy(*r.device, cs_, seq, /*writes_device=*/!to_host);
@@ -245,9 +246,13 @@ class HostSimBackend final : public Backend {
     sim::note_observed(cs_, issued);
   }
   int64_t headroom() const override {
+    // As cuda's: what the modelled allocator can still get from the device, plus its cached
+    // blocks that are whole (not the unused tails of split blocks).
     const int64_t cap = host_sim::capacity();
     if (cap <= 0) return std::numeric_limits<int64_t>::max();
-    return cap - host_sim::counters().reserved;
+    const auto c = host_sim::counters();
+    const int64_t cached = c.modelled_reserved - c.modelled_allocated - c.modelled_inactive_split;
+    return cap - c.modelled_reserved + std::max<int64_t>(cached, 0);
   }
 
   DeviceMemory memory() const override { return host_sim_device_memory(); }
@@ -317,9 +322,9 @@ class HostSimBackend final : public Backend {
 }  // namespace
 
 DeviceMemory host_sim_device_memory() {
+  // Reserved as CUDA's caching allocator would hold it (the model), with or without a device model.
   const auto c = host_sim::counters();
-  if (sim::modelled()) return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved};
-  return {c.allocated, c.peak, c.reserved, c.peak_reserved};
+  return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved};
 }
 
 std::unique_ptr<Backend> make_host_sim_backend(const OffloadOptions& options) {

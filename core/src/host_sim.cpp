@@ -4,7 +4,9 @@
 //
 // Memory figures follow CUDA's caching allocator: `allocated` drops when a tensor is freed, even if
 // its block may not be reused yet; `reserved` counts every block the allocator holds (in use,
-// cached, or freed but waiting for a copy stream).
+// cached, or freed but waiting for a copy stream). Beside the emulator's own blocks, every
+// allocation and free goes through a model of CUDA's caching allocator (alloc_model.hpp): the
+// segments a GPU process would reserve for them, and whether the device's capacity holds them.
 #include "offtune/host_sim.hpp"
 
 #include <ATen/core/Tensor.h>
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -45,8 +48,10 @@ struct Header {
   CopyStream* recorded_on = nullptr;
   uint64_t recorded_seq = 0;
   std::atomic<bool> checked{false};  // the checker tracks this block (g_tracked has an entry)
-  // With a device model: the block the caching-allocator model gave this allocation.
+  // The block the caching-allocator model gave this allocation, and the model's id of its free
+  // while that waits for a copy stream (0: none).
   detail::sim::CachingAllocatorModel::Block* modelled = nullptr;
+  detail::sim::CachingAllocatorModel::PendingFree pending = 0;
 };
 static_assert(sizeof(Header) <= kHeader);
 
@@ -59,7 +64,6 @@ std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_allocations{0};
 std::atomic<int64_t> g_reserved{0};
 std::atomic<int64_t> g_peak_reserved{0};
-std::atomic<int64_t> g_flushes{0};
 std::atomic<bool> g_poison{false};
 std::atomic<bool> g_caching{false};
 std::atomic<bool> g_check{false};
@@ -75,12 +79,53 @@ void raise(std::atomic<int64_t>& peak, int64_t now) {
   }
 }
 
-// ---- the caching allocator's reserved memory, modelled (with a device model) -------------------
+// ---- the caching allocator, modelled -----------------------------------------------------------
 
 std::mutex g_model_mutex;
 detail::sim::CachingAllocatorModel& alloc_model() {
   static auto* m = new detail::sim::CachingAllocatorModel();  // leaked: frees at exit
   return *m;
+}
+
+// The model's side of a free. A block recorded on a copy stream whose work has not run yet is
+// freed as CUDA frees it: held back (reserved, not reusable) until that stream's work is done.
+// Without a device model "done" is the copies having run (release_block() tells the model); with
+// one, the copy stream's simulated clock having passed the end of its last copy issued before the
+// free, as a GPU's event would (the host issues ahead of both streams there, so a block freed
+// during forward may wait for copies issued after its own).
+struct TimedFree {
+  int64_t at = 0;  // simulated time
+  detail::sim::CachingAllocatorModel::PendingFree id = 0;
+};
+std::vector<TimedFree> g_timed_frees;  // under g_model_mutex
+
+// Under g_model_mutex: the timed frees whose time the compute stream has reached.
+void complete_due_frees() {
+  if (g_timed_frees.empty()) return;
+  const int64_t now = detail::sim::compute_clock();
+  std::erase_if(g_timed_frees, [&](const TimedFree& f) {
+    if (f.at > now) return false;
+    alloc_model().complete(f.id);
+    return true;
+  });
+}
+
+void model_free(Header* h, detail::sim::CopyStream* waits_for) {
+  if (h->modelled == nullptr) return;
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  if (detail::sim::modelled()) {
+    const int64_t tail = h->recorded_on != nullptr
+                             ? h->recorded_on->modelled_tail.load(std::memory_order_acquire)
+                             : -1;
+    const bool waits = tail > detail::sim::compute_clock();
+    if (waits) alloc_model().record_stream(h->modelled, h->recorded_on->id);
+    const auto id = alloc_model().free(h->modelled);
+    if (waits && id != 0) g_timed_frees.push_back({tail, id});
+  } else {
+    if (waits_for != nullptr) alloc_model().record_stream(h->modelled, waits_for->id);
+    h->pending = alloc_model().free(h->modelled);
+  }
+  h->modelled = nullptr;
 }
 
 // ---- the block cache -------------------------------------------------------------------------
@@ -95,6 +140,11 @@ void release_to_system(Header* h) {
 
 // The block is free for its stream's later work: poison it, then cache it or give it back.
 void release_block(Header* h) {
+  if (h->pending != 0) {
+    std::lock_guard<std::mutex> lock(g_model_mutex);
+    alloc_model().complete(h->pending);
+    h->pending = 0;
+  }
   if (g_poison.load(std::memory_order_relaxed)) {
     std::memset(reinterpret_cast<char*>(h) + kHeader, 0xFF, static_cast<size_t>(h->bytes));
   }
@@ -180,9 +230,11 @@ void wait_for_deferred() {
 void defer_or_release(Header* h) {
   if (h->recorded_on == nullptr ||
       h->recorded_on->completed.load(std::memory_order_acquire) >= h->recorded_seq) {
+    model_free(h, nullptr);
     release_block(h);
     return;
   }
+  model_free(h, h->recorded_on);
   {
     std::lock_guard<std::mutex> lock(g_deferred_mutex);
     g_deferred.push_back(h);
@@ -295,10 +347,12 @@ void free_allocation(void* data) {
   if (AllocationListener* l = g_listener.load(std::memory_order_acquire)) {
     l->on_free(data, h->bytes, clock_ns());
   }
-  if (h->modelled != nullptr) {
-    std::lock_guard<std::mutex> lock(g_model_mutex);
-    alloc_model().free(h->modelled);
-    h->modelled = nullptr;
+  // CUDA records a freed block's event on each stream it was recorded on at the free: the block
+  // waits for everything queued there by then, not only for the copies issued before
+  // record_stream.
+  if (h->recorded_on != nullptr) {
+    h->recorded_seq =
+        std::max(h->recorded_seq, h->recorded_on->issued.load(std::memory_order_acquire));
   }
   if (h->checked.load(std::memory_order_acquire)) {
     bool raced = false;
@@ -324,16 +378,61 @@ void free_allocation(void* data) {
   defer_or_release(h);
 }
 
-[[noreturn]] void out_of_memory(int64_t requested, int64_t cap) {
+[[noreturn]] void out_of_memory(int64_t requested) {
   // Like the CUDA caching allocator, an error that callers can catch as c10::OutOfMemoryError (a
-  // sweep records such a point as "oom" and goes on).
+  // sweep records such a point as "oom" and goes on), in its terms.
+  std::optional<detail::sim::CachingAllocatorModel::OutOfMemory> oom;
+  {
+    std::lock_guard<std::mutex> lock(g_model_mutex);
+    oom = alloc_model().last_oom();
+  }
+  const auto mib = [](int64_t bytes) {  // "7.45", "20", "1536"
+    const double v = static_cast<double>(bytes) / (1024.0 * 1024.0);
+    char text[32];
+    std::snprintf(text, sizeof text, v >= 100 ? "%.0f" : "%.3g", v);
+    return std::string(text);
+  };
+  if (!oom) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "host-sim device out of memory: tried to allocate ",
+                     requested, " bytes");
+  }
+  const std::string free = oom->free() > 0 ? mib(oom->free()) + " MiB free" : "none of it free";
   TORCH_CHECK_WITH(OutOfMemoryError, false, "host-sim device out of memory: tried to allocate ",
-                   requested, " bytes with ", g_allocated.load(), " bytes allocated and ",
-                   g_reserved.load(), " reserved of ", cap, " bytes");
+                   mib(oom->alloc_size), " MiB (a request of ", requested, " bytes). Capacity ",
+                   mib(oom->capacity), " MiB, ", free,
+                   "; reserved by the modelled caching allocator ", mib(oom->reserved),
+                   " MiB, allocated ", mib(oom->allocated), " MiB");
 }
 
-bool fits(int64_t requested, int64_t cap) {
-  return g_reserved.load(std::memory_order_relaxed) + requested <= cap;
+// A block of the model for `bytes` on `stream`, as CUDA's allocator finds one: from its cache, a
+// new segment, or after releasing its cache (which it does itself); then, before it fails, after
+// offloaders gave back prefetched buffers they can bring back later (offtune's free-memory
+// callback on cuda). Throws c10::OutOfMemoryError when none fits the capacity.
+detail::sim::CachingAllocatorModel::Block* model_allocate(int64_t bytes, StreamId stream) {
+  // One try of the model. When it released its cache (CUDA's synchronize_and_free_events, then
+  // freeing every cached segment), the frees it let through waited for the copy stream on a GPU:
+  // here too, so that a block reused that way is not in use by a copy (on the simulated clock with
+  // a device model, and physically).
+  const auto attempt = [&]() -> detail::sim::CachingAllocatorModel::Block* {
+    detail::sim::CachingAllocatorModel::Block* b = nullptr;
+    int64_t synced_until = -1;
+    {
+      std::lock_guard<std::mutex> lock(g_model_mutex);
+      complete_due_frees();
+      const int64_t syncs = alloc_model().stats().num_sync_all_streams;
+      b = alloc_model().allocate(bytes, stream);
+      if (alloc_model().stats().num_sync_all_streams == syncs) return b;
+      for (const TimedFree& f : g_timed_frees) synced_until = std::max(synced_until, f.at);
+      g_timed_frees.clear();
+    }
+    if (synced_until >= 0) detail::sim::compute_wait_until(synced_until);
+    wait_for_deferred();
+    return b;
+  };
+  if (auto* b = attempt(); b != nullptr || bytes == 0) return b;
+  detail::reclaim_device_memory();  // frees blocks: takes the model's lock itself
+  if (auto* b = attempt()) return b;
+  out_of_memory(bytes);
 }
 
 class AccountingAllocator final : public c10::Allocator {
@@ -341,11 +440,10 @@ class AccountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     const auto bytes = static_cast<int64_t>(n);
     const StreamId stream = t_stream;
+    // The model decides whether the device holds it; the emulator's block holds the bytes.
+    auto* modelled = model_allocate(bytes, stream);
     Header* h = g_caching.load(std::memory_order_relaxed) ? take_cached(stream, bytes) : nullptr;
     if (h == nullptr) {
-      if (const int64_t cap = g_capacity.load(std::memory_order_relaxed); cap > 0) {
-        make_room(bytes, cap);
-      }
       h = static_cast<Header*>(c10::alloc_cpu(n + kHeader));
       new (h) Header();
       h->bytes = bytes;
@@ -354,10 +452,7 @@ class AccountingAllocator final : public c10::Allocator {
     }
     raise(g_peak, g_allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (detail::sim::modelled()) {
-      std::lock_guard<std::mutex> lock(g_model_mutex);
-      h->modelled = alloc_model().allocate(bytes, stream);
-    }
+    h->modelled = modelled;
     void* data = reinterpret_cast<char*>(h) + kHeader;
     if (AllocationListener* l = g_listener.load(std::memory_order_acquire)) {
       l->on_allocate(data, bytes, clock_ns());
@@ -367,19 +462,6 @@ class AccountingAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &free_allocation; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
-  }
-
- private:
-  // CUDA's order: ask offloaders for prefetched buffers (offtune's free-memory callback on cuda),
-  // then empty the caches, waiting for the copies that hold freed blocks back, and retry; then
-  // fail.
-  static void make_room(int64_t bytes, int64_t cap) {
-    if (fits(bytes, cap)) return;
-    detail::reclaim_device_memory();
-    if (fits(bytes, cap)) return;
-    wait_for_deferred();
-    if (flush_caches() > 0) g_flushes.fetch_add(1, std::memory_order_relaxed);
-    if (!fits(bytes, cap)) out_of_memory(bytes, cap);
   }
 };
 
@@ -399,13 +481,16 @@ void install() {
 bool installed() { return g_installed.load(); }
 
 Counters counters() {
-  Counters c{g_allocated.load(), g_peak.load(),          g_allocations.load(),
-             g_reserved.load(),  g_peak_reserved.load(), g_flushes.load()};
-  if (detail::sim::modelled()) {  // 0 without a model (host_sim.hpp)
-    std::lock_guard<std::mutex> lock(g_model_mutex);
-    c.modelled_reserved = alloc_model().reserved();
-    c.modelled_peak_reserved = alloc_model().peak_reserved();
-  }
+  Counters c{g_allocated.load(), g_peak.load(), g_allocations.load(), g_reserved.load(),
+             g_peak_reserved.load()};
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  const auto s = alloc_model().stats();
+  c.cache_flushes = s.num_alloc_retries;
+  c.modelled_reserved = s.reserved;
+  c.modelled_peak_reserved = s.peak_reserved;
+  c.modelled_inactive_split = s.inactive_split_bytes;
+  c.modelled_pending = s.pending_bytes;
+  c.modelled_allocated = s.allocated;
   return c;
 }
 
@@ -420,7 +505,11 @@ void reset_peak() {
   alloc_model().reset_peak();
 }
 
-void set_capacity(int64_t bytes) { g_capacity.store(bytes > 0 ? bytes : 0); }
+void set_capacity(int64_t bytes) {
+  g_capacity.store(bytes > 0 ? bytes : 0);
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  alloc_model().set_capacity(bytes);
+}
 int64_t capacity() { return g_capacity.load(); }
 
 void set_poison(bool on) {
@@ -437,7 +526,8 @@ void empty_cache() {
   wait_for_deferred();
   flush_caches();
   std::lock_guard<std::mutex> lock(g_model_mutex);
-  alloc_model().empty_cache();
+  alloc_model().empty_cache();  // completes every held-back free
+  g_timed_frees.clear();
 }
 
 StreamId new_stream() { return g_next_stream.fetch_add(1); }

@@ -23,6 +23,8 @@ struct CopyStream {
   std::atomic<uint64_t> completed{0};  // last copy that ran (physically)
   std::atomic<uint64_t> observed{0};   // last copy the host saw complete (a query or a host wait):
                                        // every later host action is ordered after it
+  // With a device model: when the last copy issued ends on the simulated clock (-1: none yet).
+  std::atomic<int64_t> modelled_tail{-1};
 };
 
 // A new copy stream, registered with the emulator for the life of the process.

@@ -11,7 +11,7 @@
 
 namespace offtune {
 
-const OffloadOptions& engine_defaults() {
+const OffloadOptions& engine_defaults() noexcept {
   static const OffloadOptions defaults{};
   return defaults;
 }
@@ -78,6 +78,7 @@ OffloadOptions options_of(const Knobs& k, OffloadOptions o) {
   o.semantics = k.semantics;
   o.offload = k.offload_set;
   o.tier = k.tier;
+  o.alloc_segments = k.alloc_segments;
   return o;
 }
 
@@ -94,6 +95,7 @@ Knobs knobs_of(const OffloadOptions& o) {
   k.semantics = o.semantics;
   k.offload_set = o.offload;
   k.tier = o.tier;
+  k.alloc_segments = o.alloc_segments;
   return k;
 }
 
@@ -440,6 +442,28 @@ const Knob kKnobs[] = {
      .get = [](const Knobs& k) -> KnobValue { return k.verify; },
      .set = [](Knobs& k, const KnobValue& v) { k.verify = as_bool("verify", v); },
      .words = [](const Knobs& k) { return std::string(k.verify ? "verify" : "no verify"); }},
+    {.key = "alloc_segments",
+     .python = "alloc_segments",
+     .flag = "--alloc-segments",
+     .help =
+         "the device allocator's segments (PYTORCH_CUDA_ALLOC_CONF's expandable_segments): "
+         "env (as the environment sets it), fixed or expandable; set for the run and put back "
+         "after it; host-sim's allocator model follows it; a sweep takes a list: fixed,expandable",
+     .kind = KnobKind::Choice,
+     .nest = 10,
+     .offload_only = false,
+     .variant = true,
+     .since_schema = 8,
+     .get = [](const Knobs& k) -> KnobValue { return std::string(to_string(k.alloc_segments)); },
+     .set =
+         [](Knobs& k, const KnobValue& v) {
+           k.alloc_segments = named("alloc_segments", v, parse_alloc_segments);
+         },
+     .words = [](const Knobs& k) { return "segments " + std::string(to_string(k.alloc_segments)); },
+     .examples =
+         [] {
+           return std::vector<std::string>{"env", "fixed", "expandable"};
+         }},
 };
 
 }  // namespace

@@ -924,10 +924,18 @@ void Context::make_room(const c10::Storage& incoming, TensorId incoming_id, Wind
       }
     }
     // Forward's stream waits for the oldest copy (the window's throttle), and the block, whoever
-    // owns it, is not reused before the copy read it.
+    // owns it, is not reused before the copy read it. When that stream is the one the tensor was
+    // saved on, the wait is enough: a block it owns is reused by its later work only, which the
+    // wait orders after the copy, and a block another stream owns was recorded on this one by
+    // whoever handed it over, so its free waits for this stream too. record_stream on the copy
+    // stream would instead hold the block out of reuse until every copy issued before its free
+    // ran (CUDA records the event at the free), which is reserved memory TRL's reference, which
+    // only waits, does not pay. Saved on another stream: the copy stream is recorded, as before.
     backend_->stream_wait(stream, e.offload_fence);
-    backend_->record_stream(e.hold, backend_->copy_stream());
-    ++stats_.record_streams;
+    if (e.pack_stream != stream) {
+      backend_->record_stream(e.hold, backend_->copy_stream());
+      ++stats_.record_streams;
+    }
     ++stats_.window_waits;
     unhold_storage(e.hold);
     waits.push_back({e.id, e.offload_fence, std::move(e.hold)});
@@ -1600,6 +1608,11 @@ ActivationOffloader::ActivationOffloader(OffloadOptions options, HookCarrier car
   if (carrier == HookCarrier::OfftuneEngine) detail::ensure_engine_installed();
   detail::set_host_ram_warn_percent(options.host_ram_warn_percent);
   auto backend = make_backend(options);
+  if (options.alloc_segments != AllocSegments::Env) {
+    previous_expandable_ =
+        detail::set_expandable_segments(options.alloc_segments == AllocSegments::Expandable) ? 1
+                                                                                             : 0;
+  }
   ctx_ = std::make_shared<Context>(std::move(options), std::move(backend));
   detail::register_reclaimer(ctx_);
 }
@@ -1609,6 +1622,12 @@ ActivationOffloader::~ActivationOffloader() {
   try {
     ctx_->synchronize();
   } catch (...) {
+  }
+  if (previous_expandable_ >= 0) {
+    try {
+      detail::set_expandable_segments(previous_expandable_ == 1);
+    } catch (...) {
+    }
   }
 }
 

@@ -47,6 +47,9 @@ constexpr Named<Semantics> kSemantics[] = {{Semantics::Offtune, "offtune"},
 constexpr Named<OffloadSet> kOffloadSets[] = {{OffloadSet::All, "all"},
                                               {OffloadSet::Boundaries, "boundaries"}};
 constexpr Named<Tier> kTiers[] = {{Tier::Host, "host"}, {Tier::Disk, "disk"}, {Tier::Auto, "auto"}};
+constexpr Named<AllocSegments> kAllocSegments[] = {{AllocSegments::Env, "env"},
+                                                   {AllocSegments::Fixed, "fixed"},
+                                                   {AllocSegments::Expandable, "expandable"}};
 
 }  // namespace
 
@@ -72,6 +75,12 @@ OffloadSet parse_offload_set(std::string_view text) {
 std::string_view to_string(Tier tier) { return name_of(kTiers, tier); }
 
 Tier parse_tier(std::string_view text) { return parse_named(kTiers, "tier", text); }
+
+std::string_view to_string(AllocSegments segments) { return name_of(kAllocSegments, segments); }
+
+AllocSegments parse_alloc_segments(std::string_view text) {
+  return parse_named(kAllocSegments, "alloc segments", text);
+}
 
 int64_t LinkModel::copy_ns(int64_t bytes, bool pinned) const {
   if (!enabled()) return 0;
@@ -118,6 +127,10 @@ void OffloadOptions::validate() const {
   }
   if (tier != Tier::Host && tier != Tier::Disk && tier != Tier::Auto) {
     fail("tier must be host, disk or auto, got " + std::to_string(static_cast<int>(tier)));
+  }
+  if (to_string(alloc_segments) == "?") {
+    fail("alloc_segments must be env, fixed or expandable, got " +
+         std::to_string(static_cast<int>(alloc_segments)));
   }
   if (host_budget_bytes < 0) {
     fail("host_budget_bytes must be >= 0 (0 = derived), got " + std::to_string(host_budget_bytes));

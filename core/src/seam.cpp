@@ -26,6 +26,7 @@
 
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -207,6 +208,16 @@ void swap_storage_data(c10::StorageImpl& a, c10::StorageImpl& b) {
   a.set_data_ptr_noswap(std::move(from_b));
   a.set_nbytes(b_bytes);
   b.set_nbytes(a_bytes);
+}
+
+bool set_expandable_segments(bool on) {
+  using Config = c10::CachingAllocator::AcceleratorAllocatorConfig;
+  const bool before = Config::use_expandable_segments();
+  if (before != on) {
+    c10::CachingAllocator::setAllocatorSettings(on ? "expandable_segments:True"
+                                                   : "expandable_segments:False");
+  }
+  return before;
 }
 
 }  // namespace offtune::detail

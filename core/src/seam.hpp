@@ -126,4 +126,11 @@ c10::Storage storage_that_throws(c10::Device device, std::string message);
 // releases (the GPU machines' 2.11) lack it, so it is built from set_data_ptr, which both have.
 void swap_storage_data(c10::StorageImpl& a, c10::StorageImpl& b);
 
+// Sets the device caching allocator's expandable_segments for segments made from now on (the
+// process's setting, as PYTORCH_CUDA_ALLOC_CONF would) and returns what it was. c10's allocator
+// settings (c10/core/AllocatorConfig.h, the C++ side of torch.cuda.memory._set_allocator_settings,
+// a private Python API) are read by CUDA's caching allocator and by host-sim's model of it
+// (alloc_model.hpp) alike.
+bool set_expandable_segments(bool on);
+
 }  // namespace offtune::detail

@@ -52,7 +52,7 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   mode_->addButton(by_slowdown, kSlowdown);
   by_default->setChecked(true);
   budget_ = new QLineEdit(box);
-  budget_->setPlaceholderText(QStringLiteral("peak device memory, e.g. 8GiB"));
+  budget_->setPlaceholderText(QStringLiteral("peak allocated device memory, e.g. 8GiB"));
   budget_->setObjectName(QStringLiteral("budget"));
   slowdown_ = new QDoubleSpinBox(box);
   slowdown_->setRange(1.0, 100.0);
@@ -190,6 +190,9 @@ void RecommendPanel::setSweep(SweepDataPtr sweep, const std::string& store_path)
 
 std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
   pf::Constraint c;
+  // The dashboard's charts and tables plot peak allocated memory, so its budget and front are
+  // judged on that figure too (the CLI's default is peak reserved; the field says which).
+  c.memory = pf::MemoryFigure::Allocated;
   switch (mode_->checkedId()) {
     case kBudget:
       try {

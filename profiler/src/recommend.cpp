@@ -13,11 +13,12 @@
 namespace offtune::profiler {
 namespace {
 
-bool dominates(const PointRecord& a, const PointRecord& b) {
+bool dominates(const PointRecord& a, const PointRecord& b, MemoryFigure figure) {
   const auto& x = a.summary;
   const auto& y = b.summary;
-  return x.step_ms_median <= y.step_ms_median && x.peak_allocated <= y.peak_allocated &&
-         (x.step_ms_median < y.step_ms_median || x.peak_allocated < y.peak_allocated);
+  const int64_t mx = device_peak(x, figure), my = device_peak(y, figure);
+  return x.step_ms_median <= y.step_ms_median && mx <= my &&
+         (x.step_ms_median < y.step_ms_median || mx < my);
 }
 
 std::string fmt_ms(double ms) {
@@ -35,10 +36,37 @@ std::string default_max_slowdown_text() {
   return s.str();
 }
 
+std::string_view to_string(MemoryFigure figure) {
+  return figure == MemoryFigure::Allocated ? "allocated" : "reserved";
+}
+
+MemoryFigure parse_memory_figure(std::string_view text) {
+  if (text == "reserved") return MemoryFigure::Reserved;
+  if (text == "allocated") return MemoryFigure::Allocated;
+  throw std::invalid_argument("unknown memory figure '" + std::string(text) +
+                              "' (valid: reserved, allocated)");
+}
+
+int64_t device_peak(const RunSummary& s, MemoryFigure figure) {
+  return figure == MemoryFigure::Allocated ? s.peak_allocated : s.peak_reserved;
+}
+
+int64_t host_held(const RunSummary& s) { return std::max(s.pinned_bytes, s.host_bytes_peak); }
+
+std::string describe_memory(const RunSummary& s) {
+  return "peak allocated " + format_size(s.peak_allocated) + ", peak reserved " +
+         format_size(s.peak_reserved) + ", pinned host " + format_size(s.pinned_bytes) +
+         ", host copies at peak " + format_size(s.host_bytes_peak);
+}
+
 std::string Constraint::describe() const {
   std::ostringstream s;
-  if (memory_budget) s << "memory-budget=" << format_size(*memory_budget);
+  if (memory_budget) {
+    s << "memory-budget=" << format_size(*memory_budget);
+    if (memory != MemoryFigure::Reserved) s << " (" << to_string(memory) << ")";
+  }
   if (max_slowdown) s << "max-slowdown=" << *max_slowdown;
+  if (host_budget) s << (s.tellp() > 0 ? " " : "") << "host-budget=" << format_size(*host_budget);
   return s.str().empty() ? "none" : s.str();
 }
 
@@ -313,6 +341,9 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   if (constraint.memory_budget && *constraint.memory_budget <= 0) {
     throw std::invalid_argument("the memory budget must be positive");
   }
+  if (constraint.host_budget && *constraint.host_budget <= 0) {
+    throw std::invalid_argument("the host budget must be positive");
+  }
   if (constraint.max_slowdown && !(*constraint.max_slowdown > 0.0)) {
     throw std::invalid_argument("the maximum slowdown must be a positive factor, e.g. 1.2");
   }
@@ -322,20 +353,30 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   if (!constraint.memory_budget && !constraint.max_slowdown)
     constraint.max_slowdown = kDefaultMaxSlowdown;
   const double tol = constraint.memory_tolerance;
+  const MemoryFigure figure = constraint.memory;
+  const auto peak = [figure](const PointRecord& p) { return device_peak(p.summary, figure); };
+  // "peak reserved device memory": which figure every sentence names.
+  const std::string peak_words = "peak " + std::string(to_string(figure)) + " device memory";
 
   Recommendation r;
   r.constraint = constraint;
   r.noise = noise_figure(points);
   std::vector<PointRecord> ok;
+  int64_t over_host = 0;  // ok points the host budget rules out
   for (const auto& p : points) {
     if (p.status != PointStatus::Ok) continue;
-    ok.push_back(p);
-    // Plain training: checkpointing alone is a candidate, not the baseline.
+    // Plain training: checkpointing alone is a candidate, not the baseline. The baseline holds no
+    // host copies, so a host budget never rules it out.
     if (is_baseline(p.config) && !r.baseline) r.baseline = p;
+    if (constraint.host_budget && host_held(p.summary) > *constraint.host_budget) {
+      ++over_host;
+      continue;
+    }
+    ok.push_back(p);
   }
   for (const auto& p : ok) {
     bool dominated = false;
-    for (const auto& q : ok) dominated = dominated || dominates(q, p);
+    for (const auto& q : ok) dominated = dominated || dominates(q, p, figure);
     if (!dominated) r.front.push_back(p);
   }
   std::sort(r.front.begin(), r.front.end(), [](const PointRecord& a, const PointRecord& b) {
@@ -349,10 +390,8 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     }
     return a.index < b.index;
   };
-  const auto smaller = [](const PointRecord& a, const PointRecord& b) {
-    if (a.summary.peak_allocated != b.summary.peak_allocated) {
-      return a.summary.peak_allocated < b.summary.peak_allocated;
-    }
+  const auto smaller = [&peak](const PointRecord& a, const PointRecord& b) {
+    if (peak(a) != peak(b)) return peak(a) < peak(b);
     return a.index < b.index;
   };
   // The best of `set` by `order`, or nullopt for an empty set.
@@ -377,16 +416,15 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   if (constraint.memory_budget) {
     std::vector<PointRecord> fits;
     for (const auto& p : ok) {
-      if (p.summary.peak_allocated <= *constraint.memory_budget) fits.push_back(p);
+      if (peak(p) <= *constraint.memory_budget) fits.push_back(p);
     }
     allowed = fits;
     if (const auto fastest = best(fits, faster)) {
       finalists = equal_time_to(fits, *fastest);
       r.chosen = best(finalists, smaller);
       if (finalists.size() == 1) {
-        why << "fastest point whose peak device memory ("
-            << format_size(r.chosen->summary.peak_allocated) << ") fits the budget of "
-            << format_size(*constraint.memory_budget) << ": "
+        why << "fastest point whose " << peak_words << " (" << format_size(peak(*r.chosen))
+            << ") fits the budget of " << format_size(*constraint.memory_budget) << ": "
             << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
       } else {
         why << "under the budget of " << format_size(*constraint.memory_budget)
@@ -394,14 +432,15 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
             << " (point " << fastest->index << "), and " << finalists.size() - 1
             << (finalists.size() == 2 ? " other point is" : " other points are")
             << (r.noise.deterministic
-                    ? " exactly as fast; of these, this one has the lowest peak device memory ("
+                    ? " exactly as fast; of these, this one has the lowest "
                     : " as fast within noise (overlapping step-time intervals); of these, this one "
-                      "has the lowest peak device memory (")
-            << format_size(r.chosen->summary.peak_allocated)
+                      "has the lowest ")
+            << peak_words << " (" << format_size(peak(*r.chosen))
             << "): " << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
       }
     } else {
-      why << "no measured point fits the budget of " << format_size(*constraint.memory_budget);
+      why << "no measured point's " << peak_words << " fits the budget of "
+          << format_size(*constraint.memory_budget);
     }
   } else if (!r.baseline) {
     why << "no baseline (no-offload point) finished, so slowdown cannot be judged";
@@ -414,24 +453,22 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     if (const auto lowest = best(eligible, smaller)) {
       std::vector<PointRecord> same_memory;
       for (const auto& p : eligible) {
-        if (equal_in_memory(p.summary.peak_allocated, lowest->summary.peak_allocated, tol)) {
+        if (equal_in_memory(peak(p), peak(*lowest), tol)) {
           same_memory.push_back(p);
         }
       }
       // Equal in memory: the faster wins (by median; the ties below say whether by more than
       // the noise).
       r.chosen = best(same_memory, faster);
-      why << "lowest peak device memory (" << format_size(r.chosen->summary.peak_allocated)
-          << ", baseline " << format_size(r.baseline->summary.peak_allocated)
-          << ") within a slowdown of " << *constraint.max_slowdown
+      why << "lowest " << peak_words << " (" << format_size(peak(*r.chosen)) << ", baseline "
+          << format_size(peak(*r.baseline)) << ") within a slowdown of " << *constraint.max_slowdown
           << "x: " << fmt_ms(r.chosen->summary.step_ms_median) << " per step, x" << std::fixed
           << std::setprecision(2) << slowdown(*r.chosen, *r.baseline) << " the baseline";
       if (same_memory.size() > 1) {
         why << "; " << same_memory.size() - 1
             << (same_memory.size() == 2 ? " other point has" : " other points have")
             << " the same peak within " << std::setprecision(1) << tol * 100 << "% (the lowest is "
-            << format_size(lowest->summary.peak_allocated)
-            << "), and this one has the fastest median step of them";
+            << format_size(peak(*lowest)) << "), and this one has the fastest median step of them";
       }
     } else {
       why << "no point is within a slowdown of " << *constraint.max_slowdown << "x";
@@ -442,7 +479,7 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     // same peak within the tolerance.
     for (const auto& p : allowed) {
       if (p.index != r.chosen->index && equal_in_time(p.summary, r.chosen->summary) &&
-          equal_in_memory(p.summary.peak_allocated, r.chosen->summary.peak_allocated, tol)) {
+          equal_in_memory(peak(p), peak(*r.chosen), tol)) {
         r.ties.push_back(p);
       }
     }
@@ -460,6 +497,16 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
           << " as fast (overlapping step-time intervals) with the same peak within " << std::fixed
           << std::setprecision(1) << tol * 100 << "%.";
     }
+  }
+  if (constraint.host_budget) {
+    why << " Host budget " << format_size(*constraint.host_budget) << " (offtune's pinned pool and "
+        << "host copies)";
+    if (r.chosen) why << ": this point holds " << format_size(host_held(r.chosen->summary));
+    if (over_host > 0) {
+      why << "; " << over_host << (over_host == 1 ? " point holds" : " points hold") << " more and "
+          << (over_host == 1 ? "was" : "were") << " left out";
+    }
+    why << ".";
   }
   r.rationale = why.str();
   if (r.chosen) r.snippets = make_snippets(r.chosen->config);

@@ -12,7 +12,7 @@
 
 namespace offtune::profiler::detail {
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with each of these.
@@ -23,6 +23,7 @@ constexpr int kLayerSchema = 5;       // layer offloading; the workload's LoRA r
 constexpr int kPredictionSchema = 5;  // the predictions table (predict-first sweeps)
 constexpr int kVerifySchema = 6;      // the verify flag (the correctness sentinel)
 constexpr int kRanksSchema = 7;       // each run's rank, world size and job (distributed training)
+constexpr int kSegmentsSchema = 8;    // the device allocator's segments (knob alloc_segments)
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr std::string_view kAppName = "offtune";

@@ -10,6 +10,7 @@
 #include "offtune/profiler/backend.hpp"
 #include "offtune/profiler/knob_text.hpp"
 #include "offtune/profiler/predict.hpp"
+#include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/samples/registry.hpp"
 
@@ -600,6 +601,10 @@ int64_t parse_memory_budget(std::string_view flag, std::string_view text) {
     if (bytes < 1) throw UsageError("a memory budget must be at least 1 byte");
     return bytes;
   });
+}
+
+profiler::MemoryFigure parse_memory_figure(std::string_view flag, std::string_view text) {
+  return with_flag(flag, [&] { return profiler::parse_memory_figure(text); });
 }
 
 double parse_positive(std::string_view flag, std::string_view text) {

@@ -1,10 +1,12 @@
 // Helpers shared by the GUI suites: the fixture store (copied to a temporary directory, so the
-// source tree is never written), a small sweep request, rendering a widget, waiting for the sweep
-// view, and a check that an image is not blank.
+// source tree is never written) and a main window that opens it, a small sweep request, a
+// realistic hand-made sweep, rendering a widget, waiting for the sweep view, and a check that an
+// image is not blank.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <QApplication>
 #include <QDir>
 #include <QFile>
 #include <QImage>
@@ -13,8 +15,11 @@
 #include <QTemporaryDir>
 #include <QVariant>
 #include <QWidget>
+#include <memory>
 #include <string>
+#include <utility>
 
+#include "offtune/gui/main_window.hpp"
 #include "offtune/gui/sweep_form.hpp"
 #include "offtune/gui/sweep_view.hpp"
 #include "offtune/requests/request.hpp"
@@ -35,17 +40,43 @@ inline std::string fixture_copy(const QTemporaryDir& dir, const QString& name = 
   return dst.toStdString();
 }
 
-// A test with its own copy of the fixture store at path_.
+// A test with its own copy of the fixture store at path_, named `name` in dir_.
 class FixtureStore : public ::testing::Test {
  protected:
+  explicit FixtureStore(QString name = QStringLiteral("fixture.db")) : name_(std::move(name)) {}
   void SetUp() override {
     ASSERT_TRUE(dir_.isValid());
-    path_ = fixture_copy(dir_);
+    path_ = fixture_copy(dir_, name_);
     ASSERT_FALSE(path_.empty());
   }
   QTemporaryDir dir_;
   std::string path_;
+
+ private:
+  QString name_;
 };
+
+// The fixture store as p.db (a title that names the store says "p.db"), which open() shows in a
+// main window.
+class StoreInWindow : public FixtureStore {
+ protected:
+  StoreInWindow() : FixtureStore(QStringLiteral("p.db")) {}
+  // Opens the fixture in `window` and waits for its newest sweep on screen.
+  void open(MainWindow& window) {
+    constexpr int kWaitMs = 60000;
+    QSignalSpy loaded(&window, &MainWindow::storeLoaded);
+    QSignalSpy sweep_loaded(window.sweepView(), &SweepView::loaded);
+    window.openStore(QString::fromStdString(path_));
+    ASSERT_TRUE(loaded.wait(kWaitMs));
+    ASSERT_TRUE(sweep_loaded.count() > 0 || sweep_loaded.wait(kWaitMs));
+  }
+};
+
+// Shows the widget and lets it lay itself out and paint.
+inline void settle(QWidget& w) {
+  w.show();
+  for (int i = 0; i < 5; ++i) QApplication::processEvents();
+}
 
 // A sweep of the tiny model on host-sim (seconds) over these sizes and windows, into `db`.
 inline SweepRequest tiny_request(const std::string& db, const std::string& sizes,
@@ -57,6 +88,56 @@ inline SweepRequest tiny_request(const std::string& db, const std::string& sizes
   r.knobs["max_fwd_stash_size"] = windows;
   r.backend.backend = "host-sim";
   return r;
+}
+
+// A realistic sweep (the one a dashboard session was first checked on): 8 min_offload_size rows x
+// 4 max_fwd_stash_size columns and the baseline, figures shaped like `offtune sweep --model small`
+// on h100-sxm. `exact`: timed by a device model (every step the same); else a few percent either
+// side, as a clock measures.
+inline std::shared_ptr<SweepData> realistic_sweep(bool exact = true) {
+  namespace pf = offtune::profiler;
+  constexpr int64_t kKiB = 1024, kMiB = 1024 * 1024;
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(1);
+  d->sweep.name = "sweep";
+  d->sweep.workload.model = "small";
+  const int64_t sizes[] = {kKiB,     16 * kKiB, 256 * kKiB, kMiB,
+                           4 * kMiB, 16 * kMiB, 64 * kMiB,  256 * kMiB};
+  const int64_t windows[] = {1, 2, 5, 10};
+  const auto point = [&](int64_t index, bool offload, int64_t size, int64_t window, double ms,
+                         int64_t peak) {
+    pf::PointRecord p;
+    p.id = pf::PointId(index + 1);
+    p.sweep = d->sweep.id;
+    p.index = index;
+    p.config.offload = offload;
+    p.config.min_offload_size = size;
+    p.config.max_fwd_stash_size = window;
+    p.status = pf::PointStatus::Ok;
+    p.run = pf::RunId(index + 1);
+    p.summary.step_ms_median = ms;
+    p.summary.step_ms_ci_level = 0.95;
+    // Exact: every step the same (a device model); else a few percent either side.
+    p.summary.step_ms_ci_low = exact ? ms : ms * 0.97;
+    p.summary.step_ms_ci_high = exact ? ms : ms * 1.04;
+    p.summary.peak_allocated = peak;
+    p.summary.offloaded_bytes = offload && size < 4 * kMiB ? 8 * kMiB : 0;
+    p.summary.reloaded_bytes = p.summary.offloaded_bytes;
+    p.summary.hidden_copy_pct = p.summary.offloaded_bytes > 0 ? 25.0 + 5.0 * window : 0.0;
+    return p;
+  };
+  d->points.push_back(point(0, false, 1024, 5, 1.87, 92507144));
+  int64_t index = 1;
+  for (int s = 0; s < 8; ++s) {
+    for (int w = 0; w < 4; ++w) {
+      const bool keeps_all = sizes[s] >= 4 * kMiB;  // thresholds above every tensor: no copies
+      const double ms = keeps_all ? 1.87 : (s < 3 ? 6.01 - 0.1 * s - 0.2 * w : 3.40 - 0.3 * w);
+      const int64_t peak =
+          keeps_all ? 92507144 : (s < 3 ? 46285832 + 1000000 * w : 71371784 + 4000000 * w);
+      d->points.push_back(point(index++, true, sizes[s], windows[w], ms, peak));
+    }
+  }
+  return d;
 }
 
 // The point a signal carried (SweepForm::pointFinished), checked to be one. Not QVariant::value:

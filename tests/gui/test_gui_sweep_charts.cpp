@@ -532,7 +532,11 @@ bool is_shade(QColor c) {
 
 class Pareto : public ChartOfSweep<ParetoWidget> {
  protected:
-  pf::Recommendation recommend_with(pf::Constraint c) { return pf::recommend(data->points, c); }
+  // Judged on peak allocated, the figure the chart plots, as the dashboard's Recommend panel does.
+  pf::Recommendation recommend_with(pf::Constraint c) {
+    c.memory = pf::MemoryFigure::Allocated;
+    return pf::recommend(data->points, c);
+  }
 };
 
 TEST_F(Pareto, PointsMapToTheirPositionsAndBack) {

@@ -1,6 +1,9 @@
 // What the sweep charts say must read true at a glance: the slowdown scale's ends are real,
 // positive slowdowns, and a cell no point can have (checkpoint none x offload boundaries) is marked
-// not applicable with a tooltip saying why, rather than left blank like a gap.
+// not applicable with a tooltip saying why, rather than left blank like a gap. The heatmap's cells
+// show their values legibly at the window sizes people use; the tables print apart what rounds
+// alike and show each step time's spread; a sweep's variants fill the heatmap one at a time or side
+// by side; the Pareto chart's labels, axis and legend neither collide nor mislead.
 #include <gtest/gtest.h>
 
 #include <QApplication>
@@ -17,6 +20,7 @@
 #include <memory>
 
 #include "gui_test_util.hpp"
+#include "offtune/gui/main_window.hpp"
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
@@ -148,6 +152,101 @@ TEST(HeatmapNotApplicable, CheckpointNoneByOffloadBoundariesIsMarkedWithAReason)
   EXPECT_TRUE(w.notApplicableCells().empty());
 }
 
+// Pixels of `r` whose colour is far from `fill`: the ink of a label drawn on it.
+QRect ink_box(const QImage& img, const QRect& r, QColor fill, int* count) {
+  QRect box;
+  *count = 0;
+  const QRect in = r.intersected(img.rect());
+  for (int y = in.top(); y <= in.bottom(); ++y) {
+    for (int x = in.left(); x <= in.right(); ++x) {
+      const QColor c(img.pixel(x, y));
+      const int d = std::abs(c.red() - fill.red()) + std::abs(c.green() - fill.green()) +
+                    std::abs(c.blue() - fill.blue());
+      if (d > 120) {
+        ++*count;
+        box = box.united(QRect(x, y, 1, 1));
+      }
+    }
+  }
+  return box;
+}
+
+// At 1280x800, 1600x1000 and 1920x1080 every cell of an 8 x 4 grid shows its value in legible
+// text, and the recommended cell's text stays inside its outline.
+TEST(HeatmapLabels, HeatmapCellsShowTheirValuesAtCommonWindowSizes) {
+  const auto sweep = test::realistic_sweep();
+  for (QSize size : {QSize(1280, 800), QSize(1600, 1000), QSize(1920, 1080)}) {
+    MainWindow window;
+    window.resize(size);
+    window.sweepView()->setSweepData(sweep, "");
+    test::settle(window);
+    HeatmapWidget* heat = window.sweepView()->heatmap();
+    const QImage img = heat->grab().toImage();
+    const auto rec = pf::recommend(sweep->points, {});
+    ASSERT_TRUE(rec.chosen.has_value());
+    for (const auto& p : sweep->points) {
+      if (!p.config.offload) continue;
+      const QRect r = heat->cellRect(p.index);
+      ASSERT_FALSE(r.isEmpty()) << size.width() << " point " << p.index;
+      const QColor fill(img.pixel(r.topLeft() + QPoint(8, 8)));
+      int ink = 0;
+      const QRect box = ink_box(img, r.adjusted(6, 6, -6, -6), fill, &ink);
+      EXPECT_GT(ink, 15) << size.width() << "x" << size.height() << ": point " << p.index
+                         << " shows no value in a " << r.width() << "x" << r.height() << " cell";
+      // Digits at least 7 px tall: not the 8 px font of the issue.
+      EXPECT_GE(box.height(), 7) << size.width() << ": point " << p.index;
+      EXPECT_GE(r.width(), 0.12 * heat->width()) << "the grid uses its pane";
+    }
+    // The recommended cell: its white inner line (4 px in) is whole, no text crosses it.
+    const QRect r = heat->cellRect(rec.chosen->index);
+    const QRect inner = r.adjusted(4, 4, -4, -4);
+    int crossed = 0;
+    for (int x = inner.left(); x <= inner.right(); ++x) {
+      for (int y : {inner.top(), inner.bottom()})
+        crossed += QColor(img.pixel(x, y)).lightness() < 235;
+    }
+    for (int y = inner.top(); y <= inner.bottom(); ++y) {
+      for (int x : {inner.left(), inner.right()})
+        crossed += QColor(img.pixel(x, y)).lightness() < 235;
+    }
+    EXPECT_EQ(crossed, 0) << size.width() << ": the recommended cell's text crosses its outline";
+  }
+}
+
+// The label as painted: never below the minimum font size, inside the cell less the marks' margin;
+// a cell too small for the value with its unit gets a shorter form, not a smaller font.
+TEST(HeatmapLabels, CellLabelsKeepAMinimumFontAndShortenInstead) {
+  const auto sweep = test::realistic_sweep();
+  HeatmapWidget heat;
+  heat.setData(sweep);
+  heat.setHighlighted(16);
+  bool shortened = false;
+  for (QSize size :
+       {QSize(900, 600), QSize(420, 600), QSize(300, 600), QSize(250, 600), QSize(300, 220)}) {
+    heat.resize(size);
+    for (const auto& p : sweep->points) {
+      if (!p.config.offload) continue;
+      const auto label = heat.cellLabel(p.index);
+      ASSERT_FALSE(label.cell.isEmpty());
+      const double pt = label.font.pointSizeF();
+      EXPECT_GE(pt, HeatmapWidget::kMinLabelPointSize);
+      EXPECT_GE(pt, heat.font().pointSizeF());  // never shrunk
+      if (label.text.isEmpty()) continue;
+      const QRect room =
+          label.cell.adjusted(HeatmapWidget::kLabelInset, HeatmapWidget::kLabelInset,
+                              -HeatmapWidget::kLabelInset, -HeatmapWidget::kLabelInset);
+      EXPECT_TRUE(room.contains(label.rect))
+          << size.width() << ": " << label.text.toStdString() << " of point " << p.index;
+      shortened = shortened || !label.text.contains(QStringLiteral("ms"));
+    }
+    if (size.width() == 900) {
+      EXPECT_TRUE(heat.cellLabel(16).text.startsWith(QStringLiteral("2.50 ms")))
+          << heat.cellLabel(16).text.toStdString();
+    }
+  }
+  EXPECT_TRUE(shortened);  // the small sizes dropped the unit rather than the font size
+}
+
 // A sweep over one more knob than the thresholds: the baseline and (1 KiB, window 1) under each
 // value of the knob, set by `vary` (point 1 gets the first value, point 2 the second).
 std::shared_ptr<SweepData> two_variants(const std::function<void(pf::EngineConfig&, int)>& vary) {
@@ -196,6 +295,59 @@ TEST(SweepTables, EveryKnobTheSweepVariesShowsInTheVariantColumn) {
   EXPECT_FALSE(has_variants(*plain));
 }
 
+// Two peaks 20 KiB apart in 7.1 MiB print apart, and the tooltip gives the exact bytes.
+TEST(SweepTables, PeaksThatRoundAlikePrintApartWithExactBytesInTheTooltip) {
+  auto d = test::realistic_sweep();
+  d->points[1].summary.peak_allocated = 7466248;
+  d->points[2].summary.peak_allocated = 7486728;
+  PointsTableModel model;
+  model.setSweep(d);
+  const QString a = model.data(model.index(1, PointsTableModel::Peak)).toString();
+  const QString b = model.data(model.index(2, PointsTableModel::Peak)).toString();
+  EXPECT_NE(a, b) << a.toStdString();
+  EXPECT_TRUE(a.startsWith(QStringLiteral("7.12"))) << a.toStdString();
+  EXPECT_TRUE(model.data(model.index(1, PointsTableModel::Peak), Qt::ToolTipRole)
+                  .toString()
+                  .contains(QStringLiteral("7,466,248")));
+  EXPECT_TRUE(point_tooltip(*d, d->points[2]).contains(QStringLiteral("7,486,728")));
+}
+
+// A step time measured by a clock shows its 95 % interval (one from a device model says it is
+// exact), in the tooltip, the table and the heatmap's cells; points tied with the recommended one
+// within noise say so in the Choice column.
+TEST(SweepTables, SpreadIsShownAndTiesAreMarked) {
+  const auto noisy = test::realistic_sweep(false);
+  const auto exact = test::realistic_sweep(true);
+  EXPECT_TRUE(point_tooltip(*noisy, noisy->points[5]).contains(QStringLiteral("95 % CI")));
+  EXPECT_TRUE(point_tooltip(*exact, exact->points[5]).contains(QStringLiteral("exact (modelled)")));
+  PointsTableModel model;
+  const auto rec = pf::recommend(noisy->points, {});
+  ASSERT_TRUE(rec.chosen.has_value());
+  ASSERT_FALSE(rec.ties.empty());
+  std::vector<int64_t> ties;
+  for (const auto& t : rec.ties) ties.push_back(t.index);
+  model.setSweep(noisy, std::nullopt, rec.chosen->index, ties);
+  const int row = model.rowOfPoint(ties[0]);
+  EXPECT_TRUE(model.data(model.index(row, PointsTableModel::Choice)).toString().contains("noise"));
+  EXPECT_EQ(model.data(model.index(model.rowOfPoint(rec.chosen->index), PointsTableModel::Choice))
+                .toString(),
+            "recommended");
+  EXPECT_TRUE(model.data(model.index(row, PointsTableModel::StepInterval))
+                  .toString()
+                  .contains(QStringLiteral("95 % CI")));
+  model.setSweep(exact);
+  EXPECT_EQ(model.data(model.index(3, PointsTableModel::StepInterval)).toString(),
+            "exact (modelled)");
+  // The heatmap's cells carry the spread under the value when there is room.
+  HeatmapWidget heat;
+  heat.resize(1000, 700);
+  heat.setData(noisy);
+  EXPECT_TRUE(heat.cellLabel(5).text.contains(QStringLiteral("\u00b1")))
+      << heat.cellLabel(5).text.toStdString();
+  heat.setData(exact);
+  EXPECT_FALSE(heat.cellLabel(5).text.contains(QStringLiteral("\u00b1")));
+}
+
 QStringList items(const QComboBox* c) {
   QStringList out;
   for (int i = 0; i < c->count(); ++i) out << c->itemText(i);
@@ -233,6 +385,122 @@ TEST(SweepAxes, OnlyTheSweepsVariedAxesAreOfferedAndOthersAreReset) {
   view.setSweepData(ckpt, "b.db");
   EXPECT_EQ(view.heatmap()->rowAxis(), heatmap_axis("checkpoint"));
   EXPECT_EQ(rows->currentText(), QStringLiteral("checkpoint"));
+}
+
+// A sweep over another knob besides the two of the heatmap (here the semantics) offers its
+// variants; one chosen fills each cell alone, "all" splits the cells among them.
+TEST(SweepAxes, AVariantOfTheSweepFillsTheHeatmapAlone) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->sweep.name = "axes";
+  const auto point = [](int64_t index, bool offload, int64_t size, const char* semantics,
+                        double ms) {
+    pf::PointRecord p;
+    p.sweep = pf::SweepId(3);
+    p.index = index;
+    p.config.offload = offload;
+    p.config.min_offload_size = size;
+    p.config.max_fwd_stash_size = 1;
+    p.config.semantics = parse_semantics(semantics);
+    p.status = pf::PointStatus::Ok;
+    p.run = pf::RunId(index + 1);
+    p.summary.step_ms_median = ms;
+    p.summary.peak_allocated = 1000 + index;
+    return p;
+  };
+  d->points = {point(0, false, 1024, "offtune", 1.0), point(1, true, 1024, "offtune", 2.0),
+               point(2, true, 1024, "trl", 2.5), point(3, true, 1 << 20, "offtune", 1.5),
+               point(4, true, 1 << 20, "trl", 1.7)};
+  SweepView view;
+  view.resize(1280, 800);
+  view.show();
+  view.setSweepData(d, "");
+  QApplication::processEvents();
+  const auto* variant = view.findChild<QComboBox*>(QStringLiteral("variant"));
+  ASSERT_NE(variant, nullptr);
+  EXPECT_TRUE(variant->isVisible());
+  ASSERT_EQ(variant->count(), 3);
+  EXPECT_EQ(variant->itemText(1).toStdString(), "offtune semantics");
+  EXPECT_EQ(variant->itemText(2).toStdString(), "trl semantics");
+  HeatmapWidget* heat = view.heatmap();
+  const QRect split_offtune = heat->cellRect(1), split_trl = heat->cellRect(2);
+  ASSERT_FALSE(split_offtune.isEmpty());
+  EXPECT_FALSE(split_offtune.intersects(split_trl));  // one cell, two halves
+  view.setVariant(QStringLiteral("trl semantics"));
+  EXPECT_TRUE(heat->cellRect(1).isEmpty());
+  EXPECT_TRUE(heat->cellRect(3).isEmpty());
+  const QRect alone = heat->cellRect(2);
+  EXPECT_GE(alone.width(), 2 * split_trl.width() - 2);
+  EXPECT_TRUE(alone.contains(split_offtune.center()));
+  EXPECT_EQ(heat->pointAt(alone.center()), 2);
+  EXPECT_FALSE(heat->cellRect(0).isEmpty()) << "the baseline is always shown";
+  // The choice survives a point measured live; "all" splits again.
+  view.applyPoint(point(4, true, 1 << 20, "trl", 1.6));
+  EXPECT_TRUE(heat->cellRect(1).isEmpty());
+  view.setVariant(QString());
+  EXPECT_FALSE(heat->cellRect(1).isEmpty());
+  // The Pareto chart tells the variants apart by marker shape (colour says front or not).
+  ParetoWidget* pareto = view.pareto();
+  EXPECT_EQ(pareto->markerShape(0), -1);  // the baseline's square
+  EXPECT_EQ(pareto->markerShape(1), 0);
+  EXPECT_EQ(pareto->markerShape(3), 0);
+  EXPECT_EQ(pareto->markerShape(2), 1);
+  EXPECT_EQ(pareto->markerShape(4), 1);
+  // Semantics as the columns, min_offload_size the rows: every point has its own cell, the window
+  // (the same everywhere) is no variant, and the choice of a variant is gone with it.
+  auto* rows = view.findChild<QComboBox*>(QStringLiteral("heatmapRows"));
+  auto* columns = view.findChild<QComboBox*>(QStringLiteral("heatmapColumns"));
+  ASSERT_TRUE(rows && columns);
+  EXPECT_TRUE(columns->isVisible()) << "a sweep over another knob offers the axes";
+  // As wide as the Sweep tab is in a 1280x800 window (the store tree beside it), no combo of the
+  // header is narrower than its text.
+  view.resize(1060, 760);
+  QApplication::processEvents();
+  for (const QComboBox* c :
+       {static_cast<const QComboBox*>(rows), static_cast<const QComboBox*>(columns), variant}) {
+    EXPECT_GE(c->width(), c->sizeHint().width()) << c->objectName().toStdString();
+  }
+  columns->setCurrentIndex(columns->findText(QStringLiteral("semantics")));
+  EXPECT_EQ(heat->columnAxis(), heatmap_axis("semantics"));
+  EXPECT_EQ(heat->columnLabels(), (QStringList{"offtune", "trl"}));
+  EXPECT_FALSE(variant->isVisible());
+  for (int64_t i = 1; i <= 4; ++i) EXPECT_EQ(heat->pointAt(heat->cellRect(i).center()), i);
+  // Choosing for the rows what the columns show swaps them.
+  rows->setCurrentIndex(rows->findText(QStringLiteral("semantics")));
+  EXPECT_EQ(heat->rowAxis(), heatmap_axis("semantics"));
+  EXPECT_EQ(heat->columnAxis(), heatmap_axis("min_offload_size"));
+  EXPECT_EQ(columns->currentText(), QStringLiteral("min_offload_size"));
+  view.setAxes(heatmap_axis("min_offload_size"), heatmap_axis("max_fwd_stash_size"));
+  EXPECT_TRUE(variant->isVisible());
+  // Side by side (small multiples): one heatmap per variant, each with its variant's points alone,
+  // on one colour scale.
+  view.setSideBySide(true);
+  QApplication::processEvents();
+  ASSERT_EQ(view.facets().size(), 2u);
+  EXPECT_FALSE(heat->isVisible());
+  for (size_t k = 0; k < 2; ++k) {
+    HeatmapWidget* f = view.facets()[k];
+    EXPECT_TRUE(f->isVisible());
+    const std::vector<int64_t> own =
+        k == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2, 4};
+    const std::vector<int64_t> other =
+        k == 0 ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{1, 3};
+    for (int64_t i : own) EXPECT_EQ(f->pointAt(f->cellRect(i).center()), i) << k;
+    for (int64_t i : other) EXPECT_TRUE(f->cellRect(i).isEmpty()) << k;
+    ASSERT_TRUE(f->valueRange());
+    EXPECT_EQ(*f->valueRange(), std::make_pair(1.5, 2.5)) << "every facet on the sweep's range";
+  }
+  view.setMetric(SweepMetric::PeakMemory);
+  EXPECT_EQ(*view.facets()[0]->valueRange(), std::make_pair(1001.0, 1004.0));
+  view.setSideBySide(false);
+  EXPECT_TRUE(heat->isVisible());
+  // One variant: nothing to choose, one shape.
+  auto one = std::make_shared<SweepData>(*d);
+  one->points.resize(2);
+  view.setSweepData(one, "");
+  EXPECT_FALSE(variant->isVisible());
+  EXPECT_FALSE(columns->isVisible()) << "only the two thresholds: nothing to choose";
+  EXPECT_EQ(pareto->markerShape(1), -1);
 }
 
 // The figures a user chooses by, step and peak, stay in view in the recommendation panel's front
@@ -298,10 +566,6 @@ bool crosses(const QRectF& r, const QLineF& line) {
   return false;
 }
 
-// Where the issue saw labels collide: points crowding the slowdown limit (its label among the
-// front markers), the recommended point next to the baseline (the baseline's label through its
-// ring), the front's steps passing the recommended label. At every size, no label overlaps a
-// marker, a line or another label, and each is inside the plot.
 // Issue 34, item 13: a variant's legend entry (a filled circle in the points' blue) looked exactly
 // like "other points". No two entries of the legend may be drawn alike.
 TEST(ParetoLegend, NoTwoEntriesLookAlikeInASweepOfVariants) {
@@ -335,6 +599,31 @@ TEST(ParetoLegend, NoTwoEntriesLookAlikeInASweepOfVariants) {
   }
 }
 
+// The Pareto chart says which dots are the front: a legend above the plot with the front's colour.
+TEST(ParetoLegend, ParetoHasALegendForFrontAndOtherPoints) {
+  const auto d = test::realistic_sweep(false);
+  ParetoWidget w;
+  w.resize(700, 450);
+  w.setData(d);
+  w.setRecommendation(pf::recommend(d->points, {}));
+  const QImage img = w.grab().toImage();
+  const QRect above(0, 0, w.width(), static_cast<int>(w.plotArea().top()) - 4);
+  int front = 0, other = 0;
+  for (int y = above.top(); y < above.bottom(); ++y) {
+    for (int x = above.left(); x < above.right(); ++x) {
+      const QColor c(img.pixel(x, y));
+      front += std::abs(c.red() - 230) + std::abs(c.green() - 120) + std::abs(c.blue() - 20) < 30;
+      other += std::abs(c.red() - 70) + std::abs(c.green() - 110) + std::abs(c.blue() - 170) < 30;
+    }
+  }
+  EXPECT_GT(front, 10);
+  EXPECT_GT(other, 10);
+}
+
+// Where the issue saw labels collide: points crowding the slowdown limit (its label among the
+// front markers), the recommended point next to the baseline (the baseline's label through its
+// ring), the front's steps passing the recommended label. At every size, no label overlaps a
+// marker, a line or another label, and each is inside the plot.
 TEST(ParetoLabels, NoLabelOverlapsAMarkerALineOrAnotherLabel) {
   auto d = std::make_shared<SweepData>();
   d->sweep.id = pf::SweepId(3);
@@ -400,6 +689,61 @@ TEST(ParetoLabels, NoLabelOverlapsAMarkerALineOrAnotherLabel) {
           EXPECT_FALSE(l.rect.intersects(labels[b].rect))
               << name << " overlaps " << labels[b].text.toStdString();
         }
+      }
+    }
+  }
+}
+
+// The constraint's label (a memory budget or a slowdown bound) is not crossed by its own line, and
+// stays inside the plot.
+TEST(ParetoLabels, TheConstraintLabelIsNotCrossedByItsLine) {
+  const auto d = test::realistic_sweep(false);
+  for (QSize size : {QSize(320, 260), QSize(700, 450)}) {
+    ParetoWidget w;
+    w.resize(size);
+    w.setData(d);
+    for (pf::Constraint c : {pf::Constraint{}, pf::Constraint{{}, 3.0}, pf::Constraint{{}, 1.02},
+                             pf::Constraint{50 * kMiB, {}}, pf::Constraint{46 * kMiB, {}}}) {
+      w.setRecommendation(pf::recommend(d->points, c));
+      const auto mark = w.constraintMark();
+      ASSERT_TRUE(mark.has_value()) << c.describe();
+      const QRectF label = mark->label;
+      const QLineF line = mark->line;
+      // A horizontal or vertical line: it crosses the label when its coordinate is inside it.
+      const bool crosses = line.dy() == 0 ? line.y1() > label.top() && line.y1() < label.bottom()
+                                          : line.x1() > label.left() && line.x1() < label.right();
+      EXPECT_FALSE(crosses) << size.width() << " " << c.describe();
+      EXPECT_TRUE(w.plotArea().contains(label)) << size.width() << " " << c.describe();
+    }
+  }
+}
+
+// An out-of-memory sweep whose two survivors peak 2 KiB apart: the axis is not zoomed into those
+// 2 KiB (the points sit near each other, not at the two edges), and no tick labels overlap.
+TEST(ParetoLabels, ParetoAxisKeepsASensibleSpanAndTicksApart) {
+  auto d = test::realistic_sweep();
+  for (auto& p : d->points) {
+    if (p.index != 1 && p.index != 2) p.status = pf::PointStatus::OutOfMemory;  // baseline too
+  }
+  d->points[1].summary.peak_allocated = 46285832;
+  d->points[2].summary.peak_allocated = 46287880;
+  for (QSize size : {QSize(300, 260), QSize(520, 400), QSize(900, 500)}) {
+    ParetoWidget w;
+    w.resize(size);
+    w.setData(d);
+    w.setRecommendation(pf::recommend(d->points, {}));
+    const QRectF plot = w.plotArea();
+    ASSERT_FALSE(plot.isEmpty());
+    const double dx = std::abs(w.positionOf(1).x() - w.positionOf(2).x());
+    EXPECT_LT(dx, 0.2 * plot.width()) << size.width();
+    const auto [lo, hi] = w.axisRange(Qt::Horizontal);
+    EXPECT_GE(hi - lo, ParetoWidget::kMinRelativeSpan * 46287880.0);
+    for (Qt::Orientation o : {Qt::Horizontal, Qt::Vertical}) {
+      const auto rects = w.tickLabelRects(o);
+      EXPECT_GE(rects.size(), 2u);
+      for (size_t i = 1; i < rects.size(); ++i) {
+        EXPECT_FALSE(rects[i].intersects(rects[i - 1]))
+            << size.width() << (o == Qt::Horizontal ? " x" : " y") << " tick " << i;
       }
     }
   }

@@ -1,6 +1,7 @@
 // The dashboard's views over the fixture store, offscreen: loading on job threads (QSignalSpy),
-// stale results dropped, rendering not blank, the recommendation panel's constraint and exports,
-// the main window, and the --screenshot renderer.
+// stale results dropped, rendering not blank, the recommendation panel's constraint (a typo in it
+// changes nothing) and exports, the main window (quitting mid-sweep asks first), and the
+// --screenshot renderer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,11 +9,15 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 #include <nlohmann/json.hpp>
 
 #include "child_process.hpp"
@@ -35,6 +40,7 @@ namespace {
 
 namespace pf = offtune::profiler;
 constexpr int kWaitMs = 60000;
+constexpr int kSweepWaitMs = 300000;
 
 QImage render(QWidget& w, QSize size = {1200, 800}) {
   w.resize(size);
@@ -167,6 +173,49 @@ TEST_F(Views, RecommendPanelFollowsTheConstraintAndExports) {
   EXPECT_TRUE(done[2][1].toString().startsWith("Export failed"));
 }
 
+// A budget that does not parse keeps the last valid recommendation, front, snippets and exports,
+// and says what is wrong beside the field.
+TEST_F(Views, ABudgetTypoKeepsTheLastValidViewAndSaysWhyBesideTheField) {
+  auto sweep = std::make_shared<const SweepData>(load_sweep(path_, pf::SweepId(1)));
+  RecommendPanel panel;
+  panel.resize(400, 800);
+  panel.show();
+  panel.setSweep(sweep, path_);
+  pf::Constraint c;
+  c.memory_budget = int64_t{1} << 30;
+  panel.setConstraint(c);
+  ASSERT_TRUE(panel.recommendation().chosen);
+  const int64_t chosen = panel.recommendation().chosen->index;
+  const int front_rows = panel.frontModel()->rowCount();
+  ASSERT_GT(front_rows, 0);
+  const QString snippet = panel.snippet(0);
+  ASSERT_FALSE(snippet.isEmpty());
+  auto* budget = panel.findChild<QLineEdit*>(QStringLiteral("budget"));
+  auto* error = panel.findChild<QLabel*>(QStringLiteral("budgetError"));
+  ASSERT_NE(budget, nullptr);
+  ASSERT_NE(error, nullptr) << "no error label beside the budget field";
+  EXPECT_FALSE(error->isVisible());
+
+  budget->setText(QStringLiteral("1GiBx"));
+  Q_EMIT budget->editingFinished();
+  EXPECT_EQ(panel.frontModel()->rowCount(), front_rows);
+  EXPECT_EQ(panel.snippet(0), snippet);
+  ASSERT_TRUE(panel.recommendation().chosen);
+  EXPECT_EQ(panel.recommendation().chosen->index, chosen);
+  for (auto* b : panel.findChildren<QPushButton*>()) {
+    if (b->text().startsWith(QStringLiteral("Export"))) {
+      EXPECT_TRUE(b->isEnabled()) << "export off";
+    }
+  }
+  EXPECT_TRUE(error->isVisible());
+  EXPECT_TRUE(error->text().contains(QStringLiteral("memory budget")))
+      << error->text().toStdString();
+  // Fixed: the error goes and the new budget applies.
+  budget->setText(QStringLiteral("1GiB"));
+  Q_EMIT budget->editingFinished();
+  EXPECT_FALSE(error->isVisible());
+}
+
 TEST_F(Views, RunViewLoadsAndRendersTimelineAndCharts) {
   RunView view;
   QSignalSpy loaded(&view, &RunView::loaded);
@@ -251,6 +300,29 @@ TEST_F(Views, AFailedOpenLeavesTheAppOnTheStoreItHad) {
   window.reloadStore();
   ASSERT_TRUE(loaded.wait(kWaitMs));
   EXPECT_EQ(window.storePath().toStdString(), path_);
+}
+
+// Quitting while a sweep runs asks first, and says that the sweep resumes.
+TEST_F(Views, QuittingMidSweepAsksAndSaysTheSweepResumes) {
+  MainWindow window;
+  window.show();
+  const QString g = dir_.filePath(QStringLiteral("q.db"));
+  window.sweepForm()->setRequest(
+      test::tiny_request(g.toStdString(), "1KiB,2KiB,4KiB,8KiB", "1,2,3,4"));
+  QSignalSpy finished(window.sweepForm(), &SweepForm::sweepFinished);
+  ASSERT_TRUE(window.sweepForm()->startSweep());
+  QString asked;
+  QTimer::singleShot(200, [&] {
+    if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+      asked = box->text() + QLatin1Char(' ') + box->informativeText();
+      box->reject();
+    }
+  });
+  EXPECT_FALSE(window.close()) << "closed mid-sweep without asking";
+  EXPECT_TRUE(asked.contains(QStringLiteral("resume"))) << asked.toStdString();
+  window.sweepForm()->cancelSweep();
+  ASSERT_TRUE(finished.count() > 0 || finished.wait(kSweepWaitMs));
+  EXPECT_TRUE(window.close());  // nothing running: no question
 }
 
 // Args: PATH. Records a run as running, labelled "killed", closes the store (the run stays

@@ -209,7 +209,7 @@ def test_every_engine_option_is_taken_by_name():
                      "device_index", "host_ram_warn_percent", "host_pool_slab_bytes", "tier",
                      "host_budget_bytes", "disk_dir", "disk_arena_bytes", "disk_read_ahead_bytes",
                      "disk_min_gbps", "link", "semantics", "offload", "poison_freed",
-                     "reuse_freed", "check_streams", "debug_copy_delay_ns"):
+                     "reuse_freed", "check_streams", "debug_copy_delay_ns", "alloc_segments"):
         assert expected in names
     off = offtune.Offloader(**engine_options(
         use_pin_memory=False, use_streams=True, min_offload_size="1KiB", max_fwd_stash_size=3,
@@ -217,7 +217,7 @@ def test_every_engine_option_is_taken_by_name():
         host_ram_warn_percent=80.0, host_pool_slab_bytes="2MiB", tier="host",
         host_budget_bytes=0, disk_dir="", disk_arena_bytes=0, disk_read_ahead_bytes="64MiB",
         disk_min_gbps=0, link="pcie4", semantics="offtune", offload="all",
-        debug_copy_delay_ns=0))
+        debug_copy_delay_ns=0, alloc_segments="env"))
     assert off.semantics == "offtune"
 
 
@@ -235,6 +235,7 @@ def test_every_engine_option_is_taken_by_name():
     (dict(backend="tpu"), "unknown backend 'tpu'"),
     (dict(semantics="axolotl"), "unknown semantics 'axolotl'"),
     (dict(link="fast"), "link: bad link 'fast'"),
+    (dict(alloc_segments="growing"), "unknown alloc segments 'growing'"),
     (dict(prefetch=2**70), "prefetch"),
 ])
 def test_a_bad_option_is_one_value_error_naming_it(options, message):

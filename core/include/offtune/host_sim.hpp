@@ -62,13 +62,19 @@ struct Counters {
   // (set_caching) and freed blocks that wait for a copy stream before they may be reused.
   int64_t reserved = 0;
   int64_t peak_reserved = 0;
-  int64_t cache_flushes = 0;  // allocations that emptied the caches to fit the capacity (CUDA's
-                              // "alloc retries")
-  // With a device model: what CUDA's caching allocator would hold from the driver for the same
-  // allocations (512-byte rounding, 2 MiB and 20 MiB segments, blocks split and reused per stream;
-  // docs/device-model.md). Counts allocations made while a model was set; 0 without one.
+  // Allocations that released the modelled allocator's cache to fit the capacity (CUDA's
+  // num_alloc_retries).
+  int64_t cache_flushes = 0;
+  // What CUDA's caching allocator would hold from the driver for the same allocations, frees and
+  // copy-stream uses, by the model of the pinned torch's allocator and its settings
+  // (PYTORCH_CUDA_ALLOC_CONF; docs/memory.md): reserved and its peak, allocated (whole blocks),
+  // the free bytes inside partly used segments (fragmentation), and freed blocks that wait for a
+  // copy stream before they may be reused. The device's figures (DeviceMemory) report these.
   int64_t modelled_reserved = 0;
   int64_t modelled_peak_reserved = 0;
+  int64_t modelled_allocated = 0;
+  int64_t modelled_inactive_split = 0;
+  int64_t modelled_pending = 0;
 };
 Counters counters();
 void reset_peak();  // both peaks
@@ -87,9 +93,9 @@ class AllocationListener {
 // One listener at a time (nullptr: none); the caller keeps it alive until it is replaced.
 void set_allocation_listener(AllocationListener* listener);
 
-// Device capacity in bytes (0 = unlimited). Reserved bytes beyond it throw c10::OutOfMemoryError,
-// as the CUDA allocator does, after emptying the caches and asking offloaders to give back
-// prefetched buffers they can bring back later.
+// Device capacity in bytes (0 = unlimited). An allocation the modelled caching allocator cannot
+// place within it (after releasing its cache, as CUDA's does, and asking offloaders to give back
+// prefetched buffers they can bring back later) throws c10::OutOfMemoryError, as a GPU would.
 void set_capacity(int64_t bytes);
 int64_t capacity();
 

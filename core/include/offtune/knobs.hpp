@@ -28,7 +28,7 @@
 namespace offtune {
 
 // The engine's defaults, the one place they are written (OffloadOptions' initializers).
-const OffloadOptions& engine_defaults();
+const OffloadOptions& engine_defaults() noexcept;
 
 // A host-sim link model and the name it was given by: "pcie4", "pcie5", "nvlink-c2c", "none" or
 // "GBPS:LATENCY_US" (e.g. "12:15"). An empty name is "the backend's own link" (a run that does not
@@ -67,6 +67,7 @@ struct Knobs {
   CheckpointPolicy checkpoint;  // gradient checkpointing of the model's blocks
   OffloadSet offload_set = engine_defaults().offload;
   Tier tier = engine_defaults().tier;
+  AllocSegments alloc_segments = engine_defaults().alloc_segments;
   int64_t layer_offload = 0;  // layer offloading of frozen weights: blocks copied ahead; 0 = off
 
   friend bool operator==(const Knobs&, const Knobs&) = default;

@@ -172,6 +172,9 @@ class ActivationOffloader {
   friend class ExternalHooks;
   std::shared_ptr<detail::Context> ctx_;
   HookCarrier carrier_ = HookCarrier::OfftuneEngine;
+  // The process's expandable_segments setting before options().alloc_segments changed it, put
+  // back by the destructor: -1 when this offloader changed nothing.
+  int previous_expandable_ = -1;
 };
 
 // While alive, saved tensors on this thread go through `offloader` (innermost scope wins). It may

@@ -84,6 +84,20 @@ std::string_view to_string(Tier tier);
 // Accepts "host", "disk", "auto"; throws OptionsError otherwise.
 Tier parse_tier(std::string_view text);
 
+// The device caching allocator's segments (PYTORCH_CUDA_ALLOC_CONF's expandable_segments) while an
+// offloader lives. Process-wide: the offloader sets it when it is made and puts the process's
+// setting back when it is destroyed (through c10's setAllocatorSettings, as
+// torch.cuda.memory._set_allocator_settings does; a setting applies to segments made after it).
+// host-sim's model of the allocator follows the same setting (docs/memory.md).
+enum class AllocSegments : uint8_t {
+  Env,         // leave it as PYTORCH_CUDA_ALLOC_CONF (or an earlier setting) has it
+  Fixed,       // expandable_segments:False: segments of fixed size, 2 MiB, 20 MiB or the request's
+  Expandable,  // expandable_segments:True: one growing segment per stream and pool
+};
+std::string_view to_string(AllocSegments segments);
+// Accepts "env", "fixed", "expandable"; throws OptionsError otherwise.
+AllocSegments parse_alloc_segments(std::string_view text);
+
 // Debug: fault injection for the disk tier (tests). Counted per offloader, from 1.
 struct DiskFaults {
   int64_t fail_write = 0;      // the Nth write to the arena file fails (0 = never)
@@ -144,8 +158,10 @@ struct OffloadOptions {
   int device_index = -1;
   // Warn (once per crossing) when system RAM use goes above this percentage while offloading.
   double host_ram_warn_percent = 60.0;
-  // Host pool granularity: pinned memory is reserved in slabs of this size (larger tensors get a
-  // slab of their own, rounded to 2 MiB, never to a power of two).
+  // Host pool: the largest shared slab of pinned memory. The pool reserves what the copies need:
+  // slabs of an eighth of what it holds (2 MiB steps, from 2 MiB up to this size; a larger tensor
+  // gets a slab of its own, rounded up by at most 1/16 of it and 2 MiB), at most 1.25 x the peak of
+  // host copies + 2 MiB (docs/engine.md, "Pinned memory from a pool").
   int64_t host_pool_slab_bytes = int64_t{64} << 20;
   // Disk tier (docs/disk-tier.md). Where offloaded copies live; see Tier.
   Tier tier = Tier::Host;
@@ -176,6 +192,8 @@ struct OffloadOptions {
   Semantics semantics = Semantics::Offtune;
   // Which saved tensors may be offloaded (see OffloadSet).
   OffloadSet offload = OffloadSet::All;
+  // The device allocator's segments while this offloader lives (see AllocSegments).
+  AllocSegments alloc_segments = AllocSegments::Env;
   // host-sim only (debug): fill freed device and host-pool memory with 0xFF, so that a buffer freed
   // or reused too early shows up as NaNs instead of passing by luck.
   bool poison_freed = false;

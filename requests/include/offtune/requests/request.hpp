@@ -26,6 +26,10 @@
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/sweep.hpp"
 
+namespace offtune::profiler {
+enum class MemoryFigure : uint8_t;  // offtune/profiler/recommend.hpp
+}
+
 namespace offtune::requests {
 
 // --- Errors by kind
@@ -321,6 +325,8 @@ int64_t point_count(const ValidSweep& sweep);
 int64_t parse_id(std::string_view flag, std::string_view text);
 // A memory budget: a size, at least 1 byte.
 int64_t parse_memory_budget(std::string_view flag, std::string_view text);
+// The figure a memory budget is checked against: "reserved" or "allocated".
+profiler::MemoryFigure parse_memory_figure(std::string_view flag, std::string_view text);
 // A slowdown factor or a time in milliseconds: a positive finite number.
 double parse_positive(std::string_view flag, std::string_view text);
 // A tolerance in percent, "1" or "1%" or "0.5%": returned as a fraction in [0, 1) (0.01).

@@ -1,0 +1,114 @@
+// Reserved memory the engine itself costs, seen through host-sim's model of CUDA's caching
+// allocator with a device model (the copy stream lags compute as on a GPU behind PCIe): blocks
+// the forward window lets go must be reusable at once, as they are under TRL's reference (which
+// only makes compute wait for the copy), not held back for the copy stream.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "offtune/device_model.hpp"
+#include "offtune/host_sim.hpp"
+#include "offtune/offloader.hpp"
+#include "offtune/profiler/store.hpp"
+#include "sweep_test_util.hpp"
+
+namespace offtune::profiler {
+namespace {
+
+using sweep_test::workload_of;
+
+class ReservedMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_sim::install();
+    model_ = device_model_named("h100");
+    host_sim::set_device_model(&model_);
+  }
+  void TearDown() override { host_sim::set_device_model(nullptr); }
+
+  // One measured step of the small Llama-like model at the main job's shape (4 x 512 tokens) and
+  // TRL's knobs (1 KiB, a window of 5), streams and pinned memory on, behind PCIe 4.0.
+  RunSummary at_trls_knobs(Semantics semantics) {
+    RunSpec spec;
+    spec.workload.model = "small";
+    spec.workload.batch = 4;
+    spec.workload.seq = 512;
+    spec.workload.dtype = "fp32";
+    spec.workload.steps = 1;
+    spec.workload.warmup = 1;
+    spec.config.min_offload_size = 1024;
+    spec.config.max_fwd_stash_size = 5;
+    spec.config.semantics = semantics;
+    spec.config.link = parse_link("pcie4");
+    spec.base.backend = BackendKind::HostSim;
+    spec.record_timeline = false;
+    auto workload = workload_of(spec.workload);
+    auto store = make_memory_store();
+    const RunOutcome out = run_measured(*workload, spec, *store);
+    EXPECT_EQ(out.record.status, RunStatus::Ok) << out.record.error;
+    return out.record.summary;
+  }
+
+  DeviceModel model_;
+};
+
+// A chain of 4 MiB activations, each saved (sin saves its input) and offloaded through a window of
+// 5 over PCIe 4.0: the copy stream falls behind compute, as on a GPU. Every activation the window
+// lets go (compute waited for its copy) is free for compute's next allocation at once: none waits
+// for the copy stream's later copies, and reserved memory stays at what is live.
+TEST_F(ReservedMemory, ABlockTheForwardWindowLetsGoIsReusableAtOnce) {
+  OffloadOptions o;
+  o.backend = BackendKind::HostSim;
+  o.min_offload_size = 1;
+  o.max_fwd_stash_size = 5;
+  o.link = LinkModel::pcie4();
+  ActivationOffloader off(o);
+  host_sim::empty_cache();
+  const at::Tensor x = torch::ones({1 << 20}).requires_grad_(true);  // 4 MiB
+  off.reset_peak_device_memory();
+  const DeviceMemory before = off.device_memory();
+  int64_t most_pending = 0;
+  at::Tensor h = x;
+  {
+    auto scope = off.scope();
+    for (int i = 0; i < 24; ++i) {
+      h = (h * 1.0001).sin();
+      most_pending = std::max(most_pending, host_sim::counters().modelled_pending);
+    }
+  }
+  const DeviceMemory after = off.device_memory();
+  const int64_t allocated = after.peak_allocated - before.allocated;
+  const int64_t reserved = after.peak_reserved - before.reserved;
+  std::printf("pending at most %lld bytes; peak allocated +%lld MiB, peak reserved +%lld MiB\n",
+              static_cast<long long>(most_pending), static_cast<long long>(allocated >> 20),
+              static_cast<long long>(reserved >> 20));
+  EXPECT_EQ(most_pending, 0) << "a block the window let go waited for the copy stream";
+  // What is live fits in 20 MiB segments (4 MiB blocks split off them) and a 2 MiB small one: a
+  // block held back would need a segment more.
+  constexpr int64_t kSegment = int64_t{20} << 20;
+  EXPECT_LE(reserved, (allocated + kSegment - 1) / kSegment * kSegment + (int64_t{2} << 20));
+  h.sum().backward();
+  off.synchronize();
+  EXPECT_TRUE(x.grad().defined());
+}
+
+// At the main job's shape offtune's rules allocate less than TRL's (they offload a storage once)
+// and reserve less. (At 2 x 256, 4 x 256 and 8 x 128 tokens offtune's rules reserve 12 to 20 MiB
+// more than TRL's, from another order of allocations that splits the allocator's segments
+// differently, not from copy-stream holds: docs/memory.md.)
+TEST_F(ReservedMemory, AtTrlsKnobsOfftuneReservesNoMoreThanTrlSemantics) {
+  const RunSummary trl = at_trls_knobs(Semantics::Trl);
+  const RunSummary ours = at_trls_knobs(Semantics::Offtune);
+  std::printf("trl:     allocated %lld reserved %lld\nofftune: allocated %lld reserved %lld\n",
+              static_cast<long long>(trl.peak_allocated), static_cast<long long>(trl.peak_reserved),
+              static_cast<long long>(ours.peak_allocated),
+              static_cast<long long>(ours.peak_reserved));
+  EXPECT_LE(ours.peak_allocated, trl.peak_allocated);
+  EXPECT_LE(ours.peak_reserved, trl.peak_reserved);
+}
+
+}  // namespace
+}  // namespace offtune::profiler
