@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # The main job: set up, build (release), then ask the question of a fine-tune that does not fit:
 # which settings fit a memory budget, and how much slower are they? It sweeps the built-in `small`
-# Llama-like model (4 layers, hidden 256, 5M parameters) at 4 x 512 tokens, a shape whose
-# activations are most of its memory (a 295 MiB peak beside 20 MB of weights), across gradient
-# checkpointing (none, all), what is offloaded (every saved tensor, or only the checkpointed
-# blocks' inputs) and min_offload_size x max_fwd_stash_size; prints the measured grid and the
-# sweep's recommendation, then the fastest point under the budget (OFFTUNE_BUDGET, default
-# 125MiB: less than checkpointing alone needs) in one line, and the command that opens the store in
-# the dashboard. Where there is no GPU it runs on host-sim with the H100 SXM device model behind a
+# Llama-like model (4 layers, hidden 256, 5M parameters) at 8 x 512 tokens, a shape whose
+# activations are most of its memory (a 630 MiB peak reserved beside 20 MB of weights), across
+# gradient checkpointing (none, all), what is offloaded (every saved tensor, or only the
+# checkpointed blocks' inputs) and min_offload_size x max_fwd_stash_size; prints the measured grid
+# and the sweep's recommendation, then the fastest point under the budget (OFFTUNE_BUDGET, default
+# 300MiB of peak reserved memory, what a GPU runs out of: less than checkpointing alone reserves)
+# in one line with every memory figure of that point, and the command that opens the store in the
+# dashboard. Where there is no GPU it runs on host-sim with the H100 SXM device model behind a
 # PCIe 5.0 link (docs/device-model.md): step times are those an H100 would take, the same on every
 # run. Arguments replace the sweep's defaults below (see `offtune sweep --help`); OFFTUNE_DB sets
 # the store (default: offtune.db here).
 source "$(dirname "$0")/common.sh"
 db="${OFFTUNE_DB:-$PWD/offtune.db}"
-budget="${OFFTUNE_BUDGET:-125MiB}"
+budget="${OFFTUNE_BUDGET:-300MiB}"
 # Only what the job runs: the CLI, and the dashboard it points to (when Qt is there).
 targets=(offtune)
 build_preset release -- "${targets[@]}"
@@ -29,7 +30,7 @@ device=()
 if ! { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
   device=(--backend host-sim --device-model h100-sxm)
 fi
-"$offtune" sweep --db "$db" --model small --batch 4 --seq 512 --steps 3 --warmup 1 --link pcie5 \
+"$offtune" sweep --db "$db" --model small --batch 8 --seq 512 --steps 3 --warmup 1 --link pcie5 \
   --checkpoint none,all --offload all,boundaries --min-offload-size 64KiB,4MiB \
   --max-fwd-stash-size 1,4 "${device[@]}"
 # The decision under the budget: recommend's line that says which point and why (its table and

@@ -262,9 +262,11 @@ void print_points(const std::vector<pf::PointRecord>& points) {
     if (variant_width == 0) return std::string();
     return " " + text + std::string(variant_width - std::min(variant_width, text.size()), ' ');
   };
-  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %13s\n", "index", "status",
+  // Peak allocated (with its exact bytes, for ties) and peak reserved: what a GPU runs out of.
+  std::printf("%5s %-8s %-8s%s%s %14s %7s %10s %-21s %14s %12s %13s %13s\n", "index", "status",
               "offload", rules ? " rules  " : "", variant("variant").c_str(), "min_offload",
-              "window", "step ms", "interval (level)", "peak device", "bytes", "hidden copy %");
+              "window", "step ms", "interval (level)", "peak allocated", "bytes", "peak reserved",
+              "hidden copy %");
   for (size_t i = 0; i < points.size(); ++i) {
     const pf::PointRecord& p = points[i];
     const pf::StepInterval ci = pf::step_interval(p.summary);
@@ -293,24 +295,25 @@ void print_points(const std::vector<pf::PointRecord>& points) {
       std::snprintf(hidden, sizeof hidden, "%.1f", p.summary.hidden_copy_pct);
     }
     // A point that did not finish (out of memory, failed, pending) has no figures: "-", not 0.
-    std::string step_ms = "-", peak = "-", bytes = "-";
+    std::string step_ms = "-", peak = "-", bytes = "-", reserved = "-";
     if (measured) {
       char text[32];
       std::snprintf(text, sizeof text, "%.2f", p.summary.step_ms_median);
       step_ms = text;
       peak = pf::format_size(p.summary.peak_allocated);
       bytes = std::to_string(p.summary.peak_allocated);
+      reserved = pf::format_size(p.summary.peak_reserved);
     } else {
       std::snprintf(hidden, sizeof hidden, "-");
     }
     const std::string& v = variants[i];
-    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %13s%s%s\n",
+    std::printf("%5lld %-8s %-8s%s%s %14s %7lld %10s %-21s %14s %12s %13s %13s%s%s\n",
                 static_cast<long long>(p.index), pf::to_string(p.status),
                 p.config.offload ? "yes" : "no", rule, variant(v.empty() ? "-" : v).c_str(),
                 p.config.offload ? pf::format_size(p.config.min_offload_size).c_str() : "-",
                 static_cast<long long>(p.config.offload ? p.config.max_fwd_stash_size : 0),
-                step_ms.c_str(), measured ? interval : "-", peak.c_str(), bytes.c_str(), hidden,
-                p.error.empty() ? "" : "  ", p.error.c_str());
+                step_ms.c_str(), measured ? interval : "-", peak.c_str(), bytes.c_str(),
+                reserved.c_str(), hidden, p.error.empty() ? "" : "  ", p.error.c_str());
   }
 }
 

@@ -157,7 +157,7 @@ class PredictCommand final : public Command {
         predicted_grid.traces > 1 || grid.back().config.semantics != Semantics::Offtune;
     std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %13s\n", "index", "offload",
                 rules ? " rules  " : "", "min_offload", "window", "prefetch", "link", "step ms",
-                "x base", "peak device", "bytes", "hidden copy %");
+                "x base", "peak alloc", "bytes", "hidden copy %");
     for (size_t i = 0; i < grid.size(); ++i) {
       const auto& p = grid[i];
       const auto& c = p.config;

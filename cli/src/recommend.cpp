@@ -117,8 +117,8 @@ class RecommendCommand final : public StoreCommand {
       std::cout << out.dump(2) << "\n";
     } else if (!common_.quiet) {  // --quiet: the exit status alone (5: no point satisfies it)
       std::cout << "sweep " << sweep->id.value << " (" << sweep->workload.model << "), constraint "
-                << rec.constraint.describe()
-                << "\nPareto front (step time vs peak device memory):\n";
+                << rec.constraint.describe() << "\nPareto front (step time vs peak "
+                << pf::to_string(rec.constraint.memory) << " device memory):\n";
       print_points(rec.front);
       std::cout << "\n" << rec.rationale << "\n";
       if (rec.chosen) std::cout << "Memory: " << pf::describe_memory(rec.chosen->summary) << ".\n";
