@@ -444,7 +444,13 @@ class AccountingAllocator final : public c10::Allocator {
     auto* modelled = model_allocate(bytes, stream);
     Header* h = g_caching.load(std::memory_order_relaxed) ? take_cached(stream, bytes) : nullptr;
     if (h == nullptr) {
-      h = static_cast<Header*>(c10::alloc_cpu(n + kHeader));
+      try {
+        h = static_cast<Header*>(c10::alloc_cpu(n + kHeader));
+      } catch (...) {  // the host is out of memory: the model's block goes back
+        std::lock_guard<std::mutex> lock(g_model_mutex);
+        alloc_model().free(modelled);
+        throw;
+      }
       new (h) Header();
       h->bytes = bytes;
       h->owner = stream;
