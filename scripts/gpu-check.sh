@@ -164,22 +164,29 @@ PYEOF
     "$PY" - "$OUT/dm-gpu.db" "$OUT/dm-model.db" "$model" >"$OUT/device-model-check.md" <<'PYEOF'
 import sqlite3, sys
 q = ("SELECT point_index, offload, min_offload_size, max_fwd_stash_size, step_ms_median, "
-     "peak_allocated FROM points WHERE status = 'ok' ORDER BY point_index")
+     "peak_allocated, peak_reserved, device_outside FROM points WHERE status = 'ok' "
+     "ORDER BY point_index")
 def load(path):
     try:
         return {row[0]: row[1:] for row in sqlite3.connect(path).execute(q)}
     except sqlite3.Error as e:
         sys.exit(f"cannot read {path}: {e}")
+def err(model, gpu):
+    return f"{(model - gpu) / gpu * 100:+.1f}%" if gpu else "n/a"
 gpu, model = load(sys.argv[1]), load(sys.argv[2])
+# Time, peak allocated (cuBLAS's workspaces included), peak reserved (the allocator model), and
+# the memory outside the allocator (measured here: the CUDA context and libraries, with any other
+# process on this GPU; modelled: the profile's context_bytes estimate, docs/memory.md).
 print(f"| point | min_offload_size / window | GPU ms | {sys.argv[3]} model ms | error "
-      "| GPU peak B | model peak B | error |")
-print("|---|---|---|---|---|---|---|---|")
+      "| GPU peak alloc B | model | error | GPU peak reserved B | model | error "
+      "| GPU outside B | model | error |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for i in sorted(set(gpu) & set(model)):
     g, m = gpu[i], model[i]
     config = f"{g[1]} / {g[2]}" if g[0] else "baseline"
-    te = (m[3] - g[3]) / g[3] * 100 if g[3] else float("nan")
-    pe = (m[4] - g[4]) / g[4] * 100 if g[4] else float("nan")
-    print(f"| {i} | {config} | {g[3]:.2f} | {m[3]:.2f} | {te:+.1f}% | {g[4]} | {m[4]} | {pe:+.1f}% |")
+    print(f"| {i} | {config} | {g[3]:.2f} | {m[3]:.2f} | {err(m[3], g[3])} "
+          f"| {g[4]} | {m[4]} | {err(m[4], g[4])} | {g[5]} | {m[5]} | {err(m[5], g[5])} "
+          f"| {g[6]} | {m[6]} | {err(m[6], g[6])} |")
 PYEOF
   fi
   part bench_hooks_host_sim 120 "$BIN/offtune-bench" --backend host-sim --section hooks \

@@ -28,6 +28,15 @@ GRID=(--backend host-sim --warmup 1 --min-offload-size 1KiB,1MiB --max-fwd-stash
 py 'import json; d=json.load(open("sweep.json")); assert d["ran"]==5 and d["ok"]==5, d; ps=d["points"]; assert not ps[0]["config"]["offload"], ps[0]; assert all(p["summary"]["step_ms_median"] > 0 for p in ps), ps; assert any(p["summary"]["offloaded_bytes"] > 0 for p in ps[1:]), ps; base=ps[0]["summary"]["peak_allocated"]; assert min(p["summary"]["peak_allocated"] for p in ps[1:]) < base, [p["summary"]["peak_allocated"] for p in ps]' "sweep json"
 ok
 
+# Under a device model without --backend (host-sim's), each point is told the sweep's link (pcie4)
+# and its copies take the link's time: offloading points time apart from the baseline, as a
+# built-in model's do. Before, every point timed alike (its copies took no time).
+"$OFFTUNE" sweep --script "$PY $SCRIPT --steps 3 --seq 256 --batch 4" --device-model h100-sxm \
+  --warmup 1 --min-offload-size 1KiB --max-fwd-stash-size 1,2 --db m.db --json \
+  --timeout-per-point 300 >m.json 2>m.err || fail "device-model sweep: $(tail -5 m.err)"
+py 'import json; d=json.load(open("m.json")); ps=d["points"]; assert d["ok"]==3, d; base=ps[0]["summary"]["step_ms_median"]; assert all(p["config"]["link"]=="pcie4" for p in ps[1:]), ps; assert all(p["summary"]["step_ms_median"] > base for p in ps[1:]), [p["summary"]["step_ms_median"] for p in ps]; assert all(p["summary"]["device_outside"] > 0 for p in ps), ps' "device-model json"
+ok
+
 # The same command again resumes it: nothing runs.
 "$OFFTUNE" sweep --script "$CMD" "${GRID[@]}" --db s.db --json >again.json 2>again.err ||
   fail "resume: $(tail -5 again.err)"

@@ -238,6 +238,38 @@ TEST_F(DeviceModelFile, ABaseProfileWithChangedFieldsOrAFullModel) {
   EXPECT_DOUBLE_EQ(full.memory_efficiency, 0.9);
   EXPECT_DOUBLE_EQ(full.matmul_efficiency, 0.7);  // the default
   EXPECT_EQ(profiler::load_device_model("a100").name, "a100-80gb");
+  // What the process holds besides its tensors: the profile's, or the file's.
+  EXPECT_EQ(m.context_bytes, device_model_named("h100").context_bytes);
+  EXPECT_EQ(m.blas_workspace_bytes, 32 << 20);
+  const DeviceModel measured = profiler::load_device_model(
+      write(R"({"base": "h100", "context_bytes": 536870912, "blas_workspace_bytes": 0})"));
+  EXPECT_EQ(measured.context_bytes, 536870912);
+  EXPECT_EQ(measured.blas_workspace_bytes, 0);
+  EXPECT_NE(error_of(write(R"({"base": "h100", "context_bytes": -1})")).find("context_bytes"),
+            std::string::npos);
+}
+
+// torch's default cuBLAS workspace per (handle, stream) by compute capability, and its reading of
+// CUBLAS_WORKSPACE_CONFIG (CublasHandlePool.cpp of the pinned torch): the sum of SIZE KiB x COUNT
+// over ":SIZE:COUNT" pairs, anything else in the value skipped.
+TEST(DeviceModelWorkspace, TorchsDefaultsAndItsReadingOfCublasWorkspaceConfig) {
+  EXPECT_EQ(device_model_named("h100").blas_workspace_bytes, 32 << 20);  // sm 9.0
+  EXPECT_EQ(device_model_named("h200").blas_workspace_bytes, 32 << 20);  // sm 9.0
+  EXPECT_EQ(device_model_named("a100").blas_workspace_bytes, 8519680);   // :4096:2:16:8
+  EXPECT_EQ(device_model_named("l4").blas_workspace_bytes, 8519680);     // sm 8.9
+  EXPECT_EQ(device_model_named("rtx4090").blas_workspace_bytes, 8519680);
+  for (const auto& name : device_model_names()) {
+    EXPECT_GT(device_model_named(name).context_bytes, 0) << name;
+  }
+  EXPECT_EQ(parse_cublas_workspace_config(":4096:8"), 4096 * 1024 * 8);
+  EXPECT_EQ(parse_cublas_workspace_config(":4096:2:16:8"), 8519680);
+  EXPECT_EQ(parse_cublas_workspace_config(":16:8"), 16 * 1024 * 8);
+  EXPECT_EQ(parse_cublas_workspace_config("x:16:8y:4096:1"), 16 * 1024 * 8 + 4096 * 1024);
+  EXPECT_EQ(parse_cublas_workspace_config(":0:0"), 0);
+  EXPECT_EQ(parse_cublas_workspace_config("4096:8"), -1);
+  EXPECT_EQ(parse_cublas_workspace_config(":4096"), -1);
+  EXPECT_EQ(parse_cublas_workspace_config(""), -1);
+  EXPECT_EQ(parse_cublas_workspace_config(":99999999999:1"), -1) << "absurd: not taken";
 }
 
 TEST_F(DeviceModelFile, BadFilesAreOneLineNamingTheFileAndTheField) {

@@ -168,6 +168,10 @@ struct Fixture {
     p1.summary.offloaded_bytes = 4194304;
     p1.summary.hidden_copy_pct = 87.5;
     p1.summary.exposed_copy_ns = 125000;
+    // Measured on cuda: the context beside the allocator, a pinned pool, the process's host peak.
+    p1.summary.device_outside = 536870912;
+    p1.summary.pinned_bytes = 8388608;
+    p1.summary.host_rss_peak = 3221225472;
     store->put_point(p1);
     // A what-if prediction of point 1 (a predict-first sweep stores one per grid point).
     PointPrediction pred;
@@ -844,23 +848,27 @@ TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {
             "prefetch,use_streams,use_pin_memory,link,semantics,checkpoint,offload_set,tier,"
             "layer_offload,verify,alloc_segments,step_ms_median,step_ms_stddev,step_ms_ci_low,"
             "step_ms_ci_high,"
-            "step_ms_ci_level,peak_allocated,peak_reserved,"
+            "step_ms_ci_level,peak_allocated,peak_reserved,device_outside,peak_device_total,"
+            "pinned_bytes,host_rss_peak,"
             "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,predicted_step_ms,"
             "predicted_peak_allocated,error\r\n"
             // No offload settings for the baseline (only what a point without offloading may still
             // do: checkpoint, layer offloading, the allocator's segments), and no hidden share
             // where nothing was copied (before: 1024,5,0,1,true,true and 0). The loss of each
             // measured point.
-            "0,ok,false,,,,,,,,,none,,,off,,env,12.5,0.25,12.5,12.5,,1048576,2097152,0,"
-            ",0,6.25,,,\r\n"
+            // Nothing outside the allocator (host-sim without a device model): the device total
+            // is peak reserved; the host peak not measured is empty.
+            "0,ok,false,,,,,,,,,none,,,off,,env,12.5,0.25,12.5,12.5,,1048576,2097152,0,2097152,0,,"
+            "0,,0,6.25,,,\r\n"
             "1,ok,true,1048576,3,67108864,2,true,false,,trl,every:2,boundaries,disk,on:2,false,env,"
-            "13.75,0.5,13.75,13.75,,524288,1048576,4194304,87.5,125000,6.25,13.5,520000,\r\n"
+            "13.75,0.5,13.75,13.75,,524288,1048576,536870912,537919488,8388608,3221225472,"
+            "4194304,87.5,125000,6.25,13.5,520000,\r\n"
             "2,failed,true,1024,5,0,1,false,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,"
-            ",,"
+            ",,,,,,"
             "\"copy failed, code \"\"7\"\"\"\r\n"
             "3,pending,true,4096,5,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,"
-            ",,\r\n"
-            "4,oom,true,1024,8,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,,,"
+            ",,,,,,\r\n"
+            "4,oom,true,1024,8,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,,,,,,,"
             "\"CUDA out of memory\ntried to allocate 2 GiB\"\r\n");
   EXPECT_EQ(points_csv_header() + "\r\n", read_all(out).substr(0, points_csv_header().size() + 2));
 }

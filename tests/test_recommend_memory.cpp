@@ -1,5 +1,6 @@
-// The recommender's memory figures: a budget is judged on peak reserved memory (what a GPU runs
-// out of) unless told to use peak allocated, the front is drawn on the same figure, a host budget
+// The recommender's memory figures: a budget is judged on the peak device total (peak reserved
+// plus what the process holds outside the allocator: what a GPU runs out of) unless told to use
+// peak reserved or peak allocated, the front is drawn on the same figure, a host budget
 // leaves out the points that hold more host memory for their copies, and every sentence names the
 // figure it used.
 #include <gtest/gtest.h>
@@ -48,7 +49,7 @@ const std::vector<PointRecord> kFragmenting{
 TEST(RecommendMemory, ABudgetIsJudgedOnPeakReservedUnlessToldAllocated) {
   Constraint c;
   c.memory_budget = 250 * MiB;
-  EXPECT_EQ(c.memory, MemoryFigure::Reserved);
+  c.memory = MemoryFigure::Reserved;
   auto r = recommend(kFragmenting, c);
   ASSERT_TRUE(r.chosen);
   EXPECT_EQ(r.chosen->index, 2) << "point 1 reserves 300 MiB: it would run out of memory";
@@ -81,7 +82,8 @@ TEST(RecommendMemory, TheFrontAndTheLowestPeakUseTheConstraintsFigure) {
   EXPECT_EQ(front(r), (std::vector<int64_t>{0, 1, 2}));
   ASSERT_TRUE(r.chosen);
   EXPECT_EQ(r.chosen->index, 2);
-  EXPECT_TRUE(says(r.rationale, "lowest peak reserved device memory (200 MiB, baseline 420 MiB)"))
+  // Nothing outside the allocator here: the device total is peak reserved.
+  EXPECT_TRUE(says(r.rationale, "lowest peak device total (200 MiB, baseline 420 MiB)"))
       << r.rationale;
   c.memory = MemoryFigure::Allocated;
   r = recommend(kFragmenting, c);
@@ -135,14 +137,66 @@ TEST(RecommendMemory, TheConstraintAndTheFiguresAreNamedAsWhatTheyAre) {
   EXPECT_EQ(c.describe(), "memory-budget=8 GiB (allocated)");
   c.host_budget = 64 * 1024 * MiB;
   EXPECT_EQ(c.describe(), "memory-budget=8 GiB (allocated) host-budget=64 GiB");
+  c.memory = MemoryFigure::Reserved;
+  EXPECT_EQ(c.describe(), "memory-budget=8 GiB (reserved) host-budget=64 GiB");
+  EXPECT_EQ(parse_memory_figure("total"), MemoryFigure::Total);
   EXPECT_EQ(parse_memory_figure("reserved"), MemoryFigure::Reserved);
   EXPECT_EQ(parse_memory_figure("allocated"), MemoryFigure::Allocated);
-  EXPECT_THROW(parse_memory_figure("total"), std::invalid_argument);
+  EXPECT_THROW(parse_memory_figure("device"), std::invalid_argument);
   EXPECT_EQ(to_string(MemoryFigure::Reserved), "reserved");
+  EXPECT_EQ(to_string(MemoryFigure::Total), "total");
   const PointRecord p = measured(1, true, 100, 123 * MiB, 188 * MiB, 64 * MiB, 8 * MiB);
   EXPECT_EQ(describe_memory(p.summary),
             "peak allocated 123 MiB, peak reserved 188 MiB, pinned host 64 MiB, host "
             "copies at peak 8 MiB");
+  // Measured on cuda: what lies outside the allocator and the process's host peak.
+  PointRecord q = p;
+  q.summary.device_outside = 500 * MiB;
+  q.summary.host_rss_peak = 3 * 1024 * MiB;
+  EXPECT_EQ(describe_memory(q.summary),
+            "peak allocated 123 MiB, peak reserved 188 MiB, outside the allocator 500 MiB (device "
+            "total 688 MiB), pinned host 64 MiB, host copies at peak 8 MiB, host peak 3 GiB");
+}
+
+// The CUDA context and libraries take memory that torch's counters never see: a budget on the
+// device total counts it, so a point whose reserved memory fits but whose total does not is not
+// chosen; on reserved alone it would be.
+TEST(RecommendMemory, TheDeviceTotalCountsWhatLiesOutsideTheAllocator) {
+  std::vector<PointRecord> pts = kFragmenting;
+  for (auto& p : pts) p.summary.device_outside = 512 * MiB;
+  Constraint c;
+  c.memory_budget = 250 * MiB + 512 * MiB;
+  EXPECT_EQ(c.memory, MemoryFigure::Total) << "the default";
+  EXPECT_EQ(device_peak(pts[2].summary, MemoryFigure::Total), 712 * MiB);
+  auto r = recommend(pts, c);
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->index, 2);
+  EXPECT_TRUE(says(r.rationale, "peak device total (712 MiB)")) << r.rationale;
+  c.memory_budget = 300 * MiB;
+  r = recommend(pts, c);
+  EXPECT_FALSE(r.chosen) << "every point takes more than 512 MiB of the device";
+  c.memory = MemoryFigure::Reserved;
+  c.memory_budget = 250 * MiB;
+  r = recommend(pts, c);
+  ASSERT_TRUE(r.chosen) << "on reserved alone point 2 (200 MiB) would seem to fit";
+  EXPECT_EQ(r.chosen->index, 2);
+}
+
+// Where the process's host peak was measured (cuda), a host budget is checked against it: it holds
+// the pinned pool and everything else the process keeps on the host.
+TEST(RecommendMemory, AHostBudgetUsesTheProcessPeakWhereItWasMeasured) {
+  std::vector<PointRecord> pts{
+      measured(0, false, 100, 400 * MiB, 420 * MiB),
+      measured(1, true, 110, 200 * MiB, 210 * MiB, 512 * MiB, 400 * MiB),
+  };
+  EXPECT_EQ(host_held(pts[1].summary), 512 * MiB);
+  pts[1].summary.host_rss_peak = 6 * 1024 * MiB;
+  EXPECT_EQ(host_held(pts[1].summary), 6 * 1024 * MiB);
+  Constraint c;
+  c.memory_budget = 300 * MiB;
+  c.host_budget = 4 * 1024 * MiB;
+  const auto r = recommend(pts, c);
+  EXPECT_FALSE(r.chosen) << "its process peaked at 6 GiB of host memory";
 }
 
 }  // namespace

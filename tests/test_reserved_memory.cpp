@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "offtune/device_model.hpp"
 #include "offtune/host_sim.hpp"
@@ -108,6 +109,61 @@ TEST_F(ReservedMemory, AtTrlsKnobsOfftuneReservesNoMoreThanTrlSemantics) {
               static_cast<long long>(ours.peak_reserved));
   EXPECT_LE(ours.peak_allocated, trl.peak_allocated);
   EXPECT_LE(ours.peak_reserved, trl.peak_reserved);
+}
+
+// What the device holds besides the step's tensors (docs/memory.md): torch's cuBLAS workspace for
+// each (handle, stream) pair that runs a matmul, from the caching allocator and kept; forward and
+// backward are two pairs on a GPU (autograd's device thread has its own handle). And the CUDA
+// context, outside the allocator: the device model's context_bytes.
+TEST_F(ReservedMemory, EachMatmulPassHoldsACublasWorkspaceAndTheContextLiesOutside) {
+  const int64_t ws = model_.blas_workspace_bytes;
+  ASSERT_EQ(ws, 32 << 20);
+  const auto allocated = [] { return host_sim::counters().allocated; };
+  const int64_t base = allocated();
+  const at::Tensor a = torch::ones({64, 64}).requires_grad_(true);
+  const at::Tensor b = torch::ones({64, 64});
+  const int64_t inputs = allocated() - base;
+  at::Tensor y = torch::mm(a, b);
+  EXPECT_EQ(allocated() - base - inputs - y.nbytes(), ws) << "forward's workspace";
+  y.sum().backward();
+  y = at::Tensor();
+  const int64_t grads = a.grad().nbytes();
+  EXPECT_EQ(allocated() - base - inputs - grads, 2 * ws) << "and backward's";
+  at::Tensor z = torch::mm(a, b);
+  z = torch::mm(z, b);
+  z = at::Tensor();
+  EXPECT_EQ(allocated() - base - inputs - grads, 2 * ws) << "kept: no more for later matmuls";
+  const DeviceMemory mem = device_memory(BackendKind::HostSim);
+  EXPECT_GE(mem.reserved, 2 * ws);
+  EXPECT_EQ(mem.outside_allocator, model_.context_bytes);
+  EXPECT_EQ(mem.peak_device_total(), mem.peak_reserved + model_.context_bytes);
+
+  // A new device model starts a new process's worth: the workspaces go (clearCublasWorkspaces).
+  host_sim::set_device_model(&model_);
+  EXPECT_EQ(allocated() - base - inputs - grads, 0);
+  // CUBLAS_WORKSPACE_CONFIG sizes them, as in torch.
+  ASSERT_EQ(setenv("CUBLAS_WORKSPACE_CONFIG", ":1024:2", 1), 0);
+  z = torch::mm(a, b);
+  const int64_t configured = allocated() - base - inputs - grads - z.nbytes();
+  unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  EXPECT_EQ(configured, 2 << 20);
+  // Without a device model (this CPU's own ops): no workspace, nothing outside.
+  z = at::Tensor();
+  host_sim::set_device_model(nullptr);
+  const int64_t none = allocated();
+  z = torch::mm(a, b);
+  EXPECT_EQ(allocated() - none, z.nbytes());
+  EXPECT_EQ(device_memory(BackendKind::HostSim).outside_allocator, 0);
+}
+
+// A measured run reports both: peak reserved holds the two workspaces and the summary what lies
+// outside, so the device total is what an H100 would have in use for the process.
+TEST_F(ReservedMemory, ARunsSummaryCarriesTheDeviceTotal) {
+  const RunSummary s = at_trls_knobs(Semantics::Offtune);
+  EXPECT_EQ(s.device_outside, model_.context_bytes);
+  EXPECT_EQ(peak_device_total(s), s.peak_reserved + model_.context_bytes);
+  EXPECT_GE(s.peak_allocated, 2 * model_.blas_workspace_bytes);
+  EXPECT_EQ(s.host_rss_peak, 0) << "host-sim's device memory is host memory: not measured";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/store.hpp"
+#include "run_parts.hpp"  // internal header: the host peak's measurement
 #include "sweep_test_util.hpp"
 
 namespace offtune::profiler {
@@ -154,6 +155,26 @@ TEST(Runner, ATorchScriptModelInAnotherDtypeFailsWithTheCauseAndWhatToDo) {
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   EXPECT_NE(e.find("dtype"), std::string::npos) << e;
   EXPECT_NE(e.find("export_torchscript.py --dtype bf16"), std::string::npos) << e;
+}
+
+// The process's host peak over a run (cuda runs; docs/memory.md): the kernel's high-water mark,
+// reset when the run begins, so that a run's figure is its own and not an earlier run's.
+TEST(HostPeak, IsTheProcessesResidentPeakSinceTheRunBegan) {
+  constexpr int64_t kBig = int64_t{256} << 20;
+  int64_t first_peak = 0;
+  {
+    const detail::HostPeak first(true);
+    const int64_t resident = first.peak();
+    if (resident == 0) GTEST_SKIP() << "this kernel does not reset VmHWM (/proc/self/clear_refs)";
+    std::vector<char> touched(static_cast<size_t>(kBig), 1);  // resident: every page written
+    first_peak = first.peak();
+    EXPECT_GE(first_peak, resident + kBig) << "the 256 MiB it touched";
+    EXPECT_EQ(touched[static_cast<size_t>(kBig) - 1], 1);
+  }
+  const detail::HostPeak second(true);  // after the 256 MiB went back
+  EXPECT_GT(second.peak(), 0);
+  EXPECT_LE(second.peak(), first_peak - kBig / 2) << "an earlier run's peak is not this one's";
+  EXPECT_EQ(detail::HostPeak(false).peak(), 0) << "off: not measured";
 }
 
 }  // namespace

@@ -23,12 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "offtune/host_sim.hpp"
 #include "offtune/profiler/backend.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/script_point.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/requests/engine_options.hpp"
+#include "offtune/requests/execute.hpp"
 #include "offtune/requests/request.hpp"
 
 namespace offtune::profiler {
@@ -634,6 +636,43 @@ TEST(ScriptRequest, RefusesTheFlagsOfABuiltInModelOneMessageEach) {
   t.timeout_per_point = "-1";
   ASSERT_EQ(check(t).errors.size(), 1u);
   EXPECT_NE(check(t).errors[0].message.find("seconds"), std::string::npos);
+}
+
+// A script sweep under a device model (host-sim's) without --backend: each point is told host-sim
+// and the sweep's link (pcie4 unless --link), as a built-in model's point is. Before, the child was
+// told neither, its offloader had no link model, and every copy took no time under the device
+// model: every point timed alike (issue 41, item 6).
+TEST(ScriptRequest, ADeviceModelWithoutBackendTellsEachPointItsLink) {
+  SweepRequest r;
+  r.db = "x.db";
+  r.script = "true";
+  r.backend.device_model = "h100-sxm";
+  r.knobs["min_offload_size"] = "1KiB";
+  r.knobs["max_fwd_stash_size"] = "1,2";
+  PreparedSweep prepared;
+  try {
+    prepared = prepare(require_valid(r));
+  } catch (const std::exception& e) {
+    host_sim::set_device_model(nullptr);
+    GTEST_SKIP() << "a device model needs host-sim here: " << e.what();  // a GPU machine's auto
+  }
+  host_sim::set_device_model(nullptr);  // prepare set it for the process
+  ASSERT_TRUE(prepared.script);
+  EXPECT_EQ(prepared.script->backend, BackendKind::HostSim);
+  EXPECT_EQ(prepared.script->link, "pcie4");
+  int offload_points = 0;
+  for (const profiler::EngineConfig& c : profiler::expand_grid(prepared.spec.grid)) {
+    if (!c.offload) continue;
+    ++offload_points;
+    const auto point = nlohmann::json::parse(profiler::point_json(c, *prepared.script));
+    ASSERT_TRUE(point.contains("link")) << point.dump();
+    EXPECT_EQ(point.at("link"), "pcie4");
+    EXPECT_EQ(point.at("backend"), "host-sim");
+    const OffloadOptions given =
+        parse_offload_options({{"link", point.at("link").get<std::string>()}});
+    EXPECT_TRUE(given.link.enabled()) << "copies take the link's time";
+  }
+  EXPECT_EQ(offload_points, 2);
 }
 
 }  // namespace

@@ -144,6 +144,8 @@ RunSummary sample_summary(int salt) {
   s.peak_reserved = kMax - 1;
   s.host_bytes_peak = 123456789;
   s.pinned_bytes = 1 << 20;
+  s.device_outside = (int64_t{512} << 20) + salt;
+  s.host_rss_peak = kMax - 2;
   s.offloaded_bytes = 777;
   s.reloaded_bytes = 778;
   s.hidden_copy_pct = 99.5;
@@ -927,11 +929,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsEightAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 8);
+TEST_F(SqliteStoreTest, SchemaVersionIsNineAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 9);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 8);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 9);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -949,7 +951,7 @@ TEST_F(SqliteStoreTest, SchemaVersionIsEightAndNewFilesCarryIt) {
 
 // The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
 // migrations added), is file format: a change to how the migrations are written must leave it
-// byte for byte as released. tests/data/store/schema_v8.txt holds it.
+// byte for byte as released. tests/data/store/schema_v9.txt holds it.
 TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
   open_sqlite_store(path());
   RawDb db(path());
@@ -958,8 +960,8 @@ TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
       "FROM sqlite_master ORDER BY type, name",
       0);
   const std::string golden =
-      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v8.txt").string());
-  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v8.txt is missing";
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v9.txt").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v9.txt is missing";
   EXPECT_EQ(schema, golden);
 }
 
@@ -1418,20 +1420,32 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
+// What schema 9 added to schema 8: device memory outside the allocator and the host peak, of runs
+// and points. Each older kDropSchemaN begins with it, so that the file is one at schema N.
+constexpr const char* kDropSchema9 =
+    "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
+    "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; ";
+
 // What schema 8 added to schema 7: the allocator segments of runs and points. Each older
 // kDropSchemaN begins with it, so that the file is one at schema N.
 constexpr const char* kDropSchema8 =
+    "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
+    "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; ";
 
 // What schema 7 added to schema 6: the ranks of runs. Each older kDropSchemaN begins with it, so
 // that the file is one at schema N.
 constexpr const char* kDropSchema7 =
+    "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
+    "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
     "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
     "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; ";
 
 // What schema 6 added to schema 5: the verify flag of runs and points.
 constexpr const char* kDropSchema6 =
+    "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
+    "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
     "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
     "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; "
@@ -1440,6 +1454,8 @@ constexpr const char* kDropSchema6 =
 // What schema 5 added to schema 4 (after schema 6's, so that the file is one at schema 4): layer
 // offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
+    "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
+    "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
     "DROP INDEX runs_job; ALTER TABLE runs DROP COLUMN job_run; "
     "ALTER TABLE runs DROP COLUMN world_size; ALTER TABLE runs DROP COLUMN rank; "
@@ -1635,6 +1651,50 @@ TEST_F(SqliteStoreTest, ASchemaSevenFileReadsItsSegmentsAsTheEnvironmentsAndMigr
   fixed.config.alloc_segments = AllocSegments::Fixed;
   const RunId new_run = store->begin_run(fixed);
   EXPECT_EQ(store->run(new_run)->config.alloc_segments, AllocSegments::Fixed);
+}
+
+// A schema 8 file (before the device total and the host peak) reads them as 0, not measured, and
+// migrates on a writable open: its rows keep 0, new rows carry theirs.
+TEST_F(SqliteStoreTest, ASchemaEightFileReadsNoDeviceOutsideAndNoHostPeakAndMigrates) {
+  RunId old_run;
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    RunRecord r = sample_run(1);
+    r.summary.device_outside = 512 << 20;
+    r.summary.host_rss_peak = int64_t{3} << 30;
+    std::tie(old_run, sweep) = put_run_and_point(*store, r, 1);
+    store->finish_run(old_run, RunStatus::Ok, "", r.summary, 1);
+    PointRecord p;
+    p.sweep = sweep;
+    p.index = 1;
+    p.config = r.config;
+    p.status = PointStatus::Ok;
+    p.summary = r.summary;
+    store->put_point(p);
+    EXPECT_EQ(store->run(old_run)->summary.device_outside, 512 << 20);
+    EXPECT_EQ(store->points(sweep).at(1).summary.host_rss_peak, int64_t{3} << 30);
+  }
+  RawDb(path()).must(std::string(kDropSchema9) + "PRAGMA user_version = 8");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    EXPECT_EQ(ro->run(old_run)->summary.device_outside, 0);
+    EXPECT_EQ(ro->run(old_run)->summary.host_rss_peak, 0);
+    EXPECT_EQ(ro->points(sweep).at(1).summary.device_outside, 0);
+    EXPECT_EQ(ro->run(old_run)->summary.peak_reserved, sample_run(1).summary.peak_reserved)
+        << "schema 8's own columns";
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 8) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
+  EXPECT_EQ(store->run(old_run)->summary.host_rss_peak, 0);
+  RunRecord measured = sample_run(2);
+  measured.summary.device_outside = 600 << 20;
+  measured.summary.host_rss_peak = int64_t{5} << 30;
+  const RunId new_run = store->begin_run(measured);
+  store->finish_run(new_run, RunStatus::Ok, "", measured.summary, 1);
+  EXPECT_EQ(store->run(new_run)->summary.device_outside, 600 << 20);
+  EXPECT_EQ(store->run(new_run)->summary.host_rss_peak, int64_t{5} << 30);
 }
 
 // A schema 6 file reads (read-only, as is) with every run a single process, its own job, and

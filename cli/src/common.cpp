@@ -143,8 +143,10 @@ void add_knob_flags(CLI::App& app, requests::KnobTexts& knobs, bool sweep) {
 std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,
                                         bool allow_slowdown) {
   const std::string forms = allow_slowdown
-                                ? "peak>SIZE (allocated), reserved>SIZE, step-ms>MS or slowdown>F"
-                                : "peak>SIZE (allocated), reserved>SIZE or step-ms>MS";
+                                ? "peak>SIZE (allocated), reserved>SIZE, total>SIZE (device), "
+                                  "step-ms>MS or slowdown>F"
+                                : "peak>SIZE (allocated), reserved>SIZE, total>SIZE (device) or "
+                                  "step-ms>MS";
   std::vector<Threshold> out;
   for (const auto& s : specs) {
     const auto gt = s.find('>');
@@ -155,7 +157,7 @@ std::vector<Threshold> parse_thresholds(const std::vector<std::string>& specs,
     const std::string v = s.substr(gt + 1);
     const std::string flag = "--fail-if " + t.metric;
     try {
-      if (t.metric == "peak" || t.metric == "reserved") {
+      if (t.metric == "peak" || t.metric == "reserved" || t.metric == "total") {
         t.value = static_cast<double>(requests::parse_memory_budget(flag, v));
       } else if (t.metric == "step-ms" || (t.metric == "slowdown" && allow_slowdown)) {
         t.value = requests::parse_positive(flag, v);
@@ -182,6 +184,7 @@ std::vector<std::string> check_thresholds(const std::vector<Threshold>& ts, cons
     double actual = 0;
     if (t.metric == "peak") actual = static_cast<double>(s.peak_allocated);
     if (t.metric == "reserved") actual = static_cast<double>(s.peak_reserved);
+    if (t.metric == "total") actual = static_cast<double>(pf::peak_device_total(s));
     if (t.metric == "step-ms") actual = s.step_ms_median;
     if (t.metric == "slowdown") actual = slowdown;
     // A figure that cannot be had (a slowdown without a baseline) fails the gate: it was not met.
@@ -189,7 +192,7 @@ std::vector<std::string> check_thresholds(const std::vector<Threshold>& ts, cons
       crossed.push_back(t.metric + " cannot be checked: no baseline (no-offload point) finished");
     } else if (actual > t.value) {
       const auto say = [&](double v) -> std::string {
-        if (t.metric == "peak" || t.metric == "reserved") {
+        if (t.metric == "peak" || t.metric == "reserved" || t.metric == "total") {
           return pf::format_size(static_cast<int64_t>(v));
         }
         char text[64];

@@ -19,18 +19,20 @@ class RecommendCommand final : public StoreCommand {
     auto* budget =
         app_->add_option("--memory-budget", budget_,
                          "fastest point whose peak device memory fits, e.g. 8GiB: peak reserved "
-                         "(what a GPU runs out of) unless --budget-on allocated");
+                         "plus the memory outside the allocator (the device total, what a GPU "
+                         "runs out of) unless --budget-on says otherwise");
     app_->add_option("--max-slowdown", max_slowdown_,
                      "lowest-memory point within this step-time factor (default " +
                          pf::default_max_slowdown_text() + ")")
         ->excludes(budget);
     app_->add_option("--budget-on", budget_on_,
-                     "the peak a memory budget and the front are judged on: reserved (default: "
-                     "the bytes the caching allocator holds, what a GPU runs out of) or "
-                     "allocated (the bytes of live tensors)");
+                     "the peak a memory budget and the front are judged on: total (default: "
+                     "peak reserved plus the CUDA context and libraries), reserved (the bytes "
+                     "the caching allocator holds) or allocated (the bytes of live tensors)");
     app_->add_option("--host-budget", host_budget_,
-                     "only points whose host memory for copies (offtune's pinned pool, or its host "
-                     "copies at their peak when more) fits, e.g. 64GiB; with either constraint");
+                     "only points whose host memory fits, e.g. 64GiB, per process: its resident "
+                     "peak where measured (cuda), else offtune's pinned pool or its host copies "
+                     "at their peak; with either constraint");
     app_->add_option("--memory-tolerance", memory_tolerance_,
                      "peaks that differ by at most this percentage are equal (default 1%; 0: "
                      "exact)");
@@ -98,8 +100,12 @@ class RecommendCommand final : public StoreCommand {
         const pf::RunSummary& s = rec.chosen->summary;
         out["peak_allocated"] = s.peak_allocated;
         out["peak_reserved"] = s.peak_reserved;
+        out["device_outside"] = s.device_outside;
+        out["peak_device_total"] = pf::peak_device_total(s);
         out["pinned_bytes"] = s.pinned_bytes;
         out["host_bytes_peak"] = s.host_bytes_peak;
+        out["host_rss_peak"] = s.host_rss_peak > 0 ? json(s.host_rss_peak) : json();
+        out["budget_on"] = pf::to_string(rec.constraint.memory);
         if (rec.baseline) out["slowdown"] = pf::slowdown(*rec.chosen, *rec.baseline);
         out["snippets"] = {{"cpp", rec.snippets.cpp},
                            {"trl", rec.snippets.trl},

@@ -7,6 +7,7 @@
 #include "cli.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/json.hpp"
+#include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/requests/execute.hpp"
@@ -59,10 +60,8 @@ class RunCommand final : public StoreCommand {
         } else {
           std::cout << " ms (median of " << run.spec.workload.steps << ")";
         }
-        std::cout << ", peak allocated " << pf::format_size(r.summary.peak_allocated)
-                  << ", peak reserved " << pf::format_size(r.summary.peak_reserved)
-                  << ", offloaded " << pf::format_size(r.summary.offloaded_bytes)
-                  << "/step, hidden copy ";
+        std::cout << ", " << pf::describe_memory(r.summary) << ", offloaded "
+                  << pf::format_size(r.summary.offloaded_bytes) << "/step, hidden copy ";
         // A run that copied nothing has no overlap to speak of: n/a, not 0 % (the worst).
         if (pf::copied_anything(r.config, r.summary)) {
           std::cout << std::setprecision(1) << r.summary.hidden_copy_pct << "%";

@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -49,7 +50,19 @@ DeviceMemory cuda_device_memory(c10::DeviceIndex device) {
   // Index 0 is the aggregate over pool types in every torch release since 1.x.
   const auto& allocated = stats.allocated_bytes[0];
   const auto& reserved = stats.reserved_bytes[0];
-  return {allocated.current, allocated.peak, reserved.current, reserved.peak};
+  // What the device has in use beyond the allocator's segments: the context, the libraries, and
+  // any other process on this GPU (cudaMemGetInfo sees the device, not the process).
+  int64_t outside = 0;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  c10::cuda::CUDAGuard guard(device);
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+    outside = std::max<int64_t>(
+        0, static_cast<int64_t>(total_bytes - free_bytes) - static_cast<int64_t>(reserved.current));
+  } else {
+    (void)cudaGetLastError();  // not sticky: clear it for the next caller
+  }
+  return {allocated.current, allocated.peak, reserved.current, reserved.peak, outside};
 }
 
 void cuda_reset_peak(c10::DeviceIndex device) {

@@ -324,7 +324,9 @@ class HostSimBackend final : public Backend {
 DeviceMemory host_sim_device_memory() {
   // Reserved as CUDA's caching allocator would hold it (the model), with or without a device model.
   const auto c = host_sim::counters();
-  return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved};
+  const DeviceModel* model = host_sim::device_model();
+  return {c.allocated, c.peak, c.modelled_reserved, c.modelled_peak_reserved,
+          model != nullptr ? model->context_bytes : 0};
 }
 
 std::unique_ptr<Backend> make_host_sim_backend(const OffloadOptions& options) {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 #include "offtune/options.hpp"
 
@@ -32,9 +34,24 @@ constexpr int64_t GiB = int64_t{1} << 30;
 // small back-to-back kernels on these parts show; a planning assumption, not a vendor figure.
 constexpr int64_t kKernelOverheadNs = 2'000;
 
+// torch's default cuBLAS workspace per (handle, stream) (CublasHandlePool.cpp,
+// parseChosenWorkspaceSize): 32 MiB on compute capability 9, 10 and 12; ":4096:2:16:8" otherwise.
+constexpr int64_t kBlasWorkspaceLarge = 32 * 1024 * 1024;
+constexpr int64_t kBlasWorkspaceSmall = 4096 * 1024 * 2 + 16 * 1024 * 8;
+
+// What the CUDA context, its lazily loaded kernel images and the libraries' handles take outside
+// the caching allocator, by the class of part, for a torch training process with CUDA's lazy
+// module loading (its default since CUDA 11.7). Planning estimates, not vendor figures: the GPU
+// issue measures them (docs/gpu-results.md) and a model file replaces them.
+constexpr int64_t kContextHopper = 512 * 1024 * 1024;
+constexpr int64_t kContextAmpere = 448 * 1024 * 1024;
+constexpr int64_t kContextAda = 384 * 1024 * 1024;
+
 DeviceModel profile(std::string name, std::string title, double fp32, double bf16, double gbps,
-                    int64_t bytes, std::string source) {
+                    int64_t bytes, std::string source, int64_t context, int64_t workspace) {
   DeviceModel m;
+  m.context_bytes = context;
+  m.blas_workspace_bytes = workspace;
   m.name = std::move(name);
   m.title = std::move(title);
   m.fp32_tflops = fp32;
@@ -51,22 +68,23 @@ std::vector<DeviceModel> profiles() {
       // NVIDIA H100 Tensor Core GPU datasheet (SXM5 column): FP32 67 TFLOPS, BF16 Tensor Core
       // 1,979 TFLOPS with sparsity (989 dense), 3.35 TB/s HBM3, 80 GB.
       profile("h100-sxm", "NVIDIA H100 SXM5 80GB", 67.0, 989.0, 3350.0, 80 * GiB,
-              "NVIDIA H100 datasheet (SXM5)"),
+              "NVIDIA H100 datasheet (SXM5)", kContextHopper, kBlasWorkspaceLarge),
       // NVIDIA H200 Tensor Core GPU datasheet (SXM): same compute as H100 SXM, 4.8 TB/s HBM3e,
       // 141 GB.
       profile("h200", "NVIDIA H200 SXM 141GB", 67.0, 989.0, 4800.0, int64_t{141'000'000'000},
-              "NVIDIA H200 datasheet (SXM)"),
+              "NVIDIA H200 datasheet (SXM)", kContextHopper, kBlasWorkspaceLarge),
       // NVIDIA A100 Tensor Core GPU datasheet (80GB SXM): FP32 19.5 TFLOPS, BF16 312 TFLOPS dense,
       // 2,039 GB/s HBM2e.
       profile("a100-80gb", "NVIDIA A100 SXM4 80GB", 19.5, 312.0, 2039.0, 80 * GiB,
-              "NVIDIA A100 datasheet (80GB SXM)"),
+              "NVIDIA A100 datasheet (80GB SXM)", kContextAmpere, kBlasWorkspaceSmall),
       // NVIDIA L4 datasheet: FP32 30.3 TFLOPS, BF16 242 TFLOPS with sparsity (121 dense),
       // 300 GB/s GDDR6, 24 GB.
-      profile("l4", "NVIDIA L4 24GB", 30.3, 121.0, 300.0, 24 * GiB, "NVIDIA L4 datasheet"),
+      profile("l4", "NVIDIA L4 24GB", 30.3, 121.0, 300.0, 24 * GiB, "NVIDIA L4 datasheet",
+              kContextAda, kBlasWorkspaceSmall),
       // NVIDIA Ada Lovelace architecture whitepaper, GeForce RTX 4090: FP32 82.6 TFLOPS, BF16
       // tensor with FP32 accumulate 165.2 TFLOPS dense, 1,008 GB/s GDDR6X, 24 GB.
       profile("rtx4090", "NVIDIA GeForce RTX 4090 24GB", 82.6, 165.2, 1008.0, 24 * GiB,
-              "NVIDIA Ada Lovelace whitepaper (RTX 4090)"),
+              "NVIDIA Ada Lovelace whitepaper (RTX 4090)", kContextAda, kBlasWorkspaceSmall),
   };
 }
 
@@ -191,6 +209,60 @@ void DeviceModel::validate() const {
   if (memory_bytes < 0) {
     throw OptionsError("device model '" + name + "': memory_bytes must be >= 0");
   }
+  if (context_bytes < 0) {
+    throw OptionsError("device model '" + name + "': context_bytes must be >= 0");
+  }
+  if (blas_workspace_bytes < 0) {
+    throw OptionsError("device model '" + name + "': blas_workspace_bytes must be >= 0");
+  }
+}
+
+int64_t parse_cublas_workspace_config(std::string_view config) {
+  // torch matches ":([0-9]+):([0-9]+)" repeatedly and adds SIZE * 1024 * COUNT for each match.
+  int64_t total = 0;
+  bool any = false;
+  size_t i = 0;
+  const auto digits = [&](size_t at, int64_t& out) -> size_t {
+    size_t j = at;
+    out = 0;
+    while (j < config.size() && config[j] >= '0' && config[j] <= '9') {
+      if (out > (int64_t{1} << 24)) return at;  // absurd (16 Gi): not a match
+      out = out * 10 + (config[j] - '0');
+      ++j;
+    }
+    return j;
+  };
+  while (i < config.size()) {
+    if (config[i] != ':') {
+      ++i;
+      continue;
+    }
+    int64_t size = 0;
+    int64_t count = 0;
+    const size_t a = digits(i + 1, size);
+    if (a == i + 1 || a >= config.size() || config[a] != ':') {
+      ++i;
+      continue;
+    }
+    const size_t b = digits(a + 1, count);
+    if (b == a + 1) {
+      ++i;
+      continue;
+    }
+    total += size * 1024 * count;
+    any = true;
+    i = b;
+  }
+  return any ? total : -1;
+}
+
+int64_t DeviceModel::blas_workspace() const {
+  if (const char* env = std::getenv("CUBLAS_WORKSPACE_CONFIG")) {
+    if (const int64_t configured = parse_cublas_workspace_config(env); configured >= 0) {
+      return configured;
+    }
+  }
+  return blas_workspace_bytes;
 }
 
 int64_t DeviceModel::kernel_ns(OpClass cls, double flops, double bytes, bool low_precision) const {

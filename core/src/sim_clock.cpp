@@ -8,11 +8,24 @@
 // - a matmul or attention op is one kernel whatever it calls (as cuBLAS or a fused attention
 //   kernel would be on the GPU), so the ops inside it are not timed;
 // - views and empty tensors take no time.
+//
+// cuBLAS's workspaces. torch gives each (cuBLAS handle, stream) pair a workspace from the caching
+// allocator on its first matmul and keeps it (CublasHandlePool.cpp, getCurrentCUDABlasHandle). On a
+// GPU, forward runs on the caller's thread and backward on autograd's device thread, each with its
+// own handle: two workspaces per stream that runs matmuls. Here backward runs on the caller's
+// thread, so the pair is told apart by whether a backward pass is running. The workspaces are
+// device memory like any other (allocated, reserved, the caching-allocator model); they are given
+// back when the device model changes, as clearCublasWorkspaces would.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "host_sim_internal.hpp"
@@ -46,6 +59,31 @@ thread_local std::vector<OpFrame> t_ops;
 
 bool whole_kernel(OpClass c) { return c == OpClass::Matmul || c == OpClass::Attention; }
 
+std::mutex g_workspace_mutex;
+// Leaked: a workspace's DataPtr frees through host-sim's allocator, which must not run at exit.
+auto& g_workspaces = *new std::map<std::pair<bool, host_sim::StreamId>, c10::DataPtr>();
+
+// The workspace of this matmul's (handle, stream) pair, allocated on its first matmul. A workspace
+// that does not fit is not kept (the matmul goes on; on a GPU it would fail with out-of-memory,
+// which host-sim's capacity reports on the allocations around it).
+void take_blas_workspace(const DeviceModel& m) {
+  const int64_t bytes = m.blas_workspace();
+  if (bytes <= 0 || !host_sim::installed()) return;
+  const std::pair key{current_graph_task_id() >= 0, host_sim::current_stream()};
+  {
+    std::lock_guard<std::mutex> lock(g_workspace_mutex);
+    if (g_workspaces.contains(key)) return;
+  }
+  c10::DataPtr block;
+  try {
+    block = c10::GetCPUAllocator()->allocate(static_cast<size_t>(bytes));
+  } catch (const c10::OutOfMemoryError&) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_workspace_mutex);
+  g_workspaces.try_emplace(key, std::move(block));  // a racing thread's stays; this one is freed
+}
+
 class Timer final : public OpListener {
  public:
   void op_begin(std::string_view name, c10::function_ref<OpCall()> inputs) override {
@@ -56,6 +94,9 @@ class Timer final : public OpListener {
       f.absorbed = parent.absorbed || whole_kernel(parent.cls);
     }
     if (!f.absorbed && f.cls != OpClass::NoKernel) f.call = inputs();
+    if (!f.absorbed && f.cls == OpClass::Matmul) {
+      if (const DeviceModel* m = g_model.load(std::memory_order_acquire)) take_blas_workspace(*m);
+    }
   }
 
   void op_end(c10::function_ref<void(OpCall&)> outputs) override {
@@ -116,15 +157,25 @@ void set_device_model(const DeviceModel* model) {
   if (model == nullptr) {
     detail::set_op_listener(nullptr);
     sim::g_model.store(nullptr, std::memory_order_release);
+    clear_blas_workspaces();
     return;
   }
   model->validate();
   // Leaked: device_model()'s pointer stays valid for the life of the process.
   sim::g_model.store(new DeviceModel(*model), std::memory_order_release);
+  clear_blas_workspaces();
   detail::set_op_listener(&sim::timer());
 }
 
 const DeviceModel* device_model() { return detail::sim::g_model.load(std::memory_order_acquire); }
+
+void clear_blas_workspaces() {
+  std::map<std::pair<bool, StreamId>, c10::DataPtr> gone;  // freed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(detail::sim::g_workspace_mutex);
+    gone.swap(detail::sim::g_workspaces);
+  }
+}
 
 int64_t clock_ns() {
   return detail::sim::modelled() ? detail::sim::compute_clock() : detail::sim::steady_ns();

@@ -85,6 +85,8 @@ DeviceModel load_device_model(const std::string& spec) {
                                           "memory_gbps",
                                           "memory_bytes",
                                           "kernel_overhead_ns",
+                                          "context_bytes",
+                                          "blas_workspace_bytes",
                                           "matmul_efficiency",
                                           "attention_efficiency",
                                           "memory_efficiency",
@@ -101,6 +103,8 @@ DeviceModel load_device_model(const std::string& spec) {
   number("memory_gbps", m.memory_gbps, true);
   integer("memory_bytes", m.memory_bytes);
   integer("kernel_overhead_ns", m.kernel_overhead_ns);
+  integer("context_bytes", m.context_bytes);
+  integer("blas_workspace_bytes", m.blas_workspace_bytes);
   number("matmul_efficiency", m.matmul_efficiency, false);
   number("attention_efficiency", m.attention_efficiency, false);
   number("memory_efficiency", m.memory_efficiency, false);

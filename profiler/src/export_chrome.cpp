@@ -153,6 +153,8 @@ json run_json(const RunRecord& r, int64_t origin_ns) {
           {"time_origin_ns", origin_ns},
           {"workload", to_json(r.workload)},
           {"config", to_json(r.config)},
+          // Every figure of the run, memory named as in the store (docs/metrics.md).
+          {"summary", to_json(r.summary)},
           {"environment",
            {{"offtune_version", r.env.offtune_version},
             {"torch_version", r.env.torch_version},

@@ -112,6 +112,10 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   line.real(ci.level, measured && ci.level > 0);
   line.integer(s.peak_allocated, measured);
   line.integer(s.peak_reserved, measured);
+  line.integer(s.device_outside, measured);
+  line.integer(peak_device_total(s), measured);
+  line.integer(s.pinned_bytes, measured);
+  line.integer(s.host_rss_peak, measured && s.host_rss_peak > 0);  // empty: not measured
   line.integer(s.offloaded_bytes, measured);
   // A point that copied nothing has no overlap to speak of: empty, as the tables' n/a.
   line.real(s.hidden_copy_pct, measured && copied_anything(p.config, s));
@@ -133,7 +137,8 @@ std::string points_csv_header() {
   for (const Knob& k : knob_table()) out += "," + std::string(k.key);
   return out +
          ",step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
-         "peak_allocated,peak_reserved,offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,"
+         "peak_allocated,peak_reserved,device_outside,peak_device_total,pinned_bytes,host_rss_peak,"
+         "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,"
          "predicted_step_ms,predicted_peak_allocated,error";
 }
 

@@ -53,26 +53,31 @@ EngineConfig config_from_json(const nlohmann::json& j, EngineConfig config) {
 
 nlohmann::json to_json(const RunSummary& s) {
   const StepInterval ci = step_interval(s);
-  return {{"step_ms_median", s.step_ms_median},
-          {"step_ms_min", s.step_ms_min},
-          {"step_ms_max", s.step_ms_max},
-          {"step_ms_stddev", s.step_ms_stddev},
-          {"step_ms_ci_low", ci.low},
-          {"step_ms_ci_high", ci.high},
-          // null: written before confidence intervals were recorded (the interval is min..max)
-          {"step_ms_ci_level", ci.level > 0 ? nlohmann::json(ci.level) : nlohmann::json()},
-          {"peak_allocated", s.peak_allocated},
-          {"peak_reserved", s.peak_reserved},
-          {"host_bytes_peak", s.host_bytes_peak},
-          {"pinned_bytes", s.pinned_bytes},
-          {"offloaded_bytes", s.offloaded_bytes},
-          {"reloaded_bytes", s.reloaded_bytes},
-          {"hidden_copy_pct", s.hidden_copy_pct},
-          {"hidden_d2h_pct", s.hidden_d2h_pct},
-          {"hidden_h2d_pct", s.hidden_h2d_pct},
-          {"exposed_copy_ns", s.exposed_copy_ns},
-          {"pageable_copies", s.pageable_copies},
-          {"final_loss", s.final_loss}};
+  return {
+      {"step_ms_median", s.step_ms_median},
+      {"step_ms_min", s.step_ms_min},
+      {"step_ms_max", s.step_ms_max},
+      {"step_ms_stddev", s.step_ms_stddev},
+      {"step_ms_ci_low", ci.low},
+      {"step_ms_ci_high", ci.high},
+      // null: written before confidence intervals were recorded (the interval is min..max)
+      {"step_ms_ci_level", ci.level > 0 ? nlohmann::json(ci.level) : nlohmann::json()},
+      {"peak_allocated", s.peak_allocated},
+      {"peak_reserved", s.peak_reserved},
+      {"device_outside", s.device_outside},
+      {"peak_device_total", peak_device_total(s)},
+      {"host_bytes_peak", s.host_bytes_peak},
+      {"pinned_bytes", s.pinned_bytes},
+      // null: not measured (host-sim, or no per-run reset of the high-water mark)
+      {"host_rss_peak", s.host_rss_peak > 0 ? nlohmann::json(s.host_rss_peak) : nlohmann::json()},
+      {"offloaded_bytes", s.offloaded_bytes},
+      {"reloaded_bytes", s.reloaded_bytes},
+      {"hidden_copy_pct", s.hidden_copy_pct},
+      {"hidden_d2h_pct", s.hidden_d2h_pct},
+      {"hidden_h2d_pct", s.hidden_h2d_pct},
+      {"exposed_copy_ns", s.exposed_copy_ns},
+      {"pageable_copies", s.pageable_copies},
+      {"final_loss", s.final_loss}};
 }
 
 nlohmann::json to_json(const PointRecord& p) {

@@ -51,6 +51,7 @@ struct LiveRun::State {
   std::unique_ptr<ActivityCollector> collector;
   detail::MemoryCurve curve;
   std::optional<detail::ListenerScope> listening;
+  std::optional<detail::HostPeak> host_peak;
   // The open step.
   bool open = false;
   bool measured = false;
@@ -82,9 +83,11 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
     st.previous_model = host_sim::device_model();
     if (spec_.device_model) host_sim::set_device_model(&*spec_.device_model);
     // As the runner: reserved memory does not depend on what the process cached before.
+    host_sim::clear_blas_workspaces();
     host_sim::empty_cache();
   }
   st.modelled = st.host_sim && host_sim::device_model() != nullptr;
+  st.host_peak.emplace(!st.host_sim);
   st.recorder = std::make_shared<Recorder>(st.host_sim);
   st.recorder->set_device_probe([b = st.backend] { return device_memory(b).allocated; });
   st.nvtx = std::make_shared<NvtxObserver>();
@@ -337,11 +340,13 @@ const RunRecord& LiveRun::close(RunStatus status, const std::string& error) {
   }
   offloaders_.clear();
   st.listening.reset();
+  const detail::RunHoldings held{pinned, memory().outside_allocator,
+                                 st.host_peak ? st.host_peak->peak() : 0};
   if (st.host_sim && spec_.device_model) host_sim::set_device_model(st.previous_model);
 
   record_.status = status;
   record_.error = message;
-  record_.summary = detail::summarize(steps_, step_ms_, timeline, st.modelled, pinned);
+  record_.summary = detail::summarize(steps_, step_ms_, timeline, st.modelled, held);
   record_.finished_unix_ns = detail::unix_now_ns();
   // Rows first, the final status last: a run that reads ok has every row.
   store_->add_steps(steps_);

@@ -172,6 +172,8 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
   if (offloader->backend() != BackendKind::HostSim) {
     throw std::invalid_argument("the what-if predictor needs backend host-sim");
   }
+  // As a measured run starts (runner.cpp): a fresh process's allocator and no cuBLAS workspaces.
+  host_sim::clear_blas_workspaces();
   host_sim::empty_cache();
   auto recorder = std::make_shared<TraceRecorder>();
   offloader->set_observer(recorder);

@@ -37,33 +37,59 @@ std::string default_max_slowdown_text() {
 }
 
 std::string_view to_string(MemoryFigure figure) {
-  return figure == MemoryFigure::Allocated ? "allocated" : "reserved";
+  switch (figure) {
+    case MemoryFigure::Total:
+      return "total";
+    case MemoryFigure::Reserved:
+      return "reserved";
+    case MemoryFigure::Allocated:
+      return "allocated";
+  }
+  return "total";
 }
 
 MemoryFigure parse_memory_figure(std::string_view text) {
+  if (text == "total") return MemoryFigure::Total;
   if (text == "reserved") return MemoryFigure::Reserved;
   if (text == "allocated") return MemoryFigure::Allocated;
   throw std::invalid_argument("unknown memory figure '" + std::string(text) +
-                              "' (valid: reserved, allocated)");
+                              "' (valid: total, reserved, allocated)");
 }
 
 int64_t device_peak(const RunSummary& s, MemoryFigure figure) {
-  return figure == MemoryFigure::Allocated ? s.peak_allocated : s.peak_reserved;
+  switch (figure) {
+    case MemoryFigure::Total:
+      return peak_device_total(s);
+    case MemoryFigure::Reserved:
+      return s.peak_reserved;
+    case MemoryFigure::Allocated:
+      return s.peak_allocated;
+  }
+  return peak_device_total(s);
 }
 
-int64_t host_held(const RunSummary& s) { return std::max(s.pinned_bytes, s.host_bytes_peak); }
+int64_t host_held(const RunSummary& s) {
+  return std::max({s.host_rss_peak, s.pinned_bytes, s.host_bytes_peak});
+}
 
 std::string describe_memory(const RunSummary& s) {
-  return "peak allocated " + format_size(s.peak_allocated) + ", peak reserved " +
-         format_size(s.peak_reserved) + ", pinned host " + format_size(s.pinned_bytes) +
-         ", host copies at peak " + format_size(s.host_bytes_peak);
+  std::string out = "peak allocated " + format_size(s.peak_allocated) + ", peak reserved " +
+                    format_size(s.peak_reserved);
+  if (s.device_outside > 0) {
+    out += ", outside the allocator " + format_size(s.device_outside) + " (device total " +
+           format_size(peak_device_total(s)) + ")";
+  }
+  out += ", pinned host " + format_size(s.pinned_bytes) + ", host copies at peak " +
+         format_size(s.host_bytes_peak);
+  if (s.host_rss_peak > 0) out += ", host peak " + format_size(s.host_rss_peak);
+  return out;
 }
 
 std::string Constraint::describe() const {
   std::ostringstream s;
   if (memory_budget) {
     s << "memory-budget=" << format_size(*memory_budget);
-    if (memory != MemoryFigure::Reserved) s << " (" << to_string(memory) << ")";
+    if (memory != MemoryFigure::Total) s << " (" << to_string(memory) << ")";
   }
   if (max_slowdown) s << "max-slowdown=" << *max_slowdown;
   if (host_budget) s << (s.tellp() > 0 ? " " : "") << "host-budget=" << format_size(*host_budget);
@@ -355,8 +381,10 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   const double tol = constraint.memory_tolerance;
   const MemoryFigure figure = constraint.memory;
   const auto peak = [figure](const PointRecord& p) { return device_peak(p.summary, figure); };
-  // "peak reserved device memory": which figure every sentence names.
-  const std::string peak_words = "peak " + std::string(to_string(figure)) + " device memory";
+  // "peak device total", "peak reserved device memory": which figure every sentence names.
+  const std::string peak_words = figure == MemoryFigure::Total
+                                     ? std::string("peak device total")
+                                     : "peak " + std::string(to_string(figure)) + " device memory";
 
   Recommendation r;
   r.constraint = constraint;
@@ -365,8 +393,8 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   int64_t over_host = 0;  // ok points the host budget rules out
   for (const auto& p : points) {
     if (p.status != PointStatus::Ok) continue;
-    // Plain training: checkpointing alone is a candidate, not the baseline. The baseline holds no
-    // host copies, so a host budget never rules it out.
+    // Plain training: checkpointing alone is a candidate, not the baseline. The baseline is the
+    // reference for slowdowns even when the host budget rules it out (its process peak, on cuda).
     if (is_baseline(p.config) && !r.baseline) r.baseline = p;
     if (constraint.host_budget && host_held(p.summary) > *constraint.host_budget) {
       ++over_host;

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 
 #include "offtune/profiler/metrics.hpp"
 
@@ -164,7 +166,7 @@ Recorder::Snapshot finish_timeline(Recorder& recorder, ActivityCollector& collec
 }
 
 RunSummary summarize(const std::vector<StepRecord>& steps, const std::vector<double>& step_ms,
-                     const Recorder::Snapshot& timeline, bool modelled, int64_t pinned_bytes) {
+                     const Recorder::Snapshot& timeline, bool modelled, const RunHoldings& held) {
   RunSummary sum;
   const auto st = step_stats(step_ms);
   set_step_time(sum, st);
@@ -193,9 +195,35 @@ RunSummary summarize(const std::vector<StepRecord>& steps, const std::vector<dou
   // bytes.
   for (const auto& s : steps)
     sum.host_bytes_peak = std::max(sum.host_bytes_peak, s.offloaded_bytes);
-  sum.pinned_bytes = pinned_bytes;
+  sum.pinned_bytes = held.pinned_bytes;
+  sum.device_outside = held.device_outside;
+  sum.host_rss_peak = held.host_rss_peak;
   sum.final_loss = steps.empty() ? 0.0 : steps.back().loss;
   return sum;
+}
+
+HostPeak::HostPeak(bool on) {
+  if (!on) return;
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  measured_ = clear.good();
+}
+
+int64_t HostPeak::peak() const {
+  if (!measured_) return 0;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      try {
+        return std::stoll(line.substr(6)) * 1024;  // "VmHWM:   123456 kB"
+      } catch (const std::exception&) {
+        return 0;
+      }
+    }
+  }
+  return 0;
 }
 
 }  // namespace offtune::profiler::detail

@@ -90,10 +90,32 @@ StepRecord step_record(Recorder& recorder, RunId run, int64_t index, int64_t beg
 Recorder::Snapshot finish_timeline(Recorder& recorder, ActivityCollector& collector, bool host_sim,
                                    bool dropped, int64_t kept_from, RunId run);
 
+// What a run holds besides its steps' figures: host memory the engine's pool reserved, device
+// memory outside the caching allocator (DeviceMemory::outside_allocator at the run's end) and the
+// process's host peak (HostPeak; 0 when not measured).
+struct RunHoldings {
+  int64_t pinned_bytes = 0;
+  int64_t device_outside = 0;
+  int64_t host_rss_peak = 0;
+};
+
 // The run's summary from its measured steps and timeline. `modelled`: host-sim with a device
-// model (every step timed alike: even one step gives an exact interval). `pinned_bytes`: host
-// memory the engine's pool reserved.
+// model (every step timed alike: even one step gives an exact interval).
 RunSummary summarize(const std::vector<StepRecord>& steps, const std::vector<double>& step_ms,
-                     const Recorder::Snapshot& timeline, bool modelled, int64_t pinned_bytes);
+                     const Recorder::Snapshot& timeline, bool modelled, const RunHoldings& held);
+
+// The process's peak resident host memory over a run: started when made, read by peak(). Linux:
+// the kernel's high-water mark (VmHWM in /proc/self/status), reset by writing 5 to
+// /proc/self/clear_refs. Without that reset (another OS, a kernel that refuses it) the mark would
+// be the process's since it began, not the run's: peak() is then 0 (not measured). Off (`on`
+// false, host-sim: its device memory lives on the host) it is 0 too.
+class HostPeak {
+ public:
+  explicit HostPeak(bool on);
+  int64_t peak() const;
+
+ private:
+  bool measured_ = false;
+};
 
 }  // namespace offtune::profiler::detail

@@ -89,10 +89,14 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     workload.set_marks(nvtx_step_marks());
     auto offloader = workload.make_offloader(options);
     const bool host_sim = offloader->backend() == BackendKind::HostSim;
-    // Each run starts from an empty allocator cache, as in a fresh process: what an earlier run of
-    // the same process left cached would otherwise count in this one's reserved memory (and make
-    // it depend on which points a sweep ran before it).
-    if (host_sim) host_sim::empty_cache();
+    // Each run starts from an empty allocator cache and without cuBLAS's workspaces, as in a fresh
+    // process: what an earlier run of the same process left would otherwise count in this one's
+    // memory (and make it depend on which points a sweep ran before it).
+    if (host_sim) {
+      host_sim::clear_blas_workspaces();
+      host_sim::empty_cache();
+    }
+    const detail::HostPeak host_peak(!host_sim);
     auto recorder = std::make_shared<Recorder>(host_sim);
     // Device memory along the step, at each stash change (the offloader outlives its events).
     recorder->set_device_probe([off = offloader.get()] { return off->device_memory().allocated; });
@@ -177,8 +181,10 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       store.add_occupancy(snapshot.occupancy);
     }
 
-    rec.summary = detail::summarize(out.steps, step_ms, snapshot, modelled,
-                                    offloader->resident().host_pool_reserved_bytes);
+    rec.summary =
+        detail::summarize(out.steps, step_ms, snapshot, modelled,
+                          {offloader->resident().host_pool_reserved_bytes,
+                           offloader->device_memory().outside_allocator, host_peak.peak()});
     offloader->set_observer(nullptr);
     rec.status = RunStatus::Ok;
   } catch (const StoreError&) {

@@ -134,7 +134,9 @@ const Columns<RunSummary>& summary_columns() {
                       "pageable_copies", &S::pageable_copies, "final_loss", &S::final_loss),
                {interval_field("step_ms_ci_low", &S::step_ms_ci_low),
                 interval_field("step_ms_ci_high", &S::step_ms_ci_high),
-                interval_field("step_ms_ci_level", &S::step_ms_ci_level)}});
+                interval_field("step_ms_ci_level", &S::step_ms_ci_level)},
+               {field("device_outside", &S::device_outside, kHoldingsSchema, "0"),
+                field("host_rss_peak", &S::host_rss_peak, kHoldingsSchema, "0")}});
   return cols;
 }
 

@@ -22,7 +22,7 @@ using Kind = StoreError::Kind;
 // Each migration moves the schema from version `from` to `from + 1`. They are applied in order,
 // together, inside one transaction, and the steps of a released migration never change: a file at
 // version N is always the result of the same steps (SqliteStoreTest.ANewStoreHasTheReleasedSchema-
-// ByteForByte holds the result to tests/data/store/schema_v8.txt). Version 0 is an empty file.
+// ByteForByte holds the result to tests/data/store/schema_v9.txt). Version 0 is an empty file.
 
 // ALTER TABLE ... ADD COLUMN of each column to runs, then to points: a run's and a point's engine
 // config and figures are the same columns.
@@ -292,19 +292,26 @@ void migrate_7_to_8(const Connection& c) {
          "migrate schema 7 -> 8");
 }
 
+void migrate_8_to_9(const Connection& c) {
+  c.exec(add_to_runs_and_points({"device_outside INTEGER NOT NULL DEFAULT 0",
+                                 "host_rss_peak INTEGER NOT NULL DEFAULT 0"}),
+         "migrate schema 8 -> 9");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 8> kMigrations{{{0, &migrate_0_to_1},
+constexpr std::array<Migration, 9> kMigrations{{{0, &migrate_0_to_1},
                                                 {1, &migrate_1_to_2},
                                                 {2, &migrate_2_to_3},
                                                 {3, &migrate_3_to_4},
                                                 {4, &migrate_4_to_5},
                                                 {5, &migrate_5_to_6},
                                                 {6, &migrate_6_to_7},
-                                                {7, &migrate_7_to_8}}};
+                                                {7, &migrate_7_to_8},
+                                                {8, &migrate_8_to_9}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 }  // namespace

@@ -12,7 +12,7 @@
 
 namespace offtune::profiler::detail {
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with each of these.
@@ -24,6 +24,7 @@ constexpr int kPredictionSchema = 5;  // the predictions table (predict-first sw
 constexpr int kVerifySchema = 6;      // the verify flag (the correctness sentinel)
 constexpr int kRanksSchema = 7;       // each run's rank, world size and job (distributed training)
 constexpr int kSegmentsSchema = 8;    // the device allocator's segments (knob alloc_segments)
+constexpr int kHoldingsSchema = 9;    // device memory outside the allocator; the host's peak
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr std::string_view kAppName = "offtune";

@@ -253,6 +253,8 @@ std::string sweep_key(const Workload& w, const Grid& grid, const OffloadOptions&
         {"bf16_tflops", dm->bf16_tflops},
         {"memory_gbps", dm->memory_gbps},
         {"kernel_overhead_ns", dm->kernel_overhead_ns},
+        {"context_bytes", dm->context_bytes},
+        {"blas_workspace_bytes", dm->blas_workspace()},
         {"efficiency", {dm->matmul_efficiency, dm->attention_efficiency, dm->memory_efficiency}}};
   }
   return key.dump();

@@ -82,7 +82,10 @@ py::dict to_dict(const pf::RunRecord& r) {
       field("peak_allocated", &S::peak_allocated), field("peak_reserved", &S::peak_reserved),
       field("offloaded_bytes", &S::offloaded_bytes), field("reloaded_bytes", &S::reloaded_bytes),
       field("hidden_copy_pct", &S::hidden_copy_pct), field("exposed_copy_ns", &S::exposed_copy_ns),
-      field("pinned_bytes", &S::pinned_bytes), field("final_loss", &S::final_loss));
+      field("pinned_bytes", &S::pinned_bytes), field("host_bytes_peak", &S::host_bytes_peak),
+      field("device_outside", &S::device_outside), field("host_rss_peak", &S::host_rss_peak),
+      field("final_loss", &S::final_loss));
+  d["peak_device_total"] = pf::peak_device_total(r.summary);
   return d;
 }
 

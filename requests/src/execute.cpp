@@ -129,9 +129,12 @@ PreparedSweep prepare_script(const ValidSweep& valid) {
     script.device_model = std::filesystem::absolute(script.device_model).string();
   }
   refuse_links_on_cuda(out.spec);
-  // A sweep over links tells each point's script its link, so the script runs on the backend this
-  // process resolved (host-sim) rather than leaving it to the child.
-  if (request.backend.backend != "auto" || out.spec.grid.axes.contains("link")) {
+  // A sweep over links, or under a device model (host-sim only), tells each point's script its
+  // backend and link, so the script runs on the backend this process resolved (host-sim) rather
+  // than leaving it to the child, and its copies take the link's time: without a link the child's
+  // offloader would copy for free under the device model, and every point would time alike.
+  if (request.backend.backend != "auto" || !request.backend.device_model.empty() ||
+      out.spec.grid.axes.contains("link")) {
     script.backend = out.spec.base.backend;
     script.link = b.link.name;
   }

@@ -36,6 +36,19 @@ struct DeviceModel {
   double memory_gbps = 0.0;        // device memory bandwidth, GB/s (1e9 bytes/s)
   int64_t memory_bytes = 0;        // device memory (informational; --device-capacity sets a cap)
   int64_t kernel_overhead_ns = 0;  // fixed cost of each kernel
+  // What the process holds on the device besides its tensors (docs/memory.md, "What the device
+  // really holds"):
+  // - context_bytes: the CUDA context, its kernel images and the libraries' own device state,
+  //   outside the caching allocator (torch's counters never see it; nvidia-smi does). A planning
+  //   estimate per part, replaceable in a model file; the GPU issue measures it.
+  // - blas_workspace_bytes: the cuBLAS workspace torch gives each (cuBLAS handle, stream) pair on
+  //   its first matmul, from the caching allocator (so inside allocated and reserved) and kept for
+  //   the process's life; cuBLASLt shares it (torch's unified workspace). torch's default: 32 MiB
+  //   on compute capability 9, 10 and 12, else 8 MiB + 128 KiB; CUBLAS_WORKSPACE_CONFIG, when set,
+  //   overrides it as in torch. A training step uses two pairs: forward on the caller's thread and
+  //   backward on autograd's device thread, each with its own handle.
+  int64_t context_bytes = 0;
+  int64_t blas_workspace_bytes = 0;
   // Share of the peak a kernel of each class reaches.
   double matmul_efficiency = 0.7;
   double attention_efficiency = 0.5;
@@ -47,7 +60,15 @@ struct DeviceModel {
 
   // Modelled duration of one kernel in nanoseconds (0 for OpClass::NoKernel).
   int64_t kernel_ns(OpClass cls, double flops, double bytes, bool low_precision) const;
+
+  // blas_workspace_bytes, or what CUBLAS_WORKSPACE_CONFIG (":SIZE_KIB:COUNT" pairs) asks for when
+  // it is set and parses, as torch reads it.
+  int64_t blas_workspace() const;
 };
+
+// torch's reading of a CUBLAS_WORKSPACE_CONFIG value: the sum of SIZE KiB times COUNT over its
+// ":SIZE:COUNT" pairs; -1 when it has none (torch then warns and keeps its default).
+int64_t parse_cublas_workspace_config(std::string_view config);
 
 // Built-in profiles: h100-sxm, h200, a100-80gb, l4, rtx4090.
 std::vector<std::string> device_model_names();

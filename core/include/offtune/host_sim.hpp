@@ -110,6 +110,11 @@ bool caching();
 // Gives every cached block back (torch.cuda.empty_cache), after waiting for the copies that freed
 // blocks still wait for.
 void empty_cache();
+// Gives back cuBLAS's workspaces (torch._C._cuda_clearCublasWorkspaces): with a device model,
+// host-sim allocates one per (handle, stream) pair on its first matmul, as torch does
+// (DeviceModel::blas_workspace_bytes), and keeps it; empty_cache() leaves them. A run that should
+// start as a fresh process calls both. Setting a device model also clears them.
+void clear_blas_workspaces();
 
 // Streams. A stream id is a number; kDefaultStream is every thread's stream unless changed.
 using StreamId = int64_t;

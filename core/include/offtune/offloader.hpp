@@ -34,10 +34,17 @@ class Context;
 struct DeviceMemory {
   int64_t allocated = 0;       // bytes in live tensors now
   int64_t peak_allocated = 0;  // since the last reset_peak()
-  // Held by the allocator: CUDA's on cuda; on host-sim the emulator's (allocated, cached and
-  // deferred blocks), or with a device model what CUDA's caching allocator would hold.
+  // Held by the caching allocator from the device: CUDA's on cuda; on host-sim what CUDA's would
+  // hold for the same allocations (its model, core/src/alloc_model.hpp).
   int64_t reserved = 0;
   int64_t peak_reserved = 0;
+  // Device memory the process holds outside the caching allocator (the CUDA context, kernel
+  // images, the libraries' own state). Cuda: the device's used memory (cudaMemGetInfo) less
+  // reserved, now: other processes on the same GPU count in it. Host-sim: the device model's
+  // context_bytes (0 without a device model).
+  int64_t outside_allocator = 0;
+  // What the process takes of the device at its peak: peak reserved plus what lies outside.
+  int64_t peak_device_total() const { return peak_reserved + outside_allocator; }
 };
 
 // The same figures with no offloader: for a front end that measures a training loop that may have

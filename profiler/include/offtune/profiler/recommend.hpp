@@ -2,11 +2,13 @@
 // memory), the point chosen under a constraint, why, and ready-to-paste settings for the C++ API,
 // TRL and Axolotl.
 //
-// Memory, as a run fails on it. "Peak device memory" here is the constraint's MemoryFigure: peak
-// reserved by default, the bytes the caching allocator holds from the device (what an
-// out-of-memory is decided on, fragmentation included), or peak allocated when asked (the bytes of
-// live tensors). A host budget is checked against the host memory offtune holds for copies
-// (host_held: its pinned pool, or its host copies at their peak when those are more).
+// Memory, as a run fails on it. "Peak device memory" here is the constraint's MemoryFigure: by
+// default the peak device total, what the process takes of the GPU: peak reserved (the bytes the
+// caching allocator holds from the device, fragmentation included, what an out-of-memory is
+// decided on) plus what it holds outside the allocator (the CUDA context and libraries: measured on
+// cuda, the device model's on host-sim). When asked: peak reserved alone, or peak allocated (the
+// bytes of live tensors). A host budget is checked against host_held: the process's resident
+// peak when it was measured (cuda), else the host memory offtune holds for copies.
 //
 // Rules. Only points with status ok count; under a host budget, only those whose host_held fits
 // it. A point is on the front when no other point is at least as good on both axes and better on
@@ -41,28 +43,32 @@ std::string default_max_slowdown_text();  // "1.25"
 
 // Which device-memory figure a budget is checked against and the front is drawn on.
 enum class MemoryFigure : uint8_t {
-  Reserved,   // peak reserved: what the caching allocator holds; what a GPU runs out of
+  Total,      // peak device total: peak reserved plus the memory outside the allocator
+  Reserved,   // peak reserved: what the caching allocator holds; what torch runs out of
   Allocated,  // peak allocated: the bytes of live tensors (below reserved by fragmentation)
 };
-std::string_view to_string(MemoryFigure figure);  // "reserved", "allocated"
-// Accepts "reserved", "allocated"; throws std::invalid_argument otherwise.
+std::string_view to_string(MemoryFigure figure);  // "total", "reserved", "allocated"
+// Accepts "total", "reserved", "allocated"; throws std::invalid_argument otherwise.
 MemoryFigure parse_memory_figure(std::string_view text);
 // A summary's peak of that figure.
 int64_t device_peak(const RunSummary& s, MemoryFigure figure);
-// The host memory offtune held for a run's copies: its pinned pool, or its host copies at their
-// peak when more (pageable copies are outside the pool).
+// The host memory a run held: the process's resident peak when measured (it includes the pinned
+// pool), else offtune's pinned pool, or its host copies at their peak when more (pageable copies
+// are outside the pool).
 int64_t host_held(const RunSummary& s);
 // Every memory figure of a summary, each named as what it is: "peak allocated 123.2 MiB, peak
-// reserved 188.0 MiB, pinned host 64.0 MiB, host copies at peak 8.0 MiB".
+// reserved 188.0 MiB, outside the allocator 512.0 MiB (device total 700.0 MiB), pinned host
+// 64.0 MiB, host copies at peak 8.0 MiB, host peak 3.1 GiB". Figures that are 0 because they were
+// not measured (outside the allocator, host peak) are left out.
 std::string describe_memory(const RunSummary& s);
 
 struct Constraint {
-  std::optional<int64_t> memory_budget;          // bytes of peak device memory (of `memory`)
-  std::optional<double> max_slowdown;            // step time / baseline step time
-  double memory_tolerance = 0.01;                // peaks within this fraction are equal (0 = exact)
-  MemoryFigure memory = MemoryFigure::Reserved;  // the peak budgets and the front are judged on
-  std::optional<int64_t> host_budget;            // bytes of host memory per process (host_held)
-  // "memory-budget=8 GiB", "memory-budget=8 GiB (allocated)", "max-slowdown=1.25
+  std::optional<int64_t> memory_budget;       // bytes of peak device memory (of `memory`)
+  std::optional<double> max_slowdown;         // step time / baseline step time
+  double memory_tolerance = 0.01;             // peaks within this fraction are equal (0 = exact)
+  MemoryFigure memory = MemoryFigure::Total;  // the peak budgets and the front are judged on
+  std::optional<int64_t> host_budget;         // bytes of host memory per process (host_held)
+  // "memory-budget=8 GiB", "memory-budget=8 GiB (reserved)", "max-slowdown=1.25
   // host-budget=64 GiB"
   std::string describe() const;
 };

@@ -71,9 +71,16 @@ struct RunSummary {
   double step_ms_ci_high = 0.0;
   double step_ms_ci_level = 0.0;
   int64_t peak_allocated = 0;  // max over measured steps, backward included
-  int64_t peak_reserved = 0;
-  int64_t host_bytes_peak = 0;   // host copies alive at most
-  int64_t pinned_bytes = 0;      // pinned host memory reserved by the pool
+  int64_t peak_reserved = 0;   // held by the caching allocator, at most
+  // Device memory outside the caching allocator (DeviceMemory::outside_allocator): the CUDA
+  // context and libraries; the peak device total is peak_reserved plus this.
+  int64_t device_outside = 0;
+  int64_t host_bytes_peak = 0;  // host copies alive at most
+  int64_t pinned_bytes = 0;     // pinned host memory reserved by the pool
+  // The process's resident host memory at its peak during the run (VmHWM, reset when the run
+  // began); 0: not measured (host-sim, whose device memory is host memory, or a kernel without
+  // /proc/self/clear_refs).
+  int64_t host_rss_peak = 0;
   int64_t offloaded_bytes = 0;   // per measured step
   int64_t reloaded_bytes = 0;    // per measured step
   double hidden_copy_pct = 0.0;  // share of copy time under compute, D2H and H2D together
@@ -83,6 +90,9 @@ struct RunSummary {
   int64_t pageable_copies = 0;  // per measured step
   double final_loss = 0.0;
 };
+
+// What a run took of the device at its peak: peak reserved plus what lies outside the allocator.
+inline int64_t peak_device_total(const RunSummary& s) { return s.peak_reserved + s.device_outside; }
 
 // Whether a run or point copied anything over the link: activations offloaded or reloaded, or
 // (layer offloading) frozen weights, which the summary counts in its overlap figures but not in
