@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -44,25 +46,50 @@ void warn_cuda_error(const char* call, cudaError_t err, const char* file, int li
 
 bool cuda_available() { return c10::cuda::device_count() > 0; }
 
+namespace {
+
+// What the device has in use beyond the allocator's segments: the context, the libraries, and any
+// other process on this GPU (cudaMemGetInfo sees the device, not the process), less reserved at
+// the same moment. Asked of the driver at most every 50 ms per device: the recorder reads device
+// memory at every stash change, and a driver query there would cost each of them microseconds.
+int64_t outside_allocator(c10::DeviceIndex device, int64_t reserved) {
+  constexpr int64_t kRefreshNs = 50'000'000;
+  struct Sample {
+    std::atomic<int64_t> at{-1};  // steady clock ns; -1: never
+    std::atomic<int64_t> outside{0};
+  };
+  static std::array<Sample, 64> samples;
+  if (device < 0 || static_cast<size_t>(device) >= samples.size()) return 0;
+  Sample& s = samples[static_cast<size_t>(device)];
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const int64_t at = s.at.load(std::memory_order_acquire);
+  if (at < 0 || now - at > kRefreshNs) {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    const c10::cuda::CUDAGuard guard(device);
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      const auto used = static_cast<int64_t>(total_bytes - free_bytes);
+      s.outside.store(std::max<int64_t>(0, used - reserved), std::memory_order_relaxed);
+    } else {
+      (void)cudaGetLastError();  // not sticky: clear it for the next caller
+    }
+    s.at.store(now, std::memory_order_release);
+  }
+  return s.outside.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
 DeviceMemory cuda_device_memory(c10::DeviceIndex device) {
   if (device < 0) device = c10::cuda::current_device();
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
   // Index 0 is the aggregate over pool types in every torch release since 1.x.
   const auto& allocated = stats.allocated_bytes[0];
   const auto& reserved = stats.reserved_bytes[0];
-  // What the device has in use beyond the allocator's segments: the context, the libraries, and
-  // any other process on this GPU (cudaMemGetInfo sees the device, not the process).
-  int64_t outside = 0;
-  size_t free_bytes = 0;
-  size_t total_bytes = 0;
-  c10::cuda::CUDAGuard guard(device);
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-    outside = std::max<int64_t>(
-        0, static_cast<int64_t>(total_bytes - free_bytes) - static_cast<int64_t>(reserved.current));
-  } else {
-    (void)cudaGetLastError();  // not sticky: clear it for the next caller
-  }
-  return {allocated.current, allocated.peak, reserved.current, reserved.peak, outside};
+  return {allocated.current, allocated.peak, reserved.current, reserved.peak,
+          outside_allocator(device, reserved.current)};
 }
 
 void cuda_reset_peak(c10::DeviceIndex device) {

@@ -119,6 +119,10 @@ class TrainingStep : public WorkloadInstance {
     }
     // SGD keeps momentum buffers per parameter once it has any: back to none, as built.
     if (optimizer_) optimizer_->state().clear();
+    // The last step's gradients live on until the next step's zero_grad: dropped here, as a
+    // fresh process has none, so that a run's device memory does not depend on where an earlier
+    // run's gradients were allocated (the caching allocator places this run's blocks around them).
+    for (at::Tensor& p : trained_) p.mutable_grad() = at::Tensor();
     warm();
   }
 
@@ -140,6 +144,9 @@ class TrainingStep : public WorkloadInstance {
       for (const at::Tensor& p : parameters) {
         if (p.requires_grad()) keep(p);  // frozen ones never change
       }
+    }
+    for (const at::Tensor& p : parameters) {
+      if (p.requires_grad()) trained_.push_back(p);
     }
     for (const at::Tensor& b : buffers) keep(b);
   }
@@ -194,6 +201,7 @@ class TrainingStep : public WorkloadInstance {
     std::vector<std::byte> bytes;
   };
   std::vector<Kept> kept_;
+  std::vector<at::Tensor> trained_;  // the parameters that get gradients
 };
 
 // A built-in decoder (Llama or GPT) on synthetic token batches. Config is the model's config type
