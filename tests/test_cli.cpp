@@ -766,6 +766,28 @@ TEST_F(CommandLine, FailIfSaysItsFiguresInTheirUnits) {
   EXPECT_EQ(o.err.find("e+"), std::string::npos) << o.err;
 }
 
+// The device total counts what lies outside the allocator: under the H100 model a run whose peak
+// reserved fits 256 MiB still takes 512 MiB more of the device (the CUDA context), and the gate on
+// the total says so; the gate on reserved alone passes.
+TEST_F(CommandLine, FailIfTotalCountsTheContextBesideReserved) {
+  const Args run = {"run", "--db", "t.db", "--quiet", "--backend", "host-sim", "--device-model",
+                    "h100", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "1",
+                    "--fail-if"};
+  Args total = run;
+  total.push_back("total>520MiB");
+  const Outcome over = offtune(total);
+  EXPECT_EQ(over.code, 4) << over.err;
+  EXPECT_EQ(over.err.rfind("fail-if: total ", 0), 0U) << over.err;
+  EXPECT_NE(over.err.find(" > 520 MiB"), std::string::npos) << over.err;
+  Args reserved = run;
+  reserved.push_back("reserved>256MiB");
+  const Outcome fits = offtune(reserved);
+  EXPECT_EQ(fits.code, 0) << fits.err;
+  const Outcome bad = offtune({"run", "--db", "t.db", "--fail-if", "device>1GiB"});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("total>SIZE"), std::string::npos) << bad.err;
+}
+
 TEST_F(CommandLine, ExportToStandardOutputAndNeverOverTheStore) {
   std::ofstream("notes.txt") << "a user's own file\n";
   const auto before = snapshot(fs::current_path());
