@@ -770,9 +770,10 @@ TEST_F(CommandLine, FailIfSaysItsFiguresInTheirUnits) {
 // reserved fits 256 MiB still takes 512 MiB more of the device (the CUDA context), and the gate on
 // the total says so; the gate on reserved alone passes.
 TEST_F(CommandLine, FailIfTotalCountsTheContextBesideReserved) {
-  const Args run = {"run", "--db", "t.db", "--quiet", "--backend", "host-sim", "--device-model",
-                    "h100", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "1",
-                    "--fail-if"};
+  const Args run = {
+      "run",      "--db",    "t.db",     "--quiet", "--backend", "host-sim", "--device-model",
+      "h100",     "--batch", "1",        "--seq",   "16",        "--steps",  "1",
+      "--warmup", "1",       "--fail-if"};
   Args total = run;
   total.push_back("total>520MiB");
   const Outcome over = offtune(total);
