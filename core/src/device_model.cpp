@@ -249,6 +249,11 @@ int64_t parse_cublas_workspace_config(std::string_view config) {
       ++i;
       continue;
     }
+    constexpr int64_t kMost = int64_t{1} << 62;  // more is absurd: not taken
+    if (size > 0 && (count > kMost / 1024 / size || total > kMost - size * 1024 * count)) {
+      ++i;
+      continue;
+    }
     total += size * 1024 * count;
     any = true;
     i = b;
