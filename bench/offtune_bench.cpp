@@ -804,6 +804,7 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
   const bool do_export = section("export");
   const bool do_sweep = section("sweep");
   const bool do_predict = section("predict");
+  const bool do_predict_cpu = section("predict-cpu");
   const auto start = Clock::now();
 
   if (!args.json) {
@@ -854,6 +855,23 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
         return bench::bench_predict(p);
       },
       bench::print_predict);
+  const auto predicted_cpu = bench::run_section(
+      do_predict_cpu && env.backend == offtune::BackendKind::HostSim, args.json,
+      [&] {
+        bench::PredictCpuArgs p;
+        if (args.quick) {
+          p.models = {"tiny"};
+          p.batch = 2;
+          p.seq = 32;
+          p.sizes = {1024};
+          p.windows = {1};
+          p.prefetch = {0};
+          p.steps = 2;
+          p.rounds = 2;
+        }
+        return bench::bench_predict_cpu(p);
+      },
+      bench::print_predict_cpu);
   const double total_s = ms_since(start) / 1e3;
 
   if (args.json) {
@@ -885,6 +903,7 @@ int run(const Args& args, const std::vector<SizeSpec>& sizes) {
     if (exported) out["export"] = offtune::bench::export_json(*exported);
     if (sweep) out["sweep"] = offtune::bench::sweep_json(*sweep);
     if (predicted) out["predict"] = offtune::bench::predict_json(*predicted);
+    if (predicted_cpu) out["predict_cpu"] = offtune::bench::predict_cpu_json(*predicted_cpu);
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("total: {:.1f} s\n", total_s);
@@ -900,14 +919,16 @@ int main(int argc, char** argv) {
       "Measure activation offloading and its profiler: saved-tensor hook overhead; step time / "
       "peak device memory of the sample Llama with and without offloading; the store's insert "
       "rate; trace export time; the wall time of the default sweep; the what-if predictor's error "
-      "against measured points and its speed (host-sim).",
+      "against measured points and its speed, on a device model's clock and on this CPU's "
+      "(host-sim).",
       "offtune-bench"};
   app.add_option("--backend", args.backend,
                  "where tensors live; auto picks cuda when a GPU is usable")
       ->check(CLI::IsMember({"auto", "cuda", "host-sim"}))
       ->capture_default_str();
   app.add_option("--section", args.section, "which sections to run")
-      ->check(CLI::IsMember({"all", "hooks", "decoder", "store", "export", "sweep", "predict"}))
+      ->check(CLI::IsMember(
+          {"all", "hooks", "decoder", "store", "export", "sweep", "predict", "predict-cpu"}))
       ->capture_default_str();
   app.add_flag("--quick", args.quick,
                "smoke run: few repetitions and steps, 100,000 events, a 2x2 sweep of 1 step "

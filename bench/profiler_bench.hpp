@@ -170,4 +170,55 @@ PredictResult bench_predict(const PredictArgs& args);
 void print_predict(const PredictResult& r);
 json predict_json(const PredictResult& r);
 
+// ---- predict-cpu -------------------------------------------------------------------------------
+// The predictor checked against what it cannot share rules with: this CPU's measured time. Each
+// model's steps are recorded on this CPU's clock (no device model), its grid predicted, then every
+// point measured; per point, the prediction against the measured median and its interval, the
+// peaks, and the physical bound. This machine's speed drifts over minutes, so recording and
+// measuring go in interleaved rounds: each round records and predicts the grid and measures every
+// point (alternate rounds in reverse order); a point's prediction is the median of its rounds', its
+// measurement the median and interval of all its steps.
+
+struct PredictCpuArgs {
+  std::vector<std::string> models = {"small", "gpt-small"};
+  int64_t batch = 4;  // the CLI's defaults
+  int64_t seq = 128;
+  std::vector<int64_t> sizes = {64 << 10, 1 << 20};
+  std::vector<int64_t> windows = {1, 4};
+  std::vector<int64_t> prefetch = {0, 1};
+  std::vector<std::string> checkpoint = {"none", "all"};
+  std::string link = "pcie4";
+  int64_t rounds = 3;
+  int64_t steps = 3;  // measured per point and round, after one warm-up
+};
+
+struct PredictCpuPoint {
+  std::string model;
+  std::string config;  // the point in words
+  double predicted_ms = kNaN;
+  double predicted_spread_pct = kNaN;  // (max - min) / median of the rounds' predictions
+  double bound_ms = kNaN;
+  double stalled_ms = kNaN;  // the compute's predicted waits for copies
+  int64_t window_waits = 0;
+  double measured_ms = kNaN;  // median
+  double ci_low_ms = kNaN, ci_high_ms = kNaN;
+  double ci_level = 0.0;
+  double step_err_pct = kNaN;  // predicted against the measured median
+  bool inside = false;         // in the measured interval, or within 10%
+  int64_t predicted_peak = 0, measured_peak = 0;
+  int64_t predicted_offloaded = 0, measured_offloaded = 0;
+  std::string error;  // a point that failed to run
+};
+
+struct PredictCpuResult {
+  std::string link;
+  std::vector<std::string> sources;  // per model
+  std::vector<PredictCpuPoint> points;
+  double record_s = 0.0, measure_s = 0.0;
+};
+
+PredictCpuResult bench_predict_cpu(const PredictCpuArgs& args);
+void print_predict_cpu(const PredictCpuResult& r);
+json predict_cpu_json(const PredictCpuResult& r);
+
 }  // namespace offtune::bench

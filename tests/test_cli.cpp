@@ -397,10 +397,43 @@ TEST_F(CommandLine, PredictAGridAndMeasureOnlyThePointsThatMatter) {
   EXPECT_EQ(rj["ran"].get<size_t>(), 27U - measured.size());
   EXPECT_EQ(rj["skipped"].get<size_t>(), measured.size());
 
-  // Both need a device model: one line, exit 2, no file.
-  expect_refused({"predict", "--batch", "1", "--seq", "16"});
-  expect_refused({"sweep", "--db", "new.db", "--predict-first", "--batch", "1", "--seq", "16"});
+  // Neither runs on a GPU: one line, exit 2, no file.
   expect_refused({"predict", "--device-model", "h100", "--backend", "cuda"});
+  expect_refused({"sweep", "--db", "new.db", "--predict-first", "--backend", "cuda", "--batch", "1",
+                  "--seq", "16"});
+}
+
+// Without a device model, predict records steps on this CPU's clock and says so; checkpointing is
+// recorded and replayed; every figure comes with its physical bound.
+TEST_F(CommandLine, PredictOnThisCpusClockSaysWhatItRestsOn) {
+  const Outcome p = offtune(
+      words("predict --json --model small --batch 2 --seq 64 --warmup 1 --threads 1 "
+            "--min-offload-size 1KiB,64KiB --max-fwd-stash-size 1,2 --checkpoint none,all"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  EXPECT_NE(j["device"].get<std::string>().find("this CPU, host-sim"), std::string::npos);
+  EXPECT_NE(j["source"].get<std::string>().find("this CPU's clock"), std::string::npos)
+      << j["source"];
+  // baseline, checkpointing alone, then 2 policies x 4 pairs.
+  ASSERT_EQ(j["points"].size(), 10U);
+  for (const auto& point : j["points"]) {
+    EXPECT_GT(point["step_ms"].get<double>(), 0.0) << point.dump();
+    EXPECT_LE(point["bound_ms"].get<double>(), point["step_ms"].get<double>() * (1 + 1e-9))
+        << point.dump();
+    EXPECT_GE(point["bound_ms"].get<double>(), point["compute_ms"].get<double>()) << point.dump();
+  }
+  // Checkpointing saves less: at each pair its points offload fewer bytes than plain ones.
+  EXPECT_EQ(j["points"][1]["config"]["checkpoint"], "all");
+  for (size_t i = 2; i < 6; ++i) {
+    const auto& plain = j["points"][i];
+    const auto& checkpointed = j["points"][i + 4];
+    EXPECT_FALSE(plain["config"].contains("checkpoint")) << "none, the default";
+    EXPECT_EQ(checkpointed["config"]["checkpoint"], "all");
+    EXPECT_EQ(plain["config"]["min_offload_size"], checkpointed["config"]["min_offload_size"]);
+    EXPECT_LT(checkpointed["offloaded_bytes"].get<int64_t>(),
+              plain["offloaded_bytes"].get<int64_t>())
+        << plain.dump() << checkpointed.dump();
+  }
 }
 
 // A sweep across variants from the command line: layer offloading and checkpointing crossed with

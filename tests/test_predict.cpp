@@ -1,5 +1,6 @@
 // The what-if predictor: one recorded step, replayed under each point's rules, against the same
-// points measured (host-sim with a device model, where both are exact and repeatable).
+// points measured (host-sim with a device model, where both are exact and repeatable), and on this
+// CPU's clock (what the recording keeps and takes out; the figures' accuracy is a benchmark's).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -80,10 +81,18 @@ class Predict : public ::testing::Test {
     const auto w = workload(model, batch, seq);
     auto wi = instance(w);
     const Semantics sem = grid.base.semantics;
-    const pf::Trace trace = pf::record_trace(*wi, w, base(link), sem);
-    ASSERT_FALSE(trace.events.empty());
+    // One trace per checkpoint policy the points use (the grid's baseline is the plain one).
+    std::vector<pf::Trace> traces;
+    const auto trace_for = [&](const pf::EngineConfig& config) -> const pf::Trace& {
+      for (const auto& t : traces) {
+        if (t.replays(config)) return t;
+      }
+      return traces.emplace_back(pf::record_trace(*wi, w, base(link), config));
+    };
     double worst_step = 0.0, worst_peak = 0.0;
     for (const auto& config : pf::expand_grid(grid)) {
+      const pf::Trace& trace = trace_for(config);
+      EXPECT_FALSE(trace.events.empty());
       const auto p = pf::predict(trace, config, link);
       const auto m = measure(*wi, w, config, link);
       const double step_err = std::abs(p.step_ms() - m.step_ms_median) / m.step_ms_median;
@@ -93,7 +102,9 @@ class Predict : public ::testing::Test {
                                " min=" + std::to_string(config.min_offload_size) +
                                " window=" + std::to_string(config.max_fwd_stash_size) +
                                " prefetch=" + std::to_string(config.prefetch) + " " +
-                               std::string(to_string(config.semantics));
+                               std::string(to_string(config.semantics)) + " checkpoint " +
+                               to_string(config.checkpoint) + " " +
+                               std::string(to_string(config.offload_set));
       EXPECT_LE(step_err, time_tol)
           << what << ": predicted " << p.step_ms() << " ms, measured " << m.step_ms_median << " ms";
       EXPECT_LE(peak_err, peak_tol) << what << ": predicted " << p.peak_allocated << " B, measured "
@@ -102,6 +113,12 @@ class Predict : public ::testing::Test {
         EXPECT_NEAR(p.hidden_copy_pct, m.hidden_copy_pct, 10.0) << what;
       }
       EXPECT_EQ(p.offloaded_bytes, m.offloaded_bytes) << what;
+      // No schedule beats the physical bound; with nothing copied it is the step itself.
+      EXPECT_LE(p.bound_ns, p.step_ns) << what;
+      EXPECT_GE(p.bound_ns, p.compute_ns) << what;
+      if (p.copies == 0) {
+        EXPECT_EQ(p.bound_ns, p.step_ns) << what;
+      }
       if (std::getenv("OFFTUNE_PREDICT_VERBOSE")) {
         std::cout << what << ": " << p.step_ms() << " vs " << m.step_ms_median << " ms, "
                   << p.peak_allocated << " vs " << m.peak_allocated << " B, hidden "
@@ -175,6 +192,42 @@ TEST_F(Predict, SingleStreamMode) {
   expect_accurate("tiny", 2, 32, g, LinkModel::pcie4());
 }
 
+// Checkpointing changes what a step saves and recomputes: a step recorded under the policy
+// replays its points exactly, plain and boundaries-only offloading alike. (Before the recording
+// took the policy, the predictor refused these points.)
+TEST_F(Predict, CheckpointedStepsReplayAsTheyMeasure) {
+  pf::Grid g;
+  g.set_numbers("min_offload_size", {1024, 65536, 4194304});
+  g.set_numbers("max_fwd_stash_size", {1, 2});
+  g.base.checkpoint = CheckpointPolicy::all();
+  g.base.prefetch = 1;
+  expect_accurate("small", 4, 64, g, LinkModel::pcie4());
+  g.base.offload_set = OffloadSet::Boundaries;
+  g.base.checkpoint = CheckpointPolicy::every_k(2);
+  expect_accurate("gpt-small", 2, 64, g, LinkModel::pcie4());
+}
+
+// One trace per (semantics, checkpoint policy, offload set) a grid uses; a baseline replays from
+// any trace of its policy.
+TEST_F(Predict, AGridRecordsOneTracePerWhatChangesTheStep) {
+  const auto w = workload("tiny", 1, 16);
+  auto wi = instance(w);
+  pf::Grid g;
+  g.set_numbers("min_offload_size", {1024});
+  g.set_numbers("max_fwd_stash_size", {1, 2});
+  g.set_names("checkpoint", {"none", "all"});
+  const auto configs = pf::expand_grid(g);
+  const std::vector<LinkModel> links(configs.size(), LinkModel::pcie4());
+  const auto grid = pf::predict_grid(*wi, w, base(LinkModel::pcie4()), configs, links);
+  EXPECT_EQ(grid.traces, 2U);
+  ASSERT_EQ(grid.points.size(), configs.size());
+  EXPECT_NE(grid.source.find("host-sim modelling h100-sxm"), std::string::npos) << grid.source;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const auto m = measure(*wi, w, configs[i], LinkModel::pcie4());
+    EXPECT_EQ(grid.points[i].peak_allocated, m.peak_allocated) << i;
+  }
+}
+
 TEST_F(Predict, ATraceOfOneSemanticsRefusesTheOther) {
   const auto w = workload("tiny", 1, 16);
   auto wi = instance(w);
@@ -182,6 +235,16 @@ TEST_F(Predict, ATraceOfOneSemanticsRefusesTheOther) {
   pf::EngineConfig trl;
   trl.semantics = Semantics::Trl;
   EXPECT_THROW(pf::predict(trace, trl, LinkModel::pcie4()), std::invalid_argument);
+  // Nor a checkpoint policy it was not recorded under, baseline or not.
+  pf::EngineConfig checkpointed;
+  checkpointed.checkpoint = CheckpointPolicy::all();
+  EXPECT_THROW(pf::predict(trace, checkpointed, LinkModel::pcie4()), std::invalid_argument);
+  checkpointed.offload = false;
+  EXPECT_THROW(pf::predict(trace, checkpointed, LinkModel::pcie4()), std::invalid_argument);
+  pf::EngineConfig disk;
+  disk.tier = Tier::Disk;
+  EXPECT_FALSE(pf::replayable(disk));
+  EXPECT_THROW(pf::predict(trace, disk, LinkModel::pcie4()), std::invalid_argument);
 }
 
 // A step that saves tensors whose sizes lie around 4 KiB and 8 KiB, and two that are kept for
@@ -284,27 +347,127 @@ TEST(PredictFront, ThePointsThatMatterAreTheFrontItsNeighboursAndTheBaseline) {
   EXPECT_THROW(pf::points_that_matter(configs, {}), std::invalid_argument);
 }
 
-TEST(PredictWithoutModel, NeedsADeviceModel) {
+// A step by hand: one 1 MiB activation saved at 10 ns, its step's reference dropped at 20 ns,
+// unpacked at 2000 ns and released at 2100 ns, in a step of 3000 ns of compute.
+pf::Trace one_tensor_trace(pf::Trace::Clock clock) {
+  pf::Trace t;
+  t.clock = clock;
+  t.blocks = {{1 << 20, false}};
+  pf::Trace::Slot slot;
+  slot.id = 1;
+  slot.block = 0;
+  slot.storage_bytes = slot.bytes = slot.weight = 1 << 20;
+  slot.item_bytes = 4;
+  slot.generation = 1;
+  t.slots = {slot};
+  using K = pf::Trace::Kind;
+  t.events = {{K::Alloc, 0, 0},      {K::ForwardBegin, 0, -1},  {K::Pack, 10, 0},
+              {K::Free, 20, 0},      {K::ForwardEnd, 1000, -1}, {K::Unpack, 2000, 0},
+              {K::Release, 2100, 0}, {K::BackwardEnd, 3000, -1}};
+  t.step_ns = 3000;
+  return t;
+}
+
+// On this CPU's clock a copy is no faster than the recording measured, whatever the link model
+// says, and the hooks' bookkeeping is the offloading points' own; the physical bound follows.
+TEST(PredictByHand, OnThisCpusClockCopiesTakeTheMeasuredRateAndHooksTheirTime) {
+  pf::EngineConfig config;
+  config.min_offload_size = 1024;
+  config.max_fwd_stash_size = 1;
+  const LinkModel free_link{};
+  // A device model's clock: the link is free, the copy costs nothing, the step is its compute.
+  const auto modelled = pf::predict(one_tensor_trace(pf::Trace::Clock::Model), config, free_link);
+  EXPECT_EQ(modelled.copies, 1);
+  EXPECT_EQ(modelled.step_ns, 3000);
+  EXPECT_EQ(modelled.bound_ns, 3000);
+  // This CPU copied 1 MiB in 5000 ns each way; each pack's hook takes 7 ns, each unpack's 3.
+  auto cpu = one_tensor_trace(pf::Trace::Clock::Cpu);
+  cpu.d2h_bytes_per_ns = cpu.h2d_bytes_per_ns = (1 << 20) / 5000.0;
+  cpu.pack_hook_ns = 7;
+  cpu.unpack_hook_ns = 3;
+  const auto p = pf::predict(cpu, config, free_link);
+  // The copy runs from 10 ns for 5000 ns: the window still holds the block at the unpack, which
+  // serves it; the step ends when the copy has (the runner's drain).
+  EXPECT_EQ(p.compute_ns, 3000 + 7 + 3);
+  EXPECT_EQ(p.step_ns, 10 + 5000);
+  EXPECT_EQ(p.bound_ns, 10 + 5000);
+  EXPECT_EQ(p.stalled_ns, 0);
+  EXPECT_EQ(p.peak_allocated, 1 << 20);
+  // A link slower than this CPU's copies sets the time instead: 1 MiB at 0.1 GB/s, 10485760 ns.
+  LinkModel slow;
+  slow.pinned_gbps = 0.1;
+  EXPECT_EQ(pf::predict(cpu, config, slow).step_ns, 10 + slow.copy_ns(1 << 20, true));
+  // The baseline runs no hooks and copies nothing.
+  pf::EngineConfig baseline;
+  baseline.offload = false;
+  const auto b = pf::predict(cpu, baseline, free_link);
+  EXPECT_EQ(b.step_ns, 3000);
+  EXPECT_EQ(b.compute_ns, 3000);
+  // Single-stream mode: the copy is on the compute stream, before the forward goes on.
+  config.use_streams = false;
+  const auto single = pf::predict(cpu, config, free_link);
+  EXPECT_EQ(single.bound_ns, single.compute_ns + 2 * 5000) << "an offload and a reload";
+  EXPECT_EQ(single.step_ns, single.bound_ns);
+}
+
+// Without a device model the steps are recorded on this CPU's clock: several, the engine's time
+// taken out, this machine's copy rate and the hooks' time measured; memory is the same as on any
+// clock.
+TEST(PredictOnThisCpu, TheRecordingSaysWhatItMeasured) {
   host_sim::install();
   host_sim::set_device_model(nullptr);
+  at::set_num_threads(1);
   samples::WorkloadSpec s;
   s.model = "tiny";
-  s.batch = 1;
-  s.seq = 16;
+  s.batch = 2;
+  s.seq = 32;
   auto wi = samples::make_workload(s, c10::kCPU);
   pf::Workload w;
   w.model = "tiny";
-  w.batch = 1;
-  w.seq = 16;
-  w.warmup = 0;
+  w.batch = 2;
+  w.seq = 32;
+  w.warmup = 1;
+  w.steps = 2;
   OffloadOptions o;
   o.backend = BackendKind::HostSim;
-  try {
-    pf::record_trace(*wi, w, o, Semantics::Offtune);
-    FAIL() << "recorded without a device model";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--device-model"), std::string::npos) << e.what();
+  const pf::Trace trace = pf::record_trace(*wi, w, o, Semantics::Offtune);
+  EXPECT_EQ(trace.clock, pf::Trace::Clock::Cpu);
+  EXPECT_TRUE(trace.steps == pf::kCpuSteps || trace.steps == 1) << trace.steps;
+  EXPECT_GT(trace.d2h_bytes_per_ns, 0.0);
+  EXPECT_GT(trace.h2d_bytes_per_ns, 0.0);
+  EXPECT_GT(trace.pack_hook_ns, 0);
+  EXPECT_NE(trace.source().find("this CPU's clock"), std::string::npos) << trace.source();
+  // Events in time order, inside the step.
+  int64_t last = 0;
+  for (const auto& e : trace.events) {
+    EXPECT_GE(e.time_ns, last);
+    last = e.time_ns;
   }
+  EXPECT_LE(last, trace.step_ns);
+  // Memory does not depend on the clock: the baseline's peak and a single-stream point's (no
+  // copy holds a block, so no timing moves it) are the measured ones, to the byte.
+  pf::EngineConfig baseline;
+  baseline.offload = false;
+  pf::EngineConfig single;
+  single.min_offload_size = 1024;
+  single.use_streams = false;
+  for (const auto& config : {baseline, single}) {
+    pf::RunSpec run;
+    run.workload = w;
+    run.config = config;
+    run.base = o;
+    run.env.backend = "host-sim";
+    run.record_timeline = false;
+    auto store = pf::make_memory_store();
+    const auto out = pf::run_measured(*wi, run, *store);
+    ASSERT_EQ(out.record.status, pf::RunStatus::Ok) << out.record.error;
+    const auto p = pf::predict(trace, config, LinkModel{});
+    EXPECT_EQ(p.peak_allocated, out.record.summary.peak_allocated) << config.offload;
+    EXPECT_EQ(p.offloaded_bytes, out.record.summary.offloaded_bytes) << config.offload;
+  }
+  // On a GPU there is nothing to record on host-sim: one line.
+  o.backend = BackendKind::Cuda;
+  EXPECT_THROW(pf::record_trace(*wi, w, o, Semantics::Offtune), std::invalid_argument);
 }
 
 }  // namespace

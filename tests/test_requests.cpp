@@ -98,8 +98,7 @@ TEST(Requests, RunAndSweepCheckTheSharedFieldsAlike) {
   SweepRequest sweep;
   sweep.knobs["max_fwd_stash_size"] = "0,1";
   EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--max-fwd-stash-size"});
-  EXPECT_EQ(check(run).errors.front().message,
-            "--max-fwd-stash-size must be at least 1, got 0");
+  EXPECT_EQ(check(run).errors.front().message, "--max-fwd-stash-size must be at least 1, got 0");
   EXPECT_EQ(check(sweep).errors.front().message, check(run).errors.front().message);
 }
 
@@ -407,11 +406,21 @@ TEST(Requests, VariantsAreAxesOfASweepAndOneValueForARun) {
   EXPECT_NE(errors[0].message.find("not the disk"), std::string::npos) << errors[0].message;
   s.backend.device_model.clear();
   EXPECT_TRUE(check(s).ok());
+  // --predict-first records checkpointing and what is offloaded, on a device model's clock or
+  // on this CPU's; the disk tier is measured.
   s.knobs["tier"] = "host";
   s.predict_first = true;
   s.backend.device_model = "h100-sxm";
+  EXPECT_TRUE(check(s).ok());
+  s.backend.device_model.clear();
+  EXPECT_TRUE(check(s).ok());
+  s.knobs["tier"] = "host,disk";
   errors = check(s).errors;
   ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--predict-first"});
+  EXPECT_NE(errors[0].message.find("--tier disk"), std::string::npos) << errors[0].message;
+  s.backend.backend = "cuda";
+  s.knobs["tier"] = "host";
+  ASSERT_EQ(fields_of(check(s).errors), std::vector<std::string>{"--predict-first"});
   RunRequest r;
   r.knobs["checkpoint"] = "none,all";
   EXPECT_EQ(fields_of(check(r)), std::vector<std::string>{"--checkpoint"});
@@ -541,7 +550,12 @@ TEST(Requests, APredictFirstSweepStoresEveryGridPointsPrediction) {
     EXPECT_EQ(stored[i].peak_allocated, predicted[i].peak_allocated) << i;
     EXPECT_EQ(stored[i].offloaded_bytes, predicted[i].offloaded_bytes) << i;
     EXPECT_EQ(stored[i].hidden_copy_pct, predicted[i].hidden_copy_pct) << i;
-    EXPECT_EQ(stored[i].predictor.rfind("what-if, offtune ", 0), 0u) << stored[i].predictor;
+    // The predictor names what the prediction rests on.
+    EXPECT_EQ(stored[i].predictor.rfind("what-if (host-sim modelling h100-sxm, 1 step recorded), "
+                                        "offtune ",
+                                        0),
+              0u)
+        << stored[i].predictor;
     EXPECT_GT(stored[i].created_unix_ns, 0);
   }
   // Fewer points measured than predicted: the predictions are all there is of the rest.

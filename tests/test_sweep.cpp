@@ -756,7 +756,7 @@ TEST(Sweep, LayerOffloadingIsAnAxisAndLoraAndBlocksAreInTheKeyWhenSet) {
     EXPECT_EQ(points[i].layer_offload, variant % 2 == 0 ? 0 : 1);
   }
   EXPECT_EQ(describe_variant(points.back()), "checkpoint all, layers on:1");
-  EXPECT_FALSE(plain_offloading(points[8])) << "the predictor does not replay layer offloading";
+  EXPECT_FALSE(replayable(points[8])) << "the predictor does not replay layer offloading";
   const Grid back = parse_grid_json(grid_json(spec.grid));
   EXPECT_EQ(back.values("layer_offload"), spec.grid.values("layer_offload"));
   EXPECT_EQ(expand_grid(back), points);

@@ -1,5 +1,6 @@
 // `offtune predict`: every point of a grid (min_offload_size x max_fwd_stash_size x prefetch x
-// link, and semantics) predicted from one recorded step, without running them
+// link, semantics, checkpointing and what is offloaded) predicted from recorded steps, without
+// running them
 // (profiler/predict.hpp).
 #include <algorithm>
 #include <cstdio>
@@ -33,20 +34,23 @@ class PredictCommand final : public Command {
   explicit PredictCommand(CLI::App& parent) {
     app_ = parent.add_subcommand(
         "predict",
-        "predict step time, peak memory and hidden copies of every point of a grid from one "
-        "recorded step (host-sim with --device-model), without running them");
+        "predict step time, peak memory and hidden copies of every point of a grid from a "
+        "recorded step (host-sim: on a --device-model's clock, or on this CPU's), without running "
+        "them");
     app_->add_flag("--quiet,-q", quiet_, "no text output");
     app_->add_flag("--json", json_, "print the result as JSON");
     add_workload_flags(*app_, request_.workload, request_.backend);
-    // One step is recorded (after --warmup) and nothing is measured on a GPU: no --steps, no
-    // --collector. The knobs' axes as a sweep takes them; the engine variants the predictor does
-    // not replay (checkpointing, what is offloaded, the tier, layer offloading, verify) are not
-    // flags here.
+    // Steps are recorded (after --warmup) and nothing is measured on a GPU: no --steps, no
+    // --collector. The knobs' axes as a sweep takes them; of the engine variants, checkpointing
+    // and what is offloaded are recorded and replayed, the others (the tier, layer offloading,
+    // verify, the allocator's segments) are not flags here.
     app_->remove_option(app_->get_option("--steps"));
     app_->remove_option(app_->get_option("--collector"));
     add_knob_flags(*app_, request_.knobs, /*sweep=*/true);
     for (const Knob& k : knob_table()) {
-      if (k.variant && !k.flag.empty()) app_->remove_option(app_->get_option(std::string(k.flag)));
+      if (k.variant && !k.flag.empty() && k.key != "checkpoint" && k.key != "offload_set") {
+        app_->remove_option(app_->get_option(std::string(k.flag)));
+      }
     }
     app_->add_option("--max-points", request_.max_points,
                      "refuse a grid of more points than this (up to " +
@@ -56,10 +60,10 @@ class PredictCommand final : public Command {
 
   int run() override {
     request_.refine_steps = 0;
-    if (request_.backend.device_model.empty() || request_.backend.backend == "cuda") {
-      refuse("--device-model",
-             "offtune predict replays one recorded step, which needs its op times known ahead: "
-             "give --device-model (host-sim), e.g. --device-model h100-sxm");
+    if (request_.backend.backend == "cuda") {
+      refuse("--backend",
+             "offtune predict records a step on host-sim (on a --device-model's clock, or on this "
+             "CPU's): on a GPU, measure the points with offtune sweep");
     }
     const auto valid = requests::require_valid(request_);
     auto prepared = requests::prepare(valid);
@@ -111,9 +115,9 @@ class PredictCommand final : public Command {
     const auto rec = pf::recommend(records, constraint);
     const double base_ms = grid.front().predicted.step_ms();
     // The model and every link predicted (the run environment names only the first link).
-    std::string device =
-        "host-sim modelling " + (prepared.spec.device_model ? prepared.spec.device_model->title
-                                                            : request_.backend.device_model);
+    std::string device = prepared.spec.device_model
+                             ? "host-sim modelling " + prepared.spec.device_model->title
+                             : std::string("this CPU, host-sim");
     device += link_names.size() == 1 ? " (link " : " (links ";
     for (size_t l = 0; l < link_names.size(); ++l) device += (l ? ", " : "") + link_names[l];
     device += ")";
@@ -132,11 +136,14 @@ class PredictCommand final : public Command {
                        {"reloaded_bytes", p.predicted.reloaded_bytes},
                        {"window_waits", p.predicted.window_waits},
                        {"stalled_ns", p.predicted.stalled_ns},
+                       {"compute_ms", static_cast<double>(p.predicted.compute_ns) / 1e6},
+                       {"bound_ms", p.predicted.bound_ms()},
                        {"front", p.front},
                        {"over_capacity", p.over_capacity}});
       }
       json out{{"workload", pf::to_json(prepared.spec.workload)},
                {"device", device},
+               {"source", predicted_grid.source},
                {"record_ms", record_ms},
                {"predict_ms", predict_ms},
                {"points", pts},
@@ -147,17 +154,23 @@ class PredictCommand final : public Command {
     }
     if (quiet_) return kOk;
     std::printf(
-        "predicted %zu points of %s (batch %lld, seq %lld) on %s from %zu recorded step%s: "
+        "predicted %zu points of %s (batch %lld, seq %lld) on %s from %zu recorded trace%s: "
         "recording %.0f ms, predicting %.1f ms\n",
         grid.size(), prepared.spec.workload.model.c_str(),
         static_cast<long long>(prepared.spec.workload.batch),
         static_cast<long long>(prepared.spec.workload.seq), device.c_str(), predicted_grid.traces,
         predicted_grid.traces == 1 ? "" : "s", record_ms, predict_ms);
-    const bool rules =
-        predicted_grid.traces > 1 || grid.back().config.semantics != Semantics::Offtune;
-    std::printf("%5s %-8s%s %12s %7s %9s %-12s %10s %7s %12s %12s %13s\n", "index", "offload",
-                rules ? " rules  " : "", "min_offload", "window", "prefetch", "link", "step ms",
-                "x base", "peak alloc", "bytes", "hidden copy %");
+    std::printf("  source: %s, replayed\n", predicted_grid.source.c_str());
+    const bool rules = std::any_of(grid.begin(), grid.end(), [](const Point& p) {
+      return p.config.offload && p.config.semantics != Semantics::Offtune;
+    });
+    const bool variants = std::any_of(grid.begin(), grid.end(), [](const Point& p) {
+      return p.config.checkpoint.enabled() || p.config.offload_set != OffloadSet::All;
+    });
+    std::printf("%5s %-8s%s%s %12s %7s %9s %-12s %10s %10s %7s %12s %12s %13s\n", "index",
+                "offload", rules ? " rules  " : "", variants ? " variant           " : "",
+                "min_offload", "window", "prefetch", "link", "step ms", "bound ms", "x base",
+                "peak alloc", "bytes", "hidden copy %");
     for (size_t i = 0; i < grid.size(); ++i) {
       const auto& p = grid[i];
       const auto& c = p.config;
@@ -170,13 +183,23 @@ class PredictCommand final : public Command {
         std::snprintf(rule, sizeof rule, " %-7s",
                       c.offload ? std::string(to_string(c.semantics)).c_str() : "-");
       }
-      std::printf("%5zu %-8s%s %12s %7s %9s %-12s %10.3f %7.2f %12s %12lld %13s%s\n", i,
-                  c.offload ? "yes" : "no", rule,
+      std::string variant;
+      if (variants) {
+        variant = "ckpt " + to_string(c.checkpoint);
+        if (c.offload && c.offload_set != OffloadSet::All) {
+          variant += ", " + std::string(to_string(c.offload_set));
+        }
+        char cell[32];
+        std::snprintf(cell, sizeof cell, " %-18s", variant.c_str());
+        variant = cell;
+      }
+      std::printf("%5zu %-8s%s%s %12s %7s %9s %-12s %10.3f %10.3f %7.2f %12s %12lld %13s%s\n", i,
+                  c.offload ? "yes" : "no", rule, variant.c_str(),
                   c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
                   c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
                   c.offload ? std::to_string(c.prefetch).c_str() : "-",
                   c.offload ? c.link.name.c_str() : "-", p.predicted.step_ms(),
-                  base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
+                  p.predicted.bound_ms(), base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
                   pf::format_size(p.predicted.peak_allocated).c_str(),
                   static_cast<long long>(p.predicted.peak_allocated), hidden,
                   p.over_capacity ? "  over capacity" : (p.front ? "  front" : ""));
@@ -197,13 +220,22 @@ class PredictCommand final : public Command {
     } else {
       std::printf("no recommendation: %s\n", rec.rationale.c_str());
     }
+    if (prepared.spec.device_model) {
+      std::printf(
+          "  how sure: each figure is the recorded step replayed under the point's rules on the "
+          "device model's clock: a measured host-sim run of the point gives the same figures "
+          "(offtune-bench --section predict); how close they are to the GPU itself is the "
+          "device model's accuracy (docs/device-model.md).");
+    } else {
+      std::printf(
+          "  how sure: each figure is the recorded steps' median replayed under the point's "
+          "rules on this CPU's clock: peak allocated is exact, step time as measured in "
+          "offtune-bench --section predict-cpu (docs/device-model.md).");
+    }
     std::printf(
-        "  how sure: each figure is the recorded step replayed under the point's rules on the "
-        "device model's clock: a measured host-sim run of the point gives the same figures "
-        "(offtune-bench --section predict); how close they are to the GPU itself is the device "
-        "model's accuracy (docs/device-model.md). front: no other point is predicted both as "
-        "fast and as small (of equal points, the first). Measure the front and its neighbours: "
-        "offtune sweep --predict-first\n");
+        " bound ms: no schedule of the point's copies over its link is faster. front: no other "
+        "point is predicted both as fast and as small (of equal points, the first). Measure the "
+        "front and its neighbours: offtune sweep --predict-first\n");
     return kOk;
   }
 

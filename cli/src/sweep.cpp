@@ -187,6 +187,7 @@ class SweepCommand final : public StoreCommand {
                      {"hidden_copy_pct", q.hidden_copy_pct}});
     }
     return {{"measured", p.chosen},
+            {"source", p.source},
             {"record_ms", p.record_ms},
             {"predict_ms", p.predict_ms},
             {"predicted", all}};
@@ -196,10 +197,10 @@ class SweepCommand final : public StoreCommand {
   static void print_predictions(const requests::SweepPredictions& p,
                                 const std::vector<pf::PointRecord>& points) {
     std::printf(
-        "predicted first: %zu points from one recorded step (recording %.0f ms, "
+        "predicted first: %zu points from recorded steps (%s; recording %.0f ms, "
         "predicting %.1f ms); measured the %zu that matter (the predicted front and its "
         "neighbours)\n",
-        p.points.size(), p.record_ms, p.predict_ms, p.chosen.size());
+        p.points.size(), p.source.c_str(), p.record_ms, p.predict_ms, p.chosen.size());
     std::printf("%5s %12s %12s %8s %14s %14s %8s\n", "index", "predicted ms", "measured ms",
                 "error %", "predicted peak", "measured peak", "error %");
     for (const auto& m : points) {

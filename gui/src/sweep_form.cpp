@@ -277,8 +277,8 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
       new QCheckBox(QStringLiteral("predict every point, measure only those that matter"), this);
   predict_first_->setObjectName(QStringLiteral("predictFirst"));
   predict_first_->setToolTip(QStringLiteral(
-      "replay one recorded step for every point, then measure the baseline, the predicted front "
-      "and its neighbours (needs a device model)"));
+      "replay a recorded step for every point (host-sim: on the device model's clock, or on this "
+      "CPU's), then measure the baseline, the predicted front and its neighbours"));
   form->addRow(QStringLiteral("Predict first"), predict_first_);
   points_ = new QLabel(this);
   points_->setObjectName(QStringLiteral("points"));

@@ -59,7 +59,11 @@ TrlKey trl_key(int64_t block, int64_t span_lo, int64_t item_bytes) {
 class Replay {
  public:
   Replay(const Trace& trace, const EngineConfig& config, const LinkModel& link)
-      : t_(trace), c_(config), link_(link), trl_(config.semantics == Semantics::Trl) {
+      : t_(trace),
+        c_(config),
+        link_(link),
+        trl_(config.semantics == Semantics::Trl),
+        cpu_(trace.clock == Trace::Clock::Cpu && config.offload) {
     const size_t n = trace.blocks.size();
     live_.assign(n, false);
     dead_.assign(n, false);
@@ -84,9 +88,11 @@ class Replay {
           break;
         case Trace::Kind::Pack:
           pack(ev.index);
+          hook(t_.pack_hook_ns);
           break;
         case Trace::Kind::Unpack:
           unpack(ev.index);
+          hook(t_.unpack_hook_ns);
           break;
         case Trace::Kind::Release:
           release(ev.index);
@@ -112,12 +118,39 @@ class Replay {
     p.reloaded_bytes = reloaded_;
     p.copies = copies_;
     p.window_waits = window_waits_;
-    p.stalled_ns = delay_;
+    p.stalled_ns = delay_ - hooks_ns_;
     p.hidden_copy_pct = hidden_pct();
+    // The physical limit (predict.hpp): the compute cannot shrink; the copies run one after
+    // another, on the copy stream from the first save on, or on the compute stream.
+    p.compute_ns = t_.step_ns + hooks_ns_;
+    if (!c_.use_streams) {
+      p.bound_ns = p.compute_ns + copy_ns_;
+    } else {
+      p.bound_ns = copies_ > 0 ? std::max(p.compute_ns, first_copy_at_ + copy_ns_) : p.compute_ns;
+    }
     return p;
   }
 
  private:
+  // The engine's bookkeeping in a hook, on this CPU's clock (a device model's has none).
+  void hook(int64_t ns) {
+    if (!cpu_ || ns <= 0) return;
+    hooks_ns_ += ns;
+    delay_ += ns;
+    now_ += ns;
+  }
+
+  // A copy's duration: the link model's, and on this CPU's clock no less than this machine's
+  // copy rate allows (host-sim's copy runs a memcpy and then waits out the link's time).
+  int64_t copy_cost(int64_t bytes, bool d2h) const {
+    int64_t cost = link_.copy_ns(bytes, c_.use_pin_memory);
+    const double rate = d2h ? t_.d2h_bytes_per_ns : t_.h2d_bytes_per_ns;
+    if (cpu_ && rate > 0) {
+      cost = std::max(cost, static_cast<int64_t>(static_cast<double>(bytes) / rate));
+    }
+    return cost;
+  }
+
   void add_mem(int64_t bytes) {
     mem_ += bytes;
     peak_ = std::max(peak_, mem_);
@@ -143,8 +176,10 @@ class Replay {
 
   // A copy of `bytes`: on the copy stream after the ones before it, or on the compute stream.
   int64_t copy(int64_t bytes, bool d2h, bool prefetch) {
-    const int64_t cost = link_.copy_ns(bytes, c_.use_pin_memory);
+    const int64_t cost = copy_cost(bytes, d2h);
+    if (copies_ == 0) first_copy_at_ = now_;
     ++copies_;
+    copy_ns_ += cost;
     TimelineEvent e;
     e.kind = d2h ? EventKind::CopyD2H : EventKind::CopyH2D;
     e.bytes = bytes;
@@ -431,6 +466,7 @@ class Replay {
   const EngineConfig& c_;
   const LinkModel link_;
   const bool trl_;
+  const bool cpu_;  // on this CPU's clock, an offloading point: hooks and copy rate count
   std::map<TrlKey, int64_t> trl_keys_;  // key -> id of the save holding it (trl_keys_on())
   uint64_t trl_keys_generation_ = 0;
   std::vector<bool> live_, dead_;
@@ -447,6 +483,7 @@ class Replay {
   int64_t now_ = 0, delay_ = 0, copy_free_ = 0;
   int64_t forward_begin_ = -1, forward_end_ = -1, backward_end_ = -1;
   int64_t offloaded_ = 0, reloaded_ = 0, copies_ = 0, window_waits_ = 0, waits_ = 0;
+  int64_t hooks_ns_ = 0, copy_ns_ = 0, first_copy_at_ = 0;
   std::vector<TimelineEvent> copy_events_;
   std::vector<std::pair<int64_t, int64_t>> blocked_;
 };
@@ -454,10 +491,14 @@ class Replay {
 }  // namespace
 
 Prediction predict(const Trace& trace, const EngineConfig& config, const LinkModel& link) {
-  if (config.offload && config.semantics != trace.semantics) {
+  if (!trace.replays(config)) {
     throw std::invalid_argument(
-        "a trace recorded under " + std::string(to_string(trace.semantics)) +
-        " semantics cannot predict a point under " + std::string(to_string(config.semantics)));
+        "a trace recorded under " + std::string(to_string(trace.semantics)) + " semantics, " +
+        "checkpoint " + to_string(trace.checkpoint) + ", offload " +
+        std::string(to_string(trace.offload_set)) + " cannot predict a point under " +
+        std::string(to_string(config.semantics)) + ", checkpoint " + to_string(config.checkpoint) +
+        ", offload " + std::string(to_string(config.offload_set)) +
+        (replayable(config) ? "" : " (the disk tier and layer offloading are measured)"));
   }
   if (config.offload && config.max_fwd_stash_size < 1) {
     throw std::invalid_argument("max_fwd_stash_size must be >= 1, got " +
@@ -484,14 +525,16 @@ PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction
   return p;
 }
 
-PointPrediction as_prediction_record(int64_t index, const Prediction& prediction) {
+PointPrediction as_prediction_record(int64_t index, const Prediction& prediction,
+                                     const std::string& source) {
   PointPrediction p;
   p.index = index;
   p.step_ns = prediction.step_ns;
   p.peak_allocated = prediction.peak_allocated;
   p.hidden_copy_pct = prediction.hidden_copy_pct;
   p.offloaded_bytes = prediction.offloaded_bytes;
-  p.predictor = std::string("what-if, offtune ") + std::string(kVersion);
+  p.predictor = (source.empty() ? std::string("what-if") : "what-if (" + source + ")") +
+                ", offtune " + std::string(kVersion);
   p.created_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

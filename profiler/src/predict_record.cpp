@@ -1,13 +1,17 @@
-// The recording half of the what-if predictor (predict.hpp): one step of a workload under an
-// engine that copies every tensor it may offload on the compute stream over a free link, observed
-// through the engine's events and host-sim's allocation listener.
+// The recording half of the what-if predictor (predict.hpp): steps of a workload under an engine
+// that copies every tensor it may offload on the compute stream over a free link, observed through
+// the engine's events and spans and host-sim's allocation listener.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "offtune/host_sim.hpp"
 #include "offtune/offload_rule.hpp"
@@ -17,15 +21,44 @@
 namespace offtune::profiler {
 namespace {
 
-// Unpack spans open on this thread: device memory allocated inside one is the engine's (a reload
-// buffer), not the step's.
-thread_local int t_in_unpack = 0;
+int64_t median_of(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// The engine's spans open on this thread, innermost last. The engine's own work is the time the
+// innermost of them (Wait aside) is a pack or an unpack: a recompute inside an unpack is the
+// step's compute, and device memory allocated in it is the step's; memory allocated in an unpack
+// outside a recompute is the engine's (a reload buffer).
+thread_local std::vector<SpanKind> t_spans;
+
+SpanKind innermost() {
+  for (auto it = t_spans.rbegin(); it != t_spans.rend(); ++it) {
+    if (*it != SpanKind::Wait) return *it;
+  }
+  return SpanKind::Wait;  // none open
+}
+bool in_engine() {
+  const SpanKind k = innermost();
+  return k == SpanKind::Pack || k == SpanKind::Unpack;
+}
 
 class TraceRecorder final : public Observer, public host_sim::AllocationListener {
  public:
+  // cpu: times are this CPU's wall clock, from which the engine's own work is taken out.
+  explicit TraceRecorder(bool cpu) : cpu_(cpu) {}
+
   void start(int64_t begin_ns) {
     std::lock_guard<std::mutex> lock(mutex_);
     begin_ = begin_ns;
+    engine_ns_ = 0;
+    engine_ends_.clear();
+    trace_ = Trace{};
+    live_.clear();
+    engine_.clear();
+    slot_of_.clear();
     recording_ = true;
   }
   Trace stop() {
@@ -33,19 +66,42 @@ class TraceRecorder final : public Observer, public host_sim::AllocationListener
     recording_ = false;
     return std::move(trace_);
   }
-
-  void on_span_begin(Span span) override {
-    if (span.kind == SpanKind::Unpack) ++t_in_unpack;
+  // Engine time taken out of the step so far.
+  int64_t engine_ns() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_ns_;
   }
-  void on_span_end(Span span) override {
-    if (span.kind == SpanKind::Unpack) --t_in_unpack;
+  // A clock_ns() time of the step recorded last, on the step's clock (the engine's time before it
+  // taken out on this CPU's clock).
+  int64_t step_time(int64_t t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int64_t engine = 0;
+    for (const auto& [wall, total] : engine_ends_) {
+      if (wall > t) break;
+      engine = total;
+    }
+    return t - begin_ - engine;
+  }
+
+  void on_span_begin(Span span) override { moved(span.kind, /*begin=*/true); }
+  void on_span_end(Span span) override { moved(span.kind, /*begin=*/false); }
+
+  void on_copy_completed(const CopyEvent& e) override {
+    if (!cpu_ || e.weights || e.issued_ns <= 0 || e.time_ns < e.issued_ns) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!recording_) return;
+    const int64_t ns = e.time_ns - e.issued_ns;
+    auto& rate = e.direction == CopyDirection::DeviceToHost ? d2h_ : h2d_;
+    rate.bytes += e.bytes;
+    rate.ns += ns;
+    span_copy_ns_ += ns;
   }
 
   void on_allocate(const void* data, int64_t bytes, int64_t time_ns) noexcept override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!recording_) return;
     try {
-      if (t_in_unpack > 0) {
+      if (innermost() == SpanKind::Unpack) {
         engine_.insert(data);
         return;
       }
@@ -100,10 +156,56 @@ class TraceRecorder final : public Observer, public host_sim::AllocationListener
   }
 
   bool failed() const { return failed_; }
+  // Over every step recorded: bytes per ns each way, and the hooks' median bookkeeping.
+  double d2h_rate() const { return d2h_.rate(); }
+  double h2d_rate() const { return h2d_.rate(); }
+  int64_t pack_hook_ns() const { return median_of(pack_hooks_); }
+  int64_t unpack_hook_ns() const { return median_of(unpack_hooks_); }
 
  private:
+  struct Rate {
+    int64_t bytes = 0, ns = 0;
+    double rate() const {
+      return ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0;
+    }
+  };
+
+  // A span opened or closed on this thread: the engine's time is taken out on this CPU's clock.
+  void moved(SpanKind kind, bool begin) {
+    const bool was = in_engine();
+    if (begin) {
+      t_spans.push_back(kind);
+    } else if (!t_spans.empty()) {
+      t_spans.pop_back();
+    }
+    const bool is = in_engine();
+    if (!cpu_ || was == is) return;
+    const int64_t now = host_sim::clock_ns();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (is) {
+      engine_begin_ = now;
+      span_copy_ns_ = 0;
+      if (begin) cut_ = false;  // a new hook (not one going on after a recompute)
+      return;
+    }
+    const int64_t spent = now - engine_begin_;
+    if (begin) {
+      cut_ = true;  // a recompute inside the hook: the hook's time is in two parts
+    } else if (recording_ && !cut_) {
+      // The hook's bookkeeping: the span less the copy it ran inline.
+      auto& hooks = kind == SpanKind::Pack ? pack_hooks_ : unpack_hooks_;
+      hooks.push_back(std::max<int64_t>(spent - span_copy_ns_, 0));
+    }
+    if (!recording_ || spent <= 0) return;
+    engine_ns_ += spent;
+    engine_ends_.emplace_back(now, engine_ns_);
+  }
+
   void add(Trace::Kind kind, int64_t time_ns, int64_t index) {
-    trace_.events.push_back({kind, time_ns - begin_, index});
+    // Inside a hook the event is at the hook's start: the engine's time is not the step's.
+    int64_t t = time_ns;
+    if (cpu_ && in_engine()) t = std::min(t, engine_begin_);
+    trace_.events.push_back({kind, t - begin_ - engine_ns_, index});
   }
   // The block at `data`, or one allocated before the recording began.
   int64_t block_of(const void* data, int64_t bytes) {
@@ -120,10 +222,18 @@ class TraceRecorder final : public Observer, public host_sim::AllocationListener
     if (auto it = slot_of_.find(id.value); it != slot_of_.end()) add(kind, time_ns, it->second);
   }
 
+  const bool cpu_;
   std::mutex mutex_;
   bool recording_ = false;
   bool failed_ = false;
   int64_t begin_ = 0;
+  int64_t engine_ns_ = 0;                                 // engine time so far in this step
+  int64_t engine_begin_ = 0;                              // when the open engine span began
+  int64_t span_copy_ns_ = 0;                              // copy time inside the open engine span
+  bool cut_ = false;                                      // the open hook ran a recompute
+  std::vector<std::pair<int64_t, int64_t>> engine_ends_;  // (clock_ns, engine_ns_) at span ends
+  Rate d2h_, h2d_;
+  std::vector<int64_t> pack_hooks_, unpack_hooks_;
   Trace trace_;
   std::unordered_map<const void*, int64_t> live_;
   std::unordered_set<const void*> engine_;
@@ -146,16 +256,98 @@ void insert_mark(Trace& trace, Trace::Kind kind, int64_t time_ns) {
   trace.events.insert(it, {kind, time_ns, -1});
 }
 
+bool same_shape(const Trace& a, const Trace& b) {
+  if (a.events.size() != b.events.size() || a.blocks.size() != b.blocks.size() ||
+      a.slots.size() != b.slots.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    if (a.events[i].kind != b.events[i].kind || a.events[i].index != b.events[i].index) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    if (a.blocks[i].bytes != b.blocks[i].bytes) return false;
+  }
+  return true;
+}
+
+// Several steps as one: where they did the same things in the same order, each gap between two
+// events (and the last event to the step's end) is the median of the steps' gaps; otherwise the
+// step of median length stands for them.
+Trace median_step(std::vector<Trace> steps) {
+  std::sort(steps.begin(), steps.end(),
+            [](const Trace& a, const Trace& b) { return a.step_ns < b.step_ns; });
+  Trace out = steps[steps.size() / 2];
+  out.steps = static_cast<int64_t>(steps.size());
+  if (!std::all_of(steps.begin(), steps.end(),
+                   [&](const Trace& t) { return same_shape(t, out); })) {
+    out.steps = 1;
+    return out;
+  }
+  int64_t t = 0;
+  std::vector<int64_t> gaps(steps.size());
+  for (size_t i = 0; i <= out.events.size(); ++i) {
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const auto& ev = steps[k].events;
+      const int64_t next = i < ev.size() ? ev[i].time_ns : steps[k].step_ns;
+      const int64_t prev = i == 0 ? 0 : ev[i - 1].time_ns;
+      gaps[k] = std::max<int64_t>(next - prev, 0);
+    }
+    t += median_of(gaps);
+    if (i < out.events.size()) {
+      out.events[i].time_ns = t;
+    } else {
+      out.step_ns = t;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+bool Trace::replays(const EngineConfig& config) const {
+  if (!replayable(config) || !(config.checkpoint == checkpoint)) return false;
+  return !config.offload || (config.semantics == semantics && config.offload_set == offload_set);
+}
+
+std::string Trace::source() const {
+  if (clock == Clock::Model) {
+    return "host-sim modelling " + device_model + ", " + std::to_string(steps) + " step recorded";
+  }
+  std::string s = "this CPU's clock (host-sim), median of " + std::to_string(steps) +
+                  " recorded step" + (steps == 1 ? "" : "s");
+  const double slow = std::min(d2h_bytes_per_ns > 0 ? d2h_bytes_per_ns : h2d_bytes_per_ns,
+                               h2d_bytes_per_ns > 0 ? h2d_bytes_per_ns : d2h_bytes_per_ns);
+  if (slow > 0) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.1f", slow);  // bytes per ns = GB/s
+    s += std::string(", copies at >= ") + rate + " GB/s";
+  }
+  return s;
+}
 
 Trace record_trace(WorkloadInstance& workload, const Workload& spec, const OffloadOptions& base,
                    Semantics semantics) {
-  const DeviceModel* model = host_sim::device_model();
-  if (model == nullptr || base.backend == BackendKind::Cuda) {
+  EngineConfig like;
+  like.semantics = semantics;
+  return record_trace(workload, spec, base, like);
+}
+
+Trace record_trace(WorkloadInstance& workload, const Workload& spec, const OffloadOptions& base,
+                   const EngineConfig& like) {
+  if (base.backend == BackendKind::Cuda) {
     throw std::invalid_argument(
-        "the what-if predictor replays a step timed by a device model: it needs backend host-sim "
-        "with --device-model (on a GPU, or on this CPU's clock, op times are not known ahead)");
+        "the what-if predictor records a step on host-sim (with --device-model, or on this CPU's "
+        "clock); on a GPU, measure the points");
   }
+  if (!replayable(like)) {
+    throw std::invalid_argument(
+        "the what-if predictor replays the host tier without layer offloading: points with "
+        "--tier disk or --layer-offload are measured, not predicted");
+  }
+  const DeviceModel* model = host_sim::device_model();
+  const bool cpu = model == nullptr;
   const auto wall_begin = std::chrono::steady_clock::now();
   OffloadOptions o = base;
   o.backend = BackendKind::HostSim;
@@ -165,9 +357,15 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
   o.prefetch = 0;
   o.use_streams = false;  // copies on the compute stream: no hold, no wait
   o.link = LinkModel{};   // free: the compute clock sees only the ops
-  o.semantics = semantics;
+  o.semantics = like.semantics;
+  o.offload = like.offload_set;
+  o.tier = Tier::Host;
   o.debug_copy_delay_ns = 0;
-  workload.set_checkpoint(CheckpointPolicy::none());
+  workload.set_checkpoint(like.checkpoint);
+  struct Restore {
+    WorkloadInstance& w;
+    ~Restore() { w.set_checkpoint(CheckpointPolicy::none()); }
+  } restore{workload};
   auto offloader = workload.make_offloader(o);
   if (offloader->backend() != BackendKind::HostSim) {
     throw std::invalid_argument("the what-if predictor needs backend host-sim");
@@ -175,11 +373,10 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
   // As a measured run starts (runner.cpp): a fresh process's allocator and no cuBLAS workspaces.
   host_sim::clear_blas_workspaces();
   host_sim::empty_cache();
-  auto recorder = std::make_shared<TraceRecorder>();
+  auto recorder = std::make_shared<TraceRecorder>(cpu);
   offloader->set_observer(recorder);
-  Trace trace;
-  StepPhases phases;
-  int64_t begin = 0, end = 0, base_allocated = 0;
+  std::vector<Trace> steps;
+  const int64_t count = cpu ? kCpuSteps : 1;
   {
     ListenerGuard guard(recorder.get());
     for (int64_t i = 0; i < spec.warmup; ++i) {
@@ -188,27 +385,45 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
       StepPhases ignored;
       workload.step(offloader.get(), i, ignored);
     }
-    workload.synchronize();
-    offloader->synchronize();
-    begin = host_sim::clock_ns();
-    base_allocated = offloader->device_memory().allocated;
-    recorder->start(begin);
-    workload.step(offloader.get(), spec.warmup, phases);
-    workload.synchronize();
-    offloader->synchronize();
-    end = host_sim::clock_ns();
-    trace = recorder->stop();
+    for (int64_t k = 0; k < count; ++k) {
+      workload.synchronize();
+      offloader->synchronize();
+      const int64_t begin = host_sim::clock_ns();
+      const int64_t base_allocated = offloader->device_memory().allocated;
+      recorder->start(begin);
+      StepPhases phases;
+      workload.step(offloader.get(), spec.warmup + k, phases);
+      workload.synchronize();
+      offloader->synchronize();
+      const int64_t end = host_sim::clock_ns();
+      const int64_t engine = recorder->engine_ns();
+      Trace trace = recorder->stop();
+      if (recorder->failed()) {
+        throw std::runtime_error("recording the step's trace ran out of memory");
+      }
+      trace.step_ns = end - begin - engine;
+      trace.base_allocated = base_allocated;
+      if (phases.forward_begin > 0) {
+        // On this CPU's clock less the engine's time before the mark.
+        insert_mark(trace, Trace::Kind::ForwardBegin, recorder->step_time(phases.forward_begin));
+        insert_mark(trace, Trace::Kind::ForwardEnd, recorder->step_time(phases.forward_end));
+        insert_mark(trace, Trace::Kind::BackwardEnd, recorder->step_time(phases.backward_end));
+      }
+      steps.push_back(std::move(trace));
+    }
   }
   offloader->set_observer(nullptr);
-  if (recorder->failed()) throw std::runtime_error("recording the step's trace ran out of memory");
-  trace.step_ns = end - begin;
-  trace.base_allocated = base_allocated;
-  trace.semantics = semantics;
-  trace.device_model = model->name;
-  if (phases.forward_begin > 0) {
-    insert_mark(trace, Trace::Kind::ForwardBegin, phases.forward_begin - begin);
-    insert_mark(trace, Trace::Kind::ForwardEnd, phases.forward_end - begin);
-    insert_mark(trace, Trace::Kind::BackwardEnd, phases.backward_end - begin);
+  Trace trace = median_step(std::move(steps));
+  trace.semantics = like.semantics;
+  trace.checkpoint = like.checkpoint;
+  trace.offload_set = like.offload_set;
+  trace.clock = cpu ? Trace::Clock::Cpu : Trace::Clock::Model;
+  if (model != nullptr) trace.device_model = model->name;
+  if (cpu) {
+    trace.d2h_bytes_per_ns = recorder->d2h_rate();
+    trace.h2d_bytes_per_ns = recorder->h2d_rate();
+    trace.pack_hook_ns = recorder->pack_hook_ns();
+    trace.unpack_hook_ns = recorder->unpack_hook_ns();
   }
   trace.record_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_begin)
@@ -227,29 +442,35 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   };
   for (const auto& c : configs) {
-    if (!plain_offloading(c)) {
+    if (!replayable(c)) {
       throw std::invalid_argument(
-          "the what-if predictor replays plain offloading: points with --checkpoint, --offload "
-          "boundaries, --tier other than host or --layer-offload are measured, not predicted");
+          "the what-if predictor replays the host tier without layer offloading: points with "
+          "--tier disk or --layer-offload are measured, not predicted");
     }
   }
   GridPrediction out;
-  std::map<Semantics, Trace> traces;
+  std::vector<Trace> traces;
+  const auto trace_for = [&](const EngineConfig& c) -> const Trace* {
+    for (const Trace& t : traces) {
+      if (t.replays(c)) return &t;
+    }
+    return nullptr;
+  };
   auto start = Clock::now();
-  for (const auto& c : configs) {
-    if (c.offload && !traces.count(c.semantics)) {
-      traces.emplace(c.semantics, record_trace(workload, spec, base, c.semantics));
+  // Offloading points first: a baseline replays from any trace of its checkpoint policy.
+  for (const bool offload : {true, false}) {
+    for (const auto& c : configs) {
+      if (c.offload == offload && trace_for(c) == nullptr) {
+        traces.push_back(record_trace(workload, spec, base, c));
+      }
     }
   }
-  if (traces.empty()) {  // the baseline alone: any semantics records the same step
-    traces.emplace(Semantics::Offtune, record_trace(workload, spec, base, Semantics::Offtune));
-  }
   out.traces = traces.size();
+  if (!traces.empty()) out.source = traces.front().source();
   out.record_ms = ms_since(start);
   start = Clock::now();
   for (size_t i = 0; i < configs.size(); ++i) {
-    const auto it = configs[i].offload ? traces.find(configs[i].semantics) : traces.begin();
-    out.points.push_back(predict(it->second, configs[i], links[i]));
+    out.points.push_back(predict(*trace_for(configs[i]), configs[i], links[i]));
   }
   out.predict_ms = ms_since(start);
   return out;

@@ -210,6 +210,7 @@ SweepPredictions predict_sweep(PreparedSweep& sweep) {
   out.chosen = profiler::points_that_matter(configs, out.points);
   out.record_ms = grid.record_ms;
   out.predict_ms = grid.predict_ms;
+  out.source = grid.source;
   return out;
 }
 
@@ -225,8 +226,8 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
   if (sweep.predictions && sweep.spec.predictions.empty()) {
     const auto& points = sweep.predictions->points;
     for (size_t i = 0; i < points.size(); ++i) {
-      sweep.spec.predictions.push_back(
-          profiler::as_prediction_record(static_cast<int64_t>(i), points[i]));
+      sweep.spec.predictions.push_back(profiler::as_prediction_record(
+          static_cast<int64_t>(i), points[i], sweep.predictions->source));
     }
   }
   const auto measurer = make_measurer(sweep);

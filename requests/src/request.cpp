@@ -442,11 +442,10 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
   c.range("--repeat", r.repeat, kRepeatRange.lo, kRepeatRange.hi);
-  if (r.predict_first && r.script.empty() &&
-      (r.backend.device_model.empty() || r.backend.backend == "cuda")) {
+  if (r.predict_first && r.script.empty() && r.backend.backend == "cuda") {
     c.fail("--predict-first",
-           "--predict-first replays one recorded step, which needs its op times known ahead: "
-           "give --device-model (host-sim); on a GPU or on this CPU's clock, measure every point");
+           "--predict-first replays a step recorded on host-sim (on a --device-model's clock, or "
+           "on this CPU's): on a GPU, measure every point");
   }
   // The grid, from the lists once: its size, the predict-first rule and the sweep's grid. Only
   // with every list valid: a refused list is its own field error.
@@ -456,14 +455,18 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   std::optional<profiler::Grid> grid;
   if (lists_ok) grid = grid_of(lists);
   if (r.predict_first && grid) {
-    const bool variant_axis =
-        std::any_of(knob_table().begin(), knob_table().end(),
-                    [&](const Knob& k) { return k.variant && grid->axes.contains(k.key); });
-    if (variant_axis || !profiler::plain_offloading(grid->base)) {
+    // Checkpointing and what is offloaded are recorded and replayed; the other variants move
+    // what a recording does not see.
+    const bool other_variant_axis =
+        std::any_of(knob_table().begin(), knob_table().end(), [&](const Knob& k) {
+          return k.variant && k.key != "checkpoint" && k.key != "offload_set" &&
+                 grid->axes.contains(k.key);
+        });
+    if (other_variant_axis || !profiler::replayable(grid->base)) {
       c.fail("--predict-first",
-             "--predict-first replays plain offloading: it cannot predict points with "
-             "--checkpoint, --offload boundaries, --tier other than host or --layer-offload "
-             "(measure those)");
+             "--predict-first replays the host tier without layer offloading: it cannot predict "
+             "points with --tier disk or --layer-offload, or lists of --verify or the allocator's "
+             "segments (measure those)");
     }
   }
   // The grid's size from the lists' lengths: expanding a 10^8-point grid to count it would be the

@@ -222,8 +222,8 @@ TEST(SweepFormTest, AnErrorForAFieldAlreadyFixedGoes) {
       << status->text().toStdString();
 }
 
-// Every knob of the request layer is in the form, and round-trips; predicting first without a
-// device model is the CLI's refusal.
+// Every knob of the request layer is in the form, and round-trips; predicting first on a GPU is
+// the CLI's refusal (host-sim predicts with a device model or on this CPU's clock).
 TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   SweepForm form;
   auto r = test::tiny_request("x.db", "1KiB", "1");
@@ -249,6 +249,9 @@ TEST(SweepFormTest, PrefetchRepeatAndPredictFirstRoundTripAndAreChecked) {
   ASSERT_NE(points, nullptr);
   EXPECT_TRUE(points->text().contains("baseline included")) << points->text().toStdString();
   r.backend.device_model.clear();
+  form.setRequest(r);
+  EXPECT_TRUE(points->text().contains("baseline included")) << points->text().toStdString();
+  r.backend.backend = "cuda";
   form.setRequest(r);
   EXPECT_TRUE(points->text().contains("--predict-first")) << points->text().toStdString();
   EXPECT_FALSE(form.startSweep());

@@ -42,6 +42,7 @@ struct SweepPredictions {
   std::vector<int64_t> chosen;               // the grid indices it then measured
   double record_ms = 0.0;                    // recording the step(s), wall time
   double predict_ms = 0.0;                   // replaying every point, wall time
+  std::string source;                        // what they rest on (profiler::Trace::source)
 };
 
 struct PreparedSweep {
