@@ -122,6 +122,10 @@ if ((QUICK == 0)); then
   part cli_report_1b 60 "$cli" report --db "$OUT/cli-1b.db"
   part cli_export_chrome 60 "$cli" export --db "$OUT/cli-1b.db" --run 2 --format chrome -o "$OUT/trace-1b.json"
   part cli_export_nsys 60 "$cli" export --db "$OUT/cli-1b.db" --run 2 --format nsys-sqlite -o "$OUT/trace-1b.sqlite"
+  # The GPU's link measured through the engine's copy path (issue 41): pinned and pageable, each
+  # way; its --link value is what host-sim and the predictor should be given for this machine.
+  rm -f "$OUT/link.txt"
+  part cli_calibrate 60 "$cli" calibrate --backend cuda --output "$OUT/link.txt"
   # CUPTI's copies against the engine's bytes, per run (what CUPTI saw is in events; the engine's
   # count is in steps.offloaded_bytes).
   "$PY" - "$OUT/cli-1b.db" >"$OUT/cupti-vs-engine.md" 2>&1 <<'PYEOF'

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "offtune/knobs.hpp"
 #include "offtune/options.hpp"
 #include "offtune/profiler/store.hpp"
 #include "offtune/profiler/units.hpp"
@@ -434,6 +435,41 @@ TEST_F(CommandLine, PredictOnThisCpusClockSaysWhatItRestsOn) {
               plain["offloaded_bytes"].get<int64_t>())
         << plain.dump() << checkpointed.dump();
   }
+}
+
+// offtune calibrate on host-sim: the copy path measured each way, pinned and pageable, the --link
+// it amounts to (which parse_link reads back), written once to a new file and never over one.
+TEST_F(CommandLine, CalibrateMeasuresTheCopyPathAndWritesALinkOnce) {
+  const Args args = words(
+      "calibrate --backend host-sim --link pcie4 --sizes 64KiB,1MiB --repeats 2 --json "
+      "--output link.txt");
+  const Outcome o = offtune(args);
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["backend"], "host-sim");
+  ASSERT_EQ(j["samples"].size(), 8U) << "2 directions x pinned, pageable x 2 sizes";
+  const LinkModel pcie4 = LinkModel::pcie4();
+  for (const auto& s : j["samples"]) {
+    // Host-sim waits out its link model: no copy is faster than the model says.
+    EXPECT_GE(s["median_ns"].get<int64_t>(),
+              pcie4.copy_ns(s["bytes"].get<int64_t>(), s["pinned"].get<bool>()))
+        << s.dump();
+  }
+  const std::string link = j["link"];
+  const Link parsed = parse_link(link);
+  EXPECT_GT(parsed.model.pinned_gbps, 0.0);
+  EXPECT_LE(parsed.model.pinned_gbps, pcie4.pinned_gbps * 1.01) << link;
+  std::ifstream written("link.txt");
+  std::string line;
+  std::getline(written, line);
+  EXPECT_EQ(line, link);
+  // The file is there now: a second run refuses to write over it, and leaves it as it was.
+  expect_refused(args);
+  expect_refused(words("calibrate --backend host-sim --sizes 0,1MiB"));
+  expect_refused(words("calibrate --backend host-sim --repeats 0"));
+  expect_refused(words("calibrate --backend tpu"));
+  expect_refused(words("calibrate --backend host-sim --link warp9"));
+  fs::remove("link.txt");
 }
 
 // A sweep across variants from the command line: layer offloading and checkpointing crossed with

@@ -106,6 +106,7 @@ std::unique_ptr<Command> add_recommend_command(CLI::App& app);
 std::unique_ptr<Command> add_report_command(CLI::App& app);
 std::unique_ptr<Command> add_export_command(CLI::App& app);
 std::unique_ptr<Command> add_merge_command(CLI::App& app);
+std::unique_ptr<Command> add_calibrate_command(CLI::App& app);
 std::unique_ptr<Command> add_predict_command(CLI::App& app);
 
 }  // namespace offtune::cli

@@ -59,6 +59,7 @@ int parse_and_run(int argc, char** argv) {
   commands.push_back(add_report_command(app));
   commands.push_back(add_export_command(app));
   commands.push_back(add_merge_command(app));
+  commands.push_back(add_calibrate_command(app));
   add_value_rules(app);
   if (argc <= 1) {
     std::cerr << app.help();
