@@ -423,6 +423,25 @@ TEST_F(CommandLine, PredictOnThisCpusClockSaysWhatItRestsOn) {
         << point.dump();
     EXPECT_GE(point["bound_ms"].get<double>(), point["compute_ms"].get<double>()) << point.dump();
   }
+  // A predict-first sweep on this CPU's clock says so, measures the baseline, and stores each
+  // point's prediction with its source.
+  const Outcome s = offtune(
+      words("sweep --db cpu-pf.db --json --predict-first --model tiny --batch 1 --seq 16 --steps 1 "
+            "--warmup 0 --threads 1 --min-offload-size 1KiB,64KiB --max-fwd-stash-size 1,2"));
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto sj = nlohmann::json::parse(s.out);
+  EXPECT_NE(sj["predict_first"]["source"].get<std::string>().find("this CPU's clock"),
+            std::string::npos)
+      << sj["predict_first"].dump();
+  EXPECT_EQ(sj["predict_first"]["predicted"].size(), 5U);
+  EXPECT_EQ(sj["predict_first"]["measured"][0], 0) << "the baseline is always measured";
+  const auto store = profiler::open_sqlite_store_readonly("cpu-pf.db");
+  const auto sweeps = store->sweeps();
+  ASSERT_EQ(sweeps.size(), 1U);
+  const auto stored = store->predictions(sweeps[0].id);
+  ASSERT_EQ(stored.size(), 5U);
+  EXPECT_NE(stored[0].predictor.find("this CPU's clock"), std::string::npos) << stored[0].predictor;
+
   // Checkpointing saves less: at each pair its points offload fewer bytes than plain ones.
   EXPECT_EQ(j["points"][1]["config"]["checkpoint"], "all");
   for (size_t i = 2; i < 6; ++i) {
