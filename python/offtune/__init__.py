@@ -25,6 +25,7 @@ from .engine import (
     offload_decoder_layers,
     option_names,
 )
+from .predict import predict
 from .record import Recording, record
 from .trl import get_act_offloading_ctx_manager
 
@@ -55,6 +56,7 @@ __all__ = [
     "no_offload",
     "offload_decoder_layers",
     "option_names",
+    "predict",
     "record",
 ]
 

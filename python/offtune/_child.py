@@ -20,7 +20,7 @@ The engine's scopes (offtune/engine.py) and the recorder (offtune/record.py) bot
 and the recorder is built on the engine's Offloader, so this module imports neither: offtune.record,
 which the first entry begins the automatic recording with, is handed in by the package
 (use_recorder, in offtune/__init__.py). The package's modules import one way only: _native, then
-_child, engine, record and trl, callback (each imports only modules before it).
+_child, engine, predict, record and trl, callback (each imports only modules before it).
 """
 
 import atexit

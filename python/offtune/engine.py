@@ -6,7 +6,7 @@ one), the hooks run in C++, and the stats are the engine's own counters.
 
 import json
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import torch
 from torch import nn
@@ -95,6 +95,15 @@ class Offloader:
             self._engine = None
             return
         self._engine = _offtune.ActivationOffloader(options)
+
+    @classmethod
+    def _borrow(cls, engine: Any, options: Dict[str, object]) -> "Offloader":
+        """An Offloader over an engine made elsewhere (offtune.predict's recording), valid while
+        its maker keeps it."""
+        off = cls.__new__(cls)
+        off._options = dict(options)
+        off._engine = engine
+        return off
 
     @property
     def enabled(self) -> bool:

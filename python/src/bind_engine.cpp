@@ -44,6 +44,8 @@ requests::OptionValue value_of(const std::string& name, py::handle value) {
                      py::str(py::type::of(value).attr("__name__")).cast<std::string>());
 }
 
+}  // namespace
+
 std::vector<requests::NamedOption> named_options(const py::dict& options) {
   std::vector<requests::NamedOption> out;
   for (const auto& [key, value] : options) {
@@ -54,6 +56,8 @@ std::vector<requests::NamedOption> named_options(const py::dict& options) {
   }
   return out;
 }
+
+namespace {
 
 // The knobs Offloader takes, by keyword, in the table's order: a switch as a bool, a count or a
 // size as a number, a mode by name.

@@ -5,6 +5,9 @@
 #include <pybind11/pybind11.h>
 
 #include <utility>
+#include <vector>
+
+#include "offtune/requests/engine_options.hpp"
 
 namespace offtune {
 class ActivationOffloader;
@@ -44,6 +47,12 @@ pybind11::object make_forward(const ActivationOffloader& offloader);
 // The engine: offloaders, per-forward hooks for torch's saved_tensors_hooks, layer offloading,
 // host-sim (bind_engine.cpp).
 void bind_engine(pybind11::module_& m);
+// Offloader's keyword options as the request layer takes them (bind_engine.cpp): OptionsError for
+// a name that is not text or a value of no kind an option takes.
+std::vector<requests::NamedOption> named_options(const pybind11::dict& options);
+
+// offtune.predict: the what-if predictor over the caller's own step (bind_predict.cpp).
+void bind_predict(pybind11::module_& m);
 
 }  // namespace offtune::python
 

@@ -71,6 +71,7 @@ PYBIND11_MODULE(_offtune, m) {
   m.add_object("InputError", py::handle(g_input_error));
   m.add_object("EngineFault", py::handle(g_engine_fault));
   offtune::python::bind_engine(m);
+  offtune::python::bind_predict(m);
   bind_record(m);
   // Registered last, so tried first: the one translation of offtune's errors.
   py::register_exception_translator(&translate_errors);
