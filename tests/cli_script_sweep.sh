@@ -28,6 +28,21 @@ GRID=(--backend host-sim --warmup 1 --min-offload-size 1KiB,1MiB --max-fwd-stash
 py 'import json; d=json.load(open("sweep.json")); assert d["ran"]==5 and d["ok"]==5, d; ps=d["points"]; assert not ps[0]["config"]["offload"], ps[0]; assert all(p["summary"]["step_ms_median"] > 0 for p in ps), ps; assert any(p["summary"]["offloaded_bytes"] > 0 for p in ps[1:]), ps; base=ps[0]["summary"]["peak_allocated"]; assert min(p["summary"]["peak_allocated"] for p in ps[1:]) < base, [p["summary"]["peak_allocated"] for p in ps]' "sweep json"
 ok
 
+# offtune predict --script: the same script run once, its steps recorded by the Python package and
+# replayed for the same grid. What does not depend on timing is the measured sweep's exactly: each
+# point's offloaded bytes, and the baseline's peak; every offloading point's peak is at most the
+# baseline's. (Before, predict took built-in models only.)
+"$OFFTUNE" predict --script "$CMD" "${GRID[@]}" --json --timeout-per-point 300 \
+  >predict.json 2>predict.err || fail "predict --script: $(tail -5 predict.err)"
+py 'import json; p=json.load(open("predict.json")); s=json.load(open("sweep.json")); assert p["source"].startswith("your script, this CPU"), p["source"]; pp, sp = p["points"], s["points"]; assert len(pp)==5, pp; assert [a["offloaded_bytes"] for a in pp]==[b["summary"]["offloaded_bytes"] for b in sp], (pp, sp); assert pp[0]["peak_allocated"]==sp[0]["summary"]["peak_allocated"], (pp[0], sp[0]); assert all(a["peak_allocated"] <= pp[0]["peak_allocated"] and a["bound_ms"] <= a["step_ms"] * (1 + 1e-9) for a in pp), pp' "predict --script json"
+ok
+# A script that records no step: one error line naming how it ended, exit 1.
+"$OFFTUNE" predict --script "echo no steps; exit 3" --backend host-sim --min-offload-size 1KiB \
+  --max-fwd-stash-size 1 >nostep.out 2>nostep.err && fail "predict of a script with no step: exit 0"
+grep -q "the script recorded no step for the predictor: it exited 3 (its last line: no steps)" \
+  nostep.err || fail "no-step error: $(cat nostep.err)"
+ok
+
 # Under a device model without --backend (host-sim's), each point is told the sweep's link (pcie4)
 # and its copies take the link's time: offloading points time apart from the baseline, as a
 # built-in model's do. Before, every point timed alike (its copies took no time).
@@ -35,6 +50,13 @@ ok
   --warmup 1 --min-offload-size 1KiB --max-fwd-stash-size 1,2 --db m.db --json \
   --timeout-per-point 300 >m.json 2>m.err || fail "device-model sweep: $(tail -5 m.err)"
 py 'import json; d=json.load(open("m.json")); ps=d["points"]; assert d["ok"]==3, d; base=ps[0]["summary"]["step_ms_median"]; assert all(p["config"]["link"]=="pcie4" for p in ps[1:]), ps; assert all(p["summary"]["step_ms_median"] > base for p in ps[1:]), [p["summary"]["step_ms_median"] for p in ps]; assert all(p["summary"]["device_outside"] > 0 for p in ps), ps' "device-model json"
+ok
+# The same script predicted under the same device model: a device model's clock is the measured
+# sweep's, so every point's step time and peak are the measured ones.
+"$OFFTUNE" predict --script "$PY $SCRIPT --steps 3 --seq 256 --batch 4" --device-model h100-sxm \
+  --warmup 1 --min-offload-size 1KiB --max-fwd-stash-size 1,2 --json --timeout-per-point 300 \
+  >mp.json 2>mp.err || fail "predict --script --device-model: $(tail -5 mp.err)"
+py 'import json; p=json.load(open("mp.json"))["points"]; m=json.load(open("m.json"))["points"]; assert len(p)==3, p; assert all(abs(a["step_ms"]-b["summary"]["step_ms_median"]) <= 0.01*b["summary"]["step_ms_median"] and a["peak_allocated"]==b["summary"]["peak_allocated"] for a,b in zip(p,m)), [(a["step_ms"], a["peak_allocated"], b["summary"]["step_ms_median"], b["summary"]["peak_allocated"]) for a,b in zip(p,m)]' "predict --script under a device model"
 ok
 
 # The same command again resumes it: nothing runs.

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -345,6 +348,71 @@ TEST(PredictFront, ThePointsThatMatterAreTheFrontItsNeighboursAndTheBaseline) {
   EXPECT_EQ(pf::points_that_matter(configs, p), (std::vector<int64_t>{0, 2, 4, 5, 6, 8}));
   // One prediction per point.
   EXPECT_THROW(pf::points_that_matter(configs, {}), std::invalid_argument);
+}
+
+// A trace written to a file and read back predicts every point as the trace itself does; a file
+// that is not a trace, or one whose indices point nowhere, is one std::invalid_argument naming it.
+TEST_F(Predict, ATraceSurvivesItsFileAndABadFileIsRefused) {
+  const auto w = workload("tiny", 1, 16);
+  auto wi = instance(w);
+  pf::EngineConfig like;
+  like.checkpoint = CheckpointPolicy::none();
+  const auto trace = pf::record_trace(*wi, w, base(LinkModel::pcie4()), like);
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/offtune-trace-test.json";
+  pf::save_trace(trace, path);
+  const auto back = pf::load_trace(path);
+  EXPECT_EQ(back.events.size(), trace.events.size());
+  EXPECT_EQ(back.source(), trace.source());
+  for (const auto& c : pf::expand_grid(default_grid())) {
+    const auto a = pf::predict(trace, c, LinkModel::pcie4());
+    const auto b = pf::predict(back, c, LinkModel::pcie4());
+    EXPECT_EQ(a.step_ns, b.step_ns);
+    EXPECT_EQ(a.peak_allocated, b.peak_allocated);
+    EXPECT_EQ(a.offloaded_bytes, b.offloaded_bytes);
+  }
+  const auto refused = [&](const std::string& text, const std::string& why) {
+    {
+      std::ofstream f(path, std::ios::trunc);
+      f << text;
+    }
+    try {
+      pf::load_trace(path);
+      ADD_FAILURE() << "read: " << text.substr(0, 80);
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path + " is not an offtune trace"), std::string::npos) << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+  };
+  refused("not json", "not JSON");
+  refused("{\"format\": \"something else\"}", "format");
+  EXPECT_THROW(pf::load_trace(path + "-missing"), std::invalid_argument);
+  // An event naming a block beyond the trace's.
+  pf::save_trace(trace, path);
+  std::string text;
+  {
+    std::ifstream f(path);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  const auto at = text.find("\"events\":[[");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 10, "[0,0,999999],");  // an Alloc of block 999999 first
+  refused(text, "names no block or slot");
+  std::remove(path.c_str());
+}
+
+// A session records steps its caller drives; out of order, it says so.
+TEST_F(Predict, ATraceSessionRefusesStepsOutOfOrder) {
+  OffloadOptions o = pf::recording_options(base(LinkModel::pcie4()), pf::EngineConfig{});
+  ActivationOffloader offloader(o);
+  pf::TraceSession session(offloader);
+  EXPECT_THROW(session.end_step(), std::logic_error);
+  EXPECT_THROW(session.finish(), std::logic_error);
+  session.begin_step();
+  session.end_step();
+  EXPECT_EQ(session.steps(), 1);
+  EXPECT_EQ(session.finish().clock, pf::Trace::Clock::Model);
 }
 
 // A step by hand: one 1 MiB activation saved at 10 ns, its step's reference dropped at 20 ns,

@@ -11,6 +11,7 @@
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/recommend.hpp"
+#include "offtune/profiler/script_point.hpp"
 #include "offtune/profiler/units.hpp"
 #include "offtune/requests/execute.hpp"
 
@@ -52,6 +53,15 @@ class PredictCommand final : public Command {
         app_->remove_option(app_->get_option(std::string(k.flag)));
       }
     }
+    app_->add_option("--script", request_.script,
+                     "predict your own training script: runs /bin/sh -c CMD once per semantics "
+                     "on host-sim, where offtune's Python package records its steps (the drop-in's "
+                     "or a scope's entries mark them; the script must run --warmup + 2 or more), "
+                     "then replays them for every point. Not with the workload flags, "
+                     "--checkpoint or --offload boundaries (the script does its own)");
+    app_->add_option("--timeout-per-point", request_.timeout_per_point,
+                     "with --script: seconds the script may run; then its process group gets "
+                     "SIGTERM, and SIGKILL 10 s later");
     app_->add_option("--max-points", request_.max_points,
                      "refuse a grid of more points than this (up to " +
                          std::to_string(requests::kMaxMaxPoints) + ")")
@@ -86,8 +96,11 @@ class PredictCommand final : public Command {
       configs.push_back(p.config);
       point_links.push_back(p.link);
     }
-    const auto predicted_grid = pf::predict_grid(*prepared.workload, prepared.spec.workload,
-                                                 prepared.spec.base, configs, point_links);
+    if (prepared.script) prepared.script->pass_stderr = !quiet_ && !json_;
+    const auto predicted_grid =
+        prepared.script ? pf::predict_script_grid(*prepared.script, configs, point_links, &g_cancel)
+                        : pf::predict_grid(*prepared.workload, prepared.spec.workload,
+                                           prepared.spec.base, configs, point_links);
     const double record_ms = predicted_grid.record_ms;
     const double predict_ms = predicted_grid.predict_ms;
     const std::vector<pf::Prediction>& predicted = predicted_grid.points;
@@ -153,12 +166,14 @@ class PredictCommand final : public Command {
       return kOk;
     }
     if (quiet_) return kOk;
+    const auto& w = prepared.spec.workload;
+    const std::string what = prepared.script ? "your script"
+                                             : w.model + " (batch " + std::to_string(w.batch) +
+                                                   ", seq " + std::to_string(w.seq) + ")";
     std::printf(
-        "predicted %zu points of %s (batch %lld, seq %lld) on %s from %zu recorded trace%s: "
-        "recording %.0f ms, predicting %.1f ms\n",
-        grid.size(), prepared.spec.workload.model.c_str(),
-        static_cast<long long>(prepared.spec.workload.batch),
-        static_cast<long long>(prepared.spec.workload.seq), device.c_str(), predicted_grid.traces,
+        "predicted %zu points of %s on %s from %zu recorded trace%s: recording %.0f ms, "
+        "predicting %.1f ms\n",
+        grid.size(), what.c_str(), device.c_str(), predicted_grid.traces,
         predicted_grid.traces == 1 ? "" : "s", record_ms, predict_ms);
     std::printf("  source: %s, replayed\n", predicted_grid.source.c_str());
     const bool rules = std::any_of(grid.begin(), grid.end(), [](const Point& p) {

@@ -334,6 +334,106 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
   return record_trace(workload, spec, base, like);
 }
 
+OffloadOptions recording_options(OffloadOptions o, const EngineConfig& like) {
+  o.backend = BackendKind::HostSim;
+  o.min_offload_size = 0;
+  o.max_fwd_stash_size = 1;
+  o.max_fwd_stash_bytes = 0;
+  o.prefetch = 0;
+  o.use_streams = false;  // copies on the compute stream: no hold, no wait
+  o.link = LinkModel{};   // free: the compute clock sees only the ops
+  o.semantics = like.semantics;
+  o.offload = like.offload_set;
+  o.tier = Tier::Host;
+  o.debug_copy_delay_ns = 0;
+  return o;
+}
+
+struct TraceSession::Impl {
+  explicit Impl(ActivationOffloader& o)
+      : offloader(o),
+        cpu(host_sim::device_model() == nullptr),
+        recorder(std::make_shared<TraceRecorder>(cpu)),
+        guard(recorder.get()) {
+    offloader.set_observer(recorder);
+  }
+  ~Impl() { offloader.set_observer(nullptr); }
+  ActivationOffloader& offloader;
+  const bool cpu;
+  std::shared_ptr<TraceRecorder> recorder;
+  ListenerGuard guard;
+  std::vector<Trace> steps;
+  bool open = false;
+  int64_t begin = 0, base_allocated = 0;
+};
+
+TraceSession::TraceSession(ActivationOffloader& offloader) {
+  if (offloader.backend() != BackendKind::HostSim) {
+    throw std::invalid_argument(
+        "the what-if predictor records a step on host-sim (with a device model, or on this CPU's "
+        "clock); on a GPU, measure the points");
+  }
+  impl_ = std::make_unique<Impl>(offloader);
+}
+
+TraceSession::~TraceSession() = default;
+
+void TraceSession::begin_step() {
+  Impl& s = *impl_;
+  s.offloader.synchronize();
+  s.begin = host_sim::clock_ns();
+  s.base_allocated = s.offloader.device_memory().allocated;
+  s.recorder->start(s.begin);
+  s.open = true;
+}
+
+void TraceSession::end_step(const StepPhases* phases) {
+  Impl& s = *impl_;
+  if (!s.open) throw std::logic_error("TraceSession::end_step without a step begun");
+  s.open = false;
+  s.offloader.synchronize();
+  const int64_t end = host_sim::clock_ns();
+  const int64_t engine = s.recorder->engine_ns();
+  Trace trace = s.recorder->stop();
+  if (s.recorder->failed())
+    throw std::runtime_error("recording the step's trace ran out of memory");
+  trace.step_ns = end - s.begin - engine;
+  trace.base_allocated = s.base_allocated;
+  // On this CPU's clock a mark is less the engine's time before it.
+  if (phases != nullptr && phases->forward_begin > 0) {
+    insert_mark(trace, Trace::Kind::ForwardBegin, s.recorder->step_time(phases->forward_begin));
+    insert_mark(trace, Trace::Kind::ForwardEnd, s.recorder->step_time(phases->forward_end));
+    insert_mark(trace, Trace::Kind::BackwardEnd, s.recorder->step_time(phases->backward_end));
+  } else {  // one phase: the step
+    insert_mark(trace, Trace::Kind::ForwardBegin, 0);
+    insert_mark(trace, Trace::Kind::ForwardEnd, trace.step_ns);
+    insert_mark(trace, Trace::Kind::BackwardEnd, trace.step_ns);
+  }
+  s.steps.push_back(std::move(trace));
+}
+
+int64_t TraceSession::steps() const { return static_cast<int64_t>(impl_->steps.size()); }
+
+Trace TraceSession::finish(const CheckpointPolicy& checkpoint) {
+  Impl& s = *impl_;
+  if (s.steps.empty()) throw std::logic_error("TraceSession::finish with no step recorded");
+  Trace trace = median_step(std::move(s.steps));
+  s.steps.clear();
+  const OffloadOptions& o = s.offloader.options();
+  trace.semantics = o.semantics;
+  trace.checkpoint = checkpoint;
+  trace.offload_set = o.offload;
+  trace.clock = s.cpu ? Trace::Clock::Cpu : Trace::Clock::Model;
+  if (const DeviceModel* model = host_sim::device_model()) trace.device_model = model->name;
+  if (s.cpu) {
+    trace.d2h_bytes_per_ns = s.recorder->d2h_rate();
+    trace.h2d_bytes_per_ns = s.recorder->h2d_rate();
+    trace.pack_hook_ns = s.recorder->pack_hook_ns();
+    trace.unpack_hook_ns = s.recorder->unpack_hook_ns();
+  }
+  return trace;
+}
+
 Trace record_trace(WorkloadInstance& workload, const Workload& spec, const OffloadOptions& base,
                    const EngineConfig& like) {
   if (base.backend == BackendKind::Cuda) {
@@ -346,85 +446,32 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
         "the what-if predictor replays the host tier without layer offloading: points with "
         "--tier disk or --layer-offload are measured, not predicted");
   }
-  const DeviceModel* model = host_sim::device_model();
-  const bool cpu = model == nullptr;
   const auto wall_begin = std::chrono::steady_clock::now();
-  OffloadOptions o = base;
-  o.backend = BackendKind::HostSim;
-  o.min_offload_size = 0;
-  o.max_fwd_stash_size = 1;
-  o.max_fwd_stash_bytes = 0;
-  o.prefetch = 0;
-  o.use_streams = false;  // copies on the compute stream: no hold, no wait
-  o.link = LinkModel{};   // free: the compute clock sees only the ops
-  o.semantics = like.semantics;
-  o.offload = like.offload_set;
-  o.tier = Tier::Host;
-  o.debug_copy_delay_ns = 0;
   workload.set_checkpoint(like.checkpoint);
   struct Restore {
     WorkloadInstance& w;
     ~Restore() { w.set_checkpoint(CheckpointPolicy::none()); }
   } restore{workload};
-  auto offloader = workload.make_offloader(o);
-  if (offloader->backend() != BackendKind::HostSim) {
-    throw std::invalid_argument("the what-if predictor needs backend host-sim");
-  }
+  auto offloader = workload.make_offloader(recording_options(base, like));
   // As a measured run starts (runner.cpp): a fresh process's allocator and no cuBLAS workspaces.
   host_sim::clear_blas_workspaces();
   host_sim::empty_cache();
-  auto recorder = std::make_shared<TraceRecorder>(cpu);
-  offloader->set_observer(recorder);
-  std::vector<Trace> steps;
-  const int64_t count = cpu ? kCpuSteps : 1;
-  {
-    ListenerGuard guard(recorder.get());
-    for (int64_t i = 0; i < spec.warmup; ++i) {
-      workload.synchronize();
-      offloader->synchronize();
-      StepPhases ignored;
-      workload.step(offloader.get(), i, ignored);
-    }
-    for (int64_t k = 0; k < count; ++k) {
-      workload.synchronize();
-      offloader->synchronize();
-      const int64_t begin = host_sim::clock_ns();
-      const int64_t base_allocated = offloader->device_memory().allocated;
-      recorder->start(begin);
-      StepPhases phases;
-      workload.step(offloader.get(), spec.warmup + k, phases);
-      workload.synchronize();
-      offloader->synchronize();
-      const int64_t end = host_sim::clock_ns();
-      const int64_t engine = recorder->engine_ns();
-      Trace trace = recorder->stop();
-      if (recorder->failed()) {
-        throw std::runtime_error("recording the step's trace ran out of memory");
-      }
-      trace.step_ns = end - begin - engine;
-      trace.base_allocated = base_allocated;
-      if (phases.forward_begin > 0) {
-        // On this CPU's clock less the engine's time before the mark.
-        insert_mark(trace, Trace::Kind::ForwardBegin, recorder->step_time(phases.forward_begin));
-        insert_mark(trace, Trace::Kind::ForwardEnd, recorder->step_time(phases.forward_end));
-        insert_mark(trace, Trace::Kind::BackwardEnd, recorder->step_time(phases.backward_end));
-      }
-      steps.push_back(std::move(trace));
-    }
+  TraceSession session(*offloader);
+  for (int64_t i = 0; i < spec.warmup; ++i) {
+    workload.synchronize();
+    StepPhases ignored;
+    workload.step(offloader.get(), i, ignored);
   }
-  offloader->set_observer(nullptr);
-  Trace trace = median_step(std::move(steps));
-  trace.semantics = like.semantics;
-  trace.checkpoint = like.checkpoint;
-  trace.offload_set = like.offload_set;
-  trace.clock = cpu ? Trace::Clock::Cpu : Trace::Clock::Model;
-  if (model != nullptr) trace.device_model = model->name;
-  if (cpu) {
-    trace.d2h_bytes_per_ns = recorder->d2h_rate();
-    trace.h2d_bytes_per_ns = recorder->h2d_rate();
-    trace.pack_hook_ns = recorder->pack_hook_ns();
-    trace.unpack_hook_ns = recorder->unpack_hook_ns();
+  const int64_t count = host_sim::device_model() == nullptr ? kCpuSteps : 1;
+  for (int64_t k = 0; k < count; ++k) {
+    workload.synchronize();
+    session.begin_step();
+    StepPhases phases;
+    workload.step(offloader.get(), spec.warmup + k, phases);
+    workload.synchronize();
+    session.end_step(&phases);
   }
+  Trace trace = session.finish(like.checkpoint);
   trace.record_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_begin)
           .count();

@@ -174,16 +174,21 @@ std::string file_hash(const std::string& path) {
   return std::string("xxh3-128:") + hex;
 }
 
-// The environment of the child: this one, OFFTUNE_POINT and OFFTUNE_RECORD replaced.
-std::vector<std::string> child_environment(const std::string& point, const std::string& record) {
+// The environment of the child: this one, with OFFTUNE_POINT and either OFFTUNE_RECORD (a point
+// measured) or OFFTUNE_TRACE (a step recorded for the predictor) replaced, the other one removed.
+std::vector<std::string> child_environment(const std::string& point, const std::string& name,
+                                           const std::string& value) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
-    if (entry.starts_with("OFFTUNE_POINT=") || entry.starts_with("OFFTUNE_RECORD=")) continue;
+    if (entry.starts_with("OFFTUNE_POINT=") || entry.starts_with("OFFTUNE_RECORD=") ||
+        entry.starts_with("OFFTUNE_TRACE=")) {
+      continue;
+    }
     env.emplace_back(entry);
   }
   env.push_back("OFFTUNE_POINT=" + point);
-  env.push_back("OFFTUNE_RECORD=" + record);
+  env.push_back(name + "=" + value);
   return env;
 }
 
@@ -536,9 +541,10 @@ RunRecord ScriptMeasurer::measure(const PointRun& point, Store& store,
   rec.id = store.begin_run(rec);
 
   const std::string db = store.path().empty() ? "" : fs::absolute(store.path()).string();
-  const Child child = run_child(
-      spec_, child_environment(point_json(point.config, spec_), record_json(db, rec.id, spec_)),
-      cancel);
+  const Child child = run_child(spec_,
+                                child_environment(point_json(point.config, spec_), "OFFTUNE_RECORD",
+                                                  record_json(db, rec.id, spec_)),
+                                cancel);
   last_exit_ = child.exit;
   last_tail_ = child.tail;
 
@@ -566,6 +572,106 @@ RunRecord ScriptMeasurer::measure(const PointRun& point, Store& store,
   rec.status = verdict.status;
   rec.error = verdict.error;
   return rec;
+}
+
+Trace record_script_trace(const ScriptSpec& spec, const EngineConfig& like, int64_t steps,
+                          const std::atomic<bool>* cancel) {
+  if (!replayable(like) || like.checkpoint.enabled()) {
+    throw std::invalid_argument(
+        "offtune predict --script replays the script's own steps: no --checkpoint, --tier disk "
+        "or --layer-offload (the script does its own checkpointing)");
+  }
+  ScriptSpec s = spec;
+  s.backend = BackendKind::HostSim;  // the recording is host-sim's
+  s.link = "none";
+  const OffloadOptions o = recording_options(OffloadOptions{}, like);
+  EngineConfig c = knobs_of(o);
+  c.offload = true;
+  c.link = parse_link("none");
+  static std::atomic<int> counter{0};
+  const fs::path path =
+      fs::temp_directory_path() / ("offtune-trace-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(counter.fetch_add(1)) + ".json");
+  const nlohmann::json target{{"path", path.string()},
+                              {"warmup", spec.workload.warmup},
+                              {"steps", steps},
+                              {"device_model", spec.device_model}};
+  const Child child =
+      run_child(s, child_environment(point_json(c, s), "OFFTUNE_TRACE", target.dump()), cancel);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    std::string why;
+    switch (child.exit.how) {
+      case ScriptExit::How::NotStarted:
+        why = child.exit.error;
+        break;
+      case ScriptExit::How::TimedOut:
+        why = "it ran past --timeout-per-point " + seconds_text(spec.timeout_s);
+        break;
+      case ScriptExit::How::Cancelled:
+        why = "interrupted";
+        break;
+      case ScriptExit::How::Signalled:
+        why = "it was killed by " + signal_name(child.exit.signal);
+        break;
+      case ScriptExit::How::Exited:
+        why = child.exit.code == 0
+                  ? "it exited 0 after fewer than " + std::to_string(spec.workload.warmup + 1) +
+                        " steps (scope or drop-in entries), or without offtune's package"
+                  : "it exited " + std::to_string(child.exit.code);
+        break;
+    }
+    const std::string last = last_line(child.tail);
+    throw std::runtime_error("the script recorded no step for the predictor: " + why +
+                             (last.empty() ? "" : " (its last line: " + last + ")"));
+  }
+  Trace trace;
+  try {
+    trace = load_trace(path.string());
+  } catch (...) {
+    fs::remove(path, ec);
+    throw;
+  }
+  fs::remove(path, ec);
+  return trace;
+}
+
+GridPrediction predict_script_grid(const ScriptSpec& spec, const std::vector<EngineConfig>& configs,
+                                   const std::vector<LinkModel>& links,
+                                   const std::atomic<bool>* cancel) {
+  if (links.size() != configs.size()) {
+    throw std::invalid_argument("predict_script_grid: one link per point");
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const int64_t steps = spec.device_model.empty() ? kCpuSteps : 1;
+  GridPrediction out;
+  std::vector<Trace> traces;
+  const auto trace_for = [&](const EngineConfig& c) -> const Trace* {
+    for (const Trace& t : traces) {
+      if (t.replays(c)) return &t;
+    }
+    return nullptr;
+  };
+  auto start = Clock::now();
+  for (const bool offload : {true, false}) {
+    for (const auto& c : configs) {
+      if (c.offload == offload && trace_for(c) == nullptr) {
+        traces.push_back(record_script_trace(spec, c, steps, cancel));
+      }
+    }
+  }
+  out.traces = traces.size();
+  if (!traces.empty()) out.source = "your script, " + traces.front().source();
+  out.record_ms = ms_since(start);
+  start = Clock::now();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    out.points.push_back(predict(*trace_for(configs[i]), configs[i], links[i]));
+  }
+  out.predict_ms = ms_since(start);
+  return out;
 }
 
 }  // namespace offtune::profiler

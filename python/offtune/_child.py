@@ -34,6 +34,7 @@ from ._native import _offtune
 
 POINT_VARIABLE = "OFFTUNE_POINT"
 RECORD_VARIABLE = "OFFTUNE_RECORD"
+TRACE_VARIABLE = "OFFTUNE_TRACE"
 
 
 def _json_object(variable: str) -> Optional[Dict[str, Any]]:
@@ -175,10 +176,11 @@ def spec_overrides() -> Dict[str, Any]:
 
 
 def install_host_sim_if_asked() -> None:
-    """Under a sweep whose backend is host-sim (asked, or no GPU): host-sim's allocator goes in
-    before the script builds its model, so that its memory is counted as the device's. A script
-    run outside a sweep decides that itself (offtune.host_sim.install())."""
-    if record_target() is None:
+    """Under a sweep whose backend is host-sim (asked, or no GPU), or under `offtune predict
+    --script`: host-sim's allocator goes in before the script builds its model, so that its memory
+    is counted as the device's. A script run outside a sweep decides that itself
+    (offtune.host_sim.install())."""
+    if record_target() is None and trace_target() is None:
         return
     options = point() or {}
     backend = options.get("backend", "auto")
@@ -228,9 +230,67 @@ def set_model(model) -> None:
         _model = None
 
 
+def trace_target() -> Optional[Dict[str, Any]]:
+    """Where `offtune predict --script` wants the recorded steps ($OFFTUNE_TRACE: {"path",
+    "warmup", "steps"}), or None."""
+    target = _json_object(TRACE_VARIABLE)
+    if target is not None and "path" not in target:
+        raise ValueError(f"{TRACE_VARIABLE} has no 'path': {json.dumps(target)}")
+    return target
+
+
+# ------------------------------------------------------------------------------------------------
+# Steps recorded for the predictor (`offtune predict --script`): entries mark them as they mark a
+# sweep's; after the warm-up ones, `steps` steps go into a TraceSession on the first offloader
+# with an engine, and the trace is written once they are done (or at exit, the open step dropped).
+
+_trace = None  # {"session", "offloader", "entries", "target", "done"}
+
+
+def _on_trace_entry(offloader, target) -> None:
+    global _trace
+    if _trace is None:
+        if offloader is None or offloader._engine is None:
+            return
+        _trace = {"offloader": offloader, "session": None, "entries": 0, "target": target,
+                  "done": False}
+        atexit.register(_save_trace)
+        _offtune._use_device_model(str(target.get("device_model") or ""))
+    t = _trace
+    if t["done"] or offloader is not t["offloader"]:
+        return
+    warmup, steps = int(target.get("warmup", 1)), int(target.get("steps", 1))
+    entry = t["entries"]
+    t["entries"] += 1
+    if entry < warmup:
+        return
+    if t["session"] is None:
+        t["session"] = _offtune.TraceSession(offloader._engine)
+    else:
+        t["session"].end_step()
+    if t["session"].steps() >= steps:
+        _save_trace()
+        return
+    t["session"].begin_step()
+
+
+def _save_trace() -> None:
+    t = _trace
+    if t is None or t["done"] or t["session"] is None or t["session"].steps() == 0:
+        return
+    t["done"] = True
+    t["session"].save(str(t["target"]["path"]))
+    t["session"] = None  # the observer goes with it
+
+
 def on_forward(offloader) -> None:
-    """A scope or drop-in context was entered: under OFFTUNE_RECORD, a step boundary."""
+    """A scope or drop-in context was entered: under OFFTUNE_RECORD, a step boundary; under
+    OFFTUNE_TRACE, one of the predictor's."""
     global _auto
+    target = trace_target()
+    if target is not None:
+        _on_trace_entry(offloader, target)
+        return
     if _explicit or os.environ.get(RECORD_VARIABLE, "").strip() == "":
         return
     if _auto is None:

@@ -178,6 +178,30 @@ void bind_predict(py::module_& m) {
   m.def("predict", &predict, py::arg("step"), py::arg("grid"), py::arg("options"),
         py::arg("warmup"), py::arg("device_model"),
         "The what-if predictor over step(engine, index) (offtune.predict wraps it).");
+  // `offtune predict --script`'s child (offtune/_child.py): the device model the script's steps
+  // are timed by (a name or a file; empty: this CPU's clock), before its first step.
+  m.def("_use_device_model", [](const std::string& name) {
+    host_sim::install();
+    if (name.empty()) {
+      host_sim::set_device_model(nullptr);
+      return;
+    }
+    const DeviceModel model = pf::load_device_model(name);
+    host_sim::set_device_model(&model);
+  });
+  // Steps of the script's own loop recorded for the predictor, written to the file the CLI reads.
+  py::class_<pf::TraceSession>(m, "TraceSession")
+      .def(py::init([](ActivationOffloader& engine) {
+             return std::make_unique<pf::TraceSession>(engine);
+           }),
+           py::arg("engine"), py::keep_alive<1, 2>())
+      .def("begin_step", &pf::TraceSession::begin_step)
+      .def("end_step", [](pf::TraceSession& s) { s.end_step(); })
+      .def("steps", &pf::TraceSession::steps)
+      .def(
+          "save",
+          [](pf::TraceSession& s, const std::string& path) { pf::save_trace(s.finish(), path); },
+          py::arg("path"), "The steps recorded, as one trace, to `path` (profiler::save_trace).");
 }
 
 }  // namespace offtune::python

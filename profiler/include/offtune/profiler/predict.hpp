@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -115,11 +116,43 @@ struct Trace {
 // the pool settings; its knobs are replaced. Throws std::invalid_argument (one line) when the
 // backend is not host-sim or `like` is not replayable.
 inline constexpr int64_t kCpuSteps = 5;
+// The engine settings a recording runs under, for a step of `like`'s semantics and offload set:
+// every tensor it may offload copied on the compute stream over a free link, one at a time.
+OffloadOptions recording_options(OffloadOptions base, const EngineConfig& like);
 Trace record_trace(WorkloadInstance& workload, const Workload& spec, const OffloadOptions& base,
                    const EngineConfig& like);
 // The same under `semantics`, without checkpointing, every saved tensor offloadable.
 Trace record_trace(WorkloadInstance& workload, const Workload& spec, const OffloadOptions& base,
                    Semantics semantics);
+
+// Records steps of an offloader its caller drives (a training loop of its own, such as a script's
+// under `offtune predict --script`): from construction to destruction it observes the offloader and
+// host-sim's allocations; each begin_step/end_step pair is a recorded step, and finish() is the
+// trace (the median of the steps, as record_trace's). The offloader must run on host-sim with
+// recording_options() and outlive the session; the step's phases are one (its start to its end)
+// unless end_step is given them. One session at a time (host-sim has one allocation listener).
+class TraceSession {
+ public:
+  explicit TraceSession(ActivationOffloader& offloader);
+  ~TraceSession();
+  TraceSession(const TraceSession&) = delete;
+  TraceSession& operator=(const TraceSession&) = delete;
+  void begin_step();
+  // std::logic_error without a step begun.
+  void end_step(const StepPhases* phases = nullptr);
+  int64_t steps() const;
+  // std::logic_error when no step was recorded.
+  Trace finish(const CheckpointPolicy& checkpoint = CheckpointPolicy::none());
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A trace in a file of its own (JSON), written through a temporary file renamed into place, and
+// read back: std::invalid_argument (one line naming the file) for a file that is not a trace.
+void save_trace(const Trace& trace, const std::string& path);
+Trace load_trace(const std::string& path);
 
 struct Prediction {
   int64_t step_ns = 0;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "offtune/options.hpp"
+#include "offtune/profiler/predict.hpp"
 #include "offtune/profiler/records.hpp"
 #include "offtune/profiler/runner.hpp"
 #include "offtune/profiler/store.hpp"
@@ -134,5 +135,22 @@ class ScriptMeasurer final : public PointMeasurer {
 // The process group of the script point running now (0: none), for a signal handler that must
 // stop it when this process exits at once (a second Ctrl-C). Async-signal-safe.
 int running_script_group() noexcept;
+
+// `offtune predict --script`: runs the script once on host-sim under the recording's options
+// (recording_options, for `like`'s semantics and offload set) with OFFTUNE_TRACE set to {"path",
+// "warmup", "steps"}: offtune's Python package in it records `steps` steps after the warm-up ones
+// (its scope or drop-in entries mark them, as a sweep's) and writes the trace there. Returns that
+// trace; std::runtime_error (one line: how the script ended, its last line) when it wrote none,
+// std::invalid_argument for a `like` the script cannot be recorded under (checkpointing: the
+// script does its own).
+Trace record_script_trace(const ScriptSpec& spec, const EngineConfig& like, int64_t steps,
+                          const std::atomic<bool>* cancel);
+// Every point of `configs` predicted from the script's steps, points[i] over links[i], as
+// predict_grid does for a workload: a run of the script per semantics and offload set the points
+// use (kCpuSteps steps recorded on this CPU's clock, 1 under spec.device_model); the source says
+// "your script, ...".
+GridPrediction predict_script_grid(const ScriptSpec& spec, const std::vector<EngineConfig>& configs,
+                                   const std::vector<LinkModel>& links,
+                                   const std::atomic<bool>* cancel);
 
 }  // namespace offtune::profiler
