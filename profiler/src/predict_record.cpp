@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -478,8 +479,8 @@ Trace record_trace(WorkloadInstance& workload, const Workload& spec, const Offlo
   return trace;
 }
 
-GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
-                            const OffloadOptions& base, const std::vector<EngineConfig>& configs,
+GridPrediction predict_grid(const std::function<Trace(const EngineConfig& like)>& record,
+                            const std::vector<EngineConfig>& configs,
                             const std::vector<LinkModel>& links) {
   if (links.size() != configs.size()) {
     throw std::invalid_argument("predict_grid: one link per point");
@@ -507,9 +508,7 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
   // Offloading points first: a baseline replays from any trace of its checkpoint policy.
   for (const bool offload : {true, false}) {
     for (const auto& c : configs) {
-      if (c.offload == offload && trace_for(c) == nullptr) {
-        traces.push_back(record_trace(workload, spec, base, c));
-      }
+      if (c.offload == offload && trace_for(c) == nullptr) traces.push_back(record(c));
     }
   }
   out.traces = traces.size();
@@ -521,6 +520,14 @@ GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
   }
   out.predict_ms = ms_since(start);
   return out;
+}
+
+GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
+                            const OffloadOptions& base, const std::vector<EngineConfig>& configs,
+                            const std::vector<LinkModel>& links) {
+  return predict_grid(
+      [&](const EngineConfig& like) { return record_trace(workload, spec, base, like); }, configs,
+      links);
 }
 
 }  // namespace offtune::profiler

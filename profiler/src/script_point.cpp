@@ -639,38 +639,11 @@ Trace record_script_trace(const ScriptSpec& spec, const EngineConfig& like, int6
 GridPrediction predict_script_grid(const ScriptSpec& spec, const std::vector<EngineConfig>& configs,
                                    const std::vector<LinkModel>& links,
                                    const std::atomic<bool>* cancel) {
-  if (links.size() != configs.size()) {
-    throw std::invalid_argument("predict_script_grid: one link per point");
-  }
-  using Clock = std::chrono::steady_clock;
-  const auto ms_since = [](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-  };
   const int64_t steps = spec.device_model.empty() ? kCpuSteps : 1;
-  GridPrediction out;
-  std::vector<Trace> traces;
-  const auto trace_for = [&](const EngineConfig& c) -> const Trace* {
-    for (const Trace& t : traces) {
-      if (t.replays(c)) return &t;
-    }
-    return nullptr;
-  };
-  auto start = Clock::now();
-  for (const bool offload : {true, false}) {
-    for (const auto& c : configs) {
-      if (c.offload == offload && trace_for(c) == nullptr) {
-        traces.push_back(record_script_trace(spec, c, steps, cancel));
-      }
-    }
-  }
-  out.traces = traces.size();
-  if (!traces.empty()) out.source = "your script, " + traces.front().source();
-  out.record_ms = ms_since(start);
-  start = Clock::now();
-  for (size_t i = 0; i < configs.size(); ++i) {
-    out.points.push_back(predict(*trace_for(configs[i]), configs[i], links[i]));
-  }
-  out.predict_ms = ms_since(start);
+  GridPrediction out = predict_grid(
+      [&](const EngineConfig& like) { return record_script_trace(spec, like, steps, cancel); },
+      configs, links);
+  if (!out.source.empty()) out.source = "your script, " + out.source;
   return out;
 }
 

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -196,6 +197,11 @@ struct GridPrediction {
 };
 GridPrediction predict_grid(WorkloadInstance& workload, const Workload& spec,
                             const OffloadOptions& base, const std::vector<EngineConfig>& configs,
+                            const std::vector<LinkModel>& links);
+// The same with the traces from `record`, called once per semantics, checkpoint policy and offload
+// set the points use, with a point of them (a script's steps: script_point.hpp).
+GridPrediction predict_grid(const std::function<Trace(const EngineConfig& like)>& record,
+                            const std::vector<EngineConfig>& configs,
                             const std::vector<LinkModel>& links);
 
 // A prediction as a sweep point (status ok, every step the same), so that the recommender and the
