@@ -58,6 +58,14 @@ ok
   >mp.json 2>mp.err || fail "predict --script --device-model: $(tail -5 mp.err)"
 py 'import json; p=json.load(open("mp.json"))["points"]; m=json.load(open("m.json"))["points"]; assert len(p)==3, p; assert all(abs(a["step_ms"]-b["summary"]["step_ms_median"]) <= 0.01*b["summary"]["step_ms_median"] and a["peak_allocated"]==b["summary"]["peak_allocated"] for a,b in zip(p,m)), [(a["step_ms"], a["peak_allocated"], b["summary"]["step_ms_median"], b["summary"]["peak_allocated"]) for a,b in zip(p,m)]' "predict --script under a device model"
 ok
+# sweep --script --predict-first under a device model: the script runs once more to be recorded,
+# then only the points that matter run, each beside its prediction (the same, to 1%). Before, a
+# script sweep refused --predict-first.
+"$OFFTUNE" sweep --script "$PY $SCRIPT --steps 3 --seq 256 --batch 4" --device-model h100-sxm \
+  --warmup 1 --min-offload-size 1KiB,1MiB,16MiB --max-fwd-stash-size 1,2 --predict-first \
+  --db pf.db --json --timeout-per-point 300 >pf.json 2>pf.err || fail "predict-first: $(tail -5 pf.err)"
+py 'import json; d=json.load(open("pf.json")); f=d["predict_first"]; assert f["source"].startswith("your script, host-sim modelling"), f; assert len(f["predicted"])==7, f; m=f["measured"]; assert m[0]==0 and len(m) < 7, m; ps=d["points"]; assert len(ps)==len(m) and all(p["status"]=="ok" for p in ps), ps; assert all(abs(p["predicted"]["step_ms"]-p["summary"]["step_ms_median"]) <= 0.01*p["summary"]["step_ms_median"] for p in ps), [(p["predicted"], p["summary"]["step_ms_median"]) for p in ps]' "script predict-first json"
+ok
 
 # The same command again resumes it: nothing runs.
 "$OFFTUNE" sweep --script "$CMD" "${GRID[@]}" --db s.db --json >again.json 2>again.err ||

@@ -724,7 +724,6 @@ TEST_F(CommandLine, AScriptSweepRefusesTheFlagsOfABuiltInModel) {
                                      {"--checkpoint", "none"},
                                      {"--layer-offload", "off"},
                                      {"--offload", "boundaries"},
-                                     {"--predict-first"},
                                      {"--device-capacity", "1GiB"}};
   for (const Args& flag : refused) {
     Args args = base;

@@ -623,8 +623,23 @@ TEST(ScriptRequest, RefusesTheFlagsOfABuiltInModelOneMessageEach) {
   errors = check(r).errors;
   std::vector<std::string> fields;
   for (const auto& e : errors) fields.push_back(e.field);
+  // --predict-first records the script on host-sim: it needs a device model or host-sim.
   EXPECT_EQ(fields,
             (std::vector<std::string>{"--batch", "--checkpoint", "--offload", "--predict-first"}));
+  r.workload.batch = WorkloadFields{}.batch;
+  r.knobs["checkpoint"] = "none";
+  r.knobs["offload_set"] = "all";
+  const auto why = check(r).errors;
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_NE(why[0].message.find("give --device-model or --backend host-sim"), std::string::npos)
+      << why[0].message;
+  r.backend.backend = "host-sim";
+  EXPECT_TRUE(check(r).ok());
+  r.backend.backend = "auto";
+  r.backend.device_model = "h100-sxm";
+  EXPECT_TRUE(check(r).ok());
+  r.predict_first = false;
+  r.backend.device_model.clear();
   // --timeout-per-point: seconds, and only with a script.
   SweepRequest t;
   t.db = "x.db";

@@ -41,7 +41,7 @@ class SweepCommand final : public StoreCommand {
                      "it with offloading off. The sweep's identity includes CMD and a hash of the "
                      "script file. Not with --model, --batch, --seq, --dtype, --seed, --steps, "
                      "--optimizer, --input-spec, --lora-rank, --blocks, --checkpoint, "
-                     "--layer-offload, --offload boundaries, --predict-first, --device-capacity");
+                     "--layer-offload, --offload boundaries, --device-capacity");
     app_->add_option("--timeout-per-point", request_.timeout_per_point,
                      "with --script: seconds a point may run; then its process group gets SIGTERM, "
                      "and SIGKILL 10 s later, and the point is recorded as failed");

@@ -139,6 +139,7 @@ PreparedSweep prepare_script(const ValidSweep& valid) {
     script.link = b.link.name;
   }
   out.script = std::move(script);
+  out.predict_first = request.predict_first;
   return out;
 }
 
@@ -196,15 +197,17 @@ std::unique_ptr<profiler::PointMeasurer> make_measurer(PreparedSweep& sweep) {
   return std::make_unique<profiler::WorkloadMeasurer>(*sweep.workload, sweep.spec);
 }
 
-SweepPredictions predict_sweep(PreparedSweep& sweep) {
+SweepPredictions predict_sweep(PreparedSweep& sweep, const std::atomic<bool>* cancel) {
   const auto configs = profiler::expand_grid(sweep.spec.grid);
   // Each point over its own link where the sweep has a link axis (the configs name it).
   std::vector<LinkModel> links;
   for (const auto& c : configs) {
     links.push_back(sweep.spec.grid.axes.contains("link") ? c.link.model : sweep.spec.base.link);
   }
-  auto grid =
-      profiler::predict_grid(*sweep.workload, sweep.spec.workload, sweep.spec.base, configs, links);
+  // A script's steps are recorded by running it (host-sim's), a built-in model's in this process.
+  auto grid = sweep.script ? profiler::predict_script_grid(*sweep.script, configs, links, cancel)
+                           : profiler::predict_grid(*sweep.workload, sweep.spec.workload,
+                                                    sweep.spec.base, configs, links);
   SweepPredictions out;
   out.points = std::move(grid.points);
   out.chosen = profiler::points_that_matter(configs, out.points);
@@ -218,7 +221,7 @@ profiler::SweepOutcome execute(PreparedSweep& sweep, profiler::Store& store,
                                const std::function<void(const profiler::SweepProgress&)>& progress,
                                const std::atomic<bool>* cancel, profiler::RefineOutcome* refined) {
   if (sweep.predict_first && !sweep.predictions) {
-    sweep.predictions = predict_sweep(sweep);
+    sweep.predictions = predict_sweep(sweep, cancel);
     sweep.spec.only = sweep.predictions->chosen;
   }
   // Every grid point's prediction goes into the store with the sweep (run_sweep writes them once

@@ -258,8 +258,6 @@ void check_script(const SweepRequest& r, Checker& c) {
        "offtune does not change the script's model: layer offloading is the script's own"},
       {"--offload", r.knob_text("offload_set").find("boundaries") != std::string::npos,
        "--offload boundaries needs offtune's checkpointing, which a script does not have"},
-      {"--predict-first", r.predict_first != defaults.predict_first,
-       "it replays a built-in model's recorded step; a script's points are measured"},
       {"--device-capacity", r.backend.device_capacity != BackendFields{}.device_capacity,
        "host-sim's device capacity is set in this process, not in the script's"},
   };
@@ -447,6 +445,13 @@ Checked<ValidSweep> check(const SweepRequest& r) {
            "--predict-first replays a step recorded on host-sim (on a --device-model's clock, or "
            "on this CPU's): on a GPU, measure every point");
   }
+  // A script's steps are recorded on host-sim: its points must be measured there too.
+  if (r.predict_first && !r.script.empty() && r.backend.device_model.empty() &&
+      r.backend.backend != "host-sim") {
+    c.fail("--predict-first",
+           "--predict-first with --script records the script on host-sim: give --device-model "
+           "or --backend host-sim, so that its points are measured there too");
+  }
   // The grid, from the lists once: its size, the predict-first rule and the sweep's grid. Only
   // with every list valid: a refused list is its own field error.
   const bool lists_ok = std::all_of(knob_table().begin(), knob_table().end(), [&](const Knob& k) {
@@ -514,9 +519,9 @@ profiler::Grid to_grid(const ValidSweep& sweep) { return sweep.grid_; }
 int64_t point_count(const ValidSweep& sweep) { return sweep.points_; }
 
 std::vector<std::string> script_refused_flags() {
-  return {"--model",      "--batch",         "--seq",     "--dtype",         "--seed",
-          "--input-spec", "--lora-rank",     "--blocks",  "--steps",         "--optimizer",
-          "--checkpoint", "--layer-offload", "--offload", "--predict-first", "--device-capacity"};
+  return {"--model",      "--batch",         "--seq",     "--dtype",          "--seed",
+          "--input-spec", "--lora-rank",     "--blocks",  "--steps",          "--optimizer",
+          "--checkpoint", "--layer-offload", "--offload", "--device-capacity"};
 }
 
 EnvLookup process_environment() {

@@ -72,9 +72,10 @@ std::string script_identity_note(const PreparedSweep& sweep, profiler::Store& st
 profiler::RunOutcome execute(PreparedRun& run, profiler::Store& store);
 // The measurer of a prepared sweep: its script, or its workload in this process.
 std::unique_ptr<profiler::PointMeasurer> make_measurer(PreparedSweep& sweep);
-// Records one step per semantics of the sweep's grid and predicts every point (what execute does
-// first for a predict-first sweep). Throws std::invalid_argument without a device model.
-SweepPredictions predict_sweep(PreparedSweep& sweep);
+// Records the steps of the sweep's grid (per semantics, checkpoint policy and offload set: its
+// workload in this process, or its script run on host-sim) and predicts every point (what execute
+// does first for a predict-first sweep). `cancel` stops a script's run.
+SweepPredictions predict_sweep(PreparedSweep& sweep, const std::atomic<bool>* cancel = nullptr);
 // A sweep that ran to its end (not interrupted) as a whole (shard 1/1) then refines its finalists
 // (profiler::refine_finalists, default constraint); *refined says what that did. A predict-first
 // sweep first records one step per semantics of its grid, predicts every point, and measures only
