@@ -616,8 +616,9 @@ Trace record_script_trace(const ScriptSpec& spec, const EngineConfig& like, int6
         break;
       case ScriptExit::How::Exited:
         why = child.exit.code == 0
-                  ? "it exited 0 after fewer than " + std::to_string(spec.workload.warmup + 1) +
-                        " steps (scope or drop-in entries), or without offtune's package"
+                  ? "it exited 0 after fewer than " + std::to_string(spec.workload.warmup + 2) +
+                        " steps (--warmup + 2 scope or drop-in entries), or without offtune's "
+                        "package"
                   : "it exited " + std::to_string(child.exit.code);
         break;
     }
