@@ -25,6 +25,34 @@ namespace offtune::bench {
 
 namespace pf = offtune::profiler;
 
+PredictWorkload predict_workload(const std::string& model, int64_t batch, int64_t seq,
+                                 int64_t steps) {
+  samples::WorkloadSpec spec;
+  spec.model = model;
+  spec.batch = batch;
+  spec.seq = seq;
+  PredictWorkload w{samples::make_workload(spec, c10::Device(c10::kCPU)), {}};
+  w.spec.model = model;
+  w.spec.batch = batch;
+  w.spec.seq = seq;
+  w.spec.dtype = "fp32";
+  w.spec.steps = steps;
+  w.spec.warmup = 1;
+  return w;
+}
+
+pf::RunOutcome measure_point(PredictWorkload& w, const pf::EngineConfig& config,
+                             const OffloadOptions& base) {
+  pf::RunSpec run;
+  run.workload = w.spec;
+  run.config = config;
+  run.base = base;
+  run.env.backend = "host-sim";
+  run.record_timeline = false;
+  auto store = pf::make_memory_store();
+  return pf::run_measured(*w.instance, run, *store);
+}
+
 PredictResult bench_predict(const PredictArgs& args) {
   host_sim::install();
   const DeviceModel model = device_model_named(args.device_model);
@@ -50,19 +78,9 @@ PredictResult bench_predict(const PredictArgs& args) {
     row.model = name;
     row.batch = args.batch;
     row.seq = args.seq;
-    samples::WorkloadSpec spec;
-    spec.model = name;
-    spec.batch = args.batch;
-    spec.seq = args.seq;
-    auto workload = samples::make_workload(spec, c10::Device(c10::kCPU));
-    pf::Workload w;
-    w.model = name;
-    w.batch = args.batch;
-    w.seq = args.seq;
-    w.dtype = "fp32";
-    w.steps = 1;  // every modelled step is the same
-    w.warmup = 1;
-    pf::Trace trace = pf::record_trace(*workload, w, base, Semantics::Offtune);
+    // One step: every modelled step is the same.
+    PredictWorkload pw = predict_workload(name, args.batch, args.seq, 1);
+    pf::Trace trace = pf::record_trace(*pw.instance, pw.spec, base, Semantics::Offtune);
     row.record_ms = trace.record_ms;
     const auto start = Clock::now();
     std::vector<pf::Prediction> predicted;
@@ -71,14 +89,7 @@ PredictResult bench_predict(const PredictArgs& args) {
     double sum_step = 0, sum_peak = 0;
     const auto measure_start = Clock::now();
     for (size_t i = 0; i < configs.size(); ++i) {
-      pf::RunSpec run;
-      run.workload = w;
-      run.config = configs[i];
-      run.base = base;
-      run.env.backend = "host-sim";
-      run.record_timeline = false;
-      auto store = pf::make_memory_store();
-      const auto out = pf::run_measured(*workload, run, *store);
+      const auto out = measure_point(pw, configs[i], base);
       if (out.record.status != pf::RunStatus::Ok) {
         ++row.failed;
         continue;

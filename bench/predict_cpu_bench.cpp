@@ -54,24 +54,13 @@ PredictCpuResult bench_predict_cpu(const PredictCpuArgs& args) {
   base.backend = BackendKind::HostSim;
   base.link = grid.base.link.model;
   for (const std::string& name : args.models) {
-    samples::WorkloadSpec spec;
-    spec.model = name;
-    spec.batch = args.batch;
-    spec.seq = args.seq;
-    auto workload = samples::make_workload(spec, c10::Device(c10::kCPU));
-    pf::Workload w;
-    w.model = name;
-    w.batch = args.batch;
-    w.seq = args.seq;
-    w.dtype = "fp32";
-    w.steps = args.steps;
-    w.warmup = 1;
+    PredictWorkload pw = predict_workload(name, args.batch, args.seq, args.steps);
     std::vector<std::vector<pf::Prediction>> predicted_rounds(n);
     std::vector<std::vector<double>> measured_ms(n);
     std::vector<PredictCpuPoint> rows(n);
     for (int64_t round = 0; round < args.rounds; ++round) {
       auto start = Clock::now();
-      const auto predicted = pf::predict_grid(*workload, w, base, configs, links);
+      const auto predicted = pf::predict_grid(*pw.instance, pw.spec, base, configs, links);
       result.record_s += seconds_since(start);
       if (round == 0) result.sources.push_back(name + ": " + predicted.source);
       for (size_t i = 0; i < n; ++i) predicted_rounds[i].push_back(predicted.points[i]);
@@ -79,14 +68,7 @@ PredictCpuResult bench_predict_cpu(const PredictCpuArgs& args) {
       for (size_t k = 0; k < n; ++k) {
         const size_t i = round % 2 == 0 ? k : n - 1 - k;
         PredictCpuPoint& row = rows[i];
-        pf::RunSpec run;
-        run.workload = w;
-        run.config = configs[i];
-        run.base = base;
-        run.env.backend = "host-sim";
-        run.record_timeline = false;
-        auto store = pf::make_memory_store();
-        const auto out = pf::run_measured(*workload, run, *store);
+        const auto out = measure_point(pw, configs[i], base);
         if (out.record.status != pf::RunStatus::Ok) {
           row.error = out.record.error;
           continue;

@@ -5,12 +5,16 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bench_common.hpp"
 #include "offtune/knobs.hpp"
+#include "offtune/profiler/records.hpp"
+#include "offtune/profiler/runner.hpp"
+#include "offtune/workload.hpp"
 
 namespace offtune::bench {
 
@@ -165,6 +169,18 @@ struct PredictResult {
   double grid48_ms_median = kNaN;
   double grid48_ms_max = kNaN;
 };
+
+// A built-in model on the CPU for the predict sections: its instance and its workload record (fp32,
+// one warm-up step).
+struct PredictWorkload {
+  std::unique_ptr<WorkloadInstance> instance;
+  profiler::Workload spec;
+};
+PredictWorkload predict_workload(const std::string& model, int64_t batch, int64_t seq,
+                                 int64_t steps);
+// One point of it measured on host-sim, as a sweep measures it (no timeline).
+profiler::RunOutcome measure_point(PredictWorkload& w, const profiler::EngineConfig& config,
+                                   const OffloadOptions& base);
 
 PredictResult bench_predict(const PredictArgs& args);
 void print_predict(const PredictResult& r);

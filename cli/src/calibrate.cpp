@@ -1,9 +1,13 @@
 // `offtune calibrate`: this machine's host<->device link measured through the engine's copy path
 // (offtune/link_probe.hpp), and the --link value it amounts to, printed and optionally written to
 // a file for the other commands (`--link "$(cat link.txt)"`).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,31 +28,25 @@ std::string link_text(const LinkModel& m) {
   return text;
 }
 
-// Writes `text` to `path`, which must not exist: through a temporary file renamed into place, so
-// that an interrupted write leaves nothing half written.
+// Writes `text` to `path`, which must not exist: into a temporary file of its own beside it
+// (O_EXCL), then linked into place, which fails rather than replace a file that appeared
+// meanwhile; an interrupted write leaves nothing half written under `path`.
 void write_new_file(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
+  const fs::path dir = fs::path(path).parent_path();
+  std::string tmp = ((dir.empty() ? fs::path(".") : dir) / ".offtune-link-XXXXXX").string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = ::close(fd) == 0;
+  const int linked = written && closed ? ::link(tmp.c_str(), path.c_str()) : -1;
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && err == EEXIST) {
     throw UsageError("--output: " + path +
-                     " exists; offtune does not write over a file (remove it "
-                     "or name another)");
+                     " exists; offtune does not write over a file (remove it or name another)");
   }
-  const std::string tmp = path + ".offtune-tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw std::runtime_error("cannot write " + path);
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path + ": " + ec.message());
-  }
+  if (linked != 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
 }
 
 class CalibrateCommand final : public Command {
