@@ -595,8 +595,12 @@ OFFTUNE_HOT KeepReason Context::classify(const at::Tensor& t) const {
   if (options_.offload == OffloadSet::Boundaries && !t_packing_boundary) {
     return KeepReason::NotBoundary;
   }
+  // Only a plain dense tensor is offloaded: unpack rebuilds it with make_view. Sparse tensors have
+  // no storage to read; wrapper subclasses (DTensor, torchao's NF4 and float8, anything made by
+  // _make_wrapper_subclass) carry a storage that is not their data (copying it read address 0), and
+  // lazy conjugation or negation would be lost: all are kept as autograd keeps them.
   if (!t.defined() || !t.has_storage() || t.layout() != at::kStrided || t.is_quantized() ||
-      t.is_nested() || t.is_conj() || t.is_neg() || t.numel() == 0) {
+      t.is_nested() || t.numel() == 0 || !plain_tensor(t)) {
     return KeepReason::Unsupported;
   }
   if (!backend_->is_device_tensor(t)) return KeepReason::NotOnDevice;
@@ -699,7 +703,8 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
   if constexpr (!kObserved) {
     // offtune weighs a tensor by the span its copy would move, which its storage bounds: a storage
     // below the threshold needs no span (the reference's weight, numel x item size, may exceed it).
-    if (!trl()) {
+    // Only for a tensor the rules would offload: a kept one may have no storage (sparse) at all.
+    if (!trl() && reason == KeepReason::None) {
       reason = offload_decision(reason, static_cast<int64_t>(t.storage().nbytes()),
                                 options_.min_offload_size);
     }
@@ -1678,8 +1683,39 @@ std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make() const
   return detail::make_slot(*ctx_, generation_);
 }
 
+namespace {
+
+// A no-offload region's hooks: the tensor kept as autograd keeps it, with autograd's in-place
+// check, which torch skips for every tensor saved through hooks (a region inside a scope must not
+// lose it).
+class KeptHooks final : public torch::autograd::SavedVariableHooks {
+ public:
+  void call_pack_hook(const at::Tensor& t) override {
+    // detach() shares the version counter: the check below sees in-place changes of either.
+    tensor_ = detail::may_be_saved_by_its_own_node(t) ? t.detach() : t;
+    if (t.defined()) version_ = detail::version_of(t);
+  }
+  at::Tensor call_unpack_hook() override {
+    if (tensor_.defined()) {
+      const uint32_t now = detail::version_of(tensor_);
+      if (now != version_) {
+        detail::throw_modified_in_place(
+            detail::describe(tensor_.scalar_type(), tensor_.device(), tensor_.sizes()), now,
+            version_);
+      }
+    }
+    return tensor_;
+  }
+
+ private:
+  at::Tensor tensor_;
+  uint32_t version_ = 0;
+};
+
+}  // namespace
+
 std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make_kept() {
-  return detail::make_floor_hooks(HookFloor::NoOp);
+  return std::make_unique<KeptHooks>();
 }
 
 std::unique_ptr<torch::autograd::SavedVariableHooks> ExternalHooks::make_floor(HookFloor kind) {

@@ -44,9 +44,10 @@ def _json_object(variable: str) -> Optional[Dict[str, Any]]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{variable} is not JSON ({e.msg} at {e.pos}): {text!r}") from None
+        raise _offtune.InputError(
+            f"{variable} is not JSON ({e.msg} at {e.pos}): {text!r}") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{variable} must hold a JSON object, got {text!r}")
+        raise _offtune.InputError(f"{variable} must hold a JSON object, got {text!r}")
     return value
 
 
@@ -68,7 +69,16 @@ def record_target() -> Optional[Dict[str, Any]]:
         return None
     for key in ("db", "run"):
         if key not in target:
-            raise ValueError(f"{RECORD_VARIABLE} has no {key!r}: {json.dumps(target)}")
+            raise _offtune.InputError(f"{RECORD_VARIABLE} has no {key!r}: {json.dumps(target)}")
+    db, run = target["db"], target["run"]
+    if not isinstance(db, str) or not db.strip():
+        # Not str(None): a null "db" would record into a file named "None".
+        raise _offtune.InputError(
+            f"{RECORD_VARIABLE}'s 'db' must be the store's path as text, got {json.dumps(db)}")
+    if isinstance(run, bool) or not isinstance(run, int) or run <= 0:
+        raise _offtune.InputError(
+            f"{RECORD_VARIABLE}'s 'run' must be a run id (a whole number above 0), got "
+            f"{json.dumps(run)}")
     return target
 
 
@@ -179,10 +189,18 @@ def install_host_sim_if_asked() -> None:
     """Under a sweep whose backend is host-sim (asked, or no GPU), or under `offtune predict
     --script`: host-sim's allocator goes in before the script builds its model, so that its memory
     is counted as the device's. A script run outside a sweep decides that itself
-    (offtune.host_sim.install())."""
-    if record_target() is None and trace_target() is None:
+    (offtune.host_sim.install()).
+
+    Called by `import offtune`, which must not fail on a malformed variable: then nothing is
+    installed here, and the first scope, drop-in or recording that reads the variable raises the
+    offtune.InputError naming it.
+    """
+    try:
+        if record_target() is None and trace_target() is None:
+            return
+        options = point() or {}
+    except _offtune.InputError:
         return
-    options = point() or {}
     backend = options.get("backend", "auto")
     if backend == "auto":
         import torch
@@ -234,8 +252,9 @@ def trace_target() -> Optional[Dict[str, Any]]:
     """Where `offtune predict --script` wants the recorded steps ($OFFTUNE_TRACE: {"path",
     "warmup", "steps"}), or None."""
     target = _json_object(TRACE_VARIABLE)
-    if target is not None and "path" not in target:
-        raise ValueError(f"{TRACE_VARIABLE} has no 'path': {json.dumps(target)}")
+    if target is not None and (not isinstance(target.get("path"), str) or not target["path"]):
+        raise _offtune.InputError(
+            f"{TRACE_VARIABLE} needs 'path', the trace file's path as text: {json.dumps(target)}")
     return target
 
 

@@ -4,6 +4,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,12 @@ pybind11::dict dict_of(const T& object, const Field<T, M>&... fields) {
   put_fields(d, object, fields...);
   return d;
 }
+
+// Sets the Python error for `p` when it is one of offtune's kinds (docs/python.md, "Errors":
+// InputError, EngineFault, OSError for a store's system error) and says so; false for any other
+// exception, which the caller translates as it would (pybind11's or torch's rules). The bindings'
+// translator and the plain-CPython hooks (whose faults pybind11 never sees) share it.
+bool set_offtune_error(std::exception_ptr p);
 
 // The per-tensor hooks in plain CPython (hooks.cpp): SavedTensor, Forward, unpack, pack_kept.
 void bind_hooks(pybind11::module_& m);

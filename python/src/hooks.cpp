@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <exception>
 #include <memory>
 
 #include "bindings.hpp"
@@ -66,9 +67,27 @@ PyObject* wrap_packed(std::unique_ptr<Hooks> hooks, PyObject* arg) {
   return reinterpret_cast<PyObject*>(saved);
 }
 
+// A hook's fault as Python sees it: offtune's own kinds as the bindings raise them (a full disk
+// arena is an offtune.EngineFault here too, not a bare RuntimeError), anything else by torch's
+// rules (a c10::Error, autograd's in-place check, a Python error from inside). Thrown on as torch's
+// python_error, so that HANDLE_TH_ERRORS around the hook restores it and keeps the hook's buffered
+// warnings (TORCH_WARN) in order.
+[[noreturn]] void rethrow_for_python(std::exception_ptr p) {
+  if (set_offtune_error(p)) {
+    python_error e;
+    e.persist();
+    throw e;
+  }
+  std::rethrow_exception(p);
+}
+
 PyObject* forward_pack(PyObject* self, PyObject* arg) {
   HANDLE_TH_ERRORS
-  return wrap_packed(reinterpret_cast<Forward*>(self)->hooks->make(), arg);
+  try {
+    return wrap_packed(reinterpret_cast<Forward*>(self)->hooks->make(), arg);
+  } catch (...) {
+    rethrow_for_python(std::current_exception());
+  }
   END_HANDLE_TH_ERRORS
 }
 
@@ -79,13 +98,21 @@ PyObject* unpack(PyObject* /*module*/, PyObject* arg) {
                  Py_TYPE(arg)->tp_name);
     return nullptr;
   }
-  return THPVariable_Wrap(reinterpret_cast<SavedTensor*>(arg)->hooks->call_unpack_hook());
+  try {
+    return THPVariable_Wrap(reinterpret_cast<SavedTensor*>(arg)->hooks->call_unpack_hook());
+  } catch (...) {
+    rethrow_for_python(std::current_exception());
+  }
   END_HANDLE_TH_ERRORS
 }
 
 PyObject* pack_kept(PyObject* /*module*/, PyObject* arg) {
   HANDLE_TH_ERRORS
-  return wrap_packed(ExternalHooks::make_kept(), arg);
+  try {
+    return wrap_packed(ExternalHooks::make_kept(), arg);
+  } catch (...) {
+    rethrow_for_python(std::current_exception());
+  }
   END_HANDLE_TH_ERRORS
 }
 

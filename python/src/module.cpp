@@ -22,9 +22,11 @@ namespace pf = offtune::profiler;
 PyObject* g_input_error = nullptr;
 PyObject* g_engine_fault = nullptr;
 
-void translate_errors(std::exception_ptr p) {
+}  // namespace
+
+bool offtune::python::set_offtune_error(std::exception_ptr p) {
   try {
-    if (p) std::rethrow_exception(p);
+    std::rethrow_exception(p);
   } catch (const pf::StoreError& e) {
     switch (e.kind()) {
       // A file that is not an offtune store: the user named the wrong file.
@@ -38,11 +40,11 @@ void translate_errors(std::exception_ptr p) {
         PyErr_SetString(PyExc_OSError, e.what());
     }
   } catch (const std::out_of_range&) {
-    throw;  // not offtune's kinds: pybind11's own translation (IndexError)
+    return false;  // not offtune's kinds: pybind11's own translation (IndexError)
   } catch (const std::length_error&) {
-    throw;  // likewise (ValueError)
+    return false;  // likewise (ValueError)
   } catch (const std::domain_error&) {
-    throw;  // likewise (ValueError)
+    return false;  // likewise (ValueError)
   } catch (const std::logic_error& e) {
     // std::invalid_argument is a logic_error, ValueError by pybind11's own rule: here only where it
     // came from the user (requests::is_refused_input, the CLI's rule); a step call out of order is
@@ -51,7 +53,16 @@ void translate_errors(std::exception_ptr p) {
                     e.what());
   } catch (const offtune::EngineError& e) {
     PyErr_SetString(g_engine_fault, e.what());
+  } catch (...) {
+    return false;
   }
+  return true;
+}
+
+namespace {
+
+void translate_errors(std::exception_ptr p) {
+  if (p && !offtune::python::set_offtune_error(p)) std::rethrow_exception(p);
 }
 
 }  // namespace
@@ -73,8 +84,9 @@ PYBIND11_MODULE(_offtune, m) {
   offtune::python::bind_engine(m);
   offtune::python::bind_predict(m);
   bind_record(m);
-  // Registered last, so tried first: the one translation of offtune's errors.
-  py::register_exception_translator(&translate_errors);
+  // The one translation of offtune's errors, for this module's functions only: a global
+  // translator would re-type the errors of every other pybind11 extension in the process.
+  py::register_local_exception_translator(&translate_errors);
   // Throws the C++ error that `kind` names, as the engine, the profiler or the request layer would:
   // for the tests of how each kind reaches Python (tests/python/test_errors.py), since a fault deep
   // in a model has no input that provokes it on purpose.

@@ -166,6 +166,25 @@ def test_no_offload_region_keeps_what_is_saved_inside_it(net):
     loss.backward()
 
 
+def test_no_offload_region_keeps_autograds_in_place_check(net):
+    # torch skips its version check for every tensor saved through hooks; a no-offload region (the
+    # drop-in's output head) must not lose it. Before: a silently wrong gradient, no error.
+    off = offtune.Offloader(**engine_options(min_offload_size=0))
+    x = torch.randn(3, device=DEVICE, requires_grad=True)
+    with off.scope(), offtune.no_offload():
+        h = x.exp()
+        y = h * 1.0
+        h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    # Unchanged tensors pass, and the gradient is autograd's.
+    with off.scope(), offtune.no_offload():
+        y = x.exp() * x.sin()
+    y.sum().backward()
+    ref = x.detach().exp() * (x.detach().sin() + x.detach().cos())
+    assert torch.allclose(x.grad, ref)
+
+
 def test_parameters_are_never_offloaded_even_frozen_or_as_views(net):
     # A frozen weight is no autograd leaf that requires grad, and linear saves a view of it
     # (weight.t()): under TRL's rules only its registered storage keeps it.
