@@ -112,11 +112,17 @@ def distributed() -> bool:
 # may not record at all (a script that records on rank 0 only does not record on the others either,
 # but a script may record on every rank but 0), and then no rank may hang.
 JOB_WAIT_S = 30.0
-_published = 0  # this process's recordings linked so far: the n-th of each rank is one job
+# A job's identity, which every rank computes alike without talking: the recording's name and how
+# many recordings of that name this rank began before it. A recording only one rank makes under
+# another name (rank 0's evaluation, say) shifts nothing; counting every recording did, and linked
+# each later run of the other ranks to the wrong one.
+_begun_by_name: Dict[str, int] = {}
 
 
-def _job_key(n: int) -> str:
-    return f"offtune/record/job/{n}"
+def _job_key(name: str) -> str:
+    n = _begun_by_name.get(name, 0)
+    _begun_by_name[name] = n + 1
+    return "offtune/record/job/" + json.dumps([name, n])
 
 
 def _rendezvous_store():
@@ -128,22 +134,19 @@ def _rendezvous_store():
     return distributed_c10d._get_default_store()
 
 
-def publish_job(run: int, db: str) -> None:
+def publish_job(name: str, run: int, db: str) -> None:
     """Rank 0: its recording's run id and store, for the other ranks' recordings of the same
-    order. Never waits."""
-    global _published
-    _rendezvous_store().set(_job_key(_published), json.dumps([run, db]))
-    _published += 1
+    name and order. Never waits."""
+    _rendezvous_store().set(_job_key(name), json.dumps([run, db]))
 
 
-def await_job() -> Optional[Tuple[int, str]]:
-    """Another rank: rank 0's run id and store for this recording, or None when rank 0 has not
-    recorded within JOB_WAIT_S (a warning says so; the rank's run then stands alone)."""
-    global _published
+def await_job(name: str) -> Optional[Tuple[int, str]]:
+    """Another rank: rank 0's run id and store for this recording (same name, same order), or
+    None when rank 0 has not recorded it within JOB_WAIT_S (a warning says so; the rank's run
+    then stands alone)."""
     from datetime import timedelta
 
-    key = _job_key(_published)
-    _published += 1
+    key = _job_key(name)
     store = _rendezvous_store()
     try:
         store.wait([key], timedelta(seconds=JOB_WAIT_S))
@@ -151,8 +154,8 @@ def await_job() -> Optional[Tuple[int, str]]:
         import warnings
 
         warnings.warn(
-            f"offtune.record: rank 0 recorded no run within {JOB_WAIT_S:.0f} s; this rank's run "
-            "is not linked into a job",
+            f"offtune.record: rank 0 recorded no run named {name!r} within {JOB_WAIT_S:.0f} s; "
+            "this rank's run is not linked into a job",
             stacklevel=3,
         )
         return None
@@ -302,15 +305,82 @@ def _save_trace() -> None:
     t["session"] = None  # the observer goes with it
 
 
+# ------------------------------------------------------------------------------------------------
+# What ran is what is filed: under a sweep (or `offtune predict --script`) every offloader whose
+# scope is entered must run the point's options, or the run would be filed under settings that did
+# not run (a script that builds its own Offloader(...), or offloads in the baseline).
+
+_ran_as_point: "weakref.WeakSet[Any]" = weakref.WeakSet()  # offloaders already checked
+_point_failed = False  # the point's run was failed for a mismatch (at most once)
+
+
+def _mismatch(offloader) -> Optional[str]:
+    """What differs between the point's options and what `offloader` runs, or None."""
+    options = point()
+    if options is None:
+        return None
+    engine = None if offloader is None else offloader._engine
+    if is_baseline(options):
+        if engine is None:
+            return None
+        return ("this point is the baseline (no offloading), but the script's offloader offloads "
+                f"(backend {engine.backend()}, semantics {engine.semantics()})")
+    if engine is None:
+        return "this point offloads, but the script's offloader was made with offload=False"
+    want = _offtune.parse_offload_options(options)
+    got = engine.knobs()
+    differ = [key for key in options
+              if key in want and key in got and want[key] != got[key]
+              and not (key == "backend" and want[key] == "auto")]
+    if not differ:
+        return None
+    ran = ", ".join(f"{key}={got[key]}" for key in differ)
+    asked = ", ".join(f"{key}={want[key]}" for key in differ)
+    return f"the script's offloader runs {ran} where this point is {asked}"
+
+
+def check_runs_point(offloader) -> None:
+    """Raises offtune.InputError when `offloader` does not run this sweep point's options."""
+    if offloader is not None and offloader in _ran_as_point:
+        return
+    why = _mismatch(offloader)
+    if why is not None:
+        raise _offtune.InputError(
+            f"offtune: {why}; the run would be filed under settings that did not run. Make the "
+            "offloader with offtune.Offloader.from_env() or the drop-in "
+            "(get_act_offloading_ctx_manager), which take the point's options")
+    if offloader is not None:
+        _ran_as_point.add(offloader)
+
+
+def _fail_point(error: BaseException) -> None:
+    """The point's run, failed with `error` before any step was recorded."""
+    global _point_failed
+    if _point_failed or _explicit or _auto is not None or _recorder is None:
+        return
+    _point_failed = True
+    model = _model() if _model is not None else None
+    _recorder(None, model=model, offloader=False, _auto=True).start().fail(error)
+
+
 def on_forward(offloader) -> None:
     """A scope or drop-in context was entered: under OFFTUNE_RECORD, a step boundary; under
-    OFFTUNE_TRACE, one of the predictor's."""
+    OFFTUNE_TRACE, one of the predictor's. Under either, the offloader must run the point's
+    options (check_runs_point)."""
     global _auto
     target = trace_target()
+    recording = os.environ.get(RECORD_VARIABLE, "").strip() != ""
+    if target is not None or recording:
+        try:
+            check_runs_point(offloader)
+        except _offtune.InputError as e:
+            if recording:
+                _fail_point(e)
+            raise
     if target is not None:
         _on_trace_entry(offloader, target)
         return
-    if _explicit or os.environ.get(RECORD_VARIABLE, "").strip() == "":
+    if _explicit or not recording:
         return
     if _auto is None:
         # The baseline's offloader has no engine: the run observes none (offloading off).

@@ -216,7 +216,9 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
     (torch.distributed's when initialised, else $RANK and $WORLD_SIZE). With the process group
     initialised, the ranks that record into one store are one job (rank 0 leaves its run id in the
     process group's store; another rank waits for it up to 30 s, then records alone with a
-    warning): rank 0's run is the job, the others name it as their job,
+    warning). Recordings are matched across ranks by name and order: the n-th recording named
+    "train" on each rank is one job, whatever else one rank records under other names. Rank 0's
+    run is the job, the others name it as their job,
     and `offtune report` shows the job as one row (the slowest rank's step time, the highest
     peak; --ranks each rank's). Give each rank a store of its own (f"runs-rank{rank}.db") and
     each rank's run stands alone; `offtune merge` joins stores.
@@ -283,12 +285,12 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
         # file name) records a run that stands alone.
         linked = "continue_run" not in spec and "job_run" not in spec and _child.distributed()
         if linked and spec["rank"] != 0:
-            job = _child.await_job()
+            job = _child.await_job(spec["name"])
             if job is not None and job[1] == os.path.abspath(self._db):
                 spec = dict(spec, job_run=job[0], name="")
         native = _offtune.Recording(self._db, spec, engines)
         if linked and spec["rank"] == 0:
-            _child.publish_job(native.id, os.path.abspath(self._db))
+            _child.publish_job(spec["name"], native.id, os.path.abspath(self._db))
         self.recording = Recording(native, offloaders)
         return self.recording
 

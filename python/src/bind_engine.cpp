@@ -159,7 +159,17 @@ void bind_engine(py::module_& m) {
       .def("reset_peak_device_memory", &ActivationOffloader::reset_peak_device_memory)
       .def("synchronize", &ActivationOffloader::synchronize,
            py::call_guard<py::gil_scoped_release>())
-      .def("release_cached_memory", &ActivationOffloader::release_cached_memory)
+      .def("release_cached_memory", &ActivationOffloader::release_cached_memory,
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "knobs",
+          [](const ActivationOffloader& o) {
+            py::dict d = knob_dict(knobs_of(o.options()));
+            d["backend"] = std::string(to_string(o.backend()));
+            return d;
+          },
+          "The knobs this engine runs with, as parse_offload_options gives them, and its "
+          "resolved backend.")
       .def("never_offload", &ActivationOffloader::never_offload, py::arg("tensor"))
       .def("forward", &make_forward,
            "A new forward's pack hook: saved_tensors_hooks(offloader.forward().pack, unpack).");

@@ -203,9 +203,24 @@ class Recording {
   void step(double loss) { run_->step(loss); }
   void begin_phase(const std::string& p) { run_->begin_phase(parse_phase(p)); }
   void end_phase(const std::string& p) { run_->end_phase(parse_phase(p)); }
-  py::dict finish() { return done(run_->finish()); }
+  // Both wait for the device and for the store's lock (another process writing it): without the
+  // GIL, so that the process's other threads (a data loader, a second rank's writer) go on.
+  py::dict finish() {
+    pf::RunRecord r;
+    {
+      py::gil_scoped_release nogil;
+      r = run_->finish();
+    }
+    return done(r);
+  }
   py::dict fail(const std::string& status, const std::string& error) {
-    return done(run_->fail(parse_failure(status), error));
+    const auto failure = parse_failure(status);
+    pf::RunRecord r;
+    {
+      py::gil_scoped_release nogil;
+      r = run_->fail(failure, error);
+    }
+    return done(r);
   }
   int64_t id() const { return run_->id().value; }
   bool step_open() const { return run_->step_open(); }

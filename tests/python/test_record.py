@@ -291,3 +291,40 @@ def test_step_calls_out_of_order_are_runtime_errors(tmp_path):
             rec.begin_step()
         rec.end_step()
     assert rec.summary["status"] == "ok"
+
+
+def test_finish_waits_for_the_stores_lock_without_holding_the_gil(tmp_path):
+    # Another process holds the store's write lock; finish() waits for it (up to the store's busy
+    # timeout). The process's other threads must run meanwhile: here the one that releases the
+    # lock. Before: finish() held the GIL, that thread could not run until the wait gave up, and
+    # the run's end was lost.
+    import threading
+    import time
+
+    db = tmp_path / "runs.db"
+    model = torch.nn.Linear(8, 8)
+    rec = offtune.record(db, name="gil", offloader=(), warmup=0).start()
+    for _ in range(2):
+        model(torch.randn(4, 8)).sum().backward()
+        rec.step()
+    holder = sqlite3.connect(db, isolation_level=None, timeout=30)
+    holder.execute("BEGIN EXCLUSIVE")
+    order, errors = [], []
+
+    def finish():
+        try:
+            rec.finish()
+            order.append("finished")
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    waiter = threading.Thread(target=finish)
+    waiter.start()
+    time.sleep(0.5)  # finish() is waiting for the lock by now
+    order.append("lock released")
+    holder.execute("COMMIT")
+    holder.close()
+    waiter.join(60)
+    assert not errors, errors
+    assert order == ["lock released", "finished"]
+    assert rec.summary["status"] == "ok"

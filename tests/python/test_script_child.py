@@ -153,6 +153,55 @@ def test_a_script_that_raises_records_its_error(tmp_path):
     assert r["steps"] >= 1, "what was measured before is kept"
 
 
+OWN_OFFLOADER = """
+import sys, torch, offtune
+off = offtune.Offloader(min_offload_size=int(sys.argv[1]))  # the script's own, not from_env()
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64))
+for step in range(3):
+    with off.scope():
+        loss = model(torch.randn(16, 64)).pow(2).mean()
+    loss.backward()
+"""
+
+
+@pytest.mark.parametrize("point, own, message", [
+    (POINT, 4096, "the script's offloader runs min_offload_size=4096, max_fwd_stash_size=5 "
+                  "where this point is min_offload_size=0, max_fwd_stash_size=2"),
+    (BASELINE, 0, "this point is the baseline (no offloading), but the script's offloader "
+                  "offloads"),
+])
+def test_a_script_whose_offloader_is_not_the_points_fails_the_point_saying_so(
+        tmp_path, point, own, message):
+    # Before: the run was filed under the point's settings whatever ran (the baseline could
+    # offload).
+    db = tmp_path / "sweep.db"
+    run = _offtune.begin_run(str(db), "s point 1 (sweep 1)", offload=point is not BASELINE)
+    done = subprocess.run([sys.executable, "-c", OWN_OFFLOADER, str(own)],
+                          env=child_env(db, run, point), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 1
+    assert "offtune.InputError" in done.stderr and message in done.stderr, done.stderr[-2000:]
+    r = runs(db)[run]
+    assert r["status"] == "failed"
+    assert r["error"].startswith("InputError: offtune: " + message), r["error"]
+    assert r["steps"] == 0 and r["offloaded_bytes"] == 0
+
+
+def test_a_script_whose_offloader_runs_the_point_by_other_words_is_not_refused(tmp_path):
+    # The same settings written otherwise ("4KiB" for 4096) are the point's.
+    db = tmp_path / "sweep.db"
+    run = _offtune.begin_run(str(db), "s point 1 (sweep 1)")
+    point = dict(POINT, min_offload_size="4KiB")
+    point.pop("max_fwd_stash_size")  # left at the default by both
+    for key in ("prefetch", "semantics", "tier", "use_streams", "use_pin_memory"):
+        point.pop(key)
+    done = subprocess.run([sys.executable, "-c", OWN_OFFLOADER, "4096"],
+                          env=child_env(db, run, point), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert runs(db)[run]["status"] == "ok"
+
+
 def load(path):
     return torch.load(path, weights_only=True)
 
@@ -256,6 +305,39 @@ def test_ranks_recording_into_one_store_outside_a_sweep_are_one_job(tmp_path):
     with sqlite3.connect(db) as con:
         points = con.execute("SELECT run FROM points").fetchall()
     assert points == [(rs[0]["id"],)], points
+
+
+DDP_RECORD_AFTER_AN_EVAL_ON_RANK_0 = """
+import sys, torch, torch.distributed as dist, offtune
+dist.init_process_group("gloo")
+offtune.host_sim.install()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+off = offtune.Offloader(backend="host-sim", min_offload_size=0)
+if dist.get_rank() == 0:  # a recording the other rank does not make
+    probe = torch.nn.Linear(64, 64)
+    with offtune.record(sys.argv[1], name="eval", offloader=off, warmup=0) as rec:
+        with off.scope():
+            probe(torch.randn(8, 64)).sum().backward()
+        rec.step()
+with offtune.record(sys.argv[1], name="ddp", offloader=off, warmup=1) as rec:
+    for step in range(4):
+        with off.scope():
+            loss = model(torch.randn(32, 64)).pow(2).mean()
+        loss.backward()
+        rec.step()
+"""
+
+
+def test_ranks_are_linked_by_the_recordings_name_not_by_counting(tmp_path):
+    # Before: rank 1's first recording waited for rank 0's first, the evaluation, and named it as
+    # its job.
+    db = run_ddp(tmp_path, DDP_RECORD_AFTER_AN_EVAL_ON_RANK_0)
+    by_label = {r["label"]: r for r in runs(db).values()}
+    assert sorted(by_label) == ["ddp", "ddp rank 1", "eval"], sorted(by_label)
+    assert by_label["ddp rank 1"]["job_run"] == by_label["ddp"]["id"]
+    assert by_label["eval"]["job_run"] is None and by_label["ddp"]["job_run"] is None
+    assert all(r["status"] == "ok" for r in by_label.values())
 
 
 DDP_RECORD_ON_RANK_0 = """
