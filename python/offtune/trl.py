@@ -7,7 +7,7 @@ Same arguments and the same rules as TRL's (trl/models/activation_offloading.py)
   `head`; when none is found a warning says so (unless warn_if_no_head=False);
 - every module whose qualified name contains "liger" (Liger's fused kernels) is kept out too;
 - the storages of every parameter of the model, frozen ones and views of them included, are
-  never offloaded.
+  never offloaded (under FSDP2, the unsharded parameters each forward uses too).
 The engine runs under TRL's semantics by default (semantics="trl": which tensors move and how the
 window counts them); any other engine option may be given by name as well.
 
@@ -86,6 +86,23 @@ def _exclude(module: nn.Module, region: _Hooks) -> None:
     module.register_forward_hook(leave, always_call=True)
 
 
+def _keep_fsdp_unsharded_parameters(model: nn.Module, offloader: Offloader) -> None:
+    """FSDP2 (fully_shard): the parameters a forward uses are unsharded copies that exist only
+    from the module's pre-forward on, and FSDP frees their memory after it with
+    storage.resize_(0), whatever else refers to it. Under TRL's rules a view of a parameter
+    (linear saves weight.t()) is offloaded, and a copy of it in flight would read freed memory.
+    A pre-forward hook after FSDP's own registers those storages as never offloaded (the storage
+    object stays the same across steps; only its memory comes and goes)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed
+        return
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.register_forward_pre_hook(
+                lambda m, _args: offloader.never_offload_parameters(m))
+
+
 def get_act_offloading_ctx_manager(
     model: nn.Module,
     use_pin_memory: bool = True,
@@ -117,6 +134,7 @@ def get_act_offloading_ctx_manager(
         options.update(point)
     offloader = Offloader(**options)
     offloader.never_offload_parameters(model)
+    _keep_fsdp_unsharded_parameters(model, offloader)
 
     region = no_offload()
     unwrapped = _unwrap(model)
