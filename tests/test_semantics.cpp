@@ -3,6 +3,10 @@
 // mode.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+#include <thread>
+
 #include "offtune/device_model.hpp"
 #include "offtune/host_sim.hpp"
 #include "test_support.hpp"
@@ -98,6 +102,41 @@ TEST(Semantics, TrlOffloadsParameterViewsAndCopiesEachSaveOnItsOwn) {
   EXPECT_EQ(count_reason(*obs, KeepReason::Parameter), 0);
   EXPECT_EQ(off.stats().deduplicated, 0);
   EXPECT_EQ(obs->count(PackDecision::Offloaded), off.stats().packed - off.stats().kept);
+}
+
+// A save holds its storage key while it is in TRL's window. One that leaves the window otherwise
+// than by the window moving on (its graph freed with it, synchronize(), unpacked in a backward
+// inside the forward) gives its key up as well: the next tensor at the recycled address is a new
+// activation and is offloaded, not kept as the old one's duplicate. Before: the key stayed, and
+// that tensor was kept on the device as SharedInWindow.
+TEST(Semantics, TrlASaveThatLeavesTheWindowByAnyWayGivesItsKeyUp) {
+  for (const std::string route : {"destroyed", "synchronize", "unpacked"}) {
+    SCOPED_TRACE(route);
+    OffloadOptions o = host_sim_options(/*min_offload_size=*/0, /*window=*/5);
+    o.semantics = Semantics::Trl;
+    ASSERT_TRUE(o.use_streams);
+    ActivationOffloader off(o);
+    auto obs = observe(off);
+    auto x = torch::randn({64, 64}, torch::requires_grad());
+    OffloadScope scope = off.scope();
+    const void* first = nullptr;
+    {
+      auto a = x.mul(2);
+      first = a.data_ptr();
+      auto y = a.sin();  // saves a: offloaded, in the window, its key held
+      if (route == "synchronize") off.synchronize();
+      if (route == "unpacked") torch::autograd::grad({y.sum()}, {x});
+      // Its copy done before its graph goes: the block is not held for the copy stream.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto b = x.mul(3);  // the same size: host-sim's cache hands it a's block
+    ASSERT_EQ(b.data_ptr(), first) << "the test needs the block recycled";
+    auto z = b.cos();  // saves b
+    EXPECT_EQ(count_reason(*obs, KeepReason::SharedInWindow), 0);
+    EXPECT_EQ(obs->count(PackDecision::Offloaded), 2);
+    z.sum().backward();
+    off.synchronize();
+  }
 }
 
 // The reference (TRL) with streams keeps a saved tensor on the device when its address and dtype

@@ -325,6 +325,14 @@ class Context : public std::enable_shared_from_this<Context>,
   bool trl_keeps(const Slot& slot, const at::Tensor& t);
   void trl_hold_key(Entry& e, const at::Tensor& t);
   void trl_forward(uint64_t generation);  // under the lock: a new forward clears the keys
+  // Under the lock: `id` gives its key up (if it still holds it), as the reference does whenever
+  // a save leaves the window or is unpacked; a save that left by any other way (destroyed with its
+  // graph, synchronize(), backward's start) gives it up too, or a later tensor at the recycled
+  // address would be kept as its duplicate.
+  void trl_release_key(uint64_t key, int64_t id);
+  // A kept duplicate's key (SharedInWindow), from what the slot keeps.
+  static uint64_t trl_key_of_kept(const Slot& slot);
+  void trl_release_kept_key(Slot& slot) noexcept;
   void drop_hold(Entry& e);
   void issue_reload(Entry& e, bool prefetch);
   bool try_prefetch(Entry& e);
@@ -548,6 +556,7 @@ class Slot final : public SavedTensorSlot {
   at::Tensor kept_;         // kept as it is
   uint32_t saved_version_ = 0;
   bool packed_ = false;
+  bool trl_key_held_ = false;  // kept as a duplicate in TRL's window: holds its storage key
   // Neither: in rebuild_storage_ (see Rebuild). Not a std::optional: its engaged flag would sit
   // after the payload, on another cache line than the members above.
   Rebuild* rebuild_ = nullptr;
@@ -696,6 +705,7 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
 
   // The reference's de-duplication comes before its other rules.
   KeepReason reason = trl_keys_on_ && trl_keeps(slot, t) ? KeepReason::SharedInWindow : classify(t);
+  slot.trl_key_held_ = reason == KeepReason::SharedInWindow;
   PackEvent ev;
   ev.id = slot.id_;
   if constexpr (kObserved) ev.time_ns = now_ns();
@@ -922,12 +932,7 @@ void Context::make_room(const c10::Storage& incoming, TensorId incoming_id, Wind
     Entry& e = *fwd_stash_.front();
     fwd_stash_.erase(fwd_stash_.begin());
     e.in_fwd_stash = false;
-    if (trl_keys_on_) {
-      // Its key goes with it, unless a kept duplicate took the key over.
-      if (auto it = trl_keys_.find(e.trl_key); it != trl_keys_.end() && it->second == e.id.value) {
-        trl_keys_.erase(it);
-      }
-    }
+    trl_release_key(e.trl_key, e.id.value);  // unless a kept duplicate took the key over
     // Forward's stream waits for the oldest copy (the window's throttle), and the block, whoever
     // owns it, is not reused before the copy read it. When that stream is the one the tensor was
     // saved on, the wait is enough: a block it owns is reused by its later work only, which the
@@ -980,6 +985,35 @@ bool Context::trl_keeps(const Slot& slot, const at::Tensor& t) {
   return true;
 }
 
+void Context::trl_release_key(uint64_t key, int64_t id) {
+  if (!trl_keys_on_ || key == 0) return;
+  if (auto it = trl_keys_.find(key); it != trl_keys_.end() && it->second == id) trl_keys_.erase(it);
+}
+
+uint64_t Context::trl_key_of_kept(const Slot& slot) {
+  if (slot.kept_.defined()) return trl_key_of(slot.kept_);
+  if (slot.rebuild_ == nullptr || !slot.rebuild_->storage) return 0;
+  // trl_key_of's key of the tensor the slot rebuilds: its storage's address plus its offset in
+  // elements, and its dtype.
+  const Rebuild& r = *slot.rebuild_;
+  const auto address = reinterpret_cast<uint64_t>(
+      r.storage.unsafeGetStorageImpl()->_mutable_data_ptr_no_checks().get());
+  if (address == 0) return 0;
+  return ((address + static_cast<uint64_t>(r.offset)) << 8) | static_cast<uint8_t>(r.dtype);
+}
+
+void Context::trl_release_kept_key(Slot& slot) noexcept {
+  slot.trl_key_held_ = false;
+  try {
+    Lock lock(*this);
+    if (slot.generation_ == trl_keys_generation_) {
+      trl_release_key(trl_key_of_kept(slot), slot.id_.value);
+    }
+  } catch (const std::exception& ex) {
+    TORCH_WARN("offtune: error while releasing a saved tensor's key: ", ex.what());
+  }
+}
+
 void Context::trl_hold_key(Entry& e, const at::Tensor& t) {
   trl_forward(e.generation);
   e.trl_key = trl_key_of(t);
@@ -989,6 +1023,7 @@ void Context::trl_hold_key(Entry& e, const at::Tensor& t) {
 // The entry must already be out of fwd_stash_.
 void Context::drop_hold(Entry& e) {
   e.in_fwd_stash = false;
+  trl_release_key(e.trl_key, e.id.value);
   if (!e.hold) return;
   if (!e.offload_fence->query()) {
     backend_->record_stream(e.hold, backend_->copy_stream());
@@ -1086,6 +1121,8 @@ OFFTUNE_HOT at::Tensor Context::unpack_impl(Slot& slot) {
   note_unpack_in_backward(*this);
   if (slot.entry_) return unpack_offloaded(slot);
   if constexpr (kObserved) emit(UnpackEvent{slot.id_, UnpackSource::Kept, 0, now_ns()});
+  if (slot.trl_key_held_) [[unlikely]]
+    trl_release_kept_key(slot);
   if (slot.rebuild_) [[unlikely]]
     return unpack_rebuilt(slot);
   if (slot.kept_.defined()) {
@@ -1129,6 +1166,7 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
     report_completions();
     collect_pending();
     Entry& e = *slot.entry_;
+    trl_release_key(e.trl_key, e.id.value);
     UnpackSource source;
     if (e.device) {
       source = e.prefetched
@@ -1337,6 +1375,8 @@ void Context::destroy_entry(Entry& e) {
 OFFTUNE_HOT void Context::release(Slot& slot) noexcept {
   if (!slot.packed_) return;
   live_slots_.fetch_sub(1, std::memory_order_relaxed);
+  if (slot.trl_key_held_) [[unlikely]]
+    trl_release_kept_key(slot);
   if (slot.entry_) [[unlikely]]
     release_entry(slot);  // kept: nothing of the engine's to give back
 }
