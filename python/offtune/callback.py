@@ -46,8 +46,13 @@ class OfftuneCallback(TrainerCallback):
         kw = dict(self.record_kwargs)
         kw.setdefault("batch", args.per_device_train_batch_size * args.gradient_accumulation_steps)
         name = self.name or (args.run_name if getattr(args, "run_name", None) else None)
+        # TRL's trainers with activation_offloading=True wrap each forward in TRL's own
+        # offloading context (unless offtune's drop-in replaced it, whose offloader is then seen).
+        other = "TRL activation_offloading" if getattr(args, "activation_offloading", False) \
+            else None
         rec = record(self.db, name=name, model=model, offloader=self.offloader,
-                     device_model=self.device_model, begin_first_step=False, **kw)
+                     device_model=self.device_model, begin_first_step=False,
+                     _other_hooks=other, **kw)
         self.recording = rec.start()
         self.runs.append(self.recording.id)
 

@@ -95,6 +95,30 @@ def _describe(model) -> Dict[str, Any]:
     return out
 
 
+# Saved-tensor hooks of torch's own that keep what a forward saves on the device (checkpointing
+# recomputes it): a run under them is still a baseline.
+_OWN_HOOK_MODULES = ("torch.utils.checkpoint",)
+
+
+def other_saved_tensor_hooks() -> Optional[str]:
+    """The saved-tensor hooks installed now when they are neither offtune's nor torch's
+    checkpointing ("trl.models.activation_offloading.OffloadActivations" for TRL's own offloading,
+    "torch.autograd.graph.save_on_cpu", ...), else None."""
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    if top is None:
+        return None
+    pack = top[0]
+    if pack is _offtune.pack_kept or isinstance(getattr(pack, "__self__", None), _offtune.Forward):
+        return None
+    module = getattr(pack, "__module__", None) or type(pack).__module__
+    if module.startswith(_OWN_HOOK_MODULES):
+        return None
+    name = getattr(pack, "__qualname__", type(pack).__qualname__)
+    # A closure made in a context manager's __init__ is named after the context manager.
+    name = name.split(".<locals>")[0].removesuffix(".__init__")
+    return f"{module}.{name}"
+
+
 def _loss_value(loss) -> float:
     if loss is None:
         return math.nan
@@ -113,10 +137,41 @@ class Recording:
     After the block: `id` (the run's id in the store) and `summary` (its figures).
     """
 
-    def __init__(self, native, offloaders: List[Offloader]):
+    def __init__(self, native, offloaders: List[Offloader], other_hooks: Optional[str] = None):
         self._native = native
         self._offloaders = offloaders  # kept alive while the run observes them
         self.summary: Optional[Dict[str, Any]] = None
+        #: Another tool's saved-tensor hooks the recorded forwards ran under (TRL's own offloading,
+        #: say), or None: offtune did not see what they offloaded (see offtune.record).
+        self.other_hooks = other_hooks
+        self._watch = None  # the model's forward pre-hook looking for them
+
+    def _watch_for_other_hooks(self, model) -> None:
+        """Looks at every forward of `model` for another tool's saved-tensor hooks, until found."""
+        if model is None or not hasattr(model, "register_forward_pre_hook") or self.other_hooks:
+            return
+        self._watch = model.register_forward_pre_hook(lambda *_: self._look_for_other_hooks())
+
+    def _look_for_other_hooks(self) -> None:
+        found = other_saved_tensor_hooks()
+        if found is None or self.summary is not None:
+            return
+        self._found_other_hooks(found, stacklevel=4)
+        self._native.leave_sweep()
+
+    def _found_other_hooks(self, found: str, stacklevel: int) -> None:
+        self.other_hooks = found
+        if self._watch is not None:
+            self._watch.remove()
+            self._watch = None
+        warnings.warn(
+            f"offtune.record: the model's forward runs under saved-tensor hooks that are not "
+            f"offtune's ({found}); offtune does not see what they offload, so run {self.id} is no "
+            "baseline: it is kept out of the recorded sweep that recommend compares. To measure "
+            "offloading, use offtune's drop-in (offtune.get_act_offloading_ctx_manager) or an "
+            "offtune.Offloader",
+            stacklevel=stacklevel,
+        )
 
     @property
     def id(self) -> int:
@@ -164,13 +219,20 @@ class Recording:
 
         return _Phase()
 
+    def _stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.remove()
+            self._watch = None
+
     def finish(self) -> Dict[str, Any]:
+        self._stop_watching()
         self.summary = self._native.finish()
         self._offloaders = []
         return self.summary
 
     def interrupt(self, message: str) -> Dict[str, Any]:
         """Ends the run as interrupted, with `message` as its error."""
+        self._stop_watching()
         self.summary = self._native.fail("interrupted", message)
         self._offloaders = []
         return self.summary
@@ -186,6 +248,7 @@ class Recording:
             status = "failed"
         text = str(error).strip().splitlines()
         message = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+        self._stop_watching()
         self.summary = self._native.fail(status, message)
         self._offloaders = []
         return self.summary
@@ -222,6 +285,11 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
     and `offtune report` shows the job as one row (the slowest rank's step time, the highest
     peak; --ranks each rank's). Give each rank a store of its own (f"runs-rank{rank}.db") and
     each rank's run stands alone; `offtune merge` joins stores.
+    A run that observes no offtune offloader is the baseline, unless the forward runs under
+    another tool's saved-tensor hooks (TRL's own activation_offloading=True, torch's save_on_cpu):
+    offtune does not see what those offload, so it warns, keeps the run out of the recorded sweep
+    (recommend never takes it for the baseline), and `Recording.other_hooks` names them (the
+    label too, when they were on before the run began).
     Under `offtune sweep --script` ($OFFTUNE_RECORD set), the run is the sweep point's, whatever
     db and name are given: rank 0 continues the point's run, other ranks record runs naming it as
     their job, and warmup, timeline, collector and device_model are the sweep's.
@@ -231,7 +299,8 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
                  device_model: Optional[str] = None, *, warmup: int = 1, batch: int = 0,
                  seq: int = 0, dtype: Optional[str] = None, backend: str = "auto",
                  collector: str = "auto", timeline: bool = True, steps: int = 0,
-                 begin_first_step: bool = True, _auto: bool = False):
+                 begin_first_step: bool = True, _auto: bool = False,
+                 _other_hooks: Optional[str] = None):
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
             raise InputError(f"warmup must be a whole number of steps, 0 or more; got {warmup!r}")
         self._auto = _auto  # the sweep child's own recording (offtune/_child.py)
@@ -240,6 +309,8 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
             raise InputError("record: db is required (the store to record into)")
         self._db = str(overrides.pop("db", db))
         self._offloader = False if offloader is False or offloader == () else offloader
+        self._model = model
+        self._other_hooks = _other_hooks  # the callback's: TRL's own offloading is on
         described = _describe(model)
         self._spec = {
             "name": name or described.get("model", "").split(" ")[0] or "recorded",
@@ -288,10 +359,21 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
             job = _child.await_job(spec["name"])
             if job is not None and job[1] == os.path.abspath(self._db):
                 spec = dict(spec, job_run=job[0], name="")
+        # A run that observes no offtune engine is a baseline, unless another tool's saved-tensor
+        # hooks do the offloading (TRL's activation_offloading=True): found now, the run's label
+        # says so and it is no point of the recorded sweep; found at a later forward, the same
+        # from then on (Recording._look_for_other_hooks).
+        other = None if engines else (self._other_hooks or other_saved_tensor_hooks())
+        if other:
+            spec = dict(spec, other_hooks=other)
         native = _offtune.Recording(self._db, spec, engines)
         if linked and spec["rank"] == 0:
             _child.publish_job(spec["name"], native.id, os.path.abspath(self._db))
         self.recording = Recording(native, offloaders)
+        if other:
+            self.recording._found_other_hooks(other, stacklevel=3)
+        elif not engines:
+            self.recording._watch_for_other_hooks(self._model)
         return self.recording
 
     def __enter__(self) -> Recording:

@@ -129,6 +129,12 @@ class Recording {
     if (s.workload.warmup < 0) throw requests::UsageError("warmup must be 0 or more");
     s.label = get_or<std::string>(spec, "label", "");
     s.sweep = get_or<std::string>(spec, "name", "");
+    // Another tool's saved-tensor hooks, found before the run began (offtune/record.py): the label
+    // says so, and the run is no point of the recorded sweep (see LiveRun::leave_sweep).
+    if (const auto other = get_or<std::string>(spec, "other_hooks", ""); !other.empty()) {
+      s.label += " [under " + other + "]";
+      s.sweep.clear();
+    }
     s.collector = requests::parse_collector(get_or<std::string>(spec, "collector", "auto"));
     s.record_timeline = get_or<bool>(spec, "timeline", true);
     s.begin_first_step = get_or<bool>(spec, "begin_first_step", true);
@@ -198,6 +204,7 @@ class Recording {
     run_->attach(*o);
     offloaders_.push_back(o);
   }
+  void leave_sweep() { run_->leave_sweep(); }
   void begin_step() { run_->begin_step(); }
   void end_step(double loss) { run_->end_step(loss); }
   void step(double loss) { run_->step(loss); }
@@ -323,6 +330,7 @@ void bind_record(py::module_& m) {
       .def("step", &Recording::step, py::arg("loss"), release())
       .def("begin_phase", &Recording::begin_phase, py::arg("phase"))
       .def("end_phase", &Recording::end_phase, py::arg("phase"))
+      .def("leave_sweep", &Recording::leave_sweep)
       .def("finish", &Recording::finish)
       .def("fail", &Recording::fail, py::arg("status"), py::arg("error"))
       .def_property_readonly("id", &Recording::id)

@@ -14,6 +14,7 @@ import torch
 from conftest import BACKEND, DEVICE
 
 import offtune
+from offtune import _offtune
 
 HOST_SIM = BACKEND == "host-sim"
 # On host-sim, time as an H100 would: every step the same, so step counts are exact (warm-up until
@@ -328,3 +329,58 @@ def test_finish_waits_for_the_stores_lock_without_holding_the_gil(tmp_path):
     assert not errors, errors
     assert order == ["lock released", "finished"]
     assert rec.summary["status"] == "ok"
+
+
+def _points(db):
+    with sqlite3.connect(db) as con:
+        return [r for (r,) in con.execute("SELECT run FROM points ORDER BY run")]
+
+
+def test_a_run_under_another_tools_offloading_is_recorded_as_such_not_as_a_baseline(tmp_path):
+    # Before: recorded as the baseline (offload off) of its recorded sweep, with no word.
+    db = tmp_path / "runs.db"
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
+
+    def loop(rec, other_hooks):
+        for _ in range(3):
+            ctx = torch.autograd.graph.save_on_cpu() if other_hooks else offtune.no_offload()
+            with ctx:
+                loss = model(torch.randn(4, 8)).pow(2).mean()
+            loss.backward()
+            rec.step()
+
+    # Found at the first forward (the usual case: the other tool wraps each forward).
+    with pytest.warns(UserWarning, match=r"not offtune's \(torch\.autograd\.graph\.save_on_cpu\)"):
+        with offtune.record(db, name="sweep", model=model, offloader=(), warmup=0) as rec:
+            loop(rec, other_hooks=True)
+    assert rec.other_hooks == "torch.autograd.graph.save_on_cpu"
+    assert rec.summary["status"] == "ok"
+    # Found before the run began: its label says so as well.
+    with pytest.warns(UserWarning, match="save_on_cpu"):
+        with torch.autograd.graph.save_on_cpu():
+            early = offtune.record(db, name="sweep", offloader=(), warmup=0).start()
+        loop(early, other_hooks=False)
+        early.finish()
+    # The callback, for a TRL trainer with activation_offloading=True and no offtune offloader.
+    from types import SimpleNamespace
+
+    callback = offtune.OfftuneCallback(db, name="sweep", offloader=(), warmup=0)
+    args = SimpleNamespace(per_device_train_batch_size=4, gradient_accumulation_steps=1,
+                           run_name=None, activation_offloading=True)
+    with pytest.warns(UserWarning, match="TRL activation_offloading"):
+        callback.on_train_begin(args, None, None, model=model)
+    for _ in range(2):
+        callback.on_step_begin(args, None, None)
+        model(torch.randn(4, 8)).sum().backward()
+        callback.on_step_end(args, None, None)
+    callback.on_train_end(args, None, None)
+    # A plain baseline under the same name is its recorded sweep's one point.
+    with offtune.record(db, name="sweep", model=model, offloader=(), warmup=0) as base:
+        loop(base, other_hooks=False)
+    assert base.other_hooks is None
+    assert _points(db) == [base.id]
+    labels = {r["id"]: r["label"] for r in _offtune.read_runs(str(db))}
+    assert labels[early.id] == "sweep [under torch.autograd.graph.save_on_cpu]"
+    assert labels[callback.runs[0]] == "sweep [under TRL activation_offloading]"
+    assert labels[rec.id] == labels[base.id] == "sweep"

@@ -124,6 +124,10 @@ class LiveRun {
   // kept), writing what was measured before.
   const RunRecord& fail(RunStatus status, const std::string& error);
   const RunRecord& record() const { return record_; }
+  // The run was measured under another tool's saved-tensor hooks (TRL's own offloading, say),
+  // which offtune does not see: its "offload off" is not a baseline, so it becomes no point of the
+  // recorded sweep (what recommend compares). The Python recorder calls it when it finds them.
+  void leave_sweep() { spec_.sweep.clear(); }
   // Leading steps warm-up until stable dropped (after finish).
   int64_t warmup_added() const { return warmup_added_; }
   std::string collector_status() const { return collector_status_; }
