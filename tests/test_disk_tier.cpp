@@ -12,12 +12,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
+#include "disk_tier.hpp"
 #include "test_support.hpp"
 
 extern char** environ;
@@ -270,6 +273,58 @@ TEST(DiskTier, RetainedGraphReadsTheFileAgain) {
   off.synchronize();
   EXPECT_TRUE(off.resident().resting());
   EXPECT_GE(off.stats().disk_reads, 2 * off.stats().spilled);
+}
+
+// A reload that goes ahead from a host copy whose write to the file is still running: another
+// thread's pump may finish that write and free the host copy before the reload is issued. The
+// test makes that happen every time (writes held 300 ms; when the unpacking thread is between the
+// two, a second thread's synchronize() waits for the write and pumps). Before: "offtune: internal
+// error: reload of a copy not in host memory". Now the copy is read back from the file.
+TEST(DiskTier, AReloadRacingAWriteThatFinishesMeanwhileReadsTheFile) {
+  static ActivationOffloader* racing = nullptr;
+  static int raced = 0;
+  TempDir dir;
+  torch::manual_seed(4);
+  auto w = torch::randn({256, 256}, torch::requires_grad());
+  const at::Tensor x = torch::randn({256, 256});
+  // Saved in order: x (by matmul, for w's gradient), h1, a and c (exp saves its output), 256 KiB
+  // each; with a window of 1 each save sends the one before on to the host and the file. The one
+  // writer thread takes x's write first and holds it 300 ms; the later writes queue behind it and
+  // are withdrawn at their unpacks. Backward reaches x last, its write still running.
+  auto forward = [&] {
+    using std::chrono::milliseconds;
+    at::Tensor h1 = x.matmul(w);
+    at::Tensor a = h1.sin();
+    std::this_thread::sleep_for(milliseconds(20));  // the offload copies are done
+    at::Tensor b = a.cos();                         // this pack's pump starts the writes
+    std::this_thread::sleep_for(milliseconds(20));
+    at::Tensor c = b.exp();
+    std::this_thread::sleep_for(milliseconds(50));  // x's write is running
+    return c.sum();
+  };
+  const auto ref = step(forward, {w}, nullptr);
+
+  detail::DiskTestHooks& hooks = detail::disk_test_hooks();
+  hooks.write_delay_ns = 300'000'000;
+  hooks.after_await_while_writing = +[] {
+    ++raced;
+    std::thread([] { racing->synchronize(); }).join();  // the write finishes, the host copy goes
+  };
+  OffloadOptions o = disk_options(dir.path(), Tier::Disk);
+  o.max_fwd_stash_size = 1;  // each save leaves the window at the next: backward reloads it
+  o.prefetch = 0;            // on demand, at its unpack (a prefetch decides under the lock)
+  ActivationOffloader off(o);
+  racing = &off;
+  raced = 0;
+  const auto got = step(forward, {w}, &off);
+  hooks.after_await_while_writing = nullptr;
+  hooks.write_delay_ns = 0;
+  racing = nullptr;
+  EXPECT_GE(raced, 1) << "the test did not set the race up";
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(bitwise_equal(ref[i], got[i])) << i;
+  off.synchronize();
+  EXPECT_TRUE(off.resident().resting());
+  EXPECT_GE(off.stats().disk_reads, 1);
 }
 
 TEST(DiskTier, ObserversSeeDiskTrafficApartFromTheLink) {

@@ -424,9 +424,17 @@ void DiskTier::run(Worker& w) {
   }
 }
 
+DiskTestHooks& disk_test_hooks() {
+  static DiskTestHooks hooks;
+  return hooks;
+}
+
 int DiskTier::execute(IoJob& job) {
   const DiskFaults& faults = options_.debug_disk_faults;
   if (job.write) {
+    if (const int64_t delay = disk_test_hooks().write_delay_ns.load(std::memory_order_relaxed)) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(delay));
+    }
     const int64_t n = writes_.fetch_add(1) + 1;
     if (faults.fail_write == n) return faults.error;
     if (const int error = ensure_size(job.offset + job.length)) return error;

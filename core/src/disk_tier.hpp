@@ -114,6 +114,17 @@ struct IoJob {
 };
 using IoJobPtr = std::shared_ptr<IoJob>;
 
+// Tests only (tests/test_disk_tier.cpp), to make a race between threads happen on demand: each
+// write is held this long once running, and `after_await_while_writing` is called (on the
+// unpacking thread, no lock held) when a reload is about to go ahead from a host copy whose write
+// to the arena file is still running. Never set outside tests; the hot paths read one relaxed
+// atomic each.
+struct DiskTestHooks {
+  std::atomic<int64_t> write_delay_ns{0};
+  std::atomic<void (*)()> after_await_while_writing{nullptr};
+};
+DiskTestHooks& disk_test_hooks();
+
 class DiskTier {
  public:
   // Opens the arena file in options.disk_dir ($TMPDIR or /tmp when empty) and, with disk_min_gbps

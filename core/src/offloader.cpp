@@ -1152,7 +1152,6 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
   if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
     throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
   }
-  if (disk_) await_host_copy(slot);
   const Stream stream = backend_->current_stream();
   FencePtr wait_for;
   at::Tensor out;
@@ -1161,11 +1160,17 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
   int64_t check_offset = 0;
   Checksum expected;
   std::string went;
-  {
+  for (bool taken = false; !taken;) {
+    if (disk_) await_host_copy(slot);
     Lock lock(*this);
     report_completions();
     collect_pending();
     Entry& e = *slot.entry_;
+    // await_host_copy found a copy to go on from and let go of the lock: meanwhile a write of the
+    // host copy that was running may have finished, and another thread's pump freed the host copy
+    // for the one on disk. Then the copy is read back first (never a reload from freed memory).
+    if (disk_ && !e.device && !e.in_fwd_stash && !host_ready(e)) continue;
+    taken = true;
     trl_release_key(e.trl_key, e.id.value);
     UnpackSource source;
     if (e.device) {
@@ -1565,6 +1570,7 @@ void Context::wait_for_spills(uint64_t generation) {
 void Context::await_host_copy(Slot& slot) {
   for (;;) {
     IoJobPtr job;
+    bool writing = false;
     {
       Lock lock(*this);
       disk_->pump();
@@ -1587,8 +1593,15 @@ void Context::await_host_copy(Slot& slot) {
       const bool ready = e.device || e.in_fwd_stash || host_ready(e);
       if (!ready && !e.io) disk_->start_read(e, /*ahead=*/false);  // first in the reader's queue
       disk_->read_ahead_before(e);
-      if (ready) return;
-      job = e.io;
+      writing = ready && !e.device && !e.in_fwd_stash && e.io && e.io->write;
+      if (!ready) job = e.io;
+    }
+    if (!job) {
+      if (writing) [[unlikely]] {
+        if (auto hook = disk_test_hooks().after_await_while_writing.load(std::memory_order_relaxed))
+          hook();
+      }
+      return;
     }
     const int64_t begin = now_ns();
     {
