@@ -221,5 +221,32 @@ TEST_F(Emulator, AnAllocationThatWouldFailAsksReclaimersFirst) {
   }
 }
 
+// CUDA runs its free-memory callbacks inside the short device's allocator lock: only that device's
+// offloaders may be asked, or a callback on each of two GPUs could wait for the other's lock (see
+// pressure.hpp). Asked for device 1, the reclaimers of device 1 and of any device give back; that
+// of device 0 is not called. Before, every reclaimer was asked whatever the device.
+TEST_F(Emulator, ReclaimersAreAskedForTheShortDevicesMemoryOnly) {
+  struct Counting : Reclaimer {
+    explicit Counting(int d) : d_(d) {}
+    int64_t reclaim_device_memory() noexcept override {
+      ++asked;
+      return 1;
+    }
+    int device() const noexcept override { return d_; }
+    int asked = 0;
+    int d_;
+  };
+  auto zero = std::make_shared<Counting>(0);
+  auto one = std::make_shared<Counting>(1);
+  auto any = std::make_shared<Counting>(kAnyDevice);
+  for (const auto& r : {zero, one, any}) register_reclaimer(r);
+  EXPECT_EQ(reclaim_device_memory(1), 2);
+  EXPECT_EQ(zero->asked, 0);
+  EXPECT_EQ(one->asked, 1);
+  EXPECT_EQ(any->asked, 1);
+  EXPECT_EQ(reclaim_device_memory(kAnyDevice), 3);  // host-sim's allocator: every one
+  EXPECT_EQ(zero->asked, 1);
+}
+
 }  // namespace
 }  // namespace offtune::detail

@@ -70,6 +70,10 @@ class Backend {
   // On this backend's device (cuda: the offloader's GPU; host-sim: always).
   virtual bool on_this_device(const at::Tensor& t) const = 0;
   virtual std::string device_name() const = 0;
+  // The device's index (cuda), or kAnyDevice for host-sim's single emulated device.
+  virtual int device_index() const { return -1; }
+  // Whether the compute stream is being captured into a CUDA graph now (host-sim: never).
+  virtual bool capturing() const { return false; }
 
   virtual Stream current_stream() const = 0;
   virtual Stream copy_stream() const = 0;

@@ -240,6 +240,12 @@ class CudaBackend final : public Backend {
   bool is_device_tensor(const at::Tensor& t) const override { return t.device().is_cuda(); }
   bool on_this_device(const at::Tensor& t) const override { return t.device().index() == device_; }
   std::string device_name() const override { return "cuda:" + std::to_string(device_); }
+  int device_index() const override { return device_; }
+  bool capturing() const override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    OFFTUNE_CUDA_CHECK(cudaStreamIsCapturing(compute_stream().stream(), &status));
+    return status != cudaStreamCaptureStatusNone;
+  }
 
   Stream current_stream() const override { return compute_stream().unwrap(); }
   Stream copy_stream() const override { return copy_stream_.unwrap(); }
@@ -341,7 +347,9 @@ class ReclaimPrefetches final : public c10::FreeMemoryCallback {
  public:
   bool Execute() override {
     if (!under_pressure()) return false;
-    return reclaim_device_memory() > 0;
+    // The allocator runs this for the device it allocates on, which is current then: only that
+    // device's offloaders are asked (pressure.hpp says why: no other device's lock is taken).
+    return reclaim_device_memory(c10::cuda::current_device()) > 0;
   }
 
  private:

@@ -49,6 +49,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <iostream>
@@ -250,6 +251,7 @@ class Context : public std::enable_shared_from_this<Context>,
   }
   void end_of_backward(int task);
   int64_t reclaim_device_memory() noexcept override;
+  int device() const noexcept override { return backend_->device_index(); }
 
  private:
   friend class Slot;
@@ -762,7 +764,25 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
 // storage and geometry (rebuilt at unpack) when it is an ordinary one, else detached. A frozen
 // weight's device copy (layer offloading) is kept as a reference: backward gets it back from its
 // source, so that the graph does not hold every block's weights from forward to backward.
+namespace {
+// torchrun starts one process per GPU and says so in the environment: there, an offloader that took
+// the current device when it was made (device_index -1), before torch.cuda.set_device(local_rank)
+// or with the model on cuda:{rank} without it, would keep every tensor of every rank but 0.
+bool under_torchrun() {
+  static const bool yes =
+      std::getenv("LOCAL_RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
+  return yes;
+}
+}  // namespace
+
 void Context::keep_special(Slot& slot, const at::Tensor& t, KeepReason reason) {
+  if (reason == KeepReason::OtherDevice && options_.device_index < 0 && under_torchrun()) {
+    throw EngineError("offtune: a tensor on " + t.device().str() +
+                      " was saved under an offloader for " + backend_->device_name() +
+                      ", the device that was current when it was made (device_index not given); "
+                      "under torchrun this rank would offload nothing. Make the offloader after "
+                      "torch.cuda.set_device(local_rank), or give it device_index=local_rank");
+  }
   std::shared_ptr<WeightSource> source;
   int64_t weight_key = 0;
   if (reason == KeepReason::RegisteredStorage && plain_tensor(t)) {
@@ -789,7 +809,23 @@ void Context::keep_special(Slot& slot, const at::Tensor& t, KeepReason reason) {
   }
 }
 
+namespace {
+// A copy to or from host memory cannot be part of a CUDA graph (a captured copy would replay into
+// memory the engine has since given back), and the copy stream must never be pulled into a
+// capture: refused before anything is issued or allocated.
+[[noreturn]] void refuse_capture(const char* what) {
+  throw EngineError(
+      std::string("offtune: a saved tensor was ") + what +
+      " while a CUDA graph is being captured (torch.cuda.graph, or torch.compile with "
+      "mode=\"reduce-overhead\"): offloading copies cannot be captured. Keep the captured region "
+      "out of offloading (offtune.no_offload() around it, or no offload scope), or offload outside "
+      "the graph");
+}
+}  // namespace
+
 void Context::pack_offload(Slot& slot, const at::Tensor& t, int64_t lo, int64_t hi, PackEvent& ev) {
+  if (backend_->capturing()) [[unlikely]]
+    refuse_capture("to be offloaded");
   WindowWaits waits;
   Stream stream = Stream(Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
   // Outside the lock: on cuda it runs torch ops, whose allocations may reclaim (taking the lock).
@@ -1152,6 +1188,8 @@ at::Tensor Context::unpack_offloaded(Slot& slot) {
   if (const uint32_t now = r.version.current_version(); now != slot.saved_version_) {
     throw_modified_in_place(describe(r.dtype, r.device, r.sizes), now, slot.saved_version_);
   }
+  if (backend_->capturing()) [[unlikely]]
+    refuse_capture("to be brought back from host memory");
   const Stream stream = backend_->current_stream();
   FencePtr wait_for;
   at::Tensor out;

@@ -26,14 +26,19 @@ void register_reclaimer(const std::weak_ptr<Reclaimer>& reclaimer) {
   list.push_back(reclaimer);
 }
 
-int64_t reclaim_device_memory() noexcept {
+int64_t reclaim_device_memory(int device) noexcept {
   if (t_no_reclaim > 0) return 0;
   std::vector<std::shared_ptr<Reclaimer>> live;
-  {
+  try {
     std::lock_guard<std::mutex> lock(g_mutex);
     for (const auto& weak : reclaimers()) {
-      if (auto r = weak.lock()) live.push_back(std::move(r));
+      auto r = weak.lock();
+      if (!r) continue;
+      const int own = r->device();
+      if (device == kAnyDevice || own == kAnyDevice || own == device) live.push_back(std::move(r));
     }
+  } catch (...) {
+    return 0;  // no memory for the list: nothing reclaimed, the allocator goes on as without
   }
   // Called without the registry's lock: a reclaimer frees memory, which may re-enter an allocator.
   int64_t freed = 0;

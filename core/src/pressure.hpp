@@ -10,18 +10,33 @@
 
 namespace offtune::detail {
 
+// A device index that stands for every device: host-sim's one emulated device, a reclaimer that
+// holds memory of no particular device, a caller that does not know which device is short.
+inline constexpr int kAnyDevice = -1;
+
 class Reclaimer {
  public:
   virtual ~Reclaimer() = default;
   // Gives back what can be given back now without blocking; returns the bytes freed. Never throws.
   virtual int64_t reclaim_device_memory() noexcept = 0;
+  // The device whose memory it gives back (kAnyDevice: host-sim, or any).
+  virtual int device() const noexcept { return kAnyDevice; }
 };
 
 // Registered for as long as the reclaimer lives.
 void register_reclaimer(const std::weak_ptr<Reclaimer>& reclaimer);
 
-// Asks every live reclaimer; returns the bytes freed. Returns 0 at once inside a NoReclaimScope.
-int64_t reclaim_device_memory() noexcept;
+// Asks every live reclaimer of `device` (and those of kAnyDevice; every one for kAnyDevice);
+// returns the bytes freed. Returns 0 at once inside a NoReclaimScope.
+//
+// Why only the short device's: CUDA's caching allocator calls its free-memory callbacks while it
+// holds that device's (recursive) lock, and a reclaimer frees memory through the allocator of the
+// memory's own device (the free, and record_stream, take that device's lock). Asked for every
+// device, a callback on device 0 would wait for device 1's lock while a callback on device 1 waits
+// for device 0's: two GPUs in one process could deadlock. Asked for its own device only, a thread
+// inside one device's allocator takes no other device's allocator lock (and the engines' locks
+// are only tried, never waited for), so no two callbacks can wait on each other.
+int64_t reclaim_device_memory(int device = kAnyDevice) noexcept;
 
 // What "real pressure" means where the allocator does not say how much it needs (CUDA's free-memory
 // callback runs at every cache miss, with no size): the driver's free memory is below this margin.

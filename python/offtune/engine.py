@@ -91,10 +91,14 @@ class Offloader:
 
     def __init__(self, **options):
         self._options = dict(options)
+        self._device: Optional[int] = None  # the CUDA device taken as current, when not given
         if options.get("offload") is False:
             self._engine = None
             return
         self._engine = _offtune.ActivationOffloader(options)
+        given = options.get("device_index")
+        if self._engine.backend() == "cuda" and (given is None or given == -1):
+            self._device = torch.cuda.current_device()
 
     @classmethod
     def _borrow(cls, engine: Any, options: Dict[str, object]) -> "Offloader":
@@ -103,6 +107,7 @@ class Offloader:
         off = cls.__new__(cls)
         off._options = dict(options)
         off._engine = engine
+        off._device = None
         return off
 
     @property
@@ -142,7 +147,17 @@ class Offloader:
         """
         engine = self._engine
         make = None if engine is None else (lambda: (engine.forward().pack, _offtune.unpack))
-        return _Hooks(make, on_enter=lambda: _child.on_forward(self))
+        return _Hooks(make, on_enter=self._on_enter)
+
+    def _on_enter(self) -> None:
+        if self._device is not None and torch.cuda.current_device() != self._device:
+            # Made before torch.cuda.set_device(local_rank) (torchrun): every tensor of this rank
+            # would be kept on its device.
+            raise InputError(
+                f"offtune: this offloader was made for cuda:{self._device}, the current device "
+                f"then, but cuda:{torch.cuda.current_device()} is current now: make it after "
+                "torch.cuda.set_device(local_rank), or give it device_index")
+        _child.on_forward(self)
 
     no_offload = staticmethod(no_offload)
 

@@ -86,6 +86,14 @@ def _exclude(module: nn.Module, region: _Hooks) -> None:
     module.register_forward_hook(leave, always_call=True)
 
 
+def _model_cuda_device(model: nn.Module):
+    """The index of the one CUDA device all of the model's parameters are on, else None (on the
+    CPU, or spread over several devices: then the engine takes the current device, and keeps the
+    tensors of the others on their devices)."""
+    devices = {p.device.index for p in model.parameters() if p.device.type == "cuda"}
+    return devices.pop() if len(devices) == 1 else None
+
+
 def _keep_fsdp_unsharded_parameters(model: nn.Module, offloader: Offloader) -> None:
     """FSDP2 (fully_shard): the parameters a forward uses are unsharded copies that exist only
     from the module's pre-forward on, and FSDP frees their memory after it with
@@ -128,6 +136,12 @@ def get_act_offloading_ctx_manager(
     )
     point = _child.point()
     _child.set_model(model)
+    device = _model_cuda_device(model)
+    if device is not None and "device_index" not in options:
+        # The model's device, not whichever was current when this was called: under torchrun a
+        # model on cuda:{rank} without torch.cuda.set_device would otherwise offload nothing on
+        # every rank but 0.
+        options["device_index"] = device
     if _child.is_baseline(point):
         return ActivationOffloadingContext(Offloader(offload=False), [])
     if point is not None:

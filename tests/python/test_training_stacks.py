@@ -151,3 +151,47 @@ def test_torch_compile_under_the_drop_in_and_a_scope_gives_the_compiled_runs_gra
             assert_bitwise_equal(a, b, f"tensor {i}")
         engine.synchronize()
         assert engine.stats()["offloaded"] > 0
+
+
+@pytest.mark.skipif(BACKEND != "cuda", reason="CUDA graphs need a GPU")
+def test_a_cuda_graph_capture_under_a_scope_is_refused_in_one_clear_error():
+    # Nothing checked stream capture: a pack during capture issued copies and pinned memory into
+    # the graph.
+    net = Net().to(DEVICE)
+    x = torch.randn(32, 64, device=DEVICE, requires_grad=True)
+    off = offtune.Offloader(backend="cuda", min_offload_size=0)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        net(x)  # warm-up outside the capture, as torch.cuda.graph asks
+        with pytest.raises(offtune.EngineFault, match="CUDA graph is being captured"):
+            with torch.cuda.graph(graph, stream=stream), off.scope():
+                net(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    off.synchronize()
+    assert off.stats()["offloaded"] == 0
+
+
+@pytest.mark.skipif(BACKEND != "cuda" or torch.cuda.device_count() < 2,
+                    reason="needs two GPUs")
+def test_the_device_follows_the_model_or_a_stale_current_device_is_refused():
+    # Before: an offloader made before torch.cuda.set_device(local_rank), or a drop-in for a model
+    # on cuda:1 made while cuda:0 was current, offloaded nothing on cuda:1, with one warning.
+    net = Net().to("cuda:1")
+    x = torch.randn(32, 64, device="cuda:1")
+    drop_in = offtune.get_act_offloading_ctx_manager(net, min_offload_size=0)
+    with drop_in:
+        loss = net(x)
+    loss.backward()
+    drop_in.offloader.synchronize()
+    assert drop_in.offloader.stats()["offloaded"] > 0
+    torch.cuda.set_device(0)
+    off = offtune.Offloader(backend="cuda", min_offload_size=0)
+    torch.cuda.set_device(1)
+    try:
+        with pytest.raises(offtune.InputError, match="made for cuda:0"):
+            with off.scope():
+                pass
+    finally:
+        torch.cuda.set_device(0)
