@@ -836,6 +836,65 @@ TEST_F(CommandLine, ShardAutoTakesTheShardFromTheScheduler) {
   ::unsetenv("JOB_COMPLETION_INDEX");
 }
 
+// What a scheduler's task log shows of a sharded sweep under --quiet: one line, the shard and what
+// it measured (before: nothing at all); a whole sweep under --quiet prints nothing.
+TEST_F(CommandLine, AShardUnderQuietSaysInOneLineWhatItMeasured) {
+  const Args grid = words(
+      "--batch 1 --seq 16 --steps 1 --warmup 0 --min-offload-size 1MiB --max-fwd-stash-size 1,2 "
+      "--link none --quiet");
+  const auto sweep = [&](const std::string& shard) {
+    Args args = {"sweep", "--db", "quiet.db", "--shard", shard};
+    args.insert(args.end(), grid.begin(), grid.end());
+    return offtune(args);
+  };
+  const Outcome first = sweep("2/2");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.out,
+            "shard 2/2: sweep 1: ran 1, skipped 0 (already measured), ok 1, failed 0, "
+            "out of memory 0\n");
+  EXPECT_EQ(first.err, "");
+  const Outcome resumed = sweep("2/2");  // a task run again by the scheduler
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(resumed.out,
+            "shard 2/2: sweep 1: ran 0, skipped 1 (already measured), ok 0, failed "
+            "0, out of memory 0\n");
+  const Outcome whole = sweep("1/1");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.out, "");
+}
+
+// `report --sweep N --json` is JSON (before: the text table), and a script sweep's workload is its
+// command in the listing (before: "script b0 s0 ,").
+TEST_F(CommandLine, ReportOfASweepInJsonAndAScriptSweepsWorkload) {
+  const Args grid = words(
+      "--batch 1 --seq 16 --steps 1 --warmup 0 --min-offload-size 1MiB --max-fwd-stash-size 1 "
+      "--link none --quiet");
+  Args args = {"sweep", "--db", "report.db"};
+  args.insert(args.end(), grid.begin(), grid.end());
+  ASSERT_EQ(offtune(args).code, 0);
+  const Outcome points = offtune({"report", "--db", "report.db", "--sweep", "1", "--json"});
+  ASSERT_EQ(points.code, 0) << points.err;
+  const auto j = nlohmann::json::parse(points.out);
+  EXPECT_EQ(j["sweep"]["id"], 1);
+  ASSERT_EQ(j["points"].size(), 2u);
+  EXPECT_EQ(j["points"][0]["status"], "ok");
+  EXPECT_EQ(j["points"][1]["config"]["min_offload_size"], 1 << 20);
+
+  const Outcome script =
+      offtune({"sweep", "--db", "report.db", "--script", "exit 0", "--min-offload-size", "1MiB",
+               "--max-fwd-stash-size", "1", "--quiet"});
+  EXPECT_EQ(script.code, 1) << script.err;  // the command records nothing: its points fail
+  const Outcome listing = offtune({"report", "--db", "report.db"});
+  ASSERT_EQ(listing.code, 0) << listing.err;
+  EXPECT_NE(listing.out.find("sweep 2 '"), std::string::npos) << listing.out;
+  EXPECT_NE(listing.out.find(": script 'exit 0'"), std::string::npos) << listing.out;
+  EXPECT_EQ(listing.out.find(" b0 s0"), std::string::npos) << listing.out;
+  const auto listed =
+      nlohmann::json::parse(offtune({"report", "--db", "report.db", "--json"}).out)["sweeps"];
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[1]["script"], "exit 0");
+}
+
 // The same sweep under another name resumes the first, and says so (before: silently).
 TEST_F(CommandLine, ASweepRunAgainUnderAnotherNameSaysWhichItResumed) {
   const Outcome o = offtune(fixture_sweep({"--name", "other"}));

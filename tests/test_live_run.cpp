@@ -8,14 +8,19 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <vector>
 
 #include "offtune/cli/command_line.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/export.hpp"
 #include "offtune/profiler/store.hpp"
 #include "temp_dir.hpp"
 
@@ -516,6 +521,45 @@ TEST_F(LiveRunTest, ARunToldWhereStepsBeginMeasuresOnlyBetweenBeginAndEnd) {
   EXPECT_EQ(rec.status, RunStatus::Ok) << rec.error;
   EXPECT_EQ(run.steps_begun(), 2);
   EXPECT_EQ(store->steps(rec.id).size(), 2u);
+}
+
+// A loop that gives no loss (a script under a sweep, record() without one) records none: NaN in
+// the summary, a NULL in the store, a blank in the points CSV. Before: 0, which reads as a loss.
+TEST_F(LiveRunTest, AStepWithoutALossRecordsNoLossNotZero) {
+  auto store = std::shared_ptr<Store>(open_sqlite_store((dir_.path() / "loss.db").string()));
+  Loop loop;
+  LiveRun run(store, spec_for("noloss", baseline(), 0));
+  for (int i = 0; i < 3; ++i) {
+    loop.step(nullptr);
+    run.step();  // no loss given
+  }
+  const auto& rec = run.finish();
+  ASSERT_EQ(rec.status, RunStatus::Ok) << rec.error;
+  EXPECT_TRUE(std::isnan(rec.summary.final_loss));
+  const auto stored = store->run(rec.id);
+  ASSERT_TRUE(stored);
+  EXPECT_TRUE(std::isnan(stored->summary.final_loss));
+  for (const auto& s : store->steps(rec.id)) EXPECT_TRUE(std::isnan(s.loss));
+  const auto sweeps = store->sweeps();
+  ASSERT_EQ(sweeps.size(), 1u);
+  const std::string csv = (dir_.path() / "points.csv").string();
+  export_points_csv(*store, sweeps.front().id, csv);
+  std::ifstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  auto split = [](std::string line) {  // no field before final_loss is quoted here
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<std::string> out;
+    std::stringstream fields(line);
+    for (std::string f; std::getline(fields, f, ',');) out.push_back(f);
+    if (!line.empty() && line.back() == ',') out.emplace_back();
+    return out;
+  };
+  const auto names = split(header), values = split(row);
+  const auto column = std::find(names.begin(), names.end(), "final_loss") - names.begin();
+  ASSERT_LT(static_cast<size_t>(column), values.size()) << header << "\n" << row;
+  EXPECT_EQ(values[static_cast<size_t>(column)], "") << row;
 }
 
 TEST(LiveRunConfig, AnOffloadersOptionsAreTheConfigARunRecords) {

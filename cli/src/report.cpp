@@ -33,6 +33,13 @@ class ReportCommand final : public StoreCommand {
     if (id >= 0) {
       auto sweep = store->sweep(pf::SweepId(id));
       if (!sweep) throw UsageError("no sweep " + std::to_string(id) + " in " + common_.db);
+      if (common_.json) {
+        json pts = json::array();
+        for (const auto& p : store->points(sweep->id)) pts.push_back(pf::to_json(p));
+        std::cout << json{{"sweep", sweep_json(*sweep, pts.size())}, {"points", pts}}.dump(2)
+                  << "\n";
+        return kOk;
+      }
       if (!common_.quiet) print_points(store->points(sweep->id));
       return kOk;
     }
@@ -65,12 +72,7 @@ class ReportCommand final : public StoreCommand {
     };
     if (common_.json) {
       json js = json::array(), jr = json::array();
-      for (const auto& s : sweeps) {
-        js.push_back({{"id", s.id.value},
-                      {"name", s.name},
-                      {"model", s.workload.model},
-                      {"points", store->points(s.id).size()}});
-      }
+      for (const auto& s : sweeps) js.push_back(sweep_json(s, store->points(s.id).size()));
       for (const auto& r : runs) {
         json row{{"id", r.id.value}, {"status", pf::to_string(r.status)},
                  {"label", r.label}, {"summary", pf::to_json(r.summary)},
@@ -85,8 +87,7 @@ class ReportCommand final : public StoreCommand {
     std::cout << sweeps.size() << " sweep(s), " << all_runs.size() << " run(s) in " << common_.db
               << "\n";
     for (const auto& s : sweeps) {
-      std::cout << "sweep " << s.id.value << " '" << s.name << "': " << s.workload.model << " b"
-                << s.workload.batch << " s" << s.workload.seq << " " << s.workload.dtype
+      std::cout << "sweep " << s.id.value << " '" << s.name << "': " << workload_text(s)
                 << identity_notes(s) << ", " << store->points(s.id).size() << " points\n";
     }
     for (const auto& r : runs) {
@@ -110,6 +111,32 @@ class ReportCommand final : public StoreCommand {
   }
 
  private:
+  static json sweep_json(const pf::SweepRecord& s, size_t points) {
+    json out{{"id", s.id.value}, {"name", s.name}, {"model", s.workload.model}, {"points", points}};
+    if (const std::string script = script_of(s); !script.empty()) out["script"] = script;
+    return out;
+  }
+
+  // The command of a script sweep (from its key), else empty.
+  static std::string script_of(const pf::SweepRecord& s) {
+    const json key = json::parse(s.key, nullptr, /*allow_exceptions=*/false);
+    if (!key.is_object()) return "";
+    const auto it = key.find("script");
+    return it != key.end() && it->is_string() ? it->get<std::string>() : "";
+  }
+
+  // "gpt-small b4 s512 bf16"; a script sweep's workload is its command (the script chooses the
+  // model, batch and shapes, which the sweep does not know): "script 'python train.py'".
+  static std::string workload_text(const pf::SweepRecord& s) {
+    if (const std::string script = script_of(s); !script.empty()) return "script '" + script + "'";
+    const pf::Workload& w = s.workload;
+    std::string out = w.model;
+    if (w.batch > 0) out += " b" + std::to_string(w.batch);
+    if (w.seq > 0) out += " s" + std::to_string(w.seq);
+    if (!w.dtype.empty()) out += " " + w.dtype;
+    return out;
+  }
+
   // What else tells two sweeps of one workload apart, from the sweep's key (the backend, and the
   // device model and capacity when set): ", host-sim modelling NVIDIA H100 ..., capacity 2 GiB".
   static std::string identity_notes(const pf::SweepRecord& s) {

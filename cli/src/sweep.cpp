@@ -131,7 +131,14 @@ class SweepCommand final : public StoreCommand {
                         {"db", common_.db}}
                        .dump(2)
                 << "\n";
-    } else if (!common_.quiet) {
+    } else if (common_.quiet) {
+      // One line per shard even so: a scheduler's task log then says what the task measured and
+      // whether it resumed (skipped: measured before), and nothing else.
+      if (prepared.spec.shard.count > 1) {
+        std::cout << "shard " << prepared.spec.shard.index << "/" << prepared.spec.shard.count
+                  << ": " << requests::sweep_summary(outcome, request_.repeat) << "\n";
+      }
+    } else {
       // The name is not part of a sweep's identity: the same sweep under another name resumes it.
       if (const auto found = store->sweep(outcome.sweep); found && found->name != request_.name) {
         std::cout << "note: this is sweep " << outcome.sweep.value << " '" << found->name

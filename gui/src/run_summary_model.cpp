@@ -68,7 +68,9 @@ void RunSummaryModel::setRun(RunDataPtr run) {
          QString::number(static_cast<double>(s.exposed_copy_ns) / 1e6, 'f', 3) +
              QStringLiteral(" ms")},
         {QStringLiteral("pageable copies per step"), QString::number(s.pageable_copies)},
-        {QStringLiteral("final loss"), QString::number(s.final_loss, 'g', 6)},
+        {QStringLiteral("final loss"), std::isfinite(s.final_loss)
+                                           ? QString::number(s.final_loss, 'g', 6)
+                                           : QStringLiteral("not given")},
         {QStringLiteral("timeline events"), QString::number(run->events.size())},
     };
     if (!r.error.empty()) rows_.emplace_back(QStringLiteral("error"), qs(r.error));

@@ -238,7 +238,7 @@ void LiveRun::end_step(double loss) {
   if (!st.phases_marked) st.recorder->mark_busy(st.begin_ns, end);
   st.recorder->sample_device_bytes(end, mem.allocated);
   steps_.push_back(detail::step_record(*st.recorder, record_.id, st.index, st.begin_ns, end, mem,
-                                       offloaded, reloaded, std::isnan(loss) ? 0.0 : loss));
+                                       offloaded, reloaded, loss));  // NaN: not given
   step_ms_.push_back(static_cast<double>(end - st.begin_ns) / 1e6);
 }
 

@@ -103,7 +103,8 @@ class LiveRun {
   void detach(ActivationOffloader& offloader);
 
   void begin_step();  // std::logic_error when a step is open
-  // Ends the open step (std::logic_error when none is); `loss` (NaN: not known, recorded as 0).
+  // Ends the open step (std::logic_error when none is); `loss` (NaN: not known, recorded as
+  // such: a NULL in the store, a blank in the CSV, never a loss of 0).
   void end_step(double loss = std::numeric_limits<double>::quiet_NaN());
   // Ends the open step, if any, and begins the next.
   void step(double loss = std::numeric_limits<double>::quiet_NaN());
