@@ -14,6 +14,7 @@
 #include "alloc_model.hpp"
 #include "backend.hpp"
 #include "host_sim_internal.hpp"
+#include "offtune/device_model.hpp"
 #include "offtune/host_sim.hpp"
 #include "pressure.hpp"
 
@@ -219,6 +220,38 @@ TEST_F(Emulator, AnAllocationThatWouldFailAsksReclaimersFirst) {
     NoReclaimScope no;  // a prefetch's own allocation fails instead
     EXPECT_THROW(block(n, own, 3), c10::OutOfMemoryError);
   }
+}
+
+// --device-capacity is the device's memory, as on a GPU: the CUDA context (the device model's
+// context_bytes, 512 MiB for an H100) takes its share outside the allocator, whichever of the two
+// is set first. A 600 MiB device under h100-sxm leaves the allocator 88 MiB: 100 MiB is refused.
+// Before, the allocator had all 600 MiB and the allocation fit.
+TEST_F(Emulator, TheDevicesCapacityLessTheContextIsWhatTheAllocatorHas) {
+  host_sim::install();
+  constexpr int64_t MiB = 1 << 20;
+  const DeviceModel h100 = device_model_named("h100-sxm");
+  ASSERT_EQ(h100.context_bytes, 512 * MiB);
+  struct Guard {
+    ~Guard() {
+      host_sim::set_device_model(nullptr);
+      host_sim::set_capacity(0);
+    }
+  } guard;
+  host_sim::empty_cache();
+  const StreamId own = host_sim::new_stream();
+  host_sim::set_capacity(host_sim::counters().modelled_reserved + 600 * MiB);
+  { c10::Storage fits = block(100 * MiB, own, 1); }  // no device model: no context
+  host_sim::empty_cache();
+  host_sim::set_device_model(&h100);
+  EXPECT_THROW(block(100 * MiB, own, 2), c10::OutOfMemoryError);
+  { c10::Storage small = block(64 * MiB, own, 3); }  // 88 MiB are there
+  host_sim::empty_cache();
+  // The other order: the device model first, then the capacity.
+  host_sim::set_capacity(0);
+  host_sim::set_capacity(host_sim::counters().modelled_reserved + 600 * MiB);
+  EXPECT_THROW(block(100 * MiB, own, 4), c10::OutOfMemoryError);
+  EXPECT_EQ(host_sim::capacity(), host_sim::counters().modelled_reserved + 600 * MiB)
+      << "capacity() is the device's, as given";
 }
 
 // CUDA runs its free-memory callbacks inside the short device's allocator lock: only that device's

@@ -513,8 +513,7 @@ void reset_peak() {
 
 void set_capacity(int64_t bytes) {
   g_capacity.store(bytes > 0 ? bytes : 0);
-  std::lock_guard<std::mutex> lock(g_model_mutex);
-  alloc_model().set_capacity(bytes);
+  detail::sim::apply_capacity();
 }
 int64_t capacity() { return g_capacity.load(); }
 
@@ -571,6 +570,19 @@ int64_t default_threads(int64_t requested, bool host_sim) {
 namespace offtune::detail::sim {
 
 using host_sim::g_check;
+
+void apply_capacity() {
+  const int64_t device = host_sim::g_capacity.load();
+  int64_t allocator = device;  // 0: unlimited
+  if (device > 0) {
+    if (const DeviceModel* model = host_sim::device_model()) {
+      // A device smaller than its context has no room at all (not an unlimited one).
+      allocator = std::max<int64_t>(1, device - model->context_bytes);
+    }
+  }
+  std::lock_guard<std::mutex> lock(host_sim::g_model_mutex);
+  host_sim::alloc_model().set_capacity(allocator);
+}
 using host_sim::g_check_mutex;
 
 CopyStream& new_copy_stream() {

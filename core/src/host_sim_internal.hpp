@@ -33,6 +33,11 @@ CopyStream& new_copy_stream();
 // Whether `storage` is a block of host-sim's device allocator.
 bool is_device_block(const c10::Storage& storage);
 
+// Gives the allocator model the device's capacity less what the CUDA context takes outside the
+// allocator (the device model's context_bytes), as a GPU has: set_capacity and set_device_model
+// both call it, in whichever order a front end sets them.
+void apply_capacity();
+
 // A copy was issued on `cs` with number `seq`; it reads (D2H) or writes (H2D) `device`.
 void note_copy(const c10::Storage& device, CopyStream& cs, uint64_t seq, bool writes_device);
 // The copy `seq` ran. Blocks whose free waited for it are released.

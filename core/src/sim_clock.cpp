@@ -158,12 +158,14 @@ void set_device_model(const DeviceModel* model) {
     detail::set_op_listener(nullptr);
     sim::g_model.store(nullptr, std::memory_order_release);
     clear_blas_workspaces();
+    sim::apply_capacity();
     return;
   }
   model->validate();
   // Leaked: device_model()'s pointer stays valid for the life of the process.
   sim::g_model.store(new DeviceModel(*model), std::memory_order_release);
   clear_blas_workspaces();
+  sim::apply_capacity();  // the context is outside the allocator: less room in it
   detail::set_op_listener(&sim::timer());
 }
 
