@@ -134,6 +134,56 @@ TEST(Recommend, PointsThatOffloadNothingGiveTheNoiseFigure) {
   EXPECT_EQ(noise_figure(pts).points, 0);
 }
 
+// A clock-timed sweep on a loaded machine: an offloading point measured faster than the baseline
+// beyond noise (and beyond what the points doing the baseline's work measured) is not a result.
+// It is left out, and the rationale says so first. Before: it was chosen, "x0.40 the baseline".
+TEST(Recommend, AnOffloadingPointFasterThanTheBaselineBeyondNoiseIsLeftOut) {
+  const auto ok = PointStatus::Ok;
+  std::vector<PointRecord> pts{point(0, false, 100, 1000, ok, 2),  // baseline [98..102]
+                               point(1, true, 40, 300, ok, 2),     // offloads, [38..42]
+                               point(2, true, 110, 500, ok, 2),    // offloads
+                               point(3, true, 95, 1000, ok, 2)};   // moves nothing: the noise
+  pts[3].summary.offloaded_bytes = 0;
+  for (const Constraint& c : {Constraint{}, Constraint{600, std::nullopt}}) {
+    const auto r = recommend(pts, c);
+    ASSERT_TRUE(r.chosen) << r.rationale;
+    EXPECT_EQ(r.chosen->index, 2) << r.rationale;
+    EXPECT_EQ(
+        r.rationale.rfind("Noise first: point 1 offloads yet measured faster than the "
+                          "baseline beyond noise (x0.40 its step time), below the 0.95..x0.95 "
+                          "of the points that do the baseline's work.",
+                          0),
+        0u)
+        << r.rationale;
+    for (const auto& f : r.front) EXPECT_NE(f.index, 1);
+  }
+  // Within what the points doing the baseline's work measured: noise, not impossible.
+  pts[1] = point(1, true, 96, 300, ok, 0.5);  // x0.96, above 0.95
+  EXPECT_EQ(recommend(pts, {}).chosen->index, 1);
+  // A device model timed it (no clock noise): every time is what the model says.
+  const std::vector<PointRecord> modelled{point(0, false, 100, 1000), point(1, true, 40, 300)};
+  EXPECT_EQ(recommend(modelled, {}).chosen->index, 1);
+}
+
+// A chosen point whose thresholds moved no tensor (the baseline's peak) is no offloading in every
+// tool's terms. Before: "activation_offloading: true" with thresholds that move nothing.
+TEST(Recommend, AChosenPointThatMovedNothingIsNoOffloadingInItsSnippets) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(4, true, 100, 1000)};
+  pts[1].summary.offloaded_bytes = 0;
+  pts[1].config.min_offload_size = 1 << 30;
+  Constraint fastest_then_smallest{2000, std::nullopt};
+  const auto r = recommend(pts, fastest_then_smallest);
+  ASSERT_TRUE(r.chosen);
+  ASSERT_EQ(r.chosen->index, 0) << "equal: the lower index";
+  pts[0].status = PointStatus::Failed;  // only the point that moves nothing is left
+  const auto s = recommend(pts, fastest_then_smallest).snippets;
+  EXPECT_NE(s.cpp.find("moved no tensor in this workload"), std::string::npos) << s.cpp;
+  EXPECT_NE(s.cpp.find("No offloading"), std::string::npos) << s.cpp;
+  EXPECT_NE(s.trl.find("No offloading"), std::string::npos) << s.trl;
+  EXPECT_NE(s.axolotl.find("activation_offloading: false"), std::string::npos) << s.axolotl;
+  EXPECT_EQ(s.axolotl.find("activation_offloading: true"), std::string::npos) << s.axolotl;
+}
+
 TEST(Recommend, SnippetsCarryTheSettings) {
   EngineConfig c;
   c.min_offload_size = 65536;

@@ -1,6 +1,7 @@
 #include "offtune/profiler/recommend.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -19,6 +20,13 @@ bool dominates(const PointRecord& a, const PointRecord& b, MemoryFigure figure) 
   const int64_t mx = device_peak(x, figure), my = device_peak(y, figure);
   return x.step_ms_median <= y.step_ms_median && mx <= my &&
          (x.step_ms_median < y.step_ms_median || mx < my);
+}
+
+// "0.33": a ratio of step times.
+std::string fmt_ratio(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", ratio);
+  return buf;
 }
 
 std::string fmt_ms(double ms) {
@@ -360,6 +368,39 @@ std::string NoiseFigure::describe() const {
   return s.str();
 }
 
+namespace {
+
+// A point's snippets. One whose settings offload but moved no tensor here (its thresholds exceed
+// every saved tensor: the baseline's peak) is "no offloading" in every tool's terms: a snippet that
+// turns offloading on with thresholds that move nothing would only add the hooks' cost.
+Snippets snippets_for(const PointRecord& p) {
+  if (!p.config.offload || p.summary.offloaded_bytes != 0 || p.config.layer_offload != 0) {
+    return make_snippets(p.config);
+  }
+  EngineConfig none = p.config;
+  none.offload = false;
+  Snippets s = make_snippets(none);
+  const std::string why = " The chosen point (min_offload_size " +
+                          format_size(p.config.min_offload_size) +
+                          ") moved no tensor in this workload: it is no offloading.\n";
+  s.cpp = "//" + why + s.cpp;
+  s.trl = "#" + why + s.trl;
+  s.axolotl = "#" + why + s.axolotl;
+  return s;
+}
+
+// Whether an offloading point measured faster than the baseline beyond noise: its step-time
+// interval lies below the baseline's, and its ratio below what points doing the baseline's work
+// measured (the noise figure, when the sweep has one). Offloading only adds work (copies, hooks,
+// waits), so such a time measures the machine (load, clocks), not the settings.
+bool impossibly_fast(const PointRecord& p, const PointRecord& baseline, const NoiseFigure& noise) {
+  if (!p.config.offload || p.summary.offloaded_bytes == 0) return false;
+  if (!(p.summary.step_ms_ci_high < baseline.summary.step_ms_ci_low)) return false;
+  return noise.points == 0 || slowdown(p, baseline) < noise.min_ratio;
+}
+
+}  // namespace
+
 Recommendation recommend(const std::vector<PointRecord>& points, Constraint constraint) {
   if (constraint.memory_budget && constraint.max_slowdown) {
     throw std::invalid_argument("give either a memory budget or a maximum slowdown, not both");
@@ -402,6 +443,16 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     }
     ok.push_back(p);
   }
+  // Timed by a clock (not a device model): offloading points faster than the baseline beyond noise
+  // are left out, and the rationale says so first.
+  std::vector<PointRecord> impossible;
+  if (r.baseline && !r.noise.deterministic) {
+    std::erase_if(ok, [&](const PointRecord& p) {
+      if (!impossibly_fast(p, *r.baseline, r.noise)) return false;
+      impossible.push_back(p);
+      return true;
+    });
+  }
   for (const auto& p : ok) {
     bool dominated = false;
     for (const auto& q : ok) dominated = dominated || dominates(q, p, figure);
@@ -441,6 +492,27 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   std::vector<PointRecord> finalists;
   std::vector<PointRecord> allowed;  // the points that satisfy the constraint
   std::ostringstream why;
+  if (!impossible.empty()) {
+    double lo = slowdown(impossible.front(), *r.baseline), hi = lo;
+    std::string which;
+    for (const auto& p : impossible) {
+      lo = std::min(lo, slowdown(p, *r.baseline));
+      hi = std::max(hi, slowdown(p, *r.baseline));
+      which += (which.empty() ? "" : ", ") + std::to_string(p.index);
+    }
+    why << "Noise first: " << (impossible.size() == 1 ? "point " : "points ") << which
+        << (impossible.size() == 1 ? " offloads" : " offload")
+        << " yet measured faster than the baseline beyond noise (x" << fmt_ratio(lo)
+        << (impossible.size() > 1 ? "..x" + fmt_ratio(hi) : std::string()) << " its step time)";
+    if (r.noise.points > 0) {
+      why << ", below the " << fmt_ratio(r.noise.min_ratio) << "..x" << fmt_ratio(r.noise.max_ratio)
+          << " of the points that do the baseline's work";
+    }
+    why << ". Offloading only adds copies, so these times measure the machine (load, clocks), "
+           "not the settings: those points are left out, and the choice below rests on timings "
+           "as noisy; measure again on a quiet machine, with more --steps or --repeat, or under a "
+           "device model. ";
+  }
   if (constraint.memory_budget) {
     std::vector<PointRecord> fits;
     for (const auto& p : ok) {
@@ -537,7 +609,7 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     why << ".";
   }
   r.rationale = why.str();
-  if (r.chosen) r.snippets = make_snippets(r.chosen->config);
+  if (r.chosen) r.snippets = snippets_for(*r.chosen);
 
   // Semantics as an axis: each tool's snippet from the points measured under its own rules.
   const auto measured_under = [&](Semantics rules) {
@@ -569,8 +641,8 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
       return s.str();
     };
     r.snippets.cpp = from(r.offtune_choice, "//", "offtune's") +
-                     (r.offtune_choice ? make_snippets(r.offtune_choice->config).cpp : "");
-    const Snippets trl = r.trl_choice ? make_snippets(r.trl_choice->config) : Snippets{};
+                     (r.offtune_choice ? snippets_for(*r.offtune_choice).cpp : "");
+    const Snippets trl = r.trl_choice ? snippets_for(*r.trl_choice) : Snippets{};
     r.snippets.trl = from(r.trl_choice, "#", "TRL's") + trl.trl;
     r.snippets.axolotl = from(r.trl_choice, "#", "TRL's") + trl.axolotl;
   }
