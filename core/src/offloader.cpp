@@ -758,12 +758,6 @@ OFFTUNE_HOT void Context::pack_impl(Slot& slot, const at::Tensor& t) {
   }
 }
 
-// A kept tensor that is not kept as it is, or that needs a word. The tensor itself, as autograd
-// keeps a saved input, unless it may be an output saved by its own node: keeping it would close a
-// reference cycle (node -> slot -> tensor -> node) and leak the graph. Such a tensor is kept as its
-// storage and geometry (rebuilt at unpack) when it is an ordinary one, else detached. A frozen
-// weight's device copy (layer offloading) is kept as a reference: backward gets it back from its
-// source, so that the graph does not hold every block's weights from forward to backward.
 namespace {
 // torchrun starts one process per GPU and says so in the environment: there, an offloader that took
 // the current device when it was made (device_index -1), before torch.cuda.set_device(local_rank)
@@ -775,6 +769,12 @@ bool under_torchrun() {
 }
 }  // namespace
 
+// A kept tensor that is not kept as it is, or that needs a word. The tensor itself, as autograd
+// keeps a saved input, unless it may be an output saved by its own node: keeping it would close a
+// reference cycle (node -> slot -> tensor -> node) and leak the graph. Such a tensor is kept as its
+// storage and geometry (rebuilt at unpack) when it is an ordinary one, else detached. A frozen
+// weight's device copy (layer offloading) is kept as a reference: backward gets it back from its
+// source, so that the graph does not hold every block's weights from forward to backward.
 void Context::keep_special(Slot& slot, const at::Tensor& t, KeepReason reason) {
   if (reason == KeepReason::OtherDevice && options_.device_index < 0 && under_torchrun()) {
     throw EngineError("offtune: a tensor on " + t.device().str() +
@@ -1041,7 +1041,9 @@ uint64_t Context::trl_key_of_kept(const Slot& slot) {
 void Context::trl_release_kept_key(Slot& slot) noexcept {
   slot.trl_key_held_ = false;
   try {
-    Lock lock(*this);
+    // Also from a slot destroyed on a thread inside this engine (its lock held): never lock twice.
+    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    if (t_holding != this) lock.lock();
     if (slot.generation_ == trl_keys_generation_) {
       trl_release_key(trl_key_of_kept(slot), slot.id_.value);
     }
