@@ -477,7 +477,13 @@ TEST_F(CommandLine, CalibrateMeasuresTheCopyPathAndWritesALinkOnce) {
   const std::string link = j["link"];
   const Link parsed = parse_link(link);
   EXPECT_GT(parsed.model.pinned_gbps, 0.0);
-  EXPECT_LE(parsed.model.pinned_gbps, pcie4.pinned_gbps * 1.01) << link;
+  // At the largest size the fitted link is no faster than the model (the fit goes through the
+  // measured medians); its bandwidth alone may be, when a small copy's fixed cost is high.
+  int64_t largest = 0;
+  for (const auto& s : j["samples"]) largest = std::max(largest, s["bytes"].get<int64_t>());
+  EXPECT_GE(static_cast<double>(parsed.model.copy_ns(largest, true)),
+            0.97 * pcie4.copy_ns(largest, true))
+      << link;
   std::ifstream written("link.txt");
   std::string line;
   std::getline(written, line);

@@ -58,7 +58,12 @@ TEST(LinkProbe, HostSimCopiesTakeAtLeastTheLinkModelsTime) {
     EXPECT_GE(s.min_ns, o.link.copy_ns(s.bytes, s.pinned)) << s.bytes << " " << s.pinned;
     EXPECT_GE(s.median_ns, s.min_ns);
   }
-  EXPECT_LE(c.link().pinned_gbps, o.link.pinned_gbps * 1.01);
+  // The fit goes through the medians of the two sizes, each at least the model's time: at the
+  // largest size it says a copy takes at least what the model says (3% for the through-the-origin
+  // fallback). Its bandwidth alone may exceed the model's: a small copy's fixed cost on a loaded
+  // machine (the copy thread's wake-up) is a latency that flattens the slope.
+  const int64_t big = int64_t{1} << 20;
+  EXPECT_GE(static_cast<double>(c.link().copy_ns(big, true)), 0.97 * o.link.copy_ns(big, true));
   probe.repeats = 0;
   EXPECT_THROW(calibrate_link(o, probe), std::invalid_argument);
   probe.repeats = 1;
