@@ -360,7 +360,15 @@ TEST_F(Predict, ATraceSurvivesItsFileAndABadFileIsRefused) {
   const auto trace = pf::record_trace(*wi, w, base(LinkModel::pcie4()), like);
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/offtune-trace-test.json";
+  // Someone's file beside it, named as the old temporary was: left as it is (before: truncated).
+  std::ofstream(path + ".tmp") << "not offtune's";
   pf::save_trace(trace, path);
+  {
+    std::ifstream other(path + ".tmp");
+    std::string kept((std::istreambuf_iterator<char>(other)), {});
+    EXPECT_EQ(kept, "not offtune's");
+  }
+  std::remove((path + ".tmp").c_str());
   const auto back = pf::load_trace(path);
   EXPECT_EQ(back.events.size(), trace.events.size());
   EXPECT_EQ(back.source(), trace.source());

@@ -8,7 +8,12 @@
 //    "slots": [[id, reason, block, storage_bytes, span_lo, bytes, weight, item_bytes, version,
 //               generation], ...]}
 // Read back, every index is checked against the arrays it points into.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -61,20 +66,30 @@ void save_trace(const Trace& t, const std::string& path) {
                  {"events", events},
                  {"blocks", blocks},
                  {"slots", slots}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << out.dump();
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write the trace to " + path);
-    }
+  // Written into a file of its own beside `path` (mkstemp: O_EXCL, never an existing file such as
+  // someone's PATH.tmp), then renamed over `path`: a reader never sees half a trace.
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    throw std::runtime_error("cannot write the trace to " + path + ": " + std::strerror(errno));
+  }
+  const std::string text = out.dump();
+  bool ok = true;
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write the trace to " + path);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());
     throw std::runtime_error("cannot write the trace to " + path + ": " + ec.message());
   }
 }
