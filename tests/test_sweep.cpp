@@ -348,8 +348,9 @@ TEST(Sweep, CancelStopsWaitingForAnotherProcess) {
 
 // Finalists the recommendation cannot tell apart are measured again with more steps, and only
 // they and the baseline they are compared with (before: not the baseline, so a finalist's
-// slowdown compared a long measurement with a short one); a second call finds them measured and
-// does nothing.
+// slowdown compared a long measurement with a short one), interleaved round by round (before: one
+// after the other, minutes apart, so that a change of load passed for a difference); a second call
+// finds them measured and does nothing.
 TEST(Sweep, RefineMeasuresTheTiedFinalistsAgainWithMoreSteps) {
   auto spec = tiny_spec();
   auto workload = workload_of(spec.workload);
@@ -371,6 +372,7 @@ TEST(Sweep, RefineMeasuresTheTiedFinalistsAgainWithMoreSteps) {
     store->put_point(p);
   }
   const auto before = store->points(outcome.sweep);
+  const size_t runs_before = store->runs().size();
   const RefineOutcome refined =
       refine_finalists(*workload, spec, *store, outcome.sweep, Constraint{}, 6);
   EXPECT_EQ(refined.steps, 6);
@@ -378,14 +380,27 @@ TEST(Sweep, RefineMeasuresTheTiedFinalistsAgainWithMoreSteps) {
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(refined.remeasured.front(), 0) << "the baseline first";
+  // Interleaved (A/B): round after round, the baseline and each finalist once, 2 steps each.
+  const auto all = store->runs();
+  ASSERT_EQ(all.size(), runs_before + 9);
+  std::vector<std::string> order;
+  for (size_t i = runs_before; i < all.size(); ++i) order.push_back(all[i].label);
+  const std::string sweep_tag = " (sweep " + std::to_string(outcome.sweep.value) + ", re-measured";
+  for (int64_t round = 1; round <= 3; ++round) {
+    for (int64_t point = 0; point <= 2; ++point) {
+      EXPECT_EQ(order[static_cast<size_t>((round - 1) * 3 + point)],
+                spec.name + " point " + std::to_string(point) + sweep_tag + ", round " +
+                    std::to_string(round) + " of 3)");
+    }
+  }
   const auto after = store->points(outcome.sweep);
   for (size_t i = 0; i < after.size(); ++i) {
     const bool finalist = after[i].index <= 2;
     EXPECT_EQ(after[i].run != before[i].run, finalist) << "point " << after[i].index;
-    EXPECT_EQ(store->run(after[i].run)->workload.steps, finalist ? 6 : spec.workload.steps);
+    EXPECT_EQ(store->run(after[i].run)->workload.steps, finalist ? 2 : spec.workload.steps);
     EXPECT_EQ(after[i].status, PointStatus::Ok);
   }
-  EXPECT_EQ(store->steps(after[1].run).size(), 6u);
+  EXPECT_EQ(store->steps(after[1].run).size(), 2u);
   EXPECT_TRUE(store->run(before[1].run).has_value()) << "the first measurement stays in the store";
   // Tied again (their new runs kept): both already have 6 steps, so nothing is measured.
   for (auto p : after) {
@@ -469,20 +484,24 @@ TEST(Sweep, AMeasurerThatCannotSetTheStepsIsRefinedByPoolingAnotherRun) {
   std::vector<int64_t> got = refined.remeasured;
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2}));
-  ASSERT_EQ(measurer.labels.size(), 8u);
-  EXPECT_EQ(measurer.labels[5],
-            "test point 0 (sweep " + std::to_string(outcome.sweep.value) + ", re-measured)");
+  ASSERT_EQ(measurer.labels.size(), 14u) << "3 rounds of the 3 finalists";
+  const std::string tag =
+      " (sweep " + std::to_string(outcome.sweep.value) + ", re-measured, round ";
+  EXPECT_EQ(measurer.labels[5], "test point 0" + tag + "1 of 3)");
+  EXPECT_EQ(measurer.labels[6], "test point 1" + tag + "1 of 3)") << "interleaved, not in a row";
+  EXPECT_EQ(measurer.labels[8], "test point 0" + tag + "2 of 3)");
   for (const auto& p : store->points(outcome.sweep)) {
     if (p.index > 2) continue;
-    // Its new run, 3 steps of 20..22 ms, pooled with the first (10..12 ms): the median of six.
+    // Its rounds only, 3 steps each of 20..22, 30..32 and 40..42 ms (the first run, 10..12 ms,
+    // was measured at another time): the median of nine.
     EXPECT_EQ(store->steps(p.run).size(), 3u);
-    EXPECT_DOUBLE_EQ(p.summary.step_ms_median, 16.0) << p.index;
+    EXPECT_DOUBLE_EQ(p.summary.step_ms_median, 31.0) << p.index;
   }
   // Run again (tied again): each finalist has its re-measured run, so nothing is measured.
   tie();
   EXPECT_TRUE(
       refine_finalists(measurer, spec, *store, outcome.sweep, Constraint{}, 20).remeasured.empty());
-  EXPECT_EQ(measurer.labels.size(), 8u);
+  EXPECT_EQ(measurer.labels.size(), 14u);
 }
 
 TEST(Sweep, ShardsMergeIntoTheWholeSweep) {

@@ -548,50 +548,65 @@ RefineOutcome refine_finalists(PointMeasurer& measurer, const SweepSpec& spec, S
       })) {
     finalists.insert(finalists.begin(), *rec.baseline);
   }
-  // A measurer that sets the steps measures each finalist again with more of them; one that cannot
-  // adds a run, and the point pools the steps of all its runs (its first, --repeat's rounds and
-  // this one), as --repeat does.
+  // Interleaved (A/B): the baseline and every finalist are measured once per round, round after
+  // round, so that each meets the machine in the same state; measured one after the other, minutes
+  // apart, a change of load between them (another job, a clock) passed for a difference between
+  // their settings. A measurer that sets the steps gives each round its share of `steps`; one that
+  // cannot (a script) runs as it runs. A point's refined figure pools its rounds' steps, and only
+  // theirs: its first measurement was made at another time. A round already in the store (a run
+  // labelled as the round, ok) is not measured again: a resumed sweep goes on where it stopped.
   const bool more_steps = measurer.sets_steps();
-  const std::vector<RunRecord> runs = more_steps ? std::vector<RunRecord>{} : store.runs();
-  for (PointRecord& point : finalists) {
-    if (cancel != nullptr && cancel->load()) {
-      out.interrupted = true;
-      break;
-    }
-    const std::string name = spec.name + " point " + std::to_string(point.index);
-    const std::string again = name + " (sweep " + std::to_string(sweep.value) + ", re-measured)";
-    std::vector<RunId> pooled{point.run};
-    if (more_steps) {
-      if (const auto run = store.run(point.run); run && run->workload.steps >= steps) continue;
-    } else {
-      const std::string rounds = name + " (sweep " + std::to_string(sweep.value) + ", repeat ";
-      bool done = false;
-      for (const RunRecord& r : runs) {
-        if (r.status != RunStatus::Ok) continue;
-        done = done || r.label == again;
-        if (r.label.rfind(rounds, 0) == 0) pooled.push_back(r.id);
+  const int64_t per_round =
+      more_steps ? std::max<int64_t>(1, (steps + kRefineRounds - 1) / kRefineRounds) : 0;
+  const std::vector<RunRecord> runs = store.runs();
+  const auto round_label = [&](const PointRecord& point, int64_t round) {
+    return spec.name + " point " + std::to_string(point.index) + " (sweep " +
+           std::to_string(sweep.value) + ", re-measured, round " + std::to_string(round) + " of " +
+           std::to_string(kRefineRounds) + ")";
+  };
+  std::map<int64_t, std::vector<RunId>> pooled;  // by point index, in round order
+  std::vector<int64_t> measured_now;             // points with a round measured in this call
+  for (int64_t round = 1; round <= kRefineRounds && !out.interrupted; ++round) {
+    for (const PointRecord& point : finalists) {
+      const std::string label = round_label(point, round);
+      const auto done = std::find_if(runs.begin(), runs.end(), [&](const RunRecord& r) {
+        return r.status == RunStatus::Ok && r.label == label;
+      });
+      if (done != runs.end()) {
+        pooled[point.index].push_back(done->id);
+        continue;
       }
-      if (done) continue;
+      if (cancel != nullptr && cancel->load()) {
+        out.interrupted = true;
+        break;
+      }
+      PointRun run;
+      run.sweep = sweep;
+      run.index = point.index;
+      run.config = point.config;
+      run.label = label;
+      run.steps = per_round;
+      const RunRecord result = measurer.measure(run, store, cancel);
+      if (result.status == RunStatus::Interrupted && cancel != nullptr && cancel->load()) {
+        out.interrupted = true;
+        break;
+      }
+      if (result.status != RunStatus::Ok) continue;  // this round gives nothing for it
+      pooled[point.index].push_back(result.id);
+      if (std::find(measured_now.begin(), measured_now.end(), point.index) == measured_now.end()) {
+        measured_now.push_back(point.index);
+      }
     }
-    PointRun run;
-    run.sweep = sweep;
-    run.index = point.index;
-    run.config = point.config;
-    run.label = more_steps ? name + " (re-measured)" : again;
-    run.steps = more_steps ? steps : 0;
-    const RunRecord result = measurer.measure(run, store, cancel);
-    if (result.status == RunStatus::Interrupted && cancel != nullptr && cancel->load()) {
-      out.interrupted = true;
-      break;
+  }
+  // Each point measured now takes its pooled rounds as its figure (a re-measure that failed in
+  // every round keeps the first result).
+  for (PointRecord& point : finalists) {
+    if (std::find(measured_now.begin(), measured_now.end(), point.index) == measured_now.end()) {
+      continue;
     }
-    if (result.status != RunStatus::Ok) continue;
-    point.run = result.id;
-    if (more_steps) {
-      point.summary = result.summary;
-    } else {
-      pooled.push_back(result.id);
-      point.summary = combined_summary(store, pooled);
-    }
+    const std::vector<RunId>& rounds = pooled[point.index];
+    point.run = rounds.back();
+    point.summary = combined_summary(store, rounds);
     store.put_point(point);
     out.remeasured.push_back(point.index);
   }

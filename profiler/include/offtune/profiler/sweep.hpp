@@ -196,28 +196,28 @@ SweepOutcome run_sweep(WorkloadInstance& workload, const SweepSpec& spec, Store&
 
 // What refine_finalists did.
 struct RefineOutcome {
-  std::vector<int64_t> remeasured;  // point indices measured again, in the order measured
-  int64_t steps = 0;                // measured steps of each new run
+  std::vector<int64_t> remeasured;  // point indices measured again (baseline first)
+  int64_t steps = 0;                // measured steps asked of each point, over all its rounds
   bool interrupted = false;
 };
 
 // At most this many points are measured again: the chosen one and its ties nearest in step time.
 constexpr size_t kMaxFinalists = 8;
+// The rounds a refinement interleaves: in each, the baseline and every finalist once.
+constexpr int64_t kRefineRounds = 3;
 
-// Measures again, with `steps` measured steps each, the points that the recommendation under
-// `constraint` cannot tell apart (the chosen point and its ties, recommend.hpp), and the baseline
-// they are compared with (first, and beyond kMaxFinalists), and stores their
-// new results in the sweep (each point's run becomes the new one; the first run stays in the
-// store). More steps narrow each point's step-time interval, so that the recommendation made
-// afterwards is decided by the measurements rather than by noise. A finalist whose run already has
-// `steps` or more steps is left as it is (a resumed sweep does not measure it again); a re-measure
-// that fails keeps the first result. Nothing happens when the choice is clear of the noise, when
-// `steps` <= 0, or when *cancel is true (checked before each run).
-//
-// A measurer that cannot set the steps (PointMeasurer::sets_steps: a script) measures each
-// finalist once more instead, as a run labelled "NAME point I (sweep S, re-measured)", and the
-// point's summary pools the steps of its runs (as --repeat does); a finalist with such a run is
-// left as it is.
+// Measures again the points that the recommendation under `constraint` cannot tell apart (the
+// chosen point and its ties, recommend.hpp), and the baseline they are compared with (first, and
+// beyond kMaxFinalists), interleaved (A/B): kRefineRounds rounds, each measuring the baseline and
+// every finalist once, so that all meet the machine in the same state rather than minutes apart.
+// A measurer that sets the steps gives each round ceil(steps / kRefineRounds) of them; one that
+// cannot (PointMeasurer::sets_steps: a script) runs as it runs. Each round's run is labelled
+// "NAME point I (sweep S, re-measured, round R of N)"; a point's new figure pools the steps of its
+// rounds (its run becomes the last round's; its first run stays in the store, outside the figure:
+// it was measured at another time). A round already in the store is not measured again (a resumed
+// sweep goes on where it stopped); a point whose every round failed keeps its first result.
+// Nothing happens when the choice is clear of the noise, when `steps` <= 0, or when *cancel is true
+// (checked before each run).
 RefineOutcome refine_finalists(PointMeasurer& measurer, const SweepSpec& spec, Store& store,
                                SweepId sweep, const Constraint& constraint, int64_t steps,
                                const std::atomic<bool>* cancel = nullptr);
