@@ -307,13 +307,17 @@ def test_ranks_recording_into_one_store_outside_a_sweep_are_one_job(tmp_path):
     assert points == [(rs[0]["id"],)], points
 
 
-DDP_RECORD_AFTER_AN_EVAL_ON_RANK_0 = """
+# Two ranks over gloo on host-sim, a DDP Linear and an offloader: what the scripts below share.
+DDP_LINEAR = """
 import sys, torch, torch.distributed as dist, offtune
 dist.init_process_group("gloo")
 offtune.host_sim.install()
 torch.manual_seed(0)
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
 off = offtune.Offloader(backend="host-sim", min_offload_size=0)
+"""
+
+DDP_RECORD_AFTER_AN_EVAL_ON_RANK_0 = DDP_LINEAR + """
 if dist.get_rank() == 0:  # a recording the other rank does not make
     probe = torch.nn.Linear(64, 64)
     with offtune.record(sys.argv[1], name="eval", offloader=off, warmup=0) as rec:
@@ -340,13 +344,8 @@ def test_ranks_are_linked_by_the_recordings_name_not_by_counting(tmp_path):
     assert all(r["status"] == "ok" for r in by_label.values())
 
 
-DDP_RECORD_ON_RANK_0 = """
-import contextlib, sys, torch, torch.distributed as dist, offtune
-dist.init_process_group("gloo")
-offtune.host_sim.install()
-torch.manual_seed(0)
-model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
-off = offtune.Offloader(backend="host-sim", min_offload_size=0)
+DDP_RECORD_ON_RANK_0 = DDP_LINEAR + """
+import contextlib
 recording = (offtune.record(sys.argv[1], name="ddp", offloader=off, warmup=1)
              if dist.get_rank() == 0 else contextlib.nullcontext())
 with recording as rec:

@@ -4,6 +4,7 @@ tensors: test_tensor_kinds.py; Hugging Face models, PEFT and gradient checkpoint
 test_hf_models.py; TRL: test_trl_parity.py.)
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -18,7 +19,7 @@ from support import assert_bitwise_equal
 import offtune
 
 FSDP2_SCRIPT = """
-import json, sys, torch, torch.distributed as dist, offtune
+import contextlib, json, sys, torch, torch.distributed as dist, offtune
 from torch.distributed.fsdp import fully_shard
 dist.init_process_group("gloo")
 offtune.host_sim.install()
@@ -57,11 +58,8 @@ def train(mode):
     for step in range(3):
         torch.manual_seed(100 + step + 10 * rank)
         x = torch.randn(16, 64)
-        if ctx is None:
+        with ctx if ctx is not None else contextlib.nullcontext():
             loss = model(x)
-        else:
-            with ctx:
-                loss = model(x)
         loss.backward()
         out.append([loss.detach().clone()] +
                    [p.grad.full_tensor().clone() for p in model.parameters()])
@@ -133,11 +131,8 @@ def test_torch_compile_under_the_drop_in_and_a_scope_gives_the_compiled_runs_gra
     def grads(ctx):
         for p in net.parameters():
             p.grad = None
-        if ctx is None:
+        with ctx if ctx is not None else contextlib.nullcontext():
             loss = compiled(x)
-        else:
-            with ctx:
-                loss = compiled(x)
         loss.backward()
         return [loss.detach().clone()] + [p.grad.clone() for p in net.parameters()]
 
