@@ -26,7 +26,7 @@ die() { echo "setup: error: $1" >&2; [[ -n "${2:-}" ]] && echo "setup: hint: $2"
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache git pkg-config clang-format
   qt6-base-dev qt6-charts-dev libgl-dev
-  libsqlite3-dev sqlite3
+  libsqlite3-dev sqlite3 zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   xvfb xauth

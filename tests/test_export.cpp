@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -172,6 +173,15 @@ struct Fixture {
     p1.summary.device_outside = 536870912;
     p1.summary.pinned_bytes = 8388608;
     p1.summary.host_rss_peak = 3221225472;
+    // The rest of what the store keeps of a point (issue 44: the CSV left them out).
+    p1.summary.step_ms_min = 13.25;
+    p1.summary.step_ms_max = 14.5;
+    p1.summary.host_bytes_peak = 6291456;
+    p1.summary.reloaded_bytes = 4194304;
+    p1.summary.pageable_copies = 3;
+    p1.summary.hidden_d2h_pct = 90;
+    p1.summary.hidden_h2d_pct = 85;
+    p1.run = a;  // measured by run A
     store->put_point(p1);
     // A what-if prediction of point 1 (a predict-first sweep stores one per grid point).
     PointPrediction pred;
@@ -179,6 +189,9 @@ struct Fixture {
     pred.index = 1;
     pred.step_ns = 13'500'000;
     pred.peak_allocated = 520000;
+    pred.offloaded_bytes = 4000000;
+    pred.hidden_copy_pct = 80.5;
+    pred.predictor = "what-if, offtune 0.1.0";
     store->put_predictions({pred});
 
     PointRecord p2 = point(2, PointStatus::Failed);
@@ -291,15 +304,17 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
   EXPECT_EQ(processes, (std::map<int64_t, std::string>{
                            {pa, "run " + std::to_string(pa) +
                                     ": tiny offload, min_offload_size 1 KiB, window 5, "
-                                    "prefetch 1"},
+                                    "prefetch 1 [host-sim (modelled)]"},
                            {pb, "run " + std::to_string(pb) + ": mlp no offload"}}));
   EXPECT_EQ(threads,
-            (std::map<std::pair<int64_t, int64_t>, std::string>{{{pa, 0}, "compute"},
-                                                                {{pa, 1}, "copy (side stream)"},
-                                                                {{pa, 7}, "stream 7"},
-                                                                {{pa, 1000000}, "phases"},
-                                                                {{pb, 0}, "compute"},
-                                                                {{pb, 1000000}, "phases"}}));
+            // Run A is host-sim's: its device tracks say so (before, issue 44: named as a GPU's).
+            (std::map<std::pair<int64_t, int64_t>, std::string>{
+                {{pa, 0}, "compute [host-sim (modelled)]"},
+                {{pa, 1}, "copy (side stream) [host-sim (modelled)]"},
+                {{pa, 7}, "stream 7 [host-sim (modelled)]"},
+                {{pa, 1000000}, "phases"},
+                {{pb, 0}, "compute"},
+                {{pb, 1000000}, "phases"}}));
 
   // Complete events: step (and its ProfilerStep span), forward, backward, three compute, two
   // copies, one wait, and the five launch calls of the compute and copies.
@@ -338,9 +353,16 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
   EXPECT_EQ((*kernel).at("tid"), 7);
   EXPECT_DOUBLE_EQ((*kernel).at("ts").get<double>(), 5.3);
 
-  // Instants.
+  // Instants: the marker that run A is host-sim's, at its start over the whole process; none on
+  // run B, which is not.
   const auto ia = select(trace, "i", pa);
-  ASSERT_EQ(ia.size(), 2u);
+  ASSERT_EQ(ia.size(), 3u);
+  const json* marker = find_named(ia, "host-sim (modelled): not a GPU trace");
+  ASSERT_NE(marker, nullptr);
+  EXPECT_EQ((*marker).at("ts"), 0);
+  EXPECT_EQ((*marker).at("s"), "p");
+  EXPECT_EQ((*marker).at("args").at("device"), "host-sim (test cpu)");
+  EXPECT_TRUE(select(trace, "i", pb).empty());
   const json* pack = find_named(ia, "pack: offloaded");
   ASSERT_NE(pack, nullptr);
   EXPECT_DOUBLE_EQ((*pack).at("ts").get<double>(), 0.5);
@@ -838,38 +860,106 @@ TEST_F(ExportTest, NsysExportReplacesAnEarlierExport) {
   EXPECT_EQ(db.query("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY"), (Rows{{"0"}}));
 }
 
+// --- gzip and default names ---------------------------------------------------------------------
+
+// The whole of a gzip file, decompressed; "" when it is not one.
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  int n = 0;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  gzclose(f);
+  return out;
+}
+
+void gzip_to(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// -o trace.json.gz writes the same trace gzipped (before, issue 44: plain JSON under a .gz name,
+// which Perfetto and HTA refuse), replaces an earlier gzipped export, and refuses a gzip file that
+// is not one of offtune's traces.
+TEST_F(ExportTest, AGzNameWritesTheSameTraceGzippedAndReplacesOnlyOurs) {
+  export_chrome_trace(*fx_.store, {fx_.a, fx_.b}, file("t.json"));
+  export_chrome_trace(*fx_.store, {fx_.a, fx_.b}, file("t.json.gz"));
+  const std::string plain = read_all(file("t.json"));
+  const std::string packed = read_all(file("t.json.gz"));
+  ASSERT_GE(packed.size(), 2u);
+  EXPECT_EQ(packed.substr(0, 2), "\x1f\x8b");
+  EXPECT_LT(packed.size(), plain.size());
+  EXPECT_EQ(gunzip(file("t.json.gz")), plain);
+  // Again over it: an earlier export of ours, replaced.
+  export_chrome_trace(*fx_.store, {fx_.a}, file("t.json.gz"));
+  EXPECT_EQ(json::parse(gunzip(file("t.json.gz"))).at("metadata").at("runs").size(), 1u);
+  // Another tool's gzipped trace, and a gzip of anything else: refused, left as they were.
+  gzip_to(file("theirs.json.gz"), R"({"traceEvents":[],"metadata":{"exporter":"kineto"}})");
+  gzip_to(file("notes.gz"), "a user's notes");
+  for (const char* name : {"theirs.json.gz", "notes.gz"}) {
+    const std::string before = read_all(file(name));
+    EXPECT_THROW(export_chrome_trace(*fx_.store, {fx_.a}, file(name)), ExportError) << name;
+    EXPECT_EQ(read_all(file(name)), before) << name;
+  }
+}
+
+// An export's default name says what it holds: the run, and the sweep point it measured.
+TEST_F(ExportTest, DefaultNamesCarryTheRunAndThePoint) {
+  const std::string a = std::to_string(fx_.a.value);
+  const std::string b = std::to_string(fx_.b.value);
+  const std::string sweep = std::to_string(fx_.sweep.value);
+  // Run A measured point 1 of the sweep; run B measured none.
+  EXPECT_EQ(default_trace_name(*fx_.store, {fx_.a}, ".json"),
+            "offtune-run" + a + "-sweep" + sweep + "-point1.json");
+  EXPECT_EQ(default_trace_name(*fx_.store, {fx_.b}, ".sqlite"), "offtune-run" + b + ".sqlite");
+  EXPECT_EQ(default_trace_name(*fx_.store, {fx_.b, fx_.a}, ".json.gz"),
+            "offtune-runs" + std::min(a, b) + "-" + std::max(a, b) + ".json.gz");
+  EXPECT_EQ(default_points_name(fx_.sweep), "offtune-sweep" + sweep + "-points.csv");
+}
+
 // --- CSV -----------------------------------------------------------------------------------------
 
 TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {
   const std::string out = file("points.csv");
   export_points_csv(*fx_.store, fx_.sweep, out);
-  EXPECT_EQ(read_all(out),
-            "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,"
-            "prefetch,use_streams,use_pin_memory,link,semantics,checkpoint,offload_set,tier,"
-            "layer_offload,verify,alloc_segments,step_ms_median,step_ms_stddev,step_ms_ci_low,"
-            "step_ms_ci_high,"
-            "step_ms_ci_level,peak_allocated,peak_reserved,device_outside,peak_device_total,"
-            "pinned_bytes,host_rss_peak,"
-            "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,predicted_step_ms,"
-            "predicted_peak_allocated,error\r\n"
-            // No offload settings for the baseline (only what a point without offloading may still
-            // do: checkpoint, layer offloading, the allocator's segments), and no hidden share
-            // where nothing was copied (before: 1024,5,0,1,true,true and 0). The loss of each
-            // measured point.
-            // Nothing outside the allocator (host-sim without a device model): the device total
-            // is peak reserved; the host peak not measured is empty.
-            "0,ok,false,,,,,,,,,none,,,off,,env,12.5,0.25,12.5,12.5,,1048576,2097152,0,2097152,0,,"
-            "0,,0,6.25,,,\r\n"
-            "1,ok,true,1048576,3,67108864,2,true,false,,trl,every:2,boundaries,disk,on:2,false,env,"
-            "13.75,0.5,13.75,13.75,,524288,1048576,536870912,537919488,8388608,3221225472,"
-            "4194304,87.5,125000,6.25,13.5,520000,\r\n"
-            "2,failed,true,1024,5,0,1,false,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,"
-            ",,,,,,"
-            "\"copy failed, code \"\"7\"\"\"\r\n"
-            "3,pending,true,4096,5,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,"
-            ",,,,,,\r\n"
-            "4,oom,true,1024,8,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,,,,,,,"
-            "\"CUDA out of memory\ntried to allocate 2 GiB\"\r\n");
+  EXPECT_EQ(
+      read_all(out),
+      "index,status,offload,min_offload_size,max_fwd_stash_size,max_fwd_stash_bytes,"
+      "prefetch,use_streams,use_pin_memory,link,semantics,checkpoint,offload_set,tier,"
+      "layer_offload,verify,alloc_segments,run,step_ms_median,step_ms_stddev,step_ms_min,"
+      "step_ms_max,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,peak_allocated,"
+      "peak_reserved,device_outside,peak_device_total,pinned_bytes,host_bytes_peak,"
+      "host_rss_peak,offloaded_bytes,reloaded_bytes,pageable_copies,hidden_copy_pct,"
+      "hidden_d2h_pct,hidden_h2d_pct,exposed_copy_ns,final_loss,predicted_step_ms,"
+      "predicted_peak_allocated,predicted_offloaded_bytes,predicted_hidden_copy_pct,"
+      "predictor,error\r\n"
+      // No offload settings for the baseline (only what a point without offloading may still
+      // do: checkpoint, layer offloading, the allocator's segments), and no hidden share
+      // where nothing was copied (before: 1024,5,0,1,true,true and 0). The loss of each
+      // measured point. No run: the fixture's baseline point names none.
+      // Nothing outside the allocator (host-sim without a device model): the device total
+      // is peak reserved; the host peak not measured is empty.
+      "0,ok,false,,,,,,,,,none,,,off,,env,,12.5,0.25,0,0,12.5,12.5,,1048576,2097152,0,"
+      "2097152,0,0,,0,0,0,,,,0,6.25,,,,,,\r\n"
+      // Before (issue 44): no run, step min and max, host copies' peak, reloaded bytes,
+      // pageable copies, each way's hidden share, nor the prediction's copies and maker.
+      "1,ok,true,1048576,3,67108864,2,true,false,,trl,every:2,boundaries,disk,on:2,false,env," +
+          std::to_string(fx_.a.value) +
+          ",13.75,0.5,13.25,14.5,13.25,14.5,,524288,1048576,536870912,537919488,8388608,"
+          "6291456,3221225472,4194304,4194304,3,87.5,90,85,125000,6.25,13.5,520000,4000000,"
+          "80.5,\"what-if, offtune 0.1.0\",\r\n"
+          "2,failed,true,1024,5,0,1,false,true,,offtune,none,all,host,off,false,env,,,,,,,,,"
+          ",,,,,,,,,,,,,,,,,,,,"
+          "\"copy failed, code \"\"7\"\"\"\r\n"
+          "3,pending,true,4096,5,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,"
+          ",,,,,,,,,,,,,,,,,,,,\r\n"
+          "4,oom,true,1024,8,0,1,true,true,,offtune,none,all,host,off,false,env,,,,,,,,,,,,,,"
+          ",,,,,,,,,,,,,,,"
+          "\"CUDA out of memory\ntried to allocate 2 GiB\"\r\n");
   EXPECT_EQ(points_csv_header() + "\r\n", read_all(out).substr(0, points_csv_header().size() + 2));
 }
 

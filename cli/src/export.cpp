@@ -14,17 +14,20 @@ class ExportCommand final : public StoreCommand {
   explicit ExportCommand(CLI::App& parent)
       : StoreCommand(parent, "export", "export timelines or sweep points", StoreUse::Reads) {
     app_->add_option("--format", format_, "chrome (Perfetto), nsys-sqlite, csv")->required();
-    app_->add_option("-o,--output", output_,
-                     "output file, written atomically; an existing one is replaced only when it "
-                     "is empty or an earlier offtune export; - for standard output. A FIFO or "
-                     "character device is written as a stream; anything else is refused")
-        ->required();
+    output_opt_ = app_->add_option(
+        "-o,--output", output_,
+        "output file, written atomically; an existing one is replaced only when it "
+        "is empty or an earlier offtune export; - for standard output. A FIFO or "
+        "character device is written as a stream; anything else is refused. A "
+        "chrome trace named *.gz is written gzipped. Default: named after what it "
+        "holds, in the current directory (offtune-run3-sweep2-point5.json, "
+        "offtune-runs1-9.sqlite, offtune-sweep2-points.csv)");
     app_->add_option("--run", run_ids_, "runs to export, ids from 1 (default: all)");
     app_->add_option("--sweep", sweep_id_, "sweep for csv (default: the latest)");
   }
 
   int run() override {
-    if (output_.empty()) throw UsageError("-o/--output is required");
+    if (output_opt_->count() > 0 && output_.empty()) throw UsageError("-o/--output is empty");
     if (format_ != "chrome" && format_ != "nsys-sqlite" && format_ != "csv") {
       throw UsageError("unknown --format '" + format_ + "' (valid: chrome, nsys-sqlite, csv)");
     }
@@ -42,17 +45,24 @@ class ExportCommand final : public StoreCommand {
         }
       }
     }
-    if (format_ == "chrome") {
-      pf::export_chrome_trace(*store, runs, output_);
-    } else if (format_ == "nsys-sqlite") {
-      pf::export_nsys_sqlite(*store, runs, output_);
-    } else if (format_ == "csv") {
+    if (format_ == "chrome" || format_ == "nsys-sqlite") {
+      if (runs.empty()) throw UsageError("no run to export in " + common_.db);
+      if (output_.empty()) {
+        output_ = pf::default_trace_name(*store, runs, format_ == "chrome" ? ".json" : ".sqlite");
+      }
+      if (format_ == "chrome") {
+        pf::export_chrome_trace(*store, runs, output_);
+      } else {
+        pf::export_nsys_sqlite(*store, runs, output_);
+      }
+    } else {
       auto sweep = pick_sweep(*store, sweep_id);
       if (!sweep) {
         throw UsageError(sweep_id >= 0
                              ? "no sweep " + std::to_string(sweep_id) + " in " + common_.db
                              : "no sweep to export in " + common_.db);
       }
+      if (output_.empty()) output_ = pf::default_points_name(sweep->id);
       pf::export_points_csv(*store, sweep->id, output_);
     }
     // Standard output carries the export itself.
@@ -62,6 +72,7 @@ class ExportCommand final : public StoreCommand {
 
  private:
   std::string format_, output_;
+  CLI::Option* output_opt_ = nullptr;
   std::vector<std::string> run_ids_;
   std::string sweep_id_;
 };

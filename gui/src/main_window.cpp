@@ -365,10 +365,16 @@ void MainWindow::exportRunTrace() {
     statusBar()->showMessage(QStringLiteral("Open a run first (the Run tab)"), 5000);
     return;
   }
-  const QString out =
-      QFileDialog::getSaveFileName(this, QStringLiteral("Export Chrome trace"),
-                                   QStringLiteral("offtune-run-%1.json").arg(run->run.id.value),
-                                   QStringLiteral("Chrome trace (*.json)"));
+  // Named after the run and the sweep point it measured, when the store says.
+  std::string name = pf::default_trace_name({run->run.id}, nullptr, ".json");
+  try {
+    auto store = pf::open_sqlite_store_readonly(run_view_->storePath());
+    name = pf::default_trace_name(*store, {run->run.id}, ".json");
+  } catch (const std::exception&) {
+  }
+  const QString out = QFileDialog::getSaveFileName(
+      this, QStringLiteral("Export Chrome trace"), QString::fromStdString(name),
+      QStringLiteral("Chrome trace (*.json *.json.gz)"));
   if (out.isEmpty()) return;
   run_task(
       this,
@@ -389,9 +395,10 @@ void MainWindow::exportSweepCsv() {
     return;
   }
   tabs_->setCurrentWidget(sweep_view_);
-  const QString out = QFileDialog::getSaveFileName(this, QStringLiteral("Export sweep points"),
-                                                   QStringLiteral("offtune-points.csv"),
-                                                   QStringLiteral("CSV (*.csv)"));
+  const QString out = QFileDialog::getSaveFileName(
+      this, QStringLiteral("Export sweep points"),
+      QString::fromStdString(pf::default_points_name(sweep_view_->sweepData()->sweep.id)),
+      QStringLiteral("CSV (*.csv)"));
   if (!out.isEmpty()) sweep_view_->recommendPanel()->exportCsv(out);
 }
 

@@ -296,12 +296,18 @@ void RecommendPanel::recompute() {
 
 void RecommendPanel::chooseExport(bool chrome) {
   const QString path =
-      chrome ? QFileDialog::getSaveFileName(this, QStringLiteral("Export Chrome trace"),
-                                            QStringLiteral("offtune-trace.json"),
-                                            QStringLiteral("Chrome trace (*.json)"))
-             : QFileDialog::getSaveFileName(this, QStringLiteral("Export sweep points"),
-                                            QStringLiteral("offtune-points.csv"),
-                                            QStringLiteral("CSV (*.csv)"));
+      chrome
+          ? QFileDialog::getSaveFileName(
+                this, QStringLiteral("Export Chrome trace"),
+                QString::fromStdString(
+                    rec_.chosen ? pf::default_trace_name({rec_.chosen->run}, &*rec_.chosen, ".json")
+                                : std::string("offtune-trace.json")),
+                QStringLiteral("Chrome trace (*.json *.json.gz)"))
+          : QFileDialog::getSaveFileName(
+                this, QStringLiteral("Export sweep points"),
+                QString::fromStdString(sweep_ ? pf::default_points_name(sweep_->sweep.id)
+                                              : std::string("offtune-points.csv")),
+                QStringLiteral("CSV (*.csv)"));
   if (path.isEmpty()) return;
   chrome ? exportChromeTrace(path) : exportCsv(path);
 }

@@ -6,12 +6,16 @@
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/wait_flows.hpp"
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
+#include <streambuf>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -97,11 +101,64 @@ int64_t track_of(const TimelineEvent& e, int64_t phases_tid) {
   return e.stream;
 }
 
-std::string stream_track_name(int64_t stream) {
-  if (stream == 0) return "compute";
-  if (stream == 1) return "copy (side stream)";
-  return "stream " + std::to_string(stream);
+// What a person reads on a host-sim run's process and device tracks: its kernels and copies keep
+// the names PyTorch's profiler gives real ones (which Holistic Trace Analysis classifies by), so
+// that without it the trace would pass for a GPU's in Perfetto.
+constexpr std::string_view kModelled = " [host-sim (modelled)]";
+
+std::string stream_track_name(int64_t stream, bool modelled) {
+  std::string name = stream == 0   ? "compute"
+                     : stream == 1 ? "copy (side stream)"
+                                   : "stream " + std::to_string(stream);
+  if (modelled) name += kModelled;
+  return name;
 }
+
+// A stream buffer that writes gzip through zlib: `-o trace.json.gz` (Perfetto and HTA read it).
+// Written as it goes, as the plain file is; close() says whether every byte reached the file.
+class GzipBuf final : public std::streambuf {
+ public:
+  explicit GzipBuf(const std::string& path) : file_(gzopen(path.c_str(), "wb")) {
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  ~GzipBuf() override { close(); }
+  GzipBuf(const GzipBuf&) = delete;
+  GzipBuf& operator=(const GzipBuf&) = delete;
+
+  bool is_open() const { return file_ != nullptr; }
+  // Writes what is buffered and gzip's trailer; false when a write failed (a full disk).
+  bool close() {
+    if (file_ == nullptr) return false;
+    const bool flushed = drain();
+    const bool closed = gzclose(file_) == Z_OK;
+    file_ = nullptr;
+    return flushed && closed;
+  }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    const auto n = static_cast<unsigned>(pptr() - pbase());
+    if (n > 0 && (file_ == nullptr || gzwrite(file_, pbase(), n) != static_cast<int>(n))) {
+      failed_ = true;
+    }
+    setp(buf_.data(), buf_.data() + buf_.size());
+    return !failed_;
+  }
+  gzFile file_;
+  std::array<char, 1 << 16> buf_{};
+  bool failed_ = false;
+};
 
 // Writes the traceEvents array one event at a time.
 class EventWriter {
@@ -215,7 +272,12 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
   const int64_t phases_tid =
       std::max(kPhasesTidBase, streams.empty() ? int64_t{0} : *streams.rbegin() + 1);
 
-  w.metadata("process_name", pid, 0, {{"name", run_title(run)}});
+  // A host-sim run says so where a person reads: its name, its device tracks and a marker at its
+  // start (its events keep the names HTA needs).
+  const bool modelled = run.env.backend == "host-sim";
+  std::string title = run_title(run);
+  if (modelled) title += kModelled;
+  w.metadata("process_name", pid, 0, {{"name", title}});
   w.metadata("process_sort_index", pid, 0, {{"sort_index", sort_index}});
   if (!run.label.empty()) w.metadata("process_labels", pid, 0, {{"labels", run.label}});
   int thread_index = 0;
@@ -224,7 +286,7 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
     w.metadata("thread_sort_index", pid, phases_tid, {{"sort_index", thread_index++}});
   }
   for (int64_t s : streams) {  // ascending: compute, copy, then other streams
-    w.metadata("thread_name", pid, s, {{"name", stream_track_name(s)}});
+    w.metadata("thread_name", pid, s, {{"name", stream_track_name(s, modelled)}});
     w.metadata("thread_sort_index", pid, s, {{"sort_index", thread_index++}});
   }
   if (have_disk_write) {
@@ -234,6 +296,21 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
   if (have_disk_read) {
     w.metadata("thread_name", pid, phases_tid + 2, {{"name", "disk read"}});
     w.metadata("thread_sort_index", pid, phases_tid + 2, {{"sort_index", thread_index++}});
+  }
+
+  if (modelled) {
+    w.open("i", "host-sim (modelled): not a GPU trace", pid, have_phases ? phases_tid : 0);
+    w.field("cat", R"("offtune")");
+    w.field("ts", "0");
+    w.field("s", R"("p")");
+    w.field("args",
+            dumped({{"backend", run.env.backend},
+                    {"device", run.env.device},
+                    {"note",
+                     "kernels and copies carry the names PyTorch's profiler gives a GPU's, so "
+                     "that its readers open this file; their times are host-sim's (a device "
+                     "model's, or the CPU's), not a GPU's"}}));
+    w.close();
   }
 
   std::unordered_map<int64_t, const StepRecord*> step_at;
@@ -412,15 +489,18 @@ void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std
   detail::PendingFile file(path, store.path());  // a target that must not be written: refused first
   const std::vector<RunRecord> records = detail::load_runs(store, runs);
 
-  {
-    std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
-    if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));
+  const auto write = [&](std::ostream& out) {
     out << R"({"traceEvents":[)";
     EventWriter writer(out);
     json run_meta = json::array();
     int index = 0;
     int64_t next_flow_id = 1;
-    int64_t next_correlation = 1;
+    // Correlation ids start at 2^31 (still in CUPTI's 32-bit range for 2^31 launches): Holistic
+    // Trace Analysis 0.5.0 types its correlation column from the ids' range (int8 for ids up to
+    // 127, int16 up to 32767) and then writes events' positions in traceEvents into a column of
+    // that type, which pandas 3 refuses ("Invalid value ... for dtype 'int8'") once a file has
+    // more events than the ids' type holds. From 2^31 the column is int64 whatever the file.
+    int64_t next_correlation = int64_t{1} << 31;
     for (const RunRecord& r : records) {
       const int64_t origin = write_run(store, r, index++, writer, next_flow_id, next_correlation);
       run_meta.push_back(run_json(r, origin));
@@ -433,7 +513,21 @@ void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std
                        {"runs", run_meta}};
     out << "\n],\"displayTimeUnit\":\"ns\",\"metadata\":" << dumped(meta) << "}\n";
     out.flush();
-    if (!out) throw ExportError("cannot write " + path + ": write failed (disk full?)");
+  };
+  const auto failed = [&] {
+    return ExportError("cannot write " + path + ": write failed (disk full?)");
+  };
+  if (path.ends_with(".gz")) {
+    GzipBuf buf(file.path());
+    if (!buf.is_open()) throw ExportError("cannot write " + path + ": " + std::strerror(errno));
+    std::ostream out(&buf);
+    write(out);
+    if (!buf.close() || !out) throw failed();
+  } else {
+    std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
+    if (!out) throw ExportError("cannot write " + path + ": " + std::strerror(errno));
+    write(out);
+    if (!out) throw failed();
   }
   file.commit();
 }

@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -99,11 +101,15 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   for (const Knob& k : knob_table()) {
     line.value(k.get(p.config), p.config.offload || !k.offload_only);
   }
+  // The run that measured it, to find its timeline and steps (`report --run`, `export --run`).
+  line.integer(p.run.value, p.run.valid());
   // Only a measured point has figures; the zeros of a pending or failed one would read as data.
   const bool measured = p.status == PointStatus::Ok;
   const RunSummary& s = p.summary;
   line.real(s.step_ms_median, measured);
   line.real(s.step_ms_stddev, measured);
+  line.real(s.step_ms_min, measured);
+  line.real(s.step_ms_max, measured);
   // The interval comparisons use (records.hpp: step_interval); its level is empty when unknown
   // (min..max of fewer than 2 steps' coverage, or no interval recorded).
   const StepInterval ci = step_interval(s);
@@ -115,17 +121,28 @@ std::string point_line(const PointRecord& p, const PointPrediction* prediction) 
   line.integer(s.device_outside, measured);
   line.integer(peak_device_total(s), measured);
   line.integer(s.pinned_bytes, measured);
+  line.integer(s.host_bytes_peak, measured);
   line.integer(s.host_rss_peak, measured && s.host_rss_peak > 0);  // empty: not measured
   line.integer(s.offloaded_bytes, measured);
+  line.integer(s.reloaded_bytes, measured);
+  line.integer(s.pageable_copies, measured);
   // A point that copied nothing has no overlap to speak of: empty, as the tables' n/a.
-  line.real(s.hidden_copy_pct, measured && copied_anything(p.config, s));
+  const bool copied = measured && copied_anything(p.config, s);
+  line.real(s.hidden_copy_pct, copied);
+  line.real(s.hidden_d2h_pct, copied);
+  line.real(s.hidden_h2d_pct, copied);
   line.integer(s.exposed_copy_ns, measured);
   // The loss of the last measured step: points of one sweep train the same model on the same
   // batches, so a point whose loss differs from the baseline's computed something else (a loss
   // that is not finite is left empty, as every such double).
   line.real(s.final_loss, measured);
-  line.real(prediction != nullptr ? prediction->step_ms() : 0.0, prediction != nullptr);
-  line.integer(prediction != nullptr ? prediction->peak_allocated : 0, prediction != nullptr);
+  const bool predicted = prediction != nullptr;
+  line.real(predicted ? prediction->step_ms() : 0.0, predicted);
+  line.integer(predicted ? prediction->peak_allocated : 0, predicted);
+  line.integer(predicted ? prediction->offloaded_bytes : 0, predicted);
+  line.real(predicted ? prediction->hidden_copy_pct : 0.0,
+            predicted && prediction->offloaded_bytes > 0);
+  line.text(predicted ? prediction->predictor : std::string(), predicted);
   line.text(p.error);
   return line.end();
 }
@@ -136,10 +153,12 @@ std::string points_csv_header() {
   std::string out = "index,status";
   for (const Knob& k : knob_table()) out += "," + std::string(k.key);
   return out +
-         ",step_ms_median,step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,"
-         "peak_allocated,peak_reserved,device_outside,peak_device_total,pinned_bytes,host_rss_peak,"
-         "offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,"
-         "predicted_step_ms,predicted_peak_allocated,error";
+         ",run,step_ms_median,step_ms_stddev,step_ms_min,step_ms_max,step_ms_ci_low,"
+         "step_ms_ci_high,step_ms_ci_level,peak_allocated,peak_reserved,device_outside,"
+         "peak_device_total,pinned_bytes,host_bytes_peak,host_rss_peak,offloaded_bytes,"
+         "reloaded_bytes,pageable_copies,hidden_copy_pct,hidden_d2h_pct,hidden_h2d_pct,"
+         "exposed_copy_ns,final_loss,predicted_step_ms,predicted_peak_allocated,"
+         "predicted_offloaded_bytes,predicted_hidden_copy_pct,predictor,error";
 }
 
 std::string describe_config(const EngineConfig& c) {
@@ -169,6 +188,45 @@ std::string run_title(const RunRecord& run) {
   return s + " " + describe_config(run.config);
 }
 
+std::string default_trace_name(const std::vector<RunId>& runs, const PointRecord* point,
+                               std::string_view extension) {
+  std::string name = "offtune-";
+  if (runs.size() == 1) {
+    name += "run" + std::to_string(runs.front().value);
+    if (point != nullptr) {
+      name +=
+          "-sweep" + std::to_string(point->sweep.value) + "-point" + std::to_string(point->index);
+    }
+  } else if (!runs.empty()) {
+    const auto [lo, hi] = std::minmax_element(runs.begin(), runs.end());
+    name += "runs" + std::to_string(lo->value) + "-" + std::to_string(hi->value);
+  } else {
+    name += "runs";
+  }
+  return name.append(extension);
+}
+
+std::string default_trace_name(Store& store, const std::vector<RunId>& runs,
+                               std::string_view extension) {
+  // The sweep point a single run measured, if any: read from the store, and left out of the name
+  // where it cannot be read.
+  if (runs.size() == 1) {
+    try {
+      for (const SweepRecord& sweep : store.sweeps()) {
+        for (const PointRecord& p : store.points(sweep.id)) {
+          if (p.run == runs.front()) return default_trace_name(runs, &p, extension);
+        }
+      }
+    } catch (const StoreError&) {
+    }
+  }
+  return default_trace_name(runs, nullptr, extension);
+}
+
+std::string default_points_name(SweepId sweep) {
+  return "offtune-sweep" + std::to_string(sweep.value) + "-points.csv";
+}
+
 namespace detail {
 
 namespace {
@@ -196,11 +254,45 @@ bool is_offtune_store(const std::string& path) {
          std::string_view(head.data() + 68, 4) == "OFTN";
 }
 
+// How much of a Chrome trace's end is read for its metadata: a few hundred bytes per run, so the
+// last MiB holds it for thousands of runs.
+constexpr int64_t kTraceTail = int64_t{1} << 20;
+
+// Whether a Chrome trace that begins with `head` and ends with `tail` is one of offtune's: its
+// metadata, at the end, names offtune as its exporter (another tool's trace has other metadata, or
+// none).
+bool is_offtune_trace(std::string_view head, std::string_view tail) {
+  return head.starts_with(R"({"traceEvents":[)") &&
+         tail.find(R"("metadata":{"exporter":"offtune",)") != std::string_view::npos;
+}
+
+// Whether the gzip file `path` holds a Chrome trace of offtune's. Read to its end (the metadata is
+// last), keeping its beginning and its last kTraceTail bytes; a file that does not decompress is
+// not ours.
+bool is_gzipped_offtune_trace(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  std::string head, tail;
+  std::array<char, 1 << 16> buf{};
+  int n = 0;
+  while ((n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0) {
+    const auto got = static_cast<size_t>(n);
+    if (head.size() < 64) head.append(buf.data(), std::min(got, 64 - head.size()));
+    tail.append(buf.data(), got);
+    if (tail.size() > 2 * static_cast<size_t>(kTraceTail)) {
+      tail.erase(0, tail.size() - static_cast<size_t>(kTraceTail));
+    }
+  }
+  const bool read_through = n == 0;
+  gzclose(f);
+  return read_through && is_offtune_trace(head, tail);
+}
+
 // Whether the regular file `path` (of `size` bytes) may be replaced by an export: it is empty, or
 // an earlier offtune export of any format, told by its content (names alone prove nothing):
 // - a points CSV: its first line begins with the first columns of points_csv_header();
 // - a Chrome trace: it begins with {"traceEvents":[ and its metadata, at the end, names offtune as
-//   its exporter (another tool's trace has other metadata, or none);
+//   its exporter (another tool's trace has other metadata, or none); gzipped or not;
 // - the Nsight layout: an SQLite file whose META_DATA_EXPORT table has the OFFTUNE_EXPORTER row.
 bool is_offtune_export(const std::string& path, int64_t size) {
   if (size == 0) return true;
@@ -213,14 +305,15 @@ bool is_offtune_export(const std::string& path, int64_t size) {
   constexpr std::string_view kCsv = "index,status,offload,min_offload_size,";
   if (start.starts_with(kCsv)) return true;
   if (start.starts_with(R"({"traceEvents":[)")) {
-    // The metadata is a few hundred bytes per run: the last MiB holds it for thousands of runs.
-    const int64_t tail = std::min<int64_t>(size, int64_t{1} << 20);
+    const int64_t tail = std::min<int64_t>(size, kTraceTail);
     std::string text(static_cast<size_t>(tail), '\0');
     in.clear();
     in.seekg(size - tail);
     in.read(text.data(), tail);
-    return text.find(R"("metadata":{"exporter":"offtune",)") != std::string::npos;
+    return is_offtune_trace(start, text);
   }
+  // A gzip file (-o trace.json.gz): read through, the trace it holds judged as a plain one.
+  if (start.starts_with("\x1f\x8b")) return is_gzipped_offtune_trace(path);
   if (start.starts_with(std::string_view("SQLite format 3\0", 16))) {
     // Opened immutable: no lock taken and no -wal or -shm file made beside another program's file.
     // Any failure (not a database, no such table) means: not an export of ours.

@@ -5,6 +5,7 @@ H100 would (--device-model: every step the same, so figures are exact) is record
 and exported; the readers must find its NVTX tree, kernels and copies, and HTA's figures must agree
 with offtune's own hidden-copy % and copy bytes."""
 
+import gzip
 import json
 import os
 import pathlib
@@ -176,6 +177,53 @@ def test_hta_agrees_with_offtunes_hidden_copy_share_and_copy_bytes(hta):
     assert moved == pytest.approx(expected, rel=1e-9)
     bw = analysis.get_memory_bw_summary()
     assert bw is not None and len(bw) == 2
+
+
+def load_hta(trace_dir):
+    from hta.trace_analysis import TraceAnalysis
+
+    return TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=True)
+
+
+def test_hta_loads_every_runs_trace_plain_and_gzipped(tmp_path):
+    """Every run of a sweep, each in a trace of its own under its default name, and all of them in
+    one gzipped file, load in HTA. Before (issue 44): correlation ids counted from 1, so that HTA
+    typed its correlation column int8 (int16 for a larger file) and pandas 3 refused the events'
+    positions it then wrote there; two of this sweep's five runs failed so."""
+    pytest.importorskip("hta")
+    db = str(tmp_path / "s.db")
+    sweep = subprocess.run(
+        [cli_binary(), "sweep", "--db", db, "--model", "tiny", "--device-model", "h100-sxm",
+         "--optimizer", "--steps", "3", "--threads", "1", "--min-offload-size", "16KiB,256KiB",
+         "--max-fwd-stash-size", "1,4", "--quiet"], capture_output=True, text=True, timeout=600)
+    assert sweep.returncode == 0, sweep.stderr
+    runs = [r["id"] for r in json.loads(subprocess.run(
+        [cli_binary(), "report", "--db", db, "--json"], capture_output=True, text=True,
+        timeout=60, check=True).stdout)["runs"]]
+    assert len(runs) == 5
+    for run in runs:
+        d = tmp_path / f"run{run}"
+        d.mkdir()
+        # No -o: the file is named after the run and the point it measured, in the directory.
+        out = subprocess.run([cli_binary(), "export", "--db", db, "--format", "chrome", "--run",
+                              str(run)], cwd=d, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        (name,) = [p.name for p in d.iterdir()]
+        assert name.startswith(f"offtune-run{run}-sweep1-point") and name.endswith(".json"), name
+        analysis = load_hta(d)
+        assert list(analysis.get_profiler_steps()) == [0, 1, 2], run
+    d = tmp_path / "all"
+    d.mkdir()
+    out = subprocess.run([cli_binary(), "export", "--db", db, "--format", "chrome", "-o",
+                          str(d / "all.json.gz"), "-q"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    with gzip.open(d / "all.json.gz", "rt") as f:
+        trace = json.load(f)
+    assert len(trace["metadata"]["runs"]) == 5
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    assert all(n.endswith("[host-sim (modelled)]") for n in names), names
+    load_hta(d)
 
 
 # ---- points CSV in pandas ------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "offtune/profiler/records.hpp"
@@ -61,11 +62,27 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
 // offload). Measurements are empty for points that have none (pending, failed).
 void export_points_csv(Store& store, SweepId sweep, const std::string& path);
 
-// "index,status," then every knob's key in the knob table's order, then "step_ms_median,
-// step_ms_stddev,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,peak_allocated,peak_reserved,
-// offloaded_bytes,hidden_copy_pct,exposed_copy_ns,final_loss,predicted_step_ms,
-// predicted_peak_allocated,error".
+// "index,status," then every knob's key in the knob table's order, then "run,step_ms_median,
+// step_ms_stddev,step_ms_min,step_ms_max,step_ms_ci_low,step_ms_ci_high,step_ms_ci_level,
+// peak_allocated,peak_reserved,device_outside,peak_device_total,pinned_bytes,host_bytes_peak,
+// host_rss_peak,offloaded_bytes,reloaded_bytes,pageable_copies,hidden_copy_pct,hidden_d2h_pct,
+// hidden_h2d_pct,exposed_copy_ns,final_loss,predicted_step_ms,predicted_peak_allocated,
+// predicted_offloaded_bytes,predicted_hidden_copy_pct,predictor,error": every figure the store
+// keeps of a point, named as RunSummary's fields (docs/export.md, docs/metrics.md).
 std::string points_csv_header();
+
+// The file an export is written to when none is given (`offtune export` without -o, the
+// dashboard's save dialogs), named after what it holds so that exports of different runs do not
+// take each other's place. `extension` with its dot (".json", ".json.gz", ".sqlite"):
+//   one run: "offtune-run3.json", or "offtune-run3-sweep2-point5.json" for a run that measured a
+//   sweep's point; several: "offtune-runs3-7.json" (the lowest and the highest id).
+std::string default_trace_name(Store& store, const std::vector<RunId>& runs,
+                               std::string_view extension);
+// The same name where the caller knows the point a single run measured (null: none).
+std::string default_trace_name(const std::vector<RunId>& runs, const PointRecord* point,
+                               std::string_view extension);
+// A sweep's points: "offtune-sweep2-points.csv".
+std::string default_points_name(SweepId sweep);
 
 // The engine settings in a few words, for titles and legends (the knob table's words):
 // "no offload" (with what else the point does: "no offload, checkpoint all"), or "offload, "
