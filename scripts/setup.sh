@@ -80,14 +80,15 @@ wheel_major=${torch_cuda%%.*}
 
 # ---- Python test dependencies ------------------------------------------------------------------
 # The pytest suite (tests/python) trains Hugging Face models from configs, with PEFT adapters, and
-# compares with TRL's own offloading; scikit-build-core builds `pip install ./python`; nsys-tui and
-# holistictraceanalysis read offtune's exports (tests/python/test_exports_readers.py); torchao's NF4
-# is the quantised base of tests/python/test_tensor_kinds.py; ruff checks
-# the Python code's style (ruff.toml; scripts/test.sh runs it). Pinned like
+# compares with TRL's own offloading; scikit-build-core builds `pip install ./python`; nsys-tui,
+# nsys-parser and holistictraceanalysis read offtune's exports
+# (tests/python/test_exports_readers.py); torchao's NF4 is the quantised base of
+# tests/python/test_tensor_kinds.py; wheel pins torch in the wheel scripts/build-wheel.sh writes;
+# ruff checks the Python code's style (ruff.toml; scripts/test.sh runs it). Pinned like
 # torch (and torch named again so that pip never replaces it); cached in the same environment.
 PY_TEST_PACKAGES=(pytest==9.2.0 transformers==5.24.0 peft==0.21.2 trl==1.16.0
                   scikit-build-core==1.1.2 nsys-tui==0.1.5 holistictraceanalysis==0.5.0
-                  ruff==0.17.6 torchao==0.18.0)
+                  ruff==0.17.6 torchao==0.18.0 wheel==0.48.0 nsys-parser==0.0.1.post1)
 py_stamp="$VENV/.offtune-python-${PY_TEST_PACKAGES[*]// /_}"
 py_stamp="${py_stamp// /+}"
 if [[ ! -f "$py_stamp" ]]; then

@@ -40,8 +40,10 @@ constexpr int64_t kCopyDtoH = 2;
 constexpr int64_t kMemPageable = 0;
 constexpr int64_t kMemPinned = 1;
 constexpr int64_t kMemDevice = 2;
-// ENUM_NSYS_EVENT_CLASS of a CUDA runtime API call (CUPTI_ACTIVITY_KIND_RUNTIME.eventClass).
-constexpr int64_t kEventClassCudaRuntime = 1;
+// ENUM_NSYS_EVENT_CLASS of a CUDA runtime API call (CUPTI_ACTIVITY_KIND_RUNTIME.eventClass):
+// TRACE_PROCESS_EVENT_CUDA_RUNTIME, 0 in Nsight's numbering (1 is the driver API's; before, issue
+// 44, offtune wrote 1, and readers that pick runtime calls by class found none).
+constexpr int64_t kEventClassCudaRuntime = 0;
 // ENUM_NSYS_EVENT_TYPE values of the NVTX rows.
 constexpr int64_t kNvtxMark = 34;
 constexpr int64_t kNvtxPushPopRange = 59;
@@ -80,6 +82,86 @@ constexpr EnumRow kMemKind[] = {
     {7, "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown"},
 };
 
+constexpr EnumRow kEventClass[] = {
+    {0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"},
+    {1, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver"},
+};
+
+// Every ENUM_* table of the schema, each (id, name, label): Nsight writes them all whatever the
+// capture holds. offtune fills those its rows refer to (ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND,
+// ENUM_NSYS_EVENT_TYPE, ENUM_NSYS_EVENT_CLASS: the values above) and leaves the others empty,
+// since none of its columns holds their values.
+constexpr const char* kEnumTables[] = {
+    "ENUM_NSYS_EVENT_TYPE",
+    "ENUM_NSYS_EVENT_CLASS",
+    "ENUM_NSYS_GENERIC_EVENT_SOURCE",
+    "ENUM_NSYS_GENERIC_EVENT_GROUP",
+    "ENUM_NSYS_GENERIC_EVENT_FIELD_TYPE",
+    "ENUM_NSYS_GENERIC_EVENT_FIELD_ETW_PROPERTY",
+    "ENUM_NSYS_GENERIC_EVENT_FIELD_ETW_TYPE",
+    "ENUM_NSYS_GENERIC_EVENT_FIELD_ETW_FLAGS",
+    "ENUM_GPU_CTX_SWITCH",
+    "ENUM_CUDA_MEMCPY_OPER",
+    "ENUM_CUDA_MEM_KIND",
+    "ENUM_CUDA_MEMPOOL_TYPE",
+    "ENUM_CUDA_MEMPOOL_OPER",
+    "ENUM_CUDA_DEV_MEM_EVENT_OPER",
+    "ENUM_CUDA_KERNEL_LAUNCH_TYPE",
+    "ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG",
+    "ENUM_CUDA_UNIF_MEM_MIGRATION",
+    "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE",
+    "ENUM_CUDA_FUNC_CACHE_CONFIG",
+    "ENUM_CUPTI_STREAM_TYPE",
+    "ENUM_CUPTI_SYNC_TYPE",
+    "ENUM_CUPTI_OVERHEAD_TYPE",
+    "ENUM_CUPTI_JIT_ENTRY_TYPE",
+    "ENUM_CUPTI_JIT_OPERATION_TYPE",
+    "ENUM_STACK_UNWIND_METHOD",
+    "ENUM_SAMPLING_THREAD_STATE",
+    "ENUM_SCHEDULING_THREAD_BLOCK",
+    "ENUM_OPENGL_DEBUG_SOURCE",
+    "ENUM_OPENGL_DEBUG_TYPE",
+    "ENUM_OPENGL_DEBUG_SEVERITY",
+    "ENUM_VULKAN_PIPELINE_CREATION_FLAGS",
+    "ENUM_VULKAN_HEAP_TYPE",
+    "ENUM_VULKAN_HEAP_FLAGS",
+    "ENUM_VULKAN_MEMORY_PROPERTY_FLAGS",
+    "ENUM_D3D12_HEAP_TYPE",
+    "ENUM_D3D12_PAGE_PROPERTY",
+    "ENUM_D3D12_HEAP_FLAGS",
+    "ENUM_D3D12_CMD_LIST_TYPE",
+    "ENUM_OPENACC_DEVICE",
+    "ENUM_OPENACC_EVENT_KIND",
+    "ENUM_OPENMP_EVENT_KIND",
+    "ENUM_OPENMP_THREAD",
+    "ENUM_OPENMP_DISPATCH",
+    "ENUM_OPENMP_SYNC_REGION",
+    "ENUM_OPENMP_WORK",
+    "ENUM_OPENMP_MUTEX",
+    "ENUM_OPENMP_TASK_FLAG",
+    "ENUM_OPENMP_TASK_STATUS",
+    "ENUM_NVDRIVER_EVENT_ID",
+    "ENUM_WDDM_PAGING_QUEUE_TYPE",
+    "ENUM_WDDM_PACKET_TYPE",
+    "ENUM_WDDM_ENGINE_TYPE",
+    "ENUM_WDDM_INTERRUPT_TYPE",
+    "ENUM_WDDM_VIDMM_OP_TYPE",
+    "ENUM_NET_LINK_TYPE",
+    "ENUM_NET_DEVICE_ID",
+    "ENUM_NET_VENDOR_ID",
+    "ENUM_ETW_MEMORY_TRANSFER_TYPE",
+    "ENUM_PMU_EVENT_SOURCE",
+    "ENUM_PMU_UNIT_TYPE",
+    "ENUM_VIDEO_ENGINE_TYPE",
+    "ENUM_VIDEO_ENGINE_CODEC",
+    "ENUM_DIAGNOSTIC_SEVERITY_LEVEL",
+    "ENUM_DIAGNOSTIC_SOURCE_TYPE",
+    "ENUM_DIAGNOSTIC_TIMESTAMP_SOURCE",
+    "ENUM_NET_IB_DEVICE_TYPE",
+    "ENUM_NET_IB_CONGESTION_EVENT_TYPE",
+    "ENUM_OSRT_FILE_ACCESS_EVENT_TYPE",
+};
+
 constexpr EnumRow kEventType[] = {
     {34, "NvtxMark", "NvtxMark"},
     {59, "NvtxPushPopRange", "NvtxPushPopRange"},
@@ -87,7 +169,11 @@ constexpr EnumRow kEventType[] = {
 };
 
 // The layout: Nsight's tables (columns in Nsight's order, so that SELECT * lines up too), then
-// offtune's own OFFTUNE_* tables for what Nsight has no place for.
+// offtune's own OFFTUNE_* tables for what Nsight has no place for. Beside the tables offtune fills,
+// every table a real export of a CUDA + NVTX + OS-runtime capture carries (readers open some
+// unconditionally: "no such table: ProcessStreams"), empty where offtune records nothing of the
+// kind (memsets, synchronisations, CUDA events, graphs, OS runtime calls, call chains, overhead,
+// diagnostics, NICs); the ENUM_* tables are made from kEnumTables.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE StringIds (
   id INTEGER NOT NULL PRIMARY KEY,
@@ -139,9 +225,73 @@ CREATE TABLE TARGET_INFO_CUDA_STREAM (
 CREATE TABLE META_DATA_EXPORT (
   name TEXT NOT NULL,
   value TEXT);
-CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+CREATE TABLE META_DATA_CAPTURE (
+  name TEXT NOT NULL,
+  value TEXT);
+CREATE TABLE ANALYSIS_FILE (
+  id INTEGER NOT NULL PRIMARY KEY,
+  filename TEXT,
+  contentId INTEGER,
+  globalPid INTEGER NOT NULL);
+CREATE TABLE ProcessStreams (
+  globalPid INTEGER NOT NULL,
+  filenameId INTEGER NOT NULL,
+  contentId INTEGER NOT NULL);
+CREATE TABLE TARGET_INFO_SYSTEM_ENV (
+  globalVid INTEGER,
+  devStateName TEXT NOT NULL,
+  name TEXT NOT NULL,
+  nameEnum INTEGER NOT NULL,
+  value TEXT NOT NULL);
+CREATE TABLE TARGET_INFO_NIC_INFO (
+  GUID INTEGER NOT NULL, stateName TEXT NOT NULL, nicId INTEGER NOT NULL, name TEXT NOT NULL,
+  deviceId INTEGER NOT NULL, vendorId INTEGER NOT NULL, linkLayer INTEGER NOT NULL);
+CREATE TABLE TARGET_INFO_CUDA_CONTEXT_INFO (
+  nullStreamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL,
+  processId INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
+  parentContextId INTEGER, isGreenContext INTEGER, numMultiprocessors INTEGER, numTpcs INTEGER,
+  tpcMask TEXT, workqueueResourceId INTEGER, workqueueConcurrencyLimit INTEGER,
+  workqueueSharingScope INTEGER, workqueueChannelCount INTEGER, workqueueChannelIds TEXT);
+CREATE TABLE PROFILER_OVERHEAD (
+  start INTEGER NOT NULL, end INTEGER, globalTid INTEGER, nameId INTEGER NOT NULL,
+  overheadType INTEGER);
+CREATE TABLE DIAGNOSTIC_EVENT (
+  timestamp INTEGER NOT NULL, timestampType INTEGER NOT NULL, source INTEGER NOT NULL,
+  severity INTEGER NOT NULL, text TEXT NOT NULL, globalPid INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (
+  start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL,
+  correlationId INTEGER, globalPid INTEGER, value INTEGER NOT NULL, bytes INTEGER NOT NULL,
+  graphNodeId INTEGER, memKind INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (
+  start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL,
+  correlationId INTEGER, globalPid INTEGER, deprecatedSyncType INTEGER, syncType INTEGER NOT NULL,
+  eventId INTEGER NOT NULL, eventSyncId INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT (
+  timestamp INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
+  greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+  eventId INTEGER NOT NULL, eventSyncId INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_OVERHEAD (
+  start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER,
+  correlationId INTEGER, nameId INTEGER, overheadType INTEGER);
+CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (
+  start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+  contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL,
+  correlationId INTEGER, globalPid INTEGER, graphId INTEGER NOT NULL, graphExecId INTEGER);
+CREATE TABLE CUDA_CALLCHAINS (
+  id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL, unresolved INTEGER,
+  originalIP INTEGER, stackDepth INTEGER NOT NULL);
+CREATE TABLE OSRT_API (
+  start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER,
+  nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER,
+  callchainId INTEGER, argumentsId INTEGER);
+CREATE TABLE OSRT_CALLCHAINS (
+  id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL, kernelMode INTEGER,
+  thumbCode INTEGER, unresolved INTEGER, specialEntry INTEGER, originalIP INTEGER,
+  unwindMethod INTEGER, stackDepth INTEGER NOT NULL);
+CREATE TABLE OSRT_ARGUMENTS (
+  id INTEGER NOT NULL, value TEXT NOT NULL, argumentIndex INTEGER NOT NULL);
 CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
   start INTEGER NOT NULL,
   end INTEGER NOT NULL,
@@ -521,9 +671,15 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
     // recover, and the final close writes every page out before the rename.
     db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;", "begin");
     db.exec(kSchema, "create the tables");
+    for (const char* table : kEnumTables) {
+      db.exec(std::string("CREATE TABLE ") + table +
+                  " (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);",
+              "create the enum tables");
+    }
     write_enum(db, "ENUM_CUDA_MEMCPY_OPER", kMemcpyOper, std::size(kMemcpyOper));
     write_enum(db, "ENUM_CUDA_MEM_KIND", kMemKind, std::size(kMemKind));
     write_enum(db, "ENUM_NSYS_EVENT_TYPE", kEventType, std::size(kEventType));
+    write_enum(db, "ENUM_NSYS_EVENT_CLASS", kEventClass, std::size(kEventClass));
     {
       NsysWriter writer(db);
       Statement process(db, "INSERT INTO PROCESSES VALUES (?,?,?)");
@@ -535,6 +691,14 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       Statement cuda_device(db,
                             "INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId,cudaId,pid) "
                             "VALUES (?,?,?)");
+      // The run's CUDA context on its device, as TARGET_INFO_CUDA_STREAM names it (context 1,
+      // hardware and VM 0); its null stream is stream 0, offtune's compute stream.
+      Statement context(db,
+                        "INSERT INTO TARGET_INFO_CUDA_CONTEXT_INFO (nullStreamId,hwId,vmId,"
+                        "processId,deviceId,contextId,isGreenContext) VALUES (0,0,0,?,?,1,0)");
+      // A launched process's standard output and error, which a real export keeps (and readers
+      // look up by file name): offtune does not capture them, and says so in the name.
+      Statement streams(db, "INSERT INTO ProcessStreams VALUES (?,?,?)");
 
       // One device id per distinct device name, in order of first appearance.
       std::map<std::string, int64_t> devices;
@@ -549,6 +713,12 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
         // The device as the run's process saw it: Nsight joins activity (deviceId = CUDA device
         // id) to TARGET_INFO_GPU through this table.
         insert(cuda_device, {dev->second, dev->second, r.id.value});
+        insert(context, {r.id.value, dev->second});
+        for (const char* stream : {"stdout", "stderr"}) {
+          const std::string name = "offtune run " + std::to_string(r.id.value) + " " + stream +
+                                   " (not captured by offtune)";
+          insert(streams, {global_pid(r.id), writer.intern(name), writer.intern("")});
+        }
         const std::string title = run_title(r);
         insert(process, {global_pid(r.id), r.id.value, title});
         insert(thread, {writer.intern(title), global_tid(r.id)});
@@ -578,6 +748,16 @@ void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std:
       }
       Statement meta(db, "INSERT INTO META_DATA_EXPORT VALUES (?,?)");
       insert(meta, {std::string("EXPORT_SCHEMA_VERSION"), std::string(kSchemaVersion)});
+      // The same in parts, as Nsight writes it too (readers compare the minor version).
+      const std::string_view version(kSchemaVersion);
+      const size_t dot1 = version.find('.');
+      const size_t dot2 = version.find('.', dot1 + 1);
+      insert(meta,
+             {std::string("EXPORT_SCHEMA_VERSION_MAJOR"), std::string(version.substr(0, dot1))});
+      insert(meta, {std::string("EXPORT_SCHEMA_VERSION_MINOR"),
+                    std::string(version.substr(dot1 + 1, dot2 - dot1 - 1))});
+      insert(meta,
+             {std::string("EXPORT_SCHEMA_VERSION_MICRO"), std::string(version.substr(dot2 + 1))});
       insert(meta, {std::string("OFFTUNE_EXPORTER"), std::string("offtune nsys-layout export")});
       insert(meta, {std::string("OFFTUNE_TIME_ORIGIN"),
                     std::string("per run: 0 = the run's first event (OFFTUNE_RUNS.timeOriginNs)")});

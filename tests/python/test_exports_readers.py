@@ -113,6 +113,23 @@ def test_the_copies_nsys_tui_does_not_draw_are_launched_like_nsights(recorded):
     }
 
 
+def test_nsys_parser_opens_the_export_and_finds_each_steps_device_work(recorded):
+    """nsys-parser (PyPI) reads ProcessStreams as it opens a file and joins NVTX ranges to the
+    CUDA runtime calls on their thread and to the kernels they launched. Before (issue 44) it
+    stopped at once: "no such table: ProcessStreams"."""
+    pytest.importorskip("nsys_parser")
+    from nsys_parser.parser import NsysParser
+
+    d, _ = recorded
+    parser = NsysParser(str(d / "run.sqlite"))
+    assert parser.validated  # no error output recorded for the run
+    assert parser.device_name.startswith("host-sim modelling NVIDIA H100"), parser.device_name
+    for step in range(STEPS):
+        (event,) = parser.get_nvtx_events(f"offtune:step {step}")
+        assert len(event.cuda_api_events) > 0
+        assert event.start <= event.cuda_start_time < event.cuda_end_time, step
+
+
 # ---- Holistic Trace Analysis ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

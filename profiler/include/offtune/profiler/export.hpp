@@ -50,8 +50,10 @@ void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std
 // CUPTI_ACTIVITY_KIND_KERNEL (compute spans), CUPTI_ACTIVITY_KIND_RUNTIME (a launch call per kernel
 // and copy, same correlationId, on the run's thread), NVTX_EVENTS (steps, phases and waits as
 // push/pop ranges, packs and unpacks as marks; text inline and in StringIds), the ENUM_* tables
-// with Nsight's numbering, PROCESSES, TARGET_INFO_GPU / _CUDA_DEVICE / _CUDA_STREAM and
-// META_DATA_EXPORT. One globalPid per run; times are nanoseconds from the run's first event.
+// with Nsight's numbering, PROCESSES, TARGET_INFO_GPU / _CUDA_DEVICE / _CUDA_STREAM /
+// _CUDA_CONTEXT_INFO, ProcessStreams and META_DATA_EXPORT; every other table a real export of a
+// CUDA + NVTX + OS-runtime capture carries, empty. One globalPid per run; times are nanoseconds
+// from the run's first event.
 // Readers of real exports (nsys-tui, nsys's report scripts) read it; the Nsight GUI does not.
 void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std::string& path);
 
