@@ -598,5 +598,97 @@ TEST_F(CachingAllocatorModelSettings, TakesC10sParsedValuesAsTheyAre) {
   EXPECT_EQ(M::round_size(5 * MiB + 1), 5 * MiB + 512 * KiB);
 }
 
+// ---- memory history ----------------------------------------------------------------------------
+
+// The model reports what torch's allocator history records (memory snapshots, docs/export.md):
+// segments at their addresses, laid end to end from 4 GiB, frees completed at once or once the
+// streams a block was used on are done; its state lists segments and blocks by address.
+TEST(CachingAllocatorModel, ItsHistoryAndStateNameSegmentsAndBlocksByAddress) {
+  M m(defaults());
+  std::vector<M::TraceEvent> events;
+  m.set_tracer([&](const M::TraceEvent& e) { events.push_back(e); });
+  using A = M::TraceEvent::Action;
+  constexpr int64_t kBase = int64_t{1} << 32;
+
+  M::Block* a = m.allocate(1000, 0);  // a 2 MiB small segment at the base; the block rounds to 1024
+  M::Block* b = m.allocate(3000, 0);  // beside it in the same segment: 3072
+  M::Block* c = m.allocate(12 * MiB, 0);  // a 12 MiB segment of its own, after the first
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].action, A::SegmentAlloc);
+  EXPECT_EQ(events[0].addr, kBase);
+  EXPECT_EQ(events[0].size, 2 * MiB);
+  EXPECT_EQ(events[1].action, A::SegmentAlloc);
+  EXPECT_EQ(events[1].addr, kBase + 2 * MiB);
+  EXPECT_EQ(events[1].size, 12 * MiB);
+  EXPECT_EQ(M::address(a), kBase);
+  EXPECT_EQ(M::address(b), kBase + 1024);
+  EXPECT_EQ(M::size_of(b), 3072);
+  EXPECT_EQ(M::address(c), kBase + 2 * MiB);
+
+  // b is used on stream 7 too: its free waits for it.
+  m.record_stream(b, 7);
+  m.free(a);
+  m.free(b);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].action, A::FreeCompleted);
+  EXPECT_EQ(events[2].addr, kBase);
+  EXPECT_EQ(events[2].size, 1024);
+
+  const auto state = m.state();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].addr, kBase);
+  EXPECT_EQ(state[0].size, 2 * MiB);
+  EXPECT_TRUE(state[0].small);
+  ASSERT_EQ(state[0].blocks.size(), 3u);  // a's free piece, b (pending), the rest
+  EXPECT_FALSE(state[0].blocks[0].allocated);
+  EXPECT_FALSE(state[0].blocks[0].pending);
+  EXPECT_EQ(state[0].blocks[1].addr, kBase + 1024);
+  EXPECT_TRUE(state[0].blocks[1].pending);
+  EXPECT_EQ(state[0].blocks[2].size, 2 * MiB - 4096);
+  ASSERT_EQ(state[1].blocks.size(), 1u);
+  EXPECT_TRUE(state[1].blocks[0].allocated);
+  EXPECT_EQ(state[1].blocks[0].requested, 12 * MiB);
+
+  m.complete_stream(7);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[3].action, A::FreeCompleted);
+  EXPECT_EQ(events[3].addr, kBase + 1024);
+  // The small segment is whole and free again: emptying the cache gives it back; c's stays.
+  m.empty_cache();
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[4].action, A::SegmentFree);
+  EXPECT_EQ(events[4].addr, kBase);
+  EXPECT_EQ(events[4].size, 2 * MiB);
+  ASSERT_EQ(m.state().size(), 1u);
+
+  // A request past the capacity: out of memory, with what was free.
+  m.set_capacity(20 * MiB);
+  EXPECT_EQ(m.allocate(30 * MiB, 0), nullptr);
+  ASSERT_EQ(events.back().action, A::Oom);
+  EXPECT_EQ(events.back().size, 30 * MiB);
+  EXPECT_EQ(events.back().device_free, 8 * MiB);
+  m.free(c);
+}
+
+// Expandable segments report the pages they map and unmap, and their state is the mapped pages.
+TEST(CachingAllocatorModel, ItsHistoryShowsExpandableSegmentsMappingPages) {
+  M m(expandable());
+  std::vector<M::TraceEvent> events;
+  m.set_tracer([&](const M::TraceEvent& e) { events.push_back(e); });
+  M::Block* a = m.allocate(30 * MiB, 0);  // two 20 MiB pages of the large pool
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].action, M::TraceEvent::Action::SegmentMap);
+  EXPECT_EQ(events[0].size, 40 * MiB);
+  const auto state = m.state();
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_TRUE(state[0].expandable);
+  EXPECT_EQ(state[0].size, 40 * MiB);
+  m.free(a);
+  m.empty_cache();
+  EXPECT_EQ(events.back().action, M::TraceEvent::Action::SegmentUnmap);
+  EXPECT_EQ(events.back().size, 40 * MiB);
+  EXPECT_TRUE(m.state().empty());
+}
+
 }  // namespace
 }  // namespace offtune::detail

@@ -10,12 +10,15 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "alloc_model.hpp"
 #include "backend.hpp"
 #include "host_sim_internal.hpp"
 #include "offtune/device_model.hpp"
 #include "offtune/host_sim.hpp"
+#include "offtune/memory_history.hpp"
 #include "pressure.hpp"
 
 namespace offtune::detail {
@@ -91,6 +94,60 @@ TEST_F(Emulator, AFreedBlockGoesBackToItsOwnStreamAtOnce) {
   EXPECT_NE(other.data(), where);
   c10::Storage again = block(4096, s1, 3);  // its stream: that block, at once
   EXPECT_EQ(again.data(), where);
+}
+
+// The memory history (memory_history.hpp): an allocation and its free as the modelled allocator
+// saw them, with the storage's data pointer, a block recorded on a copy stream completing its free
+// only once the copy ran; the allocator's state lists the live block.
+TEST_F(Emulator, TheMemoryHistoryFollowsTheModelledAllocatorWithEachStoragesData) {
+  struct Recorder final : host_sim::MemoryHistoryListener {
+    std::mutex mutex;
+    std::vector<host_sim::MemoryEvent> events;
+    void on_memory_event(const host_sim::MemoryEvent& e) noexcept override {
+      std::lock_guard<std::mutex> lock(mutex);
+      events.push_back(e);
+    }
+  } recorder;
+  host_sim::set_memory_history_listener(&recorder);
+  c10::Storage a = block(3000, host_sim::kDefaultStream, 1);
+  const void* data = a.data();
+  using A = host_sim::MemoryEvent::Action;
+  int64_t addr = -1;
+  {
+    std::lock_guard<std::mutex> lock(recorder.mutex);
+    ASSERT_FALSE(recorder.events.empty());
+    const auto& alloc = recorder.events.back();
+    EXPECT_EQ(alloc.action, A::Alloc);
+    EXPECT_EQ(alloc.data, data);
+    EXPECT_EQ(alloc.size, 3072);  // rounded to 512
+    EXPECT_EQ(alloc.requested, 3000);
+    addr = alloc.addr;
+  }
+  bool live = false;
+  for (const auto& seg : host_sim::memory_segments()) {
+    for (const auto& b : seg.blocks) {
+      live |= b.addr == addr && b.state == host_sim::MemoryBlock::State::Allocated &&
+              b.requested == 3000;
+    }
+  }
+  EXPECT_TRUE(live);
+  // Offloaded (read by a copy on the side stream), then freed: the free completes once the copy
+  // ran.
+  std::vector<uint8_t> host(3000);
+  offload(a, host)->synchronize();
+  a = c10::Storage();
+  backend_->synchronize();
+  host_sim::set_memory_history_listener(nullptr);
+  std::vector<A> after;
+  for (const auto& e : recorder.events) {
+    const bool freeing = e.action == A::FreeRequested || e.action == A::FreeCompleted;
+    if (e.addr == addr && freeing) after.push_back(e.action);
+  }
+  EXPECT_EQ(after, (std::vector<A>{A::FreeRequested, A::FreeCompleted}));
+  const size_t before = recorder.events.size();
+  c10::Storage b = block(4096, host_sim::kDefaultStream, 2);  // nothing listens now
+  EXPECT_EQ(recorder.events.size(), before);
+  EXPECT_STREQ(host_sim::to_string(A::FreeCompleted), "free_completed");
 }
 
 TEST_F(Emulator, FreeingABlockACopyMayStillReadIsAReportedRace) {

@@ -68,6 +68,7 @@ AllocatorSettings AllocatorSettings::current() {
 
 struct CachingAllocatorModel::Segment {
   int64_t id = 0;    // creation order: stands for the address in the pools' orders
+  int64_t base = 0;  // its modelled address (address())
   size_t index = 0;  // in segments_
   bool small = false;
   bool expandable = false;
@@ -81,6 +82,7 @@ struct CachingAllocatorModel::Block {
   int64_t stream = 0;
   int64_t offset = 0;
   int64_t size = 0;
+  int64_t requested = 0;  // while allocated: the bytes asked for
   bool allocated = false;
   bool mapped = true;  // false: unmapped address space of an expandable segment
   Block* prev = nullptr;
@@ -203,6 +205,8 @@ CachingAllocatorModel::Segment* CachingAllocatorModel::add_segment(bool small, b
                                                                    int64_t size, int64_t page) {
   auto seg = std::make_unique<Segment>();
   seg->id = next_segment_++;
+  seg->base = next_base_;
+  next_base_ += (size + kSmallBuffer - 1) / kSmallBuffer * kSmallBuffer;
   seg->index = segments_.size();
   seg->small = small;
   seg->expandable = expandable;
@@ -243,9 +247,15 @@ CachingAllocatorModel::Block* CachingAllocatorModel::allocate(int64_t bytes, int
   if (block == nullptr) {
     ++stats_.num_ooms;
     last_oom_ = OutOfMemory{size, r.alloc_size, capacity_, stats_.reserved, stats_.allocated};
+    if (tracer_) {
+      tracer_({TraceEvent::Action::Oom, 0, size, stream,
+               capacity_ > 0 ? capacity_ - stats_.reserved : 0});
+    }
     return nullptr;
   }
-  return take(block, r);
+  Block* b = take(block, r);
+  b->requested = bytes;
+  return b;
 }
 
 // get_free_block: the smallest free block of the request's stream and pool that fits, or none.
@@ -335,6 +345,7 @@ CachingAllocatorModel::Block* CachingAllocatorModel::new_segment(const Request& 
   Block* b = make_block(seg, r.stream, 0, r.alloc_size);
   raise_reserved(r.alloc_size);
   ++stats_.num_device_alloc;
+  trace(TraceEvent::Action::SegmentAlloc, seg->base, r.alloc_size, r.stream);
   return b;
 }
 
@@ -395,6 +406,7 @@ bool CachingAllocatorModel::map(Block* b, int64_t bytes) {
   const int64_t end = (b->offset + bytes + page - 1) / page;
   const int64_t mapped = (end - first) * page;
   if (capacity_ > 0 && stats_.reserved + mapped > capacity_) return false;
+  trace(TraceEvent::Action::SegmentMap, b->segment->base + first * page, mapped, b->stream);
   Pool& pool = pool_of(*b);
   pool.unmapped.erase(b);
   b->mapped = true;
@@ -442,6 +454,7 @@ void CachingAllocatorModel::unmap(Block* b) {
     to_pool(f);
   }
   const int64_t unmapped = (end - first) * page;
+  trace(TraceEvent::Action::SegmentUnmap, b->segment->base + first * page, unmapped, b->stream);
   b->offset = first * page;
   b->size = unmapped;
   b->mapped = false;
@@ -553,6 +566,7 @@ void CachingAllocatorModel::release_blocks(Pool& pool) {
 
 // release_block: the free whole fixed segment `b` goes back to the driver.
 void CachingAllocatorModel::release_segment(Block* b) {
+  trace(TraceEvent::Action::SegmentFree, address(b), b->size, b->stream);
   pool_of(*b).blocks.erase(b);
   stats_.reserved -= b->size;
   ++stats_.num_device_free;
@@ -583,6 +597,7 @@ CachingAllocatorModel::PendingFree CachingAllocatorModel::free(Block* block) {
   block->allocated = false;
   stats_.allocated -= block->size;
   if (block->stream_uses.empty()) {
+    trace(TraceEvent::Action::FreeCompleted, address(block), block->size, block->stream);
     free_block(block);
     return 0;
   }
@@ -625,6 +640,7 @@ void CachingAllocatorModel::finish_pending(std::pmr::map<PendingFree, Block*>::i
   stats_.pending_bytes -= b->size;
   b->pending = 0;
   b->stream_uses.clear();
+  trace(TraceEvent::Action::FreeCompleted, address(b), b->size, b->stream);
   free_block(b);
 }
 
@@ -647,6 +663,40 @@ void CachingAllocatorModel::complete_stream(int64_t stream) {
 
 void CachingAllocatorModel::complete_all() {
   while (!pending_.empty()) finish_pending(pending_.begin());
+}
+
+// ---- memory history ------------------------------------------------------------------------
+
+int64_t CachingAllocatorModel::address(const Block* b) { return b->segment->base + b->offset; }
+int64_t CachingAllocatorModel::size_of(const Block* b) { return b->size; }
+int64_t CachingAllocatorModel::stream_of(const Block* b) { return b->stream; }
+
+std::vector<CachingAllocatorModel::SegmentState> CachingAllocatorModel::state() const {
+  // Each live segment's first block, found among the blocks in use (dropped ones have no segment).
+  std::vector<const Block*> heads;
+  for (const auto& b : block_store_) {
+    if (b->segment != nullptr && b->prev == nullptr) heads.push_back(b.get());
+  }
+  std::vector<SegmentState> out;
+  for (const Block* head : heads) {
+    SegmentState* seg = nullptr;
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      if (!b->mapped) {  // the end of a run of mapped pages
+        seg = nullptr;
+        continue;
+      }
+      if (seg == nullptr) {
+        out.push_back({address(b), 0, b->stream, b->segment->small, b->segment->expandable, {}});
+        seg = &out.back();
+      }
+      seg->size += b->size;
+      seg->blocks.push_back(
+          {address(b), b->size, b->allocated ? b->requested : 0, b->allocated, b->pending != 0});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentState& a, const SegmentState& b) { return a.addr < b.addr; });
+  return out;
 }
 
 CachingAllocatorModel::Stats CachingAllocatorModel::stats() const {

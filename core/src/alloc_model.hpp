@@ -51,6 +51,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -178,6 +179,55 @@ class CachingAllocatorModel {
   Stats stats() const;
   const std::optional<OutOfMemory>& last_oom() const { return last_oom_; }
 
+  // What the model does with the driver's memory, as torch's allocator history records it
+  // (CUDACachingAllocator's TraceEntry), for memory snapshots (offtune/memory_history.hpp). A
+  // block's allocation and the request of its free are the caller's to report (it knows the
+  // tensor); the model reports the rest as it happens: segments allocated, freed, mapped and
+  // unmapped, frees completed (at once, or once the streams a block was recorded on are done), and
+  // out-of-memory.
+  struct TraceEvent {
+    enum class Action : uint8_t {
+      SegmentAlloc,
+      SegmentFree,
+      SegmentMap,
+      SegmentUnmap,
+      FreeCompleted,
+      Oom,
+    };
+    Action action = Action::SegmentAlloc;
+    int64_t addr = 0;  // address() of the block, or of the segment or pages
+    int64_t size = 0;  // bytes; Oom: the rounded request
+    int64_t stream = 0;
+    int64_t device_free = 0;  // Oom: the capacity less what is reserved
+  };
+  // Called as each happens, in the model's call (under its caller's lock); empty: none. It must not
+  // call the model.
+  void set_tracer(std::function<void(const TraceEvent&)> tracer) { tracer_ = std::move(tracer); }
+  // A block's modelled address: its segment's base plus its offset. Segments are laid end to end
+  // from 4 GiB, each rounded up to 2 MiB, in the order they were made; an address is stable while
+  // its block lives.
+  static int64_t address(const Block* b);
+  static int64_t size_of(const Block* b);
+  static int64_t stream_of(const Block* b);
+  // The segments and their blocks now, by address: fixed segments whole, an expandable segment's
+  // mapped pages as one segment per contiguous run (its unmapped address space is left out).
+  struct BlockState {
+    int64_t addr = 0;
+    int64_t size = 0;
+    int64_t requested = 0;  // the bytes asked for (allocated blocks)
+    bool allocated = false;
+    bool pending = false;  // freed, waiting for other streams
+  };
+  struct SegmentState {
+    int64_t addr = 0;
+    int64_t size = 0;
+    int64_t stream = 0;
+    bool small = false;
+    bool expandable = false;
+    std::vector<BlockState> blocks;
+  };
+  std::vector<SegmentState> state() const;
+
  private:
   struct Segment;
   struct Request;
@@ -227,8 +277,14 @@ class CachingAllocatorModel {
   void complete_all();
   void finish_pending(std::pmr::map<PendingFree, Block*>::iterator it);
 
+  void trace(TraceEvent::Action action, int64_t addr, int64_t size, int64_t stream) const {
+    if (tracer_) tracer_({action, addr, size, stream, 0});
+  }
+
   std::optional<AllocatorSettings> fixed_;
   int64_t capacity_ = 0;
+  std::function<void(const TraceEvent&)> tracer_;
+  int64_t next_base_ = int64_t{1} << 32;          // the next segment's base address
   std::pmr::unsynchronized_pool_resource nodes_;  // before the containers that use it
   Pool small_{&nodes_}, large_{&nodes_};
   std::vector<std::unique_ptr<Segment>> segments_;

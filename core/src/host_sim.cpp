@@ -8,6 +8,7 @@
 // allocation and free goes through a model of CUDA's caching allocator (alloc_model.hpp): the
 // segments a GPU process would reserve for them, and whether the device's capacity holds them.
 #include "offtune/host_sim.hpp"
+#include "offtune/memory_history.hpp"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
@@ -99,6 +100,27 @@ struct TimedFree {
 };
 std::vector<TimedFree> g_timed_frees;  // under g_model_mutex
 
+// The memory history's listener (memory_history.hpp); events are sent under g_model_mutex, so that
+// they arrive in the order the model saw them.
+std::atomic<MemoryHistoryListener*> g_history{nullptr};
+
+// Under g_model_mutex: an allocation or the request of a free, which the model leaves to us.
+void report(MemoryEvent::Action action, const detail::sim::CachingAllocatorModel::Block* b,
+            int64_t requested, const void* data) {
+  MemoryHistoryListener* l = g_history.load(std::memory_order_acquire);
+  if (l == nullptr || b == nullptr) return;
+  using Model = detail::sim::CachingAllocatorModel;
+  MemoryEvent e;
+  e.action = action;
+  e.addr = Model::address(b);
+  e.size = Model::size_of(b);
+  e.requested = requested;
+  e.stream = Model::stream_of(b);
+  e.time_ns = clock_ns();
+  e.data = data;
+  l->on_memory_event(e);
+}
+
 // Under g_model_mutex: the timed frees whose time the compute stream has reached.
 void complete_due_frees() {
   if (g_timed_frees.empty()) return;
@@ -113,6 +135,7 @@ void complete_due_frees() {
 void model_free(Header* h, detail::sim::CopyStream* waits_for) {
   if (h->modelled == nullptr) return;
   std::lock_guard<std::mutex> lock(g_model_mutex);
+  report(MemoryEvent::Action::FreeRequested, h->modelled, 0, reinterpret_cast<char*>(h) + kHeader);
   if (detail::sim::modelled()) {
     const int64_t tail = h->recorded_on != nullptr
                              ? h->recorded_on->modelled_tail.load(std::memory_order_acquire)
@@ -460,6 +483,10 @@ class AccountingAllocator final : public c10::Allocator {
     g_allocations.fetch_add(1, std::memory_order_relaxed);
     h->modelled = modelled;
     void* data = reinterpret_cast<char*>(h) + kHeader;
+    if (modelled != nullptr && g_history.load(std::memory_order_acquire) != nullptr) {
+      std::lock_guard<std::mutex> lock(g_model_mutex);
+      report(MemoryEvent::Action::Alloc, modelled, bytes, data);
+    }
     if (AllocationListener* l = g_listener.load(std::memory_order_acquire)) {
       l->on_allocate(data, bytes, clock_ns());
     }
@@ -502,6 +529,88 @@ Counters counters() {
 
 void set_allocation_listener(AllocationListener* listener) {
   g_listener.store(listener, std::memory_order_release);
+}
+
+const char* to_string(MemoryEvent::Action a) {
+  switch (a) {
+    case MemoryEvent::Action::Alloc:
+      return "alloc";
+    case MemoryEvent::Action::FreeRequested:
+      return "free_requested";
+    case MemoryEvent::Action::FreeCompleted:
+      return "free_completed";
+    case MemoryEvent::Action::SegmentAlloc:
+      return "segment_alloc";
+    case MemoryEvent::Action::SegmentFree:
+      return "segment_free";
+    case MemoryEvent::Action::SegmentMap:
+      return "segment_map";
+    case MemoryEvent::Action::SegmentUnmap:
+      return "segment_unmap";
+    case MemoryEvent::Action::Oom:
+      return "oom";
+  }
+  return "unknown";
+}
+
+void set_memory_history_listener(MemoryHistoryListener* listener) {
+  using Trace = detail::sim::CachingAllocatorModel::TraceEvent;
+  std::lock_guard<std::mutex> lock(g_model_mutex);
+  g_history.store(listener, std::memory_order_release);
+  if (listener == nullptr) {
+    alloc_model().set_tracer({});
+    return;
+  }
+  alloc_model().set_tracer([listener](const Trace& t) {
+    MemoryEvent e;
+    switch (t.action) {
+      case Trace::Action::SegmentAlloc:
+        e.action = MemoryEvent::Action::SegmentAlloc;
+        break;
+      case Trace::Action::SegmentFree:
+        e.action = MemoryEvent::Action::SegmentFree;
+        break;
+      case Trace::Action::SegmentMap:
+        e.action = MemoryEvent::Action::SegmentMap;
+        break;
+      case Trace::Action::SegmentUnmap:
+        e.action = MemoryEvent::Action::SegmentUnmap;
+        break;
+      case Trace::Action::FreeCompleted:
+        e.action = MemoryEvent::Action::FreeCompleted;
+        break;
+      case Trace::Action::Oom:
+        e.action = MemoryEvent::Action::Oom;
+        break;
+    }
+    e.addr = t.addr;
+    e.size = t.size;
+    e.stream = t.stream;
+    e.device_free = t.device_free;
+    e.time_ns = clock_ns();
+    listener->on_memory_event(e);
+  });
+}
+
+std::vector<MemorySegment> memory_segments() {
+  std::vector<detail::sim::CachingAllocatorModel::SegmentState> state;
+  {
+    std::lock_guard<std::mutex> lock(g_model_mutex);
+    state = alloc_model().state();
+  }
+  std::vector<MemorySegment> out;
+  out.reserve(state.size());
+  for (const auto& s : state) {
+    MemorySegment seg{s.addr, s.size, s.stream, s.small, s.expandable, {}};
+    for (const auto& b : s.blocks) {
+      seg.blocks.push_back({b.addr, b.size, b.requested,
+                            b.allocated ? MemoryBlock::State::Allocated
+                            : b.pending ? MemoryBlock::State::PendingFree
+                                        : MemoryBlock::State::Inactive});
+    }
+    out.push_back(std::move(seg));
+  }
+  return out;
 }
 
 void reset_peak() {
