@@ -597,7 +597,7 @@ CachingAllocatorModel::PendingFree CachingAllocatorModel::free(Block* block) {
   block->allocated = false;
   stats_.allocated -= block->size;
   if (block->stream_uses.empty()) {
-    trace(TraceEvent::Action::FreeCompleted, address(block), block->size, block->stream);
+    trace(TraceEvent::Action::FreeCompleted, address(block), block->requested, block->stream);
     free_block(block);
     return 0;
   }
@@ -640,7 +640,7 @@ void CachingAllocatorModel::finish_pending(std::pmr::map<PendingFree, Block*>::i
   stats_.pending_bytes -= b->size;
   b->pending = 0;
   b->stream_uses.clear();
-  trace(TraceEvent::Action::FreeCompleted, address(b), b->size, b->stream);
+  trace(TraceEvent::Action::FreeCompleted, address(b), b->requested, b->stream);
   free_block(b);
 }
 
@@ -669,6 +669,7 @@ void CachingAllocatorModel::complete_all() {
 
 int64_t CachingAllocatorModel::address(const Block* b) { return b->segment->base + b->offset; }
 int64_t CachingAllocatorModel::size_of(const Block* b) { return b->size; }
+int64_t CachingAllocatorModel::requested_of(const Block* b) { return b->requested; }
 int64_t CachingAllocatorModel::stream_of(const Block* b) { return b->stream; }
 
 std::vector<CachingAllocatorModel::SegmentState> CachingAllocatorModel::state() const {

@@ -196,7 +196,9 @@ class CachingAllocatorModel {
     };
     Action action = Action::SegmentAlloc;
     int64_t addr = 0;  // address() of the block, or of the segment or pages
-    int64_t size = 0;  // bytes; Oom: the rounded request
+    // Bytes: a segment's or pages'; a completed free's, the bytes its allocation asked for (as
+    // torch's history, whose block entries carry the requested size); Oom: the rounded request.
+    int64_t size = 0;
     int64_t stream = 0;
     int64_t device_free = 0;  // Oom: the capacity less what is reserved
   };
@@ -208,6 +210,7 @@ class CachingAllocatorModel {
   // its block lives.
   static int64_t address(const Block* b);
   static int64_t size_of(const Block* b);
+  static int64_t requested_of(const Block* b);  // the bytes asked for, while allocated
   static int64_t stream_of(const Block* b);
   // The segments and their blocks now, by address: fixed segments whole, an expandable segment's
   // mapped pages as one segment per contiguous run (its unmapped address space is left out).

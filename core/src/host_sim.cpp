@@ -106,15 +106,15 @@ std::atomic<MemoryHistoryListener*> g_history{nullptr};
 
 // Under g_model_mutex: an allocation or the request of a free, which the model leaves to us.
 void report(MemoryEvent::Action action, const detail::sim::CachingAllocatorModel::Block* b,
-            int64_t requested, const void* data) {
+            const void* data) {
   MemoryHistoryListener* l = g_history.load(std::memory_order_acquire);
   if (l == nullptr || b == nullptr) return;
   using Model = detail::sim::CachingAllocatorModel;
   MemoryEvent e;
   e.action = action;
   e.addr = Model::address(b);
-  e.size = Model::size_of(b);
-  e.requested = requested;
+  e.size = Model::requested_of(b);
+  e.block_size = Model::size_of(b);
   e.stream = Model::stream_of(b);
   e.time_ns = clock_ns();
   e.data = data;
@@ -135,7 +135,7 @@ void complete_due_frees() {
 void model_free(Header* h, detail::sim::CopyStream* waits_for) {
   if (h->modelled == nullptr) return;
   std::lock_guard<std::mutex> lock(g_model_mutex);
-  report(MemoryEvent::Action::FreeRequested, h->modelled, 0, reinterpret_cast<char*>(h) + kHeader);
+  report(MemoryEvent::Action::FreeRequested, h->modelled, reinterpret_cast<char*>(h) + kHeader);
   if (detail::sim::modelled()) {
     const int64_t tail = h->recorded_on != nullptr
                              ? h->recorded_on->modelled_tail.load(std::memory_order_acquire)
@@ -485,7 +485,7 @@ class AccountingAllocator final : public c10::Allocator {
     void* data = reinterpret_cast<char*>(h) + kHeader;
     if (modelled != nullptr && g_history.load(std::memory_order_acquire) != nullptr) {
       std::lock_guard<std::mutex> lock(g_model_mutex);
-      report(MemoryEvent::Action::Alloc, modelled, bytes, data);
+      report(MemoryEvent::Action::Alloc, modelled, data);
     }
     if (AllocationListener* l = g_listener.load(std::memory_order_acquire)) {
       l->on_allocate(data, bytes, clock_ns());

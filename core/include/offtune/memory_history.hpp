@@ -27,8 +27,10 @@ struct MemoryEvent {
   };
   Action action = Action::Alloc;
   int64_t addr = 0;
-  int64_t size = 0;       // the block's or segment's bytes (a block: rounded); Oom: the request
-  int64_t requested = 0;  // Alloc: the bytes asked for
+  // A block's events: the bytes its allocation asked for, as torch's history has them (the curve
+  // of memory_viz sums these); a segment's: its bytes or its pages'; Oom: the rounded request.
+  int64_t size = 0;
+  int64_t block_size = 0;  // Alloc, FreeRequested: the block's bytes (rounded to 512 and more)
   int64_t stream = 0;
   int64_t device_free = 0;     // Oom: the device's capacity less what is reserved
   int64_t time_ns = 0;         // host_sim::clock_ns()
