@@ -942,6 +942,52 @@ TEST_F(ExportTest, DefaultNamesCarryTheRunAndThePoint) {
   EXPECT_EQ(default_points_name(fx_.sweep), "offtune-sweep" + sweep + "-points.csv");
 }
 
+// --- memory snapshot
+// -------------------------------------------------------------------------------
+
+// A run's memory history as torch's snapshot pickle (tests/python/test_memory_snapshot.py reads it
+// with torch's memory_viz): protocol 2, offtune's entry first, the notes as frames; replaced as an
+// earlier export; a run without a history refused with how to record one, nothing written.
+TEST_F(ExportTest, AMemorySnapshotIsAPickleOfTheRunsHistory) {
+  fx_.store->add_memory_history(
+      fx_.a,
+      {{.seq = 0, .action = "segment_alloc", .addr = 1 << 20, .size = 2 << 20},
+       {.seq = 1,
+        .time_ns = 5000,
+        .action = "alloc",
+        .addr = 1 << 20,
+        .size = 1000,
+        .block_size = 1024,
+        .note = "offloaded by offtune: tensor 7 (step 0)"},
+       {.seq = 2, .action = "oom", .size = int64_t{3} << 30, .device_free = 5 << 20}},
+      {{.segment_addr = 1 << 20,
+        .segment_size = 2 << 20,
+        .small_pool = true,
+        .addr = 1 << 20,
+        .size = 1024,
+        .requested = 1000,
+        .state = "active_allocated",
+        .note = "offloaded by offtune: tensor 7 (step 0)"}});
+  const std::string out = file("snap.pickle");
+  export_memory_snapshot(*fx_.store, fx_.a, out);
+  const std::string bytes = read_all(out);
+  EXPECT_EQ(bytes.rfind(std::string("\x80\x02}(X\x07\x00\x00\x00offtune", 16), 0), 0u);
+  EXPECT_EQ(bytes.substr(bytes.size() - 2), "u.");  // the outer dict's items, then STOP
+  for (const char* text : {"segments", "device_traces", "segment_alloc", "active_allocated",
+                           "offloaded by offtune: tensor 7 (step 0)", "device_free", "time_us"}) {
+    EXPECT_NE(bytes.find(text), std::string::npos) << text;
+  }
+  export_memory_snapshot(*fx_.store, fx_.a, out);  // an earlier snapshot: replaced
+  EXPECT_EQ(read_all(out), bytes);
+  try {
+    export_memory_snapshot(*fx_.store, fx_.b, file("b.pickle"));
+    ADD_FAILURE() << "a run without a history was exported";
+  } catch (const ExportError& e) {
+    EXPECT_NE(std::string(e.what()).find("--memory-history"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(file("b.pickle")));
+}
+
 // --- CSV -----------------------------------------------------------------------------------------
 
 TEST_F(ExportTest, PointsCsvHasHeaderRowsAndQuoting) {

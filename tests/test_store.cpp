@@ -634,6 +634,55 @@ TEST_P(StoreSemantics, PredictionsRoundTripByIndexAndReplace) {
   EXPECT_TRUE(store().predictions(no_sweep).empty());
 }
 
+// A run's memory history (records.hpp): events by seq, blocks by address, each run its own; a run
+// without one has none; an unknown run is refused.
+TEST_P(StoreSemantics, MemoryHistoryRoundTripsPerRun) {
+  const RunId run = store().begin_run(sample_run(1));
+  const RunId other = store().begin_run(sample_run(2));
+  EXPECT_TRUE(store().memory_events(run).empty());
+  EXPECT_TRUE(store().memory_blocks(run).empty());
+  MemoryEventRecord seg{
+      .seq = 0, .time_ns = 10, .action = "segment_alloc", .addr = 1 << 20, .size = 2 << 20};
+  MemoryEventRecord alloc{.seq = 1,
+                          .time_ns = 11,
+                          .action = "alloc",
+                          .addr = 1 << 20,
+                          .size = 1000,
+                          .block_size = 1024,
+                          .stream = 3,
+                          .note = "offloaded by offtune: tensor 7"};
+  MemoryEventRecord oom{
+      .seq = 2, .time_ns = 12, .action = "oom", .size = 1 << 30, .device_free = 5 << 20};
+  MemoryBlockRecord b0{.segment_addr = 1 << 20,
+                       .segment_size = 2 << 20,
+                       .stream = 3,
+                       .small_pool = true,
+                       .addr = (1 << 20) + 1024,
+                       .size = (2 << 20) - 1024,
+                       .state = "inactive"};
+  MemoryBlockRecord b1{.segment_addr = 1 << 20,
+                       .segment_size = 2 << 20,
+                       .stream = 3,
+                       .small_pool = true,
+                       .addr = 1 << 20,
+                       .size = 1024,
+                       .requested = 1000,
+                       .state = "active_allocated",
+                       .note = "offloaded by offtune: tensor 7"};
+  store().add_memory_history(run, {oom, seg, alloc}, {b0, b1});
+  store().add_memory_history(other, {seg}, {});
+  reopen();
+  auto events = store().memory_events(run);
+  for (auto* e : {&seg, &alloc, &oom}) e->run = run;
+  EXPECT_EQ(events, (std::vector<MemoryEventRecord>{seg, alloc, oom}));
+  b0.run = b1.run = run;
+  EXPECT_EQ(store().memory_blocks(run), (std::vector<MemoryBlockRecord>{b1, b0}));
+  ASSERT_EQ(store().memory_events(other).size(), 1u);
+  EXPECT_EQ(store().memory_events(other)[0].run, other);
+  EXPECT_TRUE(store().memory_blocks(other).empty());
+  expect_store_error([&] { store().add_memory_history(RunId(987654), {seg}, {}); }, Kind::Invalid);
+}
+
 TEST_P(StoreSemantics, UnknownIdsReadAsAbsentAndAreRefusedOnWrite) {
   const RunId nope(987654);
   const SweepId no_sweep(987654);
@@ -929,19 +978,20 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsNineAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 9);
+TEST_F(SqliteStoreTest, SchemaVersionIsTenAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 10);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 9);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 10);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
   EXPECT_FALSE(db.text("SELECT value FROM meta WHERE key = 'writer_version'").empty());
   // The tables and indexes docs/store.md describes.
-  for (const char* name : {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points",
-                           "recommendations", "events_run_start", "occupancy_run_time",
-                           "run_owners", "claims", "predictions", "runs_job"}) {
+  for (const char* name :
+       {"meta", "runs", "steps", "events", "occupancy", "sweeps", "points", "recommendations",
+        "events_run_start", "occupancy_run_time", "run_owners", "claims", "predictions", "runs_job",
+        "memory_events", "memory_blocks"}) {
     EXPECT_EQ(
         db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'"),
         1)
@@ -951,7 +1001,7 @@ TEST_F(SqliteStoreTest, SchemaVersionIsNineAndNewFilesCarryIt) {
 
 // The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
 // migrations added), is file format: a change to how the migrations are written must leave it
-// byte for byte as released. tests/data/store/schema_v9.txt holds it.
+// byte for byte as released. tests/data/store/schema_v10.txt holds it.
 TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
   open_sqlite_store(path());
   RawDb db(path());
@@ -960,8 +1010,8 @@ TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
       "FROM sqlite_master ORDER BY type, name",
       0);
   const std::string golden =
-      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v9.txt").string());
-  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v9.txt is missing";
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v10.txt").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v10.txt is missing";
   EXPECT_EQ(schema, golden);
 }
 
@@ -1420,15 +1470,21 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
+// What schema 10 added to schema 9: the memory history tables. Each older kDropSchemaN begins with
+// it, so that the file is one at schema N.
+constexpr const char* kDropSchema10 = "DROP TABLE memory_events; DROP TABLE memory_blocks; ";
+
 // What schema 9 added to schema 8: device memory outside the allocator and the host peak, of runs
 // and points. Each older kDropSchemaN begins with it, so that the file is one at schema N.
 constexpr const char* kDropSchema9 =
+    "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; ";
 
 // What schema 8 added to schema 7: the allocator segments of runs and points. Each older
 // kDropSchemaN begins with it, so that the file is one at schema N.
 constexpr const char* kDropSchema8 =
+    "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; ";
@@ -1436,6 +1492,7 @@ constexpr const char* kDropSchema8 =
 // What schema 7 added to schema 6: the ranks of runs. Each older kDropSchemaN begins with it, so
 // that the file is one at schema N.
 constexpr const char* kDropSchema7 =
+    "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
@@ -1444,6 +1501,7 @@ constexpr const char* kDropSchema7 =
 
 // What schema 6 added to schema 5: the verify flag of runs and points.
 constexpr const char* kDropSchema6 =
+    "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
@@ -1454,6 +1512,7 @@ constexpr const char* kDropSchema6 =
 // What schema 5 added to schema 4 (after schema 6's, so that the file is one at schema 4): layer
 // offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
+    "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
     "ALTER TABLE runs DROP COLUMN alloc_segments; ALTER TABLE points DROP COLUMN alloc_segments; "
@@ -1695,6 +1754,27 @@ TEST_F(SqliteStoreTest, ASchemaEightFileReadsNoDeviceOutsideAndNoHostPeakAndMigr
   store->finish_run(new_run, RunStatus::Ok, "", measured.summary, 1);
   EXPECT_EQ(store->run(new_run)->summary.device_outside, 600 << 20);
   EXPECT_EQ(store->run(new_run)->summary.host_rss_peak, int64_t{5} << 30);
+}
+
+// A schema 9 file has no memory history: read-only it reads none (as is), and a writable open
+// migrates it to keep one.
+TEST_F(SqliteStoreTest, ASchemaNineFileHasNoMemoryHistoryAndMigratesToKeepOne) {
+  RunId run;
+  {
+    auto store = open_sqlite_store(path());
+    run = store->begin_run(sample_run(1));
+  }
+  RawDb(path()).must(std::string(kDropSchema10) + "PRAGMA user_version = 9");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    EXPECT_TRUE(ro->memory_events(run).empty());
+    EXPECT_TRUE(ro->memory_blocks(run).empty());
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 9) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
+  store->add_memory_history(run, {{.action = "segment_alloc", .addr = 4096, .size = 2 << 20}}, {});
+  EXPECT_EQ(store->memory_events(run).size(), 1u);
 }
 
 // A schema 6 file reads (read-only, as is) with every run a single process, its own job, and

@@ -13,7 +13,10 @@ class ExportCommand final : public StoreCommand {
  public:
   explicit ExportCommand(CLI::App& parent)
       : StoreCommand(parent, "export", "export timelines or sweep points", StoreUse::Reads) {
-    app_->add_option("--format", format_, "chrome (Perfetto), nsys-sqlite, csv")->required();
+    app_->add_option("--format", format_,
+                     "chrome (Perfetto), nsys-sqlite, csv, memory-snapshot (PyTorch's memory_viz; "
+                     "one run recorded with --memory-history)")
+        ->required();
     output_opt_ = app_->add_option(
         "-o,--output", output_,
         "output file, written atomically; an existing one is replaced only when it "
@@ -22,14 +25,17 @@ class ExportCommand final : public StoreCommand {
         "chrome trace named *.gz is written gzipped. Default: named after what it "
         "holds, in the current directory (offtune-run3-sweep2-point5.json, "
         "offtune-runs1-9.sqlite, offtune-sweep2-points.csv)");
-    app_->add_option("--run", run_ids_, "runs to export, ids from 1 (default: all)");
+    app_->add_option("--run", run_ids_,
+                     "runs to export, ids from 1 (default: all; memory-snapshot: the latest)");
     app_->add_option("--sweep", sweep_id_, "sweep for csv (default: the latest)");
   }
 
   int run() override {
     if (output_opt_->count() > 0 && output_.empty()) throw UsageError("-o/--output is empty");
-    if (format_ != "chrome" && format_ != "nsys-sqlite" && format_ != "csv") {
-      throw UsageError("unknown --format '" + format_ + "' (valid: chrome, nsys-sqlite, csv)");
+    if (format_ != "chrome" && format_ != "nsys-sqlite" && format_ != "csv" &&
+        format_ != "memory-snapshot") {
+      throw UsageError("unknown --format '" + format_ +
+                       "' (valid: chrome, nsys-sqlite, csv, memory-snapshot)");
     }
     std::vector<pf::RunId> runs;
     for (const auto& id : run_ids_) runs.emplace_back(requests::parse_id("--run", id));
@@ -45,7 +51,21 @@ class ExportCommand final : public StoreCommand {
         }
       }
     }
-    if (format_ == "chrome" || format_ == "nsys-sqlite") {
+    if (format_ == "memory-snapshot") {
+      // One run: the latest when none is given (a snapshot is of one process's device).
+      if (runs.size() > 1 && !run_ids_.empty()) {
+        throw UsageError("--format memory-snapshot takes one --run");
+      }
+      if (runs.empty()) throw UsageError("no run to export in " + common_.db);
+      const pf::RunId run = run_ids_.empty() ? runs.back() : runs.front();
+      if (store->memory_blocks(run).empty()) {
+        throw UsageError("run " + std::to_string(run.value) +
+                         " has no memory history: record one with `offtune run --memory-history` "
+                         "(host-sim)");
+      }
+      if (output_.empty()) output_ = pf::default_trace_name(*store, {run}, ".pickle");
+      pf::export_memory_snapshot(*store, run, output_);
+    } else if (format_ == "chrome" || format_ == "nsys-sqlite") {
       if (runs.empty()) throw UsageError("no run to export in " + common_.db);
       if (output_.empty()) {
         output_ = pf::default_trace_name(*store, runs, format_ == "chrome" ? ".json" : ".sqlite");

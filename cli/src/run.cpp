@@ -22,6 +22,9 @@ class RunCommand final : public StoreCommand {
     add_workload_flags(*app_, request_.workload, request_.backend);
     add_knob_flags(*app_, request_.knobs, /*sweep=*/false);
     app_->add_flag("--no-offload", request_.no_offload, "measure the baseline without offloading");
+    app_->add_flag("--memory-history", request_.memory_history,
+                   "record the allocator's history over the measured steps, for `export "
+                   "--format memory-snapshot` (host-sim)");
     app_->add_option("--fail-if", fail_if_,
                      "exit 4 if crossed: peak>SIZE (allocated), reserved>SIZE, step-ms>MS");
   }

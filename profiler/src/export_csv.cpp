@@ -254,6 +254,10 @@ bool is_offtune_store(const std::string& path) {
          std::string_view(head.data() + 68, 4) == "OFTN";
 }
 
+// How every memory snapshot of offtune's begins: pickle protocol 2, a dict, its first key
+// "offtune".
+constexpr std::string_view kSnapshotHead("\x80\x02}(X\x07\x00\x00\x00offtune", 16);
+
 // How much of a Chrome trace's end is read for its metadata: a few hundred bytes per run, so the
 // last MiB holds it for thousands of runs.
 constexpr int64_t kTraceTail = int64_t{1} << 20;
@@ -293,7 +297,8 @@ bool is_gzipped_offtune_trace(const std::string& path) {
 // - a points CSV: its first line begins with the first columns of points_csv_header();
 // - a Chrome trace: it begins with {"traceEvents":[ and its metadata, at the end, names offtune as
 //   its exporter (another tool's trace has other metadata, or none); gzipped or not;
-// - the Nsight layout: an SQLite file whose META_DATA_EXPORT table has the OFFTUNE_EXPORTER row.
+// - the Nsight layout: an SQLite file whose META_DATA_EXPORT table has the OFFTUNE_EXPORTER row;
+// - a memory snapshot: a pickle whose first key is "offtune".
 bool is_offtune_export(const std::string& path, int64_t size) {
   if (size == 0) return true;
   std::ifstream in(path, std::ios::binary);
@@ -312,6 +317,8 @@ bool is_offtune_export(const std::string& path, int64_t size) {
     in.read(text.data(), tail);
     return is_offtune_trace(start, text);
   }
+  // A memory snapshot: a pickle whose first key is offtune's (export_memory.cpp).
+  if (start.starts_with(kSnapshotHead)) return true;
   // A gzip file (-o trace.json.gz): read through, the trace it holds judged as a plain one.
   if (start.starts_with("\x1f\x8b")) return is_gzipped_offtune_trace(path);
   if (start.starts_with(std::string_view("SQLite format 3\0", 16))) {

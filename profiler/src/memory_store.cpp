@@ -136,6 +136,42 @@ class MemoryStore final : public Store {
     return out;
   }
 
+  void add_memory_history(RunId run, const std::vector<MemoryEventRecord>& events,
+                          const std::vector<MemoryBlockRecord>& blocks) override {
+    std::lock_guard lock(mu_);
+    require_run("add memory history", run);
+    auto& e = memory_events_[run.value];
+    for (MemoryEventRecord r : events) {
+      r.run = run;
+      e.push_back(std::move(r));
+    }
+    auto& b = memory_blocks_[run.value];
+    for (MemoryBlockRecord r : blocks) {
+      r.run = run;
+      b.push_back(std::move(r));
+    }
+  }
+
+  std::vector<MemoryEventRecord> memory_events(RunId run) override {
+    std::lock_guard lock(mu_);
+    auto it = memory_events_.find(run.value);
+    if (it == memory_events_.end()) return {};
+    std::vector<MemoryEventRecord> out = it->second;
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    return out;
+  }
+
+  std::vector<MemoryBlockRecord> memory_blocks(RunId run) override {
+    std::lock_guard lock(mu_);
+    auto it = memory_blocks_.find(run.value);
+    if (it == memory_blocks_.end()) return {};
+    std::vector<MemoryBlockRecord> out = it->second;
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.addr < b.addr; });
+    return out;
+  }
+
   SweepId create_sweep(const SweepRecord& sweep) override {
     std::lock_guard lock(mu_);
     for (const auto& [id, s] : sweeps_) {
@@ -259,6 +295,8 @@ class MemoryStore final : public Store {
   std::map<std::pair<int64_t, int64_t>, StepRecord> steps_;  // (run, step)
   std::map<int64_t, std::vector<TimelineEvent>> events_;     // by run, in insertion order
   std::map<int64_t, std::vector<OccupancySample>> occupancy_;
+  std::map<int64_t, std::vector<MemoryEventRecord>> memory_events_;
+  std::map<int64_t, std::vector<MemoryBlockRecord>> memory_blocks_;
   std::map<int64_t, SweepRecord> sweeps_;
   std::map<std::pair<int64_t, int64_t>, PointRecord> points_;           // (sweep, index)
   std::vector<RecommendationRecord> recommendations_;                   // in insertion order

@@ -19,6 +19,10 @@ RunId copy_run(Store& dst, Store& src, const RunRecord& run, std::optional<RunId
   auto occupancy = src.occupancy(run.id);
   for (auto& o : occupancy) o.run = new_id;
   dst.add_occupancy(occupancy);
+  // Its memory history, if it was recorded with one (add_memory_history renumbers the run).
+  auto memory = src.memory_events(run.id);
+  auto blocks = src.memory_blocks(run.id);
+  if (!memory.empty() || !blocks.empty()) dst.add_memory_history(new_id, memory, blocks);
   dst.finish_run(new_id, run.status, run.error, run.summary, run.finished_unix_ns);
   return new_id;
 }

@@ -3,9 +3,12 @@
 #include <c10/util/Exception.h>
 
 #include <limits>
+#include <memory>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
+#include "memory_history.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/nvtx.hpp"
 #include "offtune/profiler/recorder.hpp"
@@ -69,6 +72,14 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
   rec.id = store.begin_run(rec);
 
   std::vector<double> step_ms;
+  std::shared_ptr<detail::MemoryHistory> history;
+  // The history to the end of the last step kept, or to an out-of-memory error.
+  const auto keep_history = [&](int64_t from_ns) {
+    if (!history) return;
+    auto h = history->finish(from_ns, out.steps);
+    history.reset();
+    store.add_memory_history(rec.id, h.events, h.blocks);
+  };
   try {
     OffloadOptions options = options_of(spec.config, spec.base);
     // Layer offloading without activation offloading still needs an offloader's hooks: they are
@@ -103,9 +114,18 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     MemoryCurve curve;
     const ListenerScope listening(host_sim ? &curve : nullptr);
     auto nvtx = std::make_shared<NvtxObserver>();
+    std::vector<std::shared_ptr<Observer>> observers{recorder, nvtx};
+    if (spec.memory_history) {
+      if (!host_sim) {
+        throw std::runtime_error(
+            "--memory-history records host-sim runs (its modelled allocator); on cuda, record "
+            "torch's own: torch.cuda.memory._record_memory_history()");
+      }
+      history = std::make_shared<detail::MemoryHistory>();
+      observers.push_back(history);
+    }
     if (spec.config.offload || layers) {
-      offloader->set_observer(
-          std::make_shared<TeeObserver>(std::vector<std::shared_ptr<Observer>>{recorder, nvtx}));
+      offloader->set_observer(std::make_shared<TeeObserver>(observers));
     }
     ActivationOffloader* active = spec.config.offload || layers ? offloader.get() : nullptr;
 
@@ -128,7 +148,10 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       workload.synchronize();
       offloader->synchronize();
       if (i <= spec.workload.warmup) recorder->take();  // warm-up events are not kept
-      if (i == spec.workload.warmup) start_collector();
+      if (i == spec.workload.warmup) {
+        start_collector();
+        if (history) history->start();
+      }
       const auto stats_before = offloader->stats();
       offloader->reset_peak_device_memory();
       StepPhases phases;
@@ -176,6 +199,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
                                             kept_from, rec.id);
     out.dropped_records = collector->dropped_records();
     store.add_steps(out.steps);
+    keep_history(kept_from);
     if (spec.record_timeline) {
       store.add_events(snapshot.events);
       store.add_occupancy(snapshot.occupancy);
@@ -192,6 +216,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
   } catch (const c10::OutOfMemoryError& e) {
     rec.status = RunStatus::OutOfMemory;
     rec.error = one_line(e.what_without_backtrace());
+    keep_history(out.steps.empty() ? 0 : out.steps.front().begin_ns);
   } catch (const c10::Error& e) {
     rec.status = RunStatus::Failed;
     rec.error = one_line(e.what_without_backtrace());

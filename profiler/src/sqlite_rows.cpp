@@ -192,6 +192,24 @@ const Columns<OccupancySample>& occupancy_columns() {
   return cols;
 }
 
+const Columns<MemoryEventRecord>& memory_event_columns() {
+  using M = MemoryEventRecord;
+  static const Columns<M> cols =
+      fields("run", &M::run, "seq", &M::seq, "time_ns", &M::time_ns, "action", &M::action, "addr",
+             &M::addr, "size", &M::size, "block_size", &M::block_size, "stream", &M::stream,
+             "device_free", &M::device_free, "note", &M::note);
+  return cols;
+}
+
+const Columns<MemoryBlockRecord>& memory_block_columns() {
+  using B = MemoryBlockRecord;
+  static const Columns<B> cols = fields(
+      "run", &B::run, "segment_addr", &B::segment_addr, "segment_size", &B::segment_size, "stream",
+      &B::stream, "small_pool", &B::small_pool, "expandable", &B::expandable, "addr", &B::addr,
+      "size", &B::size, "requested", &B::requested, "state", &B::state, "note", &B::note);
+  return cols;
+}
+
 const Columns<SweepRecord>& sweep_columns() {
   using S = SweepRecord;
   static const Columns<S> cols =

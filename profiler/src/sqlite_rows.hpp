@@ -171,6 +171,8 @@ const Columns<RunDescription>& description_columns();
 const Columns<StepRecord>& step_columns();
 const Columns<TimelineEvent>& event_columns();  // all but the row id
 const Columns<OccupancySample>& occupancy_columns();
+const Columns<MemoryEventRecord>& memory_event_columns();
+const Columns<MemoryBlockRecord>& memory_block_columns();
 const Columns<SweepRecord>& sweep_columns();  // all but the id
 // A point is its key (sweep, point_index) and its values; an upsert replaces the values.
 const Columns<PointRecord>& point_key_columns();

@@ -298,20 +298,55 @@ void migrate_8_to_9(const Connection& c) {
          "migrate schema 8 -> 9");
 }
 
+// Schema 10: a run's memory history (--memory-history), for memory snapshots.
+void migrate_9_to_10(const Connection& c) {
+  c.exec(R"sql(
+CREATE TABLE memory_events (
+  run         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq         INTEGER NOT NULL,
+  time_ns     INTEGER NOT NULL,
+  action      TEXT    NOT NULL,
+  addr        INTEGER NOT NULL,
+  size        INTEGER NOT NULL,
+  block_size  INTEGER NOT NULL,
+  stream      INTEGER NOT NULL,
+  device_free INTEGER NOT NULL,
+  note        TEXT    NOT NULL,
+  PRIMARY KEY (run, seq)
+);
+CREATE TABLE memory_blocks (
+  run          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  segment_addr INTEGER NOT NULL,
+  segment_size INTEGER NOT NULL,
+  stream       INTEGER NOT NULL,
+  small_pool   INTEGER NOT NULL,
+  expandable   INTEGER NOT NULL,
+  addr         INTEGER NOT NULL,
+  size         INTEGER NOT NULL,
+  requested    INTEGER NOT NULL,
+  state        TEXT    NOT NULL,
+  note         TEXT    NOT NULL,
+  PRIMARY KEY (run, addr)
+);
+)sql",
+         "migrate schema 9 -> 10");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 9> kMigrations{{{0, &migrate_0_to_1},
-                                                {1, &migrate_1_to_2},
-                                                {2, &migrate_2_to_3},
-                                                {3, &migrate_3_to_4},
-                                                {4, &migrate_4_to_5},
-                                                {5, &migrate_5_to_6},
-                                                {6, &migrate_6_to_7},
-                                                {7, &migrate_7_to_8},
-                                                {8, &migrate_8_to_9}}};
+constexpr std::array<Migration, 10> kMigrations{{{0, &migrate_0_to_1},
+                                                 {1, &migrate_1_to_2},
+                                                 {2, &migrate_2_to_3},
+                                                 {3, &migrate_3_to_4},
+                                                 {4, &migrate_4_to_5},
+                                                 {5, &migrate_5_to_6},
+                                                 {6, &migrate_6_to_7},
+                                                 {7, &migrate_7_to_8},
+                                                 {8, &migrate_8_to_9},
+                                                 {9, &migrate_9_to_10}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 }  // namespace

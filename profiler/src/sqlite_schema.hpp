@@ -12,7 +12,7 @@
 
 namespace offtune::profiler::detail {
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with each of these.

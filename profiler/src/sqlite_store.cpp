@@ -367,6 +367,52 @@ class SqliteStore final : public Store {
     tx.commit();
   }
 
+  void add_memory_history(RunId run, const std::vector<MemoryEventRecord>& events,
+                          const std::vector<MemoryBlockRecord>& blocks) override {
+    std::lock_guard lock(mu_);
+    writable("add memory history");
+    if (query_int(*conn_, "SELECT count(*) FROM runs WHERE id = " + std::to_string(run.value),
+                  "look for the run") == 0) {
+      throw unknown("add memory history", "run", run.value);
+    }
+    static const std::string events_sql = insert_sql("memory_events", memory_event_columns());
+    static const std::string blocks_sql = insert_sql("memory_blocks", memory_block_columns());
+    Transaction tx(*conn_, "add memory history");
+    {
+      Query q(stmt(events_sql, "insert memory_events"));
+      for (MemoryEventRecord e : events) {
+        e.run = run;
+        q.again();
+        bind_row(q, memory_event_columns(), e);
+        q.run();
+      }
+    }
+    {
+      Query q(stmt(blocks_sql, "insert memory_blocks"));
+      for (MemoryBlockRecord b : blocks) {
+        b.run = run;
+        q.again();
+        bind_row(q, memory_block_columns(), b);
+        q.run();
+      }
+    }
+    tx.commit();
+  }
+
+  std::vector<MemoryEventRecord> memory_events(RunId run) override {
+    if (!has_memory_tables()) return {};
+    static const std::string sql = "SELECT " + names(memory_event_columns()) +
+                                   " FROM memory_events WHERE run = ? ORDER BY seq";
+    return read_rows(sql, "read memory events", run.value, reader(memory_event_columns()));
+  }
+
+  std::vector<MemoryBlockRecord> memory_blocks(RunId run) override {
+    if (!has_memory_tables()) return {};
+    static const std::string sql = "SELECT " + names(memory_block_columns()) +
+                                   " FROM memory_blocks WHERE run = ? ORDER BY addr";
+    return read_rows(sql, "read memory blocks", run.value, reader(memory_block_columns()));
+  }
+
   std::vector<PointPrediction> predictions(SweepId sweep) override {
     // An older file opened read-only (never migrated) has no table: no predictions. Nor has a file
     // written at schema 5 before the table was part of it (schema 5 was not released then): it
@@ -500,7 +546,19 @@ class SqliteStore final : public Store {
   bool fold_side_files_;
   const std::string select_runs_ = select_runs();      // for this file's schema
   const std::string select_sweeps_ = select_sweeps();  // for this file's schema
-  std::optional<bool> has_predictions_table_;          // looked up on the first read of predictions
+  // An older file opened read-only (never migrated) has no memory tables: no history.
+  bool has_memory_tables() {
+    std::lock_guard lock(mu_);
+    if (!has_memory_tables_) {
+      has_memory_tables_ = query_int(*conn_,
+                                     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                     "name = 'memory_events'",
+                                     "look for the memory tables") > 0;
+    }
+    return *has_memory_tables_;
+  }
+  std::optional<bool> has_memory_tables_;
+  std::optional<bool> has_predictions_table_;  // looked up on the first read of predictions
 };
 
 }  // namespace
@@ -520,6 +578,13 @@ void Store::put_predictions(const std::vector<PointPrediction>&) {
 }
 
 std::vector<PointPrediction> Store::predictions(SweepId) { return {}; }
+
+void Store::add_memory_history(RunId, const std::vector<MemoryEventRecord>&,
+                               const std::vector<MemoryBlockRecord>&) {
+  throw StoreError(Kind::Invalid, "add memory history: this store keeps none");
+}
+std::vector<MemoryEventRecord> Store::memory_events(RunId) { return {}; }
+std::vector<MemoryBlockRecord> Store::memory_blocks(RunId) { return {}; }
 
 void Store::describe_run(RunId, const RunDescription&) {
   throw StoreError(Kind::Invalid, "describe run: this store cannot continue a run");

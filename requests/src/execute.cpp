@@ -82,6 +82,7 @@ PreparedRun prepare(const ValidRun& valid) {
   out.spec.workload = to_workload(valid);
   out.spec.config = to_engine_config(valid);
   out.spec.collector = valid.collector();
+  out.spec.memory_history = request.memory_history;
   out.spec.label = request.label;
   auto bound = bind(request.workload, valid.dtype(), to_backend(valid), out.spec.env);
   out.spec.base = bound.base;

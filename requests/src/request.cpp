@@ -410,6 +410,11 @@ Checked<ValidRun> check(const RunRequest& r) {
   const KnobLists lists = check_knobs(r, c, /*sweep=*/false);
   check_link(lists, c, v.backend_);
   check_knob_rules(lists, r.workload, r.backend, c);
+  if (r.memory_history && r.backend.backend == "cuda") {
+    c.fail("--memory-history",
+           "--memory-history records host-sim's modelled allocator; on cuda record torch's own "
+           "(torch.cuda.memory._record_memory_history()) or use --backend host-sim");
+  }
   Checked<ValidRun> out;
   out.errors = c.take();
   if (!out.errors.empty()) return out;

@@ -57,6 +57,15 @@ void export_chrome_trace(Store& store, const std::vector<RunId>& runs, const std
 // Readers of real exports (nsys-tui, nsys's report scripts) read it; the Nsight GUI does not.
 void export_nsys_sqlite(Store& store, const std::vector<RunId>& runs, const std::string& path);
 
+// A run's memory history (`offtune run --memory-history`) as a memory snapshot: the pickle
+// torch.cuda.memory._snapshot() writes (segments with their blocks where the history ends, one
+// device trace of alloc / free_requested / free_completed / segment_* / oom entries, and
+// "annotate" entries where the engine offloaded a block's tensor or filled a reload buffer), with
+// offtune's note on each block as its frame and user_metadata. PyTorch's memory visualiser opens
+// it: pytorch.org/memory_viz, or `python -m torch.cuda._memory_viz trace_plot|segment_plot`.
+// A run without a history is an ExportError that says how to record one.
+void export_memory_snapshot(Store& store, RunId run, const std::string& path);
+
 // The points of a sweep as CSV (RFC 4180: comma-separated, CRLF line ends, fields with a comma,
 // quote or line break quoted with quotes doubled), one row per point in index order, under the
 // header points_csv_header(). Each knob's value as its kind reads (true/false, the number in
@@ -75,7 +84,7 @@ std::string points_csv_header();
 
 // The file an export is written to when none is given (`offtune export` without -o, the
 // dashboard's save dialogs), named after what it holds so that exports of different runs do not
-// take each other's place. `extension` with its dot (".json", ".json.gz", ".sqlite"):
+// take each other's place. `extension` with its dot (".json", ".json.gz", ".sqlite", ".pickle"):
 //   one run: "offtune-run3.json", or "offtune-run3-sweep2-point5.json" for a run that measured a
 //   sweep's point; several: "offtune-runs3-7.json" (the lowest and the highest id).
 std::string default_trace_name(Store& store, const std::vector<RunId>& runs,

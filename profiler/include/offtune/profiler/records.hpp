@@ -233,6 +233,44 @@ struct OccupancySample {
   int64_t device_bytes = -1;  // allocated device bytes at that time, -1 when unknown
 };
 
+// A run's memory history (`--memory-history`; host-sim's allocator model, memory_history.hpp): each
+// change to device memory as torch's allocator history records it, for a memory snapshot
+// (export.hpp). Ordered by `seq`.
+struct MemoryEventRecord {
+  RunId run;
+  int64_t seq = 0;
+  int64_t time_ns = 0;  // the engine's clock, as the timeline's
+  // torch's names: alloc, free_requested, free_completed, segment_alloc, segment_free,
+  // segment_map, segment_unmap, oom, and annotate (offtune's note on a live block, at the pack
+  // that offloaded its tensor or the reload that filled it).
+  std::string action;
+  int64_t addr = 0;
+  int64_t size = 0;        // a block's: the bytes asked for; a segment's: its bytes
+  int64_t block_size = 0;  // alloc, free_requested: the block's bytes (rounded)
+  int64_t stream = 0;
+  int64_t device_free = 0;  // oom: what the device had free
+  // What offtune knows of the block's tensor: "offloaded by offtune: tensor 12 (step 0)",
+  // "reloaded by offtune: tensor 12 (step 0)", else "step 0"; empty for segment events.
+  std::string note;
+  bool operator==(const MemoryEventRecord&) const = default;
+};
+
+// The allocator's segments and blocks where the history ends, one row per block.
+struct MemoryBlockRecord {
+  RunId run;
+  int64_t segment_addr = 0;
+  int64_t segment_size = 0;
+  int64_t stream = 0;
+  bool small_pool = false;
+  bool expandable = false;
+  int64_t addr = 0;
+  int64_t size = 0;
+  int64_t requested = 0;
+  std::string state;  // torch's: active_allocated, inactive, active_awaiting_free
+  std::string note;   // as the block's last alloc event's
+  bool operator==(const MemoryBlockRecord&) const = default;
+};
+
 struct SweepRecord {
   SweepId id;
   std::string name;

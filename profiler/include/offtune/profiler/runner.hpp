@@ -35,6 +35,10 @@ struct RunSpec {
   std::string label;
   bool record_timeline = true;
   Collector collector = Collector::Auto;
+  // Record the allocator's history from the first measured step to the last (host-sim only; a
+  // cuda run with it fails, saying so), for memory snapshots (export.hpp). An out-of-memory run
+  // keeps its history up to the failure.
+  bool memory_history = false;
 };
 
 struct RunOutcome {

@@ -118,6 +118,14 @@ class Store {
   virtual void put_predictions(const std::vector<PointPrediction>& predictions);
   virtual std::vector<PointPrediction> predictions(SweepId sweep);
 
+  // A run's memory history (records.hpp), written once, in one transaction; an unknown run is
+  // refused. memory_events() is by seq, memory_blocks() by address; a run recorded without one, or
+  // a file older than schema 10 opened read-only, has none. Not pure, as predictions.
+  virtual void add_memory_history(RunId run, const std::vector<MemoryEventRecord>& events,
+                                  const std::vector<MemoryBlockRecord>& blocks);
+  virtual std::vector<MemoryEventRecord> memory_events(RunId run);
+  virtual std::vector<MemoryBlockRecord> memory_blocks(RunId run);
+
   virtual void add_recommendation(const RecommendationRecord& rec) = 0;
   virtual std::vector<RecommendationRecord> recommendations(SweepId sweep) = 0;
 

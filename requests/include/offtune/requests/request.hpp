@@ -138,6 +138,9 @@ struct RunRequest {
   BackendFields backend;
   KnobTexts knobs;
   bool no_offload = false;  // the baseline
+  // Record the allocator's history for a memory snapshot (--memory-history; host-sim only:
+  // check() refuses it with --backend cuda).
+  bool memory_history = false;
   std::string label;
   // A knob's text: the map's, or its default for a run.
   std::string knob_text(std::string_view key) const;
