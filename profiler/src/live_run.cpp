@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "memory_history.hpp"
 #include "offtune/host_sim.hpp"
 #include "offtune/profiler/nvtx.hpp"
 #include "offtune/profiler/recorder.hpp"
@@ -49,6 +50,7 @@ struct LiveRun::State {
   std::shared_ptr<NvtxObserver> nvtx;
   std::shared_ptr<Observer> observer;  // what attach() sets: the recorder and NVTX
   std::unique_ptr<ActivityCollector> collector;
+  std::shared_ptr<detail::MemoryHistory> history;  // with spec.memory_history
   detail::MemoryCurve curve;
   std::optional<detail::ListenerScope> listening;
   std::optional<detail::HostPeak> host_peak;
@@ -78,6 +80,11 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
   if (spec_.device_model && !st.host_sim) {
     throw std::invalid_argument("a device model applies to host-sim only (cuda measures the GPU)");
   }
+  if (spec_.memory_history && !st.host_sim) {
+    throw std::invalid_argument(
+        "memory_history records host-sim's modelled allocator; on cuda record torch's own "
+        "(torch.cuda.memory._record_memory_history())");
+  }
   if (st.host_sim) {
     host_sim::install();
     st.previous_model = host_sim::device_model();
@@ -91,8 +98,12 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
   st.recorder = std::make_shared<Recorder>(st.host_sim);
   st.recorder->set_device_probe([b = st.backend] { return device_memory(b).allocated; });
   st.nvtx = std::make_shared<NvtxObserver>();
-  st.observer =
-      std::make_shared<TeeObserver>(std::vector<std::shared_ptr<Observer>>{st.recorder, st.nvtx});
+  std::vector<std::shared_ptr<Observer>> observers{st.recorder, st.nvtx};
+  if (spec_.memory_history) {
+    st.history = std::make_shared<detail::MemoryHistory>();
+    observers.push_back(st.history);
+  }
+  st.observer = std::make_shared<TeeObserver>(std::move(observers));
   st.collector = detail::make_run_collector(st.host_sim, spec_.collector);
   if (st.host_sim) st.listening.emplace(&st.curve);
 
@@ -196,6 +207,7 @@ void LiveRun::begin_step() {
   if (begun_ <= warmup) st.recorder->take();  // warm-up events are not kept
   if (begun_ == warmup) {
     collector_status_ = detail::start_run_collector(*st.collector, spec_.collector);
+    if (st.history) st.history->start();
   }
   for (auto& [o, stats] : st.before) stats = o->stats();
   reset_peak_device_memory(st.backend);
@@ -350,6 +362,11 @@ const RunRecord& LiveRun::close(RunStatus status, const std::string& error) {
   record_.finished_unix_ns = detail::unix_now_ns();
   // Rows first, the final status last: a run that reads ok has every row.
   store_->add_steps(steps_);
+  if (st.history) {
+    auto history = st.history->finish(kept_from, steps_);
+    st.history.reset();
+    store_->add_memory_history(record_.id, history.events, history.blocks);
+  }
   if (spec_.record_timeline) {
     store_->add_events(timeline.events);
     store_->add_occupancy(timeline.occupancy);

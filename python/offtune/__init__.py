@@ -26,7 +26,7 @@ from .engine import (
     option_names,
 )
 from .predict import predict
-from .record import Recording, record
+from .record import Recording, export_memory_snapshot, record
 from .trl import get_act_offloading_ctx_manager
 
 host_sim = _offtune.host_sim
@@ -51,6 +51,7 @@ __all__ = [
     "Offloader",
     "OfftuneCallback",
     "Recording",
+    "export_memory_snapshot",
     "get_act_offloading_ctx_manager",
     "host_sim",
     "no_offload",

@@ -274,6 +274,10 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
                     "host-sim".
       collector     "auto" | "cupti" | "nvtx-only" (cuda's device activity, as --collector).
       timeline      False: steps and summary only, no timeline or occupancy rows.
+      memory_history  True: record the allocator's history over the measured steps (host-sim's
+                    modelled allocator; ValueError on cuda, where torch's own
+                    torch.cuda.memory._record_memory_history() is the one), for
+                    `offtune export --format memory-snapshot` or offtune.export_memory_snapshot.
 
     Under torchrun, each rank records a run of its own: its rank and the world size are recorded
     (torch.distributed's when initialised, else $RANK and $WORLD_SIZE). With the process group
@@ -299,6 +303,7 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
                  device_model: Optional[str] = None, *, warmup: int = 1, batch: int = 0,
                  seq: int = 0, dtype: Optional[str] = None, backend: str = "auto",
                  collector: str = "auto", timeline: bool = True, steps: int = 0,
+                 memory_history: bool = False,
                  begin_first_step: bool = True, _auto: bool = False,
                  _other_hooks: Optional[str] = None):
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -327,6 +332,7 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
             "device_model": device_model,
             "collector": collector,
             "timeline": bool(timeline),
+            "memory_history": bool(memory_history),
             "begin_first_step": bool(begin_first_step),
         }
         self._spec["label"] = self._spec["name"]
@@ -387,3 +393,14 @@ class record:  # noqa: N801  (used as a function: `with offtune.record(...)`)
         else:
             self.recording.fail(exc)
         return False
+
+
+def export_memory_snapshot(db, path, run: Optional[int] = None) -> int:
+    """Writes a run recorded with `memory_history=True` (or `offtune run --memory-history`) as the
+    memory snapshot PyTorch's memory visualiser opens (the pickle torch.cuda.memory._snapshot()
+    writes): `python -m torch.cuda._memory_viz trace_plot PATH`, or pytorch.org/memory_viz. `run`
+    is the run's id in store `db` (default: its latest run); returns it. The blocks the engine
+    offloaded and the reload buffers it filled are named (docs/export.md, "Memory snapshot").
+    InputError (a ValueError) for a run without a history, an unknown run, or a path that is not
+    to be written (an existing file that is not an export, a directory)."""
+    return int(_offtune.export_memory_snapshot(str(db), str(path), run))

@@ -24,6 +24,7 @@
 #include "offtune/knobs.hpp"
 #include "offtune/offloader.hpp"
 #include "offtune/profiler/backend.hpp"
+#include "offtune/profiler/export.hpp"
 #include "offtune/profiler/job.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/live_run.hpp"
@@ -40,7 +41,8 @@ pf::RunStatus parse_failure(const std::string& s) {
   if (s == "failed") return pf::RunStatus::Failed;
   if (s == "oom") return pf::RunStatus::OutOfMemory;
   if (s == "interrupted") return pf::RunStatus::Interrupted;
-  throw requests::UsageError("run status '" + s + "' is not one of failed, oom, interrupted");
+  throw offtune::requests::UsageError("run status '" + s +
+                                      "' is not one of failed, oom, interrupted");
 }
 
 // Runs `make`: its std::invalid_argument refuses a value the user gave (the profiler's own type for
@@ -54,14 +56,14 @@ auto as_input_error(Make&& make) {
   } catch (const requests::UsageError&) {
     throw;
   } catch (const std::invalid_argument& e) {
-    throw requests::UsageError(e.what());
+    throw offtune::requests::UsageError(e.what());
   }
 }
 
 StepPhase parse_phase(const std::string& s) {
   if (s == "forward") return StepPhase::Forward;
   if (s == "backward") return StepPhase::Backward;
-  throw requests::UsageError("phase '" + s + "' is not forward or backward");
+  throw offtune::requests::UsageError("phase '" + s + "' is not forward or backward");
 }
 
 template <typename T>
@@ -109,7 +111,8 @@ class Recording {
  public:
   // `spec`: name, label, model, batch, seq, dtype, warmup, steps, lora_rank, checkpoint, backend
   // ("auto" | "cuda" | "host-sim"), device_model (a profile name or a JSON file; None),
-  // collector, timeline, begin_first_step, rank, world_size; under `offtune sweep --script`
+  // collector, timeline, memory_history, begin_first_step, rank, world_size; under `offtune sweep
+  // --script`
   // (python/offtune/_child.py) continue_run (rank 0: the point's run, begun by the sweep) or
   // job_run (another rank: its run takes the point run's config and label, "LABEL rank R").
   // `offloaders`: the engines to observe (none: the baseline); the run's config is the first
@@ -126,7 +129,7 @@ class Recording {
     s.workload.steps = get_or<int64_t>(spec, "steps", 0);
     s.workload.lora_rank = get_or<int64_t>(spec, "lora_rank", 0);
     s.workload.optimizer = true;
-    if (s.workload.warmup < 0) throw requests::UsageError("warmup must be 0 or more");
+    if (s.workload.warmup < 0) throw offtune::requests::UsageError("warmup must be 0 or more");
     s.label = get_or<std::string>(spec, "label", "");
     s.sweep = get_or<std::string>(spec, "name", "");
     // Another tool's saved-tensor hooks, found before the run began (offtune/record.py): the label
@@ -137,6 +140,7 @@ class Recording {
     }
     s.collector = requests::parse_collector(get_or<std::string>(spec, "collector", "auto"));
     s.record_timeline = get_or<bool>(spec, "timeline", true);
+    s.memory_history = get_or<bool>(spec, "memory_history", false);
     s.begin_first_step = get_or<bool>(spec, "begin_first_step", true);
     if (offloaders_.empty()) {
       s.config.offload = false;
@@ -151,8 +155,9 @@ class Recording {
     if (!offloaders_.empty()) {
       const BackendKind theirs = offloaders_.front()->backend();
       if (backend != BackendKind::Auto && backend != theirs) {
-        throw requests::UsageError("record: backend '" + asked + "' but the offloader runs on " +
-                                   std::string(to_string(theirs)));
+        throw offtune::requests::UsageError("record: backend '" + asked +
+                                            "' but the offloader runs on " +
+                                            std::string(to_string(theirs)));
       }
       backend = theirs;
     }
@@ -165,9 +170,10 @@ class Recording {
       // suite saw "applies to host-sim only" for a typo, which hid the typo).
       DeviceModel model = as_input_error([&] { return pf::load_device_model(model_name); });
       if (backend != BackendKind::HostSim) {
-        throw requests::UsageError("device_model '" + model_name +
-                                   "' applies to host-sim only (cuda measures the GPU): run on "
-                                   "host-sim or leave device_model out");
+        throw offtune::requests::UsageError(
+            "device_model '" + model_name +
+            "' applies to host-sim only (cuda measures the GPU): run on "
+            "host-sim or leave device_model out");
       }
       s.device_model = std::move(model);
     }
@@ -276,6 +282,35 @@ void bind_record(py::module_& m) {
       },
       py::arg("db"), py::arg("label"), py::arg("offload") = true,
       "Begins a running run (as a sweep begins a script's point); returns its id.");
+  m.def(
+      "export_memory_snapshot",
+      [](const std::string& db, const std::string& path, std::optional<int64_t> run) {
+        auto store = pf::open_sqlite_store_readonly(db);
+        pf::RunId id;
+        if (run) {
+          id = pf::RunId(*run);
+          if (!store->run(id))
+            throw offtune::requests::UsageError("no run " + std::to_string(*run) + " in " + db);
+        } else {
+          const auto runs = store->runs();
+          if (runs.empty()) throw offtune::requests::UsageError("no run in " + db);
+          id = runs.back().id;
+        }
+        if (store->memory_blocks(id).empty()) {
+          throw offtune::requests::UsageError(
+              "run " + std::to_string(id.value) +
+              " has no memory history: record it with offtune.record(..., memory_history=True) "
+              "or `offtune run --memory-history` (host-sim)");
+        }
+        try {
+          pf::export_memory_snapshot(*store, id, path);
+        } catch (const pf::ExportError& e) {
+          throw offtune::requests::UsageError(e.what());  // the path given: refused or not writable
+        }
+        return id.value;
+      },
+      py::arg("db"), py::arg("path"), py::arg("run") = py::none(),
+      "Writes a run's memory history as a memory snapshot (export.hpp); returns the run's id.");
   m.def(
       "read_runs",
       [](const std::string& db) {

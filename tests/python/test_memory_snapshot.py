@@ -120,3 +120,37 @@ def test_a_run_without_history_says_how_to_record_one(tmp_path):
     assert cuda.returncode == 2
     assert "torch.cuda.memory._record_memory_history" in cuda.stderr
     assert not (tmp_path / "c.db").exists()
+
+
+def test_from_python_a_recorded_loop_keeps_its_history_and_exports_it(tmp_path):
+    """offtune.record(..., memory_history=True) on a Hugging Face model, then
+    offtune.export_memory_snapshot: the snapshot of the loop's measured steps, with the engine's
+    offloads and reloads named, peaking at the run's peak allocated."""
+    import offtune
+    from test_record import BACKEND, HOST_SIM, batch, offloader, tiny_llama, train
+
+    if not HOST_SIM:
+        pytest.skip("the memory history is host-sim's (on cuda, torch's own)")
+    db = tmp_path / "runs.db"
+    model = tiny_llama()
+    off = offloader()
+    with offtune.record(db, name="tiny-llama", model=model, offloader=off, warmup=1,
+                        backend=BACKEND, memory_history=True) as rec:
+        train(rec, model, off, steps=3)
+    with offtune.record(db, name="tiny-llama", model=model, offloader=(), warmup=1,
+                        backend=BACKEND) as base:
+        train(base, model, steps=2)
+    path = tmp_path / "snap.pickle"
+    assert offtune.export_memory_snapshot(db, path, run=rec.id) == rec.id
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    names = {f["name"].split(":")[0] for e in data["device_traces"][0] for f in e["frames"]}
+    assert {"offloaded by offtune", "reloaded by offtune"} <= names, names
+    memory_viz("stats", path)
+    # The baseline was recorded without one: refused, saying how to record one, nothing written.
+    with pytest.raises(offtune.InputError, match="memory_history=True"):
+        offtune.export_memory_snapshot(db, tmp_path / "base.pickle", run=base.id)
+    assert not (tmp_path / "base.pickle").exists()
+    # The default run is the latest: the baseline's.
+    with pytest.raises(offtune.InputError, match="no memory history"):
+        offtune.export_memory_snapshot(db, tmp_path / "latest.pickle")

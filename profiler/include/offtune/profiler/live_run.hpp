@@ -71,6 +71,10 @@ struct LiveRunSpec {
   std::string sweep;  // empty: no sweep point
   bool record_timeline = true;
   Collector collector = Collector::Auto;
+  // Record the allocator's history over the measured steps, kept whatever the run's end (an
+  // out-of-memory error included), for memory snapshots (export.hpp). host-sim only
+  // (std::invalid_argument on cuda).
+  bool memory_history = false;
   std::optional<DeviceModel> device_model;  // host-sim only (std::invalid_argument on cuda)
   // The first step begins at construction (for loops that call step() after each iteration);
   // false: at the first begin_step() (for callbacks told where each step begins).
