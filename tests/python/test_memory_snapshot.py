@@ -11,13 +11,15 @@ import subprocess
 import sys
 
 import pytest
-from test_record import cli_binary
+from test_record import BACKEND, HOST_SIM, cli_binary, offloader, tiny_llama, train
+
+import offtune
 
 RUN = ["--model", "tiny", "--batch", "2", "--seq", "32", "--steps", "2", "--device-model",
        "h100-sxm", "--threads", "1", "--min-offload-size", "16KiB"]
 
 
-def offtune(*args, cwd=None):
+def cli(*args, cwd=None):
     return subprocess.run([cli_binary(), *args], capture_output=True, text=True, timeout=300,
                           cwd=cwd)
 
@@ -25,11 +27,11 @@ def offtune(*args, cwd=None):
 @pytest.fixture(scope="module")
 def snapshot(tmp_path_factory):
     d = tmp_path_factory.mktemp("snapshot")
-    run = offtune("run", "--db", str(d / "m.db"), *RUN, "--memory-history", "--json")
+    run = cli("run", "--db", str(d / "m.db"), *RUN, "--memory-history", "--json")
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)["summary"]
     # No -o: named after the run, in the directory.
-    out = offtune("export", "--db", str(d / "m.db"), "--format", "memory-snapshot", "-q", cwd=d)
+    out = cli("export", "--db", str(d / "m.db"), "--format", "memory-snapshot", "-q", cwd=d)
     assert out.returncode == 0, out.stderr
     path = d / "offtune-run1.pickle"
     with open(path, "rb") as f:
@@ -109,14 +111,14 @@ def test_torchs_memory_viz_renders_both_plots_and_reads_the_snapshot(snapshot, t
 
 def test_a_run_without_history_says_how_to_record_one(tmp_path):
     db = str(tmp_path / "m.db")
-    assert offtune("run", "--db", db, *RUN, "-q").returncode == 0
-    out = offtune("export", "--db", db, "--format", "memory-snapshot", "-o",
+    assert cli("run", "--db", db, *RUN, "-q").returncode == 0
+    out = cli("export", "--db", db, "--format", "memory-snapshot", "-o",
                   str(tmp_path / "s.pickle"))
     assert out.returncode == 2, out.stderr
     assert "no memory history" in out.stderr and "--memory-history" in out.stderr
     assert not (tmp_path / "s.pickle").exists()
     # On cuda the history is torch's own: refused before anything runs.
-    cuda = offtune("run", "--db", str(tmp_path / "c.db"), "--backend", "cuda", "--memory-history")
+    cuda = cli("run", "--db", str(tmp_path / "c.db"), "--backend", "cuda", "--memory-history")
     assert cuda.returncode == 2
     assert "torch.cuda.memory._record_memory_history" in cuda.stderr
     assert not (tmp_path / "c.db").exists()
@@ -126,9 +128,6 @@ def test_from_python_a_recorded_loop_keeps_its_history_and_exports_it(tmp_path):
     """offtune.record(..., memory_history=True) on a Hugging Face model, then
     offtune.export_memory_snapshot: the snapshot of the loop's measured steps, with the engine's
     offloads and reloads named, peaking at the run's peak allocated."""
-    import offtune
-    from test_record import BACKEND, HOST_SIM, batch, offloader, tiny_llama, train
-
     if not HOST_SIM:
         pytest.skip("the memory history is host-sim's (on cuda, torch's own)")
     db = tmp_path / "runs.db"
