@@ -113,21 +113,36 @@ def test_the_copies_nsys_tui_does_not_draw_are_launched_like_nsights(recorded):
     }
 
 
+NSYS_PARSER = """
+import json, sys
+from nsys_parser.parser import NsysParser
+parser = NsysParser(sys.argv[1])
+steps = []
+for step in range(int(sys.argv[2])):
+    (event,) = parser.get_nvtx_events(f"offtune:step {step}")
+    steps.append([event.start, len(event.cuda_api_events), event.cuda_start_time,
+                  event.cuda_end_time])
+print(json.dumps({"validated": parser.validated, "device": parser.device_name, "steps": steps}))
+"""
+
+
 def test_nsys_parser_opens_the_export_and_finds_each_steps_device_work(recorded):
     """nsys-parser (PyPI) reads ProcessStreams as it opens a file and joins NVTX ranges to the
     CUDA runtime calls on their thread and to the kernels they launched. Before (issue 44) it
-    stopped at once: "no such table: ProcessStreams"."""
+    stopped at once: "no such table: ProcessStreams". In a process of its own: importing it
+    reconfigures logging process-wide (dictConfig disables every logger that exists)."""
     pytest.importorskip("nsys_parser")
-    from nsys_parser.parser import NsysParser
-
     d, _ = recorded
-    parser = NsysParser(str(d / "run.sqlite"))
-    assert parser.validated  # no error output recorded for the run
-    assert parser.device_name.startswith("host-sim modelling NVIDIA H100"), parser.device_name
-    for step in range(STEPS):
-        (event,) = parser.get_nvtx_events(f"offtune:step {step}")
-        assert len(event.cuda_api_events) > 0
-        assert event.start <= event.cuda_start_time < event.cuda_end_time, step
+    r = subprocess.run([sys.executable, "-c", NSYS_PARSER, str(d / "run.sqlite"), str(STEPS)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["validated"]  # no error output recorded for the run
+    assert out["device"].startswith("host-sim modelling NVIDIA H100"), out["device"]
+    assert len(out["steps"]) == STEPS
+    for start, api_calls, cuda_start, cuda_end in out["steps"]:
+        assert api_calls > 0
+        assert start <= cuda_start < cuda_end
 
 
 # ---- Holistic Trace Analysis ---------------------------------------------------------------------
