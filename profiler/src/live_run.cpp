@@ -365,7 +365,9 @@ const RunRecord& LiveRun::close(RunStatus status, const std::string& error) {
   if (st.history) {
     auto history = st.history->finish(kept_from, steps_);
     st.history.reset();
-    store_->add_memory_history(record_.id, history.events, history.blocks);
+    if (!history.events.empty()) {
+      store_->add_memory_history(record_.id, history.events, history.blocks);
+    }
   }
   if (spec_.record_timeline) {
     store_->add_events(timeline.events);

@@ -37,6 +37,7 @@ void MemoryHistory::start() {
   {
     std::lock_guard lock(mu_);
     listening_ = true;
+    started_ = true;
   }
   host_sim::set_memory_history_listener(this);
 }
@@ -132,6 +133,10 @@ void MemoryHistory::on_span_end(Span span) {
 
 MemoryHistory::History MemoryHistory::finish(int64_t from_ns,
                                              const std::vector<StepRecord>& steps) {
+  {
+    std::lock_guard lock(mu_);
+    if (!started_) return {};  // no measured step began: no history
+  }
   const std::vector<host_sim::MemorySegment> segments = host_sim::memory_segments();
   stop();
   std::lock_guard lock(mu_);

@@ -45,7 +45,8 @@ class MemoryHistory final : public host_sim::MemoryHistoryListener, public Obser
     std::vector<MemoryBlockRecord> blocks;
   };
   // Stops listening. The events from `from_ns` on (the timeline's first kept step), notes ending
-  // with the step of `steps` each was in, and the allocator's segments and blocks now.
+  // with the step of `steps` each was in, and the allocator's segments and blocks now; nothing
+  // when start() was never called (the run ended in its warm-up).
   History finish(int64_t from_ns, const std::vector<StepRecord>& steps);
 
  private:
@@ -59,6 +60,7 @@ class MemoryHistory final : public host_sim::MemoryHistoryListener, public Obser
 
   std::mutex mu_;
   bool listening_ = false;
+  bool started_ = false;
   std::vector<Entry> entries_;
   std::unordered_map<const void*, size_t> live_;  // a live block's data pointer -> its alloc entry
   std::unordered_map<int64_t, std::string>

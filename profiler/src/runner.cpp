@@ -78,7 +78,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     if (!history) return;
     auto h = history->finish(from_ns, out.steps);
     history.reset();
-    store.add_memory_history(rec.id, h.events, h.blocks);
+    if (!h.events.empty()) store.add_memory_history(rec.id, h.events, h.blocks);
   };
   try {
     OffloadOptions options = options_of(spec.config, spec.base);
