@@ -1,5 +1,5 @@
-// `offtune export`: timelines for Perfetto (Chrome trace) and Nsight (its SQLite layout), or a
-// sweep's points as CSV.
+// `offtune export`: timelines for Perfetto (Chrome trace) and Nsight (its SQLite layout), a
+// sweep's points as CSV, or a run's memory history as a snapshot for PyTorch's memory visualiser.
 #include <iostream>
 
 #include "cli.hpp"
@@ -12,7 +12,8 @@ namespace {
 class ExportCommand final : public StoreCommand {
  public:
   explicit ExportCommand(CLI::App& parent)
-      : StoreCommand(parent, "export", "export timelines or sweep points", StoreUse::Reads) {
+      : StoreCommand(parent, "export", "export timelines, sweep points or memory snapshots",
+                     StoreUse::Reads) {
     app_->add_option("--format", format_,
                      "chrome (Perfetto), nsys-sqlite, csv, memory-snapshot (PyTorch's memory_viz; "
                      "one run recorded with --memory-history)")
