@@ -177,6 +177,11 @@ class Recording {
       }
       s.device_model = std::move(model);
     }
+    if (s.memory_history && backend != BackendKind::HostSim) {
+      throw offtune::requests::UsageError(
+          "memory_history=True records host-sim's modelled allocator; on cuda record torch's own "
+          "(torch.cuda.memory._record_memory_history())");
+    }
     pf::fill_environment(s.env, backend, s.device_model ? &*s.device_model : nullptr,
                          offloaders_.empty() ? "none" : s.config.link.name);
     s.rank = get_or<int64_t>(spec, "rank", 0);

@@ -153,3 +153,8 @@ def test_from_python_a_recorded_loop_keeps_its_history_and_exports_it(tmp_path):
     # The default run is the latest: the baseline's.
     with pytest.raises(offtune.InputError, match="no memory history"):
         offtune.export_memory_snapshot(db, tmp_path / "latest.pickle")
+    # On cuda the history is torch's own: refused as a value, before the run begins.
+    runs = len(offtune._offtune.read_runs(str(db)))
+    with pytest.raises(offtune.InputError, match="_record_memory_history"):
+        offtune.record(db, offloader=(), backend="cuda", memory_history=True).start()
+    assert len(offtune._offtune.read_runs(str(db))) == runs
