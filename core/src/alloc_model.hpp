@@ -60,6 +60,8 @@
 #include <set>
 #include <vector>
 
+#include "offtune/memory_history.hpp"
+
 namespace offtune::detail::sim {
 
 // The settings the allocator consults, as plain values: filled from c10 by current(), or given by a
@@ -186,14 +188,8 @@ class CachingAllocatorModel {
   // unmapped, frees completed (at once, or once the streams a block was recorded on are done), and
   // out-of-memory.
   struct TraceEvent {
-    enum class Action : uint8_t {
-      SegmentAlloc,
-      SegmentFree,
-      SegmentMap,
-      SegmentUnmap,
-      FreeCompleted,
-      Oom,
-    };
+    // The history's own actions (the model reports those but Alloc and FreeRequested).
+    using Action = host_sim::MemoryEvent::Action;
     Action action = Action::SegmentAlloc;
     int64_t addr = 0;  // address() of the block, or of the segment or pages
     // Bytes: a segment's or pages'; a completed free's, the bytes its allocation asked for (as

@@ -563,26 +563,7 @@ void set_memory_history_listener(MemoryHistoryListener* listener) {
   }
   alloc_model().set_tracer([listener](const Trace& t) {
     MemoryEvent e;
-    switch (t.action) {
-      case Trace::Action::SegmentAlloc:
-        e.action = MemoryEvent::Action::SegmentAlloc;
-        break;
-      case Trace::Action::SegmentFree:
-        e.action = MemoryEvent::Action::SegmentFree;
-        break;
-      case Trace::Action::SegmentMap:
-        e.action = MemoryEvent::Action::SegmentMap;
-        break;
-      case Trace::Action::SegmentUnmap:
-        e.action = MemoryEvent::Action::SegmentUnmap;
-        break;
-      case Trace::Action::FreeCompleted:
-        e.action = MemoryEvent::Action::FreeCompleted;
-        break;
-      case Trace::Action::Oom:
-        e.action = MemoryEvent::Action::Oom;
-        break;
-    }
+    e.action = t.action;
     e.addr = t.addr;
     e.size = t.size;
     e.stream = t.stream;

@@ -88,8 +88,9 @@ void MemoryHistory::on_memory_event(const host_sim::MemoryEvent& e) noexcept {
 }
 
 void MemoryHistory::on_pack(const PackEvent& e) {
-  if (e.decision != PackDecision::Offloaded || e.storage == 0 || !listening_now()) return;
+  if (e.decision != PackDecision::Offloaded || e.storage == 0) return;
   std::lock_guard lock(mu_);
+  if (!listening_) return;
   auto it = live_.find(reinterpret_cast<const void*>(e.storage));
   if (it == live_.end()) return;
   std::string note = "offloaded by offtune: tensor " + std::to_string(e.id.value);
@@ -112,11 +113,6 @@ void MemoryHistory::on_copy_issued(const CopyEvent& e) {
     entries_.push_back(std::move(annotation));
   }
   t_unnamed_reload = -1;
-}
-
-bool MemoryHistory::listening_now() {
-  std::lock_guard lock(mu_);
-  return listening_;
 }
 
 void MemoryHistory::on_span_begin(Span span) {

@@ -56,7 +56,6 @@ class MemoryHistory final : public host_sim::MemoryHistoryListener, public Obser
     bool annotation = false;  // torch's "annotate" of the live block at `event.addr`
   };
   void stop();
-  bool listening_now();
 
   std::mutex mu_;
   bool listening_ = false;
