@@ -129,8 +129,15 @@ rc=$?
 [ "$rc" -eq 130 ] || fail "SIGINT exit $rc (want 130)"
 "$OFFTUNE" sweep "${I[@]}" --json >int.json || fail "resume after SIGINT"
 py 'import json; d=json.load(open("int.json")); assert d["ran"] > 0 and d["skipped"] > 0 and d["ran"]+d["skipped"]==9 and len(d["points"])==9 and all(p["status"]=="ok" for p in d["points"]), d' "resume after SIGINT"
-runs=$(sqlite3 int.db "SELECT count(*) FROM runs")
+# Each point's first measurement once; when the machine is noisy the resumed sweep also re-measures
+# its finalists and the baseline (refine_finalists: 3 interleaved rounds each, labelled "re-measured"),
+# which are runs of their own (before: counted as duplicates, a failure under load).
+runs=$(sqlite3 int.db "SELECT count(*) FROM runs WHERE label NOT LIKE '%re-measured%'")
 [ "$runs" -eq 9 ] || fail "runs after SIGINT and resume: $runs (want 9: none lost or duplicated)"
+rounds=$(sqlite3 int.db "SELECT count(*) FROM runs WHERE label LIKE '%re-measured%'")
+refined=$("${PY:-python3}" -c 'import json; print(len(json.load(open("int.json")).get("refined", [])))')
+[ "$rounds" -eq $((refined * 3)) ] ||
+  fail "re-measured rounds after resume: $rounds (want 3 for each of $refined refined points)"
 # A second SIGINT stops at once, and says so (before: silently). A run of many steps goes on after
 # the first one, so that the second always finds it running.
 "$OFFTUNE" run --model tiny --batch 1 --seq 16 --steps 100000 --warmup 0 --db int2.db --quiet \
