@@ -22,8 +22,14 @@ const char* metric_label(SweepMetric m) {
       return "step time (ms)";
     case SweepMetric::Slowdown:
       return "slowdown vs baseline";
-    case SweepMetric::PeakMemory:
-      return "peak device memory";
+    case SweepMetric::PeakAllocated:
+      return "peak allocated";
+    case SweepMetric::PeakReserved:
+      return "peak reserved";
+    case SweepMetric::PeakTotal:
+      return "peak device total";
+    case SweepMetric::HostHeld:
+      return "host memory held";
     case SweepMetric::HiddenCopy:
       return "hidden copy %";
   }
@@ -31,6 +37,42 @@ const char* metric_label(SweepMetric m) {
 }
 
 bool lower_is_better(SweepMetric m) { return m != SweepMetric::HiddenCopy; }
+
+bool is_memory_metric(SweepMetric m) {
+  return std::find(std::begin(kMemoryMetrics), std::end(kMemoryMetrics), m) !=
+         std::end(kMemoryMetrics);
+}
+
+SweepMetric memory_metric(pf::MemoryFigure figure) {
+  switch (figure) {
+    case pf::MemoryFigure::Allocated:
+      return SweepMetric::PeakAllocated;
+    case pf::MemoryFigure::Reserved:
+      return SweepMetric::PeakReserved;
+    case pf::MemoryFigure::Total:
+      return SweepMetric::PeakTotal;
+  }
+  return SweepMetric::PeakTotal;
+}
+
+std::optional<pf::MemoryFigure> memory_figure(SweepMetric m) {
+  switch (m) {
+    case SweepMetric::PeakAllocated:
+      return pf::MemoryFigure::Allocated;
+    case SweepMetric::PeakReserved:
+      return pf::MemoryFigure::Reserved;
+    case SweepMetric::PeakTotal:
+      return pf::MemoryFigure::Total;
+    default:
+      return std::nullopt;
+  }
+}
+
+int64_t memory_bytes(const pf::RunSummary& s, SweepMetric m) {
+  if (m == SweepMetric::HostHeld) return pf::host_held(s);
+  const auto figure = memory_figure(m);
+  return figure ? pf::device_peak(s, *figure) : 0;
+}
 
 const pf::PointRecord* baseline_point(const SweepData& sweep) {
   for (const auto& p : sweep.points) {
@@ -61,8 +103,17 @@ std::optional<double> metric_value(const SweepData& sweep, const pf::PointRecord
       }
       return pf::slowdown(point, *base);
     }
-    case SweepMetric::PeakMemory:
+    case SweepMetric::PeakAllocated:
       return static_cast<double>(point.summary.peak_allocated);
+    case SweepMetric::PeakReserved:
+    case SweepMetric::PeakTotal:
+    case SweepMetric::HostHeld:
+      // 0: not recorded (reserved is at least allocated wherever it was), not "none held".
+      if (point.summary.peak_reserved <= 0 && m != SweepMetric::HostHeld) return std::nullopt;
+      if (const int64_t held = memory_bytes(point.summary, m); held > 0) {
+        return static_cast<double>(held);
+      }
+      return std::nullopt;
     case SweepMetric::HiddenCopy:
       // A point that copies nothing (the baseline, or thresholds that keep every tensor): "0 %
       // hidden" would read as the worst overlap, not as n/a.
@@ -83,27 +134,20 @@ int base_decimals(SweepMetric m, double value) {
       return std::abs(value) < 10 ? 2 : 1;
     case SweepMetric::Slowdown:
       return 2;
-    case SweepMetric::PeakMemory:
-    case SweepMetric::HiddenCopy:
+    default:
       return 1;
   }
-  return 1;
 }
 
 // Decimals beyond which more digits say nothing: a microsecond of step time, a kibibyte of a
 // mebibyte-sized peak, 0.001x, 0.01 %.
 int max_decimals(SweepMetric m) {
   switch (m) {
-    case SweepMetric::StepTime:
-      return 3;
-    case SweepMetric::Slowdown:
-      return 3;
-    case SweepMetric::PeakMemory:
-      return 3;
     case SweepMetric::HiddenCopy:
       return 2;
+    default:
+      return 3;
   }
-  return 2;
 }
 
 int decimals_for(SweepMetric m, double value, int min_decimals) {
@@ -119,35 +163,49 @@ std::string format_metric(SweepMetric m, double value, int min_decimals) {
       return fmt::format("{:.{}f} ms", value, d);
     case SweepMetric::Slowdown:
       return fmt::format("{:.{}f}x", value, d);
-    case SweepMetric::PeakMemory:
-      return pf::format_size(value, d);
     case SweepMetric::HiddenCopy:
       return fmt::format("{:.{}f} %", value, d);
+    default:  // memory
+      return pf::format_size(value, d);
   }
-  return {};
 }
 
 std::string format_metric_number(SweepMetric m, double value, int min_decimals) {
-  if (m == SweepMetric::PeakMemory) {
+  if (is_memory_metric(m)) {
     std::string s = format_metric(m, value, min_decimals);
     return s.substr(0, s.find(' '));
   }
   return fmt::format("{:.{}f}", value, decimals_for(m, value, min_decimals));
 }
 
-int MetricDecimals::of(SweepMetric m) const {
+namespace {
+
+// A metric's field of MetricDecimals, const or not.
+template <typename Decimals>
+auto& decimals_field(Decimals& d, SweepMetric m) {
   switch (m) {
     case SweepMetric::StepTime:
-      return step;
+      return d.step;
     case SweepMetric::Slowdown:
-      return slowdown;
-    case SweepMetric::PeakMemory:
-      return peak;
+      return d.slowdown;
+    case SweepMetric::PeakAllocated:
+      return d.peak;
+    case SweepMetric::PeakReserved:
+      return d.reserved;
+    case SweepMetric::PeakTotal:
+      return d.total;
+    case SweepMetric::HostHeld:
+      return d.host;
     case SweepMetric::HiddenCopy:
-      return hidden;
+      break;
   }
-  return 0;
+  return d.hidden;
 }
+
+}  // namespace
+
+int MetricDecimals::of(SweepMetric m) const { return decimals_field(*this, m); }
+int& MetricDecimals::of(SweepMetric m) { return decimals_field(*this, m); }
 
 MetricDecimals metric_decimals(const SweepData& sweep) {
   MetricDecimals out;
@@ -172,20 +230,7 @@ MetricDecimals metric_decimals(const SweepData& sweep) {
       }
       if (distinct) break;
     }
-    switch (m) {
-      case SweepMetric::StepTime:
-        out.step = d;
-        break;
-      case SweepMetric::Slowdown:
-        out.slowdown = d;
-        break;
-      case SweepMetric::PeakMemory:
-        out.peak = d;
-        break;
-      case SweepMetric::HiddenCopy:
-        out.hidden = d;
-        break;
-    }
+    out.of(m) = d;
   }
   return out;
 }

@@ -82,7 +82,8 @@ void ParetoWidget::rebuild() {
     if (pts[i].status != pf::PointStatus::Ok) continue;
     const auto& s = pts[i].summary;
     if (!std::isfinite(s.step_ms_median)) continue;
-    const auto x = static_cast<double>(s.peak_allocated);
+    const double x = xOf(s);
+    if (!metric_value(*data_, pts[i], x_metric_)) continue;  // a figure the store did not record
     // The step time's interval is drawn as a whisker: keep it on the axes.
     const StepSpread sp = step_spread(s);
     const bool whisker = sp.kind == SpreadKind::Interval || sp.kind == SpreadKind::MinMax;
@@ -96,8 +97,9 @@ void ParetoWidget::rebuild() {
   }
   // Predictions share the axes: a point measured far from its prediction stays in view, and so do
   // the points only predicted.
+  // They predict peak allocated only: on another axis they have no place.
   const auto& pred = data_->predictions;
-  for (size_t i = 0; i < pred.size(); ++i) {
+  for (size_t i = 0; i < pred.size() && x_metric_ == SweepMetric::PeakAllocated; ++i) {
     const double x = static_cast<double>(pred[i].peak_allocated);
     const double y = pred[i].step_ms();
     if (!(y > 0) || !std::isfinite(y) || pred[i].peak_allocated < 0) continue;
@@ -117,6 +119,48 @@ const pf::PointRecord* ParetoWidget::point(int64_t point_index) const {
     if (p.index == point_index) return &p;
   }
   return nullptr;
+}
+
+void ParetoWidget::setMemoryMetric(SweepMetric metric) {
+  if (!is_memory_metric(metric) || metric == x_metric_) return;
+  x_metric_ = metric;
+  rebuild();
+  update();
+}
+
+double ParetoWidget::xOf(const pf::RunSummary& s) const {
+  return static_cast<double>(memory_bytes(s, x_metric_));
+}
+
+std::optional<int64_t> ParetoWidget::budgetOnAxis() const {
+  if (!has_rec_) return std::nullopt;
+  const pf::Constraint& c = rec_.constraint;
+  if (x_metric_ == SweepMetric::HostHeld) return c.host_budget;
+  if (c.memory_budget && memory_metric(c.memory) == x_metric_) return c.memory_budget;
+  return std::nullopt;
+}
+
+QString ParetoWidget::budgetName() const {
+  const auto limit = budgetOnAxis();
+  if (!limit) return {};
+  return QStringLiteral("%1 budget %2")
+      .arg(x_metric_ == SweepMetric::HostHeld ? QStringLiteral("host") : QStringLiteral("device"))
+      .arg(qs(pf::format_size(*limit)));
+}
+
+QString ParetoWidget::budgetElsewhere() const {
+  const pf::Constraint& c = rec_.constraint;
+  QStringList parts;
+  if (c.memory_budget && memory_metric(c.memory) != x_metric_) {
+    parts << QStringLiteral("budget %1 on %2")
+                 .arg(qs(pf::format_size(*c.memory_budget)))
+                 .arg(QString::fromLatin1(metric_label(memory_metric(c.memory))));
+  }
+  if (c.host_budget && x_metric_ != SweepMetric::HostHeld) {
+    parts << QStringLiteral("host budget %1").arg(qs(pf::format_size(*c.host_budget)));
+  }
+  if (parts.isEmpty()) return {};
+  return parts.join(QStringLiteral(", ")) + QStringLiteral(" (not this axis)");
 }
 
 double ParetoWidget::baselineMs() const {
@@ -142,6 +186,10 @@ QString ParetoWidget::caption() const {
   if (failed > 0) parts << QStringLiteral("%1 failed").arg(failed);
   if (oom > 0) parts << QStringLiteral("%1 out of memory").arg(oom);
   if (pending > 0) parts << QStringLiteral("%1 pending").arg(pending);
+  // Predictions are of peak allocated: on another axis they have no place.
+  if (x_metric_ != SweepMetric::PeakAllocated && !data_->predictions.empty()) {
+    parts << QStringLiteral("%1 predicted (of peak allocated only)").arg(data_->predictions.size());
+  }
   return parts.join(QStringLiteral(", "));
 }
 
@@ -280,7 +328,7 @@ QPointF ParetoWidget::positionIn(const Frame& f, int64_t point_index) const {
   for (size_t i : plotted_) {
     const auto& p = data_->points[i];
     if (p.index == point_index) {
-      return f.map(static_cast<double>(p.summary.peak_allocated), p.summary.step_ms_median);
+      return f.map(xOf(p.summary), p.summary.step_ms_median);
     }
   }
   // Not measured (ok): where it is predicted, if it is.
@@ -342,8 +390,7 @@ int64_t ParetoWidget::pointAt(QPoint pos) const {
   int64_t found = -1;
   for (size_t i : plotted_) {
     const auto& p = data_->points[i];
-    const QPointF at =
-        f.map(static_cast<double>(p.summary.peak_allocated), p.summary.step_ms_median);
+    const QPointF at = f.map(xOf(p.summary), p.summary.step_ms_median);
     const double dx = at.x() - pos.x();
     const double dy = at.y() - pos.y();
     const double d2 = dx * dx + dy * dy;
@@ -465,9 +512,10 @@ void ParetoWidget::paintAxes(QPainter& p, const Frame& f) const {
     p.drawText(y_labels[i].adjusted(-2, 0, 0, 0), Qt::AlignRight | Qt::AlignVCenter, tick_label(t));
   }
   p.setPen(pal.color(QPalette::Text));
-  p.drawText(QRectF(plot.left(), plot.bottom() + 3 + lh + 2, plot.width(), lh),
-             Qt::AlignHCenter | Qt::AlignTop,
-             QStringLiteral("peak device memory (%1)").arg(f.x_unit_name));
+  p.drawText(
+      QRectF(plot.left(), plot.bottom() + 3 + lh + 2, plot.width(), lh),
+      Qt::AlignHCenter | Qt::AlignTop,
+      QStringLiteral("%1 (%2)").arg(QString::fromLatin1(metric_label(x_metric_)), f.x_unit_name));
   p.save();
   p.translate(8 + lh / 2.0, plot.center().y());
   p.rotate(-90);
@@ -479,13 +527,11 @@ void ParetoWidget::paintAxes(QPainter& p, const Frame& f) const {
 std::optional<QLineF> ParetoWidget::constraintLineIn(const Frame& f, QString* text) const {
   if (!has_rec_ || f.plot.isEmpty()) return std::nullopt;
   const QRectF& plot = f.plot;
-  if (rec_.constraint.memory_budget) {
-    const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
+  if (const auto limit = budgetOnAxis()) {
+    const auto budget = static_cast<double>(*limit);
     const double px = f.map(budget, f.y.lo).x();
     if (px < plot.left() || px > plot.right()) return std::nullopt;
-    if (text != nullptr) {
-      *text = QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
-    }
+    if (text != nullptr) *text = budgetName();
     return QLineF(px, plot.top(), px, plot.bottom());
   }
   if (rec_.constraint.max_slowdown) {
@@ -513,7 +559,7 @@ ParetoWidget::Obstacles ParetoWidget::obstaclesIn(const Frame& f) const {
   const int lh = f.line_height;
   const QRectF& plot = f.plot;
   const auto at_of = [&](const pf::PointRecord& q) {
-    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+    return f.map(xOf(q.summary), q.summary.step_ms_median);
   };
   const auto box = [&](const QPointF& c, double r) {
     o.boxes.emplace_back(c.x() - r, c.y() - r, 2 * r, 2 * r);
@@ -524,7 +570,7 @@ ParetoWidget::Obstacles ParetoWidget::obstaclesIn(const Frame& f) const {
     box(at, 7.0);  // the marker as hovered (radius 6) with its pen
     const StepSpread sp = step_spread(pt.summary);
     if (sp.kind == SpreadKind::Interval || sp.kind == SpreadKind::MinMax) {
-      const auto x = static_cast<double>(pt.summary.peak_allocated);
+      const auto x = xOf(pt.summary);
       o.lines.emplace_back(f.map(x, sp.low), f.map(x, sp.high));
     }
     const QPointF predicted = predictedIn(f, pt.index);
@@ -549,8 +595,8 @@ ParetoWidget::Obstacles ParetoWidget::obstaclesIn(const Frame& f) const {
     }
     if (const auto line = constraintLineIn(f, nullptr)) o.lines.push_back(*line);
     // The shaded region's caption (paintConstraint), at its top corner.
-    if (rec_.constraint.memory_budget) {
-      const double px = f.map(static_cast<double>(*rec_.constraint.memory_budget), f.y.lo).x();
+    if (const auto limit = budgetOnAxis()) {
+      const double px = f.map(static_cast<double>(*limit), f.y.lo).x();
       if (px < plot.right()) {
         const double w = fm.horizontalAdvance(QStringLiteral("over budget"));
         o.boxes.emplace_back(std::max(px, plot.left()) + 4, plot.top() + 2, w, lh);
@@ -665,7 +711,7 @@ std::vector<ParetoWidget::PlacedLabel> ParetoWidget::pointLabelsIn(const Frame& 
   const QFontMetrics fm(font());
   const int lh = f.line_height;
   const auto at_of = [&](const pf::PointRecord& q) {
-    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+    return f.map(xOf(q.summary), q.summary.step_ms_median);
   };
   // The constraint's label first (it has least choice: beside its line), then the recommended
   // point's, then the baseline's, each clear of every mark, line and label placed before it.
@@ -715,11 +761,10 @@ void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
   const auto mark = constraintMarkIn(f);
   QString off_axis_note;
   QString label_text;
-  if (rec_.constraint.memory_budget) {
-    const auto budget = static_cast<double>(*rec_.constraint.memory_budget);
+  if (const auto limit = budgetOnAxis()) {
+    const auto budget = static_cast<double>(*limit);
     const double px = f.map(budget, f.y.lo).x();
-    const QString name =
-        QStringLiteral("budget %1").arg(qs(pf::format_size(*rec_.constraint.memory_budget)));
+    const QString name = budgetName();
     label_text = name;
     if (px < plot.right()) {
       const QRectF over(QPointF(std::max(px, plot.left()), plot.top()), plot.bottomRight());
@@ -731,6 +776,12 @@ void ParetoWidget::paintConstraint(QPainter& p, const Frame& f) const {
     if (!mark) {
       off_axis_note = name + (px > plot.right() ? QStringLiteral(" (right of the axis)")
                                                 : QStringLiteral(" (left of the axis)"));
+    }
+  }
+  if (!budgetOnAxis() && has_rec_) {
+    // A budget judged on another figure than the axis: no line here, but say where it is.
+    if (const QString elsewhere = budgetElsewhere(); !elsewhere.isEmpty()) {
+      off_axis_note = elsewhere;
     }
   }
   if (rec_.constraint.max_slowdown) {
@@ -783,8 +834,7 @@ void ParetoWidget::paintPredictions(QPainter& p, const Frame& f) const {
   line.setAlpha(170);
   for (size_t i : plotted_) {
     const auto& pt = data_->points[i];
-    const QPointF to =
-        f.map(static_cast<double>(pt.summary.peak_allocated), pt.summary.step_ms_median);
+    const QPointF to = f.map(xOf(pt.summary), pt.summary.step_ms_median);
     const QPointF from = predictedIn(f, pt.index);
     if (from.x() < 0) continue;
     const QPointF d = to - from;
@@ -806,7 +856,7 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
   const QPalette& pal = palette();
   const QFontMetrics fm(font());
   const auto at_of = [&](const pf::PointRecord& q) {
-    return f.map(static_cast<double>(q.summary.peak_allocated), q.summary.step_ms_median);
+    return f.map(xOf(q.summary), q.summary.step_ms_median);
   };
 
   // The front as the boundary of what it dominates: from each point across to the next one's
@@ -837,7 +887,7 @@ void ParetoWidget::paintPoints(QPainter& p, const Frame& f) const {
     const auto& pt = data_->points[i];
     const StepSpread sp = step_spread(pt.summary);
     if (sp.kind != SpreadKind::Interval && sp.kind != SpreadKind::MinMax) continue;
-    const auto x = static_cast<double>(pt.summary.peak_allocated);
+    const auto x = xOf(pt.summary);
     const QPointF lo = f.map(x, sp.low), hi = f.map(x, sp.high);
     QColor c = std::find(on_front.begin(), on_front.end(), pt.index) != on_front.end()
                    ? kFrontColor

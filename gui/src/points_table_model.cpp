@@ -4,6 +4,7 @@
 #include <QBrush>
 #include <QFont>
 #include <QString>
+#include <QStringList>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -25,6 +26,21 @@ using detail::qs;
 // PointsTableModel
 
 PointsTableModel::PointsTableModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+int PointsTableModel::memoryColumn(SweepMetric m) {
+  switch (m) {
+    case SweepMetric::PeakAllocated:
+      return PeakAllocated;
+    case SweepMetric::PeakReserved:
+      return PeakReserved;
+    case SweepMetric::PeakTotal:
+      return PeakTotal;
+    case SweepMetric::HostHeld:
+      return HostHeld;
+    default:
+      return -1;
+  }
+}
 
 void PointsTableModel::setSweep(SweepDataPtr sweep,
                                 std::optional<std::vector<pf::PointRecord>> subset,
@@ -130,11 +146,25 @@ constexpr auto kColumnTexts = [] {
                                        "confidence interval of the median step time; exact "
                                        "(modelled) when a device model timed every step alike"};
   t[PointsTableModel::Slowdown] = {"Slowdown", nullptr, nullptr};
-  t[PointsTableModel::Peak] = {"Peak device", "peak",
-                               "peak device memory (exact bytes in the cell's tooltip)"};
+  t[PointsTableModel::PeakAllocated] = {
+      "Peak allocated", "allocated",
+      "peak allocated device memory: the bytes of live tensors at their peak (exact bytes in the "
+      "cell's tooltip)"};
   t[PointsTableModel::PredictedPeak] = {
       "Predicted peak", "pred. peak",
-      "peak device memory the what-if predictor gave before measuring"};
+      "peak allocated device memory the what-if predictor gave before measuring"};
+  t[PointsTableModel::PeakReserved] = {
+      "Peak reserved", "reserved",
+      "peak reserved device memory: what the caching allocator held at most, cached blocks and "
+      "fragmentation included; what torch runs out of"};
+  t[PointsTableModel::PeakTotal] = {
+      "Device total", "total",
+      "peak device total: peak reserved plus what lies outside the allocator (the CUDA context "
+      "and libraries); what the GPU runs out of"};
+  t[PointsTableModel::HostHeld] = {
+      "Host held", "host",
+      "host memory the run held: the process's peak where measured, else offtune's pinned pool "
+      "(or its host copies at their peak when more); the cell's tooltip has each figure"};
   t[PointsTableModel::HiddenCopy] = {"Hidden copy", nullptr, nullptr};
   t[PointsTableModel::Error] = {"Error", nullptr, nullptr};
   return t;
@@ -193,7 +223,7 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     return ok ? qs(describe_spread(p.summary, decimals_.step)) : QString();
   }
   if (role == Qt::ToolTipRole && ok) {
-    if (idx.column() == Peak) return qs(format_bytes_exact(p.summary.peak_allocated));
+    if (const auto tip = memoryTooltip(idx.column(), p.summary); !tip.isEmpty()) return tip;
     if (idx.column() == StepTime) return qs(describe_spread(p.summary, decimals_.step));
     if (idx.column() == Choice && tie) {
       return exact_ ? QStringLiteral("exactly as good as the recommended point (modelled times)")
@@ -224,8 +254,14 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
         return SweepMetric::StepTime;
       case Slowdown:
         return SweepMetric::Slowdown;
-      case Peak:
-        return SweepMetric::PeakMemory;
+      case PeakAllocated:
+        return SweepMetric::PeakAllocated;
+      case PeakReserved:
+        return SweepMetric::PeakReserved;
+      case PeakTotal:
+        return SweepMetric::PeakTotal;
+      case HostHeld:
+        return SweepMetric::HostHeld;
       case HiddenCopy:
         return SweepMetric::HiddenCopy;
       default:
@@ -255,12 +291,48 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
     default: {
       const auto v = metric(*column_metric);
       if (v) return qs(format_metric(*column_metric, *v, decimals_.of(*column_metric)));
-      // Measured, but nothing was copied: no overlap to speak of.
-      if (*column_metric == SweepMetric::HiddenCopy && p.status == pf::PointStatus::Ok) {
+      // Measured, but nothing was copied: no overlap to speak of; or a figure the store did not
+      // record.
+      if ((*column_metric == SweepMetric::HiddenCopy || is_memory_metric(*column_metric)) &&
+          p.status == pf::PointStatus::Ok) {
         return QStringLiteral("n/a");
       }
       return QString();
     }
+  }
+}
+
+QString PointsTableModel::memoryTooltip(int column, const pf::RunSummary& s) const {
+  const auto size = [](int64_t bytes) { return qs(pf::format_size(bytes)); };
+  switch (column) {
+    case PeakAllocated:
+      return qs(format_bytes_exact(s.peak_allocated));
+    case PeakReserved: {
+      QString tip = qs(format_bytes_exact(s.peak_reserved));
+      if (s.peak_reserved > s.peak_allocated) {
+        tip += QStringLiteral(
+                   "\n%1 above peak allocated: blocks the caching allocator keeps "
+                   "cached, split or held for another stream")
+                   .arg(size(s.peak_reserved - s.peak_allocated));
+      }
+      return tip;
+    }
+    case PeakTotal:
+      return QStringLiteral("%1\npeak reserved %2 + outside the allocator %3")
+          .arg(qs(format_bytes_exact(pf::peak_device_total(s))))
+          .arg(size(s.peak_reserved))
+          .arg(s.device_outside > 0 ? size(s.device_outside) : QStringLiteral("0 (not known)"));
+    case HostHeld: {
+      QStringList lines;
+      lines << QStringLiteral("pinned pool %1").arg(size(s.pinned_bytes))
+            << QStringLiteral("host copies at their peak %1").arg(size(s.host_bytes_peak))
+            << (s.host_rss_peak > 0
+                    ? QStringLiteral("process host peak %1").arg(size(s.host_rss_peak))
+                    : QStringLiteral("process host peak not measured (host-sim)"));
+      return lines.join(QLatin1Char('\n'));
+    }
+    default:
+      return {};
   }
 }
 
@@ -299,7 +371,7 @@ QVariant PointsTableModel::predictionData(int column, const pf::PointRecord& p, 
       if (role == SortRole) return q != nullptr ? static_cast<double>(q->peak_allocated) : kLast;
       if (q == nullptr) return {};
       if (role == Qt::DisplayRole) {
-        return qs(format_metric(SweepMetric::PeakMemory, static_cast<double>(q->peak_allocated),
+        return qs(format_metric(SweepMetric::PeakAllocated, static_cast<double>(q->peak_allocated),
                                 decimals_.peak));
       }
       if (role == Qt::ToolTipRole) return qs(format_bytes_exact(q->peak_allocated));

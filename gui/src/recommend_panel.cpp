@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QButtonGroup>
 #include <QClipboard>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFontDatabase>
@@ -33,6 +34,17 @@ namespace pf = offtune::profiler;
 
 namespace {
 enum Mode { kDefault = 0, kBudget = 1, kSlowdown = 2 };
+
+// A size as a field shows it: "8 GiB" when that is exact, else the bytes (a rounded "1.48 MiB" is
+// not the budget asked for, and is no whole number of bytes).
+std::string exact_size_text(int64_t bytes) {
+  const std::string text = pf::format_size(bytes);
+  try {
+    if (pf::parse_size(text) == bytes) return text;
+  } catch (const pf::ParseError&) {
+  }
+  return std::to_string(bytes);
+}
 }  // namespace
 
 RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
@@ -52,8 +64,26 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   mode_->addButton(by_slowdown, kSlowdown);
   by_default->setChecked(true);
   budget_ = new QLineEdit(box);
-  budget_->setPlaceholderText(QStringLiteral("peak allocated device memory, e.g. 8GiB"));
+  budget_->setPlaceholderText(QStringLiteral("peak device memory, e.g. 8GiB"));
   budget_->setObjectName(QStringLiteral("budget"));
+  // The figure a budget is checked against and the front is drawn on: the device total by
+  // default, as `offtune recommend` does (what the GPU runs out of).
+  figure_ = new QComboBox(box);
+  figure_->setObjectName(QStringLiteral("budgetFigure"));
+  for (const pf::MemoryFigure f :
+       {pf::MemoryFigure::Total, pf::MemoryFigure::Reserved, pf::MemoryFigure::Allocated}) {
+    figure_->addItem(QString::fromLatin1(metric_label(memory_metric(f))), static_cast<int>(f));
+  }
+  figure_->setToolTip(QStringLiteral(
+      "the peak a memory budget is checked against and the Pareto front is drawn on: the device "
+      "total (peak reserved plus the CUDA context and libraries) is what the GPU runs out of; "
+      "peak reserved is what torch's allocator holds; peak allocated leaves out both"));
+  host_budget_ = new QLineEdit(box);
+  host_budget_->setObjectName(QStringLiteral("hostBudget"));
+  host_budget_->setPlaceholderText(QStringLiteral("none, or e.g. 64GiB"));
+  host_budget_->setToolTip(QStringLiteral(
+      "host memory per process, checked against what the run held: the process's peak where "
+      "measured, else offtune's pinned pool or its host copies at their peak"));
   slowdown_ = new QDoubleSpinBox(box);
   slowdown_->setRange(1.0, 100.0);
   slowdown_->setSingleStep(0.05);
@@ -74,6 +104,10 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   grid->addWidget(budget_error_, 2, 1);
   grid->addWidget(by_slowdown, 3, 0);
   grid->addWidget(slowdown_, 3, 1);
+  grid->addWidget(new QLabel(QStringLiteral("checked against"), box), 4, 0);
+  grid->addWidget(figure_, 4, 1);
+  grid->addWidget(new QLabel(QStringLiteral("host budget"), box), 5, 0);
+  grid->addWidget(host_budget_, 5, 1);
   layout->addWidget(box);
 
   result_ = new QLabel(this);
@@ -93,7 +127,9 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   rationale_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(rationale_);
 
-  layout->addWidget(new QLabel(QStringLiteral("Pareto front (step time vs peak memory):"), this));
+  front_label_ = new QLabel(this);
+  front_label_->setObjectName(QStringLiteral("frontLabel"));
+  layout->addWidget(front_label_);
   front_ = new QTableView(this);
   front_model_ = new PointsTableModel(this);
   front_->setModel(front_model_);
@@ -167,10 +203,13 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   connect(export_chrome_, &QPushButton::clicked, this, [this] { chooseExport(true); });
   connect(export_csv_, &QPushButton::clicked, this, [this] { chooseExport(false); });
   connect(mode_, &QButtonGroup::idClicked, this, [this] { recompute(); });
-  connect(budget_, &QLineEdit::editingFinished, this, [this] {
+  // Applied as typed (before: only on Enter, while a stale error stayed under a valid value).
+  connect(budget_, &QLineEdit::textChanged, this, [this] {
     mode_->button(kBudget)->setChecked(true);
     recompute();
   });
+  connect(host_budget_, &QLineEdit::textChanged, this, [this] { recompute(); });
+  connect(figure_, &QComboBox::currentIndexChanged, this, [this] { recompute(); });
   connect(slowdown_, &QDoubleSpinBox::valueChanged, this, [this] {
     mode_->button(kSlowdown)->setChecked(true);
     recompute();
@@ -190,9 +229,16 @@ void RecommendPanel::setSweep(SweepDataPtr sweep, const std::string& store_path)
 
 std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
   pf::Constraint c;
-  // The dashboard's charts and tables plot peak allocated memory, so its budget and front are
-  // judged on that figure too (the CLI's default is peak reserved; the field says which).
-  c.memory = pf::MemoryFigure::Allocated;
+  c.memory = static_cast<pf::MemoryFigure>(figure_->currentData().toInt());
+  if (const std::string host = host_budget_->text().trimmed().toStdString(); !host.empty()) {
+    try {
+      // The CLI's rule for --host-budget.
+      c.host_budget = requests::parse_memory_budget("host budget", host);
+    } catch (const std::exception& e) {
+      if (error) *error = QString::fromStdString(e.what());
+      return std::nullopt;
+    }
+  }
   switch (mode_->checkedId()) {
     case kBudget:
       try {
@@ -214,17 +260,13 @@ std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
 }
 
 void RecommendPanel::setConstraint(const pf::Constraint& c) {
-  const QSignalBlocker block_budget(budget_), block_slowdown(slowdown_);
+  const QSignalBlocker block_budget(budget_), block_slowdown(slowdown_), block_figure(figure_),
+      block_host(host_budget_);
+  figure_->setCurrentIndex(figure_->findData(static_cast<int>(c.memory)));
+  host_budget_->setText(c.host_budget ? QString::fromStdString(exact_size_text(*c.host_budget))
+                                      : QString());
   if (c.memory_budget) {
-    // A rounded "1.48 MiB" is not the budget asked for (and is no whole number of bytes): keep it
-    // exact, in bytes, unless the short form is exact.
-    const std::string text = pf::format_size(*c.memory_budget);
-    bool exact = false;
-    try {
-      exact = pf::parse_size(text) == *c.memory_budget;
-    } catch (const pf::ParseError&) {
-    }
-    budget_->setText(QString::fromStdString(exact ? text : std::to_string(*c.memory_budget)));
+    budget_->setText(QString::fromStdString(exact_size_text(*c.memory_budget)));
     mode_->button(kBudget)->setChecked(true);
   } else if (c.max_slowdown) {
     slowdown_->setValue(*c.max_slowdown);
@@ -286,6 +328,15 @@ void RecommendPanel::recompute() {
   front_model_->setSweep(sweep_, sweep_ ? std::optional(rec_.front) : std::nullopt,
                          rec_.chosen ? rec_.chosen->index : -1);
   front_->setColumnHidden(PointsTableModel::Variant, !sweep_ || !has_variants(*sweep_));
+  // The front's memory column is the figure it was judged on (and host memory under a host
+  // budget): the narrow panel shows what decided, the sweep view's table every figure.
+  const SweepMetric judged = memory_metric(rec_.constraint.memory);
+  front_label_->setText(QStringLiteral("Pareto front (step time vs %1):")
+                            .arg(QString::fromLatin1(metric_label(judged))));
+  for (const SweepMetric m : kMemoryMetrics) {
+    const bool shown = m == judged || (m == SweepMetric::HostHeld && rec_.constraint.host_budget);
+    front_->setColumnHidden(PointsTableModel::memoryColumn(m), !shown);
+  }
   snippet_text_[0]->setPlainText(QString::fromStdString(rec_.snippets.cpp));
   snippet_text_[1]->setPlainText(QString::fromStdString(rec_.snippets.trl));
   snippet_text_[2]->setPlainText(QString::fromStdString(rec_.snippets.axolotl));

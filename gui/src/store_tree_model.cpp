@@ -532,7 +532,7 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         case StepTime:
           return step_text(ok, p.summary.step_ms_median, item.decimals.step);
         case Peak:
-          return ok ? qs(format_metric(SweepMetric::PeakMemory,
+          return ok ? qs(format_metric(SweepMetric::PeakAllocated,
                                        static_cast<double>(p.summary.peak_allocated),
                                        item.decimals.peak))
                     : QString();

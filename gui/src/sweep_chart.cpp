@@ -92,11 +92,28 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool
     lines << step;
     lines << figure(SweepMetric::Slowdown, QStringLiteral("slowdown"),
                     QStringLiteral("no measured baseline"));
-    lines << QStringLiteral("peak device memory %1 (%2)")
-                 .arg(
-                     qs(format_metric(SweepMetric::PeakMemory,
-                                      static_cast<double>(point.summary.peak_allocated), dec.peak)))
-                 .arg(qs(format_bytes_exact(point.summary.peak_allocated)));
+    // Every memory figure, each named as what it is: the device's, then the host's.
+    const auto& s = point.summary;
+    const auto bytes = [&](SweepMetric m) {
+      return qs(format_metric(m, static_cast<double>(memory_bytes(s, m)), dec.of(m)));
+    };
+    lines << QStringLiteral("peak allocated %1 (%2)")
+                 .arg(bytes(SweepMetric::PeakAllocated))
+                 .arg(qs(format_bytes_exact(s.peak_allocated)));
+    if (s.peak_reserved > 0) {  // 0: not recorded
+      QString device = QStringLiteral("peak reserved %1").arg(bytes(SweepMetric::PeakReserved));
+      if (s.device_outside > 0) {
+        device += QStringLiteral(" \u00b7 device total %1").arg(bytes(SweepMetric::PeakTotal));
+      }
+      lines << device;
+    }
+    QString host = QStringLiteral("host: pinned pool %1, copies at peak %2")
+                       .arg(qs(pf::format_size(s.pinned_bytes)))
+                       .arg(qs(pf::format_size(s.host_bytes_peak)));
+    if (s.host_rss_peak > 0) {
+      host += QStringLiteral(", process peak %1").arg(qs(pf::format_size(s.host_rss_peak)));
+    }
+    lines << host;
     lines << figure(SweepMetric::HiddenCopy, QStringLiteral("hidden copy"),
                     QStringLiteral("no copies"));
   } else if (point.status == pf::PointStatus::Pending) {
@@ -113,7 +130,7 @@ QString point_tooltip(const SweepData& sweep, const pf::PointRecord& point, bool
     QString figures =
         QStringLiteral("<i>predicted</i>: step time %1, peak %2 (%3)")
             .arg(qs(format_metric(SweepMetric::StepTime, predicted->step_ms(), dec.step)))
-            .arg(qs(format_metric(SweepMetric::PeakMemory,
+            .arg(qs(format_metric(SweepMetric::PeakAllocated,
                                   static_cast<double>(predicted->peak_allocated), dec.peak)))
             .arg(qs(format_bytes_exact(predicted->peak_allocated)));
     if (predicted->offloaded_bytes > 0) {

@@ -84,12 +84,29 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   title_->setMinimumWidth(120);
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   header->addWidget(title_, 1);
-  header->addWidget(new QLabel(QStringLiteral("Colour by:"), left));
+  // The figures the charts show, on a row of their own under the title: side by side with it they
+  // made the view's minimum wider than a 1280x800 window leaves it.
+  auto* figures_row = new QHBoxLayout;
+  figures_row->addWidget(new QLabel(QStringLiteral("Colour by:"), left));
   metric_ = new QComboBox(left);
   for (SweepMetric m : kSweepMetrics) {
     metric_->addItem(QString::fromLatin1(metric_label(m)), static_cast<int>(m));
   }
-  header->addWidget(metric_);
+  figures_row->addWidget(metric_);
+  // The Pareto chart's memory axis: any memory figure; it follows the figure the recommendation
+  // panel checks a budget against, until chosen here.
+  figures_row->addSpacing(12);
+  figures_row->addWidget(new QLabel(QStringLiteral("Pareto by:"), left));
+  pareto_axis_ = new QComboBox(left);
+  pareto_axis_->setObjectName(QStringLiteral("paretoAxis"));
+  for (SweepMetric m : kMemoryMetrics) {
+    pareto_axis_->addItem(QString::fromLatin1(metric_label(m)), static_cast<int>(m));
+  }
+  pareto_axis_->setToolTip(QStringLiteral(
+      "the memory figure on the Pareto chart's horizontal axis; the budget's line is drawn when "
+      "it is the figure the budget is checked against"));
+  figures_row->addWidget(pareto_axis_);
+  figures_row->addStretch(1);
   // A sweep over other knobs too (semantics, prefetch, ...): the heatmap shows one variant at a
   // time, or all of them with their cells split.
   variant_label_ = new QLabel(QStringLiteral("Variant:"), left);
@@ -138,6 +155,7 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   rows_->hide();
   columns_->hide();
   layout->addLayout(header);
+  layout->addLayout(figures_row);
   layout->addLayout(axes_row);
   layout->addLayout(variant_row);
 
@@ -202,6 +220,9 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     heatmap_->setMetric(static_cast<SweepMetric>(metric_->currentData().toInt()));
     rebuildFacets();
   });
+  connect(pareto_axis_, &QComboBox::currentIndexChanged, this, [this] {
+    pareto_->setMemoryMetric(static_cast<SweepMetric>(pareto_axis_->currentData().toInt()));
+  });
   connect(side_by_side_, &QCheckBox::toggled, this, [this] { applyVariant(); });
   connect(variant_, &QComboBox::currentIndexChanged, this, [this] { applyVariant(); });
   // Choosing the axis the other combo has swaps them: rows and columns are never the same knob.
@@ -234,6 +255,12 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     const auto& rec = panel_->recommendation();
     std::vector<int64_t> ties;
     for (const auto& t : rec.ties) ties.push_back(t.index);
+    // A new figure to check budgets against moves the Pareto axis to it; the user's own choice of
+    // axis stays while the figure does not change.
+    if (const SweepMetric judged = memory_metric(rec.constraint.memory); judged_ != judged) {
+      judged_ = judged;
+      setParetoAxis(judged);
+    }
     pareto_->setRecommendation(rec);
     pareto_->setTies(ties);
     heatmap_->setHighlighted(rec.chosen ? rec.chosen->index : -1);
@@ -299,6 +326,13 @@ void SweepView::applyPoint(const pf::PointRecord& point) {
 
 void SweepView::setMetric(SweepMetric metric) {
   metric_->setCurrentIndex(metric_->findData(static_cast<int>(metric)));
+}
+
+void SweepView::setParetoAxis(SweepMetric metric) {
+  if (!is_memory_metric(metric)) return;
+  const QSignalBlocker block(pareto_axis_);
+  pareto_axis_->setCurrentIndex(pareto_axis_->findData(static_cast<int>(metric)));
+  pareto_->setMemoryMetric(metric);
 }
 
 void SweepView::setVariant(const QString& label) {

@@ -164,7 +164,7 @@ TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {
   Tester proxy_tester(&proxy, Tester::FailureReportingMode::Fatal);
   proxy.setSourceModel(&model);
   proxy.setSortRole(PointsTableModel::SortRole);
-  proxy.sort(PointsTableModel::Peak, Qt::AscendingOrder);
+  proxy.sort(PointsTableModel::PeakAllocated, Qt::AscendingOrder);
   double previous = -1;
   for (int r = 0; r < proxy.rowCount(); ++r) {
     const int64_t point =

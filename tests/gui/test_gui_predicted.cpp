@@ -181,6 +181,14 @@ TEST_F(Predicted, TheSweepViewShowsPredictionColumnsAndMarkersOnlyForAPredictedS
                 PointsTableModel::PredictionErr}) {
     EXPECT_FALSE(view.pointsTable()->isColumnHidden(c)) << c;
   }
+  // Predictions are of peak allocated: on the device total (the budget's figure by default) the
+  // caption says where they are; on peak allocated they are plotted.
+  EXPECT_EQ(view.pareto()->memoryMetric(), SweepMetric::PeakTotal);
+  EXPECT_EQ(view.pareto()->predictedCount(), 0);
+  EXPECT_TRUE(
+      view.pareto()->caption().contains(QStringLiteral("5 predicted (of peak allocated only)")))
+      << view.pareto()->caption().toStdString();
+  view.setParetoAxis(SweepMetric::PeakAllocated);
   EXPECT_EQ(view.pareto()->predictedCount(), 5);
   EXPECT_TRUE(view.pareto()->legendLabels().contains("predicted"));
 

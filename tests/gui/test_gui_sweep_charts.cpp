@@ -116,9 +116,9 @@ void expect_contains(const QString& text, std::initializer_list<const char*> par
 TEST(PointTooltip, OkPointHasItsFigures) {
   const auto d = make_sweep();
   const QString t = point_tooltip(*d, d->points[4]);
-  expect_contains(t, {"Point 4", "ok", "min_offload_size 1 MiB", "max_fwd_stash_size 1", "run 104",
-                      "step time 11.0 ms", "slowdown 1.10x", "peak device memory 250.0 MiB",
-                      "hidden copy 70.0 %"});
+  expect_contains(
+      t, {"Point 4", "ok", "min_offload_size 1 MiB", "max_fwd_stash_size 1", "run 104",
+          "step time 11.0 ms", "slowdown 1.10x", "peak allocated 250.0 MiB", "hidden copy 70.0 %"});
   EXPECT_FALSE(t.contains(QStringLiteral("error")));
 }
 
@@ -327,7 +327,7 @@ TEST_F(Heatmap, FailedAndOomCellsAreMarkedNotColoured) {
 }
 
 TEST_F(Heatmap, SwitchingMetricsRecolours) {
-  w.setMetric(SweepMetric::PeakMemory);  // lower is better: point 1 (120 MiB) now the best
+  w.setMetric(SweepMetric::PeakAllocated);  // lower is better: point 1 (120 MiB) now the best
   QImage img = test::render_on_black(w);
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(1)), sequential_color(1.0)));
   EXPECT_TRUE(near(cell_fill(img, w.cellRect(6)), sequential_color(0.0)));

@@ -72,7 +72,7 @@ TEST_F(Views, SweepViewLoadsRendersAndRecommends) {
   Q_EMIT view.heatmap()->pointActivated(3);
   ASSERT_EQ(run_requested.size(), 1);
   EXPECT_EQ(run_requested[0][0].toLongLong(), view.sweepData()->points[3].run.value);
-  view.setMetric(SweepMetric::PeakMemory);  // no crash; the heatmap recolours
+  view.setMetric(SweepMetric::PeakAllocated);  // no crash; the heatmap recolours
 }
 
 TEST_F(Views, SweepViewDropsAStaleJobAndReportsAMissingSweep) {

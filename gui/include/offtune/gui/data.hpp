@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "offtune/knobs.hpp"
+#include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/records.hpp"
 
 namespace offtune::gui {
@@ -114,24 +115,51 @@ using StoreIndexPtr = std::shared_ptr<const StoreIndex>;
 using SweepDataPtr = std::shared_ptr<const SweepData>;
 using RunDataPtr = std::shared_ptr<const RunData>;
 
-// The figures a sweep can be coloured or plotted by.
-enum class SweepMetric { StepTime, Slowdown, PeakMemory, HiddenCopy };
-inline constexpr SweepMetric kSweepMetrics[] = {SweepMetric::StepTime, SweepMetric::Slowdown,
-                                                SweepMetric::PeakMemory, SweepMetric::HiddenCopy};
+// The figures a sweep can be coloured or plotted by. Each memory figure says what it is, as the
+// recommender names them (profiler::MemoryFigure, describe_memory): the peak of the bytes of live
+// tensors (allocated), of what the caching allocator holds (reserved: what torch runs out of), of
+// the device total (reserved plus the CUDA context and libraries outside the allocator), and the
+// host memory the run held (profiler::host_held: the process's peak where measured, else
+// offtune's pinned pool or its host copies at their peak).
+enum class SweepMetric {
+  StepTime,
+  Slowdown,
+  PeakAllocated,
+  PeakReserved,
+  PeakTotal,
+  HostHeld,
+  HiddenCopy
+};
+inline constexpr SweepMetric kSweepMetrics[] = {
+    SweepMetric::StepTime,     SweepMetric::Slowdown,  SweepMetric::PeakAllocated,
+    SweepMetric::PeakReserved, SweepMetric::PeakTotal, SweepMetric::HostHeld,
+    SweepMetric::HiddenCopy};
+// The memory figures, in the order the dashboard offers them as the Pareto chart's axis.
+inline constexpr SweepMetric kMemoryMetrics[] = {SweepMetric::PeakTotal, SweepMetric::PeakReserved,
+                                                 SweepMetric::PeakAllocated, SweepMetric::HostHeld};
+bool is_memory_metric(SweepMetric m);
+// The metric of the device figure a budget is checked against.
+SweepMetric memory_metric(profiler::MemoryFigure figure);
+// The device figure of a metric; empty for HostHeld and the metrics that are not memory.
+std::optional<profiler::MemoryFigure> memory_figure(SweepMetric m);
 
-// "step time (ms)", "slowdown vs baseline", "peak device memory", "hidden copy %".
+// "step time (ms)", "slowdown vs baseline", "peak allocated", "peak reserved", "peak device
+// total", "host memory held", "hidden copy %".
 const char* metric_label(SweepMetric m);
 // True when a smaller value is better (all but hidden copy %).
 bool lower_is_better(SweepMetric m);
 // The point's value of the metric; empty unless the point is ok (and, for slowdown, the sweep's
-// baseline is ok too).
+// baseline is ok too; for host memory held, it was recorded: a store older than the figure has 0).
 std::optional<double> metric_value(const SweepData& sweep, const profiler::PointRecord& point,
                                    SweepMetric m);
+// The point's value of a memory metric in bytes, ok or not (0 when not recorded): the figure a
+// table or tooltip shows beside the others.
+int64_t memory_bytes(const profiler::RunSummary& s, SweepMetric m);
 // The value as shown in a cell or tooltip: "12.3 ms", "1.07x", "48.0 MiB", "83.1 %". With
 // min_decimals, at least that many decimals (metric_decimals picks them per sweep).
 std::string format_metric(SweepMetric m, double value, int min_decimals = 0);
 // The value without its unit ("12.3", "1.07", "48.0", "83.1"): a heatmap cell too small for the
-// whole text; the unit is in the legend. For peak memory the unit is the value's own (MiB here).
+// whole text; the unit is in the legend. For memory the unit is the value's own (MiB here).
 std::string format_metric_number(SweepMetric m, double value, int min_decimals = 0);
 
 // The fewest decimals (within each metric's cap) with which the sweep's distinct values of each
@@ -139,8 +167,9 @@ std::string format_metric_number(SweepMetric m, double value, int min_decimals =
 // "7.1 MiB". Values that still print alike differ by less than the cap shows (see tooltips for
 // exact bytes).
 struct MetricDecimals {
-  int step = 0, slowdown = 0, peak = 0, hidden = 0;
+  int step = 0, slowdown = 0, peak = 0, reserved = 0, total = 0, host = 0, hidden = 0;
   int of(SweepMetric m) const;
+  int& of(SweepMetric m);
   friend bool operator==(const MetricDecimals&, const MetricDecimals&) = default;
 };
 MetricDecimals metric_decimals(const SweepData& sweep);

@@ -30,6 +30,12 @@ class ParetoWidget : public SweepChart {
   // The front, the chosen point and the constraint to draw. May come from an older snapshot than
   // setData's: front and choice are drawn from their own figures.
   void setRecommendation(const profiler::Recommendation& rec);
+  // The memory figure on the horizontal axis (one of kMemoryMetrics; peak allocated by default).
+  // The budget's line is drawn where the axis is the figure it was checked against (the host
+  // budget on host memory held); on another axis a note says where the budget is. Predictions
+  // (of peak allocated) are plotted on the peak-allocated axis only.
+  void setMemoryMetric(SweepMetric metric);
+  SweepMetric memoryMetric() const { return x_metric_; }
 
   // The nearest plotted point within ~8 px of `pos`, or -1.
   int64_t pointAt(QPoint pos) const override;
@@ -118,7 +124,14 @@ class ParetoWidget : public SweepChart {
   void paintAxes(QPainter& p, const Frame& f) const;
   void paintConstraint(QPainter& p, const Frame& f) const;
   void paintPoints(QPainter& p, const Frame& f) const;
-  double baselineMs() const;  // 0 when unknown
+  double baselineMs() const;                        // 0 when unknown
+  double xOf(const profiler::RunSummary& s) const;  // the point's figure on the axis, in bytes
+  // The budget on the axis's figure, if the constraint has one; its label ("device budget 8 GiB");
+  // and the note for a budget on another figure ("budget 8 GiB on peak device total (not this
+  // axis)", empty when none).
+  std::optional<int64_t> budgetOnAxis() const;
+  QString budgetName() const;
+  QString budgetElsewhere() const;
 
   profiler::Recommendation rec_;
   bool has_rec_ = false;
@@ -128,6 +141,7 @@ class ParetoWidget : public SweepChart {
   std::vector<std::string> variants_;                  // sweep_variants, when there are several
   std::map<int64_t, int> shape_of_;  // point index -> its variant's position in variants_
   double x_lo_ = 0.0, x_hi_ = 0.0, y_lo_ = 0.0, y_hi_ = 0.0;  // data range, unpadded
+  SweepMetric x_metric_ = SweepMetric::PeakAllocated;
 };
 
 }  // namespace offtune::gui

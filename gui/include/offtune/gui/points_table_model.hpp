@@ -29,8 +29,13 @@ class PointsTableModel : public QAbstractTableModel {
     PredictionErr,  // "step +0.3 %, peak -1.2 %" for a point both predicted and measured
     StepInterval,   // the median's interval, "exact (modelled)" with a device model
     Slowdown,
-    Peak,
+    // Memory, each figure named as what it is (data.hpp's memory metrics): peak allocated with its
+    // prediction beside it, peak reserved, the peak device total, and the host memory held.
+    PeakAllocated,
     PredictedPeak,
+    PeakReserved,
+    PeakTotal,
+    HostHeld,
     HiddenCopy,
     Error,
     ColumnCount
@@ -38,6 +43,8 @@ class PointsTableModel : public QAbstractTableModel {
   enum Role { SortRole = Qt::UserRole + 1, PointIndexRole, RunIdRole };
 
   explicit PointsTableModel(QObject* parent = nullptr);
+  // The column of a memory metric (kMemoryMetrics); -1 for another metric.
+  static int memoryColumn(SweepMetric m);
   // Shows `points` (all of the sweep's when empty) of `sweep`; `highlight` (the recommended point)
   // is drawn bold, and `ties` (points equal to it within noise) are marked. All of a predict-first
   // sweep's points are its measured ones and, with status "predicted", those it only predicted.
@@ -63,6 +70,9 @@ class PointsTableModel : public QAbstractTableModel {
   QVariant predictionData(int column, const profiler::PointRecord& p, bool predicted_only,
                           int role) const;
   QString variantText(const profiler::PointRecord& p) const;
+  // A memory column's tooltip: the exact bytes and what the figure is made of; empty for the
+  // other columns.
+  QString memoryTooltip(int column, const profiler::RunSummary& s) const;
 
   SweepDataPtr sweep_;
   std::vector<profiler::PointRecord> rows_;

@@ -1,4 +1,5 @@
-// The recommendation panel: a constraint (default, memory budget or maximum slowdown), the point
+// The recommendation panel: a constraint (default, memory budget or maximum slowdown; the memory
+// figure a budget is checked against; a host budget), the point
 // the recommender picks under it and why, the Pareto front as a table, ready-to-paste settings
 // (C++, TRL, Axolotl) with copy buttons, and the sweep's exports (Chrome trace of the chosen run,
 // CSV of the points), written on a job thread.
@@ -14,6 +15,7 @@
 #include "offtune/profiler/recommend.hpp"
 
 class QButtonGroup;
+class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -38,7 +40,8 @@ class RecommendPanel : public QWidget {
   // does not parse. Then the panel keeps what it showed under the last constraint that parsed
   // (recommendation, front, snippets, exports) and shows the error beside the field.
   std::optional<profiler::Constraint> constraint(QString* error = nullptr) const;
-  // Sets the controls (for tests and the command line): a budget, a slowdown, or neither.
+  // Sets the controls (for tests and the command line): a budget, a slowdown, or neither; the
+  // figure and the host budget.
   void setConstraint(const profiler::Constraint& c);
 
   // The exports, started on a job thread; exportFinished() reports the outcome.
@@ -63,10 +66,13 @@ class RecommendPanel : public QWidget {
   profiler::Constraint last_valid_;  // the constraint in force while the budget does not parse
   QButtonGroup* mode_ = nullptr;
   QLineEdit* budget_ = nullptr;
+  QComboBox* figure_ = nullptr;  // the MemoryFigure a budget is checked against
+  QLineEdit* host_budget_ = nullptr;
   QLabel* budget_error_ = nullptr;
   QDoubleSpinBox* slowdown_ = nullptr;
   QLabel* result_ = nullptr;
   QLabel* rationale_ = nullptr;
+  QLabel* front_label_ = nullptr;  // "Pareto front (step time vs peak device total):"
   QTableView* front_ = nullptr;
   PointsTableModel* front_model_ = nullptr;
   QTabWidget* snippets_ = nullptr;

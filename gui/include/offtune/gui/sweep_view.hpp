@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QWidget>
+#include <optional>
 #include <string>
 
 #include "offtune/gui/data.hpp"
@@ -39,6 +40,9 @@ class SweepView : public QWidget {
   // Merges a point just measured into the sweep on show, if it belongs to it.
   void applyPoint(const profiler::PointRecord& point);
   void setMetric(SweepMetric metric);
+  // The Pareto chart's memory axis (one of kMemoryMetrics). It follows the figure the
+  // recommendation panel checks a budget against whenever that changes.
+  void setParetoAxis(SweepMetric metric);
   // The heatmap's variant, by its label (sweep_variants), or every variant (empty).
   void setVariant(const QString& label);
   // The heatmap's rows and columns (heatmap_axes() of the sweep offers them; an axis the sweep
@@ -74,6 +78,9 @@ class SweepView : public QWidget {
   std::string store_path_;
   QLabel* title_ = nullptr;
   QComboBox* metric_ = nullptr;
+  QComboBox* pareto_axis_ = nullptr;
+  // The figure the panel last judged on: when the panel changes it, the Pareto axis follows.
+  std::optional<SweepMetric> judged_;
   QLabel* variant_label_ = nullptr;
   QComboBox* variant_ = nullptr;  // which variant the heatmap shows (sweeps of several)
   // The heatmap's axes, offered when the sweep varies more than the two thresholds.
