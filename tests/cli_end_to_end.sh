@@ -13,6 +13,14 @@ grep -Eq '^offtune [0-9]+\.[0-9]+\.[0-9]+$' v.txt || fail "--version printed: $(
 ok
 "$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db s.db --quiet || fail "sweep"
 ok
+# Every point of a sweep with --memory-history has its snapshot.
+"$OFFTUNE" sweep "${W[@]}" "${G[@]}" --db mh.db --memory-history --quiet || fail "sweep --memory-history"
+for run in 1 5; do
+  "$OFFTUNE" export --db mh.db --format memory-snapshot --run $run -o "mh$run.pickle" ||
+    fail "memory snapshot of sweep run $run"
+  py "b = open('mh$run.pickle', 'rb').read(2); assert b == bytes([0x80, 2]), b" "snapshot $run"
+done
+ok
 # The run's recorded version is the one --version prints (one source: project(VERSION)).
 recorded=$(sqlite3 s.db 'SELECT DISTINCT env_offtune_version FROM runs')
 [ "offtune $recorded" = "$(cat v.txt)" ] || fail "runs recorded version '$recorded', --version says $(cat v.txt)"

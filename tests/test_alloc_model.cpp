@@ -7,11 +7,13 @@
 #include <c10/core/AllocatorConfig.h>
 
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "alloc_model.hpp"  // internal header: this suite tests the model itself
+#include "offtune/allocator_model.hpp"
 
 namespace offtune::detail {
 namespace {
@@ -692,3 +694,39 @@ TEST(CachingAllocatorModel, ItsHistoryShowsExpandableSegmentsMappingPages) {
 
 }  // namespace
 }  // namespace offtune::detail
+
+namespace offtune {
+namespace {
+
+// The public face (offtune/allocator_model.hpp) follows the model: a small request takes a 2 MiB
+// segment, a freed block is cached and reused, a large one takes its rounded size, and a block
+// freed while recorded on another stream is reused only once that stream is done.
+TEST(AllocatorModel, ReplaysAllocationsAsTheCachingAllocatorReservesThem) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  AllocatorModel m;
+  const int64_t a = m.allocate(1000);
+  EXPECT_EQ(m.allocated(), 1024);  // rounded to 512
+  EXPECT_EQ(m.reserved(), 2 * kMiB);
+  m.free(a);
+  const int64_t b = m.allocate(1000);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(m.reserved(), 2 * kMiB) << "the cached block is reused";
+  const int64_t big = m.allocate(11 * kMiB);
+  EXPECT_EQ(m.reserved(), 2 * kMiB + 12 * kMiB);  // large: rounded up to 2 MiB
+  m.record_stream(big, 1);
+  m.free(big);
+  m.free(big);  // a freed handle: nothing happens
+  const int64_t again = m.allocate(11 * kMiB);
+  EXPECT_EQ(m.reserved(), 2 * kMiB + 24 * kMiB) << "held back for stream 1";
+  EXPECT_EQ(m.peak_reserved(), 26 * kMiB);
+  m.free(again);
+  m.complete_stream(1);
+  m.reset_peak();
+  m.allocate(11 * kMiB);
+  m.allocate(11 * kMiB);
+  EXPECT_EQ(m.peak_reserved(), 26 * kMiB) << "both cached segments reused";
+  EXPECT_THROW(m.allocate(0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace offtune

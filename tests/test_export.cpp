@@ -43,8 +43,13 @@ constexpr int64_t kBaseA = 5'000'000'000;  // run A's clock at its first event
 constexpr int64_t kBaseB = 9'000'000;
 
 OccupancySample occ(RunId run, int64_t t, int64_t fwd_count, int64_t fwd_bytes, int64_t bwd_count,
-                    int64_t bwd_bytes, int64_t device_bytes) {
-  return {run, t, fwd_count, fwd_bytes, bwd_count, bwd_bytes, device_bytes};
+                    int64_t bwd_bytes, int64_t device_bytes, int64_t reserved_bytes = -1,
+                    int64_t host_bytes = -1, int64_t host_pool_bytes = -1) {
+  return {run,          t,
+          fwd_count,    fwd_bytes,
+          bwd_count,    bwd_bytes,
+          device_bytes, reserved_bytes,
+          host_bytes,   host_pool_bytes};
 }
 
 // Run A: one step of an offloading run on host-sim: compute on stream 0, a D2H and a prefetched
@@ -98,8 +103,8 @@ struct Fixture {
         event_span(EventKind::Compute, T + 5300, T + 10000,
                    {.run = a, .stream = 7, .name = "gemm_kernel"}),
     });
-    store->add_occupancy(
-        {occ(a, T + 500, 1, 4096, 0, 0, -1), occ(a, T + 4100, 0, 0, 1, 4096, 1234567)});
+    store->add_occupancy({occ(a, T + 500, 1, 4096, 0, 0, -1, -1, 4096, 2 << 20),
+                          occ(a, T + 4100, 0, 0, 1, 4096, 1234567, 4 << 20, 0, 2 << 20)});
     StepRecord s;
     s.run = a;
     s.step = 0;
@@ -371,21 +376,31 @@ TEST_F(ExportTest, ChromeTraceHasProcessesTracksAndEvents) {
   EXPECT_EQ((*pack).at("args").at("tensor"), 3);
   ASSERT_NE(find_named(ia, "unpack: host"), nullptr);
 
-  // Counters: two stash samples; device bytes only where known.
+  // Counters: two stash samples; each memory figure its own counter, only where known.
   const auto ca = select(trace, "C", pa);
   int stash_bytes = 0;
   int stash_count = 0;
-  std::vector<json> device;
+  std::map<std::string, std::vector<json>> memory;
   for (const auto& c : ca) {
     if (c.at("name") == "stash bytes") ++stash_bytes;
     if (c.at("name") == "stash count") ++stash_count;
-    if (c.at("name") == "device bytes") device.push_back(c);
+    memory[c.at("name").get<std::string>()].push_back(c);
   }
   EXPECT_EQ(stash_bytes, 2);
   EXPECT_EQ(stash_count, 2);
+  const auto& device = memory["device bytes"];
   ASSERT_EQ(device.size(), 1u);
   EXPECT_DOUBLE_EQ(device[0].at("ts").get<double>(), 4.1);
   EXPECT_EQ(device[0].at("args").at("bytes"), 1234567);
+  const auto& reserved = memory["device reserved bytes"];
+  ASSERT_EQ(reserved.size(), 1u);
+  EXPECT_EQ(reserved[0].at("args").at("bytes"), 4 << 20);
+  const auto& copies = memory["host copies bytes"];
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].at("args").at("bytes"), 4096);
+  EXPECT_EQ(copies[1].at("args").at("bytes"), 0);
+  ASSERT_EQ(memory["pinned pool bytes"].size(), 2u);
+  EXPECT_EQ(memory["pinned pool bytes"][1].at("args").at("bytes"), 2 << 20);
   const json* first_bytes = find_named(ca, "stash bytes");
   ASSERT_NE(first_bytes, nullptr);
   EXPECT_EQ((*first_bytes).at("args").at("fwd_bytes"), 4096);

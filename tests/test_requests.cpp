@@ -484,6 +484,27 @@ TEST(Requests, LayerOffloadingNeedsLoraOnABuiltInDecoder) {
   EXPECT_EQ(to_engine_config(valid(r)).layer_offload, 1);
 }
 
+// --memory-history: a run's and a sweep's alike on host-sim, refused on cuda (both) and with a
+// script (a sweep's); the sweep's reaches the spec that measures each point.
+TEST(Requests, MemoryHistoryIsHostSimsForARunAndEveryPointOfASweep) {
+  RunRequest run;
+  run.memory_history = true;
+  EXPECT_TRUE(check(run).ok());
+  run.backend.backend = "cuda";
+  EXPECT_EQ(fields_of(check(run)), std::vector<std::string>{"--memory-history"});
+  SweepRequest sweep;
+  sweep.memory_history = true;
+  EXPECT_TRUE(check(sweep).ok());
+  EXPECT_TRUE(prepare(valid(sweep)).spec.memory_history);
+  sweep.backend.backend = "cuda";
+  EXPECT_EQ(fields_of(check(sweep)), std::vector<std::string>{"--memory-history"});
+  sweep.backend.backend = "auto";
+  sweep.script = "python train.py";
+  const auto errors = check(sweep).errors;
+  ASSERT_EQ(fields_of(errors), std::vector<std::string>{"--memory-history"});
+  EXPECT_NE(errors[0].message.find("memory_history=True"), std::string::npos) << errors[0].message;
+}
+
 TEST(Requests, RefineStepsAreZeroOrAStepCount) {
   SweepRequest r;
   EXPECT_EQ(r.refine_steps, kDefaultRefineSteps);

@@ -241,7 +241,7 @@ auto fields(const TimelineEvent& e) {
 }
 auto fields(const OccupancySample& o) {
   return std::make_tuple(o.run, o.time_ns, o.fwd_count, o.fwd_bytes, o.bwd_count, o.bwd_bytes,
-                         o.device_bytes);
+                         o.device_bytes, o.reserved_bytes, o.host_bytes, o.host_pool_bytes);
 }
 auto fields(const SweepRecord& s) {
   return std::tuple_cat(std::make_tuple(s.name, s.key), fields(s.workload),
@@ -474,6 +474,9 @@ TEST_P(StoreSemantics, OccupancyRoundTripOrderedByTime) {
     o.bwd_count = t + 2;
     o.bwd_bytes = t + 3;
     o.device_bytes = t == 20 ? -1 : t * 1000;
+    o.reserved_bytes = t == 20 ? -1 : t * 2048;
+    o.host_bytes = t * 7;
+    o.host_pool_bytes = kMax - 2 * t;
     in.push_back(o);
   }
   store().add_occupancy(in);
@@ -597,6 +600,7 @@ PointPrediction sample_prediction(SweepId sweep, int64_t index, int salt) {
   p.offloaded_bytes = int64_t{48} << 20;
   p.predictor = "what-if, offtune 9.9." + std::to_string(salt);
   p.created_unix_ns = 1700000000000000000 + salt;
+  p.peak_reserved = (int64_t{4} << 30) + 2 * salt;
   return p;
 }
 
@@ -978,11 +982,11 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SqliteStoreTest, SchemaVersionIsTenAndNewFilesCarryIt) {
-  EXPECT_EQ(store_schema_version(), 10);
+TEST_F(SqliteStoreTest, SchemaVersionIsElevenAndNewFilesCarryIt) {
+  EXPECT_EQ(store_schema_version(), 11);
   open_sqlite_store(path());
   RawDb db(path());
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 10);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 11);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 0x4f46544e);
   EXPECT_EQ(db.text("SELECT value FROM meta WHERE key = 'app'"), "offtune");
   EXPECT_GT(db.integer("SELECT value FROM meta WHERE key = 'created_unix_ns'"), 0);
@@ -1001,7 +1005,7 @@ TEST_F(SqliteStoreTest, SchemaVersionIsTenAndNewFilesCarryIt) {
 
 // The schema of a new store, as SQLite keeps it (the text of every CREATE, with the columns later
 // migrations added), is file format: a change to how the migrations are written must leave it
-// byte for byte as released. tests/data/store/schema_v10.txt holds it.
+// byte for byte as released. tests/data/store/schema_v11.txt holds it.
 TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
   open_sqlite_store(path());
   RawDb db(path());
@@ -1010,8 +1014,8 @@ TEST_F(SqliteStoreTest, ANewStoreHasTheReleasedSchemaByteForByte) {
       "FROM sqlite_master ORDER BY type, name",
       0);
   const std::string golden =
-      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v10.txt").string());
-  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v10.txt is missing";
+      read_bytes((fs::path(build_paths::test_data_dir) / "store/schema_v11.txt").string());
+  ASSERT_FALSE(golden.empty()) << "tests/data/store/schema_v11.txt is missing";
   EXPECT_EQ(schema, golden);
 }
 
@@ -1470,13 +1474,30 @@ TEST_F(SqliteStoreTest, RunsOfEndedProcessesAreInterrupted) {
 #endif
 }
 
+// What schema 11 added to schema 10: the reserved and host figures of occupancy samples. Each
+// older kDropSchemaN begins with it, so that the file is one at schema N.
+constexpr const char* kDropSchema11 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; ";
+
 // What schema 10 added to schema 9: the memory history tables. Each older kDropSchemaN begins with
 // it, so that the file is one at schema N.
-constexpr const char* kDropSchema10 = "DROP TABLE memory_events; DROP TABLE memory_blocks; ";
+constexpr const char* kDropSchema10 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; "
+    "DROP TABLE memory_events; DROP TABLE memory_blocks; ";
 
 // What schema 9 added to schema 8: device memory outside the allocator and the host peak, of runs
 // and points. Each older kDropSchemaN begins with it, so that the file is one at schema N.
 constexpr const char* kDropSchema9 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; "
     "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; ";
@@ -1484,6 +1505,10 @@ constexpr const char* kDropSchema9 =
 // What schema 8 added to schema 7: the allocator segments of runs and points. Each older
 // kDropSchemaN begins with it, so that the file is one at schema N.
 constexpr const char* kDropSchema8 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; "
     "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
@@ -1492,6 +1517,10 @@ constexpr const char* kDropSchema8 =
 // What schema 7 added to schema 6: the ranks of runs. Each older kDropSchemaN begins with it, so
 // that the file is one at schema N.
 constexpr const char* kDropSchema7 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; "
     "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
@@ -1501,6 +1530,10 @@ constexpr const char* kDropSchema7 =
 
 // What schema 6 added to schema 5: the verify flag of runs and points.
 constexpr const char* kDropSchema6 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; "
     "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
@@ -1512,6 +1545,10 @@ constexpr const char* kDropSchema6 =
 // What schema 5 added to schema 4 (after schema 6's, so that the file is one at schema 4): layer
 // offloading, the LoRA rank and the predictions.
 constexpr const char* kDropSchema5 =
+    "ALTER TABLE occupancy DROP COLUMN reserved_bytes; ALTER TABLE occupancy DROP COLUMN "
+    "host_bytes; "
+    "ALTER TABLE occupancy DROP COLUMN host_pool_bytes; ALTER TABLE predictions DROP COLUMN "
+    "peak_reserved; "
     "DROP TABLE memory_events; DROP TABLE memory_blocks; "
     "ALTER TABLE runs DROP COLUMN device_outside; ALTER TABLE runs DROP COLUMN host_rss_peak; "
     "ALTER TABLE points DROP COLUMN device_outside; ALTER TABLE points DROP COLUMN host_rss_peak; "
@@ -1754,6 +1791,75 @@ TEST_F(SqliteStoreTest, ASchemaEightFileReadsNoDeviceOutsideAndNoHostPeakAndMigr
   store->finish_run(new_run, RunStatus::Ok, "", measured.summary, 1);
   EXPECT_EQ(store->run(new_run)->summary.device_outside, 600 << 20);
   EXPECT_EQ(store->run(new_run)->summary.host_rss_peak, int64_t{5} << 30);
+}
+
+// A schema 10 file's occupancy samples have no reserved or host figures: read-only they read -1
+// (not known), and a writable open migrates the file so that new samples keep them.
+TEST_F(SqliteStoreTest, ASchemaTenFilesOccupancyHasNoMemoryCurvesAndMigratesToKeepThem) {
+  RunId run;
+  {
+    auto store = open_sqlite_store(path());
+    run = store->begin_run(sample_run(1));
+    store->add_occupancy({{.run = run, .time_ns = 5, .device_bytes = 100}});
+  }
+  RawDb(path()).must(std::string(kDropSchema11) + "PRAGMA user_version = 10");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const auto samples = ro->occupancy(run);
+    ASSERT_EQ(samples.size(), 1u);
+    EXPECT_EQ(samples[0].device_bytes, 100);
+    EXPECT_EQ(samples[0].reserved_bytes, -1);
+    EXPECT_EQ(samples[0].host_bytes, -1);
+    EXPECT_EQ(samples[0].host_pool_bytes, -1);
+  }
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), 10) << "a read-only open never migrates";
+  auto store = open_sqlite_store(path());
+  EXPECT_EQ(RawDb(path()).integer("PRAGMA user_version"), store_schema_version());
+  EXPECT_EQ(store->occupancy(run)[0].reserved_bytes, -1) << "an old sample stays not known";
+  store->add_occupancy({{.run = run,
+                         .time_ns = 9,
+                         .device_bytes = 100,
+                         .reserved_bytes = 2 << 20,
+                         .host_bytes = 64,
+                         .host_pool_bytes = 4096}});
+  const auto samples = store->occupancy(run);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[1].reserved_bytes, 2 << 20);
+  EXPECT_EQ(samples[1].host_bytes, 64);
+  EXPECT_EQ(samples[1].host_pool_bytes, 4096);
+}
+
+// A schema 10 file's predictions have no peak reserved: read-only they read 0 (not predicted), and
+// a writable open migrates the file so that new ones keep it.
+TEST_F(SqliteStoreTest, ASchemaTenFilesPredictionsHaveNoPeakReservedAndMigrateToKeepIt) {
+  SweepId sweep;
+  {
+    auto store = open_sqlite_store(path());
+    sweep = store->create_sweep(sample_sweep(1));
+    PointPrediction p;
+    p.sweep = sweep;
+    p.peak_allocated = 100;
+    p.peak_reserved = 2 << 20;
+    store->put_predictions({p});
+  }
+  RawDb(path()).must(std::string(kDropSchema11) + "PRAGMA user_version = 10");
+  {
+    auto ro = open_sqlite_store_readonly(path());
+    const auto predictions = ro->predictions(sweep);
+    ASSERT_EQ(predictions.size(), 1u);
+    EXPECT_EQ(predictions[0].peak_allocated, 100);
+    EXPECT_EQ(predictions[0].peak_reserved, 0);
+  }
+  auto store = open_sqlite_store(path());
+  PointPrediction again;
+  again.sweep = sweep;
+  again.index = 1;
+  again.peak_reserved = 4 << 20;
+  store->put_predictions({again});
+  const auto predictions = store->predictions(sweep);
+  ASSERT_EQ(predictions.size(), 2u);
+  EXPECT_EQ(predictions[0].peak_reserved, 0) << "an old prediction stays not predicted";
+  EXPECT_EQ(predictions[1].peak_reserved, 4 << 20);
 }
 
 // A schema 9 file has no memory history: read-only it reads none (as is), and a writable open

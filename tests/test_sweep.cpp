@@ -10,6 +10,7 @@
 #include "child_process.hpp"
 #include "sweep_test_util.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -124,6 +125,22 @@ TEST(Sweep, RunsRecordsAndResumes) {
     }
     EXPECT_GT(hi, lo);
     EXPECT_LE(hi, points[1].summary.peak_allocated);
+    // Reserved beside allocated, and the host side, over the step: each sample's reserved holds
+    // its allocated bytes and stays within the run's peak reserved; host copies come and go in
+    // the pinned pool, which stays within the run's pinned bytes (before: allocated alone).
+    int64_t host_hi = -1, pool_hi = -1;
+    for (const auto& o : occupancy) {
+      ASSERT_GE(o.reserved_bytes, 0);
+      EXPECT_LE(o.reserved_bytes, points[1].summary.peak_reserved);
+      host_hi = std::max(host_hi, o.host_bytes);
+      pool_hi = std::max(pool_hi, o.host_pool_bytes);
+      if (o.host_bytes >= 0 && o.host_pool_bytes >= 0) {
+        EXPECT_LE(o.host_bytes, o.host_pool_bytes);
+      }
+    }
+    EXPECT_GT(host_hi, 0);
+    EXPECT_GT(pool_hi, 0);
+    EXPECT_LE(pool_hi, points[1].summary.pinned_bytes);
   }
   // The same sweep again: nothing new runs, nothing is duplicated.
   const auto second = run_sweep(*workload, spec, *store);
@@ -132,6 +149,29 @@ TEST(Sweep, RunsRecordsAndResumes) {
   EXPECT_EQ(second.skipped, 5);
   EXPECT_EQ(store->points(first.sweep).size(), 5u);
   EXPECT_EQ(store->runs().size(), 5u);
+}
+
+// A sweep with memory_history (`sweep --memory-history`) records every point's allocator history,
+// which export_memory_snapshot writes; one without records none.
+TEST(Sweep, WithMemoryHistoryEveryPointsRunKeepsItsHistory) {
+  auto store = make_memory_store();
+  auto spec = tiny_spec();
+  spec.memory_history = true;
+  auto workload = workload_of(spec.workload);
+  const auto outcome = run_sweep(*workload, spec, *store);
+  ASSERT_EQ(outcome.ok, 5);
+  for (const auto& p : store->points(outcome.sweep)) {
+    const auto events = store->memory_events(p.run);
+    EXPECT_FALSE(events.empty()) << "point " << p.index;
+    EXPECT_TRUE(std::any_of(events.begin(), events.end(),
+                            [](const MemoryEventRecord& e) { return e.action == "alloc"; }))
+        << "point " << p.index;
+  }
+  auto plain = make_memory_store();
+  const auto without = run_sweep(*workload, tiny_spec(), *plain);
+  for (const auto& p : plain->points(without.sweep)) {
+    EXPECT_TRUE(plain->memory_events(p.run).empty());
+  }
 }
 
 TEST(Sweep, RepeatMeasuresEveryPointInRoundsAndCombinesTheirSteps) {

@@ -106,24 +106,28 @@ class PredictCommand final : public Command {
     const std::vector<pf::Prediction>& predicted = predicted_grid.points;
     for (size_t i = 0; i < grid.size(); ++i) grid[i].predicted = predicted[i];
 
-    // The replay has no capacity: a point whose predicted peak of allocated bytes is beyond
-    // --device-capacity would run out of memory (one under it may still, by reserved bytes), and
-    // the recommendation is the fastest point under it.
+    // The replay has no capacity: a point whose predicted peak device total (its peak reserved,
+    // the step's allocations through the caching allocator's model, plus the device model's
+    // context) is beyond --device-capacity would run out of memory, and the recommendation is the
+    // fastest point under it.
     const int64_t capacity = request_.backend.device_capacity.empty()
                                  ? 0
                                  : pf::parse_size(request_.backend.device_capacity);
+    const int64_t context =
+        prepared.spec.device_model ? prepared.spec.device_model->context_bytes : 0;
     std::vector<pf::PointRecord> records;
     for (size_t i = 0; i < grid.size(); ++i) {
       records.push_back(pf::as_point(static_cast<int64_t>(i), grid[i].config, grid[i].predicted));
-      grid[i].over_capacity = capacity > 0 && grid[i].predicted.peak_allocated > capacity;
+      records.back().summary.device_outside = context;
+      grid[i].over_capacity =
+          capacity > 0 && pf::peak_device_total(records.back().summary) > capacity;
     }
     const std::vector<bool> front = pf::predicted_front(predicted);
     for (size_t i = 0; i < grid.size(); ++i) grid[i].front = front[i];
     // With a capacity the question is the fastest point that fits it (a memory budget); without,
-    // the recommender's default (the lowest peak within a slowdown of the baseline). The replay
-    // predicts allocated bytes only, so that is the figure it judges on (and says so).
+    // the recommender's default (the lowest peak within a slowdown of the baseline), on the peak
+    // device total as `recommend` judges it.
     pf::Constraint constraint;
-    constraint.memory = pf::MemoryFigure::Allocated;
     if (capacity > 0) constraint.memory_budget = capacity;
     const auto rec = pf::recommend(records, constraint);
     const double base_ms = grid.front().predicted.step_ms();
@@ -144,6 +148,7 @@ class PredictCommand final : public Command {
                        {"step_ms", p.predicted.step_ms()},
                        {"slowdown", base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0},
                        {"peak_allocated", p.predicted.peak_allocated},
+                       {"peak_reserved", p.predicted.peak_reserved},
                        {"hidden_copy_pct", p.predicted.hidden_copy_pct},
                        {"offloaded_bytes", p.predicted.offloaded_bytes},
                        {"reloaded_bytes", p.predicted.reloaded_bytes},
@@ -182,10 +187,10 @@ class PredictCommand final : public Command {
     const bool variants = std::any_of(grid.begin(), grid.end(), [](const Point& p) {
       return p.config.checkpoint.enabled() || p.config.offload_set != OffloadSet::All;
     });
-    std::printf("%5s %-8s%s%s %12s %7s %9s %-12s %10s %10s %7s %12s %12s %13s\n", "index",
+    std::printf("%5s %-8s%s%s %12s %7s %9s %-12s %10s %10s %7s %12s %12s %12s %13s\n", "index",
                 "offload", rules ? " rules  " : "", variants ? " variant           " : "",
                 "min_offload", "window", "prefetch", "link", "step ms", "bound ms", "x base",
-                "peak alloc", "bytes", "hidden copy %");
+                "peak alloc", "bytes", "peak resv", "hidden copy %");
     for (size_t i = 0; i < grid.size(); ++i) {
       const auto& p = grid[i];
       const auto& c = p.config;
@@ -208,15 +213,16 @@ class PredictCommand final : public Command {
         std::snprintf(cell, sizeof cell, " %-18s", variant.c_str());
         variant = cell;
       }
-      std::printf("%5zu %-8s%s%s %12s %7s %9s %-12s %10.3f %10.3f %7.2f %12s %12lld %13s%s\n", i,
-                  c.offload ? "yes" : "no", rule, variant.c_str(),
+      std::printf("%5zu %-8s%s%s %12s %7s %9s %-12s %10.3f %10.3f %7.2f %12s %12lld %12s %13s%s\n",
+                  i, c.offload ? "yes" : "no", rule, variant.c_str(),
                   c.offload ? pf::format_size(c.min_offload_size).c_str() : "-",
                   c.offload ? std::to_string(c.max_fwd_stash_size).c_str() : "-",
                   c.offload ? std::to_string(c.prefetch).c_str() : "-",
                   c.offload ? c.link.name.c_str() : "-", p.predicted.step_ms(),
                   p.predicted.bound_ms(), base_ms > 0 ? p.predicted.step_ms() / base_ms : 0.0,
                   pf::format_size(p.predicted.peak_allocated).c_str(),
-                  static_cast<long long>(p.predicted.peak_allocated), hidden,
+                  static_cast<long long>(p.predicted.peak_allocated),
+                  pf::format_size(p.predicted.peak_reserved).c_str(), hidden,
                   p.over_capacity ? "  over capacity" : (p.front ? "  front" : ""));
     }
     if (rec.chosen) {

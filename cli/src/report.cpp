@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "offtune/profiler/export.hpp"
 #include "offtune/profiler/job.hpp"
 #include "offtune/profiler/json.hpp"
 #include "offtune/profiler/units.hpp"
@@ -113,22 +114,15 @@ class ReportCommand final : public StoreCommand {
  private:
   static json sweep_json(const pf::SweepRecord& s, size_t points) {
     json out{{"id", s.id.value}, {"name", s.name}, {"model", s.workload.model}, {"points", points}};
-    if (const std::string script = script_of(s); !script.empty()) out["script"] = script;
+    if (const std::string script = pf::sweep_script(s); !script.empty()) out["script"] = script;
     return out;
-  }
-
-  // The command of a script sweep (from its key), else empty.
-  static std::string script_of(const pf::SweepRecord& s) {
-    const json key = json::parse(s.key, nullptr, /*allow_exceptions=*/false);
-    if (!key.is_object()) return "";
-    const auto it = key.find("script");
-    return it != key.end() && it->is_string() ? it->get<std::string>() : "";
   }
 
   // "gpt-small b4 s512 bf16"; a script sweep's workload is its command (the script chooses the
   // model, batch and shapes, which the sweep does not know): "script 'python train.py'".
   static std::string workload_text(const pf::SweepRecord& s) {
-    if (const std::string script = script_of(s); !script.empty()) return "script '" + script + "'";
+    if (const std::string script = pf::sweep_script(s); !script.empty())
+      return "script '" + script + "'";
     const pf::Workload& w = s.workload;
     std::string out = w.model;
     if (w.batch > 0) out += " b" + std::to_string(w.batch);

@@ -63,6 +63,9 @@ class SweepCommand final : public StoreCommand {
                    "predict every point from one recorded step, then measure only the points "
                    "that matter: the predicted front and its grid neighbours (needs "
                    "--device-model; run again without it to measure the rest)");
+    app_->add_flag("--memory-history", request_.memory_history,
+                   "record each point's allocator history over its measured steps, for `export "
+                   "--format memory-snapshot --run N` (host-sim; not with --script)");
     app_->add_option(
         "--fail-if", fail_if_,
         "exit 4 if the recommended point crosses: peak>SIZE (allocated), reserved>SIZE, "

@@ -1476,7 +1476,7 @@ int64_t Context::reclaim_device_memory() noexcept {
 
 void Context::emit_stash() {
   emit(StashEvent{static_cast<int64_t>(fwd_stash_.size()), fwd_bytes_, bwd_count_, bwd_bytes_,
-                  now_ns()});
+                  now_ns(), host_bytes_, pool_->reserved_bytes()});
 }
 
 void Context::never_offload(const at::Tensor& t) {

@@ -166,6 +166,8 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   connect(file->addAction(QStringLiteral("Export run as &Chrome trace\u2026")), &QAction::triggered,
           this, &MainWindow::exportRunTrace);
+  connect(file->addAction(QStringLiteral("Export run as &memory snapshot\u2026")),
+          &QAction::triggered, this, &MainWindow::chooseMemorySnapshot);
   connect(file->addAction(QStringLiteral("Export sweep points as C&SV\u2026")), &QAction::triggered,
           this, &MainWindow::exportSweepCsv);
   file->addSeparator();
@@ -286,7 +288,7 @@ void MainWindow::loadStore(const QString& candidate, bool switching) {
           form_->setStorePath(qpath);
         }
         store_label_->setText(path_);
-        rememberRecent(qpath);
+        if (remembers_recent_) rememberRecent(qpath);
         file_state_ = state;
         index_path_ = qpath;
         tree_model_->setIndex(r.value);
@@ -389,6 +391,46 @@ void MainWindow::exportRunTrace() {
       });
 }
 
+void MainWindow::chooseMemorySnapshot() {
+  const auto& run = run_view_->runData();
+  if (!run) {
+    statusBar()->showMessage(QStringLiteral("Open a run first (the Run tab)"), 5000);
+    return;
+  }
+  std::string name = pf::default_trace_name({run->run.id}, nullptr, ".pickle");
+  try {
+    auto store = pf::open_sqlite_store_readonly(run_view_->storePath());
+    name = pf::default_trace_name(*store, {run->run.id}, ".pickle");
+  } catch (const std::exception&) {
+  }
+  const QString out = QFileDialog::getSaveFileName(
+      this, QStringLiteral("Export memory snapshot"), QString::fromStdString(name),
+      QStringLiteral("Memory snapshot for pytorch.org/memory_viz (*.pickle)"));
+  if (!out.isEmpty()) exportMemorySnapshot(out);
+}
+
+void MainWindow::exportMemorySnapshot(const QString& path) {
+  const auto& run = run_view_->runData();
+  if (!run) {
+    const QString msg = QStringLiteral("Open a run first (the Run tab)");
+    statusBar()->showMessage(msg, 5000);
+    Q_EMIT exportFinished(false, msg);
+    return;
+  }
+  run_task(
+      this,
+      [db = run_view_->storePath(), id = run->run.id, out = path.toStdString()] {
+        auto store = pf::open_sqlite_store_readonly(db);
+        pf::export_memory_snapshot(*store, id, out);
+      },
+      [this, path](const QString& error) {
+        const QString msg = error.isEmpty() ? QStringLiteral("Wrote %1").arg(path)
+                                            : QStringLiteral("Export failed: %1").arg(error);
+        statusBar()->showMessage(msg, 10000);
+        Q_EMIT exportFinished(error.isEmpty(), msg);
+      });
+}
+
 void MainWindow::exportSweepCsv() {
   if (!sweep_view_->sweepData()) {
     statusBar()->showMessage(QStringLiteral("Open a sweep first"), 5000);
@@ -450,6 +492,7 @@ int take_screenshots(MainWindow& window, const QString& store, const QString& di
     return kShotFailed;
   }
   const QDir out(dir);
+  window.setRemembersRecent(false);
   window.resize(size);
   window.show();
   QString e;

@@ -174,6 +174,17 @@ double ParetoWidget::baselineMs() const {
   return 0.0;
 }
 
+QString ParetoWidget::emptyText() const {
+  // Points that ended without a figure are not "yet" to come (before: "No measured points yet"
+  // for a sweep whose every point failed).
+  if (data_ && std::any_of(data_->points.begin(), data_->points.end(), [](const auto& p) {
+        return p.status == pf::PointStatus::Failed || p.status == pf::PointStatus::OutOfMemory;
+      })) {
+    return QStringLiteral("No point measured ok: %1").arg(caption());
+  }
+  return QStringLiteral("No measured points yet");
+}
+
 QString ParetoWidget::caption() const {
   if (!data_) return {};
   int64_t failed = 0, oom = 0, pending = 0;
@@ -437,8 +448,7 @@ void ParetoWidget::paintEvent(QPaintEvent*) {
   if (f.plot.isEmpty()) {
     p.setPen(pal.color(QPalette::Text));
     p.drawText(rect().adjusted(0, f.caption.bottom() + 1, 0, 0), Qt::AlignCenter,
-               plotted_.empty() ? QStringLiteral("No measured points yet")
-                                : QStringLiteral("Too small to plot"));
+               plotted_.empty() ? emptyText() : QStringLiteral("Too small to plot"));
     return;
   }
   p.setRenderHint(QPainter::Antialiasing, true);

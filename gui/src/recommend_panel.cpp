@@ -301,8 +301,16 @@ void RecommendPanel::recompute() {
       rec_ = {};
       error = QString::fromStdString(e.what());
     }
+    const SweepCounts counts = sweep_counts(*sweep_);
     if (!error.isEmpty()) {
       result_->setText(error);
+    } else if (!rec_.chosen && counts.ok == 0 && counts.failed + counts.oom > 0) {
+      // Nothing measured ok is not "nothing fits the budget" (before: it said so).
+      result_->setText(
+          QStringLiteral("No point was measured ok: %1 failed, %2 out of memory (their errors "
+                         "are in the points table)")
+              .arg(counts.failed)
+              .arg(counts.oom));
     } else if (!rec_.chosen) {
       result_->setText(QStringLiteral("Nothing satisfies %1")
                            .arg(QString::fromStdString(rec_.constraint.describe())));

@@ -136,7 +136,7 @@ void RunChart::setRun(RunDataPtr run) {
   series_.clear();
   origin_ = 0;
   y_max_ = 0;
-  peak_ = 0;
+  peaks_.clear();
   if (run_) {
     origin_ = run_time_bounds(*run_).first;
     const auto& samples = run_->occupancy;
@@ -169,6 +169,16 @@ void RunChart::setRun(RunDataPtr run) {
       s.pyramid.build(s.value);
       series_.push_back(std::move(s));
     };
+    // A dashed line at a run's peak, beside the curve of its series only (alone it would say
+    // nothing over time), in its colour.
+    const auto peak_of = [this](const QString& series, QString label, int64_t bytes) {
+      for (const auto& s : series_) {
+        if (s.label != series || bytes <= 0) continue;
+        peaks_.push_back({std::move(label), s.colour, bytes});
+        y_max_ = std::max(y_max_, bytes);
+        return;
+      }
+    };
     if (mode_ == Occupancy) {
       add(
           QStringLiteral("forward stash"), QColor(0x4c, 0x78, 0xa8),
@@ -176,12 +186,33 @@ void RunChart::setRun(RunDataPtr run) {
       add(
           QStringLiteral("backward stash"), QColor(0xf5, 0x85, 0x18),
           [](const profiler::OccupancySample& o) { return o.bwd_bytes; }, false);
-    } else {
+    } else if (mode_ == DeviceMemory) {
+      // Reserved first, so that allocated is drawn over it: the gap between them is what the
+      // caching allocator holds beyond live tensors.
+      // Colours apart from every timeline kind's (timeline_kind_colour), also for colour-blind
+      // eyes (test_gui_timeline checks it): allocated purple, reserved Tol's pink.
+      const QColor reserved(0xff, 0xaa, 0xbb), allocated(0x7b, 0x4f, 0xa0);
       add(
-          QStringLiteral("device allocated"), QColor(0x7b, 0x4f, 0xa0),
+          QStringLiteral("device reserved"), reserved,
+          [](const profiler::OccupancySample& o) { return o.reserved_bytes; }, true);
+      add(
+          QStringLiteral("device allocated"), allocated,
           [](const profiler::OccupancySample& o) { return o.device_bytes; }, true);
-      peak_ = std::max<int64_t>(0, run_->run.summary.peak_allocated);
-      y_max_ = std::max(y_max_, peak_);
+      peak_of(QStringLiteral("device allocated"), QStringLiteral("peak allocated"),
+              run_->run.summary.peak_allocated);
+      peak_of(QStringLiteral("device reserved"), QStringLiteral("peak reserved"),
+              run_->run.summary.peak_reserved);
+    } else {
+      // Tol's pear and a blue, apart from the timeline's kinds as above.
+      const QColor pool(0xbb, 0xcc, 0x33), copies(0x66, 0x77, 0xdd);
+      add(
+          QStringLiteral("pinned pool"), pool,
+          [](const profiler::OccupancySample& o) { return o.host_pool_bytes; }, true);
+      add(
+          QStringLiteral("host copies"), copies,
+          [](const profiler::OccupancySample& o) { return o.host_bytes; }, true);
+      peak_of(QStringLiteral("pinned pool"), QStringLiteral("pinned pool at most"),
+              run_->run.summary.pinned_bytes);
     }
   }
   update();
@@ -220,8 +251,11 @@ void RunChart::paintChart(QPainter& painter, const QRect& area, int64_t view_beg
     painter.setPen(kText);
     QString text = QStringLiteral("no run");
     if (run_) {
-      text = mode_ == Occupancy ? QStringLiteral("no occupancy samples in this run")
-                                : QStringLiteral("no device-memory samples in this run");
+      text = mode_ == Occupancy      ? QStringLiteral("no occupancy samples in this run")
+             : mode_ == DeviceMemory ? QStringLiteral("no device-memory samples in this run")
+                                     : QStringLiteral(
+                                           "no host-memory samples in this run (recorded before "
+                                           "offtune kept them, or nothing offloaded)");
     }
     painter.drawText(plot, Qt::AlignCenter, text);
     painter.restore();
@@ -252,13 +286,21 @@ void RunChart::paintChart(QPainter& painter, const QRect& area, int64_t view_beg
   painter.setClipRect(QRect(plot.left(), area.top(), plot.width(), area.height()),
                       Qt::IntersectClip);
   for (const auto& s : series_) drawSeries(painter, s, plot, view_begin, view_end, y_max, stats);
-  if (mode_ == DeviceMemory && peak_ > 0) {
-    const int y = static_cast<int>(std::lround(y_of(static_cast<double>(peak_), plot, y_max)));
+  // The peaks' labels at the right end of their lines, the later one moved below the earlier
+  // where they would overlap (peaks a few pixels apart).
+  int last_label_top = std::numeric_limits<int>::min();
+  for (const auto& peak : peaks_) {
+    const int y = static_cast<int>(std::lround(y_of(static_cast<double>(peak.bytes), plot, y_max)));
     painter.setPen(QPen(kPeak, 1, Qt::DashLine));
     painter.drawLine(plot.left(), y, plot.right(), y);
     ++stats.primitives;
-    const QString label = QStringLiteral("peak %1").arg(format_bytes(static_cast<double>(peak_)));
-    painter.drawText(QRect(plot.left(), y - fm.height() - 1, plot.width() - 4, fm.height()),
+    int top = y - fm.height() - 1;
+    if (std::abs(top - last_label_top) < fm.height()) top = last_label_top + fm.height();
+    last_label_top = top;
+    painter.setPen(kPeak);
+    const QString label =
+        QStringLiteral("%1 %2").arg(peak.label, format_bytes(static_cast<double>(peak.bytes)));
+    painter.drawText(QRect(plot.left(), top, plot.width() - 4, fm.height()),
                      Qt::AlignRight | Qt::AlignBottom, label);
   }
   painter.restore();
@@ -374,6 +416,7 @@ QString RunChart::toolTipAt(const QPoint& pos) const {
   QStringList lines;
   lines << QStringLiteral("+%1").arg(format_duration_ns(static_cast<double>(t - origin_)));
   bool any = false;
+  int64_t allocated = -1, reserved = -1;  // DeviceMemory: the two figures at the pointer
   for (const auto& s : series_) {
     const auto it = std::upper_bound(s.time.begin(), s.time.end(), t);
     if (it == s.time.begin()) continue;
@@ -390,6 +433,8 @@ QString RunChart::toolTipAt(const QPoint& pos) const {
     } else {
       line =
           QStringLiteral("%1: %2").arg(s.label).arg(format_bytes(static_cast<double>(s.value[i])));
+      if (s.label == QStringLiteral("device allocated")) allocated = s.value[i];
+      if (s.label == QStringLiteral("device reserved")) reserved = s.value[i];
     }
     // Zoomed out, one pixel may hide a spike: say what the column's maximum is.
     const size_t next =
@@ -404,8 +449,15 @@ QString RunChart::toolTipAt(const QPoint& pos) const {
     lines << line;
   }
   if (!any) return {};
-  if (mode_ == DeviceMemory && peak_ > 0) {
-    lines << QStringLiteral("peak allocated: %1").arg(format_bytes(static_cast<double>(peak_)));
+  if (allocated >= 0 && reserved > allocated) {
+    lines << QStringLiteral(
+                 "reserved beyond live tensors: %1 (blocks the allocator keeps cached, "
+                 "split, or held for another stream)")
+                 .arg(format_bytes(static_cast<double>(reserved - allocated)));
+  }
+  for (const auto& peak : peaks_) {
+    lines << QStringLiteral("%1: %2").arg(peak.label,
+                                          format_bytes(static_cast<double>(peak.bytes)));
   }
   return lines.join(QLatin1Char('\n'));
 }

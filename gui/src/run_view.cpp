@@ -52,20 +52,25 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   timeline_ = new TimelineWidget(charts);
   occupancy_ = new RunChart(RunChart::Occupancy, charts);
   memory_ = new RunChart(RunChart::DeviceMemory, charts);
+  host_ = new RunChart(RunChart::HostMemory, charts);
   timeline_->setAxis(axis_);
   occupancy_->setAxis(axis_);
   memory_->setAxis(axis_);
-  occupancy_->setMinimumHeight(110);
-  memory_->setMinimumHeight(110);
+  host_->setAxis(axis_);
+  occupancy_->setMinimumHeight(70);
+  memory_->setMinimumHeight(70);
+  host_->setMinimumHeight(70);
   // The lanes share the timeline's height (timeline.hpp), so the handle beneath them sizes them:
-  // half the height for the lanes when the view is first shown (showEvent), a quarter for each
-  // chart, and a resize keeps those shares (stretch 2:1:1). None of them can be dragged shut.
+  // half the height for the lanes when the view is first shown (showEvent), a sixth for each
+  // chart, and a resize keeps those shares (stretch 2:1:1:1, near enough). None of them can be
+  // dragged shut.
   charts_split_ = charts;
   charts->setChildrenCollapsible(false);
   charts->setHandleWidth(6);
   charts->setStretchFactor(0, 2);
   charts->setStretchFactor(1, 1);
   charts->setStretchFactor(2, 1);
+  charts->setStretchFactor(3, 1);
 
   table_ = new QTableView(split);
   summary_ = new RunSummaryModel(this);
@@ -93,7 +98,7 @@ void RunView::showEvent(QShowEvent* e) {
   // which gave the lanes two thirds; the shares are set once, then left to the user.
   if (layout()) layout()->activate();
   const int h = charts_split_->height();
-  if (h > 0) charts_split_->setSizes({h - 2 * (h / 4), h / 4, h / 4});
+  if (h > 0) charts_split_->setSizes({h - 3 * (h / 6), h / 6, h / 6, h / 6});
   fitSummary();
 }
 
@@ -145,9 +150,15 @@ void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> in
     const auto [lo, hi] =
         index ? std::pair{index->begin_ns, index->end_ns} : run_time_bounds(*run_);
     axis_->setBounds(lo, hi);
-    // Named with its store: the window may have another store open by now (run_view.hpp).
-    title_->setText(QStringLiteral("%1 \u2014 %2")
+    // Named with its store: the window may have another store open by now (run_view.hpp), and
+    // with its label, which names the sweep point it measured ("grid point 5 (sweep 2,
+    // re-measured, round 1 of 3)"; before, the heading never named the point).
+    const auto& label = run_->run.label;
+    title_->setText(QStringLiteral("%1%2 \u2014 %3")
                         .arg(QString::fromStdString(pf::run_title(run_->run)),
+                             label.empty()
+                                 ? QString()
+                                 : QStringLiteral(" \u2014 %1").arg(QString::fromStdString(label)),
                              QFileInfo(QString::fromStdString(store_path_)).fileName()));
     title_->setToolTip(QStringLiteral("store: %1").arg(QString::fromStdString(store_path_)));
   } else {
@@ -156,6 +167,7 @@ void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> in
   timeline_->setIndex(std::move(index));
   occupancy_->setRun(run_);
   memory_->setRun(run_);
+  host_->setRun(run_);
   summary_->setRun(run_);
   fitSummary();
 }

@@ -29,7 +29,10 @@ QString step_text(bool ok, double ms, int decimals = 0) {
   return ok ? qs(format_metric(SweepMetric::StepTime, ms, decimals)) : QString();
 }
 
-QString point_name(const pf::PointRecord& p) {
+// "#5 min 64 KiB, stash 1", then what else tells it apart in its sweep (`variants`, the Variant
+// column's text: "trl semantics", "prefetch 2, link pcie5"), so that points of a prefetch, link,
+// streams or semantics sweep are not named alike.
+QString point_name(const pf::PointRecord& p, const std::map<int64_t, std::string>& variants) {
   const std::string variant = pf::describe_variant(p.config);
   if (is_baseline(p.config)) return QStringLiteral("#%1 baseline (no offload)").arg(p.index);
   if (!p.config.offload) {
@@ -39,6 +42,9 @@ QString point_name(const pf::PointRecord& p) {
                      .arg(p.index)
                      .arg(qs(pf::format_size(p.config.min_offload_size)))
                      .arg(p.config.max_fwd_stash_size);
+  if (const auto it = variants.find(p.index); it != variants.end() && !it->second.empty()) {
+    return name + QStringLiteral(", %1").arg(qs(it->second));
+  }
   if (p.config.semantics != Semantics::Offtune) {
     name += QStringLiteral(", %1").arg(qs(std::string(to_string(p.config.semantics))));
   }
@@ -202,8 +208,9 @@ void StoreTreeModel::setIndex(StoreIndexPtr index) {
     std::vector<std::map<int64_t, std::vector<pf::RunRecord>>> others;
     split_index(*index, &standalone, &live, &others);
     for (size_t i = 0; i < index->sweeps.size(); ++i) {
-      SweepItem item{index->sweeps[i], std::move(live[i]), {}, std::move(others[i])};
+      SweepItem item{index->sweeps[i], std::move(live[i]), {}, {}, std::move(others[i])};
       item.decimals = metric_decimals(item.data);
+      item.variants = variant_texts(item.data);
       sweeps.push_back(std::move(item));
     }
   }
@@ -238,11 +245,12 @@ void StoreTreeModel::mergeSweep(int row, SweepItem next) {
   SweepItem& cur = sweeps_[static_cast<size_t>(row)];
   const QModelIndex parent = index(row, 0, index(kSweepsGroup, 0));
   auto points = std::move(next.data.points);
-  const bool decimals_changed = !(cur.decimals == next.decimals);
+  const bool decimals_changed = !(cur.decimals == next.decimals) || cur.variants != next.variants;
   cur.data.sweep = std::move(next.data.sweep);
   cur.data.grid = std::move(next.data.grid);
   cur.live = std::move(next.live);
   cur.decimals = next.decimals;
+  cur.variants = std::move(next.variants);
   auto& rows = cur.data.points;
   merge_sorted(
       rows, std::move(points), [](const pf::PointRecord& p) { return p.index; },
@@ -356,7 +364,10 @@ void StoreTreeModel::setPoint(int sweep_row, const pf::PointRecord& point) {
   }
   const MetricDecimals before = item.decimals;
   item.decimals = metric_decimals(item.data);
-  if (!(before == item.decimals) && !rows.empty()) {
+  auto variants = variant_texts(item.data);
+  const bool renamed = variants != item.variants;
+  item.variants = std::move(variants);
+  if ((!(before == item.decimals) || renamed) && !rows.empty()) {
     Q_EMIT dataChanged(index(0, 0, parent),
                        index(static_cast<int>(rows.size()) - 1, ColumnCount - 1, parent));
   } else {
@@ -514,15 +525,32 @@ QVariant StoreTreeModel::data(const QModelIndex& idx, int role) const {
         if (col == StepTime && p.status == pf::PointStatus::Ok) {
           return qs(describe_spread(p.summary, item.decimals.step));
         }
-        // The whole name, for a tree too narrow to show it (its Status column stays whole).
-        if (col == Name) return point_name(p);
+        // The whole name, for a tree too narrow to show it (its Status column stays whole), and
+        // the point's step time and peak (docs/gui.md).
+        if (col == Name) {
+          QString tip = point_name(p, item.variants);
+          if (p.status == pf::PointStatus::Ok) {
+            tip += QStringLiteral("\nstep %1 (median), peak allocated %2")
+                       .arg(step_text(true, p.summary.step_ms_median, item.decimals.step))
+                       .arg(qs(format_metric(SweepMetric::PeakAllocated,
+                                             static_cast<double>(p.summary.peak_allocated),
+                                             item.decimals.peak)));
+            if (p.summary.peak_reserved > 0) {
+              tip += QStringLiteral(", reserved %1")
+                         .arg(qs(format_metric(SweepMetric::PeakReserved,
+                                               static_cast<double>(p.summary.peak_reserved),
+                                               item.decimals.reserved)));
+            }
+          }
+          return tip;
+        }
         return {};
       }
       if (role != Qt::DisplayRole) return {};
       const bool ok = p.status == pf::PointStatus::Ok;
       switch (col) {
         case Name:
-          return point_name(p);
+          return point_name(p, item.variants);
         case Status:
           if (live != nullptr) {
             return live->status == pf::RunStatus::Running ? QStringLiteral("measuring")

@@ -22,6 +22,7 @@
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
+#include "offtune/profiler/export.hpp"
 #include "offtune/profiler/units.hpp"
 
 namespace offtune::gui {
@@ -508,17 +509,15 @@ void SweepView::refresh() {
     // The store is named: sweep ids are per store, and the dashboard may have another store open
     // than the one this sweep is of (a sweep started from the form into a new store).
     const QString store = QString::fromStdString(store_path_);
-    title_->setText(QStringLiteral("Sweep %1%2 in %8 \u2014 %3, batch %4, seq %5, %6 \u2014 %7")
+    // A script sweep's workload is its command (before: "script, batch 0, seq 0, ").
+    title_->setText(QStringLiteral("Sweep %1%2 in %3 \u2014 %4 \u2014 %5")
                         .arg(s.id.value)
                         .arg(s.name.empty()
                                  ? QString()
                                  : QStringLiteral(" (%1)").arg(QString::fromStdString(s.name)))
-                        .arg(QString::fromStdString(s.workload.model))
-                        .arg(s.workload.batch)
-                        .arg(s.workload.seq)
-                        .arg(QString::fromStdString(s.workload.dtype))
-                        .arg(QString::fromStdString(describe_counts(c)))
-                        .arg(QFileInfo(store).fileName()));
+                        .arg(QFileInfo(store).fileName())
+                        .arg(QString::fromStdString(pf::describe_workload(s)))
+                        .arg(QString::fromStdString(describe_counts(c))));
     title_->setToolTip(
         QStringLiteral("%1 of %2 points measured: %3 ok, %4 failed, %5 out of memory; %6 not "
                        "measured<br/>store: %7")

@@ -473,12 +473,20 @@ int64_t write_run(Store& store, const RunRecord& run, int sort_index, EventWrite
     w.field("ts", ts);
     w.field("args", dumped({{"fwd_count", s.fwd_count}, {"bwd_count", s.bwd_count}}));
     w.close();
-    if (s.device_bytes >= 0) {
-      w.open("C", "device bytes", pid, 0);
+    // Memory over time, one counter per figure (each named as what it is; a stacked counter would
+    // read as their sum): device allocated ("device bytes", its name since the first export),
+    // device reserved, offtune's host copies and its pinned pool. A figure not known is left out.
+    const auto counter = [&](const char* name, int64_t bytes) {
+      if (bytes < 0) return;
+      w.open("C", name, pid, 0);
       w.field("ts", ts);
-      w.field("args", dumped({{"bytes", s.device_bytes}}));
+      w.field("args", dumped({{"bytes", bytes}}));
       w.close();
-    }
+    };
+    counter("device bytes", s.device_bytes);
+    counter("device reserved bytes", s.reserved_bytes);
+    counter("host copies bytes", s.host_bytes);
+    counter("pinned pool bytes", s.host_pool_bytes);
   }
   return origin;
 }

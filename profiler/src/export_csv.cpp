@@ -25,6 +25,8 @@
 #include <utility>
 #include <variant>
 
+#include <nlohmann/json.hpp>
+
 #include "sqlite_db.hpp"
 
 namespace offtune::profiler {
@@ -186,6 +188,25 @@ std::string run_title(const RunRecord& run) {
   std::string s = "run " + std::to_string(run.id.value) + ":";
   if (!run.workload.model.empty()) s += " " + run.workload.model;
   return s + " " + describe_config(run.config);
+}
+
+std::string sweep_script(const SweepRecord& sweep) {
+  const nlohmann::json key = nlohmann::json::parse(sweep.key, nullptr, /*allow_exceptions=*/false);
+  if (!key.is_object()) return "";
+  const auto it = key.find("script");
+  return it != key.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string describe_workload(const SweepRecord& sweep) {
+  if (const std::string script = sweep_script(sweep); !script.empty()) {
+    return "script '" + script + "'";
+  }
+  const Workload& w = sweep.workload;
+  std::string out = w.model;
+  if (w.batch > 0) out += ", batch " + std::to_string(w.batch);
+  if (w.seq > 0) out += ", seq " + std::to_string(w.seq);
+  if (!w.dtype.empty()) out += ", " + w.dtype;
+  return out;
 }
 
 std::string default_trace_name(const std::vector<RunId>& runs, const PointRecord* point,

@@ -96,7 +96,10 @@ LiveRun::LiveRun(std::shared_ptr<Store> store, LiveRunSpec spec)
   st.modelled = st.host_sim && host_sim::device_model() != nullptr;
   st.host_peak.emplace(!st.host_sim);
   st.recorder = std::make_shared<Recorder>(st.host_sim);
-  st.recorder->set_device_probe([b = st.backend] { return device_memory(b).allocated; });
+  st.recorder->set_device_probe([b = st.backend] {
+    const DeviceMemory m = device_memory(b);
+    return MemorySample{m.allocated, m.reserved};
+  });
   st.nvtx = std::make_shared<NvtxObserver>();
   std::vector<std::shared_ptr<Observer>> observers{st.recorder, st.nvtx};
   if (spec_.memory_history) {
@@ -217,8 +220,10 @@ void LiveRun::begin_step() {
   st.phase_begin[0] = st.phase_begin[1] = -1;
   // The engine's clock (its events use it): steady, or host-sim's device model's.
   st.begin_ns = host_sim::clock_ns();
-  const int64_t allocated = memory().allocated;
-  st.recorder->sample_device_bytes(st.begin_ns, allocated);
+  const DeviceMemory at_begin = memory();
+  const int64_t allocated = at_begin.allocated;
+  st.recorder->sample_memory(
+      st.begin_ns, detail::memory_sample(at_begin, {offloaders_.begin(), offloaders_.end()}));
   if (st.host_sim && st.measured) st.curve.begin(st.begin_ns, allocated);
   nvtx_phase_push(NvtxPhase::Step, st.index);
   st.open = true;
@@ -248,7 +253,8 @@ void LiveRun::end_step(double loss) {
   }
   st.recorder->mark(EventKind::Step, st.begin_ns, end, "step " + std::to_string(st.index));
   if (!st.phases_marked) st.recorder->mark_busy(st.begin_ns, end);
-  st.recorder->sample_device_bytes(end, mem.allocated);
+  st.recorder->sample_memory(end,
+                             detail::memory_sample(mem, {offloaders_.begin(), offloaders_.end()}));
   steps_.push_back(detail::step_record(*st.recorder, record_.id, st.index, st.begin_ns, end, mem,
                                        offloaded, reloaded, loss));  // NaN: not given
   step_ms_.push_back(static_cast<double>(end - st.begin_ns) / 1e6);

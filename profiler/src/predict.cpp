@@ -9,8 +9,10 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 
+#include "offtune/allocator_model.hpp"
 #include "offtune/knobs.hpp"
 #include "offtune/offload_rule.hpp"
 #include "offtune/profiler/metrics.hpp"
@@ -38,6 +40,7 @@ struct Entry {
   int64_t h2d_end = 0;
   int64_t chain_prev = -1;  // entries of its generation, in pack order
   int64_t chain_next = -1;
+  int64_t buffer = 0;      // its reload buffer in the allocator model (0: none)
   int64_t item_bytes = 1;  // with block and span_lo, its address key under trl with streams
 };
 
@@ -56,14 +59,23 @@ TrlKey trl_key(int64_t block, int64_t span_lo, int64_t item_bytes) {
   return {block, span_lo / item_bytes, item_bytes};
 }
 
+// The copy stream, as the allocator model numbers streams (the compute stream is 0).
+constexpr int64_t kCopyStream = 1;
+
 class Replay {
  public:
-  Replay(const Trace& trace, const EngineConfig& config, const LinkModel& link)
+  // `alloc` follows the step's allocations and frees (reload buffers included) as CUDA's caching
+  // allocator would: `handles` holds each block's handle in it (0: not allocated there), those of
+  // blocks from before the step set by the caller.
+  Replay(const Trace& trace, const EngineConfig& config, const LinkModel& link,
+         AllocatorModel& alloc, std::vector<int64_t>& handles)
       : t_(trace),
         c_(config),
         link_(link),
         trl_(config.semantics == Semantics::Trl),
-        cpu_(trace.clock == Trace::Clock::Cpu && config.offload) {
+        cpu_(trace.clock == Trace::Clock::Cpu && config.offload),
+        alloc_(alloc),
+        handles_(handles) {
     const size_t n = trace.blocks.size();
     live_.assign(n, false);
     dead_.assign(n, false);
@@ -81,6 +93,9 @@ class Replay {
         case Trace::Kind::Alloc:
           live_[ev.index] = true;
           add_mem(t_.blocks[ev.index].bytes);
+          if (t_.blocks[ev.index].bytes > 0) {
+            handles_[ev.index] = alloc_.allocate(t_.blocks[ev.index].bytes);
+          }
           break;
         case Trace::Kind::Free:
           dead_[ev.index] = true;
@@ -111,9 +126,12 @@ class Replay {
     }
     // The runner's drain: the step ends when the last copy has.
     const int64_t end = std::max(t_.step_ns + delay_, copy_free_);
+    // Copies still running at the step's end are done before the next step.
+    alloc_.complete_stream(kCopyStream);
     Prediction p;
     p.step_ns = end;
     p.peak_allocated = peak_;
+    p.peak_reserved = alloc_.peak_reserved();
     p.offloaded_bytes = offloaded_;
     p.reloaded_bytes = reloaded_;
     p.copies = copies_;
@@ -159,6 +177,7 @@ class Replay {
     if (!live_[b]) return;
     live_[b] = false;
     mem_ -= t_.blocks[b].bytes;
+    alloc_.free(std::exchange(handles_[b], 0));
   }
   void ref(int64_t b) { ++refs_[b]; }
   void unref(int64_t b) {
@@ -343,6 +362,8 @@ class Replay {
 
   void reload(Entry& e, bool prefetch) {
     add_mem(e.bytes);
+    // On the stream that consumes it (the compute stream), as the engine allocates it.
+    if (e.bytes > 0) e.buffer = alloc_.allocate(e.bytes);
     reloaded_ += e.bytes;
     e.device = true;
     e.from_hold = false;
@@ -389,6 +410,10 @@ class Replay {
       unref(e.block);
     } else {
       mem_ -= e.bytes;
+      // A buffer whose copy may still be filling it is recorded on the copy stream, as the engine
+      // does: reused once that stream is done.
+      if (e.reloaded && e.h2d_end > now_) alloc_.record_stream(e.buffer, kCopyStream);
+      alloc_.free(std::exchange(e.buffer, 0));
     }
     e.device = e.from_hold = e.reloaded = e.prefetched = false;
   }
@@ -467,6 +492,8 @@ class Replay {
   const LinkModel link_;
   const bool trl_;
   const bool cpu_;  // on this CPU's clock, an offloading point: hooks and copy rate count
+  AllocatorModel& alloc_;
+  std::vector<int64_t>& handles_;
   std::map<TrlKey, int64_t> trl_keys_;  // key -> id of the save holding it (trl_keys_on())
   uint64_t trl_keys_generation_ = 0;
   std::vector<bool> live_, dead_;
@@ -504,7 +531,25 @@ Prediction predict(const Trace& trace, const EngineConfig& config, const LinkMod
     throw std::invalid_argument("max_fwd_stash_size must be >= 1, got " +
                                 std::to_string(config.max_fwd_stash_size));
   }
-  return Replay(trace, config, link).run();
+  // Reserved memory depends on what the allocator cached before the step: the blocks from before
+  // it (the model's weights and state, one by one where the trace knows them, the rest as one
+  // block), then the step once as the warm-up the runner measures after, its blocks still held at
+  // its end given back (the next step's take their place), then the step measured.
+  AllocatorModel alloc;
+  std::vector<int64_t> handles(trace.blocks.size(), 0);
+  int64_t known = 0;
+  for (size_t b = 0; b < trace.blocks.size(); ++b) {
+    if (!trace.blocks[b].before_step || trace.blocks[b].bytes <= 0) continue;
+    handles[b] = alloc.allocate(trace.blocks[b].bytes);
+    known += trace.blocks[b].bytes;
+  }
+  if (trace.base_allocated > known) alloc.allocate(trace.base_allocated - known);
+  Replay(trace, config, link, alloc, handles).run();
+  for (size_t b = 0; b < trace.blocks.size(); ++b) {
+    if (!trace.blocks[b].before_step) alloc.free(std::exchange(handles[b], 0));
+  }
+  alloc.reset_peak();
+  return Replay(trace, config, link, alloc, handles).run();
 }
 
 PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction& prediction) {
@@ -518,6 +563,7 @@ PointRecord as_point(int64_t index, const EngineConfig& config, const Prediction
   s.step_ms_ci_low = s.step_ms_ci_high = prediction.step_ms();
   s.step_ms_ci_level = 1.0;
   s.peak_allocated = prediction.peak_allocated;
+  s.peak_reserved = prediction.peak_reserved;
   s.offloaded_bytes = prediction.offloaded_bytes;
   s.reloaded_bytes = prediction.reloaded_bytes;
   s.hidden_copy_pct = prediction.hidden_copy_pct;
@@ -531,6 +577,7 @@ PointPrediction as_prediction_record(int64_t index, const Prediction& prediction
   p.index = index;
   p.step_ns = prediction.step_ns;
   p.peak_allocated = prediction.peak_allocated;
+  p.peak_reserved = prediction.peak_reserved;
   p.hidden_copy_pct = prediction.hidden_copy_pct;
   p.offloaded_bytes = prediction.offloaded_bytes;
   p.predictor = (source.empty() ? std::string("what-if") : "what-if (" + source + ")") +

@@ -108,14 +108,15 @@ void Recorder::on_recompute(const RecomputeEvent& e) {
 }
 
 void Recorder::on_stash(const StashEvent& e) {
-  const int64_t device = device_probe_ ? device_probe_() : -1;
+  const MemorySample device = device_probe_ ? device_probe_() : MemorySample{};
   std::lock_guard<std::mutex> lock(mutex_);
-  if (device_probe_) last_device_bytes_ = device;
-  occupancy_.push_back(
-      {RunId{}, e.time_ns, e.fwd_count, e.fwd_bytes, e.bwd_count, e.bwd_bytes, last_device_bytes_});
+  if (device_probe_) last_device_ = device;
+  occupancy_.push_back({RunId{}, e.time_ns, e.fwd_count, e.fwd_bytes, e.bwd_count, e.bwd_bytes,
+                        last_device_.allocated, last_device_.reserved, e.host_bytes,
+                        e.host_pool_bytes});
 }
 
-void Recorder::set_device_probe(std::function<int64_t()> probe) {
+void Recorder::set_device_probe(std::function<MemorySample()> probe) {
   device_probe_ = std::move(probe);
 }
 
@@ -139,13 +140,17 @@ void Recorder::mark_busy(int64_t begin_ns, int64_t end_ns) {
   busy_.emplace_back(begin_ns, std::max(begin_ns, end_ns));
 }
 
-void Recorder::sample_device_bytes(int64_t time_ns, int64_t bytes) {
+void Recorder::sample_memory(int64_t time_ns, const MemorySample& now) {
   std::lock_guard<std::mutex> lock(mutex_);
-  last_device_bytes_ = bytes;
+  last_device_.allocated = now.allocated;
+  last_device_.reserved = now.reserved;
   OccupancySample s{};
   if (!occupancy_.empty()) s = occupancy_.back();
   s.time_ns = time_ns;
-  s.device_bytes = bytes;
+  s.device_bytes = now.allocated;
+  s.reserved_bytes = now.reserved;
+  if (now.host_bytes >= 0) s.host_bytes = now.host_bytes;
+  if (now.host_pool_bytes >= 0) s.host_pool_bytes = now.host_pool_bytes;
   occupancy_.push_back(s);
 }
 

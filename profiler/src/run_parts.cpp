@@ -18,6 +18,17 @@ constexpr double kUnsettled = 1.25;
 
 }  // namespace
 
+MemorySample memory_sample(const DeviceMemory& device,
+                           const std::vector<const ActivationOffloader*>& offloaders) {
+  MemorySample s{device.allocated, device.reserved};
+  for (const ActivationOffloader* o : offloaders) {
+    const ResidentState r = o->resident();
+    s.host_bytes = std::max<int64_t>(s.host_bytes, 0) + r.host_bytes;
+    s.host_pool_bytes = std::max<int64_t>(s.host_pool_bytes, 0) + r.host_pool_reserved_bytes;
+  }
+  return s;
+}
+
 int64_t unix_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())

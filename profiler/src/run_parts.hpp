@@ -24,6 +24,10 @@ int64_t unix_now_ns();
 std::string one_line(std::string s);
 // A sweep point's status from its run's: ok, out of memory, or failed (interrupted included).
 PointStatus point_status(RunStatus s);
+// Memory now, for Recorder::sample_memory: the device's figures and the host side of the
+// offloaders (their host copies and pinned pools, summed; -1 without an offloader).
+MemorySample memory_sample(const DeviceMemory& device,
+                           const std::vector<const ActivationOffloader*>& offloaders);
 
 // Device memory as the allocator changes it, one step at a time (host-sim): every allocation and
 // free moves a running total, and the step's curve is kept at kCurvePoints buckets, each at its

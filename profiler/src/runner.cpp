@@ -110,7 +110,10 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
     const detail::HostPeak host_peak(!host_sim);
     auto recorder = std::make_shared<Recorder>(host_sim);
     // Device memory along the step, at each stash change (the offloader outlives its events).
-    recorder->set_device_probe([off = offloader.get()] { return off->device_memory().allocated; });
+    recorder->set_device_probe([off = offloader.get()] {
+      const DeviceMemory m = off->device_memory();
+      return MemorySample{m.allocated, m.reserved};
+    });
     MemoryCurve curve;
     const ListenerScope listening(host_sim ? &curve : nullptr);
     auto nvtx = std::make_shared<NvtxObserver>();
@@ -157,7 +160,8 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
       StepPhases phases;
       // The engine's clock (its events use it): steady, or host-sim's device model's.
       const int64_t begin = host_sim::clock_ns();
-      recorder->sample_device_bytes(begin, offloader->device_memory().allocated);
+      recorder->sample_memory(begin,
+                              detail::memory_sample(offloader->device_memory(), {offloader.get()}));
       if (host_sim && measured) curve.begin(begin, offloader->device_memory().allocated);
       {
         NvtxRange range(NvtxPhase::Step, measured ? i - spec.workload.warmup : -1);
@@ -177,7 +181,7 @@ RunOutcome run_measured(WorkloadInstance& workload, const RunSpec& spec, Store& 
         recorder->mark(EventKind::Forward, phases.forward_begin, phases.forward_end);
         recorder->mark(EventKind::Backward, phases.forward_end, phases.backward_end);
       }
-      recorder->sample_device_bytes(end, mem.allocated);
+      recorder->sample_memory(end, detail::memory_sample(mem, {offloader.get()}));
       StepRecord s = detail::step_record(
           *recorder, rec.id, i - spec.workload.warmup, begin, end, mem,
           stats_after.offloaded_bytes - stats_before.offloaded_bytes,

@@ -186,9 +186,12 @@ const Columns<TimelineEvent>& event_columns() {
 const Columns<OccupancySample>& occupancy_columns() {
   using O = OccupancySample;
   static const Columns<O> cols =
-      fields("run", &O::run, "time_ns", &O::time_ns, "fwd_count", &O::fwd_count, "fwd_bytes",
-             &O::fwd_bytes, "bwd_count", &O::bwd_count, "bwd_bytes", &O::bwd_bytes, "device_bytes",
-             &O::device_bytes);
+      join<O>({fields("run", &O::run, "time_ns", &O::time_ns, "fwd_count", &O::fwd_count,
+                      "fwd_bytes", &O::fwd_bytes, "bwd_count", &O::bwd_count, "bwd_bytes",
+                      &O::bwd_bytes, "device_bytes", &O::device_bytes),
+               {field("reserved_bytes", &O::reserved_bytes, kMemoryCurvesSchema, "-1"),
+                field("host_bytes", &O::host_bytes, kMemoryCurvesSchema, "-1"),
+                field("host_pool_bytes", &O::host_pool_bytes, kMemoryCurvesSchema, "-1")}});
   return cols;
 }
 
@@ -235,10 +238,11 @@ const Columns<PointPrediction>& prediction_key_columns() {
 
 const Columns<PointPrediction>& prediction_value_columns() {
   using P = PointPrediction;
-  static const Columns<P> cols =
-      fields("step_ns", &P::step_ns, "peak_allocated", &P::peak_allocated, "hidden_copy_pct",
-             &P::hidden_copy_pct, "offloaded_bytes", &P::offloaded_bytes, "predictor",
-             &P::predictor, "created_unix_ns", &P::created_unix_ns);
+  static const Columns<P> cols = join<P>(
+      {fields("step_ns", &P::step_ns, "peak_allocated", &P::peak_allocated, "hidden_copy_pct",
+              &P::hidden_copy_pct, "offloaded_bytes", &P::offloaded_bytes, "predictor",
+              &P::predictor, "created_unix_ns", &P::created_unix_ns),
+       {field("peak_reserved", &P::peak_reserved, kMemoryCurvesSchema, "0")}});
   return cols;
 }
 

@@ -332,12 +332,25 @@ CREATE TABLE memory_blocks (
          "migrate schema 9 -> 10");
 }
 
+// Schema 11: each occupancy sample also has the reserved device bytes and the host side (host
+// copies alive, the pinned pool's reserve) at its time; older samples read -1, not known. Each
+// prediction has its peak reserved; older ones read 0, not predicted.
+void migrate_10_to_11(const Connection& c) {
+  c.exec(R"sql(
+ALTER TABLE occupancy ADD COLUMN reserved_bytes INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE occupancy ADD COLUMN host_bytes INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE occupancy ADD COLUMN host_pool_bytes INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE predictions ADD COLUMN peak_reserved INTEGER NOT NULL DEFAULT 0;
+)sql",
+         "migrate schema 10 -> 11");
+}
+
 struct Migration {
   int from;  // applies to a file at this version and leaves it at from + 1
   void (*apply)(const Connection&);
 };
 // In order; the last one ends at kSchemaVersion.
-constexpr std::array<Migration, 10> kMigrations{{{0, &migrate_0_to_1},
+constexpr std::array<Migration, 11> kMigrations{{{0, &migrate_0_to_1},
                                                  {1, &migrate_1_to_2},
                                                  {2, &migrate_2_to_3},
                                                  {3, &migrate_3_to_4},
@@ -346,7 +359,8 @@ constexpr std::array<Migration, 10> kMigrations{{{0, &migrate_0_to_1},
                                                  {6, &migrate_6_to_7},
                                                  {7, &migrate_7_to_8},
                                                  {8, &migrate_8_to_9},
-                                                 {9, &migrate_9_to_10}}};
+                                                 {9, &migrate_9_to_10},
+                                                 {10, &migrate_10_to_11}}};
 static_assert(kMigrations.back().from + 1 == kSchemaVersion, "a migration must reach the schema");
 
 }  // namespace

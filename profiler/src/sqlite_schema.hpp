@@ -12,7 +12,7 @@
 
 namespace offtune::profiler::detail {
 
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 // The oldest schema that a read-only open can read as is (a read-only open never migrates).
 constexpr int kOldestReadableSchema = 1;
 // The first schema with each of these.
@@ -25,6 +25,9 @@ constexpr int kVerifySchema = 6;      // the verify flag (the correctness sentin
 constexpr int kRanksSchema = 7;       // each run's rank, world size and job (distributed training)
 constexpr int kSegmentsSchema = 8;    // the device allocator's segments (knob alloc_segments)
 constexpr int kHoldingsSchema = 9;    // device memory outside the allocator; the host's peak
+constexpr int kMemoryHistorySchema = 10;  // memory_events and memory_blocks (--memory-history)
+// Reserved and host bytes in each occupancy sample; each prediction's peak reserved.
+constexpr int kMemoryCurvesSchema = 11;
 // PRAGMA application_id, so that tools like file(1) can tell an offtune store ("OFTN").
 constexpr int32_t kApplicationId = 0x4f46544e;
 constexpr std::string_view kAppName = "offtune";

@@ -197,8 +197,9 @@ class SqliteStore final : public Store {
   }
 
   std::vector<OccupancySample> occupancy(RunId run) override {
-    static const std::string sql = "SELECT " + names(occupancy_columns()) +
-                                   " FROM occupancy WHERE run = ? ORDER BY time_ns, id";
+    // This file's columns: an older one read-only has no reserved or host figures (-1).
+    const std::string sql = "SELECT " + select_list(occupancy_columns(), schema_) +
+                            " FROM occupancy WHERE run = ? ORDER BY time_ns, id";
     return read_rows(sql, "read occupancy", run.value, reader(occupancy_columns()));
   }
 
@@ -418,8 +419,9 @@ class SqliteStore final : public Store {
     // written at schema 5 before the table was part of it (schema 5 was not released then): it
     // reads as a store without predictions rather than failing every sweep it holds.
     if (schema_ < kPredictionSchema) return {};
-    static const std::string sql = "SELECT " + names(prediction_columns()) +
-                                   " FROM predictions WHERE sweep = ? ORDER BY point_index";
+    // This file's columns: an older one read-only has no predicted peak reserved (0).
+    const std::string sql = "SELECT " + select_list(prediction_columns(), schema_) +
+                            " FROM predictions WHERE sweep = ? ORDER BY point_index";
     {
       std::lock_guard lock(mu_);
       if (!has_predictions_table_) {

@@ -282,6 +282,7 @@ RunRecord WorkloadMeasurer::measure(const PointRun& point, Store& store,
   }
   run.label = point.label;
   run.collector = spec_.collector;
+  run.memory_history = spec_.memory_history;
   return run_measured(workload_, run, store).record;
 }
 

@@ -40,10 +40,11 @@ def predict(
     `options` are the offloader's (a knob given here is the grid's value where the grid has no
     list of it). `device_model` names a profile ("h100-sxm") or a model file; None times the step
     on this CPU. Returns {"source": what the figures rest on, "points": [{"index", "config",
-    "step_ms", "bound_ms", "compute_ms", "peak_allocated", "hidden_copy_pct", "offloaded_bytes",
-    "reloaded_bytes", "window_waits", "stalled_ms", "front"}, ...], "traces", "record_ms",
-    "predict_ms"}. A bad knob, value or device model: InputError. Checkpointing, the disk tier
-    and layer offloading are not knobs here (your step does its own checkpointing).
+    "step_ms", "bound_ms", "compute_ms", "peak_allocated", "peak_reserved" (the step's allocations
+    replayed through CUDA's caching allocator as host-sim models it), "hidden_copy_pct",
+    "offloaded_bytes", "reloaded_bytes", "window_waits", "stalled_ms", "front"}, ...], "traces",
+    "record_ms", "predict_ms"}. A bad knob, value or device model: InputError. Checkpointing,
+    the disk tier and layer offloading are not knobs here (your step does its own checkpointing).
     """
     if not callable(step):
         raise TypeError(f"step must be callable as step(offloader, index), got {type(step)!r}")

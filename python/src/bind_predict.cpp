@@ -155,6 +155,7 @@ py::dict predict(py::function step, const py::dict& grid, const py::dict& option
     d["bound_ms"] = p.bound_ms();
     d["compute_ms"] = static_cast<double>(p.compute_ns) / 1e6;
     d["peak_allocated"] = p.peak_allocated;
+    d["peak_reserved"] = p.peak_reserved;
     d["hidden_copy_pct"] = p.hidden_copy_pct;
     d["offloaded_bytes"] = p.offloaded_bytes;
     d["reloaded_bytes"] = p.reloaded_bytes;

@@ -154,6 +154,7 @@ PreparedSweep prepare(const ValidSweep& valid) {
   out.spec.shard = valid.shard();
   const profiler::BackendRequest backend = to_backend(valid);
   out.spec.collector = valid.collector();
+  out.spec.memory_history = request.memory_history;
   out.spec.device_model = backend.device_model;
   out.spec.device_capacity = backend.device_capacity;
   // The sweep key leaves the default input out, so that keys of sweeps of built-in models do not

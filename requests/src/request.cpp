@@ -402,6 +402,19 @@ RequestError::RequestError(std::vector<FieldError> errors)
     : UsageError(errors.empty() ? "invalid request" : errors.front().message),
       errors_(std::move(errors)) {}
 
+namespace {
+
+// --memory-history: host-sim's modelled allocator only (a run's or a sweep's).
+void check_memory_history(bool on, const BackendFields& backend, Checker& c) {
+  if (on && backend.backend == "cuda") {
+    c.fail("--memory-history",
+           "--memory-history records host-sim's modelled allocator; on cuda record torch's own "
+           "(torch.cuda.memory._record_memory_history()) or use --backend host-sim");
+  }
+}
+
+}  // namespace
+
 Checked<ValidRun> check(const RunRequest& r) {
   Checker c;
   ValidRun v;
@@ -410,11 +423,7 @@ Checked<ValidRun> check(const RunRequest& r) {
   const KnobLists lists = check_knobs(r, c, /*sweep=*/false);
   check_link(lists, c, v.backend_);
   check_knob_rules(lists, r.workload, r.backend, c);
-  if (r.memory_history && r.backend.backend == "cuda") {
-    c.fail("--memory-history",
-           "--memory-history records host-sim's modelled allocator; on cuda record torch's own "
-           "(torch.cuda.memory._record_memory_history()) or use --backend host-sim");
-  }
+  check_memory_history(r.memory_history, r.backend, c);
   Checked<ValidRun> out;
   out.errors = c.take();
   if (!out.errors.empty()) return out;
@@ -445,6 +454,12 @@ Checked<ValidSweep> check(const SweepRequest& r) {
   c.range("--max-points", r.max_points, 1, kMaxMaxPoints);
   c.range("--refine-steps", r.refine_steps, kRefineStepsRange.lo, kRefineStepsRange.hi);
   c.range("--repeat", r.repeat, kRepeatRange.lo, kRepeatRange.hi);
+  check_memory_history(r.memory_history, r.backend, c);
+  if (r.memory_history && !r.script.empty()) {
+    c.fail("--memory-history",
+           "--memory-history records the built-in workloads' points; a script records its own "
+           "with offtune.record(..., memory_history=True)");
+  }
   if (r.predict_first && r.script.empty() && r.backend.backend == "cuda") {
     c.fail("--predict-first",
            "--predict-first replays a step recorded on host-sim (on a --device-model's clock, or "

@@ -98,6 +98,29 @@ class CaptureStderr {
   int saved_ = -1;
 };
 
+// A script sweep's heading names its command, as `offtune report` does (issue 43 item 13; before:
+// "script, batch 0, seq 0,  —").
+TEST(ScriptSweepView, TheHeadingNamesTheScriptNotShapesItDoesNotKnow) {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(4);
+  d->sweep.name = "sweep";
+  d->sweep.workload.model = "script";
+  d->sweep.key = R"({"script": "python train.py --lr 1e-4"})";
+  SweepView view;
+  view.setSweepData(d, "s.db");
+  const QString title = view.findChild<QLabel*>(QStringLiteral("sweepTitle"))->text();
+  EXPECT_TRUE(title.contains(QStringLiteral("script 'python train.py --lr 1e-4'")))
+      << title.toStdString();
+  EXPECT_FALSE(title.contains(QStringLiteral("batch"))) << title.toStdString();
+  // A built-in workload keeps its shapes.
+  d->sweep.key = "{}";
+  d->sweep.workload = {.model = "tiny", .batch = 2, .seq = 64, .dtype = "fp32"};
+  view.setSweepData(d, "s.db");
+  EXPECT_TRUE(view.findChild<QLabel*>(QStringLiteral("sweepTitle"))
+                  ->text()
+                  .contains(QStringLiteral("tiny, batch 2, seq 64, fp32")));
+}
+
 TEST(ScriptSweepForm, ChoosingAScriptDisablesTheFieldsTheRequestRefusesForIt) {
   SweepForm form;
   auto* use_script = form.findChild<QRadioButton*>(QStringLiteral("useScript"));

@@ -160,6 +160,51 @@ TEST_F(StoreTree, RemeasuredPointsRunsAreUnderTheirPoints) {
 
 // With a sweep expanded, the tree's Status column shows whole in its pane; the sweep's tooltip
 // gives its grid as text, not JSON.
+// Points of a prefetch sweep with the same thresholds are named apart by what the sweep varies,
+// and a point's name tooltip gives its step time and peaks (issue 43 item 7; before: "#1 min 64
+// KiB, stash 1" for each, and the tooltip repeated the name).
+TEST_F(StoreTree, PointsOfOneThresholdPairAreNamedByWhatTheSweepVaries) {
+  auto index = std::make_shared<StoreIndex>();
+  index->path = "p.db";
+  SweepData s;
+  s.sweep.id = pf::SweepId(1);
+  s.sweep.name = "sweep";
+  s.sweep.workload.model = "tiny";
+  pf::PointRecord base;
+  base.sweep = s.sweep.id;
+  base.config.offload = false;
+  base.status = pf::PointStatus::Ok;
+  s.points.push_back(base);
+  for (int64_t prefetch : {0, 1, 2}) {
+    pf::PointRecord p = base;
+    p.index = 1 + prefetch;
+    p.config.offload = true;
+    p.config.min_offload_size = 64 << 10;
+    p.config.max_fwd_stash_size = 1;
+    p.config.prefetch = prefetch;
+    p.summary.step_ms_median = 10.0 + static_cast<double>(prefetch);
+    p.summary.peak_allocated = 48 << 20;
+    p.summary.peak_reserved = 64 << 20;
+    s.points.push_back(p);
+  }
+  index->sweeps.push_back(s);
+  StoreTreeModel model;
+  model.setIndex(index);
+  const QModelIndex sweep = model.sweepIndex(pf::SweepId(1));
+  QSet<QString> names;
+  for (int row = 1; row <= 3; ++row) {
+    const QString name = model.index(row, 0, sweep).data().toString();
+    EXPECT_TRUE(name.startsWith(QStringLiteral("#%1 min 64 KiB, stash 1, prefetch").arg(row)))
+        << name.toStdString();
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), 3) << "three points named alike";
+  const QString tip = model.index(2, 0, sweep).data(Qt::ToolTipRole).toString();
+  EXPECT_TRUE(tip.contains(QStringLiteral("step 11.0 ms (median)"))) << tip.toStdString();
+  EXPECT_TRUE(tip.contains(QStringLiteral("peak allocated 48.0 MiB, reserved 64.0 MiB")))
+      << tip.toStdString();
+}
+
 TEST_F(StoreTree, TheTreesStatusColumnIsWholeWithASweepExpanded) {
   MainWindow window;
   window.resize(1280, 800);

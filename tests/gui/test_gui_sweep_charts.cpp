@@ -5,6 +5,7 @@
 
 #include <QHelpEvent>
 #include <QImage>
+#include <QLabel>
 #include <QMouseEvent>
 #include <QSet>
 #include <QSignalSpy>
@@ -16,6 +17,7 @@
 #include <memory>
 
 #include "gui_test_util.hpp"
+#include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
 #include "offtune/profiler/recommend.hpp"
 
@@ -678,6 +680,19 @@ TEST(ParetoEdge, DegenerateSweeps) {
   EXPECT_TRUE(w.plotArea().isEmpty());
   EXPECT_EQ(w.caption(), QStringLiteral("7 failed"));
   EXPECT_EQ(w.pointAt(QPoint(300, 200)), -1);
+  // It says so, not that points are to come (issue 43 item 12), and so does the panel, rather than
+  // that nothing fits a budget.
+  EXPECT_EQ(w.emptyText(), QStringLiteral("No point measured ok: 7 failed"));
+  {
+    RecommendPanel panel;
+    panel.setSweep(failed, "");
+    const QString result = panel.findChild<QLabel*>(QStringLiteral("result"))->text();
+    EXPECT_TRUE(result.startsWith(QStringLiteral("No point was measured ok: 7 failed, 0 out of")))
+        << result.toStdString();
+  }
+  auto empty = std::make_shared<SweepData>();
+  w.setData(empty);
+  EXPECT_EQ(w.emptyText(), QStringLiteral("No measured points yet"));
 
   // Zero figures and a budget far off the axis.
   auto zero = make_sweep();

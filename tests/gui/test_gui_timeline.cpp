@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -763,6 +764,52 @@ TEST(RunChart, DeviceMemoryDrawsThePeakOrSaysThereIsNothing) {
   EXPECT_TRUE(chart.toolTipAt(QPoint(plot.left() + 300, 80)).contains(QStringLiteral("peak")));
 }
 
+// Reserved behind allocated, with both peaks and what lies between them at the pointer; the host
+// side (pinned pool behind host copies) in a chart of its own; a run recorded before the store
+// kept these figures (-1) has no such curves, and says so.
+TEST(RunChart, ReservedBesideAllocatedAndTheHostSideOverTime) {
+  auto run = occupancy_run(40, true);
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  for (auto& o : run->occupancy) {
+    o.reserved_bytes = o.device_bytes + 64 * kMiB;
+    o.host_bytes = o.fwd_bytes / 2;
+    o.host_pool_bytes = 96 * kMiB;
+  }
+  run->run.summary.peak_reserved = run->run.summary.peak_allocated + 64 * kMiB;
+  run->run.summary.pinned_bytes = 96 * kMiB;
+  TimeAxis axis;
+  RunChart device(RunChart::DeviceMemory);
+  device.resize(800, 150);
+  device.setAxis(&axis);
+  device.setRun(run);
+  axis.setBounds(0, 42'000);
+  grab(device);
+  const QString tip = device.toolTipAt(QPoint(device.plotRect().left() + 400, 80));
+  for (const char* part : {"device reserved", "device allocated",
+                           "reserved beyond live tensors: 64", "peak allocated", "peak reserved"}) {
+    EXPECT_TRUE(tip.contains(QString::fromUtf8(part))) << part << " not in " << tip.toStdString();
+  }
+  RunChart host(RunChart::HostMemory);
+  host.resize(800, 150);
+  host.setAxis(&axis);
+  host.setRun(run);
+  const QImage image = grab(host);
+  EXPECT_TRUE(host.hasData());
+  EXPECT_GT(non_background_pixels(image, offtune::gui::time_plot_rect(image.rect())), 2000);
+  const QString host_tip = host.toolTipAt(QPoint(host.plotRect().left() + 400, 80));
+  for (const char* part : {"pinned pool: 96", "host copies", "pinned pool at most: 96"}) {
+    EXPECT_TRUE(host_tip.contains(QString::fromUtf8(part)))
+        << part << " not in " << host_tip.toStdString();
+  }
+  // Recorded before schema 11: allocated alone, no host chart.
+  const auto old = occupancy_run(40, true);
+  device.setRun(old);
+  EXPECT_FALSE(device.toolTipAt(QPoint(device.plotRect().left() + 400, 80))
+                   .contains(QStringLiteral("reserved")));
+  host.setRun(old);
+  EXPECT_FALSE(host.hasData());
+}
+
 TEST(RunChart, RandomSamplesAndViewsStayInBounds) {
   std::mt19937_64 rng(9);
   auto run = std::make_shared<RunData>();
@@ -772,9 +819,12 @@ TEST(RunChart, RandomSamplesAndViewsStayInBounds) {
     o.fwd_bytes = static_cast<int64_t>(rng() % 1'000'000);
     o.bwd_bytes = static_cast<int64_t>(rng() % 1'000'000);
     o.device_bytes = rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 5'000'000);
+    o.reserved_bytes = o.device_bytes < 0 ? -1 : o.device_bytes + static_cast<int64_t>(rng() % 9);
+    o.host_bytes = rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 2'000'000);
+    o.host_pool_bytes = o.host_bytes < 0 ? -1 : o.host_bytes + 2'000'000;
     run->occupancy.push_back(o);
   }
-  for (auto mode : {RunChart::Occupancy, RunChart::DeviceMemory}) {
+  for (auto mode : {RunChart::Occupancy, RunChart::DeviceMemory, RunChart::HostMemory}) {
     RunChart chart(mode);
     chart.resize(400, 120);
     TimeAxis axis;
@@ -877,7 +927,13 @@ double delta_e(const QColor& a, const QColor& b, Vision vision) {
 // colour at the top of the plot).
 std::vector<QColor> chart_series_colours(RunChart::Mode mode) {
   RunChart chart(mode);
-  chart.setRun(occupancy_run(50, true));
+  auto data = occupancy_run(50, true);
+  for (auto& o : data->occupancy) {  // every figure known: every series drawn
+    o.reserved_bytes = o.device_bytes + (int64_t{1} << 26);
+    o.host_bytes = o.fwd_bytes;
+    o.host_pool_bytes = o.fwd_bytes + (int64_t{1} << 26);
+  }
+  chart.setRun(data);
   QImage image(900, 200, QImage::Format_ARGB32_Premultiplied);
   {
     QPainter p(&image);
@@ -939,11 +995,16 @@ TEST(TimelineColours, KindsAndChartSeriesAreDistinctAlsoUnderColourBlindness) {
   std::vector<std::pair<std::string, QColor>> all(kinds.begin(), kinds.end());
   const auto occupancy = chart_series_colours(RunChart::Occupancy);
   const auto memory = chart_series_colours(RunChart::DeviceMemory);
+  const auto host = chart_series_colours(RunChart::HostMemory);
   ASSERT_EQ(occupancy.size(), 2u);
-  ASSERT_EQ(memory.size(), 1u);
+  ASSERT_EQ(memory.size(), 2u);
+  ASSERT_EQ(host.size(), 2u);
   all.emplace_back("forward stash", occupancy[0]);
   all.emplace_back("backward stash", occupancy[1]);
-  all.emplace_back("device allocated", memory[0]);
+  all.emplace_back("device reserved", memory[0]);
+  all.emplace_back("device allocated", memory[1]);
+  all.emplace_back("pinned pool", host[0]);
+  all.emplace_back("host copies", host[1]);
 
   // The lanes paint the colours the legend shows.
   for (const auto& [label, colour] : kinds) {
@@ -1044,7 +1105,10 @@ TEST_P(RunViewLayout, LanesGetAFairShareAndFollowTheSplitter) {
   ASSERT_NE(split, nullptr);
   ASSERT_EQ(split->indexOf(timeline), 0);
   const auto& index = *timeline->index();
-  const int total = split->sizes()[0] + split->sizes()[1] + split->sizes()[2];
+  // The lanes, then the occupancy, device memory and host memory charts.
+  ASSERT_EQ(split->count(), 4);
+  const auto sizes = split->sizes();
+  const int total = std::accumulate(sizes.begin(), sizes.end(), 0);
   const auto lane_height = [&] { return timeline->laneRect(0).height(); };
   // By default about half the height goes to the lanes, and every lane and the legend show.
   EXPECT_GE(timeline->height(), total * 2 / 5) << timeline->height() << " of " << total;
@@ -1055,13 +1119,13 @@ TEST_P(RunViewLayout, LanesGetAFairShareAndFollowTheSplitter) {
 
   // setSizes moves the boundary, and the lanes follow it.
   const int before = lane_height();
-  split->setSizes({total - 240, 120, 120});
+  split->setSizes({total - 240, 80, 80, 80});
   QApplication::processEvents();
   EXPECT_GT(timeline->height(), total - 240 - 4);
   EXPECT_GT(lane_height(), before);
 
   // So does dragging the handle beneath the timeline: 150 px up.
-  split->setSizes({total * 3 / 5, total / 5, total - total * 3 / 5 - total / 5});
+  split->setSizes({total * 3 / 5, total / 7, total / 7, total - total * 3 / 5 - 2 * (total / 7)});
   QApplication::processEvents();
   const int height_before_drag = timeline->height();
   const int lanes_before_drag = lane_height();

@@ -9,6 +9,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QFile>
+#include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -241,6 +242,65 @@ TEST_F(Views, RunViewLoadsAndRendersTimelineAndCharts) {
   EXPECT_TRUE(failed[0][0].toString().contains("no run 404"));
 }
 
+// The Run heading names the sweep point the run measured, by its label (issue 43 item 17; before:
+// the run's id, model and settings only).
+TEST(RunHeading, NamesThePointTheRunMeasured) {
+  auto run = std::make_shared<RunData>();
+  run->run.id = pf::RunId(7);
+  run->run.workload.model = "tiny";
+  run->run.label = "grid point 5 (sweep 2, repeat 2 of 3)";
+  RunView view;
+  view.setRunData(run, build_timeline_index(*run));
+  const QString title = view.findChild<QLabel*>(QStringLiteral("runTitle"))->text();
+  EXPECT_TRUE(title.startsWith(QStringLiteral("run 7: tiny"))) << title.toStdString();
+  EXPECT_TRUE(title.contains(QStringLiteral("grid point 5 (sweep 2, repeat 2 of 3)")))
+      << title.toStdString();
+}
+
+// File > Export run as memory snapshot: the run on show's history as the pickle PyTorch's memory
+// visualiser opens; a run recorded without one is refused in the status bar, saying how to record
+// one, and writes nothing.
+TEST_F(Views, TheRunOnShowExportsItsMemorySnapshot) {
+  {
+    auto store = pf::open_sqlite_store(path_);
+    store->add_memory_history(
+        pf::RunId(2),
+        {{.seq = 0, .time_ns = 10, .action = "segment_alloc", .addr = 4 << 20, .size = 2 << 20},
+         {.seq = 1, .time_ns = 11, .action = "alloc", .addr = 4 << 20, .size = 4096}},
+        {{.segment_addr = 4 << 20,
+          .segment_size = 2 << 20,
+          .addr = 4 << 20,
+          .size = 4096,
+          .requested = 4096,
+          .state = "active_allocated"}});
+  }
+  MainWindow window;
+  QSignalSpy loaded(&window, &MainWindow::storeLoaded);
+  window.openStore(QString::fromStdString(path_));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  QSignalSpy run_loaded(window.runView(), &RunView::loaded);
+  window.showRun(pf::RunId(2));
+  ASSERT_TRUE(run_loaded.wait(kWaitMs));
+  QSignalSpy finished(&window, &MainWindow::exportFinished);
+  const QString snap = dir_.filePath("run2.pickle");
+  window.exportMemorySnapshot(snap);
+  ASSERT_TRUE(finished.wait(kWaitMs));
+  EXPECT_TRUE(finished[0][0].toBool()) << finished[0][1].toString().toStdString();
+  QFile file(snap);
+  ASSERT_TRUE(file.open(QIODevice::ReadOnly));
+  EXPECT_TRUE(file.read(2) == QByteArray("\x80\x02", 2)) << "a pickle, protocol 2";
+
+  window.showRun(pf::RunId(1));
+  ASSERT_TRUE(run_loaded.wait(kWaitMs));
+  const QString none = dir_.filePath("run1.pickle");
+  window.exportMemorySnapshot(none);
+  ASSERT_TRUE(finished.wait(kWaitMs));
+  EXPECT_FALSE(finished[1][0].toBool());
+  EXPECT_TRUE(finished[1][1].toString().contains(QStringLiteral("--memory-history")))
+      << finished[1][1].toString().toStdString();
+  EXPECT_FALSE(QFile::exists(none));
+}
+
 TEST_F(Views, MainWindowOpensAStoreAndShowsTheNewestSweep) {
   MainWindow window;
   QSignalSpy loaded(&window, &MainWindow::storeLoaded);
@@ -399,6 +459,10 @@ TEST_F(Views, ScreenshotsWriteEveryMainViewAndAreNotBlank) {
     EXPECT_GT(image.width(), 300) << name;
     EXPECT_GT(test::distinct_colors(image), 30) << name;
   }
+  // A screenshot's store is not one the user opened: Open recent does not list it (issue 43 item
+  // 17; before, every --screenshot run added its store).
+  EXPECT_FALSE(MainWindow::recentStores().contains(
+      QFileInfo(QString::fromStdString(path_)).absoluteFilePath()));
   MainWindow second;
   EXPECT_EQ(take_screenshots(second, dir_.filePath("missing.db"), out, &error), kShotStore);
 }

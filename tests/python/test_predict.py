@@ -75,6 +75,11 @@ def test_predicted_peaks_are_the_measured_ones_on_this_cpus_clock():
     off = offtune.Offloader(backend="host-sim", min_offload_size="1KiB", use_streams=False)
     assert single["peak_allocated"] == measured_peak(step, off, 0)
     assert single["offloaded_bytes"] == off.stats()["offloaded_bytes"] // 2
+    # Reserved, replayed through the caching allocator's model: whole 2 MiB segments, at least the
+    # allocated bytes.
+    for p in (baseline, single):
+        assert p["peak_reserved"] >= p["peak_allocated"] > 0, p
+        assert p["peak_reserved"] % (2 << 20) == 0, p
 
 
 def test_refusals_are_one_input_error_and_a_failing_step_leaves_predict_usable():

@@ -147,6 +147,10 @@ struct StashEvent {
   int64_t bwd_count = 0;  // reloaded (or prefetched) tensors held on the device in backward
   int64_t bwd_bytes = 0;
   int64_t time_ns = 0;
+  // The host side at the same moment: bytes of host copies alive, and the pinned bytes the host
+  // pool reserves (kept for reuse; what the process holds pinned).
+  int64_t host_bytes = 0;
+  int64_t host_pool_bytes = 0;
 };
 
 // A checkpointed region recomputed in backward (offtune/checkpoint.hpp), reported to the observer

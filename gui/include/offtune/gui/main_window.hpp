@@ -54,12 +54,22 @@ class MainWindow : public QMainWindow {
   SweepForm* sweepForm() const { return form_; }
   QTabWidget* tabs() const { return tabs_; }
 
+  // Writes the run on show's memory history as a memory snapshot (File > Export run as memory
+  // snapshot..., after its save dialog) on a job thread; the status bar says how it went (a run
+  // recorded without --memory-history: how to record one). exportFinished() follows.
+  void exportMemorySnapshot(const QString& path);
+
+  // Whether opening a store adds it to Open recent (on by default; take_screenshots turns it off:
+  // its store is not one the user opened).
+  void setRemembersRecent(bool on) { remembers_recent_ = on; }
+
   // Recently opened stores, newest first (QSettings "recentStores", at most 10).
   static QStringList recentStores();
 
  Q_SIGNALS:
   void storeLoaded();
   void storeFailed(const QString& error);
+  void exportFinished(bool ok, const QString& message);
 
  protected:
   // Quitting while a sweep runs asks first (the sweep resumes when run again).
@@ -77,6 +87,7 @@ class MainWindow : public QMainWindow {
   void activateTreeItem(const QModelIndex& index);
   void exportRunTrace();
   void exportSweepCsv();
+  void chooseMemorySnapshot();
 
   JobTicket jobs_;
   QString path_;
@@ -88,6 +99,7 @@ class MainWindow : public QMainWindow {
   // and its -wal), for following a store another process writes.
   QString file_state_;
   QTimer* poll_timer_ = nullptr;
+  bool remembers_recent_ = true;
   bool show_newest_on_load_ = true;
   QSplitter* split_ = nullptr;
   QTreeView* tree_ = nullptr;

@@ -49,6 +49,9 @@ class ParetoWidget : public SweepChart {
   // What is not plotted, as the caption above the plot counts it: "2 failed, 1 out of memory"
   // (empty when nothing is left out).
   QString caption() const;
+  // What the plot says when it has no point to plot: "No measured points yet", or, where points
+  // ended without a figure, "No point measured ok: 3 failed, 2 out of memory".
+  QString emptyText() const;
 
   // The axes at the current size: their range (bytes, ms) and where each tick label is drawn. A
   // range is never narrower than kMinRelativeSpan of its largest value (peaks a few KiB apart do

@@ -1,6 +1,7 @@
 // The run view's charts beneath the timeline, on the same time axis and with the same left gutter,
 // so that a time falls on the same x in all of them: the stash occupancy (bytes held in the forward
-// and backward stashes) and the device memory allocated, each as a step line over the run's
+// and backward stashes), the device memory (reserved behind allocated) and the host memory
+// (offtune's pinned pool behind its host copies), each as a step line over the run's
 // occupancy samples. Many samples per pixel are drawn as one min/max column per pixel, read from a
 // small min/max pyramid, so that a frame costs O(pixels · log samples) however long the run.
 #pragma once
@@ -51,9 +52,12 @@ class RunChart : public TimePlotWidget {
   Q_OBJECT
 
  public:
-  // Occupancy: forward and backward stash bytes. DeviceMemory: allocated device bytes (samples
-  // with device_bytes < 0 are skipped) and a dashed line at the run's peak_allocated.
-  enum Mode { Occupancy, DeviceMemory };
+  // Occupancy: forward and backward stash bytes. DeviceMemory: reserved device bytes behind the
+  // allocated ones (samples without a figure, < 0, are skipped: reserved is not known before
+  // schema 11) and dashed lines at the run's peak_allocated and peak_reserved. HostMemory:
+  // offtune's pinned pool (what it reserves) behind its host copies alive, and a dashed line at
+  // the run's pinned_bytes.
+  enum Mode { Occupancy, DeviceMemory, HostMemory };
 
   explicit RunChart(Mode mode, QWidget* parent = nullptr);
 
@@ -89,7 +93,14 @@ class RunChart : public TimePlotWidget {
   std::vector<detail::ChartSeries> series_;
   int64_t origin_ = 0;
   int64_t y_max_ = 0;  // the largest value plotted (the peak line included)
-  int64_t peak_ = 0;   // DeviceMemory: the run's peak_allocated, 0 when unknown
+  // Dashed lines at the run's peaks (DeviceMemory: allocated, then reserved; HostMemory: the
+  // pinned pool), each beside its series' curve; 0 bytes: unknown, not drawn.
+  struct PeakLine {
+    QString label;
+    QColor colour;  // its series'
+    int64_t bytes = 0;
+  };
+  std::vector<PeakLine> peaks_;
   RenderStats last_stats_;
 };
 

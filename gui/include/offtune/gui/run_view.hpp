@@ -40,6 +40,7 @@ class RunView : public QWidget {
   TimelineWidget* timeline() const { return timeline_; }
   RunChart* occupancyChart() const { return occupancy_; }
   RunChart* memoryChart() const { return memory_; }
+  RunChart* hostChart() const { return host_; }
   RunSummaryModel* summaryModel() const { return summary_; }
   // Timeline, occupancy chart and memory chart, top to bottom.
   QSplitter* chartsSplitter() const { return charts_split_; }
@@ -65,6 +66,7 @@ class RunView : public QWidget {
   TimelineWidget* timeline_ = nullptr;
   RunChart* occupancy_ = nullptr;
   RunChart* memory_ = nullptr;
+  RunChart* host_ = nullptr;
   QTableView* table_ = nullptr;
   RunSummaryModel* summary_ = nullptr;
 };

@@ -52,6 +52,9 @@ class StoreTreeModel : public QAbstractItemModel {
     // Runs measuring a pending point now (or left running by a crash), by point index.
     std::vector<std::pair<int64_t, profiler::RunRecord>> live;
     MetricDecimals decimals;  // of the sweep's figures, so that its rows print alike
+    // What tells each point apart beyond its thresholds (variant_texts: the engine variant and
+    // every other knob the sweep varies), by point index.
+    std::map<int64_t, std::string> variants;
     // The point's runs other than its own (PointRecord::run), by point index, by run id.
     std::map<int64_t, std::vector<profiler::RunRecord>> others;
   };

@@ -105,6 +105,13 @@ std::string describe_config(const EngineConfig& config);
 // "run <id>: <model> <describe_config>", the name a run's process gets in both trace formats.
 std::string run_title(const RunRecord& run);
 
+// A script sweep's command, from its key (sweep_key); "" for a sweep of a built-in workload.
+std::string sweep_script(const SweepRecord& sweep);
+// A sweep's workload in a few words, for headings: "small, batch 4, seq 512, fp32"; a script
+// sweep's is its command, "script 'python train.py'" (the script chooses the model and its
+// shapes, which the sweep does not know).
+std::string describe_workload(const SweepRecord& sweep);
+
 namespace detail {
 
 // The file an export writes before it is complete, and where it goes (see the top of this file).

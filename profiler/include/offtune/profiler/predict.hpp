@@ -29,7 +29,9 @@
 // Limits: host-sim only (on a GPU the recording would need CUPTI's kernel times); one offload
 // scope per step; no device capacity (prefetch's out-of-memory guards never trigger), so a
 // configuration that would not fit is flagged by comparing its predicted peak with the capacity,
-// not replayed; reserved bytes are not replayed; the disk tier and layer offloading are measured.
+// not replayed; reserved bytes are replayed through the allocator's model from the step's own
+// allocations (blocks from before the step that the trace does not know one by one count as one);
+// the disk tier and layer offloading are measured.
 #pragma once
 
 #include <cstdint>
@@ -158,6 +160,10 @@ Trace load_trace(const std::string& path);
 struct Prediction {
   int64_t step_ns = 0;
   int64_t peak_allocated = 0;
+  // The step's allocations and frees (reload buffers included) replayed through CUDA's caching
+  // allocator as host-sim models it (offtune/allocator_model.hpp), after the blocks from before
+  // the step and one warm-up step: what it would reserve at the peak.
+  int64_t peak_reserved = 0;
   double hidden_copy_pct = 0.0;  // 0 when nothing was copied
   int64_t offloaded_bytes = 0;
   int64_t reloaded_bytes = 0;

@@ -19,6 +19,14 @@
 
 namespace offtune::profiler {
 
+// Memory at one moment, as an occupancy sample carries it; -1: not known.
+struct MemorySample {
+  int64_t allocated = -1;        // device bytes in live tensors
+  int64_t reserved = -1;         // device bytes the caching allocator holds
+  int64_t host_bytes = -1;       // offtune's host copies alive
+  int64_t host_pool_bytes = -1;  // pinned host bytes its pool reserves
+};
+
 class Recorder : public Observer {
  public:
   // host_sim_compute: derive compute intervals from forward/backward spans minus waits (host-sim).
@@ -38,13 +46,16 @@ class Recorder : public Observer {
   // end that marks only its steps): compute is derived over it as over a forward or backward span.
   // Not a timeline event itself.
   void mark_busy(int64_t begin_ns, int64_t end_ns);
-  // Device bytes now, attached to the next occupancy sample and recorded as one on its own.
-  void sample_device_bytes(int64_t time_ns, int64_t bytes);
-  // Reads the allocated device bytes at each stash event, so that the occupancy samples trace
-  // device memory through the step (peaks included), not only at its ends. Called on the thread
-  // of the event, outside the recorder's lock; must be thread-safe (the backends' counters are).
-  // Set it before events arrive.
-  void set_device_probe(std::function<int64_t()> probe);
+  // Memory now, recorded as a sample of its own (with the stash counts of the sample before it);
+  // its device figures are attached to the next stash sample too. Host figures of -1 keep the
+  // last ones known.
+  void sample_memory(int64_t time_ns, const MemorySample& now);
+  // Reads the allocated and reserved device bytes at each stash event (allocated and host
+  // figures -1 are left as they are), so that the occupancy samples trace device memory through
+  // the step (peaks included), not only at its ends; the host figures come with the stash event.
+  // Called on the thread of the event, outside the recorder's lock; must be thread-safe (the
+  // backends' counters are). Set it before events arrive.
+  void set_device_probe(std::function<MemorySample()> probe);
   // Device bytes at the given times, from the allocator's own events (host-sim's allocation
   // listener): merged into the occupancy samples by time at take(), each with the stash counts of
   // the sample before it, so that the memory curve follows every change, its peak included.
@@ -72,8 +83,8 @@ class Recorder : public Observer {
   int64_t copy_stream_free_at_ = 0;  // host-sim copies run one after another
   int64_t disk_write_free_at_ = 0;   // and so do disk writes, and disk reads
   int64_t disk_read_free_at_ = 0;
-  int64_t last_device_bytes_ = -1;
-  std::function<int64_t()> device_probe_;
+  MemorySample last_device_;  // the device figures of the last sample (host ones unused)
+  std::function<MemorySample()> device_probe_;
   std::vector<std::pair<int64_t, int64_t>> device_curve_;
   std::vector<std::pair<int64_t, int64_t>> busy_;  // mark_busy's spans, until take()
 };

@@ -231,6 +231,10 @@ struct OccupancySample {
   int64_t bwd_count = 0;
   int64_t bwd_bytes = 0;
   int64_t device_bytes = -1;  // allocated device bytes at that time, -1 when unknown
+  // Since schema 11; -1 when unknown (older stores, a sample no figure was taken for).
+  int64_t reserved_bytes = -1;   // reserved by the caching allocator at that time
+  int64_t host_bytes = -1;       // bytes of offtune's host copies alive
+  int64_t host_pool_bytes = -1;  // pinned host bytes offtune's pool reserves (what it holds)
 };
 
 // A run's memory history (`--memory-history`; host-sim's allocator model, memory_history.hpp): each
@@ -308,6 +312,9 @@ struct PointPrediction {
   int64_t offloaded_bytes = 0;
   std::string predictor;  // what predicted it: "what-if, offtune VERSION"
   int64_t created_unix_ns = 0;
+  // What the caching allocator would reserve at the peak (replayed through its model); 0: not
+  // predicted (stores before schema 11).
+  int64_t peak_reserved = 0;
   double step_ms() const { return static_cast<double>(step_ns) / 1e6; }
   bool operator==(const PointPrediction&) const = default;
 };

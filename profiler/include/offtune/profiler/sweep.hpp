@@ -98,6 +98,8 @@ struct SweepSpec {
   // The host-sim device capacity the backend was prepared with (0: unlimited), likewise.
   int64_t device_capacity = 0;
   Collector collector = Collector::Auto;
+  // Record each point's allocator history (RunSpec::memory_history; host-sim).
+  bool memory_history = false;
   // A predict-first sweep's prediction of every grid point (sweep left invalid: run_sweep fills it
   // in), stored with the sweep once it is found or created, before any point is measured, so that a
   // front end shows them while the measurements come in. Empty: nothing predicted.

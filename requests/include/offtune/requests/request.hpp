@@ -167,6 +167,9 @@ struct SweepRequest {
   bool predict_first = false;
   // Each point measured this many times, in interleaved rounds (profiler::SweepSpec::repeat).
   int64_t repeat = 1;
+  // Record each point's allocator history for a memory snapshot (--memory-history, as a run's;
+  // host-sim only, and not with --script: check() refuses both).
+  bool memory_history = false;
   // Sweep the user's own training script instead of a built-in model (profiler/script_point.hpp):
   // each point runs `/bin/sh -c script` once, in a fresh process. The workload's fields but
   // --warmup do not apply then (nor --checkpoint, --layer-offload, --offload boundaries,
