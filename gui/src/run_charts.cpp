@@ -286,22 +286,22 @@ void RunChart::paintChart(QPainter& painter, const QRect& area, int64_t view_beg
   painter.setClipRect(QRect(plot.left(), area.top(), plot.width(), area.height()),
                       Qt::IntersectClip);
   for (const auto& s : series_) drawSeries(painter, s, plot, view_begin, view_end, y_max, stats);
-  // The peaks' labels at the right end of their lines, the later one moved below the earlier
-  // where they would overlap (peaks a few pixels apart).
-  int last_label_top = std::numeric_limits<int>::min();
-  for (const auto& peak : peaks_) {
+  // The peaks' labels on their lines, the first at the right end and the second at the left, so
+  // that peaks a few pixels apart do not write over each other; each above its line, or below it
+  // where above would run into the legend's row at the top.
+  for (size_t k = 0; k < peaks_.size(); ++k) {
+    const auto& peak = peaks_[k];
     const int y = static_cast<int>(std::lround(y_of(static_cast<double>(peak.bytes), plot, y_max)));
     painter.setPen(QPen(kPeak, 1, Qt::DashLine));
     painter.drawLine(plot.left(), y, plot.right(), y);
     ++stats.primitives;
     int top = y - fm.height() - 1;
-    if (std::abs(top - last_label_top) < fm.height()) top = last_label_top + fm.height();
-    last_label_top = top;
+    if (top < area.top() + kTopMargin) top = y + 1;
     painter.setPen(kPeak);
     const QString label =
         QStringLiteral("%1 %2").arg(peak.label, format_bytes(static_cast<double>(peak.bytes)));
-    painter.drawText(QRect(plot.left(), top, plot.width() - 4, fm.height()),
-                     Qt::AlignRight | Qt::AlignBottom, label);
+    painter.drawText(QRect(plot.left() + 4, top, plot.width() - 8, fm.height()),
+                     (k % 2 == 0 ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignBottom, label);
   }
   painter.restore();
 
