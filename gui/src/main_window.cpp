@@ -361,55 +361,26 @@ void MainWindow::onPointFinished(const pf::PointRecord& point) {
   reload_timer_->start();
 }
 
-void MainWindow::exportRunTrace() {
+QString MainWindow::chooseRunExport(const char* title, const char* extension,
+                                    const QString& filter) {
   const auto& run = run_view_->runData();
   if (!run) {
     statusBar()->showMessage(QStringLiteral("Open a run first (the Run tab)"), 5000);
-    return;
+    return {};
   }
   // Named after the run and the sweep point it measured, when the store says.
-  std::string name = pf::default_trace_name({run->run.id}, nullptr, ".json");
+  std::string name = pf::default_trace_name({run->run.id}, nullptr, extension);
   try {
     auto store = pf::open_sqlite_store_readonly(run_view_->storePath());
-    name = pf::default_trace_name(*store, {run->run.id}, ".json");
+    name = pf::default_trace_name(*store, {run->run.id}, extension);
   } catch (const std::exception&) {
   }
-  const QString out = QFileDialog::getSaveFileName(
-      this, QStringLiteral("Export Chrome trace"), QString::fromStdString(name),
-      QStringLiteral("Chrome trace (*.json *.json.gz)"));
-  if (out.isEmpty()) return;
-  run_task(
-      this,
-      [db = run_view_->storePath(), id = run->run.id, path = out.toStdString()] {
-        auto store = pf::open_sqlite_store_readonly(db);
-        pf::export_chrome_trace(*store, {id}, path);
-      },
-      [this, out](const QString& error) {
-        statusBar()->showMessage(error.isEmpty() ? QStringLiteral("Wrote %1").arg(out)
-                                                 : QStringLiteral("Export failed: %1").arg(error),
-                                 10000);
-      });
+  return QFileDialog::getSaveFileName(this, QString::fromLatin1(title),
+                                      QString::fromStdString(name), filter);
 }
 
-void MainWindow::chooseMemorySnapshot() {
-  const auto& run = run_view_->runData();
-  if (!run) {
-    statusBar()->showMessage(QStringLiteral("Open a run first (the Run tab)"), 5000);
-    return;
-  }
-  std::string name = pf::default_trace_name({run->run.id}, nullptr, ".pickle");
-  try {
-    auto store = pf::open_sqlite_store_readonly(run_view_->storePath());
-    name = pf::default_trace_name(*store, {run->run.id}, ".pickle");
-  } catch (const std::exception&) {
-  }
-  const QString out = QFileDialog::getSaveFileName(
-      this, QStringLiteral("Export memory snapshot"), QString::fromStdString(name),
-      QStringLiteral("Memory snapshot for pytorch.org/memory_viz (*.pickle)"));
-  if (!out.isEmpty()) exportMemorySnapshot(out);
-}
-
-void MainWindow::exportMemorySnapshot(const QString& path) {
+void MainWindow::exportRun(const QString& path,
+                           std::function<void(pf::Store&, pf::RunId, const std::string&)> write) {
   const auto& run = run_view_->runData();
   if (!run) {
     const QString msg = QStringLiteral("Open a run first (the Run tab)");
@@ -419,9 +390,10 @@ void MainWindow::exportMemorySnapshot(const QString& path) {
   }
   run_task(
       this,
-      [db = run_view_->storePath(), id = run->run.id, out = path.toStdString()] {
+      [db = run_view_->storePath(), id = run->run.id, out = path.toStdString(),
+       write = std::move(write)] {
         auto store = pf::open_sqlite_store_readonly(db);
-        pf::export_memory_snapshot(*store, id, out);
+        write(*store, id, out);
       },
       [this, path](const QString& error) {
         const QString msg = error.isEmpty() ? QStringLiteral("Wrote %1").arg(path)
@@ -429,6 +401,28 @@ void MainWindow::exportMemorySnapshot(const QString& path) {
         statusBar()->showMessage(msg, 10000);
         Q_EMIT exportFinished(error.isEmpty(), msg);
       });
+}
+
+void MainWindow::exportRunTrace() {
+  const QString out = chooseRunExport("Export Chrome trace", ".json",
+                                      QStringLiteral("Chrome trace (*.json *.json.gz)"));
+  if (out.isEmpty()) return;
+  exportRun(out, [](pf::Store& store, pf::RunId id, const std::string& path) {
+    pf::export_chrome_trace(store, {id}, path);
+  });
+}
+
+void MainWindow::chooseMemorySnapshot() {
+  const QString out =
+      chooseRunExport("Export memory snapshot", ".pickle",
+                      QStringLiteral("Memory snapshot for pytorch.org/memory_viz (*.pickle)"));
+  if (!out.isEmpty()) exportMemorySnapshot(out);
+}
+
+void MainWindow::exportMemorySnapshot(const QString& path) {
+  exportRun(path, [](pf::Store& store, pf::RunId id, const std::string& out) {
+    pf::export_memory_snapshot(store, id, out);
+  });
 }
 
 void MainWindow::exportSweepCsv() {

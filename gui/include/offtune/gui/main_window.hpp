@@ -8,6 +8,8 @@
 #include <QSize>
 #include <QString>
 #include <QStringList>
+#include <functional>
+#include <string>
 
 #include "offtune/gui/data.hpp"
 #include "offtune/gui/jobs.hpp"
@@ -20,6 +22,10 @@ class QSplitter;
 class QTabWidget;
 class QTimer;
 class QTreeView;
+
+namespace offtune::profiler {
+class Store;
+}  // namespace offtune::profiler
 
 namespace offtune::gui {
 
@@ -88,6 +94,13 @@ class MainWindow : public QMainWindow {
   void exportRunTrace();
   void exportSweepCsv();
   void chooseMemorySnapshot();
+  // The save dialog of an export of the run on show, named after it (empty: none on show, said in
+  // the status bar, or cancelled).
+  QString chooseRunExport(const char* title, const char* extension, const QString& filter);
+  // Writes the run on show with `write` on a job thread; the status bar and exportFinished() say
+  // how it went.
+  void exportRun(const QString& path,
+                 std::function<void(profiler::Store&, profiler::RunId, const std::string&)> write);
 
   JobTicket jobs_;
   QString path_;
