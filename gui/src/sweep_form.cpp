@@ -387,7 +387,8 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
     progress_->setRange(0, static_cast<int>(total));
     progress_->setValue(static_cast<int>(done));
     progress_->setFormat(QStringLiteral("%1/%2 measured").arg(done).arg(total));
-    status_->setText(QStringLiteral("%1/%2 measured\u2026").arg(done).arg(total));
+    // Cancelling stays said until the sweep ends (before: the next count replaced it).
+    if (!cancelling_) status_->setText(QStringLiteral("%1/%2 measured\u2026").arg(done).arg(total));
   });
   connect(runner_, &SweepRunner::pointFinished, this, &SweepForm::pointFinished);
   connect(runner_, &SweepRunner::notice, this, [this](const QString& message) {
@@ -396,6 +397,8 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   connect(runner_, &SweepRunner::finished, this,
           [this](bool ok, bool interrupted, const QString& message) {
             setRunning(false);
+            cancelling_ = false;
+            outcome_shown_ = true;
             // Ended (or cancelled): the count as the tree and the heading give it, then the
             // outcome.
             const QString count =
@@ -508,6 +511,18 @@ void SweepForm::setRequest(const SweepRequest& r) {
 }
 
 void SweepForm::updatePointCount() {
+  // The last sweep's progress and outcome are about the request it ran: once a field changes,
+  // the bar is empty again and the outcome is named as the last sweep's (before: it stayed as if
+  // about the request on screen).
+  if (!runner_->running() && outcome_shown_) {
+    outcome_shown_ = false;
+    progress_->setRange(0, 1);
+    progress_->setValue(0);
+    progress_->setFormat(QStringLiteral("%p%"));
+    if (!status_->text().isEmpty() && !status_->text().startsWith(QStringLiteral("error: "))) {
+      status_->setText(QStringLiteral("Last sweep: %1").arg(status_->text()));
+    }
+  }
   // Script mode: the script's fields instead of those the request refuses for a script (each
   // keeps what it holds, for a switch back).
   const bool script = scriptMode();
@@ -553,6 +568,8 @@ bool SweepForm::startSweep() {
     return false;
   }
   setRunning(true);
+  cancelling_ = false;
+  outcome_shown_ = false;
   running_script_ = !r.script.empty();
   done_ = total_ = -1;
   progress_->setRange(0, 0);  // busy until the first point reports the total
@@ -565,6 +582,7 @@ bool SweepForm::startSweep() {
 void SweepForm::cancelSweep() {
   if (!runner_->running()) return;
   runner_->cancel();
+  cancelling_ = true;
   // A script's point is stopped with its process group (SIGTERM, then SIGKILL) and measured again
   // on resume; a model's point in this process runs to its end.
   status_->setText(running_script_

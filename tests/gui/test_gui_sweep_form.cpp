@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
+#include <QProgressBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -119,6 +120,8 @@ TEST(SweepFormTest, CancelStopsBetweenPointsAndTheSweepResumes) {
   QSignalSpy points(&form, &SweepForm::pointFinished);
   QSignalSpy finished(&form, &SweepForm::sweepFinished);
   // Cancel as soon as the first point is in: the sweep stops after the point in progress.
+  auto* status = form.findChild<QProgressBar*>();
+  ASSERT_NE(status, nullptr);
   QObject::connect(&form, &SweepForm::pointFinished, &form, [&form] { form.cancelSweep(); });
   ASSERT_TRUE(form.startSweep());
   const auto args = wait_finished(form, finished);
@@ -143,6 +146,16 @@ TEST(SweepFormTest, CancelStopsBetweenPointsAndTheSweepResumes) {
   ASSERT_EQ(rest.size(), 3);
   EXPECT_TRUE(rest[0].toBool()) << rest[2].toString().toStdString();
   EXPECT_EQ(points.size(), 5 - done);  // only the points not measured before
+  // Its outcome stays until the request changes; then the bar is empty and the outcome is named
+  // as the last sweep's (before: it read as if about the request on screen).
+  EXPECT_EQ(status->value(), status->maximum());
+  form.setRequest(test::tiny_request(db, "1KiB,4KiB,16KiB", "1,2"));
+  EXPECT_EQ(status->value(), 0);
+  bool named = false;
+  for (auto* label : form.findChildren<QLabel*>()) {
+    named = named || label->text().startsWith(QStringLiteral("Last sweep: 5/5 measured."));
+  }
+  EXPECT_TRUE(named);
 }
 
 TEST(SweepFormTest, ACapacityAppliesToItsOwnSweepOnly) {

@@ -152,6 +152,8 @@ class SweepForm : public QWidget {
   // the count the tree and the sweep heading show (sweep_counts) while the sweep fills the store.
   qint64 done_ = -1, total_ = -1;
   bool running_script_ = false;  // the sweep running or just ended sweeps a script
+  bool cancelling_ = false;      // cancelled, not yet ended: the status says so until it ends
+  bool outcome_shown_ = false;   // the progress and status show how the last sweep ended
 };
 
 }  // namespace offtune::gui
