@@ -254,17 +254,13 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
         return SweepMetric::StepTime;
       case Slowdown:
         return SweepMetric::Slowdown;
-      case PeakAllocated:
-        return SweepMetric::PeakAllocated;
-      case PeakReserved:
-        return SweepMetric::PeakReserved;
-      case PeakTotal:
-        return SweepMetric::PeakTotal;
-      case HostHeld:
-        return SweepMetric::HostHeld;
       case HiddenCopy:
         return SweepMetric::HiddenCopy;
       default:
+        // A memory column: the metric memoryColumn() places there.
+        for (const SweepMetric m : kMemoryMetrics) {
+          if (memoryColumn(m) == idx.column()) return m;
+        }
         return std::nullopt;
     }
   }();

@@ -1,4 +1,4 @@
-// The sweep view's Pareto chart: peak device memory against step time for the measured points (and
+// The sweep view's Pareto chart: a memory figure against step time for the measured points (and
 // a predict-first sweep's predictions), with the recommender's front, its choice and the
 // constraint it chose under.
 #pragma once
