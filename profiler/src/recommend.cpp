@@ -1,6 +1,7 @@
 #include "offtune/profiler/recommend.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
@@ -399,6 +400,45 @@ bool impossibly_fast(const PointRecord& p, const PointRecord& baseline, const No
   return noise.points == 0 || slowdown(p, baseline) < noise.min_ratio;
 }
 
+// "x0.95", "x0.90..x1.10": what the points doing the baseline's work measured.
+std::string noise_text(const NoiseFigure& noise) {
+  std::string out = "x" + fmt_ratio(noise.min_ratio);
+  if (noise.max_ratio != noise.min_ratio) out += "..x" + fmt_ratio(noise.max_ratio);
+  return out;
+}
+
+// The sweep's noise as a band of step-time ratios: [lo, hi] holds 1.0 and every ratio the points
+// doing the baseline's work measured against it. A point measured at ratio s truly takes between
+// s / hi and s / lo; two medians whose ratio is within hi / lo cannot be told apart. The band is
+// empty (1..1) without a noise figure, or when a device model timed the sweep (no noise).
+struct NoiseBand {
+  double lo = 1.0;
+  double hi = 1.0;
+  bool wide() const { return hi > lo; }
+  double spread() const { return hi / lo; }
+};
+
+NoiseBand noise_band(const NoiseFigure& noise) {
+  NoiseBand band;
+  if (noise.deterministic || noise.points == 0 || !(noise.min_ratio > 0.0)) return band;
+  band.lo = std::min(1.0, noise.min_ratio);
+  band.hi = std::max(1.0, noise.max_ratio);
+  return band;
+}
+
+// "point 2", "points 2 and 3", "points 2, 3 and 5".
+std::string name_points(const std::vector<PointRecord>& set) {
+  std::string out = set.size() == 1 ? "point " : "points ";
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (i > 0) out += i + 1 == set.size() ? " and " : ", ";
+    out += std::to_string(set[i].index);
+  }
+  return out;
+}
+
+constexpr const char* kMeasureAgain =
+    "measure again on a quiet machine, with more --steps or --repeat, or under a device model";
+
 }  // namespace
 
 Recommendation recommend(const std::vector<PointRecord>& points, Constraint constraint) {
@@ -481,38 +521,58 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     }
     return out;
   };
-  const auto equal_time_to = [](const std::vector<PointRecord>& set, const PointRecord& ref) {
-    std::vector<PointRecord> out;
-    for (const auto& p : set) {
-      if (equal_in_time(p.summary, ref.summary)) out.push_back(p);
+  // Equal in time: overlapping intervals, or medians within the sweep's own noise band (points
+  // doing the same work measured that far apart, so no difference inside it is a result).
+  const NoiseBand band = noise_band(r.noise);
+  const auto within_band = [&band](const PointRecord& p, const PointRecord& ref) {
+    const double a = p.summary.step_ms_median, b = ref.summary.step_ms_median;
+    return band.wide() && a > 0 && b > 0 && std::max(a, b) / std::min(a, b) <= band.spread();
+  };
+  const auto same_time = [&within_band](const PointRecord& p, const PointRecord& ref) {
+    return equal_in_time(p.summary, ref.summary) || within_band(p, ref);
+  };
+  const auto lowest_then_fastest = [&](const std::vector<PointRecord>& set) {
+    std::optional<PointRecord> out;
+    if (const auto lowest = best(set, smaller)) {
+      std::vector<PointRecord> same_memory;
+      for (const auto& p : set) {
+        if (equal_in_memory(peak(p), peak(*lowest), tol)) same_memory.push_back(p);
+      }
+      // Equal in memory: the faster wins (by median; the ties below say whether by more than the
+      // noise).
+      out = best(same_memory, faster);
     }
     return out;
   };
 
   std::vector<PointRecord> finalists;
   std::vector<PointRecord> allowed;  // the points that satisfy the constraint
+  std::ostringstream first;          // what the reader must know before the choice: noise
   std::ostringstream why;
   if (!impossible.empty()) {
     double lo = slowdown(impossible.front(), *r.baseline), hi = lo;
-    std::string which;
     for (const auto& p : impossible) {
       lo = std::min(lo, slowdown(p, *r.baseline));
       hi = std::max(hi, slowdown(p, *r.baseline));
-      which += (which.empty() ? "" : ", ") + std::to_string(p.index);
     }
-    why << "Noise first: " << (impossible.size() == 1 ? "point " : "points ") << which
-        << (impossible.size() == 1 ? " offloads" : " offload")
-        << " yet measured faster than the baseline beyond noise (x" << fmt_ratio(lo)
-        << (impossible.size() > 1 ? "..x" + fmt_ratio(hi) : std::string()) << " its step time)";
+    first << "Noise first: " << name_points(impossible)
+          << (impossible.size() == 1 ? " offloads" : " offload")
+          << " yet measured faster than the baseline beyond noise (x" << fmt_ratio(lo)
+          << (impossible.size() > 1 ? "..x" + fmt_ratio(hi) : std::string()) << " its step time)";
     if (r.noise.points > 0) {
-      why << ", below the " << fmt_ratio(r.noise.min_ratio) << "..x" << fmt_ratio(r.noise.max_ratio)
-          << " of the points that do the baseline's work";
+      first << ", below the " << noise_text(r.noise)
+            << " of the points that do the baseline's work";
     }
-    why << ". Offloading only adds copies, so these times measure the machine (load, clocks), "
-           "not the settings: those points are left out, and the choice below rests on timings "
-           "as noisy; measure again on a quiet machine, with more --steps or --repeat, or under a "
-           "device model. ";
+    first << ". Offloading only adds copies, so these times measure the machine (load, clocks), "
+             "not the settings: those points are left out, and the choice below rests on timings "
+             "as noisy; "
+          << kMeasureAgain << ". ";
   }
+  const auto noise_first = [&first]() -> std::ostream& {
+    return first << (first.tellp() > 0 ? "Also: " : "Noise first: ");
+  };
+  const std::string spread_words =
+      "the points that do the baseline's work measured " + noise_text(r.noise) + " its step time";
   if (constraint.memory_budget) {
     std::vector<PointRecord> fits;
     for (const auto& p : ok) {
@@ -520,8 +580,24 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     }
     allowed = fits;
     if (const auto fastest = best(fits, faster)) {
-      finalists = equal_time_to(fits, *fastest);
+      std::vector<PointRecord> by_band;  // finalists only the noise band makes equal
+      for (const auto& p : fits) {
+        if (!same_time(p, *fastest)) continue;
+        finalists.push_back(p);
+        if (!equal_in_time(p.summary, fastest->summary)) by_band.push_back(p);
+      }
       r.chosen = best(finalists, smaller);
+      if (!by_band.empty()) {
+        double widest = 1.0;
+        for (const auto& p : finalists) {
+          widest = std::max(widest, p.summary.step_ms_median / fastest->summary.step_ms_median);
+        }
+        noise_first() << spread_words << ", wider than the differences between "
+                      << name_points(finalists) << " (within " << std::fixed << std::setprecision(1)
+                      << (widest - 1.0) * 100
+                      << "% of the fastest that fits): their step times cannot be told apart, so "
+                         "the choice among them rests on peak memory alone. ";
+      }
       if (finalists.size() == 1) {
         why << "fastest point whose " << peak_words << " (" << format_size(peak(*r.chosen))
             << ") fits the budget of " << format_size(*constraint.memory_budget) << ": "
@@ -531,10 +607,13 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
             << ", the fastest median step is " << fmt_ms(fastest->summary.step_ms_median)
             << " (point " << fastest->index << "), and " << finalists.size() - 1
             << (finalists.size() == 2 ? " other point is" : " other points are")
-            << (r.noise.deterministic
-                    ? " exactly as fast; of these, this one has the lowest "
-                    : " as fast within noise (overlapping step-time intervals); of these, this one "
-                      "has the lowest ")
+            << (r.noise.deterministic ? " exactly as fast; of these, this one has the lowest "
+                : by_band.empty()
+                    ? " as fast within noise (overlapping step-time intervals); of these, this "
+                      "one has the lowest "
+                    : " as fast within noise (overlapping step-time intervals, or within the "
+                      "noise of the points that do the baseline's work); of these, this one has "
+                      "the lowest ")
             << peak_words << " (" << format_size(peak(*r.chosen))
             << "): " << fmt_ms(r.chosen->summary.step_ms_median) << " per step";
       }
@@ -545,40 +624,83 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
   } else if (!r.baseline) {
     why << "no baseline (no-offload point) finished, so slowdown cannot be judged";
   } else {
+    const double bound = *constraint.max_slowdown;
     std::vector<PointRecord> eligible;
     for (const auto& p : ok) {
-      if (slowdown(p, *r.baseline) <= *constraint.max_slowdown) eligible.push_back(p);
+      if (slowdown(p, *r.baseline) <= bound) eligible.push_back(p);
     }
-    allowed = eligible;
-    if (const auto lowest = best(eligible, smaller)) {
-      std::vector<PointRecord> same_memory;
-      for (const auto& p : eligible) {
-        if (equal_in_memory(peak(p), peak(*lowest), tol)) {
-          same_memory.push_back(p);
+    bool surely = false;  // the choice is among the points within the bound at the noise's worst
+    if (band.wide()) {
+      // Within the bound however the noise fell (the baseline is the reference: always within),
+      // and possibly within it.
+      const auto surely_within = [&](const PointRecord& p) {
+        return is_baseline(p.config) || slowdown(p, *r.baseline) / band.lo <= bound;
+      };
+      const auto maybe_within = [&](const PointRecord& p) {
+        return is_baseline(p.config) || slowdown(p, *r.baseline) / band.hi <= bound;
+      };
+      const auto measured = lowest_then_fastest(eligible);
+      // The points the noise leaves in doubt that matter: the measured choice when it is not
+      // surely within, and every lower peak that may be within.
+      std::vector<PointRecord> doubtful;
+      for (const auto& p : ok) {
+        if (!maybe_within(p) || surely_within(p)) continue;
+        const bool is_choice = measured && p.index == measured->index;
+        if (is_choice || !measured ||
+            (peak(p) < peak(*measured) && !equal_in_memory(peak(p), peak(*measured), tol))) {
+          doubtful.push_back(p);
         }
       }
-      // Equal in memory: the faster wins (by median; the ties below say whether by more than
-      // the noise).
-      r.chosen = best(same_memory, faster);
+      if (!doubtful.empty()) {
+        std::sort(doubtful.begin(), doubtful.end(),
+                  [](const PointRecord& a, const PointRecord& b) { return a.index < b.index; });
+        std::vector<PointRecord> sure;
+        for (const auto& p : ok) {
+          if (surely_within(p)) sure.push_back(p);
+        }
+        noise_first() << spread_words << ", so a slowdown measured as s lies anywhere in s/"
+                      << fmt_ratio(band.hi) << "..s/" << fmt_ratio(band.lo) << ": "
+                      << name_points(doubtful) << " (x";
+        for (size_t i = 0; i < doubtful.size(); ++i) {
+          first << (i > 0 ? ", x" : "") << fmt_ratio(slowdown(doubtful[i], *r.baseline));
+        }
+        first << ") cannot be told within or beyond the bound of x" << fmt_ratio(bound) << ". ";
+        if (!sure.empty()) first << "The choice below is the lowest peak surely within the bound. ";
+        eligible = std::move(sure);
+        surely = true;
+      }
+    }
+    allowed = eligible;
+    r.chosen = lowest_then_fastest(eligible);
+    if (r.chosen) {
+      std::vector<PointRecord> same_memory;
+      for (const auto& p : eligible) {
+        if (equal_in_memory(peak(p), peak(*r.chosen), tol)) same_memory.push_back(p);
+      }
+      const auto lowest = best(eligible, smaller);
       why << "lowest " << peak_words << " (" << format_size(peak(*r.chosen)) << ", baseline "
-          << format_size(peak(*r.baseline)) << ") within a slowdown of " << *constraint.max_slowdown
-          << "x: " << fmt_ms(r.chosen->summary.step_ms_median) << " per step, x" << std::fixed
-          << std::setprecision(2) << slowdown(*r.chosen, *r.baseline) << " the baseline";
+          << format_size(peak(*r.baseline)) << ") " << (surely ? "surely within" : "within")
+          << " a slowdown of " << bound << "x: " << fmt_ms(r.chosen->summary.step_ms_median)
+          << " per step, x" << std::fixed << std::setprecision(2)
+          << slowdown(*r.chosen, *r.baseline) << " the baseline";
       if (same_memory.size() > 1) {
         why << "; " << same_memory.size() - 1
             << (same_memory.size() == 2 ? " other point has" : " other points have")
             << " the same peak within " << std::setprecision(1) << tol * 100 << "% (the lowest is "
             << format_size(peak(*lowest)) << "), and this one has the fastest median step of them";
       }
+    } else if (surely) {
+      why << "no point is surely within a slowdown of " << bound
+          << "x, so no choice is made: " << kMeasureAgain;
     } else {
-      why << "no point is within a slowdown of " << *constraint.max_slowdown << "x";
+      why << "no point is within a slowdown of " << bound << "x";
     }
   }
   if (r.chosen) {
     // Points that cannot be told apart from the chosen one: the same time within noise and the
     // same peak within the tolerance.
     for (const auto& p : allowed) {
-      if (p.index != r.chosen->index && equal_in_time(p.summary, r.chosen->summary) &&
+      if (p.index != r.chosen->index && same_time(p, *r.chosen) &&
           equal_in_memory(peak(p), peak(*r.chosen), tol)) {
         r.ties.push_back(p);
       }
@@ -594,11 +716,12 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     } else {
       why << ". The choice is within noise: " << r.ties.size()
           << (r.ties.size() == 1 ? " other point is" : " other points are")
-          << " as fast (overlapping step-time intervals) with the same peak within " << std::fixed
+          << " as fast within noise with the same peak within " << std::fixed
           << std::setprecision(1) << tol * 100 << "%.";
     }
   }
   if (constraint.host_budget) {
+    if (!r.chosen) why << ".";
     why << " Host budget " << format_size(*constraint.host_budget) << " (offtune's pinned pool and "
         << "host copies)";
     if (r.chosen) why << ": this point holds " << format_size(host_held(r.chosen->summary));
@@ -608,7 +731,12 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
     }
     why << ".";
   }
-  r.rationale = why.str();
+  // After what comes first, the choice's own sentence starts as one.
+  std::string choice = why.str();
+  if (first.tellp() > 0 && !choice.empty()) {
+    choice[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(choice[0])));
+  }
+  r.rationale = first.str() + choice;
   if (r.chosen) r.snippets = snippets_for(*r.chosen);
 
   // Semantics as an axis: each tool's snippet from the points measured under its own rules.
