@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <QApplication>
 #include <QFileInfo>
+#include <QGuiApplication>
+#include <QScreen>
 #include <cstdio>
 #include <string>
 
@@ -23,7 +25,7 @@ int main(int argc, char** argv) {
                  "in this directory and exit (use QT_QPA_PLATFORM=offscreen without a display)");
   cli.add_option("--size", size_text,
                  "the window's size in pixels, WIDTHxHEIGHT (e.g. 1280x800, 1920x1080); default "
-                 "1500x950");
+                 "1500x950, within the screen; at least 960x640");
   cli.footer(
       "Exit codes: 0 ok, 1 a view could not be rendered or written, 2 usage, 3 the store cannot "
       "be read.");
@@ -37,6 +39,11 @@ int main(int argc, char** argv) {
     return cli.exit(e) == 0 ? 0 : kShotUsage;
   }
   QSize size = kDefaultWindowSize;
+  if (size_text.empty() && screenshot_dir.empty()) {
+    if (const QScreen* screen = QGuiApplication::primaryScreen()) {
+      size = initial_window_size(screen->availableGeometry().size());
+    }
+  }
   if (!size_text.empty()) {
     // WIDTHxHEIGHT, each 200..16384: a screen's size, not a typo's.
     int w = 0, h = 0;

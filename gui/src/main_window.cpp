@@ -69,6 +69,9 @@ QString file_state(const QString& path) {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(QStringLiteral("offtune"));
+  // Below this, labels overlap and charts lose their axes; the views are laid out for it
+  // (docs/gui.md).
+  setMinimumSize(kMinimumWindowSize);
   auto* split = new QSplitter(Qt::Horizontal, this);
   split_ = split;
   tree_ = new QTreeView(split);
@@ -288,6 +291,9 @@ void MainWindow::loadStore(const QString& candidate, bool switching) {
           form_->setStorePath(qpath);
         }
         store_label_->setText(path_);
+        // The store's name first: a taskbar or window list shows the start of a title.
+        setWindowTitle(QStringLiteral("%1 \u2014 offtune").arg(QFileInfo(path_).fileName()));
+        setWindowFilePath(path_);
         if (remembers_recent_) rememberRecent(qpath);
         file_state_ = state;
         index_path_ = qpath;
@@ -478,6 +484,11 @@ bool save(QWidget* w, const QString& path, QString* error) {
 }
 
 }  // namespace
+
+QSize initial_window_size(QSize available) {
+  if (!available.isValid() || available.isEmpty()) return kDefaultWindowSize;
+  return kDefaultWindowSize.boundedTo(available).expandedTo(kMinimumWindowSize);
+}
 
 int take_screenshots(MainWindow& window, const QString& store, const QString& dir, QString* error,
                      int timeout_ms, QSize size) {

@@ -38,6 +38,11 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   QFont bold = title_->font();
   bold.setBold(true);
   title_->setFont(bold);
+  // A long heading (a run's label, a store's name) wraps instead of widening the window: before,
+  // it grew the window past 1280 px and squeezed the tree.
+  title_->setWordWrap(true);
+  title_->setMinimumWidth(120);
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   header->addWidget(title_, 1);
   header->addWidget(new QLabel(
       QStringLiteral("wheel: zoom \u00b7 drag: pan \u00b7 double-click: whole run"), this));

@@ -5,6 +5,7 @@
 
 #include <QApplication>
 #include <QHeaderView>
+#include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollBar>
@@ -22,6 +23,7 @@
 #include "offtune/gui/run_view.hpp"
 #include "offtune/gui/sweep_charts.hpp"
 #include "offtune/gui/sweep_view.hpp"
+#include "offtune/gui/timeline.hpp"
 
 namespace offtune::gui {
 namespace {
@@ -182,6 +184,49 @@ TEST_F(Layout, RunSummaryValuesAreNotCutOff) {
     EXPECT_LE(needed.height(), cell.height()) << "cut off: " << text.toStdString();
     EXPECT_LE(cell.right(), table->viewport()->width()) << text.toStdString();
   }
+}
+
+// Issue 43 defect 6: a long Run heading (a run's label) wraps inside a 1280 px window instead of
+// growing it (before: 1298-1306 px, the tree squeezed to "#10 ..."); the window's title names the
+// store; the window opens within the screen (before: 1500x950 on a 1280x800 screen).
+TEST_F(Layout, ALongRunHeadingWrapsAndTheWindowNamesItsStoreAndFitsTheScreen) {
+  MainWindow window;
+  window.resize(1280, 800);
+  window.show();
+  open(window);
+  EXPECT_TRUE(window.windowTitle().startsWith(QStringLiteral("p.db")))
+      << window.windowTitle().toStdString();
+  auto run = std::make_shared<RunData>();
+  run->run.id = pf::RunId(10);
+  run->run.workload.model = "small";
+  run->run.label = std::string(
+      "grid point 31 (sweep 2, min_offload_size 64 KiB, max_fwd_stash_size 4, checkpoint all, "
+      "offload boundaries, link nvlink-c2c, re-measured, round 3 of 3)");
+  window.tabs()->setCurrentWidget(window.runView());
+  window.runView()->setRunData(run, build_timeline_index(*run));
+  for (int i = 0; i < 5; ++i) QApplication::processEvents();
+  EXPECT_LE(window.minimumSizeHint().width(), 1280);
+  EXPECT_EQ(window.size(), QSize(1280, 800));
+  auto* title = window.runView()->findChild<QLabel*>(QStringLiteral("runTitle"));
+  ASSERT_NE(title, nullptr);
+  const QRect shown(title->mapTo(&window, QPoint(0, 0)), title->size());
+  EXPECT_TRUE(window.rect().contains(shown));
+
+  EXPECT_EQ(initial_window_size(QSize(1280, 800)), QSize(1280, 800));
+  EXPECT_EQ(initial_window_size(QSize(1920, 1050)), kDefaultWindowSize);
+  EXPECT_EQ(initial_window_size(QSize()), kDefaultWindowSize);
+}
+
+// Issue 43 defect 10: below the minimum size (960x640) labels overlapped and charts squashed
+// (640x480 was unreadable); the window does not go below it.
+TEST_F(Layout, TheWindowKeepsItsMinimumSize) {
+  MainWindow window;
+  window.resize(640, 480);
+  window.show();
+  open(window);
+  QApplication::processEvents();
+  EXPECT_GE(window.width(), kMinimumWindowSize.width());
+  EXPECT_GE(window.height(), kMinimumWindowSize.height());
 }
 
 }  // namespace

@@ -132,6 +132,11 @@ enum ScreenshotExit { kShotOk = 0, kShotFailed = 1, kShotUsage = 2, kShotStore =
 
 // The window's size when none is given (offtune-gui, --screenshot).
 inline constexpr QSize kDefaultWindowSize{1500, 950};
+// The smallest the window gets: below it labels would overlap and charts squash (issue 43).
+inline constexpr QSize kMinimumWindowSize{960, 640};
+// The size a window opens at on a screen with `available` room (its available geometry): the
+// default, within the screen (never below the minimum). Before, 1500x950 on a 1280x800 screen.
+QSize initial_window_size(QSize available);
 
 // Opens `store` in `window` at `size`, shows the newest sweep and a run (the recommended point's,
 // else the first measured one, else the newest run), and writes into `dir` (created if absent):
