@@ -95,19 +95,26 @@ RecommendPanel::RecommendPanel(QWidget* parent) : QWidget(parent) {
   grid->addWidget(budget_, 1, 1);
   // Beside (under) the field it is about: what does not parse in the budget. The rest of the
   // panel keeps the last valid constraint's answer meanwhile.
-  budget_error_ = new QLabel(box);
-  budget_error_->setObjectName(QStringLiteral("budgetError"));
-  budget_error_->setWordWrap(true);
-  budget_error_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  budget_error_->setStyleSheet(QStringLiteral("color: #b00020;"));
-  budget_error_->hide();
-  grid->addWidget(budget_error_, 2, 1);
+  // Across both columns and wrapped: before, the field's column cut it to one clipped line.
+  const auto error_label = [box](const char* name) {
+    auto* label = new QLabel(box);
+    label->setObjectName(QLatin1String(name));
+    label->setWordWrap(true);
+    label->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Minimum);
+    label->setStyleSheet(QStringLiteral("color: #b00020;"));
+    label->hide();
+    return label;
+  };
+  budget_error_ = error_label("budgetError");
+  host_budget_error_ = error_label("hostBudgetError");
+  grid->addWidget(budget_error_, 2, 0, 1, 2);
   grid->addWidget(by_slowdown, 3, 0);
   grid->addWidget(slowdown_, 3, 1);
   grid->addWidget(new QLabel(QStringLiteral("checked against"), box), 4, 0);
   grid->addWidget(figure_, 4, 1);
   grid->addWidget(new QLabel(QStringLiteral("host budget"), box), 5, 0);
   grid->addWidget(host_budget_, 5, 1);
+  grid->addWidget(host_budget_error_, 6, 0, 1, 2);
   layout->addWidget(box);
 
   result_ = new QLabel(this);
@@ -227,7 +234,9 @@ void RecommendPanel::setSweep(SweepDataPtr sweep, const std::string& store_path)
   recompute();
 }
 
-std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
+std::optional<pf::Constraint> RecommendPanel::constraint(QString* error,
+                                                         bool* host_at_fault) const {
+  if (host_at_fault) *host_at_fault = false;
   pf::Constraint c;
   c.memory = static_cast<pf::MemoryFigure>(figure_->currentData().toInt());
   if (const std::string host = host_budget_->text().trimmed().toStdString(); !host.empty()) {
@@ -236,6 +245,7 @@ std::optional<pf::Constraint> RecommendPanel::constraint(QString* error) const {
       c.host_budget = requests::parse_memory_budget("host budget", host);
     } catch (const std::exception& e) {
       if (error) *error = QString::fromStdString(e.what());
+      if (host_at_fault) *host_at_fault = true;
       return std::nullopt;
     }
   }
@@ -283,11 +293,14 @@ QString RecommendPanel::snippet(int tab) const {
 
 void RecommendPanel::recompute() {
   QString error;
-  const auto parsed = constraint(&error);
+  bool host_at_fault = false;
+  const auto parsed = constraint(&error, &host_at_fault);
   // A budget being typed (or mistyped) does not wipe the answer: the last constraint that parsed
-  // stays in force, and the error shows beside the field until the text parses.
-  budget_error_->setText(parsed ? QString() : error);
-  budget_error_->setVisible(!parsed);
+  // stays in force, and the error shows beside its field until the text parses.
+  budget_error_->setText(!parsed && !host_at_fault ? error : QString());
+  budget_error_->setVisible(!parsed && !host_at_fault);
+  host_budget_error_->setText(!parsed && host_at_fault ? error : QString());
+  host_budget_error_->setVisible(!parsed && host_at_fault);
   if (parsed) last_valid_ = *parsed;
   const std::optional<pf::Constraint> c = last_valid_;
   error.clear();

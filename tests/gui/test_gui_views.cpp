@@ -217,6 +217,56 @@ TEST_F(Views, ABudgetTypoKeepsTheLastValidViewAndSaysWhyBesideTheField) {
   EXPECT_FALSE(error->isVisible());
 }
 
+// Issue 43 defect 9: the budget's error text is whole (before: clipped to the field's column, one
+// line high), and a host budget that does not parse says so beside the host budget field, not
+// under the memory budget's.
+TEST_F(Views, ABudgetsErrorIsWholeAndBesideItsOwnField) {
+  // In the window at 1280x800, where the panel sits in the sweep view's scrolled side pane.
+  MainWindow window;
+  window.resize(1280, 800);
+  window.show();
+  QSignalSpy loaded(window.sweepView(), &SweepView::loaded);
+  window.openStore(QString::fromStdString(path_));
+  ASSERT_TRUE(loaded.wait(kWaitMs));
+  RecommendPanel& panel = *window.sweepView()->recommendPanel();
+  pf::Constraint c;
+  c.memory_budget = int64_t{1} << 30;
+  panel.setConstraint(c);
+  test::settle(window);
+  auto* budget = panel.findChild<QLineEdit*>(QStringLiteral("budget"));
+  auto* host = panel.findChild<QLineEdit*>(QStringLiteral("hostBudget"));
+  auto* error = panel.findChild<QLabel*>(QStringLiteral("budgetError"));
+  auto* host_error = panel.findChild<QLabel*>(QStringLiteral("hostBudgetError"));
+  ASSERT_NE(budget, nullptr);
+  ASSERT_NE(host, nullptr);
+  ASSERT_NE(error, nullptr);
+  ASSERT_NE(host_error, nullptr) << "no error label beside the host budget field";
+  const auto whole = [](const QLabel* label) {
+    const QRect needed = label->fontMetrics().boundingRect(
+        QRect(0, 0, label->contentsRect().width(), 100000), Qt::TextWordWrap, label->text());
+    return needed.height() <= label->contentsRect().height() &&
+           needed.width() <= label->contentsRect().width();
+  };
+  budget->setText(QStringLiteral("twelve gigabytes, more or less"));
+  test::settle(window);
+  ASSERT_TRUE(error->isVisible());
+  EXPECT_FALSE(host_error->isVisible());
+  EXPECT_TRUE(whole(error)) << error->text().toStdString() << " in " << error->width() << "x"
+                            << error->height();
+  budget->setText(QStringLiteral("1GiB"));
+  host->setText(QStringLiteral("lots of host memory please"));
+  test::settle(window);
+  EXPECT_FALSE(error->isVisible());
+  ASSERT_TRUE(host_error->isVisible());
+  EXPECT_TRUE(host_error->text().contains(QStringLiteral("host budget")))
+      << host_error->text().toStdString();
+  EXPECT_TRUE(whole(host_error)) << host_error->text().toStdString();
+  EXPECT_GT(host_error->mapTo(&panel, QPoint(0, 0)).y(), host->mapTo(&panel, QPoint(0, 0)).y());
+  host->clear();
+  test::settle(window);
+  EXPECT_FALSE(host_error->isVisible());
+}
+
 TEST_F(Views, RunViewLoadsAndRendersTimelineAndCharts) {
   RunView view;
   QSignalSpy loaded(&view, &RunView::loaded);

@@ -39,7 +39,10 @@ class RecommendPanel : public QWidget {
   // The constraint as the controls give it; empty optional and an error text when the budget field
   // does not parse. Then the panel keeps what it showed under the last constraint that parsed
   // (recommendation, front, snippets, exports) and shows the error beside the field.
-  std::optional<profiler::Constraint> constraint(QString* error = nullptr) const;
+  // `host_at_fault` says which field the error is of (the host budget's, else the memory
+  // budget's).
+  std::optional<profiler::Constraint> constraint(QString* error = nullptr,
+                                                 bool* host_at_fault = nullptr) const;
   // Sets the controls (for tests and the command line): a budget, a slowdown, or neither; the
   // figure and the host budget.
   void setConstraint(const profiler::Constraint& c);
@@ -68,7 +71,8 @@ class RecommendPanel : public QWidget {
   QLineEdit* budget_ = nullptr;
   QComboBox* figure_ = nullptr;  // the MemoryFigure a budget is checked against
   QLineEdit* host_budget_ = nullptr;
-  QLabel* budget_error_ = nullptr;
+  QLabel* budget_error_ = nullptr;       // under the memory budget: what does not parse in it
+  QLabel* host_budget_error_ = nullptr;  // under the host budget: the same for it
   QDoubleSpinBox* slowdown_ = nullptr;
   QLabel* result_ = nullptr;
   QLabel* rationale_ = nullptr;
