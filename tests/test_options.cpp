@@ -171,6 +171,10 @@ TEST(HostSim, CapacityRaisesOutOfMemoryLikeCuda) {
   } catch (const c10::OutOfMemoryError& e) {
     EXPECT_NE(std::string(e.what()).find("tried to allocate 20 MiB"), std::string::npos)
         << e.what();
+    // Sizes a person reads (issue 43 defect 12: the dashboard's tooltip showed "a request of
+    // 4194304 bytes").
+    EXPECT_NE(std::string(e.what()).find("for a request of 4 MiB"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find(" bytes"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(torch::empty({1024}, torch::kFloat));
   host_sim::set_capacity(0);

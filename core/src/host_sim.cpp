@@ -415,13 +415,16 @@ void free_allocation(void* data) {
     std::snprintf(text, sizeof text, v >= 100 ? "%.0f" : "%.3g", v);
     return std::string(text);
   };
+  // In MiB, as torch's own message: a person reads it in a tooltip (before: "a request of
+  // 5636096 bytes").
   if (!oom) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, "host-sim device out of memory: tried to allocate ",
-                     requested, " bytes");
+                     mib(requested), " MiB");
   }
   const std::string free = oom->free() > 0 ? mib(oom->free()) + " MiB free" : "none of it free";
   TORCH_CHECK_WITH(OutOfMemoryError, false, "host-sim device out of memory: tried to allocate ",
-                   mib(oom->alloc_size), " MiB (a request of ", requested, " bytes). Capacity ",
+                   mib(oom->alloc_size), " MiB (a segment for a request of ", mib(requested),
+                   " MiB). Capacity ",
                    mib(oom->capacity), " MiB, ", free,
                    "; reserved by the modelled caching allocator ", mib(oom->reserved),
                    " MiB, allocated ", mib(oom->allocated), " MiB");

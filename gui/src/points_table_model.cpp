@@ -240,7 +240,12 @@ QVariant PointsTableModel::data(const QModelIndex& idx, int role) const {
   if (text_role || role == Qt::ToolTipRole) {
     if (idx.column() == Variant) return variantText(p);
     if (idx.column() == Error) {
-      return role == Qt::ToolTipRole && p.error.empty() ? QVariant() : QVariant(qs(p.error));
+      if (role != Qt::ToolTipRole) return qs(p.error);
+      // Rich text, so that the tooltip wraps: a plain one is one line, cut at the screen's edge
+      // for an error of a few hundred characters (issue 43 defect 12).
+      return p.error.empty()
+                 ? QVariant()
+                 : QVariant(QStringLiteral("<qt>%1</qt>").arg(qs(p.error).toHtmlEscaped()));
     }
   }
   if (text_role && idx.column() == Index) return QVariant::fromValue<qint64>(p.index);

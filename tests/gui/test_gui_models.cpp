@@ -7,6 +7,7 @@
 #include <QAbstractItemModelTester>
 #include <QFont>
 #include <QSortFilterProxyModel>
+#include <QTextDocument>
 
 #include "gui_test_util.hpp"
 #include "offtune/gui/jobs.hpp"
@@ -184,6 +185,17 @@ TEST_F(ItemModels, PointsTableShowsFiguresAndSortsNumerically) {
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::Status)).toString(), "failed");
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::StepTime)).toString(), "");
   EXPECT_EQ(model.data(model.index(0, PointsTableModel::Error)).toString(), "boom");
+  // The whole error in a tooltip that wraps (rich text), its "<...>" shown, not taken as markup:
+  // a plain tooltip is one line, cut at the screen's edge (issue 43 defect 12).
+  failed->points[1].error =
+      "host-sim device out of memory: <a long message> " + std::string(300, 'x');
+  model.setSweep(failed, std::vector<pf::PointRecord>{failed->points[1], failed->points[4]});
+  const QString tip =
+      model.data(model.index(0, PointsTableModel::Error), Qt::ToolTipRole).toString();
+  EXPECT_TRUE(Qt::mightBeRichText(tip)) << tip.toStdString();
+  QTextDocument doc;
+  doc.setHtml(tip);
+  EXPECT_EQ(doc.toPlainText().toStdString(), failed->points[1].error);
   EXPECT_EQ(model.data(model.index(1, PointsTableModel::Index)).toLongLong(), 4);
   model.setSweep(nullptr);
   EXPECT_EQ(model.rowCount(), 0);
