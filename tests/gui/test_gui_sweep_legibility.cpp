@@ -286,6 +286,23 @@ TEST(SweepTables, EveryKnobTheSweepVariesShowsInTheVariantColumn) {
   m.setSweep(prefetch);
   EXPECT_EQ(variant_text(m, 1), QStringLiteral("prefetch 0"));
   EXPECT_EQ(variant_text(m, 2), QStringLiteral("prefetch 2"));
+  // Issue 43 defect 14: under TRL's rules the engine prefetches nothing; a TRL x prefetch sweep's
+  // variant says so instead of passing "trl semantics, prefetch 1" for a setting of its own.
+  const auto trl_prefetch = two_variants([](pf::EngineConfig& c, int k) {
+    c.semantics = Semantics::Trl;
+    c.prefetch = k;
+  });
+  m.setSweep(trl_prefetch);
+  EXPECT_EQ(variant_text(m, 2), QStringLiteral("prefetch 1 (unused: TRL's rules prefetch nothing)"))
+      << variant_text(m, 2).toStdString();
+  // Without streams the engine prefetches nothing either.
+  const auto no_streams = two_variants([](pf::EngineConfig& c, int k) {
+    c.use_streams = false;
+    c.prefetch = k;
+  });
+  m.setSweep(no_streams);
+  EXPECT_EQ(variant_text(m, 2), QStringLiteral("prefetch 1 (unused: no streams, no prefetch)"))
+      << variant_text(m, 2).toStdString();
   // A checkpointing sweep keeps its words; a sweep of the thresholds alone has no variant.
   const auto ckpt = two_variants([](pf::EngineConfig& c, int k) {
     c.checkpoint = k == 0 ? CheckpointPolicy::none() : CheckpointPolicy::all();
