@@ -241,7 +241,9 @@ std::vector<std::string> variant_texts(const std::vector<pf::PointRecord>& point
   for (const auto& p : points) {
     std::string text = pf::describe_variant(p.config);
     if (p.config.offload) {
-      for (const Knob* k : varied) text += (text.empty() ? "" : ", ") + k->words(p.config);
+      for (const Knob* k : varied) {
+        text += (text.empty() ? "" : ", ") + pf::varied_words(*k, p.config);
+      }
     }
     out.push_back(std::move(text));
   }

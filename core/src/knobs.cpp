@@ -282,16 +282,7 @@ const Knob kKnobs[] = {
      .get = [](const Knobs& k) -> KnobValue { return k.prefetch; },
      .set = [](Knobs& k,
                const KnobValue& v) { k.prefetch = as_int("prefetch", v, 0, kMaxPrefetch); },
-     // The engine prefetches nothing under TRL's rules or without streams (offloader.cpp): a
-     // point's words say so rather than pass the value for a setting of its own.
-     .words =
-         [](const Knobs& k) {
-           std::string w = "prefetch " + std::to_string(k.prefetch);
-           if (k.prefetch == 0) return w;
-           if (k.semantics == Semantics::Trl) return w + " (unused: TRL's rules prefetch nothing)";
-           if (!k.use_streams) return w + " (unused: no streams, no prefetch)";
-           return w;
-         },
+     .words = [](const Knobs& k) { return "prefetch " + std::to_string(k.prefetch); },
      .examples =
          [] {
            return std::vector<std::string>{"0", "1", "2", "0,1,2"};

@@ -4,10 +4,13 @@
 #include <QBrush>
 #include <QPainterPath>
 #include <QPen>
+#include <QPolygonF>
+#include <QTransform>
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 
 #include "offtune/gui/sweep_chart.hpp"
 
@@ -82,26 +85,27 @@ QColor text_color_on(const QColor& background) {
 }
 
 void draw_marker(QPainter& p, const QPointF& c, double radius, int shape) {
-  switch (shape < 0 ? 0 : shape % 4) {
+  // A regular polygon of `n` corners, the first at `start` radians (0: right, counter-clockwise
+  // upwards), `r` from the centre.
+  const auto polygon = [&](int n, double r, double start) {
+    QPolygonF poly;
+    for (int k = 0; k < n; ++k) {
+      const double a = start + 2.0 * std::numbers::pi * k / n;
+      poly << QPointF(c.x() + r * std::cos(a), c.y() - r * std::sin(a));
+    }
+    p.drawPolygon(poly);
+  };
+  switch (shape < 0 ? 0 : shape % kMarkerShapes) {
     case 0:
       p.drawEllipse(c, radius, radius);
       break;
-    case 1: {
-      const double r = radius * 1.25;
-      const QPointF tri[3] = {{c.x(), c.y() - r},
-                              {c.x() + r * 0.87, c.y() + r * 0.5},
-                              {c.x() - r * 0.87, c.y() + r * 0.5}};
-      p.drawPolygon(tri, 3);
+    case 1:
+      polygon(3, radius * 1.25, std::numbers::pi / 2);
       break;
-    }
-    case 2: {
-      const double r = radius * 1.2;
-      const QPointF dia[4] = {
-          {c.x(), c.y() - r}, {c.x() + r, c.y()}, {c.x(), c.y() + r}, {c.x() - r, c.y()}};
-      p.drawPolygon(dia, 4);
+    case 2:
+      polygon(4, radius * 1.2, std::numbers::pi / 2);
       break;
-    }
-    default: {  // a cross, thick enough to read as a marker
+    case 3: {  // a cross, thick enough to read as a marker
       const double r = radius, w = radius * 0.45;
       QPainterPath plus;
       plus.addRect(QRectF(c.x() - r, c.y() - w, 2 * r, 2 * w));
@@ -110,6 +114,46 @@ void draw_marker(QPainter& p, const QPointF& c, double radius, int shape) {
       p.drawPath(plus.simplified());
       break;
     }
+    case 4:
+      polygon(3, radius * 1.25, -std::numbers::pi / 2);
+      break;
+    case 5: {  // the cross turned a quarter: an x
+      const double r = radius * 1.1, w = radius * 0.32;
+      QPainterPath x;
+      x.addRect(QRectF(-r, -w, 2 * r, 2 * w));
+      x.addRect(QRectF(-w, -r, 2 * w, 2 * r));
+      x.setFillRule(Qt::WindingFill);
+      QTransform t;
+      t.translate(c.x(), c.y());
+      t.rotate(45);
+      p.drawPath(t.map(x.simplified()));
+      break;
+    }
+    case 6: {  // a five-pointed star
+      QPolygonF star;
+      for (int k = 0; k < 10; ++k) {
+        const double r = k % 2 == 0 ? radius * 1.35 : radius * 0.6;
+        const double a = std::numbers::pi / 2 + std::numbers::pi * k / 5;
+        star << QPointF(c.x() + r * std::cos(a), c.y() - r * std::sin(a));
+      }
+      p.drawPolygon(star);
+      break;
+    }
+    case 7:  // pointing right (a hexagon read as a circle at this size)
+      polygon(3, radius * 1.25, 0.0);
+      break;
+    case 8: {  // an hourglass: two triangles tip to tip
+      const double r = radius * 1.1;
+      const QPointF glass[4] = {{c.x() - r, c.y() - r},
+                                {c.x() + r, c.y() - r},
+                                {c.x() - r, c.y() + r},
+                                {c.x() + r, c.y() + r}};
+      p.drawPolygon(glass, 4);
+      break;
+    }
+    default:  // pointing left
+      polygon(3, radius * 1.25, std::numbers::pi);
+      break;
   }
 }
 
@@ -131,6 +175,33 @@ std::vector<PlacedItem> flow_legend(const QFontMetrics& fm, QPoint origin, int l
     x += w + 12;
   }
   *bottom = y + line_height;
+  return out;
+}
+
+std::vector<PlacedItem> column_legend(const QFontMetrics& fm, int top, int left, int right,
+                                      int line_height, const std::vector<LegendItem>& items,
+                                      int max_lines, int* bottom) {
+  std::vector<PlacedItem> out;
+  *bottom = top;
+  if (items.empty()) return out;
+  const int n_items = static_cast<int>(items.size());
+  int columns = 1;
+  while (columns < 3 && (n_items + columns - 1) / columns > std::max(1, max_lines)) ++columns;
+  constexpr int kGap = 12;
+  const int width = std::max(1, right - left);
+  const int column_w = std::max(24, (width - (columns - 1) * kGap) / columns);
+  const int lines = (n_items + columns - 1) / columns;
+  for (int i = 0; i < n_items; ++i) {
+    // Down each column, then the next: the order reads as a list.
+    const int col = i / lines, line = i % lines;
+    const int x = left + col * (column_w + kGap), y = top + line * line_height;
+    PlacedItem pl;
+    pl.sample = QRect(x, y + (line_height - 12) / 2, 16, 12);
+    const int text_w = std::min(column_w - 20, fm.horizontalAdvance(items[i].text) + 2);
+    pl.text = QRect(x + 20, y, std::max(1, text_w), line_height);
+    out.push_back(pl);
+  }
+  *bottom = top + lines * line_height;
   return out;
 }
 
@@ -239,9 +310,15 @@ void paint_sample(QPainter& p, const QRect& r, const LegendItem& item) {
     case Sample::Shape1:
     case Sample::Shape2:
     case Sample::Shape3:
+    case Sample::Shape4:
+    case Sample::Shape5:
+    case Sample::Shape6:
+    case Sample::Shape7:
+    case Sample::Shape8:
+    case Sample::Shape9:
       // Outlined: a variant's entry keys a shape, not a colour (filled, it read as "other points").
       outlined(QPen(item.color, 1.5));
-      draw_marker(p, c, 4.0, static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0));
+      draw_marker(p, c, 4.0, sample_shape(item.sample));
       break;
     case Sample::Hollow:
       outlined(QPen(item.color, 1.5));
@@ -277,7 +354,7 @@ void paint_legend(QPainter& p, const QFontMetrics& fm, const std::vector<LegendI
     paint_sample(p, placed[i].sample, items[i]);
     p.setPen(text);
     p.drawText(placed[i].text, Qt::AlignLeft | Qt::AlignVCenter,
-               fm.elidedText(items[i].text, Qt::ElideRight, placed[i].text.width()));
+               fm.elidedText(items[i].text, Qt::ElideMiddle, placed[i].text.width()));
   }
 }
 

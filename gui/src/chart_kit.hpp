@@ -60,13 +60,34 @@ enum class Sample {
   Whisker,     // an interval
   Hollow,      // a predicted point (hollow ring)
   Link,        // the line from a prediction to its measurement
-  Shape0,      // a variant's marker (ParetoWidget::markerShape): circle, triangle, diamond, cross
+  Shape0,      // a variant's marker (ParetoWidget::markerShape), Shape0 + shape: kShapeNames
   Shape1,
   Shape2,
   Shape3,
+  Shape4,
+  Shape5,
+  Shape6,
+  Shape7,
+  Shape8,
+  Shape9,
 };
 
-// A variant's marker at `c` with `radius` (shape modulo ParetoWidget::kShapes; circle for < 0).
+// The variants' marker shapes, in the order variants take them. Ten: a sweep of three knobs'
+// variants (checkpoint x offload set x link) has nine; before, four shapes repeated.
+inline constexpr int kMarkerShapes = 10;
+inline constexpr const char* kShapeNames[kMarkerShapes] = {
+    "circle", "triangle", "diamond",        "cross",     "inverted triangle",
+    "x",      "star",     "right triangle", "hourglass", "left triangle"};
+// The legend sample of a shape, and back (-1: not a shape).
+inline Sample shape_sample(int shape) {
+  return static_cast<Sample>(static_cast<int>(Sample::Shape0) + shape % kMarkerShapes);
+}
+inline int sample_shape(Sample s) {
+  const int k = static_cast<int>(s) - static_cast<int>(Sample::Shape0);
+  return k >= 0 && k < kMarkerShapes ? k : -1;
+}
+
+// A variant's marker at `c` with `radius` (shape modulo kMarkerShapes; circle for < 0).
 void draw_marker(QPainter& p, const QPointF& c, double radius, int shape);
 
 struct LegendItem {
@@ -84,7 +105,14 @@ struct PlacedItem {
 std::vector<PlacedItem> flow_legend(const QFontMetrics& fm, QPoint origin, int left, int right,
                                     int line_height, const std::vector<LegendItem>& items,
                                     int* bottom);
-// Each item's sample and its text (elided to its rect) where flow_legend placed it.
+// Items in columns from `top` between `left` and `right`: one column while the items take at most
+// `max_lines` lines, else as many (up to 3) as keep them within it, or 3; each entry's text gets
+// its column's width (paint_legend elides what is longer). *bottom: the last line's bottom.
+std::vector<PlacedItem> column_legend(const QFontMetrics& fm, int top, int left, int right,
+                                      int line_height, const std::vector<LegendItem>& items,
+                                      int max_lines, int* bottom);
+// Each item's sample and its text (elided in the middle to its rect: a variant's first and last
+// words stay) where flow_legend or column_legend placed it.
 void paint_legend(QPainter& p, const QFontMetrics& fm, const std::vector<LegendItem>& items,
                   const std::vector<PlacedItem>& placed, const QColor& text);
 

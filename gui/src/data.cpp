@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/profiler/recommend.hpp"
 #include "offtune/profiler/sweep.hpp"
 #include "offtune/profiler/units.hpp"
@@ -446,12 +447,12 @@ std::vector<bool> differing_fields(const std::vector<pf::EngineConfig>& configs,
 }
 
 std::string label(const pf::EngineConfig& c, const std::vector<bool>& differs) {
-  const auto f = variant_fields(c);
+  const auto& order = heatmap_axis_order();
   std::string out;
-  for (size_t k = 0; k < f.size(); ++k) {
+  for (size_t k = 0; k < order.size() && k < differs.size(); ++k) {
     if (!differs[k]) continue;
     if (!out.empty()) out += ", ";
-    out += f[k];
+    out += pf::varied_words(*order[k], c);
   }
   return out;
 }

@@ -130,6 +130,7 @@ void HeatmapWidget::rebuild() {
   row_ticks_.clear();
   col_ticks_.clear();
   placements_.clear();
+  variant_shape_.clear();
   not_applicable_.clear();
   unmeasured_.clear();
   baseline_ = nullptr;
@@ -248,6 +249,20 @@ void HeatmapWidget::rebuild() {
         placements_.push_back(pl);
       }
     }
+    // On the grid's pair (the Pareto chart's variants), each slice of a split cell carries its
+    // variant's marker shape, the Pareto chart's for the same points: before, 3 to 9 slices of a
+    // cell had no sign of which variant each was.
+    const bool split = std::any_of(placements_.begin(), placements_.end(),
+                                   [](const Placement& pl) { return pl.slots > 1; });
+    if (split && row_axis_ == default_row_axis() && col_axis_ == default_column_axis()) {
+      const auto variants = sweep_variants(*data_);
+      if (variants.size() > 1) {
+        for (const auto& [index, text] : variants_by_index(*data_)) {
+          const auto it = std::find(variants.begin(), variants.end(), text);
+          if (it != variants.end()) variant_shape_[index] = static_cast<int>(it - variants.begin());
+        }
+      }
+    }
   }
   updateRange();
 }
@@ -333,8 +348,16 @@ std::vector<HeatmapWidget::NotApplicableCell> HeatmapWidget::notApplicableCells(
 }
 
 QString HeatmapWidget::placeTooltip(QPoint pos, QRect* rect) const {
-  if (!data_ || not_applicable_.empty()) return {};
-  for (const auto& cell : notApplicableCells()) {
+  if (!data_) return {};
+  // A legend entry: its whole text (one may be drawn cut short to the widget's width).
+  const Layout l = layout();
+  for (size_t i = 0; i < l.legend.size() && i < l.legend_at.size(); ++i) {
+    const QRect at = l.legend_at[i].sample.united(l.legend_at[i].text);
+    if (!at.contains(pos)) continue;
+    if (rect != nullptr) *rect = at;
+    return l.legend[i].text;
+  }
+  for (const auto& cell : notApplicableIn(l)) {
     if (!cell.rect.contains(pos)) continue;
     if (rect != nullptr) *rect = cell.rect;
     return cell.reason;
@@ -379,7 +402,15 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
   }
   // What the marks mean: only those on show.
   if (highlighted_ >= 0 && point(highlighted_) != nullptr) {
-    l.legend.push_back({Sample::Box, QStringLiteral("recommended"), kHighlightOutline});
+    // A recommended point off the grid (checkpointing or layer offloading alone, a variant not on
+    // show) has no cell: the legend says which it is and where (before: "recommended" with no
+    // cell outlined).
+    const bool on_grid =
+        (has_baseline_ && baseline_->index == highlighted_) ||
+        std::any_of(placements_.begin(), placements_.end(),
+                    [this](const Placement& pl) { return pl.index == highlighted_; });
+    l.legend.push_back(
+        {Sample::Box, on_grid ? QStringLiteral("recommended") : offGridText(), kHighlightOutline});
   }
   bool any_tie = false;
   for (const auto& pl : placements_) any_tie = any_tie || isTie(pl.index);
@@ -388,6 +419,12 @@ HeatmapWidget::Layout HeatmapWidget::layout() const {
         {Sample::DashedBox,
          exact_ ? QStringLiteral("tied (exact)") : QStringLiteral("as good within noise"),
          kHighlightOutline});
+  }
+  if (!variant_shape_.empty()) {
+    l.legend.push_back({Sample::Shape0,
+                        QStringLiteral("split cell: a variant per slice, by its "
+                                       "Pareto marker"),
+                        kVariantKeyColor});
   }
   if (!not_applicable_.empty()) {
     l.legend.push_back({Sample::CrossedBox, QStringLiteral("not applicable"), QColor()});
@@ -459,6 +496,48 @@ QRect HeatmapWidget::placementRect(const Layout& l, const Placement& p) const {
   const int sx0 = x0 + p.slot * (x1 - x0) / p.slots;
   const int sx1 = x0 + (p.slot + 1) * (x1 - x0) / p.slots;
   return QRect(QPoint(sx0, y0), QPoint(sx1 - 1, y1 - 1));
+}
+
+QStringList HeatmapWidget::legendLabels() const {
+  QStringList out;
+  for (const auto& item : layout().legend) out << item.text;
+  return out;
+}
+
+QString HeatmapWidget::offGridText() const {
+  const pf::PointRecord* p = point(highlighted_);
+  if (p == nullptr) return {};
+  const std::string variant = pf::describe_variant(p->config);
+  QString what = QString::fromStdString(variant.empty() ? "a variant not on show" : variant);
+  if (!p->config.offload) what += QStringLiteral(", no offload");
+  return QStringLiteral("recommended #%1, off the grid: %2").arg(p->index).arg(what);
+}
+
+QRectF HeatmapWidget::sliceMarkRect(const Placement& pl, const CellLabel& label) const {
+  const auto it = variant_shape_.find(pl.index);
+  if (it == variant_shape_.end() || pl.slots < 2) return {};
+  const QRect& cell = label.cell;
+  // A marker of radius 2.5 to 3.5 as the slice allows (its star's points reach 1.35 of it),
+  // inside the slice, at its top, clear of the cell's text.
+  const QRectF inner = QRectF(cell).adjusted(1.5, 2, -1.5, -2);
+  const double side = std::min(2 * 3.5 * 1.35, inner.width());
+  if (side < 2 * 2.5 * 1.35) return {};
+  const QRectF mark(QRectF(cell).center().x() - side / 2, cell.top() + 4, side, side);
+  if (!inner.contains(mark)) return {};
+  if (!label.text.isEmpty() && mark.intersects(QRectF(label.rect))) return {};
+  return mark;
+}
+
+int HeatmapWidget::sliceShape(int64_t point_index) const {
+  if (!data_) return -1;
+  const Layout l = layout();
+  const int form = uniformForm(l);
+  for (const auto& pl : placements_) {
+    if (pl.index != point_index) continue;
+    if (sliceMarkRect(pl, labelFor(l, pl, form)).isEmpty()) return -1;
+    return variant_shape_.at(pl.index) % kMarkerShapes;
+  }
+  return -1;
 }
 
 QRect HeatmapWidget::cellRect(int64_t point_index) const {
@@ -701,6 +780,14 @@ void HeatmapWidget::paintCells(QPainter& p, const Layout& l) const {
           draw_outline(p, cell, QColor(150, 150, 150), 1, Qt::DashLine);
         }
         break;
+    }
+    if (const QRectF mark = sliceMarkRect(pl, label); !mark.isEmpty()) {
+      p.save();
+      p.setRenderHint(QPainter::Antialiasing, true);
+      p.setPen(QPen(text_color, 1.3));
+      p.setBrush(Qt::NoBrush);
+      draw_marker(p, mark.center(), mark.width() / 2 / 1.35, variant_shape_.at(pl.index));
+      p.restore();
     }
     if (label.text.isEmpty()) continue;
     if (plate) p.fillRect(label.rect.adjusted(-3, 0, 3, 0).intersected(cell), *plate);

@@ -60,7 +60,7 @@ void ParetoWidget::setRecommendation(const pf::Recommendation& rec) {
 
 int ParetoWidget::markerShape(int64_t point_index) const {
   auto it = shape_of_.find(point_index);
-  return it == shape_of_.end() ? -1 : it->second % kShapes;
+  return it == shape_of_.end() ? -1 : it->second % kMarkerShapes;
 }
 
 void ParetoWidget::rebuild() {
@@ -266,19 +266,26 @@ ParetoWidget::Frame ParetoWidget::frame() const {
           {Sample::Link, QStringLiteral("prediction \u2192 measured"), kPredictedColor});
     }
   }
-  // Variants by marker shape (the colours say front or not): outlined in a neutral colour, so
-  // that no variant's entry looks like the "other points" or "Pareto front" dots.
-  if (variants_.size() > 1) {
-    for (size_t k = 0; k < variants_.size(); ++k) {
-      const auto shape =
-          static_cast<Sample>(static_cast<int>(Sample::Shape0) + static_cast<int>(k % kShapes));
-      f.legend.push_back({shape, QString::fromStdString(variants_[k]), kVariantKeyColor});
-    }
-  }
   int legend_bottom = f.caption.bottom() + 1;
   if (!f.legend.empty()) {
     f.legend_at = flow_legend(fm, QPoint(r.left(), f.caption.bottom() + 1), r.left(), r.right(),
                               lh + 2, f.legend, &legend_bottom);
+  }
+  // Variants by marker shape (the colours say front or not): outlined in a neutral colour, so
+  // that no variant's entry looks like the "other points" or "Pareto front" dots. In columns
+  // under the marks' entries, within about a fifth of the chart's height: before, one line each,
+  // nine variants took half the chart. An entry cut short names itself in its tooltip.
+  if (variants_.size() > 1) {
+    std::vector<LegendItem> keys;
+    for (size_t k = 0; k < variants_.size(); ++k) {
+      keys.push_back({shape_sample(static_cast<int>(k)), QString::fromStdString(variants_[k]),
+                      kVariantKeyColor});
+    }
+    const int max_lines = std::max(2, r.height() / 5 / (lh + 2));
+    const auto placed = column_legend(fm, legend_bottom, r.left(), r.right(), lh + 2, keys,
+                                      max_lines, &legend_bottom);
+    f.legend.insert(f.legend.end(), keys.begin(), keys.end());
+    f.legend_at.insert(f.legend_at.end(), placed.begin(), placed.end());
   }
 
   const pf::SizeUnit unit = pf::size_unit(std::max(std::abs(x_lo_), std::abs(x_hi_)));
@@ -373,23 +380,37 @@ QStringList ParetoWidget::legendGlyphs() const {
       case Sample::Dot:
         glyph = QStringLiteral("filled circle");
         break;
-      case Sample::Shape0:
-      case Sample::Shape1:
-      case Sample::Shape2:
-      case Sample::Shape3: {
-        static const char* const kNames[] = {"circle", "triangle", "diamond", "cross"};
-        glyph =
-            QStringLiteral("outlined ") +
-            QLatin1String(kNames[static_cast<int>(item.sample) - static_cast<int>(Sample::Shape0)]);
-        break;
-      }
       default:
-        glyph = QStringLiteral("sample %1").arg(static_cast<int>(item.sample));
+        if (const int shape = sample_shape(item.sample); shape >= 0) {
+          glyph = QStringLiteral("outlined ") + QLatin1String(kShapeNames[shape]);
+        } else {
+          glyph = QStringLiteral("sample %1").arg(static_cast<int>(item.sample));
+        }
         break;
     }
     out << glyph + QLatin1Char(' ') + item.color.name();
   }
   return out;
+}
+
+QString ParetoWidget::legendTooltip(const QString& label) const {
+  const Frame f = frame();
+  for (size_t i = 0; i < f.legend.size() && i < f.legend_at.size(); ++i) {
+    if (f.legend[i].text == label) return placeTooltip(f.legend_at[i].text.center(), nullptr);
+  }
+  return {};
+}
+
+QString ParetoWidget::placeTooltip(QPoint pos, QRect* rect) const {
+  // A legend entry: its whole text (an entry may be cut short to its column).
+  const Frame f = frame();
+  for (size_t i = 0; i < f.legend.size() && i < f.legend_at.size(); ++i) {
+    const QRect at = f.legend_at[i].sample.united(f.legend_at[i].text);
+    if (!at.contains(pos)) continue;
+    if (rect != nullptr) *rect = at;
+    return f.legend[i].text;
+  }
+  return {};
 }
 
 int64_t ParetoWidget::pointAt(QPoint pos) const {

@@ -113,6 +113,15 @@ std::string knob_text(const Knob& k, const KnobValue& value) {
   return plain_text(value, k.kind);
 }
 
+std::string varied_words(const Knob& k, const Knobs& knobs) {
+  std::string words = k.words(knobs);
+  if (std::string_view(k.key) == "prefetch" && knobs.prefetch > 0) {
+    if (knobs.semantics == Semantics::Trl) return words + " (unused: TRL's rules prefetch nothing)";
+    if (!knobs.use_streams) return words + " (unused: no streams, no prefetch)";
+  }
+  return words;
+}
+
 std::string knob_help(const Knob& k, bool sweep) {
   const std::string help(k.help);
   const size_t last = help.rfind("; ");

@@ -18,6 +18,8 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <set>
+#include <string_view>
 
 #include "gui_test_util.hpp"
 #include "offtune/gui/main_window.hpp"
@@ -25,6 +27,7 @@
 #include "offtune/gui/recommend_panel.hpp"
 #include "offtune/gui/sweep_charts.hpp"
 #include "offtune/gui/sweep_view.hpp"
+#include "offtune/profiler/knob_text.hpp"
 #include "offtune/profiler/recommend.hpp"
 
 namespace offtune::gui {
@@ -619,6 +622,115 @@ TEST(ParetoLegend, NoTwoEntriesLookAlikeInASweepOfVariants) {
           << labels[i].toStdString() << " and " << labels[j].toStdString() << " are drawn alike";
     }
   }
+}
+
+// Nine variants (checkpoint x offload set x link, as `offtune sweep --link pcie4,pcie5,nvlink-c2c
+// --checkpoint none,all --offload all,boundaries` makes): every point of the grid's pair, the
+// baseline, and each variant twice.
+std::shared_ptr<SweepData> nine_variants() {
+  auto d = std::make_shared<SweepData>();
+  d->sweep.id = pf::SweepId(3);
+  d->points.push_back(ok_point(0, false, 10.0, 400));
+  int64_t index = 1;
+  const Knob& link = *heatmap_axis("link");
+  const Knob& set = *heatmap_axis("offload_set");
+  for (const char* checkpoint : {"none", "all"}) {
+    for (const char* offload : {"all", "boundaries"}) {
+      if (std::string_view(checkpoint) == "none" && std::string_view(offload) == "boundaries") {
+        continue;
+      }
+      for (const char* l : {"pcie4", "pcie5", "nvlink-c2c"}) {
+        for (int64_t size : {1024, 4 << 20}) {
+          pf::PointRecord p =
+              ok_point(index, true, 12.0 + static_cast<double>(index) * 0.3, 200 + index * 3);
+          p.config.min_offload_size = size;
+          p.config.max_fwd_stash_size = 1;
+          p.config.checkpoint = parse_checkpoint_policy(checkpoint);
+          set.set(p.config, pf::parse_knob_text(set, offload));
+          link.set(p.config, pf::parse_knob_text(link, l));
+          d->points.push_back(p);
+          ++index;
+        }
+      }
+    }
+  }
+  return d;
+}
+
+// Issue 43 defect 8: a sweep of nine variants reused four marker shapes, and its legend (one line
+// per variant) took half of the Pareto chart. Each variant has a shape of its own, the legend keeps
+// to a third of the chart (entries in columns; an entry cut short names itself in full in its
+// tooltip), and each slice of a split heatmap cell carries its variant's shape.
+TEST(ParetoLegend, NineVariantsHaveNineShapesAndTheLegendLeavesThePlotItsRoom) {
+  const auto d = nine_variants();
+  ASSERT_EQ(sweep_variants(*d).size(), 9u);
+  ParetoWidget w;
+  w.resize(340, 420);
+  w.setData(d);
+  w.setRecommendation(pf::recommend(d->points, {}));
+  std::set<int> shapes;
+  for (size_t i = 1; i < d->points.size(); ++i) shapes.insert(w.markerShape(d->points[i].index));
+  EXPECT_EQ(shapes.size(), 9u) << "variants share a marker shape";
+  EXPECT_GE(w.plotArea().height(), 0.5 * w.height())
+      << "the legend leaves the plot " << w.plotArea().height() << " of " << w.height() << " px";
+  const QStringList glyphs = w.legendGlyphs();
+  EXPECT_EQ(std::set<QString>(glyphs.begin(), glyphs.end()).size(),
+            static_cast<size_t>(glyphs.size()));
+  // Every variant entry says its whole name somewhere: drawn whole, or in its tooltip.
+  for (const std::string& v : sweep_variants(*d)) {
+    const QString name = QString::fromStdString(v);
+    EXPECT_TRUE(w.legendLabels().contains(name)) << v;
+    EXPECT_EQ(w.legendTooltip(name), name) << v;
+  }
+
+  HeatmapWidget heat;
+  heat.resize(420, 380);
+  heat.setData(d);
+  test::settle(heat);
+  int marked = 0;
+  for (size_t i = 1; i < d->points.size(); ++i) {
+    const int64_t index = d->points[i].index;
+    const int shape = heat.sliceShape(index);
+    if (shape < 0) continue;
+    ++marked;
+    EXPECT_EQ(shape, w.markerShape(index)) << "point " << index;
+  }
+  EXPECT_EQ(marked, static_cast<int>(d->points.size()) - 1) << "a slice without its shape";
+}
+
+// Issue 43 defect 15: a recommended point off the grid (checkpointing alone) left no sign on the
+// heatmap, whose legend still read "recommended". The legend says which point it is and that it
+// is not on the grid; one on the grid keeps the plain entry.
+TEST(HeatmapLegend, ARecommendedPointOffTheGridIsNamedInTheLegend) {
+  const auto d = nine_variants();
+  pf::PointRecord alone = ok_point(static_cast<int64_t>(d->points.size()), false, 11.0, 150);
+  alone.config.checkpoint = CheckpointPolicy::all();
+  d->points.push_back(alone);
+  HeatmapWidget heat;
+  heat.resize(420, 380);
+  heat.setData(d);
+  heat.setHighlighted(alone.index);
+  test::settle(heat);
+  EXPECT_TRUE(heat.cellRect(alone.index).isEmpty());
+  const QString expected =
+      QStringLiteral("recommended #%1, off the grid: checkpoint all, no offload").arg(alone.index);
+  EXPECT_TRUE(heat.legendLabels().contains(expected))
+      << heat.legendLabels().join(" | ").toStdString();
+  // Drawn cut short or not, its tooltip has all of it.
+  const QRect whole = heat.rect();
+  bool tooltip = false;
+  for (int y = 0; y < 60 && !tooltip; y += 2) {
+    for (int x = 0; x < whole.width() && !tooltip; x += 4) {
+      QHelpEvent help(QEvent::ToolTip, QPoint(x, y), heat.mapToGlobal(QPoint(x, y)));
+      QApplication::sendEvent(&heat, &help);
+      tooltip = QToolTip::isVisible() && QToolTip::text() == expected;
+    }
+  }
+  EXPECT_TRUE(tooltip) << "no tooltip with the legend entry's whole text";
+  QToolTip::hideText();
+  heat.setHighlighted(1);
+  EXPECT_TRUE(heat.legendLabels().contains(QStringLiteral("recommended")))
+      << heat.legendLabels().join(" | ").toStdString();
 }
 
 // The Pareto chart says which dots are the front: a legend above the plot with the front's colour.

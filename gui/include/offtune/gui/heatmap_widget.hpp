@@ -6,9 +6,11 @@
 
 #include <QFont>
 #include <QRect>
+#include <QRectF>
 #include <QString>
 #include <QStringList>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -91,6 +93,12 @@ class HeatmapWidget : public SweepChart {
   // Grid points the store does not hold (the sweep was cancelled or sharded before them): outlined
   // and hatched, by index.
   std::vector<int64_t> unmeasuredPoints() const;
+  // The marker shape drawn on a point's slice of a split cell at the current size (its variant's,
+  // as ParetoWidget::markerShape gives it), or -1: not split, not on the grid's pair of axes, or
+  // no room for it.
+  int sliceShape(int64_t point_index) const;
+  // The legend's entries at the current size, in order ("recommended", "not applicable", ...).
+  QStringList legendLabels() const;
 
  public Q_SLOTS:
   // The point to outline strongly (the recommended one), -1 for none.
@@ -149,6 +157,11 @@ class HeatmapWidget : public SweepChart {
   std::vector<Tick> row_ticks_;
   std::vector<Tick> col_ticks_;
   std::vector<Placement> placements_;
+  std::map<int64_t, int> variant_shape_;  // by point index: its variant's marker, on split cells
+  // Where a split slice's marker goes (empty: none, or no room clear of the cell's text).
+  QRectF sliceMarkRect(const Placement& pl, const CellLabel& label) const;
+  // The legend's words for a recommended point that has no cell here.
+  QString offGridText() const;
   std::vector<std::pair<int, int>> not_applicable_;        // (row, col) of cells no point can have
   std::optional<std::set<int64_t>> shown_;                 // setShownPoints
   std::optional<std::pair<double, double>> shared_range_;  // setSharedRange

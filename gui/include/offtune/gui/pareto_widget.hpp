@@ -89,15 +89,20 @@ class ParetoWidget : public SweepChart {
   // #5f5f5f", ...): two entries that look alike have the same text.
   QStringList legendGlyphs() const;
 
+  // The tooltip over the legend entry with this text: its whole text (an entry may be drawn cut
+  // short to its column); empty when no entry has it.
+  QString legendTooltip(const QString& label) const;
+
   // A sweep of several variants (sweep_variants): each variant's points have their own marker
-  // shape (0 circle, 1 triangle, 2 diamond, 3 cross, then again), and the legend names them. -1
-  // for the baseline, a point of a sweep of one variant, or a point not plotted.
+  // shape (0 circle, 1 triangle, 2 diamond, 3 cross, 4 inverted triangle, 5 x, 6 star, 7 right
+  // triangle, 8 hourglass, 9 left triangle, then again), and the legend names them. -1 for the
+  // baseline, a point of a sweep of one variant, or a point not plotted.
   int markerShape(int64_t point_index) const;
-  static constexpr int kShapes = 4;
 
  protected:
   void paintEvent(QPaintEvent* e) override;
   QRect tooltipRect(int64_t point_index) const override;
+  QString placeTooltip(QPoint pos, QRect* rect) const override;
   // A measured point, or a grid point only predicted (as a pending record).
   const profiler::PointRecord* point(int64_t point_index) const override;
 

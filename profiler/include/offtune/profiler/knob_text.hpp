@@ -28,6 +28,11 @@ Knobs parse_knobs(const std::map<std::string, std::string, std::less<>>& texts, 
 // A value as the CLI writes it: on/off, a size in the shortest exact form ("64KiB"), the number,
 // the name.
 std::string knob_text(const Knob& knob, const KnobValue& value);
+// A knob's words for a point where a sweep varies the knob: Knob::words, and for a value the engine
+// does not use under the point's other knobs, why ("prefetch 1 (unused: TRL's rules prefetch
+// nothing)": under TRL's rules or without streams nothing is prefetched, offloader.cpp). Issue 43:
+// a TRL x prefetch sweep showed "trl semantics, prefetch 1" as a setting of its own.
+std::string varied_words(const Knob& knob, const Knobs& knobs);
 // A knob's help for a flag that takes one value (sweep false: without the help's sentence on what a
 // sweep takes) or a sweep's list.
 std::string knob_help(const Knob& knob, bool sweep);
