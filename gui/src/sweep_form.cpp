@@ -13,6 +13,7 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QStringList>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <limits>
@@ -381,6 +382,9 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
   });
   connect(run_, &QPushButton::clicked, this, &SweepForm::startSweep);
   connect(cancel_, &QPushButton::clicked, this, &SweepForm::cancelSweep);
+  tick_ = new QTimer(this);
+  tick_->setInterval(1000);
+  connect(tick_, &QTimer::timeout, this, &SweepForm::refreshRunningStatus);
   connect(runner_, &SweepRunner::progress, this, [this](qint64 done, qint64 total) {
     done_ = done;
     total_ = total;
@@ -388,14 +392,19 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
     progress_->setValue(static_cast<int>(done));
     progress_->setFormat(QStringLiteral("%1/%2 measured").arg(done).arg(total));
     // Cancelling stays said until the sweep ends (before: the next count replaced it).
-    if (!cancelling_) status_->setText(QStringLiteral("%1/%2 measured\u2026").arg(done).arg(total));
+    if (done != reported_done_) point_clock_.restart();  // the next point starts now
+    reported_done_ = done;
+    if (!cancelling_)
+      showRunningStatus(QStringLiteral("%1/%2 measured\u2026").arg(done).arg(total));
   });
   connect(runner_, &SweepRunner::pointFinished, this, &SweepForm::pointFinished);
   connect(runner_, &SweepRunner::notice, this, [this](const QString& message) {
-    if (done_ < 0) status_->setText(message);  // until the first point reports
+    if (done_ < 0) showRunningStatus(message);  // until the first point reports
   });
   connect(runner_, &SweepRunner::finished, this,
           [this](bool ok, bool interrupted, const QString& message) {
+            tick_->stop();
+            point_clock_.invalidate();
             setRunning(false);
             cancelling_ = false;
             outcome_shown_ = true;
@@ -573,8 +582,11 @@ bool SweepForm::startSweep() {
   running_script_ = !r.script.empty();
   done_ = total_ = -1;
   progress_->setRange(0, 0);  // busy until the first point reports the total
-  status_->setText(r.script.empty() ? QStringLiteral("Preparing the workload\u2026")
-                                    : QStringLiteral("Starting the script\u2026"));
+  reported_done_ = -1;
+  point_clock_.start();
+  tick_->start();
+  showRunningStatus(r.script.empty() ? QStringLiteral("Preparing the workload\u2026")
+                                     : QStringLiteral("Starting the script\u2026"));
   Q_EMIT sweepStarted(QString::fromStdString(r.db));
   return true;
 }
@@ -588,6 +600,24 @@ void SweepForm::cancelSweep() {
   status_->setText(running_script_
                        ? QStringLiteral("Cancelling: stopping the script's process group\u2026")
                        : QStringLiteral("Cancelling after the point in progress\u2026"));
+}
+
+void SweepForm::showRunningStatus(const QString& base) {
+  base_status_ = base;
+  refreshRunningStatus();
+}
+
+void SweepForm::refreshRunningStatus() {
+  if (cancelling_ || !runner_->running()) return;
+  QString text = base_status_;
+  // From the first whole second: a point of a few milliseconds does not flicker a time.
+  if (point_clock_.isValid() && point_clock_.elapsed() >= 1000) {
+    const qint64 s = point_clock_.elapsed() / 1000;
+    text += QStringLiteral(" \u00b7 point in progress for %1:%2")
+                .arg(s / 60)
+                .arg(s % 60, 2, 10, QLatin1Char('0'));
+  }
+  status_->setText(text);
 }
 
 void SweepForm::setRunning(bool running) {

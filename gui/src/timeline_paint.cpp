@@ -38,6 +38,12 @@ using detail::kBackground;
 using detail::kGrid;
 using detail::kGutterBackground;
 using detail::kText;
+
+// A merged run's tint: the lane's colour by how busy its blocks keep the run (0..1). sqrt: a run
+// 5 % busy stays visible, yet clearly lighter than a saturated one.
+QColor merged_tint(const QColor& colour, double density) {
+  return mix(kBackground, colour, 0.25 + 0.75 * std::sqrt(std::clamp(density, 0.0, 1.0)));
+}
 const QColor kRulerBackground(0xfa, 0xfa, 0xfa);
 const QColor kSeparator(0xd6, 0xd6, 0xd6);
 // Markings over events: black, which no kind uses, and told apart by shape (a solid band along
@@ -158,6 +164,10 @@ const std::vector<TimelineLegendEntry>& timeline_legend() {
     marking("prefetched", TimelineLegendEntry::Swatch::Prefetch, kPrefetch);
     marking("pageable", TimelineLegendEntry::Swatch::Pageable, kPageable);
     marking("waited on", TimelineLegendEntry::Swatch::Arrow, kArrow);
+    // Zoomed out, blocks closer than a pixel are drawn as one; a lighter tint is a run they fill
+    // only in part (issue 43: the tint was unexplained).
+    marking("merged (lighter: less busy)", TimelineLegendEntry::Swatch::Merged,
+            timeline_kind_colour(EventKind::Compute));
     return out;
   }();
   return entries;
@@ -208,6 +218,17 @@ void paint_swatch(QPainter& p, const TimelineLegendEntry& e, const QRect& r) {
       p.fillRect(r, kSwatchBar);
       const int h = pageable_band(r.height());
       fill_pageable(p, QRect(r.left(), r.bottom() - h + 1, r.width(), h));
+      break;
+    }
+    case TimelineLegendEntry::Swatch::Merged: {
+      // Three runs of falling density, tinted as the lanes tint them.
+      const int w = r.width() / 3;
+      for (int k = 0; k < 3; ++k) {
+        const double density = k == 0 ? 1.0 : k == 1 ? 0.3 : 0.05;
+        const int x = r.left() + k * w;
+        p.fillRect(QRect(x, r.top(), k == 2 ? r.right() - x + 1 : w, r.height()),
+                   merged_tint(e.colour, density));
+      }
       break;
     }
     case TimelineLegendEntry::Swatch::Arrow: {
@@ -524,8 +545,7 @@ class Painter {
             static_cast<double>(std::max<int64_t>(1, level.count(first, last)));
         base = mix(kind_colour(EventKind::Backward), kind_colour(EventKind::Forward), fwd);
       }
-      // sqrt: a run 5 % busy stays visible, yet clearly lighter than a saturated one.
-      p_.fillRect(r, mix(kBackground, base, 0.25 + 0.75 * std::sqrt(density)));
+      p_.fillRect(r, merged_tint(base, density));
       ++stats.primitives;
       if (const int64_t prefetched = TimelineLevel::flagged(level.cum_prefetch, first, last)) {
         // The strip darkens with the share of prefetched reloads in the run.

@@ -318,6 +318,28 @@ TEST(ScriptSweepWorker, CancelStopsTheScriptsProcessGroup) {
 
 // The form in script mode, in a 1280x800 window, as docs/gui.md shows it; with
 // OFFTUNE_GUI_DOCS_IMAGES set to a folder (docs/images) the picture is written there.
+// Issue 43 defect 16: a script point that runs for minutes showed nothing moving. The status says
+// how long the point in progress has run, each second, and stops saying it once cancelled.
+TEST(ScriptSweepForm, ARunningPointShowsItsElapsedTime) {
+  QTemporaryDir dir;
+  SweepForm form;
+  QSignalSpy finished(&form, &SweepForm::sweepFinished);
+  form.setRequest(script_request(dir.filePath("slow.db").toStdString(), "sleep 300"));
+  ASSERT_TRUE(form.startSweep());
+  const auto* status = form.findChild<QLabel*>(QStringLiteral("status"));
+  ASSERT_NE(status, nullptr);
+  const auto says = [&](const char* text) { return status->text().contains(QLatin1String(text)); };
+  ASSERT_TRUE(QTest::qWaitFor([&] { return says("point in progress for 0:01"); }, 20000))
+      << status->text().toStdString();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return says("point in progress for 0:02"); }, 5000))
+      << status->text().toStdString();
+  form.cancelSweep();
+  EXPECT_FALSE(says("point in progress")) << status->text().toStdString();
+  ASSERT_EQ(wait_finished(finished).size(), 3);
+  QTest::qWait(1200);  // a second more: no tick writes over the outcome
+  EXPECT_FALSE(says("point in progress")) << status->text().toStdString();
+}
+
 TEST(ScriptSweepForm, RendersInScriptModeAt1280x800) {
   QTemporaryDir dir;
   MainWindow window;

@@ -5,6 +5,7 @@
 // own training script, run once per point in a fresh process (profiler/script_point.hpp).
 #pragma once
 
+#include <QElapsedTimer>
 #include <QObject>
 #include <QWidget>
 #include <atomic>
@@ -21,6 +22,7 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
+class QTimer;
 class QPushButton;
 class QRadioButton;
 class QSpinBox;
@@ -151,9 +153,17 @@ class SweepForm : public QWidget {
   // The last progress of the sweep running or just ended: points of its grid finished / total,
   // the count the tree and the sweep heading show (sweep_counts) while the sweep fills the store.
   qint64 done_ = -1, total_ = -1;
+  qint64 reported_done_ = -1;    // the count the point clock last restarted at
   bool running_script_ = false;  // the sweep running or just ended sweeps a script
   bool cancelling_ = false;      // cancelled, not yet ended: the status says so until it ends
   bool outcome_shown_ = false;   // the progress and status show how the last sweep ended
+  // How long the point in progress has run: said in the status each second while a sweep runs
+  // (issue 43: a script point of minutes showed nothing moving).
+  QTimer* tick_ = nullptr;
+  QElapsedTimer point_clock_;
+  QString base_status_;  // the status without the point's time
+  void showRunningStatus(const QString& base);
+  void refreshRunningStatus();
 };
 
 }  // namespace offtune::gui

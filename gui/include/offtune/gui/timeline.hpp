@@ -260,6 +260,7 @@ struct TimelineLegendEntry {
     Prefetch,  // the band along the top of a prefetched reload
     Pageable,  // the hatching of a pageable copy
     Arrow,     // a wait's arrow from the copy it waited on
+    Merged,    // blocks too close to draw apart, one rect whose tint says how busy they keep it
   };
   QString label;
   QColor colour;
