@@ -29,6 +29,7 @@
 #include "offtune/gui/run_view.hpp"
 #include "offtune/gui/sweep_form.hpp"
 #include "offtune/gui/sweep_view.hpp"
+#include "offtune/gui/timeline.hpp"
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/store.hpp"
 
@@ -551,6 +552,15 @@ int take_screenshots(MainWindow& window, const QString& store, const QString& di
       return kShotFailed;
     }
     if (!save(view, out.filePath(QStringLiteral("run.png")), error)) return kShotFailed;
+    // The same with a stretch selected (as shift+drag does) and measured: a fifth of the run from
+    // a third in, which falls inside a step of a run of several.
+    const auto [lo, hi] = view->axis()->bounds();
+    const int64_t span = hi - lo;
+    view->timeline()->setSelection(std::pair{lo + span / 3, lo + span / 3 + span / 5});
+    QApplication::processEvents();
+    const bool selected = save(view, out.filePath(QStringLiteral("run-selection.png")), error);
+    view->timeline()->setSelection(std::nullopt);
+    if (!selected) return kShotFailed;
     if (index->sweeps.empty() &&
         !save(&window, out.filePath(QStringLiteral("dashboard.png")), error)) {
       return kShotFailed;

@@ -14,6 +14,7 @@
 #include "offtune/gui/models.hpp"
 #include "offtune/gui/run_charts.hpp"
 #include "offtune/gui/timeline.hpp"
+#include "offtune/gui/timeline_range.hpp"
 #include "offtune/profiler/export.hpp"
 
 namespace offtune::gui {
@@ -44,11 +45,20 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   title_->setMinimumWidth(120);
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   header->addWidget(title_, 1);
-  header->addWidget(new QLabel(
-      QStringLiteral("wheel: zoom \u00b7 drag: pan \u00b7 double-click: whole run"), this));
+  header->addWidget(new QLabel(QStringLiteral("wheel: zoom \u00b7 drag: pan \u00b7 shift+drag: "
+                                              "measure \u00b7 double-click: whole run"),
+                               this));
   auto* reset = new QPushButton(QStringLiteral("Whole run"), this);
   header->addWidget(reset);
   outer->addLayout(header);
+  // What a stretch selected on the timeline (shift+drag) held: shown while there is one.
+  range_ = new QLabel(this);
+  range_->setObjectName(QStringLiteral("rangeStats"));
+  range_->setWordWrap(true);
+  range_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  range_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  range_->hide();
+  outer->addWidget(range_);
 
   auto* split = new QSplitter(Qt::Horizontal, this);
   split_ = split;
@@ -93,6 +103,21 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   outer->addWidget(split, 1);
 
   connect(reset, &QPushButton::clicked, axis_, &TimeAxis::resetView);
+  connect(timeline_, &TimelineWidget::selectionChanged, this, &RunView::showSelection);
+}
+
+void RunView::showSelection() {
+  const auto range = timeline_->selection();
+  if (!range || !timeline_->index() || range->first == range->second) {
+    range_->hide();
+    range_->clear();
+    return;
+  }
+  // The run's modelled link for pinned copies (host-sim); a real GPU's link is not known here.
+  const double link_gbps = run_ ? run_->run.config.link.model.pinned_gbps : 0.0;
+  range_->setText(describe_range(
+      timeline_range_stats(*timeline_->index(), range->first, range->second), link_gbps));
+  range_->show();
 }
 
 void RunView::showEvent(QShowEvent* e) {

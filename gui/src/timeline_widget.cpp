@@ -208,6 +208,7 @@ TimelineWidget::TimelineWidget(QWidget* parent) : TimePlotWidget(parent) {}
 
 void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
+  setSelection(std::nullopt);  // a stretch of another run
   updateGeometry();
   update();
 }
@@ -268,6 +269,19 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     return;
   }
   render_timeline(p, lanesRect(), *index_, axis()->viewBegin(), axis()->viewEnd(), &last_stats_);
+  if (selection_) {
+    // The selected stretch: a translucent band with solid edges, over the lanes.
+    const QRect plot = time_plot_rect(lanesRect());
+    const double x0 = plot.left() + axis()->toX(selection_->first, plot.width());
+    const double x1 = plot.left() + axis()->toX(selection_->second, plot.width());
+    const double lo = std::clamp(std::min(x0, x1), double(plot.left()), double(plot.right() + 1));
+    const double hi = std::clamp(std::max(x0, x1), double(plot.left()), double(plot.right() + 1));
+    const QRectF band(lo, plot.top(), std::max(1.0, hi - lo), plot.height());
+    p.fillRect(band, QColor(40, 90, 200, 45));
+    p.setPen(QPen(QColor(40, 90, 200), 1));
+    p.drawLine(QPointF(lo, plot.top()), QPointF(lo, plot.bottom()));
+    p.drawLine(QPointF(hi, plot.top()), QPointF(hi, plot.bottom()));
+  }
   const QRect legend = legendRect();
   if (legend.isEmpty()) return;
   const qreal ratio = devicePixelRatioF();
@@ -280,6 +294,55 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     render_timeline_legend(lp, QRect(QPoint(0, 0), legend.size()));
   }
   p.drawPixmap(legend.topLeft(), legend_cache_);
+}
+
+int64_t TimelineWidget::timeAtX(double x) const {
+  const QRect plot = time_plot_rect(lanesRect());
+  const double clamped = std::clamp(x - plot.left(), 0.0, static_cast<double>(plot.width()));
+  return axis()->toTime(clamped, plot.width());
+}
+
+void TimelineWidget::setSelection(std::optional<std::pair<int64_t, int64_t>> range) {
+  if (range && range->second < range->first) std::swap(range->first, range->second);
+  if (range == selection_) return;
+  selection_ = range;
+  update();
+  Q_EMIT selectionChanged();
+}
+
+void TimelineWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton && index_ && axis() && (e->modifiers() & Qt::ShiftModifier)) {
+    selecting_ = true;
+    select_anchor_ = timeAtX(e->position().x());
+    setSelection(std::pair{select_anchor_, select_anchor_});
+    e->accept();
+    return;
+  }
+  // A plain click (or the start of a pan) clears a selection.
+  if (e->button() == Qt::LeftButton) setSelection(std::nullopt);
+  TimePlotWidget::mousePressEvent(e);
+}
+
+void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
+  if (selecting_) {
+    setSelection(std::pair{select_anchor_, timeAtX(e->position().x())});
+    e->accept();
+    return;
+  }
+  TimePlotWidget::mouseMoveEvent(e);
+}
+
+void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
+  if (selecting_ && e->button() == Qt::LeftButton) {
+    selecting_ = false;
+    const auto range = std::pair{select_anchor_, timeAtX(e->position().x())};
+    // A shift+click without a drag selects nothing.
+    setSelection(range.first == range.second ? std::nullopt
+                                             : std::optional<std::pair<int64_t, int64_t>>(range));
+    e->accept();
+    return;
+  }
+  TimePlotWidget::mouseReleaseEvent(e);
 }
 
 }  // namespace offtune::gui

@@ -6,6 +6,7 @@
 #include <QFontMetrics>
 #include <QImage>
 #include <QKeyEvent>
+#include <QLabel>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QSet>
@@ -29,6 +30,7 @@
 #include "offtune/gui/run_charts.hpp"
 #include "offtune/gui/run_view.hpp"
 #include "offtune/gui/timeline.hpp"
+#include "offtune/gui/timeline_range.hpp"
 
 namespace {
 
@@ -1292,3 +1294,81 @@ TEST_F(MillionEvents, ArrowsOnlyWhereFewWaitsAreInView) {
   EXPECT_GT(stats.arrows, 30);
   EXPECT_LE(stats.arrows, offtune::gui::kTimelineMaxArrows);
 }
+
+// ---- a stretch of the timeline, measured (issue 43 item 5) -------------------------------------
+
+namespace range_tests {
+using namespace offtune::gui;
+using offtune::profiler::EventKind;
+namespace pf = offtune::profiler;
+
+// Compute [0,100) and [150,300), a wait [100,150), a D2H copy [50,200) of 1500 B, an H2D copy
+// [250,350) of 1000 B. Over [0,300): compute 250 ns, wait 50 ns, D2H 150 ns and all its bytes
+// (10 GB/s), H2D its first half (500 B in 50 ns), copies 200 ns of which compute hid 150 ns.
+TEST(TimelineRange, AStretchsFiguresAreUnionsClippedToItAndBytesInProportion) {
+  RunData run;
+  auto& e = run.events;
+  e.push_back(pf::event_span(EventKind::Compute, 0, 100));
+  e.push_back(pf::event_span(EventKind::Compute, 150, 300));
+  e.push_back(pf::event_span(EventKind::Compute, 160, 200, {.stream = 9}));  // another stream
+  e.push_back(pf::event_span(EventKind::Wait, 100, 150));
+  e.push_back(pf::event_span(EventKind::CopyD2H, 50, 200, {.stream = 1, .bytes = 1500}));
+  e.push_back(pf::event_span(EventKind::CopyH2D, 250, 350, {.stream = 1, .bytes = 1000}));
+  const auto index = build_timeline_index(run);
+  const TimelineRangeStats s = timeline_range_stats(*index, 300, 0);  // either way round
+  EXPECT_EQ(s.span_ns(), 300);
+  EXPECT_EQ(s.compute_ns, 250);
+  EXPECT_EQ(s.wait_ns, 50);
+  EXPECT_EQ(s.d2h_ns, 150);
+  EXPECT_DOUBLE_EQ(s.d2h_bytes, 1500.0);
+  EXPECT_EQ(s.d2h_copies, 1);
+  EXPECT_DOUBLE_EQ(s.d2h_gbps(), 10.0);
+  EXPECT_EQ(s.h2d_ns, 50);
+  EXPECT_DOUBLE_EQ(s.h2d_bytes, 500.0);
+  EXPECT_DOUBLE_EQ(s.h2d_gbps(), 10.0);
+  EXPECT_EQ(s.copy_ns, 200);
+  EXPECT_EQ(s.copy_hidden_ns, 150);
+  const QString text = describe_range(s, 20.0);
+  for (const char* part :
+       {"compute busy", "exposed wait 50 ns (16.7 %)", "in 1 copy at 10.0 GB/s",
+        "(50 % of the link's 20.0 GB/s)", "copy time hidden by compute 75.0 %"}) {
+    EXPECT_TRUE(text.contains(QLatin1String(part))) << part << " in " << text.toStdString();
+  }
+  // A stretch with nothing in it.
+  const TimelineRangeStats none = timeline_range_stats(*index, 400, 500);
+  EXPECT_EQ(none.compute_ns + none.wait_ns + none.copy_ns, 0);
+  EXPECT_TRUE(describe_range(none, 0.0).contains(QLatin1String("D2H none")));
+}
+
+// Shift+drag on the Run tab's timeline selects a stretch; the view says what it held; a click
+// clears it.
+TEST(TimelineRange, ShiftDragSelectsAStretchAndTheRunViewMeasuresIt) {
+  auto run = std::make_shared<RunData>(small_run());
+  RunView view;
+  view.resize(1000, 700);
+  view.setRunData(run, build_timeline_index(*run));
+  view.show();
+  for (int i = 0; i < 5; ++i) QApplication::processEvents();
+  TimelineWidget* timeline = view.timeline();
+  auto* stats = view.findChild<QLabel*>(QStringLiteral("rangeStats"));
+  ASSERT_NE(stats, nullptr);
+  EXPECT_FALSE(stats->isVisible());
+  const QRect plot = time_plot_rect(timeline->lanesRect());
+  const int y = timeline->laneRect(1).center().y();
+  const QPoint from(plot.left() + plot.width() / 10, y), to(plot.left() + plot.width() / 2, y);
+  const int64_t span_before = view.axis()->viewSpan();
+  QTest::mousePress(timeline, Qt::LeftButton, Qt::ShiftModifier, from);
+  QTest::mouseMove(timeline, to);
+  QTest::mouseRelease(timeline, Qt::LeftButton, Qt::ShiftModifier, to);
+  ASSERT_TRUE(timeline->selection());
+  EXPECT_LT(timeline->selection()->first, timeline->selection()->second);
+  EXPECT_EQ(view.axis()->viewSpan(), span_before) << "a selection does not pan or zoom";
+  EXPECT_TRUE(stats->isVisible());
+  EXPECT_TRUE(stats->text().contains(QLatin1String("selected: compute busy")))
+      << stats->text().toStdString();
+  QTest::mouseClick(timeline, Qt::LeftButton, Qt::NoModifier, from);
+  EXPECT_FALSE(timeline->selection());
+  EXPECT_FALSE(stats->isVisible());
+}
+
+}  // namespace range_tests

@@ -502,8 +502,8 @@ TEST_F(Views, ScreenshotsWriteEveryMainViewAndAreNotBlank) {
   QString error;
   ASSERT_EQ(take_screenshots(window, QString::fromStdString(path_), out, &error), kShotOk)
       << error.toStdString();
-  for (const char* name :
-       {"dashboard.png", "sweep.png", "recommend.png", "run.png", "sweep-form.png"}) {
+  for (const char* name : {"dashboard.png", "sweep.png", "recommend.png", "run.png",
+                           "run-selection.png", "sweep-form.png"}) {
     QImage image(QDir(out).filePath(QString::fromLatin1(name)));
     ASSERT_FALSE(image.isNull()) << name;
     EXPECT_GT(image.width(), 300) << name;

@@ -60,6 +60,8 @@ class RunView : public QWidget {
   RunDataPtr run_;
   std::string store_path_;
   QLabel* title_ = nullptr;
+  QLabel* range_ = nullptr;  // the timeline's selected stretch, measured (timeline_range.hpp)
+  void showSelection();
   TimeAxis* axis_ = nullptr;
   QSplitter* charts_split_ = nullptr;
   QSplitter* split_ = nullptr;  // the charts | the summary

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -341,12 +342,28 @@ class TimelineWidget : public TimePlotWidget {
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
 
+  // A stretch of the run, [begin, end) in ns on the run's clock: shift+drag selects one (drawn as
+  // a band over the lanes), a click without a drag clears it, a new run clears it.
+  std::optional<std::pair<int64_t, int64_t>> selection() const { return selection_; }
+  void setSelection(std::optional<std::pair<int64_t, int64_t>> range);
+
+ Q_SIGNALS:
+  void selectionChanged();
+
  protected:
   void paintEvent(QPaintEvent* e) override;
   void changeEvent(QEvent* e) override;
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
 
  private:
   int legendHeight() const;
+  int64_t timeAtX(double x) const;
+
+  bool selecting_ = false;
+  int64_t select_anchor_ = 0;
+  std::optional<std::pair<int64_t, int64_t>> selection_;
 
   std::shared_ptr<const TimelineIndex> index_;
   RenderStats last_stats_;
