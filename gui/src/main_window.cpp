@@ -556,10 +556,25 @@ int take_screenshots(MainWindow& window, const QString& store, const QString& di
     // a third in, which falls inside a step of a run of several.
     const auto [lo, hi] = view->axis()->bounds();
     const int64_t span = hi - lo;
-    view->timeline()->setSelection(std::pair{lo + span / 3, lo + span / 3 + span / 5});
+    const int64_t from = lo + span / 3, to = from + span / 5;
+    view->timeline()->setSelection(std::pair{from, to});
+    // And a tensor followed: the first one copied out inside the stretch.
+    if (const auto& lanes_of = view->timeline()->index()) {
+      for (const auto& lane : lanes_of->lanes) {
+        if (lane.kind != LaneKind::CopyD2H) continue;
+        for (size_t i = 0; i < lane.spans.size(); ++i) {
+          if (lane.spans.start[i] >= from && lane.spans.start[i] < to &&
+              lane.spans.info[i].tensor >= 0) {
+            view->timeline()->setFollowedTensor(lane.spans.info[i].tensor);
+            break;
+          }
+        }
+      }
+    }
     QApplication::processEvents();
     const bool selected = save(view, out.filePath(QStringLiteral("run-selection.png")), error);
     view->timeline()->setSelection(std::nullopt);
+    view->timeline()->setFollowedTensor(-1);
     if (!selected) return kShotFailed;
     if (index->sweeps.empty() &&
         !save(&window, out.filePath(QStringLiteral("dashboard.png")), error)) {

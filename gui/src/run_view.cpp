@@ -46,7 +46,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   header->addWidget(title_, 1);
   header->addWidget(new QLabel(QStringLiteral("wheel: zoom \u00b7 drag: pan \u00b7 shift+drag: "
-                                              "measure \u00b7 double-click: whole run"),
+                                              "measure \u00b7 click: follow a tensor \u00b7 "
+                                              "double-click: whole run"),
                                this));
   auto* reset = new QPushButton(QStringLiteral("Whole run"), this);
   header->addWidget(reset);
@@ -59,6 +60,14 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   range_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   range_->hide();
   outer->addWidget(range_);
+  // The tensor followed (a click on one of its events): its pack, copies, waits and unpack.
+  tensor_ = new QLabel(this);
+  tensor_->setObjectName(QStringLiteral("tensorStory"));
+  tensor_->setWordWrap(true);
+  tensor_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  tensor_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  tensor_->hide();
+  outer->addWidget(tensor_);
 
   auto* split = new QSplitter(Qt::Horizontal, this);
   split_ = split;
@@ -104,6 +113,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
 
   connect(reset, &QPushButton::clicked, axis_, &TimeAxis::resetView);
   connect(timeline_, &TimelineWidget::selectionChanged, this, &RunView::showSelection);
+  connect(timeline_, &TimelineWidget::followedTensorChanged, this, [this] {
+    const QString story = timeline_->index()
+                              ? describe_tensor(*timeline_->index(), timeline_->followedTensor())
+                              : QString();
+    tensor_->setText(story);
+    tensor_->setVisible(!story.isEmpty());
+  });
 }
 
 void RunView::showSelection() {

@@ -866,7 +866,58 @@ QString instants_tooltip(const TimelineIndex& index, const TimelineInstants& set
       .arg(format_duration_ns(static_cast<double>(set.time[last - 1] - index.begin_ns)));
 }
 
+// The tensor of the one event drawn at t (within a few pixels) in `set`, when it is drawn event by
+// event and has one; else -1.
+int64_t interval_tensor_at(const TimelineIntervals& set, const View& v, int64_t t) {
+  if (set.size() == 0 || !draw_in_detail(set, v)) return -1;
+  const int64_t tol = std::max<int64_t>(1, to_ns(2.0 * v.ns_per_px));
+  const VisibleEvents c = candidates(set, t - tol, t + tol);
+  size_t best = c.last;
+  int64_t best_score = std::numeric_limits<int64_t>::max();
+  for (size_t k = c.first; k < c.last; ++k) {
+    if (set.end[k] < t - tol) continue;
+    const int64_t distance =
+        t < set.start[k] ? set.start[k] - t : std::max<int64_t>(0, t - set.end[k]);
+    const int64_t score = distance > 0 ? (int64_t{1} << 62) + distance : set.end[k] - set.start[k];
+    if (score < best_score) {
+      best_score = score;
+      best = k;
+    }
+  }
+  return best == c.last ? -1 : set.info[best].tensor;
+}
+
+int64_t instant_tensor_at(const TimelineInstants& set, const View& v, int64_t t) {
+  const int64_t tol = std::max<int64_t>(1, to_ns(3.0 * v.ns_per_px));
+  const auto b = set.time.begin();
+  const size_t first = static_cast<size_t>(std::lower_bound(b, set.time.end(), t - tol) - b);
+  const size_t last = static_cast<size_t>(std::upper_bound(b, set.time.end(), t + tol) - b);
+  return last - first == 1 ? set.info[first].tensor : -1;
+}
+
 }  // namespace
+
+int64_t timeline_tensor_at(const TimelineIndex& index, const QRect& area, int64_t view_begin,
+                           int64_t view_end, const QPoint& pos) {
+  const View v(area, view_begin, view_end);
+  if (!area.contains(pos) || pos.y() < area.top() + kTimelineRulerHeight) return -1;
+  if (pos.x() < v.plot.left() || pos.x() > v.plot.right()) return -1;
+  const int lane_height = timeline_lane_height(area, index.lanes.size());
+  const int row_index = (pos.y() - area.top() - kTimelineRulerHeight) / lane_height;
+  if (row_index < 0 || static_cast<size_t>(row_index) >= index.lanes.size()) return -1;
+  const TimelineLane& lane = index.lanes[static_cast<size_t>(row_index)];
+  const int64_t t = v.time_at_x(pos.x() + 0.5);
+  switch (lane.kind) {
+    case LaneKind::Phases:
+      return -1;
+    case LaneKind::PackUnpack: {
+      const int64_t packed = instant_tensor_at(lane.packs, v, t);
+      return packed >= 0 ? packed : instant_tensor_at(lane.unpacks, v, t);
+    }
+    default:
+      return interval_tensor_at(lane.spans, v, t);
+  }
+}
 
 QString timeline_tooltip(const TimelineIndex& index, const QRect& area, int64_t view_begin,
                          int64_t view_end, const QPoint& pos) {

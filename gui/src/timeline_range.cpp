@@ -1,5 +1,6 @@
 #include "offtune/gui/timeline_range.hpp"
 
+#include <QStringList>
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -164,6 +165,101 @@ QString describe_range(const TimelineRangeStats& s, double link_gbps) {
                 .arg(percent_of(s.copy_hidden_ns, s.copy_ns));
   }
   return text;
+}
+
+std::vector<TensorEvent> tensor_events(const TimelineIndex& index, int64_t tensor) {
+  std::vector<TensorEvent> out;
+  if (tensor < 0) return out;
+  for (size_t l = 0; l < index.lanes.size(); ++l) {
+    const TimelineLane& lane = index.lanes[l];
+    const TimelineIntervals& spans = lane.spans;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const TimelineEventInfo& info = spans.info[i];
+      if (info.tensor != tensor) continue;
+      out.push_back({info.kind, spans.start[i], spans.end[i], info.bytes, l,
+                     (info.flags & kFlagPrefetch) != 0});
+    }
+    for (const TimelineInstants* set : {&lane.packs, &lane.unpacks}) {
+      for (size_t i = 0; i < set->size(); ++i) {
+        const TimelineEventInfo& info = set->info[i];
+        if (info.tensor != tensor) continue;
+        out.push_back({info.kind, set->time[i], set->time[i], info.bytes, l, false});
+      }
+    }
+  }
+  // By start; at one instant in a tensor's life order: packed, copied out, waited on, copied back,
+  // unpacked (a host-sim pack and its copy share a timestamp).
+  const auto rank = [](profiler::EventKind k) {
+    switch (k) {
+      case profiler::EventKind::Pack:
+        return 0;
+      case profiler::EventKind::CopyD2H:
+        return 1;
+      case profiler::EventKind::DiskWrite:
+        return 2;
+      case profiler::EventKind::Wait:
+        return 3;
+      case profiler::EventKind::DiskRead:
+        return 4;
+      case profiler::EventKind::CopyH2D:
+        return 5;
+      case profiler::EventKind::Unpack:
+        return 6;
+      default:
+        return 7;
+    }
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const TensorEvent& a, const TensorEvent& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : rank(a.kind) < rank(b.kind);
+  });
+  return out;
+}
+
+QString describe_tensor(const TimelineIndex& index, int64_t tensor) {
+  const auto events = tensor_events(index, tensor);
+  if (events.empty()) return {};
+  int64_t bytes = 0;
+  for (const auto& e : events) bytes = std::max(bytes, e.bytes);
+  const auto at = [&](int64_t t) {
+    return QStringLiteral("+") + format_duration_ns(static_cast<double>(t - index.begin_ns));
+  };
+  QStringList steps;
+  for (const auto& e : events) {
+    QString what;
+    switch (e.kind) {
+      case profiler::EventKind::Pack:
+        what = QStringLiteral("pack");
+        break;
+      case profiler::EventKind::Unpack:
+        what = QStringLiteral("unpack");
+        break;
+      case profiler::EventKind::CopyD2H:
+        what = QStringLiteral("copy D2H");
+        break;
+      case profiler::EventKind::CopyH2D:
+        what = e.prefetch ? QStringLiteral("copy H2D (prefetched)") : QStringLiteral("copy H2D");
+        break;
+      case profiler::EventKind::Wait:
+        what = QStringLiteral("wait");
+        break;
+      case profiler::EventKind::DiskWrite:
+        what = QStringLiteral("disk write");
+        break;
+      case profiler::EventKind::DiskRead:
+        what = QStringLiteral("disk read");
+        break;
+      default:
+        what = QString::fromLatin1(profiler::to_string(e.kind));
+        break;
+    }
+    steps << (e.end_ns > e.start_ns
+                  ? QStringLiteral("%1 %2 \u2013 %3").arg(what, at(e.start_ns), at(e.end_ns))
+                  : QStringLiteral("%1 %2").arg(what, at(e.start_ns)));
+  }
+  return QStringLiteral("tensor %1, %2: %3")
+      .arg(tensor)
+      .arg(format_bytes(static_cast<double>(bytes)))
+      .arg(steps.join(QStringLiteral(" \u2192 ")));
 }
 
 }  // namespace offtune::gui

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "offtune/gui/timeline_range.hpp"
 #include "offtune/profiler/units.hpp"
 #include "timeline_detail.hpp"
 namespace offtune::gui {
@@ -209,6 +210,7 @@ TimelineWidget::TimelineWidget(QWidget* parent) : TimePlotWidget(parent) {}
 void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
   setSelection(std::nullopt);  // a stretch of another run
+  setFollowedTensor(-1);
   updateGeometry();
   update();
 }
@@ -269,6 +271,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     return;
   }
   render_timeline(p, lanesRect(), *index_, axis()->viewBegin(), axis()->viewEnd(), &last_stats_);
+  if (followed_ >= 0) paintFollowed(p);
   if (selection_) {
     // The selected stretch: a translucent band with solid edges, over the lanes.
     const QRect plot = time_plot_rect(lanesRect());
@@ -310,7 +313,38 @@ void TimelineWidget::setSelection(std::optional<std::pair<int64_t, int64_t>> ran
   Q_EMIT selectionChanged();
 }
 
+void TimelineWidget::setFollowedTensor(int64_t tensor) {
+  if (tensor < 0) tensor = -1;
+  if (tensor == followed_) return;
+  followed_ = tensor;
+  update();
+  Q_EMIT followedTensorChanged();
+}
+
+void TimelineWidget::paintFollowed(QPainter& p) const {
+  // Each of the tensor's events in view outlined in its lane; instants as a tick across the lane.
+  const QRect area = lanesRect();
+  const QRect plot = time_plot_rect(area);
+  p.save();
+  p.setClipRect(plot);
+  p.setPen(QPen(QColor(0, 0, 0), 2));
+  p.setBrush(Qt::NoBrush);
+  for (const TensorEvent& ev : tensor_events(*index_, followed_)) {
+    if (ev.end_ns < axis()->viewBegin() || ev.start_ns > axis()->viewEnd()) continue;
+    const QRect row = timeline_lane_rect(area, *index_, ev.lane);
+    const double x0 = plot.left() + axis()->toX(ev.start_ns, plot.width());
+    const double x1 = plot.left() + axis()->toX(ev.end_ns, plot.width());
+    if (ev.end_ns > ev.start_ns) {
+      p.drawRect(QRectF(x0 - 1, row.top() + 1, std::max(3.0, x1 - x0 + 2), row.height() - 3));
+    } else {
+      p.drawLine(QPointF(x0, row.top() + 1), QPointF(x0, row.bottom() - 1));
+    }
+  }
+  p.restore();
+}
+
 void TimelineWidget::mousePressEvent(QMouseEvent* e) {
+  press_at_ = e->position().toPoint();
   if (e->button() == Qt::LeftButton && index_ && axis() && (e->modifiers() & Qt::ShiftModifier)) {
     selecting_ = true;
     select_anchor_ = timeAtX(e->position().x());
@@ -341,6 +375,12 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
                                              : std::optional<std::pair<int64_t, int64_t>>(range));
     e->accept();
     return;
+  }
+  // A click (no drag): follow the tensor of the event under it, or stop following.
+  if (e->button() == Qt::LeftButton && index_ && axis() &&
+      (e->position().toPoint() - press_at_).manhattanLength() <= 3) {
+    setFollowedTensor(timeline_tensor_at(*index_, lanesRect(), axis()->viewBegin(),
+                                         axis()->viewEnd(), e->position().toPoint()));
   }
   TimePlotWidget::mouseReleaseEvent(e);
 }

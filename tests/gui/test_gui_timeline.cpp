@@ -1372,3 +1372,70 @@ TEST(TimelineRange, ShiftDragSelectsAStretchAndTheRunViewMeasuresIt) {
 }
 
 }  // namespace range_tests
+
+namespace range_tests {
+using namespace offtune::gui;
+using offtune::profiler::EventKind;
+namespace pf = offtune::profiler;
+
+// Issue 43 item 5: one tensor followed from its pack through both copies to its unpack. A click
+// on one of its events follows it (outlined; the view tells its story), a click elsewhere stops.
+TEST(TimelineTensor, AClickFollowsATensorFromPackThroughBothCopiesToUnpack) {
+  auto run = std::make_shared<RunData>();
+  auto& e = run->events;
+  const auto of = [&](int64_t tensor) { e.back().tensor = tensor; };
+  e.push_back(pf::event_span(EventKind::Step, 0, 1000));
+  e.push_back(pf::event_span(EventKind::Compute, 0, 1000));
+  // The copy first in the list, at the pack's instant (as host-sim records them): the story still
+  // starts with the pack.
+  e.push_back(pf::event_span(EventKind::CopyD2H, 100, 400, {.stream = 1, .bytes = 4096}));
+  of(5);
+  e.push_back(pf::event_span(EventKind::Pack, 100, 100, {.bytes = 4096}));
+  of(5);
+  e.push_back(pf::event_span(EventKind::CopyD2H, 420, 500, {.stream = 1, .bytes = 512}));
+  of(6);
+  e.push_back(pf::event_span(EventKind::CopyH2D, 600, 640, {.stream = 1, .bytes = 4096}));
+  of(5);
+  e.back().prefetch = true;
+  e.push_back(pf::event_span(EventKind::Unpack, 660, 660, {.bytes = 4096}));
+  of(5);
+  const auto index = build_timeline_index(*run);
+  const auto events = tensor_events(*index, 5);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind, EventKind::Pack);
+  EXPECT_EQ(events[1].kind, EventKind::CopyD2H);
+  EXPECT_EQ(events[2].kind, EventKind::CopyH2D);
+  EXPECT_EQ(events[3].kind, EventKind::Unpack);
+  const QString story = describe_tensor(*index, 5);
+  EXPECT_TRUE(story.startsWith(QStringLiteral("tensor 5, 4.00 KiB: pack +100 ns \u2192 copy D2H")))
+      << story.toStdString();
+  EXPECT_TRUE(story.contains(QStringLiteral("copy H2D (prefetched)"))) << story.toStdString();
+  EXPECT_TRUE(story.endsWith(QStringLiteral("unpack +660 ns"))) << story.toStdString();
+  EXPECT_TRUE(describe_tensor(*index, 99).isEmpty());
+
+  RunView view;
+  view.resize(1000, 700);
+  view.setRunData(run, index);
+  view.show();
+  for (int i = 0; i < 5; ++i) QApplication::processEvents();
+  TimelineWidget* timeline = view.timeline();
+  auto* label = view.findChild<QLabel*>(QStringLiteral("tensorStory"));
+  ASSERT_NE(label, nullptr);
+  size_t d2h = 0;
+  while (d2h < index->lanes.size() && index->lanes[d2h].kind != LaneKind::CopyD2H) ++d2h;
+  ASSERT_LT(d2h, index->lanes.size());
+  const QRect plot = time_plot_rect(timeline->lanesRect());
+  const int x = plot.left() + static_cast<int>(view.axis()->toX(250, plot.width()));
+  const QPoint on_copy(x, timeline->laneRect(d2h).center().y());
+  QTest::mouseClick(timeline, Qt::LeftButton, Qt::NoModifier, on_copy);
+  EXPECT_EQ(timeline->followedTensor(), 5);
+  EXPECT_TRUE(label->isVisible());
+  EXPECT_EQ(label->text(), story);
+  const int elsewhere = plot.left() + static_cast<int>(view.axis()->toX(800, plot.width()));
+  QTest::mouseClick(timeline, Qt::LeftButton, Qt::NoModifier,
+                    QPoint(elsewhere, timeline->laneRect(d2h).center().y()));
+  EXPECT_EQ(timeline->followedTensor(), -1);
+  EXPECT_FALSE(label->isVisible());
+}
+
+}  // namespace range_tests

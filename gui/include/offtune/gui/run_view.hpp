@@ -60,7 +60,8 @@ class RunView : public QWidget {
   RunDataPtr run_;
   std::string store_path_;
   QLabel* title_ = nullptr;
-  QLabel* range_ = nullptr;  // the timeline's selected stretch, measured (timeline_range.hpp)
+  QLabel* range_ = nullptr;   // the timeline's selected stretch, measured (timeline_range.hpp)
+  QLabel* tensor_ = nullptr;  // the tensor the timeline follows, event by event
   void showSelection();
   TimeAxis* axis_ = nullptr;
   QSplitter* charts_split_ = nullptr;

@@ -282,6 +282,11 @@ void render_timeline(QPainter& painter, const QRect& area, const TimelineIndex& 
 QString timeline_tooltip(const TimelineIndex& index, const QRect& area, int64_t view_begin,
                          int64_t view_end, const QPoint& pos);
 
+// The tensor id of the event drawn at `pos` in that frame (an event drawn on its own, not a merged
+// block), or -1.
+int64_t timeline_tensor_at(const TimelineIndex& index, const QRect& area, int64_t view_begin,
+                           int64_t view_end, const QPoint& pos);
+
 // Base of the time-based widgets: holds the shared axis (not owned) and turns the mouse and keys
 // into zoom and pan on it. Wheel: zoom at the cursor (horizontal wheel or Shift: pan); left drag:
 // pan; double-click or Home: the whole run; + / - or Up / Down: zoom at the centre; Left / Right:
@@ -346,9 +351,14 @@ class TimelineWidget : public TimePlotWidget {
   // a band over the lanes), a click without a drag clears it, a new run clears it.
   std::optional<std::pair<int64_t, int64_t>> selection() const { return selection_; }
   void setSelection(std::optional<std::pair<int64_t, int64_t>> range);
+  // The tensor followed through its events (pack, copies, waits, unpack), outlined in the lanes:
+  // a click on one of its events follows it, a click elsewhere stops; -1 for none.
+  int64_t followedTensor() const { return followed_; }
+  void setFollowedTensor(int64_t tensor);
 
  Q_SIGNALS:
   void selectionChanged();
+  void followedTensorChanged();
 
  protected:
   void paintEvent(QPaintEvent* e) override;
@@ -363,6 +373,9 @@ class TimelineWidget : public TimePlotWidget {
 
   bool selecting_ = false;
   int64_t select_anchor_ = 0;
+  QPoint press_at_;
+  int64_t followed_ = -1;
+  void paintFollowed(QPainter& p) const;
   std::optional<std::pair<int64_t, int64_t>> selection_;
 
   std::shared_ptr<const TimelineIndex> index_;
