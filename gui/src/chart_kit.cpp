@@ -205,6 +205,17 @@ std::vector<PlacedItem> column_legend(const QFontMetrics& fm, int top, int left,
   return out;
 }
 
+QString legend_text_at(const std::vector<LegendItem>& items, const std::vector<PlacedItem>& placed,
+                       QPoint pos, QRect* rect) {
+  for (size_t i = 0; i < items.size() && i < placed.size(); ++i) {
+    const QRect at = placed[i].sample.united(placed[i].text);
+    if (!at.contains(pos)) continue;
+    if (rect != nullptr) *rect = at;
+    return items[i].text;
+  }
+  return {};
+}
+
 double nice_step(double raw) {
   if (!(raw > 0) || !std::isfinite(raw)) return 1.0;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));

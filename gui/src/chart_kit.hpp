@@ -111,6 +111,10 @@ std::vector<PlacedItem> flow_legend(const QFontMetrics& fm, QPoint origin, int l
 std::vector<PlacedItem> column_legend(const QFontMetrics& fm, int top, int left, int right,
                                       int line_height, const std::vector<LegendItem>& items,
                                       int max_lines, int* bottom);
+// The whole text of the legend entry at `pos` (an entry may be drawn cut short), and in *rect
+// (when not null) where the entry is; empty when no entry is there.
+QString legend_text_at(const std::vector<LegendItem>& items, const std::vector<PlacedItem>& placed,
+                       QPoint pos, QRect* rect);
 // Each item's sample and its text (elided in the middle to its rect: a variant's first and last
 // words stay) where flow_legend or column_legend placed it.
 void paint_legend(QPainter& p, const QFontMetrics& fm, const std::vector<LegendItem>& items,

@@ -351,11 +351,8 @@ QString HeatmapWidget::placeTooltip(QPoint pos, QRect* rect) const {
   if (!data_) return {};
   // A legend entry: its whole text (one may be drawn cut short to the widget's width).
   const Layout l = layout();
-  for (size_t i = 0; i < l.legend.size() && i < l.legend_at.size(); ++i) {
-    const QRect at = l.legend_at[i].sample.united(l.legend_at[i].text);
-    if (!at.contains(pos)) continue;
-    if (rect != nullptr) *rect = at;
-    return l.legend[i].text;
+  if (QString text = legend_text_at(l.legend, l.legend_at, pos, rect); !text.isEmpty()) {
+    return text;
   }
   for (const auto& cell : notApplicableIn(l)) {
     if (!cell.rect.contains(pos)) continue;

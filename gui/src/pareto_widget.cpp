@@ -404,13 +404,7 @@ QString ParetoWidget::legendTooltip(const QString& label) const {
 QString ParetoWidget::placeTooltip(QPoint pos, QRect* rect) const {
   // A legend entry: its whole text (an entry may be cut short to its column).
   const Frame f = frame();
-  for (size_t i = 0; i < f.legend.size() && i < f.legend_at.size(); ++i) {
-    const QRect at = f.legend_at[i].sample.united(f.legend_at[i].text);
-    if (!at.contains(pos)) continue;
-    if (rect != nullptr) *rect = at;
-    return f.legend[i].text;
-  }
-  return {};
+  return legend_text_at(f.legend, f.legend_at, pos, rect);
 }
 
 int64_t ParetoWidget::pointAt(QPoint pos) const {

@@ -52,22 +52,20 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   auto* reset = new QPushButton(QStringLiteral("Whole run"), this);
   header->addWidget(reset);
   outer->addLayout(header);
-  // What a stretch selected on the timeline (shift+drag) held: shown while there is one.
-  range_ = new QLabel(this);
-  range_->setObjectName(QStringLiteral("rangeStats"));
-  range_->setWordWrap(true);
-  range_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  range_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  range_->hide();
-  outer->addWidget(range_);
-  // The tensor followed (a click on one of its events): its pack, copies, waits and unpack.
-  tensor_ = new QLabel(this);
-  tensor_->setObjectName(QStringLiteral("tensorStory"));
-  tensor_->setWordWrap(true);
-  tensor_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  tensor_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  tensor_->hide();
-  outer->addWidget(tensor_);
+  // Lines under the heading, shown while they have something to say: what a stretch selected on
+  // the timeline (shift+drag) held, and the story of the tensor followed (a click on its event).
+  const auto info_line = [this, outer](const char* name) {
+    auto* label = new QLabel(this);
+    label->setObjectName(QLatin1String(name));
+    label->setWordWrap(true);
+    label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    label->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    label->hide();
+    outer->addWidget(label);
+    return label;
+  };
+  range_ = info_line("rangeStats");
+  tensor_ = info_line("tensorStory");
 
   auto* split = new QSplitter(Qt::Horizontal, this);
   split_ = split;

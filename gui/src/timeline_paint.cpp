@@ -811,27 +811,33 @@ QString describe_blocks(const TimelineIndex& index, const TimelineLevel& level, 
   return lines.join(QLatin1Char('\n'));
 }
 
+// The event of `set` (drawn event by event) at t, within two pixels: under the cursor beats near
+// it; among those, the shortest (the innermost). set.size() for none.
+size_t event_at(const TimelineIntervals& set, const View& v, int64_t t) {
+  const int64_t tol = std::max<int64_t>(1, to_ns(2.0 * v.ns_per_px));
+  const VisibleEvents c = candidates(set, t - tol, t + tol);
+  size_t best = set.size();
+  int64_t best_score = std::numeric_limits<int64_t>::max();
+  for (size_t k = c.first; k < c.last; ++k) {
+    if (set.end[k] < t - tol) continue;
+    const int64_t distance =
+        t < set.start[k] ? set.start[k] - t : std::max<int64_t>(0, t - set.end[k]);
+    const int64_t score = distance > 0 ? (int64_t{1} << 62) + distance : set.end[k] - set.start[k];
+    if (score < best_score) {
+      best_score = score;
+      best = k;
+    }
+  }
+  return best;
+}
+
 QString intervals_tooltip(const TimelineIndex& index, const TimelineIntervals& set, const View& v,
                           int64_t t) {
   if (set.size() == 0) return {};
   const int64_t tol = std::max<int64_t>(1, to_ns(2.0 * v.ns_per_px));
   if (draw_in_detail(set, v)) {
-    const VisibleEvents c = candidates(set, t - tol, t + tol);
-    size_t best = c.last;
-    int64_t best_score = std::numeric_limits<int64_t>::max();
-    for (size_t k = c.first; k < c.last; ++k) {
-      if (set.end[k] < t - tol) continue;
-      // Under the cursor beats near it; among those, the shortest (the innermost).
-      const int64_t distance =
-          t < set.start[k] ? set.start[k] - t : std::max<int64_t>(0, t - set.end[k]);
-      const int64_t score =
-          distance > 0 ? (int64_t{1} << 62) + distance : set.end[k] - set.start[k];
-      if (score < best_score) {
-        best_score = score;
-        best = k;
-      }
-    }
-    if (best == c.last) return {};
+    const size_t best = event_at(set, v, t);
+    if (best == set.size()) return {};
     return describe_event(index, set.start[best], set.end[best], set.info[best], false);
   }
   const TimelineLevel& level = pick_level(set, v);
@@ -870,21 +876,8 @@ QString instants_tooltip(const TimelineIndex& index, const TimelineInstants& set
 // event and has one; else -1.
 int64_t interval_tensor_at(const TimelineIntervals& set, const View& v, int64_t t) {
   if (set.size() == 0 || !draw_in_detail(set, v)) return -1;
-  const int64_t tol = std::max<int64_t>(1, to_ns(2.0 * v.ns_per_px));
-  const VisibleEvents c = candidates(set, t - tol, t + tol);
-  size_t best = c.last;
-  int64_t best_score = std::numeric_limits<int64_t>::max();
-  for (size_t k = c.first; k < c.last; ++k) {
-    if (set.end[k] < t - tol) continue;
-    const int64_t distance =
-        t < set.start[k] ? set.start[k] - t : std::max<int64_t>(0, t - set.end[k]);
-    const int64_t score = distance > 0 ? (int64_t{1} << 62) + distance : set.end[k] - set.start[k];
-    if (score < best_score) {
-      best_score = score;
-      best = k;
-    }
-  }
-  return best == c.last ? -1 : set.info[best].tensor;
+  const size_t k = event_at(set, v, t);
+  return k == set.size() ? -1 : set.info[k].tensor;
 }
 
 int64_t instant_tensor_at(const TimelineInstants& set, const View& v, int64_t t) {
