@@ -2,6 +2,7 @@
 #include "offtune/gui/run_summary_model.hpp"
 
 #include <QString>
+#include <QStringList>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,8 @@
 #include <set>
 
 #include "offtune/gui/predicted.hpp"
+#include "offtune/gui/run_peak.hpp"
+#include "offtune/gui/timeline.hpp"
 #include "offtune/profiler/export.hpp"
 #include "offtune/profiler/units.hpp"
 #include "text_util.hpp"
@@ -73,9 +76,65 @@ void RunSummaryModel::setRun(RunDataPtr run) {
                                            : QStringLiteral("not given")},
         {QStringLiteral("timeline events"), QString::number(run->events.size())},
     };
+    addPeakRows(*run);
     if (!r.error.empty()) rows_.emplace_back(QStringLiteral("error"), qs(r.error));
   }
   endResetModel();
+}
+
+void RunSummaryModel::addPeakRows(const RunData& run) {
+  // What was live when allocated memory peaked, and why reserved lay above it (issue 43 item 2).
+  const PeakBreakdown peak = peak_breakdown(run);
+  if (!peak.known) return;
+  const auto size = [](int64_t b) { return qs(pf::format_size(b)); };
+  const int64_t begin = run.events.empty() ? peak.time_ns : run_time_bounds(run).first;
+  QString when = QStringLiteral("+%1: allocated %2")
+                     .arg(format_duration_ns(static_cast<double>(peak.time_ns - begin)))
+                     .arg(size(peak.allocated));
+  if (peak.reserved >= 0) {
+    when += QStringLiteral(
+                ", reserved %1 (%2 beyond live tensors: blocks the allocator keeps "
+                "cached, split, or held for another stream)")
+                .arg(size(peak.reserved))
+                .arg(size(std::max<int64_t>(0, peak.reserved - peak.allocated)));
+  }
+  rows_.emplace_back(QStringLiteral("at the peak"), when);
+  if (!peak.saved_recorded) {
+    rows_.emplace_back(QStringLiteral("saved tensors at the peak"),
+                       QStringLiteral("not recorded: the run did not offload (no pack hooks)"));
+    return;
+  }
+  const auto tensors = [&size](int64_t n, int64_t bytes) {
+    return QStringLiteral("%1 %2, %3")
+        .arg(n)
+        .arg(n == 1 ? QStringLiteral("tensor") : QStringLiteral("tensors"))
+        .arg(size(bytes));
+  };
+  QStringList parts;
+  for (const auto& [state, figures] : peak.on_device) {
+    parts
+        << QStringLiteral("%1: %2, %3").arg(qs(state)).arg(figures.first).arg(size(figures.second));
+  }
+  rows_.emplace_back(
+      QStringLiteral("saved on the device at the peak"),
+      tensors(peak.device_count(), peak.device_bytes()) +
+          (parts.isEmpty() ? QString()
+                           : QStringLiteral(" (%1)").arg(parts.join(QStringLiteral("; ")))));
+  rows_.emplace_back(
+      QStringLiteral("allocated beyond them"),
+      QStringLiteral("%1: weights not saved for backward, gradients, optimizer state, temporaries")
+          .arg(size(std::max<int64_t>(0, peak.allocated - peak.device_bytes()))));
+  rows_.emplace_back(
+      QStringLiteral("offloaded at the peak"),
+      tensors(peak.on_host_count, peak.on_host_bytes) + QStringLiteral(" on the host"));
+  if (!peak.largest_on_device.empty()) {
+    QStringList largest;
+    for (const auto& t : peak.largest_on_device) {
+      largest << QStringLiteral("#%1 %2 (%3)").arg(t.tensor).arg(size(t.bytes)).arg(qs(t.state));
+    }
+    rows_.emplace_back(QStringLiteral("largest saved on the device"),
+                       largest.join(QStringLiteral(", ")));
+  }
 }
 
 int RunSummaryModel::rowCount(const QModelIndex& parent) const {

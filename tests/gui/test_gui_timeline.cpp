@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "offtune/gui/main_window.hpp"
+#include "offtune/gui/models.hpp"
 #include "offtune/gui/run_charts.hpp"
+#include "offtune/gui/run_peak.hpp"
 #include "offtune/gui/run_view.hpp"
 #include "offtune/gui/timeline.hpp"
 #include "offtune/gui/timeline_range.hpp"
@@ -1436,6 +1438,80 @@ TEST(TimelineTensor, AClickFollowsATensorFromPackThroughBothCopiesToUnpack) {
                     QPoint(elsewhere, timeline->laneRect(d2h).center().y()));
   EXPECT_EQ(timeline->followedTensor(), -1);
   EXPECT_FALSE(label->isVisible());
+}
+
+}  // namespace range_tests
+
+namespace range_tests {
+using namespace offtune::gui;
+using offtune::profiler::EventKind;
+namespace pf = offtune::profiler;
+
+// Issue 43 item 2: what was live at the peak and why. Allocated peaks at 500 ns (reserved 12 KiB
+// above it). Tensor 1 (1 KiB, kept: below the threshold) is alive; tensor 2 (4 KiB) was offloaded
+// and is on the host; tensor 3 (8 KiB) is being copied out, still on the device; tensor 4 is packed
+// after the peak and tensor 5 unpacked before it: neither counts.
+TEST(RunPeak, TheSavedTensorsAliveAtThePeakByWhereAndWhy) {
+  RunData run;
+  auto& e = run.events;
+  const auto pack = [&](int64_t id, int64_t t, int64_t bytes, const char* decision) {
+    e.push_back(pf::event_span(EventKind::Pack, t, t, {.bytes = bytes}));
+    e.back().tensor = id;
+    e.back().name = decision;
+  };
+  const auto event = [&](EventKind k, int64_t id, int64_t from, int64_t to, int64_t bytes) {
+    e.push_back(pf::event_span(k, from, to, {.stream = 1, .bytes = bytes}));
+    e.back().tensor = id;
+  };
+  pack(1, 100, 1024, "below-threshold");
+  event(EventKind::Unpack, 1, 900, 900, 1024);
+  pack(2, 110, 4096, "offloaded");
+  event(EventKind::CopyD2H, 2, 110, 200, 4096);
+  event(EventKind::CopyH2D, 2, 800, 850, 4096);
+  event(EventKind::Unpack, 2, 860, 860, 4096);
+  pack(3, 450, 8192, "offloaded");
+  event(EventKind::CopyD2H, 3, 450, 600, 8192);
+  pack(4, 600, 2048, "below-threshold");
+  pack(5, 100, 512, "parameter");
+  event(EventKind::Unpack, 5, 400, 400, 512);
+  for (const auto& [t, allocated] : {std::pair{0, 1000}, std::pair{500, 50000}, {700, 20000}}) {
+    pf::OccupancySample o;
+    o.time_ns = t;
+    o.device_bytes = allocated;
+    o.reserved_bytes = allocated + 12 * 1024;
+    run.occupancy.push_back(o);
+  }
+  const PeakBreakdown peak = peak_breakdown(run);
+  ASSERT_TRUE(peak.known);
+  EXPECT_EQ(peak.time_ns, 500);
+  EXPECT_EQ(peak.allocated, 50000);
+  EXPECT_EQ(peak.device_count(), 2);
+  EXPECT_EQ(peak.device_bytes(), 1024 + 8192);
+  EXPECT_EQ(peak.on_device.at("kept: below-threshold"), (std::pair<int64_t, int64_t>{1, 1024}));
+  EXPECT_EQ(peak.on_device.at("copying out"), (std::pair<int64_t, int64_t>{1, 8192}));
+  EXPECT_EQ(peak.on_host_count, 1);
+  EXPECT_EQ(peak.on_host_bytes, 4096);
+  ASSERT_EQ(peak.largest_on_device.size(), 2u);
+  EXPECT_EQ(peak.largest_on_device[0].tensor, 3);
+
+  // The Run tab's summary says it, each figure named.
+  RunSummaryModel model;
+  model.setRun(std::make_shared<const RunData>(run));
+  QStringList rows;
+  for (int r = 0; r < model.rowCount(); ++r) {
+    rows << model.data(model.index(r, 0)).toString() + QStringLiteral(": ") +
+                model.data(model.index(r, 1)).toString();
+  }
+  const QString all = rows.join(QLatin1Char('\n'));
+  for (const char* part :
+       {"at the peak: +500 ns: allocated 48.83 KiB, reserved 60.83 KiB (12 KiB beyond live",
+        "saved on the device at the peak: 2 tensors, 9 KiB (copying out: 1, 8 KiB; kept: "
+        "below-threshold: 1, 1 KiB)",
+        "offloaded at the peak: 1 tensor, 4 KiB on the host",
+        "allocated beyond them: 39.83 KiB: weights not saved",
+        "largest saved on the device: #3 8 KiB (copying out), #1 1 KiB (kept: below-threshold)"}) {
+    EXPECT_TRUE(all.contains(QLatin1String(part))) << part << "\nin\n" << all.toStdString();
+  }
 }
 
 }  // namespace range_tests

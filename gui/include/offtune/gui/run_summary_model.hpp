@@ -23,6 +23,7 @@ class RunSummaryModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
  private:
+  void addPeakRows(const RunData& run);
   std::vector<std::pair<QString, QString>> rows_;
 };
 
