@@ -223,6 +223,31 @@ TEST(Recommend, WhenNoiseExceedsTheDifferencesTheChoiceRestsOnItSaysSoFirst) {
       << r.rationale;
 }
 
+// Issue 43 defect 15: points whose thresholds moved no tensor do the baseline's work; the front
+// listed them beside it ("the baseline three times") and the rationale called them ties. With the
+// baseline among the candidates they are not options of their own; they still give the noise
+// figure.
+TEST(Recommend, PointsThatMovedNothingAreNotOptionsBesideTheBaseline) {
+  std::vector<PointRecord> pts{point(0, false, 100, 1000), point(1, true, 100, 1000),
+                               point(2, true, 100, 1000), point(3, true, 120, 600)};
+  pts[1].summary.offloaded_bytes = pts[2].summary.offloaded_bytes = 0;
+  for (const Constraint& c : {Constraint{}, Constraint{2000, std::nullopt}}) {
+    const auto r = recommend(pts, c);
+    std::vector<int64_t> front;
+    for (const auto& p : r.front) front.push_back(p.index);
+    EXPECT_EQ(front, (std::vector<int64_t>{0, 3})) << r.rationale;
+    EXPECT_TRUE(r.ties.empty()) << r.rationale;
+  }
+  // Without the baseline (a host budget leaves it out), such a point is the plain-training option.
+  for (auto& p : pts) p.summary.host_rss_peak = p.index == 0 ? 1000 : 10;
+  Constraint host;
+  host.host_budget = 100;
+  host.max_slowdown = 1.1;
+  const auto r = recommend(pts, host);
+  ASSERT_TRUE(r.chosen) << r.rationale;
+  EXPECT_EQ(r.chosen->index, 1) << r.rationale;
+}
+
 // A chosen point whose thresholds moved no tensor (the baseline's peak) is no offloading in every
 // tool's terms. Before: "activation_offloading: true" with thresholds that move nothing.
 TEST(Recommend, AChosenPointThatMovedNothingIsNoOffloadingInItsSnippets) {

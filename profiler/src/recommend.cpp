@@ -318,6 +318,17 @@ bool equal_in_memory(int64_t a, int64_t b, double tolerance) {
   return static_cast<double>(hi - lo) <= tolerance * static_cast<double>(lo);
 }
 
+namespace {
+
+// A point that does the baseline's work: offloading on, yet it moved no tensor (its thresholds
+// keep every one), with nothing recomputed and no weights moved (weight copies are work).
+bool does_baseline_work(const PointRecord& p) {
+  return p.config.offload && p.summary.offloaded_bytes == 0 && !p.config.checkpoint.enabled() &&
+         p.config.layer_offload == 0;
+}
+
+}  // namespace
+
 NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
   NoiseFigure f;
   const PointRecord* baseline = nullptr;
@@ -340,11 +351,7 @@ NoiseFigure noise_figure(const std::vector<PointRecord>& points) {
   }
   if (baseline == nullptr || !(baseline->summary.step_ms_median > 0)) return f;
   for (const auto& p : points) {
-    // Offloading nothing and recomputing nothing: the baseline's work (weight copies are work).
-    if (p.status != PointStatus::Ok || !p.config.offload || p.summary.offloaded_bytes != 0 ||
-        p.config.checkpoint.enabled() || p.config.layer_offload != 0) {
-      continue;
-    }
+    if (p.status != PointStatus::Ok || !does_baseline_work(p)) continue;
     const double ratio = slowdown(p, *baseline);
     f.min_ratio = f.points == 0 ? ratio : std::min(f.min_ratio, ratio);
     f.max_ratio = f.points == 0 ? ratio : std::max(f.max_ratio, ratio);
@@ -482,6 +489,22 @@ Recommendation recommend(const std::vector<PointRecord>& points, Constraint cons
       continue;
     }
     ok.push_back(p);
+  }
+  // Points that moved no tensor do the baseline's work: beside the baseline they are not options of
+  // their own (the same run, give or take noise), so neither the front nor the choice lists them
+  // (before, the front listed "the baseline" three times and the rationale called them ties).
+  // They still give the noise figure above. Without the baseline among the candidates (a host
+  // budget left it out), they stand for plain training.
+  // (A point is taken at its word only with the baseline's peak: a summary without its offloaded
+  // bytes, from a measurer that does not count them, must not lose its point.)
+  if (r.baseline && std::any_of(ok.begin(), ok.end(), [&](const PointRecord& p) {
+        return p.index == r.baseline->index;
+      })) {
+    std::erase_if(ok, [&](const PointRecord& p) {
+      return does_baseline_work(p) &&
+             equal_in_memory(device_peak(p.summary, figure),
+                             device_peak(r.baseline->summary, figure), constraint.memory_tolerance);
+    });
   }
   // Timed by a clock (not a device model): offloading points faster than the baseline beyond noise
   // are left out, and the rationale says so first.
