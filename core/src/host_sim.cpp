@@ -424,8 +424,7 @@ void free_allocation(void* data) {
   const std::string free = oom->free() > 0 ? mib(oom->free()) + " MiB free" : "none of it free";
   TORCH_CHECK_WITH(OutOfMemoryError, false, "host-sim device out of memory: tried to allocate ",
                    mib(oom->alloc_size), " MiB (a segment for a request of ", mib(requested),
-                   " MiB). Capacity ",
-                   mib(oom->capacity), " MiB, ", free,
+                   " MiB). Capacity ", mib(oom->capacity), " MiB, ", free,
                    "; reserved by the modelled caching allocator ", mib(oom->reserved),
                    " MiB, allocated ", mib(oom->allocated), " MiB");
 }
