@@ -419,6 +419,7 @@ SweepForm::SweepForm(QWidget* parent) : QWidget(parent), runner_(new SweepRunner
 }
 
 SweepForm::~SweepForm() {
+  tick_->stop();
   delete runner_;  // joins the sweep thread while this form can still receive its signals
   runner_ = nullptr;
 }
@@ -608,7 +609,7 @@ void SweepForm::showRunningStatus(const QString& base) {
 }
 
 void SweepForm::refreshRunningStatus() {
-  if (cancelling_ || !runner_->running()) return;
+  if (cancelling_ || runner_ == nullptr || !runner_->running()) return;
   QString text = base_status_;
   // From the first whole second: a point of a few milliseconds does not flicker a time.
   if (point_clock_.isValid() && point_clock_.elapsed() >= 1000) {

@@ -317,6 +317,7 @@ void TimelineWidget::setFollowedTensor(int64_t tensor) {
   if (tensor < 0) tensor = -1;
   if (tensor == followed_) return;
   followed_ = tensor;
+  followed_events_ = index_ ? tensor_events(*index_, tensor) : std::vector<TensorEvent>{};
   update();
   Q_EMIT followedTensorChanged();
 }
@@ -329,7 +330,7 @@ void TimelineWidget::paintFollowed(QPainter& p) const {
   p.setClipRect(plot);
   p.setPen(QPen(QColor(0, 0, 0), 2));
   p.setBrush(Qt::NoBrush);
-  for (const TensorEvent& ev : tensor_events(*index_, followed_)) {
+  for (const TensorEvent& ev : followed_events_) {
     if (ev.end_ns < axis()->viewBegin() || ev.start_ns > axis()->viewEnd()) continue;
     const QRect row = timeline_lane_rect(area, *index_, ev.lane);
     const double x0 = plot.left() + axis()->toX(ev.start_ns, plot.width());

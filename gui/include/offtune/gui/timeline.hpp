@@ -287,6 +287,16 @@ QString timeline_tooltip(const TimelineIndex& index, const QRect& area, int64_t 
 int64_t timeline_tensor_at(const TimelineIndex& index, const QRect& area, int64_t view_begin,
                            int64_t view_end, const QPoint& pos);
 
+// One event of a tensor followed through the run (timeline_range.hpp: tensor_events).
+struct TensorEvent {
+  profiler::EventKind kind = profiler::EventKind::Pack;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t bytes = 0;
+  size_t lane = 0;  // into TimelineIndex::lanes
+  bool prefetch = false;
+};
+
 // Base of the time-based widgets: holds the shared axis (not owned) and turns the mouse and keys
 // into zoom and pan on it. Wheel: zoom at the cursor (horizontal wheel or Shift: pan); left drag:
 // pan; double-click or Home: the whole run; + / - or Up / Down: zoom at the centre; Left / Right:
@@ -375,6 +385,7 @@ class TimelineWidget : public TimePlotWidget {
   int64_t select_anchor_ = 0;
   QPoint press_at_;
   int64_t followed_ = -1;
+  std::vector<TensorEvent> followed_events_;  // found once, when it is followed: painted each frame
   void paintFollowed(QPainter& p) const;
   std::optional<std::pair<int64_t, int64_t>> selection_;
 

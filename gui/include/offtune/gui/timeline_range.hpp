@@ -46,15 +46,8 @@ TimelineRangeStats timeline_range_stats(const TimelineIndex& index, int64_t begi
 QString describe_range(const TimelineRangeStats& stats, double link_gbps);
 
 // One tensor followed through the run (issue 43 item 5): each event of the timeline that carries
-// its id, by start: its pack, its copies out and back, the waits on it, its unpack.
-struct TensorEvent {
-  profiler::EventKind kind = profiler::EventKind::Pack;
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  int64_t bytes = 0;
-  size_t lane = 0;  // into TimelineIndex::lanes
-  bool prefetch = false;
-};
+// its id (TensorEvent, timeline.hpp), by start: its pack, its copies out and back, the waits on
+// it, its unpack.
 std::vector<TensorEvent> tensor_events(const TimelineIndex& index, int64_t tensor);
 // "tensor 17, 4.00 MiB: pack +1.200 ms → copy D2H +1.210 ms – +1.260 ms → copy H2D (prefetched)
 // +5.100 ms – +5.160 ms → unpack +5.300 ms", times from the run's start; empty for no event.
