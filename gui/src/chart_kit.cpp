@@ -84,6 +84,17 @@ QColor text_color_on(const QColor& background) {
   return luma > 140 ? QColor(20, 20, 20) : QColor(250, 250, 250);
 }
 
+std::map<int64_t, int> variant_shapes(const SweepData& sweep) {
+  std::map<int64_t, int> out;
+  const auto variants = sweep_variants(sweep);
+  if (variants.size() < 2) return out;
+  for (const auto& [index, text] : variants_by_index(sweep)) {
+    const auto it = std::find(variants.begin(), variants.end(), text);
+    if (it != variants.end()) out[index] = static_cast<int>(it - variants.begin());
+  }
+  return out;
+}
+
 void draw_marker(QPainter& p, const QPointF& c, double radius, int shape) {
   // A regular polygon of `n` corners, the first at `start` radians (0: right, counter-clockwise
   // upwards), `r` from the centre.

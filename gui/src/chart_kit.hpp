@@ -12,8 +12,10 @@
 #include <QPointF>
 #include <QRect>
 #include <QString>
+#include <map>
 #include <vector>
 
+#include "offtune/gui/data.hpp"
 #include "offtune/profiler/records.hpp"
 #include "text_util.hpp"
 
@@ -86,6 +88,11 @@ inline int sample_shape(Sample s) {
   const int k = static_cast<int>(s) - static_cast<int>(Sample::Shape0);
   return k >= 0 && k < kMarkerShapes ? k : -1;
 }
+
+// For a sweep of several variants (sweep_variants), each point's variant by its place in that
+// list: the marker shape it is drawn with, the same in the Pareto chart and the heatmap's split
+// cells. Empty for a sweep of one variant.
+std::map<int64_t, int> variant_shapes(const SweepData& sweep);
 
 // A variant's marker at `c` with `radius` (shape modulo kMarkerShapes; circle for < 0).
 void draw_marker(QPainter& p, const QPointF& c, double radius, int shape);

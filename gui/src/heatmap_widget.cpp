@@ -255,13 +255,7 @@ void HeatmapWidget::rebuild() {
     const bool split = std::any_of(placements_.begin(), placements_.end(),
                                    [](const Placement& pl) { return pl.slots > 1; });
     if (split && row_axis_ == default_row_axis() && col_axis_ == default_column_axis()) {
-      const auto variants = sweep_variants(*data_);
-      if (variants.size() > 1) {
-        for (const auto& [index, text] : variants_by_index(*data_)) {
-          const auto it = std::find(variants.begin(), variants.end(), text);
-          if (it != variants.end()) variant_shape_[index] = static_cast<int>(it - variants.begin());
-        }
-      }
+      variant_shape_ = variant_shapes(*data_);
     }
   }
   updateRange();

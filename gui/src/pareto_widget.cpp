@@ -71,12 +71,7 @@ void ParetoWidget::rebuild() {
   shape_of_.clear();
   if (!data_) return;
   variants_ = sweep_variants(*data_);
-  if (variants_.size() > 1) {
-    for (const auto& [index, label] : variants_by_index(*data_)) {
-      auto it = std::find(variants_.begin(), variants_.end(), label);
-      if (it != variants_.end()) shape_of_[index] = static_cast<int>(it - variants_.begin());
-    }
-  }
+  shape_of_ = variant_shapes(*data_);
   const auto& pts = data_->points;
   for (size_t i = 0; i < pts.size(); ++i) {
     if (pts[i].status != pf::PointStatus::Ok) continue;

@@ -225,33 +225,14 @@ QString describe_tensor(const TimelineIndex& index, int64_t tensor) {
   };
   QStringList steps;
   for (const auto& e : events) {
-    QString what;
-    switch (e.kind) {
-      case profiler::EventKind::Pack:
-        what = QStringLiteral("pack");
-        break;
-      case profiler::EventKind::Unpack:
-        what = QStringLiteral("unpack");
-        break;
-      case profiler::EventKind::CopyD2H:
-        what = QStringLiteral("copy D2H");
-        break;
-      case profiler::EventKind::CopyH2D:
-        what = e.prefetch ? QStringLiteral("copy H2D (prefetched)") : QStringLiteral("copy H2D");
-        break;
-      case profiler::EventKind::Wait:
-        what = QStringLiteral("wait");
-        break;
-      case profiler::EventKind::DiskWrite:
-        what = QStringLiteral("disk write");
-        break;
-      case profiler::EventKind::DiskRead:
-        what = QStringLiteral("disk read");
-        break;
-      default:
-        what = QString::fromLatin1(profiler::to_string(e.kind));
-        break;
+    // The kind as the timeline's legend names it ("copy D2H", "unpack", ...).
+    QString what = QString::fromLatin1(profiler::to_string(e.kind));
+    for (const auto& entry : timeline_legend()) {
+      if (entry.swatch == TimelineLegendEntry::Swatch::Fill && entry.kind == e.kind) {
+        what = entry.label;
+      }
     }
+    if (e.prefetch) what += QStringLiteral(" (prefetched)");
     steps << (e.end_ns > e.start_ns
                   ? QStringLiteral("%1 %2 \u2013 %3").arg(what, at(e.start_ns), at(e.end_ns))
                   : QStringLiteral("%1 %2").arg(what, at(e.start_ns)));

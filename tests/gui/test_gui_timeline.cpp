@@ -1373,13 +1373,6 @@ TEST(TimelineRange, ShiftDragSelectsAStretchAndTheRunViewMeasuresIt) {
   EXPECT_FALSE(stats->isVisible());
 }
 
-}  // namespace range_tests
-
-namespace range_tests {
-using namespace offtune::gui;
-using offtune::profiler::EventKind;
-namespace pf = offtune::profiler;
-
 // Issue 43 item 5: one tensor followed from its pack through both copies to its unpack. A click
 // on one of its events follows it (outlined; the view tells its story), a click elsewhere stops.
 TEST(TimelineTensor, AClickFollowsATensorFromPackThroughBothCopiesToUnpack) {
@@ -1439,13 +1432,6 @@ TEST(TimelineTensor, AClickFollowsATensorFromPackThroughBothCopiesToUnpack) {
   EXPECT_EQ(timeline->followedTensor(), -1);
   EXPECT_FALSE(label->isVisible());
 }
-
-}  // namespace range_tests
-
-namespace range_tests {
-using namespace offtune::gui;
-using offtune::profiler::EventKind;
-namespace pf = offtune::profiler;
 
 // Issue 43 item 2: what was live at the peak and why. Allocated peaks at 500 ns (reserved 12 KiB
 // above it). Tensor 1 (1 KiB, kept: below the threshold) is alive; tensor 2 (4 KiB) was offloaded
