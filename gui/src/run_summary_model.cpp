@@ -26,7 +26,7 @@ using detail::qs;
 
 RunSummaryModel::RunSummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void RunSummaryModel::setRun(RunDataPtr run) {
+void RunSummaryModel::setRun(RunDataPtr run, std::optional<PeakBreakdown> peak) {
   beginResetModel();
   rows_.clear();
   if (run) {
@@ -76,15 +76,14 @@ void RunSummaryModel::setRun(RunDataPtr run) {
                                            : QStringLiteral("not given")},
         {QStringLiteral("timeline events"), QString::number(run->events.size())},
     };
-    addPeakRows(*run);
+    addPeakRows(*run, peak ? *peak : peak_breakdown(*run));
     if (!r.error.empty()) rows_.emplace_back(QStringLiteral("error"), qs(r.error));
   }
   endResetModel();
 }
 
-void RunSummaryModel::addPeakRows(const RunData& run) {
+void RunSummaryModel::addPeakRows(const RunData& run, const PeakBreakdown& peak) {
   // What was live when allocated memory peaked, and why reserved lay above it (issue 43 item 2).
-  const PeakBreakdown peak = peak_breakdown(run);
   if (!peak.known) return;
   const auto size = [](int64_t b) { return qs(pf::format_size(b)); };
   const int64_t begin = run.events.empty() ? peak.time_ns : run_time_bounds(run).first;

@@ -27,6 +27,7 @@ namespace {
 struct LoadedRun {
   RunDataPtr run;
   std::shared_ptr<const TimelineIndex> index;
+  PeakBreakdown peak;  // a scan of every event: on the job thread, as the index
 };
 
 }  // namespace
@@ -171,7 +172,8 @@ void RunView::showRun(const std::string& store_path, pf::RunId id) {
       [store_path, id] {
         auto run = std::make_shared<const RunData>(load_run(store_path, id));
         auto index = build_timeline_index(*run);
-        return LoadedRun{std::move(run), std::move(index)};
+        PeakBreakdown peak = peak_breakdown(*run);
+        return LoadedRun{std::move(run), std::move(index), std::move(peak)};
       },
       [this, job, store_path](const JobResult<LoadedRun>& r) {
         if (!jobs_.is_current(job)) return;  // a newer run was asked for meanwhile
@@ -181,12 +183,13 @@ void RunView::showRun(const std::string& store_path, pf::RunId id) {
           return;
         }
         store_path_ = store_path;
-        setRunData(r.value->run, r.value->index);
+        setRunData(r.value->run, r.value->index, r.value->peak);
         Q_EMIT loaded();
       });
 }
 
-void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index) {
+void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index,
+                         std::optional<PeakBreakdown> peak) {
   run_ = std::move(run);
   if (run_) {
     // The index already holds the run's time bounds (built on the job thread); scanning a
@@ -212,7 +215,7 @@ void RunView::setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> in
   occupancy_->setRun(run_);
   memory_->setRun(run_);
   host_->setRun(run_);
-  summary_->setRun(run_);
+  summary_->setRun(run_, std::move(peak));
   fitSummary();
 }
 

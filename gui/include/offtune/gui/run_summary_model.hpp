@@ -2,10 +2,12 @@
 
 #include <QAbstractTableModel>
 #include <QString>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "offtune/gui/data.hpp"
+#include "offtune/gui/run_peak.hpp"
 
 namespace offtune::gui {
 
@@ -15,7 +17,9 @@ class RunSummaryModel : public QAbstractTableModel {
 
  public:
   explicit RunSummaryModel(QObject* parent = nullptr);
-  void setRun(RunDataPtr run);
+  // `peak`: the run's peak_breakdown when the caller computed it off the GUI thread (a scan of
+  // every event); computed here when not given.
+  void setRun(RunDataPtr run, std::optional<PeakBreakdown> peak = std::nullopt);
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -23,7 +27,7 @@ class RunSummaryModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
  private:
-  void addPeakRows(const RunData& run);
+  void addPeakRows(const RunData& run, const PeakBreakdown& peak);
   std::vector<std::pair<QString, QString>> rows_;
 };
 

@@ -6,10 +6,12 @@
 
 #include <QWidget>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "offtune/gui/data.hpp"
 #include "offtune/gui/jobs.hpp"
+#include "offtune/gui/run_peak.hpp"
 
 class QLabel;
 class QSplitter;
@@ -31,7 +33,10 @@ class RunView : public QWidget {
 
   // Loads the run and indexes its timeline on a job thread; loaded() or loadFailed() follows.
   void showRun(const std::string& store_path, profiler::RunId id);
-  void setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index);
+  // `peak`: the run's peak_breakdown, computed by the caller off the GUI thread (showRun's job
+  // does); computed here when not given.
+  void setRunData(RunDataPtr run, std::shared_ptr<const TimelineIndex> index,
+                  std::optional<PeakBreakdown> peak = std::nullopt);
 
   const RunDataPtr& runData() const { return run_; }
   // The store the run on screen is of (named in the heading): its exports read this store.
